@@ -1,0 +1,74 @@
+"""What a run takes (:class:`RunConfig`) and what it gives back (:class:`RunOutput`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from retinue.llm.base import Model
+from retinue.messages import Message, Usage
+from retinue.tools.base import ToolContext, ToolRegistry
+
+__all__ = ["ContextKeeper", "RunConfig", "RunOutput", "StopReason"]
+
+StopReason = Literal["final", "waiting_for_input", "max_iterations"]
+
+
+class ContextKeeper(Protocol):
+    """Keeps a conversation inside the model's context window (see ``engine.compress``).
+
+    Both methods edit ``messages`` in place, so a session's stored history is the compressed
+    one.
+    """
+
+    async def before_call(
+        self, messages: list[Message], model: Model, ctx: ToolContext, last_input_tokens: int
+    ) -> None:
+        """Called before every model call with the provider's last prompt-token figure."""
+        ...
+
+    async def on_context_too_long(
+        self, messages: list[Message], model: Model, ctx: ToolContext
+    ) -> bool:
+        """The provider said the request is too long: compress harder; True if it did."""
+        ...
+
+
+@dataclass(slots=True)
+class RunConfig:
+    """One run of one agent.
+
+    ``messages`` is the conversation so far, system prompt first; the run *extends this list
+    in place* (model replies, tool results), so an interactive session can hand in its stored
+    history and keep it. ``interactive`` makes an answer without tool calls a pause
+    (``waiting_for_input``) instead of an end.
+    """
+
+    model: Model
+    messages: list[Message]
+    tools: ToolRegistry
+    context: ToolContext
+    max_iterations: int = 50
+    interactive: bool = False
+    stream: bool = False
+    context_keeper: ContextKeeper | None = None
+
+
+@dataclass(slots=True)
+class RunOutput:
+    content: str
+    messages: list[Message]
+    stop_reason: StopReason
+    tools_used: list[str] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    iterations: int = 0
+    last_input_tokens: int = 0
+
+    @property
+    def waiting_for_input(self) -> bool:
+        return self.stop_reason == "waiting_for_input"
+
+    def tail(self, since: int) -> Sequence[Message]:
+        """The messages this run appended after the first ``since``."""
+        return self.messages[since:]

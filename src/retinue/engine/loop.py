@@ -1,0 +1,166 @@
+"""The run loop: ask the model, run the tools it asks for, repeat until it answers.
+
+Each model answer is interpreted by the pure function :func:`next_step` into an explicit next
+step — :class:`Final` or :class:`RunTools` — so the decision is testable without I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from retinue.engine.config import RunConfig, RunOutput
+from retinue.errors import ContextTooLongError
+from retinue.events import MODEL_CALLED, RUN_FINISHED, RUN_STARTED, TEXT_DELTA, emit
+from retinue.llm.base import ModelResponse
+from retinue.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage
+
+__all__ = ["Final", "RunTools", "next_step", "run"]
+
+
+@dataclass(frozen=True, slots=True)
+class Final:
+    content: str
+    waiting_for_input: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RunTools:
+    calls: tuple[ToolCall, ...]
+
+
+def next_step(message: AssistantMessage, *, interactive: bool) -> Final | RunTools:
+    """What to do after the model said ``message``."""
+    if message.tool_calls:
+        return RunTools(message.tool_calls)
+    return Final(message.content, waiting_for_input=interactive)
+
+
+async def run(config: RunConfig) -> RunOutput:
+    """Run one agent to its answer, its pause (interactive), or ``max_iterations``.
+
+    A cancelled run closes the conversation cleanly (every pending tool call gets a
+    "cancelled" result, so the history stays valid for a later turn) and re-raises
+    :class:`asyncio.CancelledError`.
+    """
+    ctx, messages = config.context, config.messages
+    emit(
+        ctx.events,
+        RUN_STARTED,
+        ctx.agent_id,
+        role=ctx.role,
+        parent_id=ctx.parent_id,
+        depth=ctx.depth,
+    )
+    usage, tools_used, last_input = Usage(), list[str](), 0
+    out: RunOutput | None = None
+    try:
+        for iteration in range(1, config.max_iterations + 1):
+            response = await _call_model(config, last_input)
+            usage += response.usage
+            last_input = response.usage.input_tokens
+            messages.append(response.message)
+            step = next_step(response.message, interactive=config.interactive)
+            if isinstance(step, Final):
+                reason = "waiting_for_input" if step.waiting_for_input else "final"
+                out = RunOutput(
+                    step.content, messages, reason, tools_used, usage, iteration, last_input
+                )
+                return out
+            tools_used.extend(c.name for c in step.calls)
+            messages.extend(await _run_tools(config, step.calls))
+        limit = config.max_iterations
+        out = RunOutput(
+            f"Stopped: the agent made {limit} model calls without a final answer "
+            f"(max_iterations={limit}).",
+            messages,
+            "max_iterations",
+            tools_used,
+            usage,
+            limit,
+            last_input,
+        )
+        return out
+    except asyncio.CancelledError:
+        _close_pending_calls(messages)
+        emit(
+            ctx.events,
+            RUN_FINISHED,
+            ctx.agent_id,
+            stop_reason="cancelled",
+            usage=_usage_dict(usage),
+        )
+        raise
+    finally:
+        if out is not None:
+            emit(
+                ctx.events,
+                RUN_FINISHED,
+                ctx.agent_id,
+                stop_reason=out.stop_reason,
+                usage=_usage_dict(usage),
+            )
+
+
+async def _call_model(config: RunConfig, last_input: int) -> ModelResponse:
+    ctx, messages, keeper = config.context, config.messages, config.context_keeper
+    if keeper is not None:
+        await keeper.before_call(messages, config.model, ctx, last_input)
+    specs = config.tools.specs()
+    sink = ctx.events
+    on_text = None
+    if config.stream and sink is not None:
+
+        def on_text(text: str) -> None:
+            emit(sink, TEXT_DELTA, ctx.agent_id, text=text)
+
+    started = time.perf_counter()
+    try:
+        response = await config.model.complete(messages, specs, on_text=on_text)
+    except ContextTooLongError:
+        if keeper is None or not await keeper.on_context_too_long(messages, config.model, ctx):
+            raise
+        response = await config.model.complete(messages, specs, on_text=on_text)
+    emit(
+        sink,
+        MODEL_CALLED,
+        ctx.agent_id,
+        input_tokens=response.usage.input_tokens,
+        output_tokens=response.usage.output_tokens,
+        seconds=round(time.perf_counter() - started, 4),
+    )
+    return response
+
+
+async def _run_tools(config: RunConfig, calls: tuple[ToolCall, ...]) -> list[ToolResultMessage]:
+    registry, ctx = config.tools, config.context
+    if len(calls) == 1:
+        return [await registry.execute(calls[0], ctx)]
+    return list(await asyncio.gather(*(registry.execute(c, ctx) for c in calls)))
+
+
+def _close_pending_calls(messages: list[Message]) -> None:
+    """After a cancellation, answer every tool call that has no result yet."""
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if isinstance(m, AssistantMessage):
+            if not m.tool_calls:
+                return
+            answered = {
+                r.tool_call_id for r in messages[i + 1 :] if isinstance(r, ToolResultMessage)
+            }
+            messages.extend(
+                ToolResultMessage(c.id, c.name, "Error: cancelled before it finished", True)
+                for c in m.tool_calls
+                if c.id not in answered
+            )
+            return
+
+
+def _usage_dict(usage: Usage) -> dict[str, int]:
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "requests": usage.requests,
+    }

@@ -1,0 +1,83 @@
+"""Every error Retinue raises on purpose derives from :class:`RetinueError`.
+
+The whole tree::
+
+    RetinueError
+    ├── ConfigError            a setting is missing or wrong (names the setting to fix)
+    ├── ModelError             a model provider failed (after the SDK's retries)
+    │   ├── ContextTooLongError    the request did not fit the model's context window
+    │   └── ScriptError            the scripted test model was misused (unscripted call, ...)
+    ├── ToolError              a tool could not do what it was asked; the model sees the message
+    │   └── WorkspaceError         a path or command left the workspace root
+    ├── RoleError              a role file is broken, or a role is unknown
+    ├── SubAgentError          delegation refused: depth, cycle, unknown session, ...
+    └── MemoryStoreError       the memory store refused or failed a read or write
+        └── BlockLimitError        a core-memory block would exceed its size limit
+
+Control flow is not an error: cancellation is plain :class:`asyncio.CancelledError`, and a
+run that stops at ``max_iterations`` returns normally with ``stop_reason`` saying so.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BlockLimitError",
+    "ConfigError",
+    "ContextTooLongError",
+    "MemoryStoreError",
+    "ModelError",
+    "RetinueError",
+    "RoleError",
+    "ScriptError",
+    "SubAgentError",
+    "ToolError",
+    "WorkspaceError",
+]
+
+
+class RetinueError(Exception):
+    """Root of every error Retinue raises on purpose."""
+
+
+class ConfigError(RetinueError):
+    """A setting is missing or wrong; the message names the setting to fix."""
+
+
+class ModelError(RetinueError):
+    """A model provider failed after its retries; the message says why in one line."""
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class ContextTooLongError(ModelError):
+    """The provider refused the request because it exceeds the context window."""
+
+
+class ScriptError(ModelError):
+    """The scripted test model was called without a scripted reply, or left replies unused."""
+
+
+class ToolError(RetinueError):
+    """Raised by a tool to report a failure the model should read and recover from."""
+
+
+class WorkspaceError(ToolError):
+    """A path or command tried to leave the workspace root."""
+
+
+class RoleError(RetinueError):
+    """A role file is broken or a role name is unknown."""
+
+
+class SubAgentError(RetinueError):
+    """Delegation was refused (depth limit, cycle, unknown session, ...)."""
+
+
+class MemoryStoreError(RetinueError):
+    """The memory store refused or failed an operation."""
+
+
+class BlockLimitError(MemoryStoreError):
+    """A core memory block would grow past its size limit."""

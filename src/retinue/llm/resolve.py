@@ -1,0 +1,40 @@
+"""Turn a model string such as ``openai:gpt-4o-mini`` into a :class:`Model`.
+
+Provider modules are imported lazily so that ``import retinue`` and ``retinue --help`` stay
+fast and an optional provider's missing extra only matters when it is asked for.
+"""
+
+from __future__ import annotations
+
+from retinue.errors import ConfigError
+from retinue.llm.base import Model
+
+__all__ = ["PROVIDERS", "resolve_model"]
+
+PROVIDERS = ("openai", "anthropic", "local")
+
+
+def resolve_model(spec: str) -> Model:
+    """Build the model named by ``provider:model``; raise :class:`ConfigError` if it is wrong."""
+    provider, sep, name = spec.partition(":")
+    if not sep or not name:
+        raise ConfigError(
+            f"model {spec!r} is not of the form provider:model "
+            f"(e.g. openai:gpt-4o-mini); set --model or RETINUE_MODEL"
+        )
+    if provider == "openai":
+        from retinue.llm.openai import OpenAIModel
+
+        return OpenAIModel(name)
+    if provider == "anthropic":
+        from retinue.llm.anthropic import AnthropicModel
+
+        return AnthropicModel(name)
+    if provider == "local":
+        from retinue.llm.local import LocalModel
+
+        return LocalModel(name)
+    raise ConfigError(
+        f"unknown model provider {provider!r} in {spec!r}; "
+        f"known providers: {', '.join(PROVIDERS)} (set --model or RETINUE_MODEL)"
+    )

@@ -1,0 +1,159 @@
+"""Provider-neutral conversation messages, tool calls and token usage.
+
+Messages are small immutable records (``slots`` dataclasses, so an idle session with a long
+history costs little more than its text). ``to_dict`` / ``from_dict`` give the stable JSON
+form of a conversation that transcripts, the HTTP API and the CLI use.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+__all__ = [
+    "AssistantMessage",
+    "Message",
+    "SystemMessage",
+    "ToolCall",
+    "ToolResultMessage",
+    "Usage",
+    "UserMessage",
+    "dumps_conversation",
+    "from_dict",
+    "loads_conversation",
+    "message_text_size",
+    "to_dict",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A model's request to run one tool. ``arguments`` is the raw JSON text the model wrote."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+
+@dataclass(frozen=True, slots=True)
+class SystemMessage:
+    content: str
+    role: Literal["system"] = field(default="system", init=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class UserMessage:
+    content: str
+    role: Literal["user"] = field(default="user", init=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantMessage:
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    role: Literal["assistant"] = field(default="assistant", init=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultMessage:
+    tool_call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    role: Literal["tool"] = field(default="tool", init=False, repr=False)
+
+
+Message: TypeAlias = SystemMessage | UserMessage | AssistantMessage | ToolResultMessage
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts as the provider reported them."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    requests: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.requests + other.requests,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+def to_dict(message: Message) -> dict[str, Any]:
+    """The stable JSON-ready form of one message."""
+    match message:
+        case SystemMessage(content=c) | UserMessage(content=c):
+            return {"role": message.role, "content": c}
+        case AssistantMessage(content=c, tool_calls=calls):
+            out: dict[str, Any] = {"role": "assistant", "content": c}
+            if calls:
+                out["tool_calls"] = [
+                    {"id": t.id, "name": t.name, "arguments": t.arguments} for t in calls
+                ]
+            return out
+        case ToolResultMessage():
+            out = {
+                "role": "tool",
+                "tool_call_id": message.tool_call_id,
+                "name": message.name,
+                "content": message.content,
+            }
+            if message.is_error:
+                out["is_error"] = True
+            return out
+
+
+def from_dict(data: dict[str, Any]) -> Message:
+    """Inverse of :func:`to_dict`; raises ``ValueError`` on an unknown role."""
+    role = data.get("role")
+    if role == "system":
+        return SystemMessage(str(data["content"]))
+    if role == "user":
+        return UserMessage(str(data["content"]))
+    if role == "assistant":
+        calls = tuple(
+            ToolCall(str(t["id"]), str(t["name"]), str(t.get("arguments", "{}")))
+            for t in data.get("tool_calls") or ()
+        )
+        return AssistantMessage(str(data.get("content") or ""), calls)
+    if role == "tool":
+        return ToolResultMessage(
+            str(data["tool_call_id"]),
+            str(data.get("name", "")),
+            str(data["content"]),
+            bool(data.get("is_error", False)),
+        )
+    raise ValueError(f"unknown message role: {role!r}")
+
+
+def dumps_conversation(messages: Iterable[Message]) -> str:
+    """Serialise a conversation to stable JSON (a list of message objects)."""
+    return json.dumps([to_dict(m) for m in messages], ensure_ascii=False)
+
+
+def loads_conversation(text: str) -> list[Message]:
+    return [from_dict(d) for d in json.loads(text)]
+
+
+def message_text_size(messages: Sequence[Message]) -> int:
+    """UTF-8 bytes of the text a conversation carries (contents, tool names and arguments)."""
+    total = 0
+    for m in messages:
+        total += len(m.content.encode())
+        if isinstance(m, AssistantMessage):
+            for t in m.tool_calls:
+                total += len(t.id) + len(t.name) + len(t.arguments.encode())
+        elif isinstance(m, ToolResultMessage):
+            total += len(m.tool_call_id) + len(m.name)
+    return total
