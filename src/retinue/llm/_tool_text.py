@@ -1,0 +1,135 @@
+"""Tool calls written as text by a local model, and the filter that hides them from streams.
+
+Small local models ask for tools in one of these forms, all accepted:
+
+* Qwen-style tags: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` (several allowed;
+  an unterminated last tag counts when generation stopped inside it);
+* a fenced code block (```` ```json ```` or bare ```` ``` ````) holding such an object, or a list
+  of them;
+* a reply that is nothing but such an object.
+
+``"parameters"`` is accepted for ``"arguments"``, and arguments may be an object or a JSON
+string. A tagged call whose JSON is broken is still returned as a :class:`ToolCall` (its name
+if one can be read, else :data:`MALFORMED_NAME`; its arguments the raw text), so the run loop
+turns it into an error result the model reads and can correct. Inside a code block or a bare
+reply, only text that looks like a call (has ``"name"`` and ``"arguments"``) is taken as one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from typing import Any
+
+from retinue.messages import ToolCall
+
+__all__ = ["MALFORMED_NAME", "ToolCallStreamFilter", "parse_tool_calls"]
+
+MALFORMED_NAME = "invalid_tool_call"
+
+_OPEN, _CLOSE = "<tool_call>", "</tool_call>"
+_TAGGED = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
+_FENCED = re.compile(r"```[ \t]*(?:json|JSON|tool_call)?[ \t]*\n?(.*?)(?:```|\Z)", re.DOTALL)
+_NAME = re.compile(r'"name"\s*:\s*"([^"]*)"')
+_ARGUMENT_KEYS = ("arguments", "parameters")
+
+
+def parse_tool_calls(text: str) -> tuple[str, tuple[ToolCall, ...]]:
+    """Split a model's raw reply into its visible text and the tool calls it makes."""
+    if _OPEN in text:
+        calls = [c for m in _TAGGED.finditer(text) for c in _calls_from_text(m.group(1), True)]
+        return _TAGGED.sub("", text).strip(), tuple(calls)
+    calls: list[ToolCall] = []
+
+    def take_block(match: re.Match[str]) -> str:
+        found = _calls_from_text(match.group(1), strict=False)
+        calls.extend(found)
+        return "" if found else match.group(0)
+
+    content = _FENCED.sub(take_block, text)
+    if calls:
+        return content.strip(), tuple(calls)
+    bare = _calls_from_text(text, strict=False) if text.lstrip().startswith(("{", "[")) else []
+    if bare:
+        return "", tuple(bare)
+    return text.strip(), ()
+
+
+def _calls_from_text(raw: str, strict: bool) -> list[ToolCall]:
+    """The calls in one JSON snippet; if it is broken, a malformed call (``strict``) or none."""
+    raw = raw.strip()
+    try:
+        value, _ = json.JSONDecoder().raw_decode(raw)
+    except json.JSONDecodeError:
+        value = None
+    items = value if isinstance(value, list) else [value]
+    calls = [c for item in items if (c := _call_from_object(item)) is not None]
+    if calls:
+        return calls
+    if strict or _looks_like_call(raw):
+        name = m.group(1) if (m := _NAME.search(raw)) else MALFORMED_NAME
+        return [ToolCall(_new_id(), name or MALFORMED_NAME, raw)]
+    return []
+
+
+def _call_from_object(item: Any) -> ToolCall | None:
+    if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+        return None
+    key = next((k for k in _ARGUMENT_KEYS if k in item), None)
+    if key is None:
+        return None
+    args = item[key]
+    raw_args = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+    return ToolCall(_new_id(), item["name"], raw_args)
+
+
+def _looks_like_call(raw: str) -> bool:
+    return '"name"' in raw and any(f'"{k}"' in raw for k in _ARGUMENT_KEYS)
+
+
+def _new_id() -> str:
+    return f"call_{uuid.uuid4().hex[:12]}"
+
+
+class ToolCallStreamFilter:
+    """Passes streamed text through, except what lies inside ``<tool_call>`` … ``</tool_call>``.
+
+    Text that might be the start of a tag is held back until the next delta settles it;
+    :meth:`flush` releases whatever is held at the end of the stream.
+    """
+
+    def __init__(self) -> None:
+        self._pending = ""
+        self._inside = False
+
+    def feed(self, delta: str) -> str:
+        self._pending += delta
+        out: list[str] = []
+        while self._pending:
+            tag = _CLOSE if self._inside else _OPEN
+            at = self._pending.find(tag)
+            if at >= 0:
+                if not self._inside:
+                    out.append(self._pending[:at])
+                self._pending = self._pending[at + len(tag) :]
+                self._inside = not self._inside
+                continue
+            keep = _partial_suffix(self._pending, tag)
+            if not self._inside:
+                out.append(self._pending[: len(self._pending) - keep])
+            self._pending = self._pending[len(self._pending) - keep :]
+            break
+        return "".join(out)
+
+    def flush(self) -> str:
+        held, self._pending = ("" if self._inside else self._pending), ""
+        return held
+
+
+def _partial_suffix(text: str, tag: str) -> int:
+    """Length of the longest end of ``text`` that is a proper beginning of ``tag``."""
+    for n in range(min(len(tag) - 1, len(text)), 0, -1):
+        if text.endswith(tag[:n]):
+            return n
+    return 0

