@@ -1,0 +1,149 @@
+"""Retinue messages <-> OpenAI Chat Completions wire dicts, as plain functions (no I/O).
+
+The conversion is direct (one small dict per message, no validation pass), so building a
+request costs the same per message at any history length; JSON serialisation is the only
+other work. The reverse direction (:func:`messages_from_openai`) serves the loopback test
+server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from retinue.llm.base import ToolSpec
+from retinue.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+
+__all__ = [
+    "ToolCallAssembler",
+    "messages_from_openai",
+    "messages_to_openai",
+    "tools_from_openai",
+    "tools_to_openai",
+]
+
+
+def message_to_openai(m: Message) -> dict[str, Any]:
+    """One message in Chat Completions form."""
+    if isinstance(m, AssistantMessage):
+        if not m.tool_calls:
+            return {"role": "assistant", "content": m.content}
+        return {
+            "role": "assistant",
+            "content": m.content or None,
+            "tool_calls": [
+                {
+                    "id": t.id,
+                    "type": "function",
+                    "function": {"name": t.name, "arguments": t.arguments},
+                }
+                for t in m.tool_calls
+            ],
+        }
+    if isinstance(m, ToolResultMessage):
+        return {"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content}
+    return {"role": m.role, "content": m.content}
+
+
+def messages_to_openai(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """A conversation in Chat Completions form."""
+    return [message_to_openai(m) for m in messages]
+
+
+def tools_to_openai(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": t.name,
+                "description": t.description,
+                "parameters": t.parameters,
+            },
+        }
+        for t in tools
+    ]
+
+
+def _text(content: Any) -> str:
+    """Message content as text: a string, or the text parts of a content-part list."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(p.get("text", "")) for p in content if isinstance(p, dict) and "text" in p
+        )
+    return str(content)
+
+
+def messages_from_openai(wire: Sequence[dict[str, Any]]) -> list[Message]:
+    """Chat Completions messages back into Retinue messages; ``ValueError`` on a bad role."""
+    out: list[Message] = []
+    names: dict[str, str] = {}
+    for d in wire:
+        role = d.get("role")
+        if role in ("system", "developer"):
+            out.append(SystemMessage(_text(d.get("content"))))
+        elif role == "user":
+            out.append(UserMessage(_text(d.get("content"))))
+        elif role == "assistant":
+            calls = []
+            for t in d.get("tool_calls") or ():
+                fn = t.get("function") or {}
+                call_id, name = str(t.get("id", "")), str(fn.get("name", ""))
+                calls.append(ToolCall(call_id, name, str(fn.get("arguments") or "{}")))
+                names[call_id] = name
+            out.append(AssistantMessage(_text(d.get("content")), tuple(calls)))
+        elif role == "tool":
+            call_id = str(d.get("tool_call_id", ""))
+            out.append(ToolResultMessage(call_id, names.get(call_id, ""), _text(d.get("content"))))
+        else:
+            raise ValueError(f"unknown message role: {role!r}")
+    return out
+
+
+def tools_from_openai(wire: Sequence[dict[str, Any]]) -> list[ToolSpec]:
+    specs = []
+    for t in wire:
+        fn = t.get("function") or {}
+        params = fn.get("parameters") or {"type": "object"}
+        specs.append(ToolSpec(str(fn.get("name", "")), str(fn.get("description") or ""), params))
+    return specs
+
+
+@dataclass(slots=True)
+class _PartialCall:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ToolCallAssembler:
+    """Collects streamed tool-call deltas (keyed by ``index``) into whole tool calls."""
+
+    _calls: dict[int, _PartialCall] = field(default_factory=dict)
+
+    def add(self, index: int, id: str | None, name: str | None, arguments: str | None) -> None:
+        part = self._calls.setdefault(index, _PartialCall())
+        if id:
+            part.id = id
+        if name:
+            part.name += name
+        if arguments:
+            part.arguments.append(arguments)
+
+    def calls(self) -> tuple[ToolCall, ...]:
+        return tuple(
+            ToolCall(p.id or f"call_{i}", p.name, "".join(p.arguments) or "{}")
+            for i, p in sorted(self._calls.items())
+        )

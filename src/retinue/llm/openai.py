@@ -1,0 +1,176 @@
+"""``openai:<model>``: any OpenAI-compatible Chat Completions endpoint via the official SDK.
+
+Works with OpenAI, DeepSeek, Ollama, vLLM, llama.cpp server... by setting ``OPENAI_BASE_URL``.
+The request body is built directly from Retinue messages (:mod:`retinue.llm._openai_wire`) and
+sent with the SDK's low-level ``client.post`` rather than ``chat.completions.create``, whose
+parameter transformation grows with the history; the SDK's HTTP client, retries with backoff
+(429 / 5xx / timeouts, ``max_retries``) and stream classes are kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+import openai
+from openai import AsyncOpenAI, AsyncStream
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.completion_usage import CompletionUsage
+
+from retinue.errors import ConfigError, ModelError
+from retinue.llm._errors import ProviderInfo, connection_error, status_error
+from retinue.llm._openai_wire import ToolCallAssembler, messages_to_openai, tools_to_openai
+from retinue.llm.base import ModelResponse, TextCallback, ToolSpec
+from retinue.llm.guard import check_request_allowed
+from retinue.messages import AssistantMessage, Message, ToolCall, Usage
+
+__all__ = ["DEFAULT_BASE_URL", "OpenAIModel", "build_request"]
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+KEY_VAR, URL_VAR = "OPENAI_API_KEY", "OPENAI_BASE_URL"
+PLACEHOLDER_KEY = "retinue-no-key"  # local servers (Ollama, vLLM...) ignore the key
+
+
+def build_request(
+    model: str, messages: Sequence[Message], tools: Sequence[ToolSpec], *, stream: bool
+) -> dict[str, Any]:
+    """The JSON body of one Chat Completions request (a plain function, no I/O)."""
+    body: dict[str, Any] = {"model": model, "messages": messages_to_openai(messages)}
+    if tools:
+        body["tools"] = tools_to_openai(tools)
+    if stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+class OpenAIModel:
+    """A Chat Completions model; ``name`` is ``"openai:<model>"``.
+
+    ``base_url`` / ``api_key`` default to ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``. Without a
+    key, the official endpoint is a :class:`ConfigError`; a custom server gets a placeholder.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        max_retries: int = 3,
+        timeout: float = 120.0,
+    ) -> None:
+        self._model = name
+        self.base_url = (base_url or os.environ.get(URL_VAR) or DEFAULT_BASE_URL).rstrip("/")
+        key = api_key or os.environ.get(KEY_VAR)
+        if not key:
+            if urlsplit(self.base_url).hostname == "api.openai.com":
+                raise ConfigError(
+                    f"no API key for {self.base_url}: set {KEY_VAR} "
+                    f"(or {URL_VAR} to use a local OpenAI-compatible server)"
+                )
+            key = PLACEHOLDER_KEY
+        self._api_key = key
+        self.max_retries = max_retries
+        self.timeout = timeout
+        self._info = ProviderInfo("openai", KEY_VAR, URL_VAR, self.base_url, max_retries)
+        self._clients: dict[asyncio.AbstractEventLoop, AsyncOpenAI] = {}
+
+    @property
+    def name(self) -> str:
+        return f"openai:{self._model}"
+
+    def _client(self) -> AsyncOpenAI:
+        """One SDK client per event loop (a kept-alive connection cannot cross loops)."""
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            self._clients = {lp: c for lp, c in self._clients.items() if not lp.is_closed()}
+            client = AsyncOpenAI(
+                api_key=self._api_key,
+                base_url=self.base_url,
+                max_retries=self.max_retries,
+                timeout=self.timeout,
+            )
+            self._clients[loop] = client
+        return client
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec] = (),
+        *,
+        on_text: TextCallback | None = None,
+    ) -> ModelResponse:
+        check_request_allowed(self.base_url)
+        body = build_request(self._model, messages, tools, stream=on_text is not None)
+        client = self._client()
+        try:
+            if on_text is None:
+                completion = await client.post(
+                    "/chat/completions", body=body, cast_to=ChatCompletion
+                )
+                return _from_completion(completion)
+            stream = await client.post(
+                "/chat/completions",
+                body=body,
+                cast_to=ChatCompletion,
+                stream=True,
+                stream_cls=AsyncStream[ChatCompletionChunk],
+            )
+            return await _from_stream(stream, on_text)
+        except openai.APIStatusError as exc:
+            raise status_error(self._info, exc.status_code, exc.body, exc.message) from None
+        except openai.APIConnectionError as exc:
+            timed_out = isinstance(exc, openai.APITimeoutError)
+            raise connection_error(self._info, exc, timed_out=timed_out) from None
+        except openai.OpenAIError as exc:
+            raise ModelError(f"openai ({self.base_url}): {exc}") from None
+
+
+def _usage(u: CompletionUsage | None) -> Usage:
+    if u is None:
+        return Usage(requests=1)
+    details = u.prompt_tokens_details
+    cached = (details.cached_tokens or 0) if details is not None else 0
+    return Usage(u.prompt_tokens or 0, u.completion_tokens or 0, cached, 1)
+
+
+def _from_completion(completion: ChatCompletion) -> ModelResponse:
+    if not completion.choices:
+        raise ModelError("openai: the server answered a chat completion without choices")
+    choice = completion.choices[0]
+    calls = []
+    for tc in choice.message.tool_calls or ():
+        fn = getattr(tc, "function", None)
+        if fn is not None:
+            calls.append(ToolCall(tc.id, fn.name, fn.arguments or "{}"))
+    message = AssistantMessage(choice.message.content or "", tuple(calls))
+    return ModelResponse(message, _usage(completion.usage), choice.finish_reason or "stop")
+
+
+async def _from_stream(
+    stream: AsyncStream[ChatCompletionChunk], on_text: TextCallback
+) -> ModelResponse:
+    parts: list[str] = []
+    calls = ToolCallAssembler()
+    usage: CompletionUsage | None = None
+    finish = "stop"
+    async for chunk in stream:
+        if chunk.usage is not None:
+            usage = chunk.usage
+        for choice in chunk.choices:
+            delta = choice.delta
+            if delta.content:
+                parts.append(delta.content)
+                on_text(delta.content)
+            for tc in delta.tool_calls or ():
+                fn = tc.function
+                calls.add(tc.index, tc.id, fn and fn.name, fn and fn.arguments)
+            if choice.finish_reason:
+                finish = choice.finish_reason
+    message = AssistantMessage("".join(parts), calls.calls())
+    return ModelResponse(message, _usage(usage), finish)
