@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from retinue.engine.config import RunConfig, RunOutput
 from retinue.errors import ContextTooLongError
-from retinue.events import MODEL_CALLED, RUN_FINISHED, RUN_STARTED, TEXT_DELTA, emit
-from retinue.llm.base import ModelResponse
+from retinue.events import MODEL_CALLED, RUN_FINISHED, RUN_STARTED, TEXT_DELTA, EventSink, emit
+from retinue.llm.base import ModelResponse, TextCallback
 from retinue.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage
 
 __all__ = ["Final", "RunTools", "next_step", "run"]
@@ -109,11 +109,7 @@ async def _call_model(config: RunConfig, last_input: int) -> ModelResponse:
         await keeper.before_call(messages, config.model, ctx, last_input)
     specs = config.tools.specs()
     sink = ctx.events
-    on_text = None
-    if config.stream and sink is not None:
-
-        def on_text(text: str) -> None:
-            emit(sink, TEXT_DELTA, ctx.agent_id, text=text)
+    on_text = _text_forwarder(sink, ctx.agent_id) if config.stream and sink else None
 
     started = time.perf_counter()
     try:
@@ -138,6 +134,13 @@ async def _run_tools(config: RunConfig, calls: tuple[ToolCall, ...]) -> list[Too
     if len(calls) == 1:
         return [await registry.execute(calls[0], ctx)]
     return list(await asyncio.gather(*(registry.execute(c, ctx) for c in calls)))
+
+
+def _text_forwarder(sink: EventSink, agent_id: str) -> TextCallback:
+    def forward(text: str) -> None:
+        emit(sink, TEXT_DELTA, agent_id, text=text)
+
+    return forward
 
 
 def _close_pending_calls(messages: list[Message]) -> None:
