@@ -1,0 +1,110 @@
+"""Context budgets per model: how big a request may get before it must be compressed.
+
+A :class:`ModelProfile` holds a model's context window and the part of it kept free for the
+answer (``output_reserve``). :func:`profile_for` picks one for a ``provider:model`` string
+from the known model families, falling back to a conservative default; a mapping of
+overrides (by full name, bare name, or name prefix) wins over the built-in table, so a
+deployment can describe its own endpoints (an Ollama server with a small ``num_ctx``, a
+fine-tuned model) without code.
+
+The figures are the providers' published limits as of 2025, rounded down where a family
+spans several sizes; they only steer compression, the provider's own refusal
+(:class:`~retinue.errors.ContextTooLongError`) remains the last word.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from retinue.errors import ConfigError
+
+__all__ = ["DEFAULT_PROFILE", "ModelProfile", "profile_for"]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelProfile:
+    """A model's context window and the tokens kept free for its answer."""
+
+    context_window: int
+    output_reserve: int = 4_096
+
+    def __post_init__(self) -> None:
+        if self.context_window <= 0:
+            raise ConfigError(f"context_window must be positive, not {self.context_window}")
+        if not 0 <= self.output_reserve < self.context_window:
+            raise ConfigError(
+                f"output_reserve must be at least 0 and below context_window "
+                f"({self.context_window}), not {self.output_reserve}"
+            )
+
+    @property
+    def input_budget(self) -> int:
+        """Tokens a request may use: the window minus the output reserve."""
+        return self.context_window - self.output_reserve
+
+
+DEFAULT_PROFILE = ModelProfile(32_768, 4_096)
+"""For a model nobody described: small enough to compress early rather than overflow."""
+
+_LOCAL = ModelProfile(8_192, 1_024)  # the embedded llama.cpp model's usual n_ctx
+_SCRIPTED = ModelProfile(32_768, 2_048)  # the test model; tests pass their own window
+_CLAUDE = ModelProfile(200_000, 16_384)
+
+# (pattern searched in the lower-cased bare model name, profile); first match wins, so the
+# more specific patterns come first. ``(?<![a-z0-9])`` keeps "o3" from matching inside a word.
+_FAMILIES: tuple[tuple[re.Pattern[str], ModelProfile], ...] = tuple(
+    (re.compile(p), prof)
+    for p, prof in (
+        (r"(?<![a-z0-9])gpt-5", ModelProfile(400_000, 128_000)),
+        (r"(?<![a-z0-9])gpt-4\.1", ModelProfile(1_047_576, 32_768)),
+        (r"(?<![a-z0-9])gpt-4o", ModelProfile(128_000, 16_384)),
+        (r"(?<![a-z0-9])gpt-4-(turbo|\d{4}-preview)", ModelProfile(128_000, 4_096)),
+        (r"(?<![a-z0-9])gpt-4(?![a-z0-9.])", ModelProfile(8_192, 2_048)),
+        (r"(?<![a-z0-9])gpt-3\.5", ModelProfile(16_385, 4_096)),
+        (r"(?<![a-z0-9])o1-mini", ModelProfile(128_000, 65_536)),
+        (r"(?<![a-z0-9])o[1-9](?![0-9])", ModelProfile(200_000, 100_000)),
+        (r"claude", _CLAUDE),
+        (r"deepseek-(reasoner|r1)", ModelProfile(128_000, 32_768)),
+        (r"deepseek", ModelProfile(128_000, 8_192)),
+        (r"qwen", ModelProfile(32_768, 4_096)),
+        (r"llama-?(3\.[1-9]|4)|llama-v3p[1-9]", ModelProfile(131_072, 4_096)),
+        (r"llama", ModelProfile(8_192, 1_024)),
+    )
+)
+
+_PROVIDER_DEFAULTS = {"local": _LOCAL, "scripted": _SCRIPTED, "anthropic": _CLAUDE}
+
+
+def profile_for(
+    model_name: str, overrides: Mapping[str, ModelProfile] | None = None
+) -> ModelProfile:
+    """The profile for ``model_name`` (``provider:model``, or a bare model name).
+
+    Order: an override for the full name, then for the bare name, then the longest override
+    key that is a prefix of either; then the embedded ``local:`` and ``scripted:`` providers;
+    then the known families; then the provider's default; then :data:`DEFAULT_PROFILE`.
+    """
+    provider, sep, bare = model_name.partition(":")
+    if not sep:
+        provider, bare = "", model_name
+    if overrides:
+        found = _override(overrides, model_name, bare)
+        if found is not None:
+            return found
+    if provider in ("local", "scripted"):
+        return _PROVIDER_DEFAULTS[provider]
+    lowered = bare.lower()
+    for pattern, profile in _FAMILIES:
+        if pattern.search(lowered):
+            return profile
+    return _PROVIDER_DEFAULTS.get(provider, DEFAULT_PROFILE)
+
+
+def _override(overrides: Mapping[str, ModelProfile], full: str, bare: str) -> ModelProfile | None:
+    for key in (full, bare):
+        if key in overrides:
+            return overrides[key]
+    prefixes = [k for k in overrides if full.startswith(k) or bare.startswith(k)]
+    return overrides[max(prefixes, key=len)] if prefixes else None
