@@ -1,0 +1,174 @@
+"""The ``Bash`` tool, named and shaped as Claude Code's.
+
+A command runs as ``bash -c`` in the workspace directory, in a process group of its own
+(a new session), with stdin closed and stdout + stderr captured together. The output kept is
+bounded: past :data:`OUTPUT_LIMIT` characters only its head and tail survive, joined by a
+marker saying how much was dropped. On timeout, on cancellation, and when the command
+returns, the whole process group is killed, so nothing it started in the background (``&``)
+outlives the call; a process that leaves the group on purpose (``setsid``) is not tracked.
+Cancellation (:class:`asyncio.CancelledError`) propagates once the group is gone.
+
+The workspace is where a command starts, not a sandbox: a shell can reach any path the
+user running Retinue can.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from typing import Annotated
+
+from pydantic import Field
+
+from retinue.errors import ToolError
+from retinue.tools.base import Tool, ToolContext, tool
+from retinue.tools.builtin.workspace import workspace_root
+
+__all__ = [
+    "DEFAULT_TIMEOUT_MS",
+    "MAX_TIMEOUT_MS",
+    "OUTPUT_LIMIT",
+    "CappedOutput",
+    "bash_tool",
+    "run_command",
+    "shell_tools",
+]
+
+DEFAULT_TIMEOUT_MS = 120_000
+MAX_TIMEOUT_MS = 600_000
+OUTPUT_LIMIT = 30_000
+"""Bytes of output ``Bash`` keeps at most (the head and tail of longer output)."""
+_READ_CHUNK = 65_536
+_DRAIN_GRACE_S = 2.0
+
+
+class CappedOutput:
+    """Collects a byte stream, keeping only its first and last ``limit // 2`` bytes."""
+
+    def __init__(self, limit: int = OUTPUT_LIMIT) -> None:
+        self._half = max(limit // 2, 1)
+        self._head = bytearray()
+        self._tail = bytearray()
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self._half - len(self._head)
+        if room > 0:
+            self._head += data[:room]
+            data = data[room:]
+        if data:
+            self._tail += data
+            if len(self._tail) > 2 * self._half:
+                del self._tail[: len(self._tail) - self._half]
+
+    def text(self) -> str:
+        head = self._head.decode("utf-8", errors="replace")
+        tail_bytes = bytes(self._tail[-self._half :])
+        tail = tail_bytes.decode("utf-8", errors="replace")
+        dropped = self.total - len(self._head) - len(tail_bytes)
+        if dropped <= 0:
+            return head + tail
+        return f"{head}\n\n... [{dropped} bytes of output omitted] ...\n\n{tail}"
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+async def _pump(stream: asyncio.StreamReader, sink: CappedOutput) -> None:
+    while chunk := await stream.read(_READ_CHUNK):
+        sink.feed(chunk)
+
+
+async def _finish(proc: asyncio.subprocess.Process, pump: asyncio.Task[None]) -> None:
+    """Kill what is left of the group, reap the shell, and let the reader drain."""
+    _kill_group(proc.pid)
+    await proc.wait()
+    done, _ = await asyncio.wait({pump}, timeout=_DRAIN_GRACE_S)
+    if not done:  # a process outside the group still holds the pipe open
+        pump.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await pump
+
+
+async def run_command(
+    command: str, cwd: str, timeout_s: float, limit: int
+) -> tuple[int | None, str]:
+    """Run ``bash -c command``; (exit code, or ``None`` on timeout; the capped output)."""
+    proc = await asyncio.create_subprocess_exec(
+        "bash",
+        "-c",
+        command,
+        cwd=cwd,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    sink = CappedOutput(limit)
+    pump = asyncio.create_task(_pump(proc.stdout, sink))
+    code: int | None = None
+    try:
+        async with asyncio.timeout(timeout_s):
+            code = await proc.wait()
+    except TimeoutError:
+        code = None
+    finally:
+        await _finish(proc, pump)
+    return code, sink.text()
+
+
+@tool("Bash")
+async def bash_tool(
+    ctx: ToolContext,
+    command: Annotated[str, Field(description="The shell command to run (bash)")],
+    timeout: Annotated[  # noqa: ASYNC109 (Claude Code's name for it; milliseconds)
+        int | None,
+        Field(
+            ge=1,
+            le=MAX_TIMEOUT_MS,
+            description=f"Timeout in milliseconds (default {DEFAULT_TIMEOUT_MS}, "
+            f"max {MAX_TIMEOUT_MS})",
+        ),
+    ] = None,
+    description: Annotated[
+        str | None,
+        Field(description="A short description of what the command does (5-10 words)"),
+    ] = None,
+) -> str:
+    """Run a bash command in the workspace directory and return its output.
+
+    stdout and stderr are returned together, followed by the exit code; a non-zero exit code
+    makes the result an error. Output beyond 30000 characters is cut in the middle. The
+    command is killed (with everything it started) when the timeout passes. There is no
+    stdin: interactive commands will not work.
+    """
+    del description  # for the model's and the user's benefit only
+    timeout_ms = timeout or DEFAULT_TIMEOUT_MS
+    cwd = workspace_root(ctx)
+    if not cwd.is_dir():
+        raise ToolError(f"the workspace {cwd} is not a directory")
+    code, output = await run_command(command, str(cwd), timeout_ms / 1000, OUTPUT_LIMIT)
+    body = output.rstrip("\n") or "(no output)"
+    if code is None:
+        raise ToolError(f"command timed out after {timeout_ms} ms and was killed\n{body}")
+    if code != 0:
+        raise ToolError(f"exit code {_describe(code)}\n{body}")
+    return f"{body}\n(exit code 0)"
+
+
+def _describe(code: int) -> str:
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"{code} (killed by {signal.Signals(-code).name})"
+    return str(code)
+
+
+def shell_tools() -> list[Tool]:
+    """``Bash``."""
+    return [bash_tool]
