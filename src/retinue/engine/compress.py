@@ -213,7 +213,7 @@ class AutoCompressor:
         self, messages: list[Message], model: Model, ctx: ToolContext
     ) -> bool:
         """Compress harder once; False when nothing could be shrunk or the summary failed."""
-        size = max(self.request_size(messages, 0), self.budget(model) + 1)
+        size = self.request_size(messages, 0)
         try:
             result = await self._compress(
                 messages, model, ctx, size, hard=True, reason="context_too_long"
@@ -291,8 +291,14 @@ class AutoCompressor:
     def _plan_cut(
         self, body: Sequence[Message], budget: int, *, hard: bool, automatic: bool
     ) -> int | None:
-        """Where the kept tail starts; None when summarising is impossible or not worth it."""
-        keep = (self.hard_keep_ratio if hard else self.keep_ratio) * budget
+        """Where the kept tail starts; None when summarising is impossible or not worth it.
+
+        The tail may use ``keep_ratio`` of the budget (``hard_keep_ratio`` when forced), and
+        at most half of the conversation (a quarter when forced), so a manual or forced
+        compression of a conversation far below the budget still shrinks it.
+        """
+        ratio, share = (self.hard_keep_ratio, 0.25) if hard else (self.keep_ratio, 0.5)
+        keep = min(ratio * budget, share * estimate_tokens(body))
         cut = choose_cut(body, int(keep))
         if cut is not None and automatic and estimate_tokens(body[:cut]) < _MIN_GAIN * budget:
             return None  # too little to win: a summary call per model call would follow
