@@ -120,17 +120,17 @@ class ScriptedModel:
         self.call_count += 1
         if self.record:
             self.calls.append(ModelCall(tuple(messages), tuple(tools)))
-        if self.delay:
-            await asyncio.sleep(self.delay)
         if self._responder is not None:
             step: Any = self._responder
         elif self._steps:
-            step = self._steps.popleft()
+            step = self._steps.popleft()  # taken at call time: a cancelled call uses its step
         else:
             last = messages[-1].content[:200] if messages else ""
             raise ScriptError(
                 f"{self._name}: unscripted call #{self.call_count} (last message: {last!r})"
             )
+        if self.delay:
+            await asyncio.sleep(self.delay)
         response = self._resolve(step, messages, tools)
         if on_text and response.message.content:
             on_text(response.message.content)
