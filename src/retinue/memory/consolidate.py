@@ -1,0 +1,360 @@
+"""Consolidation ("memorize"): one model call turns a finished session into memory.
+
+The model receives the current core blocks, archival passages similar to the conversation,
+and the conversation itself (rendered as text and trimmed to a token budget, newest kept),
+and must answer by calling the ``memorize`` tool. Its arguments are validated with pydantic
+and against the block limits; an invalid answer is sent back once more with the reason, a
+failing call is retried with backoff. The result is written in one transaction, skipping
+passages that duplicate stored ones.
+
+The transcript is on disk (``pending/``) from before the model call until the commit, so a
+failure, a cancellation or a killed process never loses it: ``retry_pending`` re-runs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pydantic
+
+from retinue.llm.base import ToolSpec
+from retinue.llm.tokens import estimate_text_tokens
+from retinue.memory.pending import PendingTranscript
+from retinue.memory.sqlite import NewPassage, normalize
+from retinue.memory.store import Block, Passage
+from retinue.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolResultMessage,
+    UserMessage,
+)
+
+if TYPE_CHECKING:
+    from retinue.llm.base import Model
+    from retinue.memory.sqlite import SQLiteMemory
+
+__all__ = [
+    "MEMORIZE_TOOL",
+    "BlockUpdate",
+    "ConsolidationOptions",
+    "ConsolidationResult",
+    "Memorize",
+    "RetryReport",
+    "build_request",
+    "consolidate_session",
+    "render_transcript",
+    "retry_pending",
+]
+
+log = logging.getLogger("retinue.memory")
+
+_TOOL_RESULT_CHARS = 2000
+
+
+class BlockUpdate(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid")
+    block: str = pydantic.Field(description="name of the core memory block to rewrite")
+    value: str = pydantic.Field(description="the complete new text of the block")
+
+
+class Memorize(pydantic.BaseModel):
+    """What the model writes: whole-block rewrites and new archival passages."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+    block_updates: list[BlockUpdate] = pydantic.Field(
+        default_factory=list,
+        description="core blocks to rewrite; omit blocks that need no change",
+    )
+    new_passages: list[str] = pydantic.Field(
+        default_factory=list,
+        description="self-contained facts worth recalling later, one per passage; "
+        "do not repeat passages already stored",
+    )
+
+
+def _memorize_spec() -> ToolSpec:
+    schema = Memorize.model_json_schema()
+    schema.pop("title", None)
+    schema.pop("description", None)
+    return ToolSpec(
+        "memorize",
+        "Save what this session taught you into long-term memory.",
+        schema,
+    )
+
+
+MEMORIZE_TOOL = _memorize_spec()
+
+_INSTRUCTIONS = """\
+You maintain the long-term memory of the agent role {role!r}. A session of that role has \
+just ended. Read its conversation and decide what is worth remembering for future sessions.
+- Core blocks are always shown to the agent; keep them short, current and within their \
+limits. To change a block, give its complete new text.
+- Archival passages are searched on demand: store durable, self-contained facts (names, \
+preferences, decisions, results). Do not store what is already stored.
+- If nothing is worth remembering, call memorize with empty lists.
+Answer only by calling the memorize tool exactly once."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConsolidationOptions:
+    """``token_budget`` bounds the transcript sent; ``attempts`` counts model calls."""
+
+    token_budget: int = 12_000
+    attempts: int = 3
+    retry_delay: float = 1.0
+    similar_passages: int = 8
+
+
+@dataclass(frozen=True, slots=True)
+class ConsolidationResult:
+    ok: bool
+    run_id: str
+    blocks_updated: int = 0
+    passages_added: int = 0
+    already_applied: bool = False
+    error: str = ""
+    transcript: Path | None = None
+
+
+@dataclass(slots=True)
+class RetryReport:
+    applied: list[str] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+
+
+def render_transcript(messages: Sequence[Message], token_budget: int) -> str:
+    """The conversation as text, newest kept whole within ``token_budget`` tokens."""
+    lines: list[str] = []
+    used = 0
+    kept = 0
+    convo = [m for m in messages if not isinstance(m, SystemMessage)]
+    for m in reversed(convo):
+        text = _line(m)
+        cost = estimate_text_tokens(text) + 4
+        if used + cost > token_budget and kept:
+            break
+        if used + cost > token_budget:
+            text = "…" + text[-max(0, token_budget * 4 - 8) :]
+        lines.append(text)
+        used += cost
+        kept += 1
+    if kept < len(convo):
+        lines.append(f"[{len(convo) - kept} earlier message(s) omitted]")
+    return "\n".join(reversed(lines))
+
+
+def _line(m: Message) -> str:
+    if isinstance(m, UserMessage):
+        return f"USER: {m.content}"
+    if isinstance(m, AssistantMessage):
+        parts = [f"ASSISTANT: {m.content}"] if m.content else []
+        parts += [f"ASSISTANT called {t.name}({t.arguments})" for t in m.tool_calls]
+        return "\n".join(parts) or "ASSISTANT: (no text)"
+    if isinstance(m, ToolResultMessage):
+        body = m.content
+        if len(body) > _TOOL_RESULT_CHARS:
+            body = body[:_TOOL_RESULT_CHARS] + f" […{len(m.content) - _TOOL_RESULT_CHARS} chars]"
+        return f"TOOL RESULT ({m.name}{', error' if m.is_error else ''}): {body}"
+    return f"SYSTEM: {m.content}"
+
+
+def build_request(
+    role: str, blocks: Sequence[Block], similar: Sequence[Passage], transcript: str
+) -> list[Message]:
+    """The messages of the consolidation call."""
+    parts = ["# Current core memory"]
+    for b in blocks:
+        parts.append(f'<{b.name} limit="{b.limit} chars">\n{b.value}\n</{b.name}>')
+    parts.append("# Stored archival passages related to this session")
+    parts.extend(f"- {p.content}" for p in similar)
+    if not similar:
+        parts.append("(none)")
+    parts.append("# The session's conversation")
+    parts.append(transcript)
+    return [SystemMessage(_INSTRUCTIONS.format(role=role)), UserMessage("\n".join(parts))]
+
+
+def _parse(reply: AssistantMessage, limits: Mapping[str, int]) -> Memorize:
+    """The validated ``memorize`` arguments; ``ValueError`` says what to fix."""
+    calls = [t for t in reply.tool_calls if t.name == "memorize"]
+    if not calls:
+        raise ValueError("you did not call the memorize tool; call it exactly once")
+    try:
+        result = Memorize.model_validate_json(calls[0].arguments or "{}")
+    except pydantic.ValidationError as exc:
+        raise ValueError(f"invalid memorize arguments: {exc.errors(include_url=False)}") from None
+    problems = []
+    names = [u.block for u in result.block_updates]
+    for u in result.block_updates:
+        limit = limits.get(u.block)
+        if limit is None:
+            problems.append(f"unknown block {u.block!r} (blocks: {', '.join(limits)})")
+        elif len(u.value) > limit:
+            problems.append(f"block {u.block!r} has {len(u.value)} chars, limit {limit}")
+        if names.count(u.block) > 1:
+            problems.append(f"block {u.block!r} updated more than once")
+    if problems:
+        raise ValueError("; ".join(dict.fromkeys(problems)))
+    return result
+
+
+async def _ask(
+    model: Model, request: list[Message], options: ConsolidationOptions, limits: Mapping[str, int]
+) -> Memorize:
+    """Call the model until it gives a valid ``memorize`` call; raise the last failure."""
+    messages = list(request)
+    last: Exception = RuntimeError("no attempt made")
+    for attempt in range(max(1, options.attempts)):
+        if attempt:
+            await asyncio.sleep(options.retry_delay * 2 ** (attempt - 1))
+        try:
+            reply = (await model.complete(messages, [MEMORIZE_TOOL])).message
+        except Exception as exc:
+            last = exc
+            continue
+        try:
+            return _parse(reply, limits)
+        except ValueError as exc:
+            last = exc
+            messages.append(reply)
+            messages.extend(
+                ToolResultMessage(t.id, t.name, f"Error: {exc}", True) for t in reply.tool_calls
+            )
+            if not reply.tool_calls:
+                messages.append(UserMessage(f"Error: {exc}"))
+    raise last
+
+
+def _similar_query(transcript: str) -> str:
+    """A search query from the newest end of the transcript."""
+    return " ".join(w for w in normalize(transcript[-4000:]).split() if len(w) > 3)
+
+
+async def consolidate_session(
+    store: SQLiteMemory,
+    *,
+    tenant: str,
+    role: str,
+    session_id: str,
+    messages: Sequence[Message],
+    model: Model,
+    run_id: str | None = None,
+    kept: Path | None = None,
+) -> ConsolidationResult:
+    """Consolidate one session into ``store``; never raises except on cancellation."""
+    run_id = run_id or uuid.uuid4().hex
+    if not any(isinstance(m, UserMessage | AssistantMessage) for m in messages):
+        return ConsolidationResult(True, run_id)
+    path = kept
+    try:
+        if path is None:
+            path = await asyncio.to_thread(
+                store.pending.write_inflight,
+                run_id=run_id,
+                tenant=tenant,
+                role=role,
+                session_id=session_id,
+                model=model.name,
+                messages=messages,
+            )
+        written = await _consolidate(store, tenant, role, session_id, messages, model, run_id)
+    except asyncio.CancelledError:
+        if path is not None:
+            _keep(store, path, "cancelled before the memory was written")
+        raise
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        log.error(
+            "memory consolidation of session %s (tenant %r, role %r) failed: %s; "
+            "transcript kept at %s (run `retinue memory retry`)",
+            session_id, tenant, role, error, path,
+        )  # fmt: skip
+        kept_at = _keep(store, path, error) if path is not None else None
+        return ConsolidationResult(False, run_id, error=error, transcript=kept_at)
+    store.pending.remove(path)
+    if written is None:
+        return ConsolidationResult(True, run_id, already_applied=True)
+    return ConsolidationResult(True, run_id, written[0], written[1])
+
+
+async def _consolidate(
+    store: SQLiteMemory,
+    tenant: str,
+    role: str,
+    session_id: str,
+    messages: Sequence[Message],
+    model: Model,
+    run_id: str,
+) -> tuple[int, int] | None:
+    options = store.options
+    transcript = render_transcript(messages, options.token_budget)
+    blocks = await store.blocks(tenant, role)
+    similar = await store.search(tenant, role, _similar_query(transcript), options.similar_passages)
+    request = build_request(role, blocks, similar, transcript)
+    result = await _ask(model, request, options, store.block_limits)
+    texts = [p.strip() for p in result.new_passages if p.strip()]
+    vectors = await store.embed(texts) if texts else None
+    passages = [
+        NewPassage(t, f"session:{session_id}", vectors[i] if vectors else None)
+        for i, t in enumerate(texts)
+    ]
+    current = {b.name: b.value for b in blocks}
+    updates = {u.block: u.value for u in result.block_updates if current.get(u.block) != u.value}
+    return await asyncio.to_thread(
+        store.apply_consolidation,
+        run_id=run_id,
+        tenant=tenant,
+        role=role,
+        session_id=session_id,
+        block_updates=updates,
+        passages=passages,
+    )
+
+
+def _keep(store: SQLiteMemory, path: Path, error: str) -> Path | None:
+    try:
+        return store.pending.mark_failed(path, error)
+    except OSError as exc:
+        log.error("could not mark transcript %s as failed: %s", path, exc)
+        return path if path.exists() else None
+
+
+async def retry_pending(
+    store: SQLiteMemory, model_for: Callable[[str], Model], *, stale_after: float = 3600.0
+) -> RetryReport:
+    """Re-run every kept transcript; a success deletes its file."""
+    report = RetryReport()
+    for item in await asyncio.to_thread(store.pending.ready, stale_after=stale_after):
+        result = await _retry_one(store, item, model_for)
+        if result.ok:
+            report.applied.append(item.session_id)
+        else:
+            report.failed.append((item.session_id, result.error))
+    return report
+
+
+async def _retry_one(
+    store: SQLiteMemory, item: PendingTranscript, model_for: Callable[[str], Model]
+) -> ConsolidationResult:
+    try:
+        model = model_for(item.model)
+    except Exception as exc:
+        return ConsolidationResult(False, item.run_id, error=f"{type(exc).__name__}: {exc}")
+    return await consolidate_session(
+        store,
+        tenant=item.tenant,
+        role=item.role,
+        session_id=item.session_id,
+        messages=item.messages,
+        model=model,
+        run_id=item.run_id,
+        kept=item.path,
+    )

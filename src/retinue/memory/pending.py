@@ -1,0 +1,119 @@
+"""Transcripts of consolidations that have not been written yet, kept on disk.
+
+Before a consolidation calls the model, the session's conversation is written to
+``<home>/pending/<run_id>.inflight.json``; it is deleted once the result is committed, and
+renamed to ``<run_id>.failed.json`` when the consolidation gives up. A process killed in
+between leaves the ``inflight`` file behind. ``retinue memory retry`` re-runs failed
+transcripts, and inflight ones old enough that their process must be gone. Nothing a session
+learned is lost on the way to the database.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from retinue.messages import Message, from_dict, to_dict
+
+__all__ = ["PendingStore", "PendingTranscript"]
+
+_INFLIGHT = ".inflight.json"
+_FAILED = ".failed.json"
+
+
+@dataclass(frozen=True, slots=True)
+class PendingTranscript:
+    """One kept transcript: who it belongs to, the model that was asked, and the messages."""
+
+    run_id: str
+    tenant: str
+    role: str
+    session_id: str
+    model: str
+    messages: list[Message]
+    path: Path
+    error: str = ""
+
+
+class PendingStore:
+    """The ``pending/`` folder of the data directory."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def write_inflight(
+        self,
+        *,
+        run_id: str,
+        tenant: str,
+        role: str,
+        session_id: str,
+        model: str,
+        messages: Sequence[Message],
+    ) -> Path:
+        data = {
+            "run_id": run_id,
+            "tenant": tenant,
+            "role": role,
+            "session_id": session_id,
+            "model": model,
+            "created_at": time.time(),
+            "error": "",
+            "messages": [to_dict(m) for m in messages],
+        }
+        path = self.root / f"{run_id}{_INFLIGHT}"
+        self._write(path, data)
+        return path
+
+    def mark_failed(self, path: Path, error: str) -> Path:
+        """Record why the consolidation failed and make the transcript ready for retry."""
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data["error"] = error
+        target = path.with_name(path.name.removesuffix(_INFLIGHT).removesuffix(_FAILED) + _FAILED)
+        self._write(target, data)
+        if target != path:
+            path.unlink(missing_ok=True)
+        return target
+
+    def remove(self, path: Path) -> None:
+        path.unlink(missing_ok=True)
+
+    def ready(self, *, stale_after: float = 3600.0) -> list[PendingTranscript]:
+        """Failed transcripts, and inflight ones untouched for ``stale_after`` seconds."""
+        if not self.root.is_dir():
+            return []
+        now = time.time()
+        out = []
+        for path in sorted(self.root.iterdir()):
+            if path.name.endswith(_FAILED) or (
+                path.name.endswith(_INFLIGHT) and now - path.stat().st_mtime >= stale_after
+            ):
+                out.append(self.load(path))
+        return out
+
+    def load(self, path: Path) -> PendingTranscript:
+        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return PendingTranscript(
+            run_id=str(data["run_id"]),
+            tenant=str(data["tenant"]),
+            role=str(data["role"]),
+            session_id=str(data["session_id"]),
+            model=str(data.get("model", "")),
+            messages=[from_dict(m) for m in data["messages"]],
+            path=path,
+            error=str(data.get("error", "")),
+        )
+
+    def _write(self, path: Path, data: dict[str, Any]) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        with tmp.open("w", encoding="utf-8") as f:
+            json.dump(data, f, ensure_ascii=False)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)

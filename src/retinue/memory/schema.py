@@ -1,0 +1,101 @@
+"""The SQLite schema of the memory store, as migrations versioned in code.
+
+``PRAGMA user_version`` holds the number of migrations applied; :func:`migrate` applies the
+missing ones, each in its own transaction, so a database written by an older Retinue is
+brought up to date on open, and one written by a newer Retinue is refused rather than
+damaged.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from retinue.errors import MemoryStoreError
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate"]
+
+_V1 = """
+CREATE TABLE blocks (
+    tenant TEXT NOT NULL,
+    role TEXT NOT NULL,
+    name TEXT NOT NULL,
+    value TEXT NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (tenant, role, name)
+) WITHOUT ROWID;
+
+CREATE TABLE passages (
+    id INTEGER PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    role TEXT NOT NULL,
+    content TEXT NOT NULL,
+    norm_hash TEXT NOT NULL,
+    source TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    embedding BLOB,
+    UNIQUE (tenant, role, norm_hash)
+);
+
+CREATE VIRTUAL TABLE passages_fts USING fts5(
+    content, content='passages', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
+);
+
+CREATE TRIGGER passages_ai AFTER INSERT ON passages BEGIN
+    INSERT INTO passages_fts(rowid, content) VALUES (new.id, new.content);
+END;
+CREATE TRIGGER passages_ad AFTER DELETE ON passages BEGIN
+    INSERT INTO passages_fts(passages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+END;
+
+CREATE TABLE consolidations (
+    run_id TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    role TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    at REAL NOT NULL,
+    blocks_updated INTEGER NOT NULL,
+    passages_added INTEGER NOT NULL
+);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1,)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Bring the database up to :data:`SCHEMA_VERSION` (``conn`` in autocommit mode)."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise MemoryStoreError(
+            f"memory database schema v{version} is newer than this Retinue (v{SCHEMA_VERSION}); "
+            "upgrade Retinue"
+        )
+    for number in range(version, SCHEMA_VERSION):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Re-check under the write lock: another process may have migrated meanwhile.
+            if conn.execute("PRAGMA user_version").fetchone()[0] != number:
+                conn.execute("ROLLBACK")
+                continue
+            for statement in _statements(MIGRATIONS[number]):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {number + 1}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration into statements (triggers keep their inner semicolons)."""
+    out: list[str] = []
+    current = ""
+    for line in script.splitlines(keepends=True):
+        current += line
+        if sqlite3.complete_statement(current):
+            if current.strip():
+                out.append(current.strip())
+            current = ""
+    if current.strip():
+        out.append(current.strip())
+    return out

@@ -1,0 +1,427 @@
+"""The embedded memory store: core blocks and archival passages in one SQLite file.
+
+One connection per store in WAL mode (readers never block the writer, a killed process
+loses nothing committed), guarded by a lock and driven from worker threads, so one store
+serves many asyncio tasks; several processes may open the same file. Archival search is
+FTS5 with BM25, fused with cosine similarity when an :class:`Embedder` is configured.
+Consolidation itself lives in :mod:`retinue.memory.consolidate`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from retinue.errors import BlockLimitError, MemoryStoreError
+from retinue.memory.embeddings import VECTOR_SCAN_LIMIT, Embedder, pack, top_by_cosine
+from retinue.memory.pending import PendingStore
+from retinue.memory.schema import migrate
+from retinue.memory.store import DEFAULT_BLOCK_LIMITS, Block, Passage, render_memory
+from retinue.messages import Message
+
+if TYPE_CHECKING:
+    from retinue.llm.base import Model
+    from retinue.memory.consolidate import ConsolidationOptions, ConsolidationResult, RetryReport
+
+__all__ = ["SQLiteMemory", "fts_query", "normalize"]
+
+log = logging.getLogger("retinue.memory")
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_RRF_K = 60
+_NEAR_DUPLICATE = 0.85
+
+
+def normalize(text: str) -> str:
+    """Lower-case words only: two passages with the same normal form are duplicates."""
+    return " ".join(_WORD.findall(text.lower()))
+
+
+def fts_query(text: str, max_terms: int = 64) -> str:
+    """An FTS5 query matching any word of ``text`` (BM25 ranks by how well), or ``""``."""
+    terms = list(dict.fromkeys(_WORD.findall(text.lower())))[:max_terms]
+    return " OR ".join(f'"{t}"' for t in terms)
+
+
+def _hash(text: str) -> str:
+    return hashlib.sha256(normalize(text).encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class NewPassage:
+    content: str
+    source: str
+    vector: Sequence[float] | None = None
+
+
+class SQLiteMemory:
+    """Memory for every ``(tenant, role)`` scope in one SQLite database.
+
+    Implements :class:`~retinue.memory.base.Memory` (``render``, ``consolidate``) for the
+    sub-agent manager and :class:`~retinue.memory.store.MemoryStore` for tools and the CLI.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        embedder: Embedder | None = None,
+        block_limits: Mapping[str, int] = DEFAULT_BLOCK_LIMITS,
+        pending_dir: Path | None = None,
+        options: ConsolidationOptions | None = None,
+    ) -> None:
+        from retinue.memory.consolidate import ConsolidationOptions
+
+        self.path = path
+        self.embedder = embedder
+        self.block_limits = dict(block_limits)
+        self.pending = PendingStore(pending_dir or path.parent / "pending")
+        self.options = options or ConsolidationOptions()
+        self._lock = threading.Lock()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(
+                path, isolation_level=None, check_same_thread=False, timeout=30.0
+            )
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            migrate(self._conn)
+        except (sqlite3.Error, OSError) as exc:
+            raise MemoryStoreError(f"cannot open memory database {path}: {exc}") from None
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (``BEGIN IMMEDIATE``): all of it commits, or none of it."""
+        with self._lock:
+            conn = self._conn
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise MemoryStoreError(f"memory database is not writable: {exc}") from None
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                conn.execute("ROLLBACK")
+                raise MemoryStoreError(f"memory write failed: {exc}") from None
+
+    def _read(self, sql: str, params: Sequence[object] = ()) -> list[tuple]:
+        with self._lock:
+            try:
+                return self._conn.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise MemoryStoreError(f"memory read failed: {exc}") from None
+
+    def _limit(self, name: str) -> int:
+        limit = self.block_limits.get(name)
+        if limit is None:
+            known = ", ".join(self.block_limits)
+            raise MemoryStoreError(f"unknown core memory block {name!r}; blocks are: {known}")
+        return limit
+
+    def check_block(self, name: str, value: str) -> None:
+        """Raise if ``name`` is unknown or ``value`` does not fit its limit."""
+        limit = self._limit(name)
+        if len(value) > limit:
+            raise BlockLimitError(
+                f"block {name!r} would hold {len(value)} characters, over its limit of "
+                f"{limit}; shorten it (e.g. core_memory_replace to condense) and try again"
+            )
+
+    # -- core blocks ------------------------------------------------------------------
+
+    async def blocks(self, tenant: str, role: str) -> list[Block]:
+        return await asyncio.to_thread(self.blocks_sync, tenant, role)
+
+    def blocks_sync(self, tenant: str, role: str) -> list[Block]:
+        rows = self._read(
+            "SELECT name, value FROM blocks WHERE tenant = ? AND role = ?", (tenant, role)
+        )
+        stored = dict(rows)
+        return [Block(n, stored.get(n, ""), lim) for n, lim in self.block_limits.items()]
+
+    async def set_block(self, tenant: str, role: str, name: str, value: str) -> Block:
+        return await asyncio.to_thread(self._update_block, tenant, role, name, lambda _: value)
+
+    async def append_block(self, tenant: str, role: str, name: str, content: str) -> Block:
+        def add(old: str) -> str:
+            return f"{old}\n{content}" if old else content
+
+        return await asyncio.to_thread(self._update_block, tenant, role, name, add)
+
+    async def replace_in_block(
+        self, tenant: str, role: str, name: str, old: str, new: str
+    ) -> Block:
+        def edit(current: str) -> str:
+            if not old or old not in current:
+                raise MemoryStoreError(
+                    f"text {old!r} not found in block {name!r}; copy it exactly from the block"
+                )
+            return current.replace(old, new)
+
+        return await asyncio.to_thread(self._update_block, tenant, role, name, edit)
+
+    def _update_block(
+        self, tenant: str, role: str, name: str, change: Callable[[str], str]
+    ) -> Block:
+        self._limit(name)
+        with self._tx() as conn:
+            row = conn.execute(
+                "SELECT value FROM blocks WHERE tenant = ? AND role = ? AND name = ?",
+                (tenant, role, name),
+            ).fetchone()
+            value = change(row[0] if row else "")
+            self.check_block(name, value)
+            _write_block(conn, tenant, role, name, value)
+        return Block(name, value, self.block_limits[name])
+
+    # -- archival passages ------------------------------------------------------------
+
+    async def insert_passage(
+        self, tenant: str, role: str, content: str, *, source: str = "agent"
+    ) -> Passage | None:
+        content = content.strip()
+        if not content:
+            raise MemoryStoreError("a passage needs some text")
+        vectors = await self.embed([content])
+        item = NewPassage(content, source, vectors[0] if vectors else None)
+        added = await asyncio.to_thread(self.insert_passages_sync, tenant, role, [item])
+        return added[0] if added else None
+
+    def insert_passages_sync(
+        self, tenant: str, role: str, items: Sequence[NewPassage], *, near_duplicates: bool = True
+    ) -> list[Passage]:
+        """Insert passages in one transaction, skipping (near-)duplicates of stored ones."""
+        with self._tx() as conn:
+            return _insert_passages(conn, tenant, role, items, near_duplicates)
+
+    async def passage_count(self, tenant: str, role: str) -> int:
+        rows = await asyncio.to_thread(
+            self._read,
+            "SELECT count(*) FROM passages WHERE tenant = ? AND role = ?",
+            (tenant, role),
+        )
+        return int(rows[0][0])
+
+    async def search(self, tenant: str, role: str, query: str, limit: int = 5) -> list[Passage]:
+        """Best passages for ``query``: BM25, fused with cosine when embeddings are on."""
+        limit = max(1, min(limit, 100))
+        vectors = await self.embed([query]) if query.strip() else None
+        return await asyncio.to_thread(
+            self.search_sync, tenant, role, query, limit, vectors[0] if vectors else None
+        )
+
+    def search_sync(
+        self,
+        tenant: str,
+        role: str,
+        query: str,
+        limit: int,
+        vector: Sequence[float] | None = None,
+    ) -> list[Passage]:
+        text_hits = self._fts(tenant, role, query, limit * 4 if vector else limit)
+        if vector is None:
+            return text_hits[:limit]
+        rows = self._read(
+            "SELECT id, embedding FROM passages WHERE tenant = ? AND role = ? "
+            "AND embedding IS NOT NULL ORDER BY id DESC LIMIT ?",
+            (tenant, role, VECTOR_SCAN_LIMIT),
+        )
+        vec_ids = [pid for pid, _ in top_by_cosine(vector, rows, limit * 4)]
+        return self._fuse(text_hits, vec_ids, limit)
+
+    def _fts(self, tenant: str, role: str, query: str, limit: int) -> list[Passage]:
+        match = fts_query(query)
+        if not match:
+            return []
+        rows = self._read(
+            "SELECT p.id, p.content, p.source, p.created_at, bm25(passages_fts) AS rank "
+            "FROM passages_fts JOIN passages p ON p.id = passages_fts.rowid "
+            "WHERE passages_fts MATCH ? AND p.tenant = ? AND p.role = ? "
+            "ORDER BY rank LIMIT ?",
+            (match, tenant, role, limit),
+        )
+        return [Passage(r[0], r[1], r[2], r[3], -r[4]) for r in rows]
+
+    def _fuse(self, text_hits: list[Passage], vec_ids: list[int], limit: int) -> list[Passage]:
+        """Reciprocal-rank fusion of the full-text and the vector rankings."""
+        scores: dict[int, float] = {}
+        for ranking in ([p.id for p in text_hits], vec_ids):
+            for rank, pid in enumerate(ranking):
+                scores[pid] = scores.get(pid, 0.0) + 1.0 / (_RRF_K + rank + 1)
+        best = sorted(scores, key=lambda pid: scores[pid], reverse=True)[:limit]
+        if not best:
+            return []
+        marks = ",".join("?" * len(best))
+        rows = self._read(
+            f"SELECT id, content, source, created_at FROM passages WHERE id IN ({marks})", best
+        )
+        by_id = {r[0]: r for r in rows}
+        return [
+            Passage(pid, by_id[pid][1], by_id[pid][2], by_id[pid][3], scores[pid])
+            for pid in best
+            if pid in by_id
+        ]
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]] | None:
+        """Vectors for ``texts``, or ``None`` without an embedder or when it fails."""
+        if self.embedder is None or not texts:
+            return None
+        try:
+            return await self.embedder.embed(texts)
+        except Exception as exc:
+            log.warning("embedding failed, falling back to full-text search: %s", exc)
+            return None
+
+    # -- the Memory protocol ----------------------------------------------------------
+
+    async def render(self, tenant: str, role: str) -> str:
+        blocks = await self.blocks(tenant, role)
+        return render_memory(blocks, await self.passage_count(tenant, role))
+
+    async def consolidate(
+        self,
+        *,
+        tenant: str,
+        role: str,
+        session_id: str,
+        messages: Sequence[Message],
+        model: Model,
+    ) -> None:
+        """Write what a finished session learned; never raises for a model failure."""
+        await self.consolidate_session(
+            tenant=tenant, role=role, session_id=session_id, messages=messages, model=model
+        )
+
+    async def consolidate_session(
+        self,
+        *,
+        tenant: str,
+        role: str,
+        session_id: str,
+        messages: Sequence[Message],
+        model: Model,
+    ) -> ConsolidationResult:
+        """:meth:`consolidate`, returning what was written (or why nothing was)."""
+        from retinue.memory.consolidate import consolidate_session
+
+        return await consolidate_session(
+            self, tenant=tenant, role=role, session_id=session_id, messages=messages, model=model
+        )
+
+    async def retry_pending(
+        self, model_for: Callable[[str], Model], *, stale_after: float = 3600.0
+    ) -> RetryReport:
+        """Re-run kept transcripts; ``model_for(recorded_model_name)`` gives the model."""
+        from retinue.memory.consolidate import retry_pending
+
+        return await retry_pending(self, model_for, stale_after=stale_after)
+
+    def apply_consolidation(
+        self,
+        *,
+        run_id: str,
+        tenant: str,
+        role: str,
+        session_id: str,
+        block_updates: Mapping[str, str],
+        passages: Sequence[NewPassage],
+    ) -> tuple[int, int] | None:
+        """Write one consolidation in one transaction: ``(blocks, passages)`` written.
+
+        ``None`` when ``run_id`` was already applied (a retry of a committed run).
+        """
+        for name, value in block_updates.items():
+            self.check_block(name, value)
+        with self._tx() as conn:
+            seen = conn.execute("SELECT 1 FROM consolidations WHERE run_id = ?", (run_id,))
+            if seen.fetchone():
+                return None
+            for name, value in block_updates.items():
+                _write_block(conn, tenant, role, name, value)
+            added = _insert_passages(conn, tenant, role, passages, near_duplicates=True)
+            conn.execute(
+                "INSERT INTO consolidations VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (run_id, tenant, role, session_id, time.time(), len(block_updates), len(added)),
+            )
+        return len(block_updates), len(added)
+
+
+def _write_block(conn: sqlite3.Connection, tenant: str, role: str, name: str, value: str) -> None:
+    conn.execute(
+        "INSERT INTO blocks (tenant, role, name, value, updated_at) VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT (tenant, role, name) DO UPDATE SET value = excluded.value, "
+        "updated_at = excluded.updated_at",
+        (tenant, role, name, value, time.time()),
+    )
+
+
+def _insert_passages(
+    conn: sqlite3.Connection,
+    tenant: str,
+    role: str,
+    items: Sequence[NewPassage],
+    near_duplicates: bool,
+) -> list[Passage]:
+    out = []
+    for item in items:
+        content = item.content.strip()
+        if not content or (near_duplicates and _has_near_duplicate(conn, tenant, role, content)):
+            continue
+        now = time.time()
+        cur = conn.execute(
+            "INSERT INTO passages (tenant, role, content, norm_hash, source, created_at, "
+            "embedding) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            (
+                tenant,
+                role,
+                content,
+                _hash(content),
+                item.source,
+                now,
+                pack(item.vector) if item.vector is not None else None,
+            ),
+        )
+        if cur.rowcount == 1 and cur.lastrowid is not None:
+            out.append(Passage(cur.lastrowid, content, item.source, now))
+    return out
+
+
+def _has_near_duplicate(conn: sqlite3.Connection, tenant: str, role: str, content: str) -> bool:
+    """Whether a stored passage of the scope has (almost) the same words as ``content``."""
+    words = set(normalize(content).split())
+    match = fts_query(content)
+    if not match:
+        return False
+    rows = conn.execute(
+        "SELECT p.content FROM passages_fts JOIN passages p ON p.id = passages_fts.rowid "
+        "WHERE passages_fts MATCH ? AND p.tenant = ? AND p.role = ? "
+        "ORDER BY bm25(passages_fts) LIMIT 5",
+        (match, tenant, role),
+    ).fetchall()
+    for (other,) in rows:
+        other_words = set(normalize(other).split())
+        union = words | other_words
+        if union and len(words & other_words) / len(union) >= _NEAR_DUPLICATE:
+            return True
+    return False
