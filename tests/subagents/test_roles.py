@@ -39,9 +39,8 @@ def test_claude_code_format_is_read_unchanged() -> None:
     assert role.model == DEFAULT_MODEL_ALIASES["sonnet"]
     inherit = parse_role(Path("c.md"), text.replace("model: sonnet", "model: inherit"))
     assert inherit.model is None
-    assert (
-        parse_role(Path("c.md"), text.replace("tools: Read, Grep, Glob, Bash\n", "")).tools is None
-    )
+    no_tools = text.replace("tools: Read, Grep, Glob, Bash\n", "")
+    assert parse_role(Path("c.md"), no_tools, DEFAULT_MODEL_ALIASES).tools is None
 
 
 @pytest.mark.parametrize(
