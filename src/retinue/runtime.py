@@ -1,0 +1,195 @@
+"""Assembly: one process's model, roles, tools, memory and sub-agent manager, and the main
+agent's conversation on top of them. The CLI and the HTTP service both start here.
+
+The main agent's "run" is the handling of one user message (as in the design): when it ends,
+every interactive session it opened is consolidated and closed. ``keep_sessions=True`` keeps
+them for the whole conversation instead (until ``reset`` / ``close``) — an explicit option,
+never the default.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from retinue.config import Settings
+from retinue.engine.compress import AutoCompressor, CompressionResult
+from retinue.engine.config import RunConfig, RunOutput
+from retinue.engine.loop import run
+from retinue.events import EventSink
+from retinue.llm.base import Model
+from retinue.llm.resolve import resolve_model
+from retinue.memory import SQLiteMemory, open_memory
+from retinue.messages import AssistantMessage, Message, SystemMessage, UserMessage
+from retinue.subagents import RoleCatalog, SubAgentManager, role_dirs, roles_section
+from retinue.subagents.manager import INTERRUPTED_NOTE
+from retinue.subagents.tools import subagent_tools
+from retinue.tools.base import Tool, ToolContext, ToolRegistry, merge
+from retinue.tools.builtin import builtin_tools
+from retinue.tools.builtin.memory import memory_tools
+
+__all__ = ["LOCAL_DEFAULT", "Conversation", "Runtime", "choose_model"]
+
+LOCAL_DEFAULT = "local:qwen2.5-coder-0.5b"
+MAIN_PROMPT = (
+    "You are Retinue, a capable software agent working in the workspace {workspace}. "
+    "Use your tools to read, search and change files and to run commands there; prefer "
+    "checking over guessing, and answer concisely with what you did and found."
+)
+
+
+def choose_model(settings: Settings) -> tuple[str, str | None]:
+    """The main model's string, and a one-line notice when it was picked for the user."""
+    if settings.model:
+        return settings.model, None
+    if os.environ.get("OPENAI_API_KEY"):
+        return "openai:gpt-4o-mini", "Using openai:gpt-4o-mini (OPENAI_API_KEY is set)."
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        return (
+            "anthropic:claude-sonnet-4-5",
+            "Using anthropic:claude-sonnet-4-5 (ANTHROPIC_API_KEY is set).",
+        )
+    return LOCAL_DEFAULT, (
+        f"No model configured and no API key set: using the embedded local model "
+        f"{LOCAL_DEFAULT} (set RETINUE_MODEL or --model to choose another)."
+    )
+
+
+@dataclass(slots=True)
+class Runtime:
+    """The shared pieces of one process. Build it with :meth:`create`."""
+
+    settings: Settings
+    model: Model
+    catalog: RoleCatalog
+    tools: ToolRegistry
+    manager: SubAgentManager
+    memory: SQLiteMemory | None
+    compressor: AutoCompressor
+    events: EventSink | None = None
+    notice: str | None = None
+
+    @classmethod
+    def create(
+        cls,
+        settings: Settings,
+        *,
+        model: Model | None = None,
+        model_for: Callable[[str], Model] = resolve_model,
+        events: EventSink | None = None,
+        extra_tools: list[Tool] | None = None,
+        with_memory: bool = True,
+        stream: bool = False,
+    ) -> Runtime:
+        notice = None
+        if model is None:
+            spec, notice = choose_model(settings)
+            model = model_for(spec)
+        catalog = RoleCatalog.load(role_dirs(settings.workspace, settings.home),
+                                   settings.model_aliases)
+        tools = ToolRegistry([*builtin_tools(), *(extra_tools or [])])
+        known = [*tools.names, *(t.name for t in subagent_tools()),
+                 *(t.name for t in memory_tools())]
+        catalog.check_tools(known)
+        memory = open_memory(settings.home) if with_memory else None
+        compressor = AutoCompressor()
+        manager = SubAgentManager(
+            catalog,
+            tools,
+            default_model=model,
+            model_for=model_for,
+            memory=memory,
+            memory_tools=memory_tools(),
+            keeper_for=lambda _m: compressor,
+            max_depth=settings.max_depth,
+            max_iterations=settings.max_iterations,
+            stream=stream,
+        )
+        return cls(settings, model, catalog, tools, manager, memory, compressor, events, notice)
+
+    def conversation(
+        self, agent_id: str = "main", *, keep_sessions: bool = False, stream: bool = False
+    ) -> Conversation:
+        return Conversation(self, agent_id, keep_sessions=keep_sessions, stream=stream)
+
+
+@dataclass(slots=True)
+class Conversation:
+    """The main agent's conversation: ``send`` handles one user message."""
+
+    runtime: Runtime
+    agent_id: str = "main"
+    keep_sessions: bool = False
+    stream: bool = False
+    messages: list[Message] = field(default_factory=list)
+
+    @property
+    def context(self) -> ToolContext:
+        rt = self.runtime
+        return ToolContext(
+            self.agent_id,
+            rt.settings.workspace,
+            rt.settings.home,
+            role="main",
+            tenant=rt.settings.tenant,
+            call_chain=("main",),
+            manager=rt.manager,
+            memory=rt.memory,
+            events=rt.events,
+        )
+
+    def _config(self) -> RunConfig:
+        rt = self.runtime
+        extra = [*subagent_tools(), *(memory_tools() if rt.memory is not None else [])]
+        return RunConfig(
+            model=rt.model,
+            messages=self.messages,
+            tools=merge(rt.tools, extra),
+            context=self.context,
+            max_iterations=rt.settings.max_iterations,
+            stream=self.stream,
+            context_keeper=rt.compressor,
+        )
+
+    async def system_prompt(self) -> str:
+        rt = self.runtime
+        parts = [MAIN_PROMPT.format(workspace=rt.settings.workspace)]
+        if rt.catalog.roles:
+            parts.append(roles_section(rt.catalog))
+        if rt.memory is not None:
+            rendered = await rt.memory.render(rt.settings.tenant, "main")
+            if rendered:
+                parts.append(rendered)
+        return "\n\n".join(parts)
+
+    async def send(self, text: str) -> RunOutput:
+        """Handle one user message. Cancelling it keeps the conversation usable."""
+        if not self.messages:
+            self.messages.append(SystemMessage(await self.system_prompt()))
+        self.messages.append(UserMessage(text))
+        try:
+            if self.keep_sessions:
+                return await run(self._config())
+            async with self.runtime.manager.owner(self.agent_id):
+                return await run(self._config())
+        except asyncio.CancelledError:
+            last = self.messages[-1]
+            if not (isinstance(last, AssistantMessage) and not last.tool_calls):
+                self.messages.append(AssistantMessage(INTERRUPTED_NOTE))
+            raise
+
+    async def compress(self) -> CompressionResult | None:
+        return await self.runtime.compressor.compress_now(
+            self.messages, self.runtime.model, self.context
+        )
+
+    async def reset(self) -> list[str]:
+        """Start over (``/new``): end this conversation's sessions and forget its messages."""
+        ended = await self.runtime.manager.cleanup(self.agent_id)
+        self.messages.clear()
+        return ended
+
+    async def close(self) -> list[str]:
+        return await self.runtime.manager.cleanup(self.agent_id)
