@@ -236,7 +236,7 @@ def _content_lines(hit: _Hit, shown: str, before: int, after: int, numbers: bool
     out: list[str] = []
     prev = -2
     for i in sorted(wanted):
-        if out and i != prev + 1:
+        if out and i != prev + 1 and (before or after):
             out.append("--")
         sep = ":" if i in matched else "-"
         num = f"{i + 1}{sep}" if numbers else ""

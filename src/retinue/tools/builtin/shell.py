@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
 from typing import Annotated
 
 from pydantic import Field
@@ -40,7 +41,6 @@ DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000
 OUTPUT_LIMIT = 30_000
 """Bytes of output ``Bash`` keeps at most (the head and tail of longer output)."""
-_READ_CHUNK = 65_536
 _DRAIN_GRACE_S = 2.0
 
 
@@ -79,47 +79,60 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-async def _pump(stream: asyncio.StreamReader, sink: CappedOutput) -> None:
-    while chunk := await stream.read(_READ_CHUNK):
-        sink.feed(chunk)
+class _Collector(asyncio.SubprocessProtocol):
+    """Feeds the output into a :class:`CappedOutput`; tells when the shell exits and when
+    the pipe closes (later, if a background job still holds it)."""
 
+    def __init__(self, sink: CappedOutput, loop: asyncio.AbstractEventLoop) -> None:
+        self.sink = sink
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.closed: asyncio.Future[None] = loop.create_future()
 
-async def _finish(proc: asyncio.subprocess.Process, pump: asyncio.Task[None]) -> None:
-    """Kill what is left of the group, reap the shell, and let the reader drain."""
-    _kill_group(proc.pid)
-    await proc.wait()
-    done, _ = await asyncio.wait({pump}, timeout=_DRAIN_GRACE_S)
-    if not done:  # a process outside the group still holds the pipe open
-        pump.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await pump
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        self.sink.feed(data.encode() if isinstance(data, str) else data)
+
+    def process_exited(self) -> None:
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
 
 
 async def run_command(
-    command: str, cwd: str, timeout_s: float, limit: int
+    command: str, cwd: str, timeout_s: float, limit: int = OUTPUT_LIMIT
 ) -> tuple[int | None, str]:
-    """Run ``bash -c command``; (exit code, or ``None`` on timeout; the capped output)."""
-    proc = await asyncio.create_subprocess_exec(
+    """Run ``bash -c command`` in ``cwd``: (exit code, or ``None`` on timeout; the output).
+
+    The process group is killed when the shell exits, on timeout, and on cancellation.
+    """
+    loop = asyncio.get_running_loop()
+    sink = CappedOutput(limit)
+    transport, proto = await loop.subprocess_exec(
+        lambda: _Collector(sink, loop),
         "bash",
         "-c",
         command,
         cwd=cwd,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    assert proc.stdout is not None
-    sink = CappedOutput(limit)
-    pump = asyncio.create_task(_pump(proc.stdout, sink))
     code: int | None = None
     try:
         async with asyncio.timeout(timeout_s):
-            code = await proc.wait()
+            await asyncio.shield(proto.exited)
+        code = transport.get_returncode()
     except TimeoutError:
         code = None
     finally:
-        await _finish(proc, pump)
+        _kill_group(transport.get_pid())
+        # The pipe closes once every process holding it is dead; one that left the group
+        # (setsid) may keep it open, so wait only briefly.
+        await asyncio.wait({proto.exited, proto.closed}, timeout=_DRAIN_GRACE_S)
+        transport.close()
     return code, sink.text()
 
 

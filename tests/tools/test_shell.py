@@ -1,0 +1,121 @@
+"""Bash through the registry: output, exit codes, cap, timeout and cancellation kills."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from retinue.messages import ToolCall, ToolResultMessage
+from retinue.tools import ToolContext, ToolRegistry
+from retinue.tools.builtin.shell import OUTPUT_LIMIT, CappedOutput
+
+Call = Callable[..., Awaitable[ToolResultMessage]]
+
+
+def _gone(pid: int) -> bool:
+    """The process no longer runs (absent, or a zombie waiting for a reaper)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in {"Z", "X"}
+
+
+def _has_pid(path: Path) -> bool:
+    return path.exists() and path.read_text().strip().isdigit()
+
+
+async def _wait_for(predicate: Callable[[], bool], seconds: float = 5.0) -> bool:
+    for _ in range(int(seconds / 0.02)):
+        if predicate():
+            return True
+        await asyncio.sleep(0.02)
+    return predicate()
+
+
+@pytest.fixture
+def real_ws(ws: Path) -> str:
+    return os.path.realpath(ws)
+
+
+async def test_runs_in_the_workspace_and_captures_both_streams(call: Call, real_ws: str) -> None:
+    result = await call("Bash", command="pwd; echo out; echo err >&2", description="where am I")
+    assert not result.is_error
+    lines = result.content.splitlines()
+    assert lines[0] == real_ws
+    assert "out" in lines
+    assert "err" in lines
+    assert lines[-1] == "(exit code 0)"
+
+
+async def test_non_zero_exit_is_an_error_with_the_output(call: Call) -> None:
+    result = await call("Bash", command="echo partial; exit 3")
+    assert result.is_error
+    assert "exit code 3" in result.content
+    assert "partial" in result.content
+
+
+async def test_output_is_capped_keeping_head_and_tail(call: Call) -> None:
+    flood = "head -c 200000 /dev/zero | tr '\\0' a"
+    result = await call("Bash", command=f"echo HEAD_MARK; {flood}; echo; echo TAIL_MARK")
+    assert not result.is_error
+    assert len(result.content) < OUTPUT_LIMIT + 200
+    assert result.content.startswith("HEAD_MARK")
+    assert "TAIL_MARK" in result.content[-100:]
+    assert "bytes of output omitted" in result.content
+
+
+def test_capped_output_keeps_short_output_whole() -> None:
+    sink = CappedOutput(10)
+    for piece in (b"abc", b"defgh", b"ij"):
+        sink.feed(piece)
+    assert sink.text() == "abcdefghij"
+    sink.feed(b"KLMNO")
+    text = sink.text()
+    assert text.startswith("abcde")
+    assert text.endswith("KLMNO")
+    assert "5 bytes of output omitted" in text
+
+
+async def test_timeout_kills_the_command_and_its_children(call: Call, ws: Path) -> None:
+    result = await call("Bash", command="echo started; sleep 0.6; touch late.txt", timeout=150)
+    assert result.is_error
+    assert "timed out after 150 ms" in result.content
+    assert "started" in result.content
+    await asyncio.sleep(0.8)
+    assert not (ws / "late.txt").exists()
+
+
+async def test_background_jobs_do_not_outlive_the_call(call: Call, ws: Path) -> None:
+    result = await call("Bash", command="(sleep 0.4; touch late.txt) & echo quick")
+    assert not result.is_error
+    assert "quick" in result.content
+    await asyncio.sleep(0.7)
+    assert not (ws / "late.txt").exists()
+
+
+async def test_cancellation_kills_the_process_group_and_propagates(
+    registry: ToolRegistry, ctx: ToolContext, ws: Path
+) -> None:
+    command = "echo $$ > shell.pid; sleep 30 & echo $! > child.pid; wait"
+    call = ToolCall("c1", "Bash", json.dumps({"command": command, "timeout": 20_000}))
+    task = asyncio.create_task(registry.execute(call, ctx))
+    assert await _wait_for(lambda: _has_pid(ws / "child.pid"))
+    shell_pid = int((ws / "shell.pid").read_text())
+    child_pid = int((ws / "child.pid").read_text())
+    assert not _gone(child_pid)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 5)
+    assert await _wait_for(lambda: _gone(shell_pid) and _gone(child_pid), 2.0)
+
+
+async def test_timeout_argument_is_validated(call: Call) -> None:
+    result = await call("Bash", command="true", timeout=600_001)
+    assert result.is_error
+    assert "timeout" in result.content
