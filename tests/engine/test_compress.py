@@ -133,6 +133,9 @@ async def test_request_size_tracks_appended_messages(tmp_path: Path) -> None:
     await keeper.before_call(messages, model, ctx, 5_000)
     offset = 5_000 - estimate_tokens(messages[:-2])
     assert keeper.request_size(messages, 0) == estimate_tokens(messages) + offset
+    # a list edited behind the compressor's back is estimated whole (plus the offset)
+    messages[-1] = UserMessage("z" * 4_000)
+    assert keeper.request_size(messages, 5_000) == estimate_tokens(messages) + offset
     # a list the compressor never saw is estimated whole
     assert keeper.request_size(list(messages), 0) == estimate_tokens(messages)
 

@@ -177,8 +177,7 @@ class AutoCompressor:
         sent = self._sent.get(id(messages))
         if sent is None:
             return estimate_tokens(messages)
-        same_list = 0 < sent.count <= len(messages) and messages[sent.count - 1] is sent.last
-        if last_input_tokens > 0 and same_list:
+        if last_input_tokens > 0 and _extends(messages, sent):
             return last_input_tokens + estimate_tokens(messages[sent.count :])
         return max(estimate_tokens(messages) + sent.overhead, 0)
 
@@ -249,7 +248,7 @@ class AutoCompressor:
     def _learn(self, messages: Sequence[Message], last_input_tokens: int) -> None:
         """Update the estimate's offset from the provider's figure for the last call."""
         sent = self._sent.get(id(messages))
-        if sent is not None and sent.count <= len(messages):
+        if sent is not None and _extends(messages, sent):
             overhead = last_input_tokens - sent.estimate
             self._sent[id(messages)] = _Sent(sent.count, sent.last, sent.estimate, overhead)
 
@@ -372,6 +371,11 @@ class AutoCompressor:
 
 
 # -- pure helpers (no I/O; tested directly) -----------------------------------------------
+
+
+def _extends(messages: Sequence[Message], sent: _Sent) -> bool:
+    """Whether ``messages`` still starts with what was sent (only appended to since)."""
+    return 0 < sent.count <= len(messages) and messages[sent.count - 1] is sent.last
 
 
 def is_summary(message: Message) -> bool:
