@@ -1,5 +1,6 @@
 """Archival passages: BM25 ranking, query safety, duplicates, hybrid search."""
 
+import itertools
 from collections.abc import Sequence
 
 from retinue.errors import ModelError
@@ -19,7 +20,7 @@ async def test_bm25_ranks_the_most_relevant_passage_first(store: SQLiteMemory) -
     hits = await store.search("t", "dba", "postgres replication lag", limit=5)
     assert [h.content for h in hits[:2]] == [texts[3], texts[1]]
     assert {h.content for h in hits} == set(texts[1:4])
-    assert all(a.score >= b.score for a, b in zip(hits, hits[1:], strict=False))
+    assert all(a.score >= b.score for a, b in itertools.pairwise(hits))
 
 
 async def test_rare_term_outranks_common_term(store: SQLiteMemory) -> None:

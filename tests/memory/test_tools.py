@@ -20,9 +20,7 @@ def ctx(store: SQLiteMemory, tmp_path: Path) -> ToolContext:
 async def call(ctx: ToolContext, name: str, **args: object) -> tuple[str, bool]:
     import json
 
-    result = await ToolRegistry(memory_tools()).execute(
-        ToolCall("c1", name, json.dumps(args)), ctx
-    )
+    result = await ToolRegistry(memory_tools()).execute(ToolCall("c1", name, json.dumps(args)), ctx)
     return result.content, result.is_error
 
 
