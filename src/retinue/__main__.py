@@ -1,0 +1,3 @@
+from retinue.cli.app import main
+
+main()

@@ -1,0 +1,160 @@
+"""The ``retinue`` command: ``run``, ``chat``, ``roles``, ``memory``, ``serve``, ``sessions``.
+
+Heavy modules are imported inside the commands so that ``retinue --help`` stays fast.
+Every expected failure is one line on stderr and a non-zero exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from retinue.cli.memory import memory_app
+
+if TYPE_CHECKING:
+    from retinue.runtime import Runtime
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="retinue",
+    help="Agents that delegate to role-defined sub-agents, with a memory of their own.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(memory_app)
+
+ModelOpt = Annotated[
+    str | None, typer.Option("--model", "-m", help="provider:model (default: RETINUE_MODEL)")
+]
+WorkspaceOpt = Annotated[
+    Path | None, typer.Option("--workspace", "-w", help="workspace root (default: cwd)")
+]
+TenantOpt = Annotated[str | None, typer.Option("--tenant", help="whose memory to use")]
+
+EXIT_FAILED, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 1, 2, 130
+
+
+def _err(message: str) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
+    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(message)}", highlight=False)
+
+
+@contextmanager
+def _one_line_errors() -> Iterator[None]:
+    """Turn the errors a user can fix into one line on stderr and exit code 1."""
+    from retinue.errors import RetinueError
+
+    try:
+        yield
+    except RetinueError as exc:
+        _err(str(exc))
+        raise typer.Exit(EXIT_FAILED) from None
+    except OSError as exc:
+        _err(f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "))
+        raise typer.Exit(EXIT_FAILED) from None
+
+
+def _runtime(
+    model: str | None, workspace: Path | None, tenant: str | None, *, quiet: bool = False
+) -> Runtime:
+    from rich.console import Console
+
+    from retinue.cli.render import EventPrinter
+    from retinue.config import Settings
+    from retinue.runtime import Runtime
+
+    settings = Settings.load(model=model, workspace=workspace, tenant=tenant)
+    console = Console(stderr=True, soft_wrap=True)
+    runtime = Runtime.create(settings, events=None if quiet else EventPrinter(console))
+    if runtime.notice:
+        console.print(f"[dim]{runtime.notice}[/]", highlight=False)
+    for problem in runtime.catalog.problems:
+        console.print(f"[yellow]role file {problem.severity}:[/] {problem}", highlight=False)
+    return runtime
+
+
+@app.command()
+def run(
+    task: Annotated[str, typer.Argument(help="what the agent should do")],
+    model: ModelOpt = None,
+    workspace: WorkspaceOpt = None,
+    tenant: TenantOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress on stderr")] = False,
+) -> None:
+    """Run the main agent once on TASK; print only its final answer on stdout."""
+    with _one_line_errors():
+        runtime = _runtime(model, workspace, tenant, quiet=quiet)
+        try:
+            out = asyncio.run(runtime.conversation().send(task))
+        except KeyboardInterrupt:
+            _err("interrupted")
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+    if out.stop_reason == "max_iterations":
+        _err(out.content)
+        raise typer.Exit(EXIT_INCOMPLETE)
+    sys.stdout.write(out.content.rstrip("\n") + "\n")
+
+
+@app.command()
+def chat(
+    model: ModelOpt = None,
+    workspace: WorkspaceOpt = None,
+    tenant: TenantOpt = None,
+    keep_sessions: Annotated[
+        bool,
+        typer.Option(
+            "--keep-sessions",
+            help="keep interactive sub-agent sessions across messages (until /new or exit)",
+        ),
+    ] = False,
+) -> None:
+    """Chat with the main agent. /help lists the commands; Ctrl-C cancels a turn."""
+    from retinue.cli.chat import ChatRepl
+
+    with _one_line_errors():
+        runtime = _runtime(model, workspace, tenant)
+        ChatRepl(runtime, keep_sessions=keep_sessions).loop()
+
+
+@app.command()
+def roles(workspace: WorkspaceOpt = None) -> None:
+    """List the roles sub-agents can take, where each comes from, and broken role files."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from retinue.config import Settings
+    from retinue.subagents import RoleCatalog, role_dirs
+
+    with _one_line_errors():
+        settings = Settings.load(workspace=workspace)
+        catalog = RoleCatalog.load(
+            role_dirs(settings.workspace, settings.home), settings.model_aliases
+        )
+    table = Table("role", "description", "tools", "model", "source")
+    for r in catalog.roles.values():
+        caps = f" [{', '.join(sorted(r.capabilities))}]" if r.capabilities else ""
+        table.add_row(
+            r.name + caps,
+            r.description,
+            ", ".join(r.tools) if r.tools is not None else "all",
+            r.model or "inherit",
+            str(r.source),
+        )
+    console = Console()
+    console.print(table)
+    for p in catalog.problems:
+        Console(stderr=True, soft_wrap=True).print(f"[yellow]{p.severity}:[/] {p}", highlight=False)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,119 @@
+"""The ``retinue chat`` REPL: one conversation with the main agent, across turns.
+
+Turns run on one persistent event loop (``asyncio.Runner``), so interactive sessions kept
+with ``--keep-sessions`` live across messages. Ctrl-C during a turn cancels that turn only
+(the runner cancels the running task; the conversation stays usable); Ctrl-C at the prompt
+just shows how to leave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.markup import escape
+from rich.table import Table
+
+from retinue.errors import RetinueError
+from retinue.runtime import Conversation, Runtime
+
+__all__ = ["ChatRepl"]
+
+T = TypeVar("T")
+
+HELP = """\
+/exit        leave (sessions are consolidated first)
+/new         start a new conversation
+/sessions    list live interactive sub-agent sessions
+/compress    summarise the older part of the conversation now
+/help        this list
+Ctrl-C cancels the running turn."""
+
+
+class ChatRepl:
+    def __init__(self, runtime: Runtime, *, keep_sessions: bool = False) -> None:
+        self.runtime = runtime
+        self.out = Console()
+        self.err = Console(stderr=True, soft_wrap=True)
+        self.conversation: Conversation = runtime.conversation(keep_sessions=keep_sessions)
+
+    def loop(self) -> None:
+        self.err.print(
+            f"[dim]retinue chat · model {escape(self.runtime.model.name)} · "
+            f"workspace {escape(str(self.runtime.settings.workspace))} · /help[/]",
+            highlight=False,
+        )
+        with asyncio.Runner() as runner:
+            while True:
+                try:
+                    line = input("› ").strip()
+                except EOFError:
+                    break
+                except KeyboardInterrupt:
+                    self.err.print("\n[dim](/exit to leave)[/]")
+                    continue
+                if not line:
+                    continue
+                if line.startswith("/"):
+                    if not self._command(runner, line):
+                        break
+                    continue
+                self._turn(runner, line)
+            self._finish(runner, self.conversation.close(), "closing")
+
+    def _turn(self, runner: asyncio.Runner, line: str) -> None:
+        try:
+            out = runner.run(self.conversation.send(line))
+        except KeyboardInterrupt:
+            self.err.print("[yellow]turn cancelled[/]")
+            return
+        except RetinueError as exc:
+            self.err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+            return
+        if out.stop_reason == "max_iterations":
+            self.err.print(f"[yellow]{escape(out.content)}[/]")
+            return
+        self.out.print(Markdown(out.content))
+
+    def _command(self, runner: asyncio.Runner, line: str) -> bool:
+        cmd = line.split()[0]
+        if cmd in ("/exit", "/quit"):
+            return False
+        if cmd == "/new":
+            ended = self._finish(runner, self.conversation.reset(), "resetting")
+            self.err.print(f"[dim]new conversation ({len(ended or [])} session(s) ended)[/]")
+        elif cmd == "/sessions":
+            self._sessions()
+        elif cmd == "/compress":
+            result = self._finish(runner, self.conversation.compress(), "compressing")
+            if result is None:
+                self.err.print("[dim]nothing to compress[/]")
+        elif cmd == "/help":
+            self.err.print(HELP, highlight=False, markup=False)
+        else:
+            self.err.print(f"unknown command {escape(cmd)}; /help lists them")
+        return True
+
+    def _finish(self, runner: asyncio.Runner, coro: Coroutine[Any, Any, T], what: str) -> T | None:
+        try:
+            return runner.run(coro)
+        except KeyboardInterrupt:
+            self.err.print(f"[yellow]{what} interrupted[/]")
+        except RetinueError as exc:
+            self.err.print(f"[red]error while {what}:[/] {escape(str(exc))}", highlight=False)
+        return None
+
+    def _sessions(self) -> None:
+        infos = self.runtime.manager.sessions()
+        if not infos:
+            self.err.print("[dim]no live interactive sessions[/]")
+            return
+        table = Table("session", "role", "state", "turns", "tokens", "last reply")
+        for s in infos:
+            reply = s.last_reply.replace("\n", " ")
+            table.add_row(s.id, s.role, s.state, str(s.turns), str(s.tokens), reply[:60])
+        Console(file=sys.stderr).print(table)
