@@ -182,6 +182,7 @@ async def test_resolve_model_honours_the_environment(monkeypatch: pytest.MonkeyP
         assert isinstance(model, OpenAIModel)
         assert model.name == "openai:x"
         response = await model.complete(HELLO)
+        await model.aclose()
     assert response.message.content == "from env"
     assert server.requests[0]["model"] == "x"
 

@@ -17,6 +17,9 @@ Failures:
   ``ModelError(..., status_code=N)`` becomes HTTP N; any other exception (an unscripted
   call, say) a 500 the client is told not to retry.
 
+``requests`` holds the JSON bodies that reached the model (``record=False`` keeps none, for
+long benchmarks); ``request_count`` counts every POST, failed ones included.
+
 Error answers carry ``retry-after-ms`` (``retry_after_ms``, default 1 ms), so the SDK's
 retries happen at once. Streaming (``"stream": true``) is answered as SSE, text split into
 ``chunk_size``-character deltas, usage included.
@@ -81,12 +84,14 @@ class LoopbackServer:
         fail_always: int | None = None,
         retry_after_ms: int | None = 1,
         chunk_size: int = 8,
+        record: bool = True,
     ) -> None:
         self.model = model
         self.fail_first: deque[int] = deque(fail_first)
         self.fail_always = fail_always
         self.retry_after_ms = retry_after_ms
         self.chunk_size = max(1, chunk_size)
+        self.record = record
         self.requests: list[dict[str, Any]] = []
         self.request_count = 0
         self._lock = threading.Lock()
@@ -109,7 +114,8 @@ class LoopbackServer:
         self._loop = asyncio.new_event_loop()
         self._threads = [
             threading.Thread(target=self._loop.run_forever, daemon=True),
-            threading.Thread(target=self._httpd.serve_forever, daemon=True),
+            # A short poll interval keeps close() quick (shutdown waits for one poll).
+            threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True),
         ]
         for t in self._threads:
             t.start()
@@ -154,8 +160,9 @@ class LoopbackServer:
             messages, tools = self.parse(body)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             return self._error(400, f"bad request: {exc}", "invalid_request", retry=False)
-        with self._lock:
-            self.requests.append(body)
+        if self.record:
+            with self._lock:
+                self.requests.append(body)
         try:
             response = self._ask(messages, tools)
         except ContextTooLongError as exc:

@@ -98,6 +98,12 @@ class OpenAIModel:
             self._clients[loop] = client
         return client
 
+    async def aclose(self) -> None:
+        """Close this event loop's HTTP connections (optional; for tidy shutdowns)."""
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()
+
     async def complete(
         self,
         messages: Sequence[Message],
