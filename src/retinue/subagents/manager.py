@@ -13,9 +13,10 @@ unloaded session's turn cancelled) without cancelling the parent that waits for 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 
 from retinue.engine.config import ContextKeeper, RunConfig, RunOutput
 from retinue.engine.loop import run
@@ -104,9 +105,9 @@ class SubAgentManager:
         config.messages.append(SystemMessage(await self._system_prompt(role, config.context)))
         config.messages.append(UserMessage(task))
         try:
-            return await run(config)
+            async with self.owner(agent_id):
+                return await run(config)
         finally:
-            await self.cleanup(agent_id)
             await self._consolidate(role, config)
 
     # -- interactive ---------------------------------------------------------------------
@@ -207,6 +208,15 @@ class SubAgentManager:
             self._sessions.pop(s.id, None)
         await asyncio.gather(*(self._close(s) for s in mine))
         return [s.id for s in mine]
+
+    @contextlib.asynccontextmanager
+    async def owner(self, agent_id: str) -> AsyncIterator[None]:
+        """Scope of one parent run: every session it still holds ends when the block exits,
+        whether normally, by an error, or by cancellation."""
+        try:
+            yield
+        finally:
+            await self.cleanup(agent_id)
 
     async def _close(self, session: Session) -> None:
         """Called exactly once per session, after it left the registry."""
