@@ -1,0 +1,132 @@
+"""The run loop: ending conditions, tool failures as results, cancellation, next_step."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from retinue.engine import Final, RunConfig, RunTools, next_step, run
+from retinue.errors import ModelError, ToolError
+from retinue.messages import (
+    AssistantMessage,
+    SystemMessage,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+from retinue.testing import ScriptedModel, call_tool, call_tools
+from retinue.tools import ToolContext, ToolRegistry, tool
+
+pytestmark = pytest.mark.timeout(10)
+
+started = asyncio.Event()
+
+
+@tool()
+async def add(ctx: ToolContext, a: int, b: int) -> str:
+    """Add two integers."""
+    return str(a + b)
+
+
+@tool()
+def fail(ctx: ToolContext, how: str) -> str:
+    """Fail on purpose."""
+    if how == "tool":
+        raise ToolError("the disk is full")
+    raise RuntimeError("unexpected")
+
+
+@tool()
+async def wait(ctx: ToolContext, seconds: float) -> str:
+    """Sleep."""
+    started.set()
+    await asyncio.sleep(seconds)
+    return "woke"
+
+
+def config(model: ScriptedModel, tmp_path: Path, **kw) -> RunConfig:
+    ctx = ToolContext("main", tmp_path, tmp_path)
+    messages = [SystemMessage("sys"), UserMessage("go")]
+    return RunConfig(model, messages, ToolRegistry([add, fail, wait]), ctx, **kw)
+
+
+def test_next_step_is_pure() -> None:
+    call = ToolCall("1", "add", "{}")
+    assert next_step(AssistantMessage("hi"), interactive=False) == Final("hi", False)
+    assert next_step(AssistantMessage("hi"), interactive=True) == Final("hi", True)
+    assert next_step(AssistantMessage("", (call,)), interactive=True) == RunTools((call,))
+
+
+async def test_answer_without_tool_calls_ends_the_run(tmp_path: Path) -> None:
+    model = ScriptedModel([call_tool("add", {"a": 2, "b": 3}), "five"])
+    out = await run(config(model, tmp_path))
+    assert (out.content, out.stop_reason, out.iterations) == ("five", "final", 2)
+    assert out.tools_used == ["add"]
+    assert out.messages[-1] == AssistantMessage("five")
+    assert out.messages[3] == ToolResultMessage(out.messages[2].tool_calls[0].id, "add", "5")
+    assert out.usage.requests == 2 and out.usage.input_tokens > 0
+    model.assert_done()
+
+
+async def test_interactive_answer_is_a_pause(tmp_path: Path) -> None:
+    out = await run(config(ScriptedModel(["hello"]), tmp_path, interactive=True))
+    assert out.waiting_for_input and out.stop_reason == "waiting_for_input"
+
+
+async def test_max_iterations_stops_with_a_clear_message(tmp_path: Path) -> None:
+    steps = [call_tool("add", {"a": 1, "b": 1}) for _ in range(3)]
+    out = await run(config(ScriptedModel(steps), tmp_path, max_iterations=3))
+    assert out.stop_reason == "max_iterations"
+    assert "max_iterations=3" in out.content
+
+
+async def test_parallel_calls_keep_call_order_and_failures_become_results(tmp_path: Path) -> None:
+    model = ScriptedModel(
+        [
+            call_tools(
+                ("wait", {"seconds": 0.05}),
+                ("add", {"a": 1, "b": 2}),
+                ("fail", {"how": "tool"}),
+                ("fail", {"how": "crash"}),
+                ("nope", {}),
+                ("add", '{"a": 1,'),
+                ("add", {"a": "one", "b": 2}),
+            ),
+            "recovered",
+        ]
+    )
+    out = await run(config(model, tmp_path))
+    assert out.content == "recovered"
+    results = [m for m in out.messages if isinstance(m, ToolResultMessage)]
+    assert [r.name for r in results] == ["wait", "add", "fail", "fail", "nope", "add", "add"]
+    assert [r.is_error for r in results] == [False, False, True, True, True, True, True]
+    assert results[0].content == "woke" and results[1].content == "3"
+    assert results[2].content == "Error: the disk is full"
+    assert "RuntimeError: unexpected" in results[3].content
+    assert "unknown tool 'nope'" in results[4].content
+    assert "not valid JSON" in results[5].content
+    assert "a: Input should be a valid integer" in results[6].content
+    # the model saw every one of them on its next call
+    assert model.calls[1].messages[-7:] == tuple(results)
+
+
+async def test_model_error_propagates(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match="down"):
+        await run(config(ScriptedModel([ModelError("down")]), tmp_path))
+
+
+async def test_cancellation_mid_tool_propagates_and_leaves_a_valid_history(
+    tmp_path: Path,
+) -> None:
+    started.clear()
+    cfg = config(ScriptedModel([call_tool("wait", {"seconds": 30})]), tmp_path)
+    task = asyncio.create_task(run(cfg))
+    await asyncio.wait_for(started.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    last = cfg.messages[-1]
+    assert isinstance(last, ToolResultMessage) and last.is_error
+    assert "cancelled" in last.content
