@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -30,8 +30,21 @@ HELLO = [SystemMessage("You are terse."), UserMessage("hi")]
 ADD = ToolSpec("add", "Add two numbers", {"type": "object", "properties": {"a": {}, "b": {}}})
 
 
+_open: list[AnthropicModel] = []
+
+
+@pytest.fixture(autouse=True)
+async def _close_models() -> AsyncIterator[None]:
+    """Close each test's HTTP connections on its own event loop."""
+    yield
+    while _open:
+        await _open.pop().aclose()
+
+
 def make(server: LoopbackServer, retries: int = 2) -> AnthropicModel:
-    return AnthropicModel("claude-test", base_url=server.base_url, max_retries=retries)
+    model = AnthropicModel("claude-test", base_url=server.base_url, max_retries=retries)
+    _open.append(model)
+    return model
 
 
 async def test_plain_answer_usage_and_request_shape(anthropic_server: Factory) -> None:

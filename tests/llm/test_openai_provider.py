@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -29,8 +29,21 @@ HELLO = [SystemMessage("You are terse."), UserMessage("hi")]
 ADD = ToolSpec("add", "Add two numbers", {"type": "object", "properties": {"a": {}, "b": {}}})
 
 
+_open: list[OpenAIModel] = []
+
+
+@pytest.fixture(autouse=True)
+async def _close_models() -> AsyncIterator[None]:
+    """Close each test's HTTP connections on its own event loop."""
+    yield
+    while _open:
+        await _open.pop().aclose()
+
+
 def make(server: LoopbackOpenAIServer, retries: int = 2) -> OpenAIModel:
-    return OpenAIModel("gpt-test", base_url=server.base_url, max_retries=retries)
+    model = OpenAIModel("gpt-test", base_url=server.base_url, max_retries=retries)
+    _open.append(model)
+    return model
 
 
 async def test_plain_answer_and_usage_figures() -> None:
@@ -214,3 +227,13 @@ async def test_malformed_arguments_reach_the_loop_as_an_error_result(tmp_path: P
     calls = [m for m in out.messages if isinstance(m, AssistantMessage) and m.tool_calls]
     assert calls[0].tool_calls[0].arguments == '{"a": 1, "b":'
     assert out.usage.requests == 2
+
+
+async def test_timeouts_are_retried_then_reported() -> None:
+    server = LoopbackOpenAIServer(ScriptedModel(responder=lambda m, t: "late", delay=0.4))
+    with server:
+        model = OpenAIModel("m", base_url=server.base_url, max_retries=1, timeout=0.1)
+        with pytest.raises(ModelError, match="timed out") as info:
+            await model.complete(HELLO)
+    assert server.request_count == 2
+    assert "OPENAI_BASE_URL" in str(info.value)

@@ -59,15 +59,24 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
         status, headers, payload = self.loopback.handle(self.path, raw)
-        self.send_response(status)
-        for key, value in headers.items():
-            self.send_header(key, value)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        try:
+            self.send_response(status)
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+        except ConnectionError:  # the client gave up (its timeout): nobody to answer
+            self.close_connection = True
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
+
+
+def _cancel_all_and_stop(loop: asyncio.AbstractEventLoop) -> None:
+    for task in asyncio.all_tasks(loop):
+        task.cancel()
+    loop.call_soon(loop.stop)  # after the cancelled tasks have run their last step
 
 
 class LoopbackServer:
@@ -126,7 +135,7 @@ class LoopbackServer:
             self._httpd.shutdown()
             self._httpd.server_close()
         if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._loop.call_soon_threadsafe(_cancel_all_and_stop, self._loop)
         for t in self._threads:
             t.join(timeout=5)
         if self._loop is not None:
