@@ -109,7 +109,7 @@ class ConsolidationOptions:
 
     token_budget: int = 12_000
     attempts: int = 3
-    retry_delay: float = 1.0
+    retry_delay: float = 0.5
     similar_passages: int = 8
 
 

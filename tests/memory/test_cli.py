@@ -1,0 +1,98 @@
+"""``retinue memory``: show, search, edit, retry, and one-line errors."""
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from retinue.cli.memory import memory_app
+from retinue.errors import ModelError
+from retinue.memory import ConsolidationOptions, open_memory
+from retinue.messages import UserMessage
+from retinue.testing import ScriptedModel
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("RETINUE_HOME", str(tmp_path))
+    monkeypatch.delenv("RETINUE_MODEL", raising=False)
+    monkeypatch.delenv("RETINUE_EMBEDDING_MODEL", raising=False)
+    store = open_memory(tmp_path)
+    asyncio.run(store.set_block("acme", "coder", "human", "Prefers Rust"))
+    asyncio.run(store.insert_passage("acme", "coder", "The CI runs on self-hosted runners"))
+    store.close()
+    return tmp_path
+
+
+def test_show_prints_blocks_and_count_for_the_tenant(home: Path) -> None:
+    result = runner.invoke(memory_app, ["show", "coder", "--tenant", "acme"])
+    assert result.exit_code == 0, result.output
+    assert "Prefers Rust" in result.output
+    assert "archival passages: 1" in result.output
+    other = runner.invoke(memory_app, ["show", "coder"])  # tenant "default"
+    assert "Prefers Rust" not in other.output and "archival passages: 0" in other.output
+
+
+def test_search(home: Path) -> None:
+    result = runner.invoke(memory_app, ["search", "coder", "where does CI run", "--tenant", "acme"])
+    assert result.exit_code == 0
+    assert "self-hosted runners" in result.output
+    none = runner.invoke(memory_app, ["search", "coder", "kubernetes", "--tenant", "acme"])
+    assert "no passages match" in none.output
+
+
+def test_edit_with_value_and_over_limit(home: Path) -> None:
+    ok = runner.invoke(
+        memory_app, ["edit", "coder", "persona", "--value", "Terse.", "--tenant", "acme"]
+    )
+    assert ok.exit_code == 0 and "saved 'persona' (6/2000 chars)" in ok.output
+    shown = runner.invoke(memory_app, ["show", "coder", "--tenant", "acme"])
+    assert "Terse." in shown.output
+    bad = runner.invoke(memory_app, ["edit", "coder", "persona", "--value", "x" * 3000])
+    assert bad.exit_code == 1
+    assert "error: block 'persona' would hold 3000 characters" in bad.output
+    assert "Traceback" not in bad.output
+    unknown = runner.invoke(memory_app, ["edit", "coder", "diary", "--value", "x"])
+    assert unknown.exit_code == 1 and "unknown core memory block 'diary'" in unknown.output
+
+
+def test_edit_in_editor(home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    editor = tmp_path / "editor.sh"
+    editor.write_text('#!/bin/sh\nprintf "Edited in editor\\n" > "$1"\n')
+    editor.chmod(0o755)
+    monkeypatch.setenv("EDITOR", str(editor))
+    result = runner.invoke(memory_app, ["edit", "coder", "human", "--tenant", "acme"])
+    assert result.exit_code == 0, result.output
+    assert "Edited in editor" in runner.invoke(memory_app, ["show", "coder", "--tenant", "acme"]).output
+
+
+def test_retry_needs_a_model(home: Path) -> None:
+    result = runner.invoke(memory_app, ["retry"])
+    assert result.exit_code == 1
+    assert "error: no model to consolidate with: pass --model or set RETINUE_MODEL" in result.output
+    bad = runner.invoke(memory_app, ["retry", "--model", "nonsense"])
+    assert bad.exit_code == 1 and "not of the form provider:model" in bad.output
+
+
+def test_retry_reports_failures_with_exit_code_1(home: Path) -> None:
+    # A kept transcript, retried against a provider the test guard refuses at once.
+    store = open_memory(home, options=ConsolidationOptions(retry_delay=0))
+    asyncio.run(
+        store.consolidate(
+            tenant="acme", role="coder", session_id="s9",
+            messages=[UserMessage("remember me")],
+            model=ScriptedModel([ModelError("down")] * 3),
+        )
+    )  # fmt: skip
+    store.close()
+    result = runner.invoke(
+        memory_app,
+        ["retry", "--model", "openai:gpt-4o-mini"],
+        env={"OPENAI_BASE_URL": "http://models.invalid/v1"},
+    )
+    assert result.exit_code == 1, result.output
+    assert "failed s9" in result.output and "blocked" in result.output
+    assert len(list((home / "pending").iterdir())) == 1
