@@ -65,7 +65,9 @@ async def test_answer_without_tool_calls_ends_the_run(tmp_path: Path) -> None:
     assert (out.content, out.stop_reason, out.iterations) == ("five", "final", 2)
     assert out.tools_used == ["add"]
     assert out.messages[-1] == AssistantMessage("five")
-    assert out.messages[3] == ToolResultMessage(out.messages[2].tool_calls[0].id, "add", "5")
+    asked = out.messages[2]
+    assert isinstance(asked, AssistantMessage)
+    assert out.messages[3] == ToolResultMessage(asked.tool_calls[0].id, "add", "5")
     assert out.usage.requests == 2 and out.usage.input_tokens > 0
     model.assert_done()
 
