@@ -66,7 +66,8 @@ def test_edit_in_editor(home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: P
     monkeypatch.setenv("EDITOR", str(editor))
     result = runner.invoke(memory_app, ["edit", "coder", "human", "--tenant", "acme"])
     assert result.exit_code == 0, result.output
-    assert "Edited in editor" in runner.invoke(memory_app, ["show", "coder", "--tenant", "acme"]).output
+    shown = runner.invoke(memory_app, ["show", "coder", "--tenant", "acme"])
+    assert "Edited in editor" in shown.output
 
 
 def test_retry_needs_a_model(home: Path) -> None:
