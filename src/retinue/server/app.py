@@ -1,0 +1,185 @@
+"""The HTTP service: conversations with the main agent, and live sub-agent sessions.
+
+Endpoints (JSON in and out; every error is ``{"error": "<one line>"}``)::
+
+    GET    /healthz                                   liveness, model, counts
+    GET    /v1/conversations                          conversation ids, running or not
+    POST   /v1/conversations/{id}/messages            one main-agent turn
+           body {"content": str, "keep_sessions": bool = false}
+           ?stream=true or Accept: text/event-stream  -> SSE (see ``retinue.server.sse``)
+    DELETE /v1/conversations/{id}                     end its sessions, forget it
+    GET    /v1/sessions[?parent=AGENT_ID]             live interactive sessions
+    GET    /v1/sessions/{session_id}                  one session with its history
+    POST   /v1/sessions/{session_id}/interrupt        cancel its running turn, keep it
+
+Conversation ``abc`` is served by the main agent ``conv-abc``; its sessions are
+``conv-abc/<role>[:instance]`` (the ``/`` needs no escaping in session URLs).
+Status codes: 400 bad request or a refused turn, 404 unknown conversation or session,
+409 conversation deleted during the turn, 422 malformed body, 502 the model provider failed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import asdict
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException
+
+from retinue.errors import ModelError, RetinueError
+from retinue.messages import to_dict
+from retinue.runtime import Runtime
+from retinue.server.conversations import ConversationGone, ConversationHost, valid_conversation_id
+from retinue.server.hub import EventHub
+from retinue.server.sse import output_json, stream_turn
+from retinue.subagents.session import SessionInfo
+
+__all__ = ["MessageIn", "create_app"]
+
+log = logging.getLogger("retinue.server")
+
+
+class MessageIn(BaseModel):
+    """The body of ``POST /v1/conversations/{id}/messages``."""
+
+    model_config = ConfigDict(extra="forbid")
+    content: str = Field(min_length=1)
+    keep_sessions: bool = False
+
+
+def create_app(runtime: Runtime) -> FastAPI:
+    """The service for ``runtime``; it becomes the runtime's event sink's fan-out point."""
+    hub = EventHub(runtime.events)
+    runtime.events = hub
+    host = ConversationHost(runtime, hub)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await host.close_all()
+
+    app = FastAPI(title="Retinue", lifespan=lifespan)
+    app.state.runtime, app.state.host = runtime, host
+    _error_handlers(app)
+    _conversation_routes(app, host)
+    _session_routes(app, runtime)
+    return app
+
+
+def error_status(exc: BaseException) -> tuple[int, str]:
+    """The HTTP status and one-line message for an error a turn raised."""
+    if isinstance(exc, ConversationGone):
+        return 409, str(exc)
+    if isinstance(exc, ModelError):
+        return 502, str(exc)
+    if isinstance(exc, RetinueError):
+        return 400, str(exc)
+    return 500, f"internal error: {type(exc).__name__}: {exc}"
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(HTTPException)
+    async def http_error(_r: Request, exc: HTTPException) -> JSONResponse:
+        return _error(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_body(_r: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = [
+            f"{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body') or 'body'}: "
+            f"{e.get('msg', 'invalid')}"
+            for e in exc.errors()
+        ]
+        return _error(422, "invalid request: " + "; ".join(problems))
+
+    @app.exception_handler(ConversationGone)
+    @app.exception_handler(RetinueError)
+    async def turn_error(_r: Request, exc: Exception) -> JSONResponse:
+        return _error(*error_status(exc))
+
+    @app.exception_handler(Exception)
+    async def internal(_r: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error")
+        return _error(*error_status(exc))
+
+
+def _conversation_routes(app: FastAPI, host: ConversationHost) -> None:
+    def check(cid: str) -> None:
+        if not valid_conversation_id(cid):
+            raise HTTPException(
+                400, f"bad conversation id {cid!r}: use 1-64 letters, digits, '_', '.', '-'"
+            )
+
+    @app.get("/v1/conversations")
+    async def list_conversations() -> dict[str, Any]:
+        return {
+            "conversations": [
+                {"id": c, "running": host.running(c), "messages": host.message_count(c)}
+                for c in host.ids()
+            ]
+        }
+
+    @app.post("/v1/conversations/{cid}/messages", response_model=None)
+    async def post_message(
+        cid: str, body: MessageIn, request: Request, stream: bool = False
+    ) -> dict[str, Any] | StreamingResponse:
+        check(cid)
+        if stream or "text/event-stream" in request.headers.get("accept", ""):
+            events = stream_turn(
+                host, cid, body.content, keep_sessions=body.keep_sessions, errors=error_status
+            )
+            return StreamingResponse(
+                events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+            )
+        out = await host.send(cid, body.content, keep_sessions=body.keep_sessions)
+        return output_json(out)
+
+    @app.delete("/v1/conversations/{cid}")
+    async def delete_conversation(cid: str) -> dict[str, Any]:
+        check(cid)
+        ended = await host.delete(cid)
+        if ended is None:
+            raise HTTPException(404, f"no conversation {cid!r}")
+        return {"deleted": cid, "ended_sessions": ended}
+
+
+def session_json(info: SessionInfo) -> dict[str, Any]:
+    return {**asdict(info), "tokens": info.tokens}
+
+
+def _session_routes(app: FastAPI, runtime: Runtime) -> None:
+    manager = runtime.manager
+
+    def known(sid: str) -> SessionInfo:
+        info = manager.session(sid)
+        if info is None:
+            live = ", ".join(s.id for s in manager.sessions()) or "none"
+            raise HTTPException(404, f"no live session {sid!r} (live sessions: {live})")
+        return info
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, Any]:
+        return {"status": "ok", "model": runtime.model.name, "sessions": len(manager.sessions())}
+
+    @app.get("/v1/sessions")
+    async def list_sessions(parent: str | None = None) -> dict[str, Any]:
+        return {"sessions": [session_json(s) for s in manager.sessions(parent)]}
+
+    @app.get("/v1/sessions/{sid:path}")
+    async def get_session(sid: str) -> dict[str, Any]:
+        info = known(sid)
+        return {**session_json(info), "history": [to_dict(m) for m in manager.history(sid)]}
+
+    @app.post("/v1/sessions/{sid:path}/interrupt")
+    async def interrupt(sid: str) -> dict[str, Any]:
+        known(sid)
+        return {"id": sid, "interrupted": manager.interrupt(sid)}
