@@ -1,0 +1,168 @@
+"""Interactive sessions at scale, Retinue only (issue 7, figure 3).
+
+``throughput``: ``n`` concurrent interactive sessions (one parent, one instance of the role
+each) run ``turns`` turns each against a model with ``delay`` seconds of simulated latency
+(an ``asyncio.sleep`` in :class:`ScriptedModel`): sustained model calls per second, and peak
+RSS growth (run one scale per process, as the runner does, so the high-water mark is this
+scale's). ``idle_memory``: ``n`` sessions with a ``history_turns``-turn history sit idle;
+tracemalloc says what they hold per session, compared to the UTF-8 size of their messages
+(:func:`message_text_size`); after unloading them all (``cleanup``), what is still held beyond
+the baseline (a leak would show here).
+
+Run alone: ``uv run python benchmarks/sessions.py --scale 1000`` or ``--idle 1000``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import resource
+import time
+import tracemalloc
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from _common import emit_json
+
+from retinue.llm.base import ToolSpec
+from retinue.messages import Message, message_text_size
+from retinue.subagents import Role, RoleCatalog, SubAgentManager
+from retinue.testing import ScriptedModel
+from retinue.tools import ToolContext, ToolRegistry
+
+PARENT = "main"
+ROLE = "worker"
+TASK_PAD = "please look at the next part of the module and tell me what you think. " * 4
+REPLY_PAD = "I read it; the function is fine but the error path needs a clearer message. " * 8
+
+
+def reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+    """A fresh ~600-byte string per answer (shared strings would flatter the memory figure)."""
+    return f"reply {len(messages)}: {REPLY_PAD}"
+
+
+def build(delay: float) -> tuple[SubAgentManager, ScriptedModel, ToolContext]:
+    model = ScriptedModel(responder=reply, delay=delay, record=False)
+    manager = SubAgentManager(
+        RoleCatalog.of(Role(ROLE, "answers questions", "You are the worker sub-agent.")),
+        ToolRegistry(),
+        default_model=model,
+    )
+    ctx = ToolContext(PARENT, Path.cwd(), Path.cwd(), call_chain=(PARENT,), manager=manager)
+    return manager, model, ctx
+
+
+async def drive(manager: SubAgentManager, ctx: ToolContext, n: int, turns: int) -> None:
+    async def one(i: int) -> None:
+        for t in range(turns):
+            await manager.interactive_subagent(ctx, f"task {t} of {i}: {TASK_PAD}", ROLE, f"s{i}")
+
+    await asyncio.gather(*(one(i) for i in range(n)))
+
+
+def rss_kib() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() // 1024
+
+
+def peak_rss_kib() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+async def throughput(n: int, turns: int = 5, delay: float = 0.02) -> dict[str, Any]:
+    """Model calls per second over ``n`` concurrent sessions of ``turns`` turns."""
+    manager, model, ctx = build(delay)
+    gc.collect()
+    base = rss_kib()
+    started = time.perf_counter()
+    await drive(manager, ctx, n, turns)
+    wall = time.perf_counter() - started
+    live = len(manager.sessions(PARENT))
+    await manager.cleanup(PARENT)
+    ideal = n * turns / (turns * delay) if delay else float("inf")
+    return {
+        "sessions": n,
+        "turns": turns,
+        "delay_ms": delay * 1000,
+        "model_calls": model.call_count,
+        "wall_s": wall,
+        "calls_per_s": model.call_count / wall,
+        "ideal_calls_per_s": ideal,
+        "live_sessions_before_cleanup": live,
+        "rss_growth_peak_mib": max(0, peak_rss_kib() - base) / 1024,
+    }
+
+
+async def settle() -> None:
+    """Let finished tasks' callbacks run, then collect, so only live objects are counted."""
+    for _ in range(3):
+        await asyncio.sleep(0)
+    gc.collect()
+
+
+async def idle_memory(n: int, history_turns: int = 20) -> dict[str, Any]:
+    """What ``n`` idle sessions of ``history_turns`` turns hold, and what is left after unloading.
+
+    Two rounds of build + unload: what round 1 leaves is the containers' high-water tables
+    (the session dict, asyncio's task set), reused later; a leak is what round 2 adds on top.
+    """
+    manager, _, ctx = build(0.0)
+    await drive(manager, ctx, 1, 1)  # warm caches (pydantic, asyncio) before the baseline
+    await manager.cleanup(PARENT)
+    await settle()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    started = time.perf_counter()
+    await drive(manager, ctx, n, history_turns)
+    build_s = time.perf_counter() - started
+    await settle()
+    held = tracemalloc.get_traced_memory()[0] - base
+    infos = manager.sessions(PARENT)
+    text = sum(message_text_size(manager.history(s.id)) for s in infos)
+    messages = sum(s.messages for s in infos)
+    peak = tracemalloc.get_traced_memory()[1] - base
+    count = max(1, len(infos))
+    del infos
+    await manager.cleanup(PARENT)
+    await settle()
+    left1 = tracemalloc.get_traced_memory()[0] - base
+    await drive(manager, ctx, n, history_turns)
+    await manager.cleanup(PARENT)
+    await settle()
+    left2 = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    return {
+        "sessions": count,
+        "history_turns": history_turns,
+        "messages_per_session": messages / count,
+        "build_s": build_s,
+        "bytes_per_session": held / count,
+        "message_bytes_per_session": text / count,
+        "ratio": held / max(1, text),
+        "left_after_unload_bytes": left1,
+        "leak_second_round_bytes": left2 - left1,
+        "leak_per_session_bytes": (left2 - left1) / count,
+        "traced_peak_mib": peak / 2**20,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Retinue interactive sessions at scale")
+    parser.add_argument("--scale", type=int, default=0, help="sessions for the throughput run")
+    parser.add_argument("--turns", type=int, default=5)
+    parser.add_argument("--delay", type=float, default=0.02)
+    parser.add_argument("--idle", type=int, default=0, help="sessions for the idle-memory run")
+    parser.add_argument("--history-turns", type=int, default=20)
+    args = parser.parse_args()
+    out: dict[str, Any] = {}
+    if args.scale:
+        out["throughput"] = asyncio.run(throughput(args.scale, args.turns, args.delay))
+    if args.idle:
+        out["idle"] = asyncio.run(idle_memory(args.idle, args.history_turns))
+    emit_json(out)
+
+
+if __name__ == "__main__":
+    main()
