@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from retinue.cli.memory import memory_app
+from retinue.cli.remote import interrupt, serve, sessions
 
 if TYPE_CHECKING:
     from retinue.runtime import Runtime
@@ -154,6 +155,10 @@ def roles(workspace: WorkspaceOpt = None) -> None:
     console.print(table)
     for p in catalog.problems:
         Console(stderr=True, soft_wrap=True).print(f"[yellow]{p.severity}:[/] {p}", highlight=False)
+
+
+for _command in (serve, sessions, interrupt):
+    app.command()(_command)
 
 
 def main() -> None:
