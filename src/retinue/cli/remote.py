@@ -9,6 +9,7 @@ and exit code 1.
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 from urllib.parse import quote
@@ -29,7 +30,7 @@ UrlOpt = Annotated[
 
 def serve(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="port to listen on")] = 8765,
+    port: Annotated[int, typer.Option(help="port to listen on (0: any free port)")] = 8765,
     model: Annotated[
         str | None, typer.Option("--model", "-m", help="provider:model (default: RETINUE_MODEL)")
     ] = None,
@@ -47,7 +48,25 @@ def serve(
 
     with _one_line_errors():
         runtime = _runtime(model, workspace, tenant, quiet=quiet)
-    uvicorn.run(create_app(runtime), host=host, port=port, log_level="info")
+    sock = _listen(host, port)
+    bound = sock.getsockname()[1]
+    typer.echo(f"retinue serving {runtime.model.name} on http://{host}:{bound}", err=True)
+    server = uvicorn.Server(uvicorn.Config(create_app(runtime), log_level="warning"))
+    server.run(sockets=[sock])
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port``, or one line on stderr and exit 1."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    sock.set_inheritable(True)
+    return sock
 
 
 def sessions(
