@@ -51,7 +51,8 @@ def serve(
     sock = _listen(host, port)
     bound = sock.getsockname()[1]
     typer.echo(f"retinue serving {runtime.model.name} on http://{host}:{bound}", err=True)
-    server = uvicorn.Server(uvicorn.Config(create_app(runtime), log_level="warning"))
+    config = uvicorn.Config(create_app(runtime), log_level="warning", timeout_graceful_shutdown=5)
+    server = uvicorn.Server(config)
     server.run(sockets=[sock])
 
 
@@ -62,6 +63,7 @@ def _listen(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        sock.listen(2048)  # connections made before uvicorn runs wait instead of failing
     except OSError as exc:
         sock.close()
         _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
