@@ -28,7 +28,7 @@ from _common import FINAL, GRID, SYSTEM, TOOL_NAME, emit_json, history_texts, me
 from _common import wanted_turns as _wanted
 
 from retinue.engine import RunConfig, run
-from retinue.llm.base import Model, ToolSpec
+from retinue.llm.base import Model, ModelResponse, ToolSpec
 from retinue.llm.loopback import LoopbackOpenAIServer
 from retinue.llm.openai import OpenAIModel, build_request
 from retinue.messages import (
@@ -37,10 +37,13 @@ from retinue.messages import (
     SystemMessage,
     ToolCall,
     ToolResultMessage,
+    Usage,
     UserMessage,
 )
 from retinue.testing import ScriptedModel, call_tool
 from retinue.tools import ToolContext, ToolRegistry, tool
+
+USAGE = Usage(100, 10, 0, 1)
 
 
 @tool(TOOL_NAME)
@@ -50,14 +53,21 @@ def noop(ctx: ToolContext) -> str:
 
 
 def loopback_responder(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Any:
-    """Stateless: call ``noop`` until the user's ``turns`` are used up, then answer."""
+    """Stateless: call ``noop`` until the user's ``turns`` are used up, then answer.
+
+    The answer carries its own usage figure, as a provider's does, so the fake does not
+    estimate tokens over the whole history on every call (that estimate is the fake's cost,
+    O(history), and would be charged to the engine).
+    """
     done = 0
     for m in reversed(messages):
         if isinstance(m, UserMessage):
-            return call_tool(TOOL_NAME, {}) if done < _wanted(m.content) - 1 else FINAL
+            more = done < _wanted(m.content) - 1
+            message = call_tool(TOOL_NAME, {}) if more else AssistantMessage(FINAL)
+            return ModelResponse(message, USAGE, "tool_calls" if more else "stop")
         if isinstance(m, ToolResultMessage):
             done += 1
-    return FINAL
+    return ModelResponse(AssistantMessage(FINAL), USAGE, "stop")
 
 
 def start_server() -> LoopbackOpenAIServer:

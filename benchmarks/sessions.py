@@ -26,8 +26,8 @@ from typing import Any
 
 from _common import emit_json
 
-from retinue.llm.base import ToolSpec
-from retinue.messages import Message, message_text_size
+from retinue.llm.base import ModelResponse, ToolSpec
+from retinue.messages import AssistantMessage, Message, Usage, message_text_size
 from retinue.subagents import Role, RoleCatalog, SubAgentManager
 from retinue.testing import ScriptedModel
 from retinue.tools import ToolContext, ToolRegistry
@@ -35,12 +35,14 @@ from retinue.tools import ToolContext, ToolRegistry
 PARENT = "main"
 ROLE = "worker"
 TASK_PAD = "please look at the next part of the module and tell me what you think. " * 4
+USAGE = Usage(1000, 150, 0, 1)
 REPLY_PAD = "I read it; the function is fine but the error path needs a clearer message. " * 8
 
 
-def reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
-    """A fresh ~600-byte string per answer (shared strings would flatter the memory figure)."""
-    return f"reply {len(messages)}: {REPLY_PAD}"
+def reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+    """A fresh ~600-byte string per answer (shared strings would flatter the memory figure),
+    with its usage figure, as a provider reports it (no token estimate over the history)."""
+    return ModelResponse(AssistantMessage(f"reply {len(messages)}: {REPLY_PAD}"), USAGE, "stop")
 
 
 def build(delay: float) -> tuple[SubAgentManager, ScriptedModel, ToolContext]:
@@ -68,7 +70,12 @@ def rss_kib() -> int:
 
 
 def peak_rss_kib() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    """This process's RSS high-water mark (``VmHWM``; ``ru_maxrss`` survives exec)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
 
 
 async def throughput(n: int, turns: int = 5, delay: float = 0.02) -> dict[str, Any]:

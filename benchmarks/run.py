@@ -1,0 +1,217 @@
+"""The one command for issue 7's benchmarks: Retinue side by side with its peers.
+
+``uv run python benchmarks/run.py``          full mode: writes ``benchmarks/RESULTS.md`` and
+                                              ``benchmarks/results/*.json`` (~10-15 min on 2 cores);
+``uv run python benchmarks/run.py --quick``  reduced mode for CI (well under 2 min): writes to
+                                              ``benchmarks/out/`` (ignored by git).
+
+Peers (openai-agents, pydantic-ai, LangGraph) live in ``benchmarks/.venv-peers``: the full
+mode creates it (``uv venv`` + ``uv pip install -r benchmarks/requirements-peers.txt``) when
+missing; the quick mode uses it only if it already exists (CI never installs peers);
+``--no-peers`` leaves them out. Every script prints one JSON line; the runner starts one
+loopback OpenAI-compatible server that every framework's loopback variant talks to, runs the
+frameworks in interleaved rounds (the order rotates each round), and keeps medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from _common import GRID, HERE, median, write_result
+from cache import prefix_shares
+from overhead import start_server
+from report import render
+
+PEER_VENV = HERE / ".venv-peers"
+PEER_PYTHON = PEER_VENV / "bin" / "python"
+PEERS = {
+    "openai-agents": HERE / "peers" / "agents_bench.py",
+    "pydantic-ai": HERE / "peers" / "pydantic_ai_bench.py",
+    "langgraph": HERE / "peers" / "langgraph_bench.py",
+}
+FOLDED = ("compress", "memory", "local")  # colleagues' result files, summarised if present
+
+
+def script(name: str | Path, *args: object, python: Path | str = sys.executable) -> dict[str, Any]:
+    """Run one benchmark script; its last stdout line is its JSON result."""
+    path = str(name) if Path(name).is_absolute() else str(HERE / name)
+    argv = [str(python), path, *map(str, args)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
+    if done.returncode != 0:
+        tail = done.stderr.strip().splitlines()[-3:]
+        raise RuntimeError(f"{Path(path).name} failed ({done.returncode}): {' | '.join(tail)}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def ensure_peers(install: bool) -> bool:
+    if PEER_PYTHON.exists():
+        return True
+    if not install:
+        return False
+    print("installing peers into", PEER_VENV, flush=True)
+    subprocess.run(["uv", "venv", "-q", "-p", "3.11", str(PEER_VENV)], check=True)
+    req = HERE / "requirements-peers.txt"
+    subprocess.run(
+        ["uv", "pip", "install", "-q", "--python", str(PEER_PYTHON), "-r", str(req)], check=True
+    )
+    return True
+
+
+def task_of(body: dict[str, Any]) -> str:
+    users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+    content = users[-1].get("content") if users else ""
+    return content if isinstance(content, str) else json.dumps(content)
+
+
+def overhead_rounds(p: argparse.Namespace, peers: Sequence[str]) -> dict[str, Any]:
+    """Interleaved rounds of every framework on the same server; medians of the rounds."""
+    server = start_server()
+    runs: dict[str, list[dict[str, Any]]] = {"retinue": [], **{name: [] for name in peers}}
+    cache: dict[str, Any] = {}
+    grid = ",".join(p.grid)
+    try:
+        order = list(runs)
+        for r in range(p.rounds):
+            for fw in order[r % len(order) :] + order[: r % len(order)]:
+                common = ["--base-url", server.base_url, "--repeats", p.repeats, "--grid", grid]
+                if fw == "retinue":
+                    res = script("overhead.py", *common, *(["--refs"] if r == 0 else []))
+                    res["delegation"] = script("delegation.py", "--repeats", p.repeats)
+                else:
+                    extra = ["--delegation", 20] if fw == "openai-agents" else []
+                    res = script(PEERS[fw], *common, *extra, python=PEER_PYTHON)
+                runs[fw].append(res)
+                if r == 0 and fw != "retinue" and "t10" in p.grid:
+                    wanted = "bench turns=10 history=0 run=0"
+                    bodies = [b for b in server.requests if task_of(b) == wanted]
+                    wire = [json.dumps(b["messages"]) for b in bodies]
+                    cache[fw] = {"framework": fw, "turns": 10, **prefix_shares(wire)}
+                server.requests.clear()
+                print(f"  round {r + 1}/{p.rounds}: {fw} done", flush=True)
+    finally:
+        server.close()
+    return {"runs": runs, "summary": summarise(runs), "peer_cache": cache}
+
+
+def summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for fw, results in runs.items():
+        if not results:
+            continue
+        entry: dict[str, Any] = {"version": results[0].get("version", "")}
+        for variant in ("inproc", "loopback"):
+            labels = {k for res in results for k in res.get(variant, {})}
+            entry[variant] = {k: median([res[variant][k] for res in results]) for k in labels}
+        if "refs" in results[0]:
+            entry["refs"] = results[0]["refs"]
+        if fw == "retinue":
+            entry["delegation"] = {
+                k: median([res["delegation"][k] for res in results])
+                for k in ("interactive", "one_shot")
+            }
+        if "delegation_as_tool" in results[0]:
+            entry["delegation_as_tool"] = median([res["delegation_as_tool"] for res in results])
+        out[fw] = entry
+    return out
+
+
+def fold_others() -> dict[str, Any]:
+    out = {}
+    for name in FOLDED:
+        path = HERE / "results" / f"{name}.json"
+        if path.exists():
+            try:
+                out[name] = json.loads(path.read_text())
+            except ValueError:
+                out[name] = {"error": f"{path.name} is not valid JSON"}
+    return out
+
+
+def meta(quick: bool, peers: Sequence[str]) -> dict[str, Any]:
+    versions = {"retinue": version("retinue"), "openai": version("openai")}
+    return {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "mode": "quick" if quick else "full",
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPU(s), {platform.platform()}",
+        "cpu": _cpu_name(),
+        "python": platform.python_version(),
+        "versions": versions,
+        "peers": list(peers),
+    }
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def params(quick: bool) -> argparse.Namespace:
+    if quick:
+        return argparse.Namespace(
+            rounds=1,
+            repeats=1,
+            grid=["t100", "t10", "h10", "h200"],
+            scales=[1, 100],
+            idle=100,
+            startup=2,
+        )
+    return argparse.Namespace(
+        rounds=5, repeats=3, grid=list(GRID), scales=[1, 100, 1000, 10000], idle=10000, startup=7
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Retinue benchmarks side by side with peers")
+    parser.add_argument("--quick", action="store_true", help="reduced mode for CI")
+    parser.add_argument("--no-peers", action="store_true", help="Retinue only")
+    parser.add_argument("--rounds", type=int, help="override the number of interleaved rounds")
+    args = parser.parse_args()
+    p = params(args.quick)
+    if args.rounds:
+        p.rounds = args.rounds
+    have_peers = not args.no_peers and ensure_peers(install=not args.quick)
+    peers = list(PEERS) if have_peers else []
+    out_dir = HERE / "out" if args.quick else HERE / "results"
+    started = time.perf_counter()
+    results: dict[str, Any] = {"meta": meta(args.quick, peers)}
+    if peers:
+        results["meta"]["versions"].update(
+            script(HERE / "peers" / "versions.py", python=PEER_PYTHON)
+        )
+    print("overhead and delegation ...", flush=True)
+    results["overhead"] = overhead_rounds(p, peers)
+    print("cache ...", flush=True)
+    results["cache"] = script("cache.py")
+    print("sessions ...", flush=True)
+    results["sessions"] = [script("sessions.py", "--scale", n)["throughput"] for n in p.scales]
+    results["idle"] = script("sessions.py", "--idle", p.idle)["idle"]
+    print("start-up ...", flush=True)
+    results["startup"] = script("startup.py", "--repeats", p.startup)
+    results["others"] = fold_others()
+    results["meta"]["wall_s"] = time.perf_counter() - started
+    results["meta"]["params"] = dict(vars(p))
+    for key in ("overhead", "cache", "sessions", "idle", "startup"):
+        write_result(f"bench_{key}", {"meta": results["meta"], key: results[key]}, out_dir)
+    report = out_dir.parent / "RESULTS.md" if not args.quick else out_dir / "RESULTS.md"
+    report.write_text(render(results))
+    print(f"wrote {report} in {results['meta']['wall_s']:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""Smoke test of the Retinue-only benchmark parts in a tiny mode: they run and measure what
+they claim (no timing assertions; figures live in ``benchmarks/RESULTS.md``)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCH))
+
+# the benchmark scripts are not a package: import them from their folder, as run.py does
+cache = importlib.import_module("cache")
+delegation = importlib.import_module("delegation")
+overhead = importlib.import_module("overhead")
+sessions = importlib.import_module("sessions")
+render = importlib.import_module("report").render
+
+
+async def test_overhead_in_process_runs_every_grid_point() -> None:
+    grid = {"t10": (10, 0), "h10": (3, 10)}
+    out = await overhead.measure(overhead.inproc_model(), 1, grid)
+    assert set(out) == {"t10", "h10"}
+    assert all(v > 0 for v in out.values())
+
+
+async def test_overhead_over_loopback_and_references() -> None:
+    server = overhead.start_server()
+    try:
+        model = overhead.OpenAIModel("bench", base_url=server.base_url, api_key="bench")
+        out = await overhead.measure(model, 1, {"t3": (3, 2)})
+        floor = overhead.floor_http_client(
+            server.base_url,
+            [overhead.json.dumps(b).encode() for b in overhead.ready_bodies(3, 2)],
+        )
+    finally:
+        server.close()
+    assert out["t3"] > 0 and floor > 0
+    # every request the run sent was answered by the shared server's responder
+    assert server.request_count >= 2 * 3 + 3
+
+
+async def test_delegation_interactive_and_one_shot() -> None:
+    out = await delegation.measure(turns=3, repeats=1)
+    assert set(out) == {"interactive", "one_shot"}
+
+
+async def test_sessions_throughput_and_idle_memory() -> None:
+    t = await sessions.throughput(20, turns=2, delay=0.001)
+    assert t["model_calls"] == 40 and t["live_sessions_before_cleanup"] == 20
+    idle = await sessions.idle_memory(10, history_turns=3)
+    assert idle["sessions"] == 10
+    assert idle["messages_per_session"] == 1 + 2 * 3
+    assert idle["message_bytes_per_session"] > 0 and idle["bytes_per_session"] > 0
+
+
+async def test_cache_prefix_share_of_an_interactive_session() -> None:
+    out = await cache.measure(turns=3)
+    assert out["requests"] == 6
+    assert out["kept_min"] == pytest.approx(1.0)
+
+
+def test_prefix_shares_detects_a_rerendered_system_prompt() -> None:
+    stable = cache.prefix_shares(['[{"a":1}]', '[{"a":1},{"b":2}]'])
+    broken = cache.prefix_shares(['[{"t":1},{"a":1}]', '[{"t":2},{"a":1},{"b":2}]'])
+    assert stable["kept_min"] == 1.0
+    assert broken["kept_min"] < 0.5
+
+
+def test_report_renders_without_peers() -> None:
+    fig = {"t100": 1.0, "t10": 1.0, "h10": 1.0, "h200": 1.0}
+    results = {
+        "meta": {
+            "date": "d",
+            "mode": "quick",
+            "machine": "m",
+            "cpu": "c",
+            "python": "3",
+            "versions": {"retinue": "0"},
+        },
+        "overhead": {
+            "summary": {
+                "retinue": {
+                    "inproc": fig,
+                    "loopback": fig,
+                    "delegation": {"interactive": 1, "one_shot": 1},
+                }
+            }
+        },
+        "cache": {"requests": 2, "kept_min": 1.0, "kept_mean": 1.0, "cached_mean": 0.9},
+        "sessions": [
+            {
+                "sessions": 1,
+                "turns": 5,
+                "model_calls": 5,
+                "wall_s": 1,
+                "calls_per_s": 5,
+                "ideal_calls_per_s": 50,
+                "rss_growth_peak_mib": 0,
+            }
+        ],
+        "idle": {
+            "sessions": 1,
+            "history_turns": 20,
+            "messages_per_session": 41,
+            "bytes_per_session": 2,
+            "message_bytes_per_session": 1,
+            "ratio": 2.0,
+            "left_after_unload_bytes": 0,
+            "leak_second_round_bytes": 0,
+            "leak_per_session_bytes": 0,
+            "traced_peak_mib": 0,
+            "build_s": 0,
+        },
+        "startup": {
+            "import_retinue": {
+                "command": "python -c import retinue",
+                "median_s": 0.1,
+                "min_s": 0.1,
+                "returncode": 0,
+                "error": [],
+            }
+        },
+    }
+    text = render(results)
+    assert "no peers" in text and "| 100 turns | 1.00 | 1.00×" not in text
+    assert "idle session memory ≤ 2× its message bytes | 2.00× | met" in text
