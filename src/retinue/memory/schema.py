@@ -58,7 +58,12 @@ CREATE TABLE consolidations (
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1,)
+# v2: document frequencies of words, to find near-duplicate candidates by their rarest words.
+_V2 = """
+CREATE VIRTUAL TABLE passages_vocab USING fts5vocab(passages_fts, 'row');
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -256,7 +256,7 @@ class SQLiteMemory:
             return []
         rows = self._read(
             "SELECT p.id, p.content, p.source, p.created_at, bm25(passages_fts) AS rank "
-            "FROM passages_fts JOIN passages p ON p.id = passages_fts.rowid "
+            "FROM passages_fts CROSS JOIN passages p ON p.id = passages_fts.rowid "
             "WHERE passages_fts MATCH ? AND p.tenant = ? AND p.role = ? "
             "ORDER BY rank LIMIT ?",
             (match, tenant, role, limit),
@@ -384,9 +384,15 @@ def _insert_passages(
     near_duplicates: bool,
 ) -> list[Passage]:
     out = []
+    freqs: dict[str, int] = {}
+    if near_duplicates:
+        words = {w for item in items for w in normalize(item.content).split()}
+        freqs = _doc_freqs(conn, words)
     for item in items:
         content = item.content.strip()
-        if not content or (near_duplicates and _has_near_duplicate(conn, tenant, role, content)):
+        if not content or (
+            near_duplicates and _has_near_duplicate(conn, tenant, role, content, freqs)
+        ):
             continue
         now = time.time()
         cur = conn.execute(
@@ -404,20 +410,39 @@ def _insert_passages(
         )
         if cur.rowcount == 1 and cur.lastrowid is not None:
             out.append(Passage(cur.lastrowid, content, item.source, now))
+            for w in set(normalize(content).split()):
+                freqs[w] = freqs.get(w, 0) + 1
     return out
 
 
-def _has_near_duplicate(conn: sqlite3.Connection, tenant: str, role: str, content: str) -> bool:
-    """Whether a stored passage of the scope has (almost) the same words as ``content``."""
+def _doc_freqs(conn: sqlite3.Connection, words: set[str]) -> dict[str, int]:
+    """How many stored passages (all scopes) contain each word."""
+    out = {}
+    for w in words:  # one lookup per word: fts5vocab turns IN (...) into a full scan
+        row = conn.execute("SELECT doc FROM passages_vocab WHERE term = ?", (w,)).fetchone()
+        if row:
+            out[w] = row[0]
+    return out
+
+
+def _has_near_duplicate(
+    conn: sqlite3.Connection, tenant: str, role: str, content: str, freqs: Mapping[str, int]
+) -> bool:
+    """Whether a stored passage of the scope shares (almost) all words with ``content``.
+
+    A passage with Jaccard similarity >= t misses at most ``(1 - t) * n`` of the ``n`` words
+    of ``content``, so it contains at least one of the ``floor((1 - t) * n) + 1`` rarest
+    ones: searching for those finds every candidate while matching few passages.
+    """
     words = set(normalize(content).split())
-    match = fts_query(content)
-    if not match:
+    present = sorted((w for w in words if freqs.get(w)), key=lambda w: freqs[w])
+    rarest = present[: int((1 - _NEAR_DUPLICATE) * len(words)) + 1]
+    if not rarest:
         return False
     rows = conn.execute(
-        "SELECT p.content FROM passages_fts JOIN passages p ON p.id = passages_fts.rowid "
-        "WHERE passages_fts MATCH ? AND p.tenant = ? AND p.role = ? "
-        "ORDER BY bm25(passages_fts) LIMIT 5",
-        (match, tenant, role),
+        "SELECT p.content FROM passages_fts CROSS JOIN passages p ON p.id = passages_fts.rowid "
+        "WHERE passages_fts MATCH ? AND p.tenant = ? AND p.role = ? LIMIT 500",
+        (" OR ".join(f'"{w}"' for w in rarest), tenant, role),
     ).fetchall()
     for (other,) in rows:
         other_words = set(normalize(other).split())
