@@ -239,3 +239,35 @@ def test_event_hub_routes_by_agent_tree() -> None:
     hub(Event("run_started", "conv-a"))
     assert seen == ["conv-a", "conv-a/researcher"]
     assert len(upstream) == 5
+
+
+def test_a_stream_client_that_leaves_cancels_only_its_turn(serve: Serve) -> None:
+    main = ScriptedModel([call_tool("SubAgent", {"task": "think", **SLOW})])
+    server = serve(main, ScriptedModel(["never"], name="scripted:slow", delay=60))
+    with server.client() as client:
+        body = {"content": "go"}
+        with client.stream("POST", "/v1/conversations/d/messages?stream=true", json=body) as r:
+            for line in r.iter_lines():
+                if line.startswith("data:") and '"created"' in line:
+                    break  # the session is up; now walk away
+        wait_for(lambda: client.get("/v1/sessions").json()["sessions"] == [])
+        [conv] = client.get("/v1/conversations").json()["conversations"]
+        assert conv["id"] == "d" and conv["running"] is False
+        main.add("Back again.")
+        again = client.post("/v1/conversations/d/messages", json={"content": "still there?"})
+    assert again.json()["content"] == "Back again."
+    assert INTERRUPTED_NOTE in [m.content for m in main.calls[-1].messages]
+
+
+def test_deleting_a_conversation_mid_turn_cancels_the_turn(serve: Serve) -> None:
+    main = ScriptedModel([call_tool("SubAgent", {"task": "think", **SLOW})])
+    server = serve(main, ScriptedModel(["never"], name="scripted:slow", delay=60))
+    turn = post_in_background(server, "x", content="go", keep_sessions=True)
+    with server.client() as client:
+        wait_for(lambda: bool(client.get("/v1/sessions").json()["sessions"]))
+        deleted = client.delete("/v1/conversations/x").json()
+        assert deleted["ended_sessions"] == ["conv-x/slowpoke"]
+        answer = turn.result(timeout=20)
+        assert answer.status_code == 409
+        assert answer.json() == {"error": "conversation 'x' was deleted during this turn"}
+        assert client.get("/v1/conversations").json()["conversations"] == []
