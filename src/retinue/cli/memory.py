@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import click
 import typer
@@ -20,9 +20,10 @@ from rich.panel import Panel
 
 from retinue.config import Settings
 from retinue.errors import ConfigError, RetinueError
-from retinue.llm.base import Model
-from retinue.llm.resolve import resolve_model
-from retinue.memory import SQLiteMemory, open_memory
+
+if TYPE_CHECKING:  # the store and the providers load only when a command runs
+    from retinue.llm.base import Model
+    from retinue.memory import SQLiteMemory
 
 __all__ = ["memory_app"]
 
@@ -31,7 +32,7 @@ memory_app = typer.Typer(
 )
 
 _out = Console()
-_err = Console(stderr=True)
+_err = Console(stderr=True, soft_wrap=True)
 T = TypeVar("T")
 
 Tenant = Annotated[str, typer.Option("--tenant", help="whose memory (tenant name)")]
@@ -44,6 +45,8 @@ def _fail(message: str) -> typer.Exit:
 
 @contextmanager
 def _memory() -> Iterator[SQLiteMemory]:
+    from retinue.memory import open_memory
+
     try:
         store = open_memory(Settings.load().home)
     except RetinueError as exc:
@@ -131,6 +134,8 @@ def retry(
         raise _fail(str(exc)) from None
     if not spec:
         raise _fail("no model to consolidate with: pass --model or set RETINUE_MODEL")
+    from retinue.llm.resolve import resolve_model
+
     try:
         chosen: Model = resolve_model(spec)
     except ConfigError as exc:
