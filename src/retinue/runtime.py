@@ -87,11 +87,15 @@ class Runtime:
         if model is None:
             spec, notice = choose_model(settings)
             model = model_for(spec)
-        catalog = RoleCatalog.load(role_dirs(settings.workspace, settings.home),
-                                   settings.model_aliases)
+        catalog = RoleCatalog.load(
+            role_dirs(settings.workspace, settings.home), settings.model_aliases
+        )
         tools = ToolRegistry([*builtin_tools(), *(extra_tools or [])])
-        known = [*tools.names, *(t.name for t in subagent_tools()),
-                 *(t.name for t in memory_tools())]
+        known = [
+            *tools.names,
+            *(t.name for t in subagent_tools()),
+            *(t.name for t in memory_tools()),
+        ]
         catalog.check_tools(known)
         memory = open_memory(settings.home) if with_memory else None
         compressor = AutoCompressor()
