@@ -10,15 +10,16 @@ parameter transformation grows with the history; the SDK's HTTP client, retries 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
 import openai
 from openai import AsyncOpenAI, AsyncStream
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
-from openai.types.completion_usage import CompletionUsage
 
 from retinue.errors import ConfigError, ModelError
 from retinue.llm._errors import ProviderInfo, connection_error, status_error
@@ -112,17 +113,18 @@ class OpenAIModel:
         on_text: TextCallback | None = None,
     ) -> ModelResponse:
         check_request_allowed(self.base_url)
-        body = build_request(self._model, messages, tools, stream=on_text is not None)
+        request = build_request(self._model, messages, tools, stream=on_text is not None)
+        body = json.dumps(request, separators=(",", ":")).encode()  # sent as-is
         client = self._client()
         try:
             if on_text is None:
-                completion = await client.post(
-                    "/chat/completions", body=body, cast_to=ChatCompletion
-                )
-                return _from_completion(completion)
+                # the raw response, parsed here: the SDK's model construction costs more
+                # than the whole request otherwise does
+                raw = await client.post("/chat/completions", content=body, cast_to=httpx.Response)
+                return _from_completion(_json_body(raw))
             stream = await client.post(
                 "/chat/completions",
-                body=body,
+                content=body,
                 cast_to=ChatCompletion,
                 stream=True,
                 stream_cls=AsyncStream[ChatCompletionChunk],
@@ -137,25 +139,41 @@ class OpenAIModel:
             raise ModelError(f"openai ({self.base_url}): {exc}") from None
 
 
-def _usage(u: CompletionUsage | None) -> Usage:
-    if u is None:
-        return Usage(requests=1)
-    details = u.prompt_tokens_details
-    cached = (details.cached_tokens or 0) if details is not None else 0
-    return Usage(u.prompt_tokens or 0, u.completion_tokens or 0, cached, 1)
+def _json_body(response: httpx.Response) -> dict[str, Any]:
+    try:
+        data = json.loads(response.content)
+    except ValueError:
+        raise ModelError("openai: the server's answer is not JSON") from None
+    if not isinstance(data, dict):
+        raise ModelError("openai: the server's answer is not a JSON object")
+    return data
 
 
-def _from_completion(completion: ChatCompletion) -> ModelResponse:
-    if not completion.choices:
+def _from_completion(data: dict[str, Any]) -> ModelResponse:
+    """A Chat Completions answer (as parsed JSON) as a response; tolerant of sparse servers."""
+    choices = data.get("choices") or []
+    if not choices or not isinstance(choices[0], dict):
         raise ModelError("openai: the server answered a chat completion without choices")
-    choice = completion.choices[0]
+    choice = choices[0]
+    message = choice.get("message") or {}
     calls = []
-    for tc in choice.message.tool_calls or ():
-        fn = getattr(tc, "function", None)
-        if fn is not None:
-            calls.append(ToolCall(tc.id, fn.name, fn.arguments or "{}"))
-    message = AssistantMessage(choice.message.content or "", tuple(calls))
-    return ModelResponse(message, _usage(completion.usage), choice.finish_reason or "stop")
+    for tc in message.get("tool_calls") or ():
+        fn = tc.get("function") if isinstance(tc, dict) else None
+        if isinstance(fn, dict) and fn.get("name"):
+            calls.append(ToolCall(str(tc.get("id") or ""), fn["name"], fn.get("arguments") or "{}"))
+    text = message.get("content") or ""
+    reply = AssistantMessage(text if isinstance(text, str) else str(text), tuple(calls))
+    return ModelResponse(
+        reply, _usage_json(data.get("usage")), choice.get("finish_reason") or "stop"
+    )
+
+
+def _usage_json(u: Any) -> Usage:
+    if not isinstance(u, dict):
+        return Usage(requests=1)
+    details = u.get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens") or 0 if isinstance(details, dict) else 0
+    return Usage(u.get("prompt_tokens") or 0, u.get("completion_tokens") or 0, cached, 1)
 
 
 async def _from_stream(
@@ -163,11 +181,11 @@ async def _from_stream(
 ) -> ModelResponse:
     parts: list[str] = []
     calls = ToolCallAssembler()
-    usage: CompletionUsage | None = None
+    usage: dict[str, Any] | None = None
     finish = "stop"
     async for chunk in stream:
         if chunk.usage is not None:
-            usage = chunk.usage
+            usage = chunk.usage.model_dump()
         for choice in chunk.choices:
             delta = choice.delta
             if delta.content:
@@ -179,4 +197,4 @@ async def _from_stream(
             if choice.finish_reason:
                 finish = choice.finish_reason
     message = AssistantMessage("".join(parts), calls.calls())
-    return ModelResponse(message, _usage(usage), finish)
+    return ModelResponse(message, _usage_json(usage), finish)
