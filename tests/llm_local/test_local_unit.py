@@ -9,7 +9,13 @@ import pytest
 
 from retinue.errors import ConfigError
 from retinue.llm.base import ToolSpec
-from retinue.llm.local import LocalModel, render_messages, render_tools
+from retinue.llm.local import (
+    QWEN_TOOL_RESULT_PROMPT,
+    LocalModel,
+    ToolResultPrompt,
+    render_messages,
+    render_tools,
+)
 from retinue.llm.resolve import resolve_model
 from retinue.messages import AssistantMessage, SystemMessage, ToolCall, ToolResultMessage
 from retinue.messages import UserMessage as User
@@ -67,3 +73,30 @@ def test_tools_render_as_function_specs() -> None:
             },
         }
     ]
+
+
+def test_tool_results_can_be_shown_as_one_user_turn_with_an_instruction() -> None:
+    prompt = ToolResultPrompt(ok="OK-LINE", error="ERROR-LINE")
+    call = AssistantMessage("", (ToolCall("c1", "a", "{}"), ToolCall("c2", "b", "{}")))
+    messages = [
+        User("q"),
+        call,
+        ToolResultMessage("c1", "a", "1"),
+        ToolResultMessage("c2", "b", "2"),
+    ]
+    out = render_messages(messages, prompt)
+    assert [m["role"] for m in out] == ["user", "assistant", "user"]
+    assert out[2]["content"] == (
+        "<tool_response>\n1\n</tool_response>\n<tool_response>\n2\n</tool_response>\nOK-LINE"
+    )
+    failed = render_messages(
+        [*messages[:2], ToolResultMessage("c1", "a", "Error: x", True)], prompt
+    )
+    assert failed[-1]["content"].endswith("ERROR-LINE")
+    assert "Error: x" in failed[-1]["content"]
+
+
+def test_the_embedded_model_uses_its_tool_result_prompt_by_default() -> None:
+    pytest.importorskip("llama_cpp")
+    assert LocalModel().tool_results == QWEN_TOOL_RESULT_PROMPT
+    assert LocalModel(tool_results=None).tool_results is None

@@ -117,3 +117,14 @@ def test_stream_filter_releases_a_false_start() -> None:
 
 def test_stream_filter_drops_an_unterminated_call() -> None:
     assert feed_all(["x<tool_call>{", '"name": "a"']) == "x"
+
+
+def test_json_lines_are_several_calls_and_exact_repeats_count_once() -> None:
+    text = (
+        '{"name": "w", "arguments": {"city": "Oslo"}}\n'
+        '{"name": "w", "arguments": {"city": "Paris"}}\n'
+        '{"name": "w", "arguments": {"city": "Oslo"}}\n'
+        '{"name": "w", "arguments": {"ci'
+    )
+    _, calls = parse_tool_calls(text)
+    assert [args(c.arguments) for c in calls] == [{"city": "Oslo"}, {"city": "Paris"}]

@@ -9,7 +9,10 @@ Small local models ask for tools in one of these forms, all accepted:
 * a reply that is nothing but such an object.
 
 ``"parameters"`` is accepted for ``"arguments"``, and arguments may be an object or a JSON
-string. A tagged call whose JSON is broken is still returned as a :class:`ToolCall` (its name
+string. Several objects in a row (one per line) are several calls; a call repeated word for word
+in one reply (a small model's degenerate repetition) counts once.
+
+A tagged call whose JSON is broken is still returned as a :class:`ToolCall` (its name
 if one can be read, else :data:`MALFORMED_NAME`; its arguments the raw text), so the run loop
 turns it into an error result the model reads and can correct. Inside a code block or a bare
 reply, only text that looks like a call (has ``"name"`` and ``"arguments"``) is taken as one.
@@ -59,18 +62,37 @@ def parse_tool_calls(text: str) -> tuple[str, tuple[ToolCall, ...]]:
 def _calls_from_text(raw: str, strict: bool) -> list[ToolCall]:
     """The calls in one JSON snippet; if it is broken, a malformed call (``strict``) or none."""
     raw = raw.strip()
-    try:
-        value, _ = json.JSONDecoder().raw_decode(raw)
-    except json.JSONDecodeError:
-        value = None
-    items = value if isinstance(value, list) else [value]
-    calls = [c for item in items if (c := _call_from_object(item)) is not None]
+    calls: list[ToolCall] = []
+    seen: set[tuple[str, str]] = set()
+    for value in _decode_all(raw):
+        for item in value if isinstance(value, list) else [value]:
+            call = _call_from_object(item)
+            if call is not None and (call.name, call.arguments) not in seen:
+                seen.add((call.name, call.arguments))
+                calls.append(call)
     if calls:
         return calls
     if strict or _looks_like_call(raw):
         name = m.group(1) if (m := _NAME.search(raw)) else MALFORMED_NAME
         return [ToolCall(_new_id(), name or MALFORMED_NAME, raw)]
     return []
+
+
+def _decode_all(raw: str) -> list[Any]:
+    """The JSON values at the start of ``raw``, one after another (JSON Lines included).
+
+    Decoding stops at the first thing that is not JSON (trailing text, a truncated object).
+    """
+    decoder, values, at = json.JSONDecoder(), list[Any](), 0
+    while at < len(raw):
+        try:
+            value, at = decoder.raw_decode(raw, at)
+        except json.JSONDecodeError:
+            break
+        values.append(value)
+        while at < len(raw) and raw[at].isspace():
+            at += 1
+    return values
 
 
 def _call_from_object(item: Any) -> ToolCall | None:

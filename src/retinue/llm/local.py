@@ -18,10 +18,10 @@ import asyncio
 import importlib.util
 import json
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from retinue.config import default_home
 from retinue.errors import ConfigError, ContextTooLongError, ModelError
@@ -39,8 +39,16 @@ from retinue.messages import (
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
+    from llama_cpp.llama_types import CreateCompletionStreamResponse
 
-__all__ = ["DEFAULT_LOCAL_MODEL", "LocalModel", "render_messages", "render_tools"]
+__all__ = [
+    "DEFAULT_LOCAL_MODEL",
+    "QWEN_TOOL_RESULT_PROMPT",
+    "LocalModel",
+    "ToolResultPrompt",
+    "render_messages",
+    "render_tools",
+]
 
 DEFAULT_LOCAL_MODEL = "qwen2.5-coder-0.5b"
 
@@ -52,6 +60,8 @@ class LocalModel:
 
     ``name`` is a known embedded model (``qwen2.5-coder-0.5b``) or a path to a ``.gguf`` file.
     ``temperature`` and ``seed`` default to near-deterministic answers, which suit tool use.
+    ``tool_results`` says how tool results are shown to the model: the known model's own
+    setting by default (see :class:`ToolResultPrompt`), ``None`` for the template's tool turns.
     """
 
     def __init__(
@@ -64,6 +74,7 @@ class LocalModel:
         max_tokens: int = 1024,
         temperature: float = 0.2,
         seed: int = 0,
+        tool_results: ToolResultPrompt | Literal["default"] | None = "default",
     ) -> None:
         if name not in MODELS and not name.endswith(".gguf"):
             raise ConfigError(
@@ -79,6 +90,9 @@ class LocalModel:
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.seed = seed
+        self.tool_results = (
+            _TOOL_RESULT_PROMPTS.get(name) if tool_results == "default" else tool_results
+        )
         self._lock = asyncio.Lock()
 
     @property
@@ -108,7 +122,8 @@ class LocalModel:
         on_text: TextCallback | None = None,
     ) -> ModelResponse:
         emit = _thread_safe(on_text, asyncio.get_running_loop()) if on_text else None
-        request = _Request(render_messages(messages), render_tools(tools), emit)
+        rendered = render_messages(messages, self.tool_results)
+        request = _Request(rendered, render_tools(tools), emit)
         async with self._lock:
             try:
                 return await asyncio.to_thread(self._generate, request)
@@ -147,35 +162,83 @@ class _Request:
     cancelled: threading.Event = field(default_factory=threading.Event)
 
 
-def render_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """Messages in the OpenAI-like dict form that Hugging Face chat templates expect."""
+@dataclass(frozen=True, slots=True)
+class ToolResultPrompt:
+    """How a model that loops on plain tool results is shown them instead.
+
+    Some small models, given a tool result in their template's own ``tool`` turn, call the same
+    tool again and again. Shown the results in a user turn (``<tool_response>`` blocks) followed
+    by a one-line instruction, they answer. ``ok`` follows successful results, ``error``
+    results of which at least one failed (so the model corrects its call).
+    """
+
+    ok: str
+    error: str
+
+
+QWEN_TOOL_RESULT_PROMPT = ToolResultPrompt(
+    ok="Use the tool results above to answer my question in plain text.",
+    error="A tool call failed (see above). Fix the call, or answer my question in plain text.",
+)
+
+_TOOL_RESULT_PROMPTS = {"qwen2.5-coder-0.5b": QWEN_TOOL_RESULT_PROMPT}
+
+
+def render_messages(
+    messages: Sequence[Message], tool_results: ToolResultPrompt | None = None
+) -> list[dict[str, Any]]:
+    """Messages in the OpenAI-like dict form that Hugging Face chat templates expect.
+
+    With ``tool_results``, each run of tool results becomes one user turn (see
+    :class:`ToolResultPrompt`); without, each is a ``tool`` turn.
+    """
     out: list[dict[str, Any]] = []
+    pending: list[ToolResultMessage] = []
     for m in messages:
-        match m:
-            case SystemMessage() | UserMessage():
-                out.append({"role": m.role, "content": m.content})
-            case AssistantMessage():
-                item: dict[str, Any] = {"role": "assistant", "content": m.content}
-                if m.tool_calls:
-                    item["tool_calls"] = [
-                        {
-                            "id": c.id,
-                            "type": "function",
-                            "function": {"name": c.name, "arguments": _json_or_text(c.arguments)},
-                        }
-                        for c in m.tool_calls
-                    ]
-                out.append(item)
-            case ToolResultMessage():
-                out.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": m.tool_call_id,
-                        "name": m.name,
-                        "content": m.content,
-                    }
-                )
+        if isinstance(m, ToolResultMessage) and tool_results is not None:
+            pending.append(m)
+            continue
+        if pending:
+            out.append(_results_turn(pending, tool_results))
+            pending = []
+        out.append(_render_one(m))
+    if pending:
+        out.append(_results_turn(pending, tool_results))
     return out
+
+
+def _render_one(m: Message) -> dict[str, Any]:
+    match m:
+        case SystemMessage() | UserMessage():
+            return {"role": m.role, "content": m.content}
+        case AssistantMessage():
+            item: dict[str, Any] = {"role": "assistant", "content": m.content}
+            if m.tool_calls:
+                item["tool_calls"] = [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": _json_or_text(c.arguments)},
+                    }
+                    for c in m.tool_calls
+                ]
+            return item
+        case ToolResultMessage():
+            return {
+                "role": "tool",
+                "tool_call_id": m.tool_call_id,
+                "name": m.name,
+                "content": m.content,
+            }
+
+
+def _results_turn(
+    results: list[ToolResultMessage], prompt: ToolResultPrompt | None
+) -> dict[str, Any]:
+    blocks = "\n".join(f"<tool_response>\n{r.content}\n</tool_response>" for r in results)
+    assert prompt is not None
+    line = prompt.error if any(r.is_error for r in results) else prompt.ok
+    return {"role": "user", "content": f"{blocks}\n{line}"}
 
 
 def render_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
@@ -243,7 +306,7 @@ class _Engine:
         finish = "stop"
         stop_when = StoppingCriteriaList([lambda _ids, _logits: request.cancelled.is_set()])
         try:
-            chunks = self.llm.create_completion(
+            stream = self.llm.create_completion(
                 prompt,
                 max_tokens=max_tokens,
                 temperature=temperature,
@@ -252,8 +315,8 @@ class _Engine:
                 stream=True,
                 stopping_criteria=stop_when,
             )
-            for chunk in chunks:
-                choice = chunk["choices"][0]  # type: ignore[index]
+            for chunk in cast("Iterator[CreateCompletionStreamResponse]", stream):
+                choice = chunk["choices"][0]
                 text = choice["text"]
                 finish = choice.get("finish_reason") or finish
                 pieces.append(text)

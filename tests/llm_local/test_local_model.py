@@ -1,0 +1,86 @@
+"""The real embedded model through the normal run loop (needs the 'local' extra).
+
+Marked ``local_model``; skipped when llama-cpp-python or the model parts are not installed.
+The model file is assembled once per test session into a temporary RETINUE_HOME.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from retinue.engine import RunConfig, run
+from retinue.errors import ConfigError
+from retinue.llm._gguf import MODELS, part_paths
+from retinue.llm.local import LocalModel
+from retinue.messages import SystemMessage, ToolResultMessage, UserMessage
+from retinue.tools import ToolContext, ToolRegistry, tool
+
+pytest.importorskip("llama_cpp")
+pytestmark = [pytest.mark.local_model, pytest.mark.timeout(600)]
+
+
+@pytest.fixture(scope="session")
+def model_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    try:
+        part_paths(MODELS["qwen2.5-coder-0.5b"])
+    except ConfigError:
+        pytest.skip("the embedded model's part packages are not installed")
+    return tmp_path_factory.mktemp("retinue-home")
+
+
+@pytest.fixture
+def model(model_home: Path) -> LocalModel:
+    return LocalModel(home=model_home, temperature=0.0, seed=7)
+
+
+@tool()
+def add(ctx: ToolContext, a: int, b: int) -> str:
+    """Add two integers and return their sum."""
+    return str(a + b)
+
+
+def config(model: LocalModel, tmp_path: Path, question: str) -> RunConfig:
+    messages = [
+        SystemMessage("You are a careful assistant. Use the add tool for every addition."),
+        UserMessage(question),
+    ]
+    ctx = ToolContext(agent_id="main", workspace=tmp_path, data_dir=tmp_path)
+    return RunConfig(model, messages, ToolRegistry([add]), ctx, max_iterations=4)
+
+
+async def test_model_calls_a_tool_through_the_run_loop(model: LocalModel, tmp_path: Path) -> None:
+    out = await run(config(model, tmp_path, "What is 1234 + 4321? Use the add tool."))
+    results = [m for m in out.messages if isinstance(m, ToolResultMessage)]
+    assert "add" in out.tools_used
+    assert any(r.content == "5555" and not r.is_error for r in results), results
+    assert out.stop_reason == "final"
+    assert "5555" in out.content.replace(",", "")
+    assert out.usage.input_tokens > 0 and out.usage.output_tokens > 0
+
+
+async def test_plain_answer_streams_text_and_reports_usage(model: LocalModel) -> None:
+    deltas: list[str] = []
+    response = await model.complete(
+        [UserMessage("Reply with exactly one word: hello")], on_text=deltas.append
+    )
+    assert response.message.tool_calls == ()
+    assert "hello" in response.message.content.lower()
+    assert len(deltas) > 0
+    assert "".join(deltas).strip() == response.message.content
+    assert response.usage.input_tokens > 0 and response.usage.output_tokens > 0
+
+
+async def test_calls_run_one_at_a_time_and_cancel_cleanly(model: LocalModel) -> None:
+    long = model.complete([UserMessage("Count from 1 to 500, one number per line.")])
+    task = asyncio.ensure_future(long)
+    await asyncio.sleep(0.5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    short = await asyncio.wait_for(
+        model.complete([UserMessage("Reply with exactly one word: yes")]), timeout=120
+    )
+    assert short.message.content
