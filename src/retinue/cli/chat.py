@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from retinue.errors import RetinueError
+from retinue.events import TEXT_DELTA, TOOL_STARTED, Event, EventSink
 from retinue.runtime import Conversation, Runtime
 
 __all__ = ["ChatRepl"]
@@ -39,7 +40,23 @@ class ChatRepl:
         self.runtime = runtime
         self.out = Console()
         self.err = Console(stderr=True, soft_wrap=True)
-        self.conversation: Conversation = runtime.conversation(keep_sessions=keep_sessions)
+        self.conversation: Conversation = runtime.conversation(
+            keep_sessions=keep_sessions, stream=True
+        )
+        self._streamed = False
+        printer = runtime.events
+        self.runtime.events = lambda event: self._on_event(event, printer)
+
+    def _on_event(self, event: Event, downstream: EventSink | None) -> None:
+        """The main agent's text goes to stdout as it streams; the rest to the tree."""
+        if event.kind == TEXT_DELTA and event.agent_id == self.conversation.agent_id:
+            self._streamed = True
+            sys.stdout.write(str(event.data.get("text", "")))
+            sys.stdout.flush()
+        elif downstream is not None:
+            if self._streamed and event.kind == TOOL_STARTED:
+                sys.stdout.write("\n")
+            downstream(event)
 
     def loop(self) -> None:
         self.err.print(
@@ -66,18 +83,27 @@ class ChatRepl:
             self._finish(runner, self.conversation.close(), "closing")
 
     def _turn(self, runner: asyncio.Runner, line: str) -> None:
+        self._streamed = False
         try:
             out = runner.run(self.conversation.send(line))
         except KeyboardInterrupt:
+            self._end_stream()
             self.err.print("[yellow]turn cancelled[/]")
             return
         except RetinueError as exc:
+            self._end_stream()
             self.err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
             return
+        self._end_stream()
         if out.stop_reason == "max_iterations":
             self.err.print(f"[yellow]{escape(out.content)}[/]")
-            return
-        self.out.print(Markdown(out.content))
+        elif not self._streamed:
+            self.out.print(Markdown(out.content))
+
+    def _end_stream(self) -> None:
+        if self._streamed:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
 
     def _command(self, runner: asyncio.Runner, line: str) -> bool:
         cmd = line.split()[0]
