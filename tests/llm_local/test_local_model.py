@@ -84,3 +84,15 @@ async def test_calls_run_one_at_a_time_and_cancel_cleanly(model: LocalModel) -> 
         model.complete([UserMessage("Reply with exactly one word: yes")]), timeout=120
     )
     assert short.message.content
+
+
+async def test_a_streamed_tool_call_is_not_shown_as_text(model: LocalModel) -> None:
+    deltas: list[str] = []
+    messages = [
+        SystemMessage("You are a careful assistant. Use the add tool for every addition."),
+        UserMessage("What is 20 + 22? Use the add tool."),
+    ]
+    response = await model.complete(messages, [add.spec], on_text=deltas.append)
+    assert [c.name for c in response.message.tool_calls] == ["add"]
+    assert response.finish_reason == "tool_calls"
+    assert '"name"' not in "".join(deltas)

@@ -101,9 +101,9 @@ def test_trailing_garbage_after_the_object_is_ignored() -> None:
     assert [(c.name, c.arguments) for c in calls] == [("a", "{}")]
 
 
-def feed_all(deltas: list[str]) -> str:
+def feed_all(deltas: list[str], *, found_calls: bool = True) -> str:
     f = ToolCallStreamFilter()
-    return "".join(f.feed(d) for d in deltas) + f.flush()
+    return "".join(f.feed(d) for d in deltas) + f.flush(found_calls=found_calls)
 
 
 def test_stream_filter_hides_tags_split_across_deltas() -> None:
@@ -112,7 +112,7 @@ def test_stream_filter_hides_tags_split_across_deltas() -> None:
 
 
 def test_stream_filter_releases_a_false_start() -> None:
-    assert feed_all(["a <tool", "box> b", " <"]) == "a <toolbox> b <"
+    assert feed_all(["a <tool", "box> b", " <"], found_calls=False) == "a <toolbox> b <"
 
 
 def test_stream_filter_drops_an_unterminated_call() -> None:
@@ -128,3 +128,15 @@ def test_json_lines_are_several_calls_and_exact_repeats_count_once() -> None:
     )
     _, calls = parse_tool_calls(text)
     assert [args(c.arguments) for c in calls] == [{"city": "Oslo"}, {"city": "Paris"}]
+
+
+def test_stream_filter_holds_a_bare_json_reply_until_the_end() -> None:
+    deltas = ["  ", '{"name"', ': "a", "arguments": {}}']
+    assert feed_all(deltas, found_calls=True) == ""
+    assert feed_all(['{"result"', ": 5}"], found_calls=False) == '{"result": 5}'
+
+
+def test_stream_filter_streams_ordinary_text_at_once() -> None:
+    f = ToolCallStreamFilter()
+    assert f.feed("Hello") == "Hello"
+    assert f.feed(" world") == " world"

@@ -115,18 +115,30 @@ def _new_id() -> str:
 
 
 class ToolCallStreamFilter:
-    """Passes streamed text through, except what lies inside ``<tool_call>`` … ``</tool_call>``.
+    """Passes streamed text through, except what may be a tool call.
 
-    Text that might be the start of a tag is held back until the next delta settles it;
-    :meth:`flush` releases whatever is held at the end of the stream.
+    Hidden: what lies inside ``<tool_call>`` … ``</tool_call>``, and a reply that starts with
+    ``{`` or ``[`` (a bare JSON call, known only at the end). Text that might be the start of a
+    tag is held back until the next delta settles it. :meth:`flush` ends the stream and
+    returns what was held, unless it turned out to be a call.
     """
 
     def __init__(self) -> None:
         self._pending = ""
         self._inside = False
+        self._started = False
+        self._bare_json = False
 
     def feed(self, delta: str) -> str:
         self._pending += delta
+        if not self._started:
+            head = self._pending.lstrip()
+            if not head:
+                return ""
+            self._started = True
+            self._bare_json = head.startswith(("{", "["))
+        if self._bare_json:
+            return ""
         out: list[str] = []
         while self._pending:
             tag = _CLOSE if self._inside else _OPEN
@@ -144,8 +156,11 @@ class ToolCallStreamFilter:
             break
         return "".join(out)
 
-    def flush(self) -> str:
-        held, self._pending = ("" if self._inside else self._pending), ""
+    def flush(self, *, found_calls: bool) -> str:
+        """What is still held and should be shown; ``found_calls``: the reply made calls."""
+        held, self._pending = self._pending, ""
+        if self._inside or (self._bare_json and found_calls):
+            return ""
         return held
 
 

@@ -32,6 +32,7 @@ from retinue.messages import (
     AssistantMessage,
     Message,
     SystemMessage,
+    ToolCall,
     ToolResultMessage,
     Usage,
     UserMessage,
@@ -326,14 +327,21 @@ class _Engine:
                         request.on_text(shown)
         except ValueError as exc:
             raise ModelError(f"local model failed: {exc}") from None
-        if request.on_text is not None and stream_filter and (rest := stream_filter.flush()):
+        text = "".join(pieces)
+        content, calls = parse_tool_calls(text) if request.tools else (text.strip(), ())
+        rest = stream_filter.flush(found_calls=bool(calls)) if stream_filter else ""
+        if request.on_text is not None and rest:
             request.on_text(rest)
-        return self._response("".join(pieces), prompt, finish, bool(request.tools))
+        return self._response(text, content, calls, prompt, finish)
 
     def _response(
-        self, text: str, prompt: list[int], finish: str, tools_offered: bool
+        self,
+        text: str,
+        content: str,
+        calls: tuple[ToolCall, ...],
+        prompt: list[int],
+        finish: str,
     ) -> ModelResponse:
-        content, calls = parse_tool_calls(text) if tools_offered else (text.strip(), ())
         generated = len(self.llm.tokenize(text.encode(), add_bos=False, special=True))
         usage = Usage(input_tokens=len(prompt), output_tokens=generated, requests=1)
         reason = "tool_calls" if calls else ("length" if finish == "length" else "stop")
