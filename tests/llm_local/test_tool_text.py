@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from retinue.llm._tool_text import MALFORMED_NAME, ToolCallStreamFilter, parse_tool_calls
+from retinue.tools import ToolContext, ToolRegistry, tool
 
 
 def args(raw: str) -> object:
@@ -140,3 +142,19 @@ def test_stream_filter_streams_ordinary_text_at_once() -> None:
     f = ToolCallStreamFilter()
     assert f.feed("Hello") == "Hello"
     assert f.feed(" world") == " world"
+
+
+async def test_a_malformed_call_becomes_an_error_result_the_model_can_read(tmp_path: Path) -> None:
+    @tool()
+    def add(ctx: ToolContext, a: int, b: int) -> str:
+        """Add two integers."""
+        return str(a + b)
+
+    registry = ToolRegistry([add])
+    ctx = ToolContext(agent_id="main", workspace=tmp_path, data_dir=tmp_path)
+    _, broken = parse_tool_calls('<tool_call>{"name": "add", "arguments": {"a": 2,}}</tool_call>')
+    _, nameless = parse_tool_calls("<tool_call>please add 2 and 3</tool_call>")
+    first = await registry.execute(broken[0], ctx)
+    second = await registry.execute(nameless[0], ctx)
+    assert first.is_error and "not valid JSON" in first.content
+    assert second.is_error and "available tools: add" in second.content

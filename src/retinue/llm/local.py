@@ -39,8 +39,10 @@ from retinue.messages import (
 )
 
 if TYPE_CHECKING:
-    from llama_cpp import Llama
-    from llama_cpp.llama_types import CreateCompletionStreamResponse
+    from llama_cpp import Llama  # pyright: ignore[reportMissingImports]
+    from llama_cpp.llama_types import (  # pyright: ignore[reportMissingImports]
+        CreateCompletionStreamResponse,
+    )
 
 __all__ = [
     "DEFAULT_LOCAL_MODEL",
@@ -264,7 +266,9 @@ class _Engine:
     """One loaded ``Llama`` with its chat template; not thread-safe, hence ``lock``."""
 
     def __init__(self, llm: Llama) -> None:
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        from llama_cpp.llama_chat_format import (  # pyright: ignore[reportMissingImports]
+            Jinja2ChatFormatter,
+        )
 
         self.llm = llm
         self.lock = threading.Lock()
@@ -286,7 +290,7 @@ class _Engine:
     def generate(
         self, request: _Request, *, max_tokens: int, temperature: float, seed: int
     ) -> ModelResponse:
-        from llama_cpp import StoppingCriteriaList
+        from llama_cpp import StoppingCriteriaList  # pyright: ignore[reportMissingImports]
 
         try:
             formatted = self.formatter(
@@ -325,7 +329,7 @@ class _Engine:
                     shown = stream_filter.feed(text) if stream_filter else text
                     if shown:
                         request.on_text(shown)
-        except ValueError as exc:
+        except (ValueError, RuntimeError) as exc:
             raise ModelError(f"local model failed: {exc}") from None
         text = "".join(pieces)
         content, calls = parse_tool_calls(text) if request.tools else (text.strip(), ())
@@ -364,7 +368,7 @@ def _load_engine(path: Path, n_ctx: int, n_threads: int) -> _Engine:
 
 def _new_llama(path: Path, n_ctx: int, n_threads: int) -> Llama:
     try:
-        from llama_cpp import Llama
+        from llama_cpp import Llama  # pyright: ignore[reportMissingImports]
     except ImportError:
         raise ConfigError(_MISSING_LLAMA) from None
     try:
