@@ -132,3 +132,13 @@ async def test_cancellation_mid_tool_propagates_and_leaves_a_valid_history(
     last = cfg.messages[-1]
     assert isinstance(last, ToolResultMessage) and last.is_error
     assert "cancelled" in last.content
+
+
+async def test_a_repeated_failing_call_is_pointed_out(tmp_path: Path) -> None:
+    same = call_tool("fail", {"how": "tool"})
+    model = ScriptedModel([same, same, same, call_tool("fail", {"how": "crash"}), "ok"])
+    out = await run(config(model, tmp_path))
+    errors = [m.content for m in out.messages if isinstance(m, ToolResultMessage)]
+    assert "failed 3 times in a row" not in errors[1]
+    assert "failed 3 times in a row" in errors[2]
+    assert "times in a row" not in errors[3]  # a different call starts counting again

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from retinue.engine.config import RunConfig, RunOutput
 from retinue.errors import ContextTooLongError
@@ -37,6 +37,35 @@ def next_step(message: AssistantMessage, *, interactive: bool) -> Final | RunToo
     return Final(message.content, waiting_for_input=interactive)
 
 
+class RepeatedFailures:
+    """Notices a model repeating the same failing tool calls and tells it so.
+
+    Small models in particular retry an identical failing call again and again; from the
+    ``limit``-th identical failure on, the error result says so and suggests a way out.
+    """
+
+    def __init__(self, limit: int = 3) -> None:
+        self.limit = limit
+        self._last: tuple[tuple[str, str], ...] = ()
+        self._count = 0
+
+    def observe(
+        self, calls: tuple[ToolCall, ...], results: list[ToolResultMessage]
+    ) -> list[ToolResultMessage]:
+        failing = tuple(
+            (c.name, c.arguments) for c, r in zip(calls, results, strict=True) if r.is_error
+        )
+        self._count = self._count + 1 if failing and failing == self._last else int(bool(failing))
+        self._last = failing
+        if self._count < self.limit:
+            return results
+        hint = (
+            f"\n(This exact call has now failed {self._count} times in a row. Do not repeat it: "
+            "change the arguments, use another tool, or answer with what you know.)"
+        )
+        return [replace(r, content=r.content + hint) if r.is_error else r for r in results]
+
+
 async def run(config: RunConfig) -> RunOutput:
     """Run one agent to its answer, its pause (interactive), or ``max_iterations``.
 
@@ -54,6 +83,7 @@ async def run(config: RunConfig) -> RunOutput:
         depth=ctx.depth,
     )
     usage, tools_used, last_input = Usage(), list[str](), 0
+    repeats = RepeatedFailures()
     out: RunOutput | None = None
     try:
         for iteration in range(1, config.max_iterations + 1):
@@ -69,7 +99,7 @@ async def run(config: RunConfig) -> RunOutput:
                 )
                 return out
             tools_used.extend(c.name for c in step.calls)
-            messages.extend(await _run_tools(config, step.calls))
+            messages.extend(repeats.observe(step.calls, await _run_tools(config, step.calls)))
         limit = config.max_iterations
         out = RunOutput(
             f"Stopped: the agent made {limit} model calls without a final answer "
