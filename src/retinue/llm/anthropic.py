@@ -11,11 +11,9 @@ the run loop compares with the context window; ``cache_read_tokens`` is the cach
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from collections.abc import Sequence
-from urllib.parse import urlsplit
 
 import anthropic
 from anthropic import AsyncAnthropic, AsyncStream
@@ -32,8 +30,9 @@ from anthropic.types import (
 )
 from anthropic.types import Message as WireMessage
 
-from retinue.errors import ConfigError, ModelError
+from retinue.errors import ModelError
 from retinue.llm._anthropic_wire import build_request
+from retinue.llm._clients import PerLoopClients, api_key_for
 from retinue.llm._errors import ProviderInfo, connection_error, status_error
 from retinue.llm._openai_wire import ToolCallAssembler
 from retinue.llm.base import ModelResponse, TextCallback, ToolSpec
@@ -44,7 +43,6 @@ __all__ = ["DEFAULT_BASE_URL", "AnthropicModel"]
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 KEY_VAR, URL_VAR = "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"
-PLACEHOLDER_KEY = "retinue-no-key"
 _FINISH = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
 
 
@@ -68,41 +66,24 @@ class AnthropicModel:
         self._model = name
         self.base_url = (base_url or os.environ.get(URL_VAR) or DEFAULT_BASE_URL).rstrip("/")
         key = api_key or os.environ.get(KEY_VAR)
-        if not key:
-            if urlsplit(self.base_url).hostname == "api.anthropic.com":
-                raise ConfigError(f"no API key for {self.base_url}: set {KEY_VAR}")
-            key = PLACEHOLDER_KEY
-        self._api_key = key
+        key = api_key_for(key, self.base_url, "api.anthropic.com", KEY_VAR)
         self.max_retries = max_retries
         self.timeout = timeout
         self.max_tokens = max_tokens
         self._info = ProviderInfo("anthropic", KEY_VAR, URL_VAR, self.base_url, max_retries)
-        self._clients: dict[asyncio.AbstractEventLoop, AsyncAnthropic] = {}
+        self._clients = PerLoopClients(
+            lambda: AsyncAnthropic(
+                api_key=key, base_url=self.base_url, max_retries=max_retries, timeout=timeout
+            )
+        )
 
     @property
     def name(self) -> str:
         return f"anthropic:{self._model}"
 
-    def _client(self) -> AsyncAnthropic:
-        """One SDK client per event loop (a kept-alive connection cannot cross loops)."""
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            self._clients = {lp: c for lp, c in self._clients.items() if not lp.is_closed()}
-            client = AsyncAnthropic(
-                api_key=self._api_key,
-                base_url=self.base_url,
-                max_retries=self.max_retries,
-                timeout=self.timeout,
-            )
-            self._clients[loop] = client
-        return client
-
     async def aclose(self) -> None:
         """Close this event loop's HTTP connections (optional; for tidy shutdowns)."""
-        client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.close()
+        await self._clients.aclose()
 
     async def complete(
         self,
@@ -116,7 +97,7 @@ class AnthropicModel:
         body = build_request(
             self._model, messages, tools, max_tokens=self.max_tokens, stream=stream
         )
-        client = self._client()
+        client = self._clients.get()
         try:
             if on_text is None:
                 reply = await client.post("/v1/messages", body=body, cast_to=WireMessage)

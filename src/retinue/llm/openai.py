@@ -9,19 +9,18 @@ parameter transformation grows with the history; the SDK's HTTP client, retries 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 import openai
 from openai import AsyncOpenAI, AsyncStream
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from retinue.errors import ConfigError, ModelError
+from retinue.errors import ModelError
+from retinue.llm._clients import PerLoopClients, api_key_for
 from retinue.llm._errors import ProviderInfo, connection_error, status_error
 from retinue.llm._openai_wire import ToolCallAssembler, messages_to_openai, tools_to_openai
 from retinue.llm.base import ModelResponse, TextCallback, ToolSpec
@@ -32,7 +31,6 @@ __all__ = ["DEFAULT_BASE_URL", "OpenAIModel", "build_request"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 KEY_VAR, URL_VAR = "OPENAI_API_KEY", "OPENAI_BASE_URL"
-PLACEHOLDER_KEY = "retinue-no-key"  # local servers (Ollama, vLLM...) ignore the key
 
 
 def build_request(
@@ -66,44 +64,25 @@ class OpenAIModel:
     ) -> None:
         self._model = name
         self.base_url = (base_url or os.environ.get(URL_VAR) or DEFAULT_BASE_URL).rstrip("/")
+        hint = f"{KEY_VAR} (or {URL_VAR} to use a local OpenAI-compatible server)"
         key = api_key or os.environ.get(KEY_VAR)
-        if not key:
-            if urlsplit(self.base_url).hostname == "api.openai.com":
-                raise ConfigError(
-                    f"no API key for {self.base_url}: set {KEY_VAR} "
-                    f"(or {URL_VAR} to use a local OpenAI-compatible server)"
-                )
-            key = PLACEHOLDER_KEY
-        self._api_key = key
+        key = api_key_for(key, self.base_url, "api.openai.com", hint)
         self.max_retries = max_retries
         self.timeout = timeout
         self._info = ProviderInfo("openai", KEY_VAR, URL_VAR, self.base_url, max_retries)
-        self._clients: dict[asyncio.AbstractEventLoop, AsyncOpenAI] = {}
+        self._clients = PerLoopClients(
+            lambda: AsyncOpenAI(
+                api_key=key, base_url=self.base_url, max_retries=max_retries, timeout=timeout
+            )
+        )
 
     @property
     def name(self) -> str:
         return f"openai:{self._model}"
 
-    def _client(self) -> AsyncOpenAI:
-        """One SDK client per event loop (a kept-alive connection cannot cross loops)."""
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            self._clients = {lp: c for lp, c in self._clients.items() if not lp.is_closed()}
-            client = AsyncOpenAI(
-                api_key=self._api_key,
-                base_url=self.base_url,
-                max_retries=self.max_retries,
-                timeout=self.timeout,
-            )
-            self._clients[loop] = client
-        return client
-
     async def aclose(self) -> None:
         """Close this event loop's HTTP connections (optional; for tidy shutdowns)."""
-        client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.close()
+        await self._clients.aclose()
 
     async def complete(
         self,
@@ -115,7 +94,7 @@ class OpenAIModel:
         check_request_allowed(self.base_url)
         request = build_request(self._model, messages, tools, stream=on_text is not None)
         body = json.dumps(request, separators=(",", ":")).encode()  # sent as-is
-        client = self._client()
+        client = self._clients.get()
         try:
             if on_text is None:
                 # the raw response, parsed here: the SDK's model construction costs more

@@ -14,6 +14,7 @@ import re
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
+from retinue._tasks import cancel_and_wait, wait_owned
 from retinue.engine.config import RunOutput
 from retinue.events import EventSink
 from retinue.runtime import Conversation, Runtime
@@ -92,11 +93,7 @@ class ConversationHost:
         turn = asyncio.create_task(entry.conversation.send(text), name=f"turn of {cid}")
         entry.turn = turn
         try:
-            await asyncio.wait({turn})
-        except asyncio.CancelledError:
-            turn.cancel()
-            await asyncio.wait({turn})
-            raise
+            await wait_owned(turn)
         finally:
             entry.turn = None
         if turn.cancelled():
@@ -124,10 +121,8 @@ class ConversationHost:
             return None
         entry.closed = True
         held = [s.id for s in self.runtime.manager.sessions(agent_id_for(cid))]
-        turn = entry.turn
-        if turn is not None and not turn.done():
-            turn.cancel()
-            await asyncio.wait({turn})
+        if entry.turn is not None:
+            await cancel_and_wait(entry.turn)
         ended = await entry.conversation.close()
         return list(dict.fromkeys([*held, *ended]))
 

@@ -18,6 +18,7 @@ import itertools
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 
+from retinue._tasks import cancel_and_wait, wait_owned
 from retinue.engine.config import ContextKeeper, RunConfig, RunOutput
 from retinue.engine.loop import run
 from retinue.errors import SubAgentError
@@ -146,12 +147,7 @@ class SubAgentManager:
             config.messages.append(UserMessage(task))
             turn = asyncio.create_task(run(config), name=f"turn of {session.id}")
             session.task = turn
-            try:
-                await asyncio.wait({turn})
-            except asyncio.CancelledError:
-                turn.cancel()
-                await asyncio.wait({turn})
-                raise
+            await wait_owned(turn)
             if turn.cancelled():
                 return self._interrupted(session)
             out = turn.result()
@@ -221,10 +217,8 @@ class SubAgentManager:
     async def _close(self, session: Session) -> None:
         """Called exactly once per session, after it left the registry."""
         session.closed = True
-        turn = session.task
-        if turn is not None and not turn.done():
-            turn.cancel()
-            await asyncio.wait({turn})
+        if session.task is not None:
+            await cancel_and_wait(session.task)
         await self.cleanup(session.id)
         if session.started:
             await self._consolidate(session.role, session.config)
