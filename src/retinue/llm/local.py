@@ -15,6 +15,7 @@ token. ``llama_cpp`` is imported only when a model is first used.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import importlib.util
 import json
 import threading
@@ -362,8 +363,19 @@ def _load_engine(path: Path, n_ctx: int, n_threads: int) -> _Engine:
     with _ENGINES_LOCK:
         engine = _ENGINES.get(key)
         if engine is None:
+            if not _ENGINES:
+                atexit.register(_close_engines)
             engine = _ENGINES[key] = _Engine(_new_llama(path, n_ctx, n_threads))
         return engine
+
+
+def _close_engines() -> None:
+    """Free the models while the interpreter still works (llama-cpp's own finaliser fails
+    noisily when it runs during interpreter shutdown)."""
+    with _ENGINES_LOCK:
+        for engine in _ENGINES.values():
+            engine.llm.close()
+        _ENGINES.clear()
 
 
 def _new_llama(path: Path, n_ctx: int, n_threads: int) -> Llama:
