@@ -79,16 +79,15 @@ def test_keep_sessions_holds_a_session_across_messages_until_exit(tmp_path: Path
 
 
 def test_ctrl_c_cancels_the_turn_and_the_chat_goes_on(tmp_path: Path) -> None:
-    model = ScriptedModel([call_tool("Bash", {"command": "sleep 30"}), "still here"])
+    model = ScriptedModel([call_tool("Bash", {"command": "touch started; sleep 30"}), "still here"])
     with LoopbackOpenAIServer(model) as server:
         chat = start_chat(server, tmp_path)
         assert chat.stdin is not None
         chat.stdin.write("run something slow\n")
         chat.stdin.flush()
-        deadline = time.monotonic() + 20
-        while server.request_count < 1 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.5)  # the Bash tool is now running
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "started").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)  # until the Bash tool is running
         chat.send_signal(signal.SIGINT)
         out, err = chat.communicate("are you there?\n/exit\n", timeout=30)
     assert chat.returncode == 0, err
