@@ -22,11 +22,11 @@ log = logging.getLogger("retinue.events")
 RUN_STARTED = "run_started"  # data: role, parent_id, depth
 RUN_FINISHED = "run_finished"  # data: stop_reason, usage
 TEXT_DELTA = "text_delta"  # data: text
-MODEL_CALLED = "model_called"  # data: input_tokens, output_tokens, seconds
+MODEL_CALLED = "model_called"  # data: input_tokens, output_tokens, seconds | purpose
 TOOL_STARTED = "tool_started"  # data: call_id, name, arguments
 TOOL_FINISHED = "tool_finished"  # data: call_id, name, is_error, preview
 SESSION = "session"  # data: action (created/resumed/paused/unloaded/interrupted), conversation_id
-COMPRESSED = "compressed"  # data: before_tokens, after_tokens, removed_messages
+COMPRESSED = "compressed"  # data: before/after_tokens, removed_messages, reason, ok
 CONSOLIDATED = "consolidated"  # data: role, session_id, ok, error
 
 

@@ -10,7 +10,7 @@ import pytest
 from retinue.engine import RunConfig, run
 from retinue.engine.compress import SUMMARY_PREFIX, AutoCompressor, is_summary
 from retinue.errors import ContextTooLongError, ModelError
-from retinue.events import COMPRESSED, Event
+from retinue.events import COMPRESSED, MODEL_CALLED, Event
 from retinue.llm.base import Model, ModelResponse, ToolSpec
 from retinue.llm.tokens import estimate_tokens
 from retinue.messages import (
@@ -82,6 +82,9 @@ async def test_threshold_triggers_one_summary_call(tmp_path: Path) -> None:
     assert event.data["ok"] is True and event.data["reason"] == "threshold"
     assert event.data["before_tokens"] > 1_200 > event.data["after_tokens"]
     assert event.data["removed_messages"] == 13 - (len(sent) - 2) >= 8
+    # the summary call is traced like any model call
+    calls = [e for e in events if e.kind == MODEL_CALLED]
+    assert [e.data.get("purpose") for e in calls] == ["compress", None]
 
 
 async def test_no_compression_below_threshold(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from retinue.errors import ConfigError, ModelError
-from retinue.events import COMPRESSED, emit
+from retinue.events import COMPRESSED, MODEL_CALLED, emit
 from retinue.llm.base import Model
 from retinue.llm.profiles import ModelProfile, profile_for
 from retinue.llm.tokens import estimate_text_tokens, estimate_tokens
@@ -276,7 +276,7 @@ class AutoCompressor:
         if cut is not None:
             if self.memorize:
                 await self._memorize(body[:cut], model, ctx)
-            summary = await self._summarise(body[:cut], model, budget)
+            summary = await self._summarise(body[:cut], model, budget, ctx)
         summary_msgs = [UserMessage(f"{SUMMARY_PREFIX}\n{summary}")] if summary else []
         new = [*messages[:head], *summary_msgs, *tail]
         after = size - estimate_tokens(messages) + estimate_tokens(new)
@@ -323,7 +323,9 @@ class AutoCompressor:
             r.reason,
         )
 
-    async def _summarise(self, older: Sequence[Message], model: Model, budget: int) -> str:
+    async def _summarise(
+        self, older: Sequence[Message], model: Model, budget: int, ctx: ToolContext
+    ) -> str:
         words = max(50, min(self.summary_words, budget // 10))
         transcript = render_transcript(older, max(budget - 2 * words - 600, 500))
         request: list[Message] = [
@@ -331,6 +333,9 @@ class AutoCompressor:
             UserMessage(transcript),
         ]
         response = await (self.summary_model or model).complete(request)
+        emit(ctx.events, MODEL_CALLED, ctx.agent_id, purpose="compress",
+             input_tokens=response.usage.input_tokens,
+             output_tokens=response.usage.output_tokens)  # fmt: skip
         text = response.message.content.strip()
         if not text:
             raise ModelError("the summary model returned an empty summary")
