@@ -30,7 +30,7 @@ from retinue.tools.base import Tool, ToolContext, ToolRegistry, merge
 from retinue.tools.builtin import builtin_tools
 from retinue.tools.builtin.memory import memory_tools
 
-__all__ = ["LOCAL_DEFAULT", "Conversation", "Runtime", "choose_model"]
+__all__ = ["LOCAL_DEFAULT", "Conversation", "Runtime", "choose_model", "load_roles"]
 
 LOCAL_DEFAULT = "local:qwen2.5-coder-0.5b"
 MAIN_PROMPT = (
@@ -55,6 +55,15 @@ def choose_model(settings: Settings) -> tuple[str, str | None]:
         f"No model configured and no API key set: using the embedded local model "
         f"{LOCAL_DEFAULT} (set RETINUE_MODEL or --model to choose another)."
     )
+
+
+def load_roles(settings: Settings, tools: ToolRegistry | None = None) -> RoleCatalog:
+    """Every role the settings' directories define, with unknown tool names reported."""
+    catalog = RoleCatalog.load(role_dirs(settings.workspace, settings.home), settings.model_aliases)
+    tools = tools or ToolRegistry(builtin_tools())
+    extra = [*subagent_tools(), *memory_tools()]
+    catalog.check_tools([*tools.names, *(t.name for t in extra)])
+    return catalog
 
 
 @dataclass(slots=True)
@@ -87,16 +96,8 @@ class Runtime:
         if model is None:
             spec, notice = choose_model(settings)
             model = model_for(spec)
-        catalog = RoleCatalog.load(
-            role_dirs(settings.workspace, settings.home), settings.model_aliases
-        )
         tools = ToolRegistry([*builtin_tools(), *(extra_tools or [])])
-        known = [
-            *tools.names,
-            *(t.name for t in subagent_tools()),
-            *(t.name for t in memory_tools()),
-        ]
-        catalog.check_tools(known)
+        catalog = load_roles(settings, tools)
         memory = open_memory(settings.home) if with_memory else None
         compressor = AutoCompressor()
         manager = SubAgentManager(

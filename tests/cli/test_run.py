@@ -118,11 +118,14 @@ def test_run_stopped_by_max_iterations_exits_2(tmp_path: Path) -> None:
 def test_roles_lists_shipped_and_project_roles(tmp_path: Path) -> None:
     agents = tmp_path / ".claude" / "agents"
     agents.mkdir(parents=True)
-    (agents / "helper.md").write_text("---\nname: helper\ndescription: Helps.\ntools: Read\n---\nH")
+    helper = "---\nname: helper\ndescription: Helps.\ntools: Read, Fly\n---\nH"
+    (agents / "helper.md").write_text(helper)
     (agents / "broken.md").write_text("no front matter")
     proc = retinue(["roles"], None, tmp_path)
     assert proc.returncode == 0, proc.stderr
     for name in ("helper", "code-reviewer", "researcher", "tester"):
         assert name in proc.stdout
     assert "broken.md" in proc.stderr and "front matter" in proc.stderr
+    assert "unknown tool names ['Fly']" in proc.stderr
+    assert "(memory)" in proc.stdout  # capabilities shown, not eaten as markup
     json.dumps(proc.stdout)  # printable

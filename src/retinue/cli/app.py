@@ -132,22 +132,20 @@ def chat(
 def roles(workspace: WorkspaceOpt = None) -> None:
     """List the roles sub-agents can take, where each comes from, and broken role files."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from retinue.config import Settings
-    from retinue.subagents import RoleCatalog, role_dirs
+    from retinue.runtime import load_roles
 
     with _one_line_errors():
-        settings = Settings.load(workspace=workspace)
-        catalog = RoleCatalog.load(
-            role_dirs(settings.workspace, settings.home), settings.model_aliases
-        )
+        catalog = load_roles(Settings.load(workspace=workspace))
     table = Table("role", "description", "tools", "model", "source")
     for r in catalog.roles.values():
-        caps = f" [{', '.join(sorted(r.capabilities))}]" if r.capabilities else ""
+        caps = f" ({', '.join(sorted(r.capabilities))})" if r.capabilities else ""
         table.add_row(
-            r.name + caps,
-            r.description,
+            escape(r.name + caps),
+            escape(r.description),
             ", ".join(r.tools) if r.tools is not None else "all",
             r.model or "inherit",
             str(r.source),
@@ -155,7 +153,9 @@ def roles(workspace: WorkspaceOpt = None) -> None:
     console = Console()
     console.print(table)
     for p in catalog.problems:
-        Console(stderr=True, soft_wrap=True).print(f"[yellow]{p.severity}:[/] {p}", highlight=False)
+        Console(stderr=True, soft_wrap=True).print(
+            f"[yellow]{p.severity}:[/] {escape(str(p))}", highlight=False
+        )
 
 
 for _command in (serve, sessions, interrupt):
