@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from subagent_kit import Kit, make_kit
 
-from conftest import Kit, make_kit
 from retinue.errors import SubAgentError
 from retinue.messages import AssistantMessage, SystemMessage, ToolResultMessage, UserMessage
 from retinue.testing import call_tool

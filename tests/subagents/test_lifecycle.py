@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from subagent_kit import Kit, make_kit
 
-from conftest import Kit, make_kit
 from retinue.errors import ModelError
 from retinue.messages import ToolResultMessage, UserMessage
 from retinue.testing import ScriptedModel, call_tool

@@ -79,19 +79,43 @@ class SubAgentManager:
         role: str,
         interactive: bool = False,
         instance: str | None = None,
+        background: bool = False,
     ) -> str:
         if not interactive:
-            if instance:
-                raise SubAgentError("'instance' only applies to interactive sessions")
+            if instance or background:
+                raise SubAgentError("'instance' and 'background' need interactive=true")
             return (await self.run_subagent(ctx, task, role)).content
-        out = await self.interactive_subagent(ctx, task, role, instance)
         cid = conversation_id(ctx.agent_id, role, instance)
         how = f"role={role!r}" + (f", instance={instance!r}" if instance else "")
+        if background:
+            self.start_background(ctx, task, role, instance)
+            return (
+                f"[interactive session {cid} is working on it in the background: collect its "
+                f"reply with SubAgentStatus({how}) (wait=true blocks until it is done)]"
+            )
+        out = await self.interactive_subagent(ctx, task, role, instance)
         return (
             f"{out.content}\n\n[interactive session {cid} is waiting for your next message: "
             f"continue with SubAgent({how}, interactive=true, task=...), "
             f"end it with UnloadSubAgent({how})]"
         )
+
+    async def poll(
+        self, ctx: ToolContext, role: str, instance: str | None = None, *, wait: bool = False
+    ) -> str:
+        """State of a session, and the replies of background turns finished since last asked."""
+        session = self._known(ctx.agent_id, role, instance)
+        if wait and session.jobs:
+            await asyncio.wait(set(session.jobs))
+        replies, session.inbox = session.inbox, []
+        pending = len(session.jobs)
+        head = f"Session {session.id}: {session.state}, {session.turns} turn(s) done"
+        if pending:
+            head += f", {pending} background turn(s) still to finish"
+        if not replies:
+            return head + "; no new replies."
+        numbered = "\n\n".join(f"[{i}] {r}" for i, r in enumerate(replies, 1))
+        return f"{head}. New replies:\n\n{numbered}"
 
     async def unload(self, ctx: ToolContext, role: str, instance: str | None = None) -> str:
         return await self.unload_subagent(ctx.agent_id, role, instance)
@@ -117,6 +141,20 @@ class SubAgentManager:
         self, ctx: ToolContext, task: str, role_name: str, instance: str | None = None
     ) -> RunOutput:
         """Create the session ``parent/role[:instance]`` or continue it with ``task``."""
+        return await self._send(self._open(ctx, role_name, instance), task)
+
+    def start_background(
+        self, ctx: ToolContext, task: str, role_name: str, instance: str | None = None
+    ) -> str:
+        """Like :meth:`interactive_subagent`, but the turn runs on while the parent goes on;
+        its reply waits in the session's inbox for :meth:`poll`. Returns the session id."""
+        session = self._open(ctx, role_name, instance)
+        job = asyncio.create_task(self._send(session, task), name=f"background {session.id}")
+        session.jobs.add(job)
+        job.add_done_callback(lambda done: _collect(session, done))
+        return session.id
+
+    def _open(self, ctx: ToolContext, role_name: str, instance: str | None) -> Session:
         cid = conversation_id(ctx.agent_id, role_name, instance)
         session = self._sessions.get(cid)
         if session is None:
@@ -124,16 +162,9 @@ class SubAgentManager:
             child = ctx.child(agent_id=cid, role=role.name)
             session = Session(cid, role, ctx.agent_id, instance, self._config(role, child, True))
             self._sessions[cid] = session
-            emit(
-                ctx.events,
-                SESSION,
-                cid,
-                action="created",
-                conversation_id=cid,
-                parent_id=ctx.agent_id,
-                role=role.name,
-            )
-        return await self._send(session, task)
+            emit(ctx.events, SESSION, cid, action="created", conversation_id=cid,
+                 parent_id=ctx.agent_id, role=role.name)  # fmt: skip
+        return session
 
     async def _send(self, session: Session, task: str) -> RunOutput:
         async with session.lock:
@@ -183,17 +214,11 @@ class SubAgentManager:
 
     async def unload_subagent(self, parent_id: str, role: str, instance: str | None = None) -> str:
         """End one session: cancel its running turn, end its children, consolidate, confirm."""
-        cid = conversation_id(parent_id, role, instance)
-        session = self._sessions.pop(cid, None)
-        if session is None:
-            live = [s.id for s in self._sessions.values() if s.parent_id == parent_id]
-            raise SubAgentError(
-                f"no interactive session {cid!r} to unload; "
-                f"this agent's live sessions: {', '.join(live) or 'none'}"
-            )
+        session = self._known(parent_id, role, instance)
+        del self._sessions[session.id]
         await self._close(session)
         return (
-            f"Session {cid} ended after {session.turns} turn(s); "
+            f"Session {session.id} ended after {session.turns} turn(s); "
             "what it learned was consolidated into its memory."
         )
 
@@ -217,6 +242,8 @@ class SubAgentManager:
     async def _close(self, session: Session) -> None:
         """Called exactly once per session, after it left the registry."""
         session.closed = True
+        for job in list(session.jobs):
+            await cancel_and_wait(job)
         if session.task is not None:
             await cancel_and_wait(session.task)
         await self.cleanup(session.id)
@@ -252,6 +279,17 @@ class SubAgentManager:
         return list(s.config.messages)
 
     # -- building blocks -----------------------------------------------------------------
+
+    def _known(self, parent_id: str, role: str, instance: str | None) -> Session:
+        cid = conversation_id(parent_id, role, instance)
+        session = self._sessions.get(cid)
+        if session is None:
+            live = [s.id for s in self._sessions.values() if s.parent_id == parent_id]
+            raise SubAgentError(
+                f"no interactive session {cid!r}; "
+                f"this agent's live sessions: {', '.join(live) or 'none'}"
+            )
+        return session
 
     def _admit(self, ctx: ToolContext, role_name: str) -> Role:
         """The role, if ``ctx`` may start it: known, within depth, not already in the chain."""
@@ -344,6 +382,17 @@ def roles_section(catalog: RoleCatalog) -> str:
         "## Sub-agents\n"
         "You can delegate with the SubAgent tool (task, role). Pass interactive=true to keep "
         "the sub-agent for a multi-turn conversation (and instance=... for several sessions of "
-        "one role); end such a session with UnloadSubAgent when you are done with it.\n"
+        "one role); end such a session with UnloadSubAgent when you are done with it. With "
+        "interactive=true and background=true the sub-agent works while you go on; collect its "
+        "reply with SubAgentStatus.\n"
         f"Available roles:\n{catalog.describe()}"
     )
+
+
+def _collect(session: Session, job: asyncio.Task[RunOutput]) -> None:
+    """Keep a finished background turn's reply (or failure) for the parent's next poll."""
+    session.jobs.discard(job)
+    if job.cancelled():
+        return
+    exc = job.exception()
+    session.inbox.append(f"Error: {exc}" if exc is not None else job.result().content)

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal
 
-from retinue.engine.config import RunConfig
+from retinue.engine.config import RunConfig, RunOutput
 from retinue.messages import Usage
 from retinue.subagents.roles import Role
 
@@ -39,6 +39,8 @@ class Session:
     config: RunConfig
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     task: asyncio.Task[object] | None = None
+    jobs: set[asyncio.Task[RunOutput]] = field(default_factory=set)  # background turns
+    inbox: list[str] = field(default_factory=list)  # their replies, not yet polled
     started: bool = False
     closed: bool = False
     turns: int = 0
@@ -65,6 +67,8 @@ class Session:
             output_tokens=self.usage.output_tokens,
             last_reply=self.last_reply,
             created_at=self.created_at,
+            background=len(self.jobs),
+            unread=len(self.inbox),
         )
 
 
@@ -81,6 +85,8 @@ class SessionInfo:
     output_tokens: int
     last_reply: str
     created_at: float
+    background: int = 0  # background turns still to finish
+    unread: int = 0  # finished background replies the parent has not polled
 
     @property
     def tokens(self) -> int:

@@ -11,7 +11,7 @@ from retinue.tools.base import Delegator, Tool, ToolContext, tool
 
 __all__ = ["SPAWN_TOOL_NAMES", "subagent_tools"]
 
-SPAWN_TOOL_NAMES = frozenset({"SubAgent", "UnloadSubAgent"})
+SPAWN_TOOL_NAMES = frozenset({"SubAgent", "UnloadSubAgent", "SubAgentStatus"})
 
 
 def _manager(ctx: ToolContext) -> Delegator:
@@ -37,6 +37,13 @@ async def subagent(
         str | None,
         Field(description="Optional name to hold several interactive sessions of one role"),
     ] = None,
+    background: Annotated[
+        bool,
+        Field(
+            description="With interactive=true: return at once and let the sub-agent work "
+            "while you go on; collect its reply later with SubAgentStatus"
+        ),
+    ] = False,
 ) -> str:
     """Delegate a task to a sub-agent with a predefined role and return its answer.
 
@@ -45,7 +52,12 @@ async def subagent(
     """
     try:
         return await _manager(ctx).delegate(
-            ctx, task=task, role=role, interactive=interactive, instance=instance
+            ctx,
+            task=task,
+            role=role,
+            interactive=interactive,
+            instance=instance,
+            background=background,
         )
     except RetinueError as exc:
         raise ToolError(str(exc)) from None
@@ -69,5 +81,24 @@ async def unload_subagent(
         raise ToolError(str(exc)) from None
 
 
-def subagent_tools() -> tuple[Tool, Tool]:
-    return subagent, unload_subagent
+@tool("SubAgentStatus")
+async def subagent_status(
+    ctx: ToolContext,
+    role: Annotated[str, Field(description="Role name of the interactive sub-agent")],
+    instance: Annotated[
+        str | None, Field(description="The instance name, if the session was given one")
+    ] = None,
+    wait: Annotated[
+        bool, Field(description="Wait until its background turns have finished")
+    ] = False,
+) -> str:
+    """Check an interactive sub-agent session: whether it is still working, and the replies
+    of background turns that finished since you last checked."""
+    try:
+        return await _manager(ctx).poll(ctx, role, instance, wait=wait)
+    except RetinueError as exc:
+        raise ToolError(str(exc)) from None
+
+
+def subagent_tools() -> tuple[Tool, ...]:
+    return subagent, unload_subagent, subagent_status

@@ -29,7 +29,8 @@ __all__ = ["Delegator", "Tool", "ToolContext", "ToolRegistry", "tool"]
 
 
 class Delegator(Protocol):
-    """What the ``SubAgent`` / ``UnloadSubAgent`` tools need from the sub-agent manager."""
+    """What the ``SubAgent`` / ``UnloadSubAgent`` / ``SubAgentStatus`` tools need from the
+    sub-agent manager."""
 
     async def delegate(
         self,
@@ -39,9 +40,14 @@ class Delegator(Protocol):
         role: str,
         interactive: bool = False,
         instance: str | None = None,
+        background: bool = False,
     ) -> str: ...
 
     async def unload(self, ctx: ToolContext, role: str, instance: str | None = None) -> str: ...
+
+    async def poll(
+        self, ctx: ToolContext, role: str, instance: str | None = None, *, wait: bool = False
+    ) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
