@@ -2,8 +2,10 @@
 
 Environment names other tools rely on: ``RETINUE_MODEL`` (the main agent's model string) and
 ``RETINUE_HOME`` (the data directory, default ``~/.retinue``). The TOML file may set ``model``,
-``tenant``, ``max_depth``, ``max_iterations`` and a ``[model_aliases]`` table (Claude Code's
-``sonnet`` / ``opus`` / ``haiku`` names for role files).
+``tenant``, ``max_depth``, ``max_iterations``, ``session_token_budget`` (tokens one interactive
+sub-agent session may spend, input and output together; 0 = unlimited) and a
+``[model_aliases]`` table (Claude Code's ``sonnet`` / ``opus`` / ``haiku`` names for role
+files).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class Settings:
     tenant: str = "default"
     max_depth: int = 3
     max_iterations: int = 50
+    session_token_budget: int = 0  # tokens one interactive session may use; 0 = no limit
     model_aliases: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_MODEL_ALIASES))
 
     @property
@@ -84,5 +87,6 @@ class Settings:
                 continue
             expected = type(getattr(self, key)) if getattr(self, key) is not None else str
             if not isinstance(value, expected):
-                raise ConfigError(f"{path}: {key} must be a {expected.__name__}")
+                kind = {int: "an integer", str: "a string"}.get(expected, expected.__name__)
+                raise ConfigError(f"{path}: {key} must be {kind}")
             setattr(self, key, value)

@@ -110,6 +110,7 @@ class Runtime:
             keeper_for=lambda _m: compressor,
             max_depth=settings.max_depth,
             max_iterations=settings.max_iterations,
+            session_token_budget=settings.session_token_budget or None,
             stream=stream,
         )
         return cls(settings, model, catalog, tools, manager, memory, compressor, events, notice)

@@ -178,3 +178,15 @@ async def test_role_limits_depth_and_cycles(tmp_path) -> None:
     with pytest.raises(SubAgentError, match="already in this call chain"):
         await k2.manager.interactive_subagent(in_b, "t", "a")
     assert k2.manager.sessions() == []
+
+
+async def test_session_token_budget_refuses_further_turns(kit: Kit) -> None:
+    kit.manager.session_token_budget = 1
+    kit.models["reviewer"].add("first and last")
+    ctx = kit.ctx()
+    await kit.manager.interactive_subagent(ctx, "t", "reviewer")
+    with pytest.raises(SubAgentError, match=r"has used \d+ tokens, its budget is 1: unload it"):
+        await kit.manager.interactive_subagent(ctx, "again", "reviewer")
+    assert kit.manager.session("main/reviewer").turns == 1  # type: ignore[union-attr]
+    await kit.manager.unload_subagent("main", "reviewer")
+    assert kit.memory.sessions() == ["main/reviewer"]

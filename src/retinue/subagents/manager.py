@@ -53,6 +53,7 @@ class SubAgentManager:
         keeper_for: Callable[[Model], ContextKeeper | None] | None = None,
         max_depth: int = 3,
         max_iterations: int = 50,
+        session_token_budget: int | None = None,
         stream: bool = False,
     ) -> None:
         self.catalog = catalog
@@ -61,6 +62,7 @@ class SubAgentManager:
         self.memory = memory
         self.max_depth = max_depth
         self.max_iterations = max_iterations
+        self.session_token_budget = session_token_budget
         self.stream = stream
         self._model_for = model_for
         self._models: dict[str, Model] = {}
@@ -170,6 +172,7 @@ class SubAgentManager:
         async with session.lock:
             if session.closed:
                 raise SubAgentError(f"session {session.id} was unloaded before this message")
+            self._check_budget(session)
             config = session.config
             if not session.started:
                 prompt = await self._system_prompt(session.role, config.context)
@@ -194,6 +197,14 @@ class SubAgentManager:
                 turns=session.turns,
             )
             return out
+
+    def _check_budget(self, session: Session) -> None:
+        budget, used = self.session_token_budget, session.usage.total_tokens
+        if budget is not None and used >= budget:
+            raise SubAgentError(
+                f"session {session.id} has used {used} tokens, its budget is {budget}: "
+                f"unload it (what it learned is kept in its memory) and start a new one"
+            )
 
     def _interrupted(self, session: Session) -> RunOutput:
         messages = session.config.messages

@@ -1,0 +1,62 @@
+"""Settings: flags > environment > config.toml > defaults, and clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from retinue.config import DEFAULT_MODEL_ALIASES, Settings
+from retinue.errors import ConfigError
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.delenv("RETINUE_MODEL", raising=False)
+    monkeypatch.setenv("RETINUE_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    return tmp_path / "home"
+
+
+def test_defaults(home: Path, tmp_path: Path) -> None:
+    s = Settings.load(workspace=tmp_path)
+    assert s.home == home.resolve() and s.model is None and s.max_depth == 3
+    assert s.model_aliases == DEFAULT_MODEL_ALIASES
+
+
+def test_flag_beats_environment_beats_file(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (home / "config.toml").write_text(
+        'model = "openai:from-file"\nmax_iterations = 7\nsession_token_budget = 5000\n'
+        '[model_aliases]\nsonnet = "openai:gpt-4o"\n'
+    )
+    s = Settings.load(workspace=tmp_path)
+    assert (s.model, s.max_iterations, s.session_token_budget) == ("openai:from-file", 7, 5000)
+    assert s.model_aliases["sonnet"] == "openai:gpt-4o"
+    assert s.model_aliases["haiku"] == DEFAULT_MODEL_ALIASES["haiku"]
+    monkeypatch.setenv("RETINUE_MODEL", "openai:from-env")
+    assert Settings.load(workspace=tmp_path).model == "openai:from-env"
+    assert Settings.load(workspace=tmp_path, model="openai:flag").model == "openai:flag"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("modle = 'x'", "unknown setting 'modle'"),
+        ("max_depth = 'three'", "max_depth must be an integer"),
+        ("model = ", "cannot read"),
+        ("model_aliases = 3", "model_aliases must be a table"),
+    ],
+)
+def test_bad_config_file_names_the_problem(
+    home: Path, tmp_path: Path, text: str, message: str
+) -> None:
+    (home / "config.toml").write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        Settings.load(workspace=tmp_path)
+
+
+def test_workspace_must_be_a_directory(home: Path, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="--workspace"):
+        Settings.load(workspace=tmp_path / "missing")
