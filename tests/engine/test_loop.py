@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from retinue.engine import Final, RunConfig, RunTools, next_step, run
-from retinue.errors import ModelError, ToolError
+from retinue.errors import ModelError, RoleError, ToolError
 from retinue.messages import (
     AssistantMessage,
     SystemMessage,
@@ -35,6 +35,8 @@ def fail(ctx: ToolContext, how: str) -> str:
     """Fail on purpose."""
     if how == "tool":
         raise ToolError("the disk is full")
+    if how == "retinue":
+        raise RoleError("unknown role 'x'")
     raise RuntimeError("unexpected")
 
 
@@ -102,16 +104,18 @@ async def test_parallel_calls_keep_call_order_and_failures_become_results(tmp_pa
     out = await run(config(model, tmp_path))
     assert out.content == "recovered"
     results = [m for m in out.messages if isinstance(m, ToolResultMessage)]
-    assert [r.name for r in results] == ["wait", "add", "fail", "fail", "nope", "add", "add"]
-    assert [r.is_error for r in results] == [False, False, True, True, True, True, True]
+    names = ["wait", "add", "fail", "fail", "fail", "nope", "add", "add"]
+    assert [r.name for r in results] == names
+    assert [r.is_error for r in results] == [False, False, True, True, True, True, True, True]
     assert results[0].content == "woke" and results[1].content == "3"
     assert results[2].content == "Error: the disk is full"
     assert "RuntimeError: unexpected" in results[3].content
-    assert "unknown tool 'nope'" in results[4].content
-    assert "not valid JSON" in results[5].content
-    assert "a: Input should be a valid integer" in results[6].content
+    assert results[4].content == "Error: unknown role 'x'"  # Retinue's own errors read plainly
+    assert "unknown tool 'nope'" in results[5].content
+    assert "not valid JSON" in results[6].content
+    assert "a: Input should be a valid integer" in results[7].content
     # the model saw every one of them on its next call
-    assert model.calls[1].messages[-7:] == tuple(results)
+    assert model.calls[1].messages[-8:] == tuple(results)
 
 
 async def test_model_error_propagates(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from retinue.errors import RetinueError, ToolError
+from retinue.errors import ToolError
 from retinue.tools.base import Delegator, Tool, ToolContext, tool
 
 __all__ = ["SPAWN_TOOL_NAMES", "subagent_tools"]
@@ -50,17 +50,14 @@ async def subagent(
     One-shot by default: the sub-agent works in a fresh conversation and its answer comes
     back. With interactive=true the sub-agent keeps its conversation between calls.
     """
-    try:
-        return await _manager(ctx).delegate(
-            ctx,
-            task=task,
-            role=role,
-            interactive=interactive,
-            instance=instance,
-            background=background,
-        )
-    except RetinueError as exc:
-        raise ToolError(str(exc)) from None
+    return await _manager(ctx).delegate(
+        ctx,
+        task=task,
+        role=role,
+        interactive=interactive,
+        instance=instance,
+        background=background,
+    )
 
 
 @tool("UnloadSubAgent")
@@ -75,10 +72,7 @@ async def unload_subagent(
 
     The sub-agent's conversation learnings are persisted to its memory system.
     """
-    try:
-        return await _manager(ctx).unload(ctx, role, instance)
-    except RetinueError as exc:
-        raise ToolError(str(exc)) from None
+    return await _manager(ctx).unload(ctx, role, instance)
 
 
 @tool("SubAgentStatus")
@@ -94,10 +88,7 @@ async def subagent_status(
 ) -> str:
     """Check an interactive sub-agent session: whether it is still working, and the replies
     of background turns that finished since you last checked."""
-    try:
-        return await _manager(ctx).poll(ctx, role, instance, wait=wait)
-    except RetinueError as exc:
-        raise ToolError(str(exc)) from None
+    return await _manager(ctx).poll(ctx, role, instance, wait=wait)
 
 
 def subagent_tools() -> tuple[Tool, ...]:

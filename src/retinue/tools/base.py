@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol, get_type_hints
 
 import pydantic
 
-from retinue.errors import ToolError
+from retinue.errors import RetinueError, ToolError
 from retinue.events import TOOL_FINISHED, TOOL_STARTED, EventSink, emit
 from retinue.llm.base import ToolSpec
 from retinue.messages import ToolCall, ToolResultMessage
@@ -216,7 +216,7 @@ class ToolRegistry:
         )
         try:
             content, is_error = await self._run(call, ctx), False
-        except ToolError as exc:
+        except RetinueError as exc:  # ToolError and every other error Retinue explains itself
             content, is_error = f"Error: {exc}", True
         except Exception as exc:
             content, is_error = f"Error: {call.name} failed: {type(exc).__name__}: {exc}", True

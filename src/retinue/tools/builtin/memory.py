@@ -12,7 +12,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from retinue.errors import MemoryStoreError, ToolError
+from retinue.errors import ToolError
 from retinue.memory.store import MemoryStore
 from retinue.tools.base import Tool, ToolContext, tool
 
@@ -42,10 +42,7 @@ async def core_memory_append(
     content: Annotated[str, Field(description="text to add as a new line at the block's end")],
 ) -> str:
     """Append text to one of your core memory blocks (always shown in your prompt)."""
-    try:
-        b = await _store(ctx).append_block(ctx.tenant, ctx.role, block, content)
-    except MemoryStoreError as exc:
-        raise ToolError(str(exc)) from None
+    b = await _store(ctx).append_block(ctx.tenant, ctx.role, block, content)
     return f"Appended; {_usage(b.name, b.value, b.limit)}."
 
 
@@ -57,10 +54,7 @@ async def core_memory_replace(
     new: Annotated[str, Field(description="replacement text (empty to delete)")],
 ) -> str:
     """Replace text in one of your core memory blocks (every occurrence of ``old``)."""
-    try:
-        b = await _store(ctx).replace_in_block(ctx.tenant, ctx.role, block, old, new)
-    except MemoryStoreError as exc:
-        raise ToolError(str(exc)) from None
+    b = await _store(ctx).replace_in_block(ctx.tenant, ctx.role, block, old, new)
     return f"Replaced; {_usage(b.name, b.value, b.limit)}."
 
 
@@ -70,10 +64,7 @@ async def archival_memory_insert(
     content: Annotated[str, Field(description="a self-contained fact worth recalling later")],
 ) -> str:
     """Save a passage to your archival memory (unbounded, found by archival_memory_search)."""
-    try:
-        p = await _store(ctx).insert_passage(ctx.tenant, ctx.role, content, source="agent")
-    except MemoryStoreError as exc:
-        raise ToolError(str(exc)) from None
+    p = await _store(ctx).insert_passage(ctx.tenant, ctx.role, content, source="agent")
     if p is None:
         return "Not stored: archival memory already holds this passage."
     return f"Stored as passage #{p.id}."
@@ -86,10 +77,7 @@ async def archival_memory_search(
     limit: Annotated[int, Field(ge=1, le=50, description="most passages to return")] = 5,
 ) -> str:
     """Search your archival memory; returns the best-matching passages, best first."""
-    try:
-        hits = await _store(ctx).search(ctx.tenant, ctx.role, query, limit)
-    except MemoryStoreError as exc:
-        raise ToolError(str(exc)) from None
+    hits = await _store(ctx).search(ctx.tenant, ctx.role, query, limit)
     if not hits:
         return f"No archival passages match {query!r}."
     return "\n".join(f"[{i}] (#{p.id}) {p.content}" for i, p in enumerate(hits, 1))
