@@ -94,6 +94,7 @@ async def test_parallel_calls_keep_call_order_and_failures_become_results(tmp_pa
                 ("add", {"a": 1, "b": 2}),
                 ("fail", {"how": "tool"}),
                 ("fail", {"how": "crash"}),
+                ("fail", {"how": "retinue"}),
                 ("nope", {}),
                 ("add", '{"a": 1,'),
                 ("add", {"a": "one", "b": 2}),
