@@ -138,8 +138,11 @@ class ChatRepl:
         if not infos:
             self.err.print("[dim]no live interactive sessions[/]")
             return
-        table = Table("session", "role", "state", "turns", "tokens", "last reply")
+        table = Table("session", "role", "state", "turns", "tokens", "background", "last reply")
         for s in infos:
             reply = s.last_reply.replace("\n", " ")
-            table.add_row(s.id, s.role, s.state, str(s.turns), str(s.tokens), reply[:60])
+            bg = f"{s.background} running, {s.unread} unread" if s.background or s.unread else ""
+            table.add_row(
+                escape(s.id), s.role, s.state, str(s.turns), str(s.tokens), bg, escape(reply[:60])
+            )
         Console(file=sys.stderr).print(table)
