@@ -22,6 +22,7 @@ log = logging.getLogger("retinue.events")
 RUN_STARTED = "run_started"  # data: role, parent_id, depth
 RUN_FINISHED = "run_finished"  # data: stop_reason, usage
 TEXT_DELTA = "text_delta"  # data: text
+MODEL_STARTED = "model_started"  # data: model
 MODEL_CALLED = "model_called"  # data: input_tokens, output_tokens, seconds | purpose
 TOOL_STARTED = "tool_started"  # data: call_id, name, arguments
 TOOL_FINISHED = "tool_finished"  # data: call_id, name, is_error, preview

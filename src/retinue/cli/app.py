@@ -76,8 +76,13 @@ def _runtime(
     from retinue.runtime import Runtime
 
     settings = Settings.load(model=model, workspace=workspace, tenant=tenant)
+    from retinue.llm.local import local_progress
+
     console = Console(stderr=True, soft_wrap=True)
-    runtime = Runtime.create(settings, events=None if quiet else EventPrinter(console))
+    printer = None if quiet else EventPrinter(console)
+    if printer is not None:
+        local_progress.set(printer.spinner.progress)
+    runtime = Runtime.create(settings, events=printer)
     if runtime.notice:
         console.print(f"[dim]{runtime.notice}[/]", highlight=False)
     for problem in runtime.catalog.problems:

@@ -50,6 +50,8 @@ class ChatRepl:
     def _on_event(self, event: Event, downstream: EventSink | None) -> None:
         """The main agent's text goes to stdout as it streams; the rest to the tree."""
         if event.kind == TEXT_DELTA and event.agent_id == self.conversation.agent_id:
+            if downstream is not None:
+                downstream(event)  # stops the spinner; the tree prints no text
             self._streamed = True
             sys.stdout.write(str(event.data.get("text", "")))
             sys.stdout.flush()

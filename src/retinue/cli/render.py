@@ -7,14 +7,18 @@ Indentation follows the agent id: ``main`` at the left, ``main/reviewer`` one st
 from __future__ import annotations
 
 import json
+import time
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
+from rich.status import Status
+from rich.text import Text
 
 from retinue import events as ev
 from retinue.events import Event
 
-__all__ = ["EventPrinter"]
+__all__ = ["EventPrinter", "ModelSpinner"]
 
 
 def _depth(agent_id: str) -> int:
@@ -31,6 +35,60 @@ def _args_preview(arguments: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+class ModelSpinner:
+    """A spinner with the elapsed time while a model call runs (on terminals only).
+
+    It starts when a model call starts and stops at its first streamed text, its end, or the
+    end of the run. :meth:`progress` takes the local model's reports (see
+    :data:`retinue.llm.local.local_progress`): prompt processing first, then tokens/s.
+    """
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._status: Status | None = None
+        self._agent = ""
+        self._since = 0.0
+        self._detail = ""
+
+    def on_event(self, event: Event) -> None:
+        if event.kind == ev.MODEL_STARTED:
+            self.start(event.agent_id)
+        elif event.kind in _SPINNER_STOPS:
+            self.stop()
+
+    def start(self, agent_id: str) -> None:
+        self._agent, self._since, self._detail = agent_id, time.monotonic(), ""
+        if self._status is None and self.console.is_terminal:
+            self._status = Status(self, console=self.console, spinner="dots")
+            self._status.start()
+
+    def progress(self, report: dict[str, Any]) -> None:
+        stage = report.get("progress")
+        if stage == "prompt":
+            self._detail = f"reading the prompt ({report.get('prompt_tokens', '?')} tokens)"
+        elif stage == "generating":
+            tokens, seconds = report.get("tokens"), report.get("seconds")
+            rate = (
+                f", {tokens / seconds:.1f} tokens/s"
+                if isinstance(tokens, int) and isinstance(seconds, float) and seconds > 0
+                else ""
+            )
+            self._detail = f"generating{rate}"
+
+    def stop(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    def __rich__(self) -> Text:
+        elapsed = time.monotonic() - self._since
+        detail = f" · {self._detail}" if self._detail else ""
+        return Text(f"{self._agent} thinking… {elapsed:.0f}s{detail}", style="dim")
+
+
+_SPINNER_STOPS = frozenset({ev.TEXT_DELTA, ev.MODEL_CALLED, ev.RUN_FINISHED, ev.TOOL_STARTED})
+
+
 class EventPrinter:
     """An event sink that prints agent, tool and session activity to a console."""
 
@@ -38,8 +96,10 @@ class EventPrinter:
         self.console = console
         self.main_text = main_text
         self.streamed = False
+        self.spinner = ModelSpinner(console)
 
     def __call__(self, event: Event) -> None:
+        self.spinner.on_event(event)
         line = self.describe(event)
         if line is not None:
             pad = "  " * _depth(event.agent_id)

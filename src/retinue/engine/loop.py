@@ -12,7 +12,15 @@ from dataclasses import dataclass, replace
 
 from retinue.engine.config import RunConfig, RunOutput
 from retinue.errors import ContextTooLongError
-from retinue.events import MODEL_CALLED, RUN_FINISHED, RUN_STARTED, TEXT_DELTA, EventSink, emit
+from retinue.events import (
+    MODEL_CALLED,
+    MODEL_STARTED,
+    RUN_FINISHED,
+    RUN_STARTED,
+    TEXT_DELTA,
+    EventSink,
+    emit,
+)
 from retinue.llm.base import ModelResponse, TextCallback
 from retinue.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage
 
@@ -141,6 +149,7 @@ async def _call_model(config: RunConfig, last_input: int) -> ModelResponse:
     sink = ctx.events
     on_text = _text_forwarder(sink, ctx.agent_id) if config.stream and sink else None
 
+    emit(sink, MODEL_STARTED, ctx.agent_id, model=config.model.name)
     started = time.perf_counter()
     try:
         response = await config.model.complete(messages, specs, on_text=on_text)

@@ -6,50 +6,50 @@ runs any other GGUF file. The prompt is rendered with the model's own chat templ
 included), and tool calls are read back from the generated text in the forms small models
 actually write (see :mod:`retinue.llm._tool_text`).
 
-Generation runs in a worker thread so the event loop stays free; one generation at a time per
-loaded model. A loaded model is shared by every :class:`LocalModel` naming the same file and
-settings, so sub-agents do not load it again. Cancelling a call stops generation at the next
-token. ``llama_cpp`` is imported only when a model is first used.
+Generation runs in a worker process (:mod:`retinue.llm._local_client`): a crash in native
+code fails the request with a clear :class:`~retinue.errors.ModelError` and the next request
+starts a new worker; the agent itself never goes down. One worker per model file and settings
+serves every :class:`LocalModel` in the process, one generation at a time. With tools offered,
+decoding is constrained by a grammar (:mod:`retinue.llm._grammar`): the reply is an answer or a
+call to an offered tool with arguments matching its schema. Cancelling a call stops generation
+in the worker at the next token. ``llama_cpp`` is never imported in this process.
 """
 
 from __future__ import annotations
 
 import asyncio
-import atexit
 import importlib.util
+import itertools
 import json
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import Any, Literal
 
 from retinue.config import default_home
-from retinue.errors import ConfigError, ContextTooLongError, ModelError
+from retinue.errors import ConfigError
 from retinue.llm._gguf import INSTALL_HINT, MODELS, ensure_model_file
+from retinue.llm._local_client import LocalWorker, worker_for
 from retinue.llm._tool_text import ToolCallStreamFilter, parse_tool_calls
 from retinue.llm.base import ModelResponse, TextCallback, ToolSpec
 from retinue.messages import (
     AssistantMessage,
     Message,
     SystemMessage,
-    ToolCall,
     ToolResultMessage,
     Usage,
     UserMessage,
 )
 
-if TYPE_CHECKING:
-    from llama_cpp import Llama  # pyright: ignore[reportMissingImports]
-    from llama_cpp.llama_types import (  # pyright: ignore[reportMissingImports]
-        CreateCompletionStreamResponse,
-    )
-
 __all__ = [
     "DEFAULT_LOCAL_MODEL",
     "QWEN_TOOL_RESULT_PROMPT",
     "LocalModel",
+    "ProgressCallback",
     "ToolResultPrompt",
+    "local_progress",
     "render_messages",
     "render_tools",
 ]
@@ -57,6 +57,15 @@ __all__ = [
 DEFAULT_LOCAL_MODEL = "qwen2.5-coder-0.5b"
 
 _MISSING_LLAMA = f"the local model needs llama-cpp-python (the 'local' extra): {INSTALL_HINT}"
+
+ProgressCallback = Callable[[dict[str, Any]], None]
+
+local_progress: ContextVar[ProgressCallback | None] = ContextVar("local_progress", default=None)
+"""Where the local model reports what a call is doing (``{"progress": "prompt",
+"prompt_tokens": N}``, then ``{"progress": "generating", ...}``); the CLI sets it to drive its
+spinner. Called on the event loop's thread."""
+
+_REQUEST_IDS = itertools.count(1)
 
 
 class LocalModel:
@@ -66,6 +75,7 @@ class LocalModel:
     ``temperature`` and ``seed`` default to near-deterministic answers, which suit tool use.
     ``tool_results`` says how tool results are shown to the model: the known model's own
     setting by default (see :class:`ToolResultPrompt`), ``None`` for the template's tool turns.
+    ``constrain`` turns the tool-call grammar on (the default) or off.
     """
 
     def __init__(
@@ -79,6 +89,7 @@ class LocalModel:
         temperature: float = 0.2,
         seed: int = 0,
         tool_results: ToolResultPrompt | Literal["default"] | None = "default",
+        constrain: bool = True,
     ) -> None:
         if name not in MODELS and not name.endswith(".gguf"):
             raise ConfigError(
@@ -94,6 +105,7 @@ class LocalModel:
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.seed = seed
+        self.constrain = constrain
         self.tool_results = (
             _TOOL_RESULT_PROMPTS.get(name) if tool_results == "default" else tool_results
         )
@@ -113,10 +125,15 @@ class LocalModel:
             raise ConfigError(f"local model file {path} does not exist")
         return path
 
+    def worker(self) -> LocalWorker:
+        """The worker process serving this model (shared; started on first use)."""
+        return worker_for(self.model_path(), self.n_ctx, self.n_threads)
+
     async def load(self) -> None:
         """Assemble (first time only) and load the model now rather than on the first call."""
         async with self._lock:
-            await asyncio.to_thread(self._engine)
+            worker = await asyncio.to_thread(self.worker)
+            await asyncio.to_thread(worker.start)
 
     async def complete(
         self,
@@ -125,45 +142,52 @@ class LocalModel:
         *,
         on_text: TextCallback | None = None,
     ) -> ModelResponse:
-        emit = _thread_safe(on_text, asyncio.get_running_loop()) if on_text else None
-        rendered = render_messages(messages, self.tool_results)
-        request = _Request(rendered, render_tools(tools), emit)
+        loop = asyncio.get_running_loop()
+        stream_filter = ToolCallStreamFilter() if tools and on_text else None
+        progress = local_progress.get()
+
+        def on_event(event: dict[str, Any]) -> None:  # on the worker's reader thread
+            text = event.get("text")
+            if text is not None and on_text is not None:
+                shown = stream_filter.feed(text) if stream_filter else text
+                if shown:
+                    loop.call_soon_threadsafe(on_text, shown)
+            elif "progress" in event and progress is not None:
+                loop.call_soon_threadsafe(progress, event)
+
+        payload = {
+            "messages": render_messages(messages, self.tool_results),
+            "tools": render_tools(tools),
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "constrain": self.constrain,
+        }
+        request_id = next(_REQUEST_IDS)
+        cancelled = threading.Event()
         async with self._lock:
+            worker = await asyncio.to_thread(self.worker)
             try:
-                return await asyncio.to_thread(self._generate, request)
+                done = await asyncio.to_thread(
+                    worker.generate, request_id, payload, on_event, cancelled
+                )
             except asyncio.CancelledError:
-                request.cancelled.set()
+                cancelled.set()
+                worker.cancel(request_id)
                 raise
-
-    def _engine(self) -> _Engine:
-        return _load_engine(self.model_path(), self.n_ctx, self.n_threads)
-
-    def _generate(self, request: _Request) -> ModelResponse:
-        engine = self._engine()
-        with engine.lock:
-            return engine.generate(
-                request,
-                max_tokens=self.max_tokens,
-                temperature=self.temperature,
-                seed=self.seed,
-            )
-
-
-def _thread_safe(fn: TextCallback, loop: asyncio.AbstractEventLoop) -> Callable[[str], None]:
-    """``fn`` called on the event loop's thread, in order, from the generation thread."""
-
-    def call(text: str) -> None:
-        loop.call_soon_threadsafe(fn, text)
-
-    return call
-
-
-@dataclass(slots=True)
-class _Request:
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]]
-    on_text: Callable[[str], None] | None
-    cancelled: threading.Event = field(default_factory=threading.Event)
+        text = str(done["text"])
+        content, calls = parse_tool_calls(text) if tools else (text.strip(), ())
+        rest = stream_filter.flush(found_calls=bool(calls)) if stream_filter else ""
+        if on_text is not None and rest:
+            on_text(rest)
+        usage = Usage(
+            input_tokens=int(done["input_tokens"]),
+            output_tokens=int(done["output_tokens"]),
+            requests=1,
+        )
+        finish = done.get("finish")
+        reason = "tool_calls" if calls else ("length" if finish == "length" else "stop")
+        return ModelResponse(AssistantMessage(content, calls), usage, reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,129 +285,3 @@ def _json_or_text(arguments: str) -> Any:
         return json.loads(arguments)
     except json.JSONDecodeError:
         return arguments
-
-
-class _Engine:
-    """One loaded ``Llama`` with its chat template; not thread-safe, hence ``lock``."""
-
-    def __init__(self, llm: Llama) -> None:
-        from llama_cpp.llama_chat_format import (  # pyright: ignore[reportMissingImports]
-            Jinja2ChatFormatter,
-        )
-
-        self.llm = llm
-        self.lock = threading.Lock()
-        template = llm.metadata.get("tokenizer.chat_template")
-        if not template:
-            raise ModelError(f"{llm.model_path} has no chat template")
-        eos, bos = llm.token_eos(), llm.token_bos()
-        self.formatter = Jinja2ChatFormatter(
-            template=template,
-            eos_token=self._token_text(eos),
-            bos_token=self._token_text(bos),
-        )
-
-    def _token_text(self, token: int) -> str:
-        if token < 0:
-            return ""
-        return self.llm.detokenize([token], special=True).decode("utf-8", "replace")
-
-    def generate(
-        self, request: _Request, *, max_tokens: int, temperature: float, seed: int
-    ) -> ModelResponse:
-        from llama_cpp import StoppingCriteriaList  # pyright: ignore[reportMissingImports]
-
-        try:
-            formatted = self.formatter(
-                messages=request.messages,  # type: ignore[arg-type]
-                tools=request.tools or None,  # type: ignore[arg-type]
-            )
-        except Exception as exc:
-            raise ModelError(f"cannot render the local model's chat template: {exc}") from None
-        prompt = self.llm.tokenize(formatted.prompt.encode(), add_bos=False, special=True)
-        n_ctx = self.llm.n_ctx()
-        if len(prompt) >= n_ctx:
-            raise ContextTooLongError(
-                f"the prompt has {len(prompt)} tokens; the local model's context window is "
-                f"{n_ctx} (n_ctx)"
-            )
-        stream_filter = ToolCallStreamFilter() if request.tools else None
-        pieces: list[str] = []
-        finish = "stop"
-        stop_when = StoppingCriteriaList([lambda _ids, _logits: request.cancelled.is_set()])
-        try:
-            stream = self.llm.create_completion(
-                prompt,
-                max_tokens=max_tokens,
-                temperature=temperature,
-                seed=seed,
-                stop=formatted.stop,
-                stream=True,
-                stopping_criteria=stop_when,
-            )
-            for chunk in cast("Iterator[CreateCompletionStreamResponse]", stream):
-                choice = chunk["choices"][0]
-                text = choice["text"]
-                finish = choice.get("finish_reason") or finish
-                pieces.append(text)
-                if request.on_text is not None and text:
-                    shown = stream_filter.feed(text) if stream_filter else text
-                    if shown:
-                        request.on_text(shown)
-        except (ValueError, RuntimeError) as exc:
-            raise ModelError(f"local model failed: {exc}") from None
-        text = "".join(pieces)
-        content, calls = parse_tool_calls(text) if request.tools else (text.strip(), ())
-        rest = stream_filter.flush(found_calls=bool(calls)) if stream_filter else ""
-        if request.on_text is not None and rest:
-            request.on_text(rest)
-        return self._response(text, content, calls, prompt, finish)
-
-    def _response(
-        self,
-        text: str,
-        content: str,
-        calls: tuple[ToolCall, ...],
-        prompt: list[int],
-        finish: str,
-    ) -> ModelResponse:
-        generated = len(self.llm.tokenize(text.encode(), add_bos=False, special=True))
-        usage = Usage(input_tokens=len(prompt), output_tokens=generated, requests=1)
-        reason = "tool_calls" if calls else ("length" if finish == "length" else "stop")
-        return ModelResponse(AssistantMessage(content, calls), usage, reason)
-
-
-_ENGINES: dict[tuple[str, int, int], _Engine] = {}
-_ENGINES_LOCK = threading.Lock()
-
-
-def _load_engine(path: Path, n_ctx: int, n_threads: int) -> _Engine:
-    """The loaded model for these settings, loading it on first use (shared process-wide)."""
-    key = (str(path.resolve()), n_ctx, n_threads)
-    with _ENGINES_LOCK:
-        engine = _ENGINES.get(key)
-        if engine is None:
-            if not _ENGINES:
-                atexit.register(_close_engines)
-            engine = _ENGINES[key] = _Engine(_new_llama(path, n_ctx, n_threads))
-        return engine
-
-
-def _close_engines() -> None:
-    """Free the models while the interpreter still works (llama-cpp's own finaliser fails
-    noisily when it runs during interpreter shutdown)."""
-    with _ENGINES_LOCK:
-        for engine in _ENGINES.values():
-            engine.llm.close()
-        _ENGINES.clear()
-
-
-def _new_llama(path: Path, n_ctx: int, n_threads: int) -> Llama:
-    try:
-        from llama_cpp import Llama  # pyright: ignore[reportMissingImports]
-    except ImportError:
-        raise ConfigError(_MISSING_LLAMA) from None
-    try:
-        return Llama(str(path), n_ctx=n_ctx, n_threads=n_threads, verbose=False)
-    except (ValueError, RuntimeError) as exc:
-        raise ModelError(f"cannot load the local model {path}: {exc}") from None
