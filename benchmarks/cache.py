@@ -48,8 +48,8 @@ class ClockMemory:
 
     async def consolidate(
         self, *, tenant: str, role: str, session_id: str, messages: Sequence[Message], model: Model
-    ) -> None:
-        return None
+    ) -> bool:
+        return True
 
 
 def worker(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Any:

@@ -1,15 +1,18 @@
 """Small helpers for tasks that run work on behalf of a waiter (a session turn, a chat turn).
 
 The work runs in its own task so it can be cancelled on its own (an interrupt) without
-cancelling the waiter; a cancelled waiter, in turn, takes its task down with it.
+cancelling the waiter; a cancelled waiter, in turn, takes its task down with it. Work that
+must finish (a close) is waited for with :func:`finish` instead.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["cancel_and_wait", "wait_owned"]
+__all__ = ["cancel_and_wait", "finish", "wait_owned"]
+
+T = TypeVar("T")
 
 
 async def wait_owned(task: asyncio.Task[Any]) -> None:
@@ -30,3 +33,21 @@ async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
     if not task.done():
         task.cancel()
         await asyncio.wait({task})
+
+
+async def finish(task: asyncio.Future[T]) -> T:
+    """Wait until ``task`` is done even if the waiter is cancelled meanwhile, then re-raise.
+
+    For work that must not be cut short (closing a session, consolidating its memory): the
+    work runs in ``task``, owned by whoever created it, and a cancelled waiter still waits
+    for it, so that when the waiter's cancellation propagates, nothing is left half done.
+    """
+    cancelled: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError as exc:
+            cancelled = exc
+    if cancelled is not None:
+        raise cancelled
+    return task.result()

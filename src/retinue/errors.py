@@ -11,6 +11,8 @@ The whole tree::
     │   └── WorkspaceError         a path or command left the workspace root
     ├── RoleError              a role file is broken, or a role is unknown
     ├── SubAgentError          delegation refused: depth, cycle, unknown session, ...
+    ├── SessionError           a session refused a turn (token budget spent, empty message)
+    │   └── SessionClosedError     the session was closed before the turn could begin
     └── MemoryStoreError       the memory store refused or failed a read or write
         └── BlockLimitError        a core-memory block would exceed its size limit
 
@@ -29,6 +31,8 @@ __all__ = [
     "RetinueError",
     "RoleError",
     "ScriptError",
+    "SessionClosedError",
+    "SessionError",
     "SubAgentError",
     "ToolError",
     "WorkspaceError",
@@ -73,6 +77,14 @@ class RoleError(RetinueError):
 
 class SubAgentError(RetinueError):
     """Delegation was refused (depth limit, cycle, unknown session, ...)."""
+
+
+class SessionError(RetinueError):
+    """A session refused a turn: its token budget is spent, or the message is empty."""
+
+
+class SessionClosedError(SessionError):
+    """The session was closed (or began closing) before this turn could begin."""
 
 
 class MemoryStoreError(RetinueError):

@@ -22,6 +22,7 @@ __all__ = [
     "UserMessage",
     "dumps_conversation",
     "from_dict",
+    "history_problems",
     "loads_conversation",
     "message_text_size",
     "to_dict",
@@ -157,3 +158,40 @@ def message_text_size(messages: Sequence[Message]) -> int:
         elif isinstance(m, ToolResultMessage):
             total += len(m.tool_call_id) + len(m.name)
     return total
+
+
+def history_problems(messages: Sequence[Message]) -> list[str]:
+    """Why ``messages`` is not a history the next turn can be sent with (empty when it is).
+
+    A valid history: at most one system message, first; a user message is answered by the
+    assistant before the next user message; every tool call gets exactly one result right
+    after the assistant message that asked for it; and it ends with an assistant reply
+    without tool calls (a turn that is over, however it ended).
+    """
+    problems: list[str] = []
+    pending: dict[str, str] = {}  # tool call id -> name, awaiting its result
+    expect_reply = False
+    for i, m in enumerate(messages):
+        if isinstance(m, ToolResultMessage):
+            if pending.pop(m.tool_call_id, None) is None:
+                problems.append(f"#{i}: result for unknown or answered call {m.tool_call_id!r}")
+            continue
+        if pending:
+            problems.append(f"#{i}: tool call(s) {sorted(pending)} left without a result")
+            pending.clear()
+        if isinstance(m, SystemMessage):
+            if i:
+                problems.append(f"#{i}: system message after the start")
+        elif isinstance(m, UserMessage):
+            if expect_reply:
+                problems.append(f"#{i}: user message before the previous one was answered")
+            expect_reply = True
+        else:
+            expect_reply = False
+            pending = {c.id: c.name for c in m.tool_calls}
+    if pending:
+        problems.append(f"end: tool call(s) {sorted(pending)} left without a result")
+    last = messages[-1] if messages else None
+    if isinstance(last, UserMessage | ToolResultMessage):
+        problems.append("end: the last turn was never answered")
+    return problems

@@ -18,13 +18,13 @@ from retinue.config import Settings
 from retinue.engine.compress import AutoCompressor, CompressionResult
 from retinue.engine.config import RunConfig, RunOutput
 from retinue.engine.loop import run
+from retinue.engine.session import INTERRUPTED_NOTE
 from retinue.events import EventSink
 from retinue.llm.base import Model
 from retinue.llm.resolve import resolve_model
 from retinue.memory import SQLiteMemory, open_memory
 from retinue.messages import AssistantMessage, Message, SystemMessage, UserMessage
 from retinue.subagents import RoleCatalog, SubAgentManager, role_dirs, roles_section
-from retinue.subagents.manager import INTERRUPTED_NOTE
 from retinue.subagents.tools import subagent_tools
 from retinue.tools.base import Tool, ToolContext, ToolRegistry, merge
 from retinue.tools.builtin import builtin_tools

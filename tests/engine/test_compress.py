@@ -288,8 +288,9 @@ class RecordingMemory:
         session_id: str,
         messages: Sequence[Message],
         model: Model,
-    ) -> None:
+    ) -> bool:
         self.consolidated.append((session_id, list(messages)))
+        return True
 
 
 async def test_memorize_hands_compressed_away_messages_to_memory(tmp_path: Path) -> None:

@@ -10,9 +10,9 @@ import httpx
 import pytest
 from serverkit import Serve, ServerThread, wait_for
 
+from retinue.engine.session import INTERRUPTED_NOTE
 from retinue.events import Event
 from retinue.server.hub import EventHub
-from retinue.subagents.manager import INTERRUPTED_NOTE
 from retinue.testing import ScriptedModel, call_tool
 
 pytestmark = pytest.mark.timeout(60)

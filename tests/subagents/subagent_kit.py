@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,11 +29,22 @@ def shout(ctx: ToolContext, text: str) -> str:
 
 @dataclass
 class RecordingMemory:
-    """A Memory that remembers what it was asked to consolidate (no store behind it)."""
+    """A Memory that remembers what it was asked to consolidate (no store behind it).
+
+    ``render_delay`` and ``consolidate_delay`` make its calls await like a real store's;
+    ``fail`` makes consolidation report that nothing could be written. ``started`` lists the
+    consolidations begun, ``consolidated`` those that finished.
+    """
 
     consolidated: list[tuple[str, str, list[Message]]] = field(default_factory=list)
+    started: list[str] = field(default_factory=list)
+    render_delay: float = 0.0
+    consolidate_delay: float = 0.0
+    fail: bool = False
 
     async def render(self, tenant: str, role: str) -> str:
+        if self.render_delay:
+            await asyncio.sleep(self.render_delay)
         return f"## Memory of {role}\n(nothing yet)"
 
     async def consolidate(
@@ -43,8 +55,12 @@ class RecordingMemory:
         session_id: str,
         messages: Sequence[Message],
         model: Model,
-    ) -> None:
+    ) -> bool:
+        self.started.append(session_id)
+        if self.consolidate_delay:
+            await asyncio.sleep(self.consolidate_delay)
         self.consolidated.append((role, session_id, list(messages)))
+        return not self.fail
 
     def sessions(self) -> list[str]:
         return [sid for _, sid, _ in self.consolidated]

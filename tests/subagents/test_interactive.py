@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from subagent_kit import Kit, make_kit
 
-from retinue.errors import SubAgentError
+from retinue.errors import SessionClosedError, SessionError, SubAgentError
 from retinue.messages import AssistantMessage, SystemMessage, ToolResultMessage, UserMessage
 from retinue.testing import call_tool
 
@@ -160,8 +160,9 @@ async def test_unload_while_a_turn_runs_cancels_it_and_consolidates_once(kit: Ki
     while len(model.calls) < 2:
         await asyncio.sleep(0.001)
     await kit.manager.unload_subagent("main", "reviewer")
-    assert "unloaded" in (await turn).content
-    with pytest.raises(SubAgentError, match="unloaded"):
+    ended = await turn
+    assert ended.stop_reason == "interrupted" and "the session was closed" in ended.content
+    with pytest.raises(SessionClosedError, match="closed before this message"):
         await queued
     assert kit.memory.sessions() == ["main/reviewer"]
 
@@ -185,7 +186,7 @@ async def test_session_token_budget_refuses_further_turns(kit: Kit) -> None:
     kit.models["reviewer"].add("first and last")
     ctx = kit.ctx()
     await kit.manager.interactive_subagent(ctx, "t", "reviewer")
-    with pytest.raises(SubAgentError, match=r"has used \d+ tokens, its budget is 1: unload it"):
+    with pytest.raises(SessionError, match=r"has used \d+ tokens, its budget is 1: end it"):
         await kit.manager.interactive_subagent(ctx, "again", "reviewer")
     assert kit.manager.session("main/reviewer").turns == 1  # type: ignore[union-attr]
     await kit.manager.unload_subagent("main", "reviewer")

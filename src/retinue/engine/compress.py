@@ -349,13 +349,16 @@ class AutoCompressor:
         if memory is None:
             return
         try:
-            await memory.consolidate(
+            written = await memory.consolidate(
                 tenant=ctx.tenant,
                 role=ctx.role,
                 session_id=f"{ctx.agent_id}#compress",
                 messages=list(older),
                 model=model,
             )
+            if not written:
+                log.warning("compressed-away messages of %s were not written to memory (kept "
+                            "for `retinue memory retry`)", ctx.agent_id)  # fmt: skip
         except Exception:
             log.warning("writing compressed-away messages to memory failed", exc_info=True)
 

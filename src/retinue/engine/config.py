@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -12,7 +12,7 @@ from retinue.tools.base import ToolContext, ToolRegistry
 
 __all__ = ["ContextKeeper", "RunConfig", "RunOutput", "StopReason"]
 
-StopReason = Literal["final", "waiting_for_input", "max_iterations"]
+StopReason = Literal["final", "waiting_for_input", "max_iterations", "interrupted"]
 
 
 class ContextKeeper(Protocol):
@@ -42,7 +42,8 @@ class RunConfig:
     ``messages`` is the conversation so far, system prompt first; the run *extends this list
     in place* (model replies, tool results), so an interactive session can hand in its stored
     history and keep it. ``interactive`` makes an answer without tool calls a pause
-    (``waiting_for_input``) instead of an end.
+    (``waiting_for_input``) instead of an end. ``on_usage`` hears the usage of every model
+    call as it happens, so a turn that fails or is cancelled still counts what it spent.
     """
 
     model: Model
@@ -53,6 +54,7 @@ class RunConfig:
     interactive: bool = False
     stream: bool = False
     context_keeper: ContextKeeper | None = None
+    on_usage: Callable[[Usage], None] | None = None
 
 
 @dataclass(slots=True)

@@ -24,7 +24,7 @@ from retinue.events import (
 from retinue.llm.base import ModelResponse, TextCallback
 from retinue.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage
 
-__all__ = ["Final", "RunTools", "next_step", "run"]
+__all__ = ["Final", "RunTools", "close_pending_calls", "next_step", "run"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +97,8 @@ async def run(config: RunConfig) -> RunOutput:
         for iteration in range(1, config.max_iterations + 1):
             response = await _call_model(config, last_input)
             usage += response.usage
+            if config.on_usage is not None:
+                config.on_usage(response.usage)
             last_input = response.usage.input_tokens
             messages.append(response.message)
             step = next_step(response.message, interactive=config.interactive)
@@ -121,7 +123,7 @@ async def run(config: RunConfig) -> RunOutput:
         )
         return out
     except asyncio.CancelledError:
-        _close_pending_calls(messages)
+        close_pending_calls(messages)
         emit(
             ctx.events,
             RUN_FINISHED,
@@ -182,7 +184,7 @@ def _text_forwarder(sink: EventSink, agent_id: str) -> TextCallback:
     return forward
 
 
-def _close_pending_calls(messages: list[Message]) -> None:
+def close_pending_calls(messages: list[Message]) -> None:
     """After a cancellation, answer every tool call that has no result yet."""
     for i in range(len(messages) - 1, -1, -1):
         m = messages[i]

@@ -32,6 +32,10 @@ class Memory(Protocol):
         session_id: str,
         messages: Sequence[Message],
         model: Model,
-    ) -> None:
-        """Write what a finished session learned; must not raise for a model failure."""
+    ) -> bool:
+        """Write what a finished session learned; must not raise for a model failure.
+
+        True when it was written (or there was nothing to write); False when it could not be
+        (the store keeps the transcript for a retry), so callers can say what happened.
+        """
         ...

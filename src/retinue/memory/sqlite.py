@@ -307,11 +307,15 @@ class SQLiteMemory:
         session_id: str,
         messages: Sequence[Message],
         model: Model,
-    ) -> None:
-        """Write what a finished session learned; never raises for a model failure."""
-        await self.consolidate_session(
+    ) -> bool:
+        """Write what a finished session learned; never raises for a model failure.
+
+        False when nothing could be written (the transcript is kept for ``retry_pending``).
+        """
+        result = await self.consolidate_session(
             tenant=tenant, role=role, session_id=session_id, messages=messages, model=model
         )
+        return result.ok
 
     async def consolidate_session(
         self,

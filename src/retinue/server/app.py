@@ -38,7 +38,7 @@ from retinue.runtime import Runtime
 from retinue.server.conversations import ConversationGone, ConversationHost, valid_conversation_id
 from retinue.server.hub import EventHub
 from retinue.server.sse import output_json, stream_turn
-from retinue.subagents.session import SessionInfo
+from retinue.subagents.registry import SessionInfo
 
 __all__ = ["MessageIn", "create_app"]
 

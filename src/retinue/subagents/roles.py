@@ -30,12 +30,26 @@ import yaml
 
 from retinue.errors import RoleError
 
-__all__ = ["CAPABILITIES", "Role", "RoleCatalog", "RoleProblem", "parse_role", "role_dirs"]
+__all__ = [
+    "CAPABILITIES",
+    "Role",
+    "RoleCatalog",
+    "RoleProblem",
+    "parse_role",
+    "role_dirs",
+    "valid_name",
+]
 
 CAPABILITIES = frozenset({"memory", "spawn_agent"})
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _FRONT = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)(.*)\Z", re.DOTALL)
 PACKAGED_ROLES = Path(__file__).resolve().parent.parent / "roles"
+
+
+def valid_name(name: str) -> bool:
+    """A role or instance name: letters, digits, ``_ . -``, at most 64, no ``/`` or ``:``
+    (session ids are built from them with those separators)."""
+    return _NAME.fullmatch(name) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +98,7 @@ def parse_role(path: Path, text: str, aliases: Mapping[str, str] | None = None) 
     if not isinstance(meta, dict):
         raise RoleError("front matter must be a mapping of keys to values")
     name = str(meta.get("name") or path.stem).strip()
-    if not _NAME.match(name):
+    if not valid_name(name):
         raise RoleError(f"invalid role name {name!r} (letters, digits, '_', '-', '.')")
     description = meta.get("description")
     if not isinstance(description, str) or not description.strip():

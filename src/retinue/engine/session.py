@@ -1,0 +1,291 @@
+"""The session: one conversation that runs turns, the primitive for everything with turns.
+
+The main agent's conversation, each conversation of the HTTP service and every interactive
+sub-agent are a :class:`Session`. It owns its history (``config.messages``) and:
+
+* runs turns **one at a time, in arrival order** — a turn takes its place in the queue when
+  :meth:`~Session.send` or :meth:`~Session.start` (background) is called, before anything
+  awaits, so a background send issued before a foreground one runs first;
+* runs each turn in a task of its own, so :meth:`~Session.interrupt` stops the running turn
+  without ending the session, and a cancelled waiter takes only its own turn down;
+* keeps the history valid for the next turn whatever happened: a cancelled turn's pending
+  tool calls get results and the turn gets a closing note, a failed turn gets a note saying
+  why (never two user messages in a row);
+* counts every model call's tokens against its budget, failed and interrupted turns included;
+* has an explicit state machine::
+
+      idle ⇄ running → closing → closed
+
+  :meth:`~Session.close` is idempotent and finishes even when its caller is cancelled (the
+  work runs in a task the session owns, and the caller waits for it with ``finish``). It
+  cancels the queued and running turns, ends the session's children first, then
+  consolidates exactly once — one recorded state, not luck.
+
+What differs between kinds of session (the system prompt, who the children are, where the
+memory goes) comes in as :class:`Lifecycle` hooks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from retinue._tasks import finish, wait_owned
+from retinue.engine.config import RunConfig, RunOutput
+from retinue.engine.loop import close_pending_calls, run
+from retinue.errors import SessionClosedError, SessionError
+from retinue.messages import AssistantMessage, Message, SystemMessage, Usage, UserMessage
+
+__all__ = [
+    "FAILED_NOTE",
+    "INTERRUPTED_NOTE",
+    "Consolidation",
+    "Lifecycle",
+    "Session",
+    "SessionState",
+    "repair_history",
+]
+
+SessionState = Literal["idle", "running", "closing", "closed"]
+Consolidation = Literal["done", "failed", "none"]  # what close() did with the history
+
+INTERRUPTED_NOTE = "[This turn was interrupted before it finished.]"
+FAILED_NOTE = "[This turn failed before it finished: {error}]"
+
+
+@dataclass(frozen=True, slots=True)
+class Lifecycle:
+    """What a session asks of its owner; every hook is optional.
+
+    ``system_prompt`` is rendered at the first turn. ``end_children`` ends the sessions this
+    one holds (at close; and after every turn when ``children_per_turn``, as for the main
+    agent, whose "run" is one user message). ``consolidate`` writes the history to memory and
+    says whether that worked. ``closed`` is told once the session is closed.
+    """
+
+    system_prompt: Callable[[], Awaitable[str]] | None = None
+    end_children: Callable[[], Awaitable[object]] | None = None
+    consolidate: Callable[[Sequence[Message]], Awaitable[Consolidation]] | None = None
+    closed: Callable[[Session], None] | None = None
+    children_per_turn: bool = False
+
+
+def repair_history(messages: list[Message], note: str) -> None:
+    """Close an unfinished turn: answer its pending tool calls, then end it with ``note``."""
+    close_pending_calls(messages)
+    last = messages[-1] if messages else None
+    if not isinstance(last, AssistantMessage) or last.tool_calls:
+        messages.append(AssistantMessage(note))
+
+
+class Session:
+    """One conversation with turns (see the module docstring)."""
+
+    def __init__(
+        self,
+        id: str,
+        config: RunConfig,
+        lifecycle: Lifecycle | None = None,
+        *,
+        token_budget: int | None = None,
+    ) -> None:
+        self.id = id
+        self.config = config
+        self.lifecycle = lifecycle or Lifecycle()
+        self.token_budget = token_budget
+        self.turns = 0
+        self.usage = Usage()
+        self.last_reply = ""
+        self.inbox: list[str] = []  # replies of background turns, not yet collected
+        self.consolidation: Consolidation | None = None  # set once, by close()
+        self._queue: deque[asyncio.Future[None]] = deque()  # one ticket per turn, in order
+        self._turns: set[asyncio.Task[RunOutput]] = set()
+        self._background: set[asyncio.Task[RunOutput]] = set()
+        self._current: asyncio.Task[RunOutput] | None = None
+        self._closing: asyncio.Task[Consolidation] | None = None
+        self._closed = False
+        config.on_usage = self._count
+
+    # -- what can be seen from outside ---------------------------------------------------
+
+    @property
+    def state(self) -> SessionState:
+        if self._closed:
+            return "closed"
+        if self._closing is not None:
+            return "closing"
+        return "running" if self._current is not None else "idle"
+
+    @property
+    def messages(self) -> list[Message]:
+        return self.config.messages
+
+    @property
+    def background(self) -> int:
+        """Background turns not finished yet."""
+        return len(self._background)
+
+    def tasks(self) -> set[asyncio.Task[RunOutput]]:
+        """Turns queued or running (for tests and inspection)."""
+        return set(self._turns)
+
+    # -- turns ---------------------------------------------------------------------------
+
+    async def send(self, text: str) -> RunOutput:
+        """Run one turn after the turns sent before it, and return its output.
+
+        An interrupted turn (or one ended by :meth:`close`) returns with ``stop_reason``
+        ``"interrupted"``; cancelling the caller cancels the turn and propagates.
+        """
+        turn = self._enqueue(text)
+        await wait_owned(turn)
+        if not turn.cancelled():
+            return turn.result()
+        # cancelled before it could start (only close() does that), or on its very last step
+        if self._closing is not None:
+            raise SessionClosedError(f"session {self.id} was closed before this message")
+        return self._interrupted()
+
+    def start(self, text: str) -> asyncio.Task[RunOutput]:
+        """Queue a background turn; its reply (or failure) goes to :attr:`inbox`."""
+        turn = self._enqueue(text)
+        self._background.add(turn)
+        turn.add_done_callback(self._collect)
+        return turn
+
+    async def wait_background(self) -> None:
+        """Wait until the background turns started so far are done."""
+        if self._background:
+            await asyncio.wait(set(self._background))
+
+    def collect(self) -> list[str]:
+        """The background replies that arrived since the last call."""
+        replies, self.inbox = self.inbox, []
+        return replies
+
+    def interrupt(self) -> bool:
+        """Cancel the running turn (the session stays). True if a turn was running."""
+        turn = self._current
+        if turn is None or turn.done() or self._closing is not None:
+            return False
+        turn.cancel()
+        return True
+
+    def _enqueue(self, text: str) -> asyncio.Task[RunOutput]:
+        if not text.strip():
+            raise SessionError(f"empty message for session {self.id}: say what it should do")
+        if self._closing is not None:
+            raise SessionClosedError(f"session {self.id} was closed before this message")
+        ticket = asyncio.get_running_loop().create_future()
+        if not self._queue:
+            ticket.set_result(None)
+        self._queue.append(ticket)
+        turn = asyncio.create_task(self._turn(text, ticket), name=f"turn of {self.id}")
+        self._turns.add(turn)
+        turn.add_done_callback(lambda done: self._leave(done, ticket))
+        return turn
+
+    async def _turn(self, text: str, ticket: asyncio.Future[None]) -> RunOutput:
+        messages, began = self.config.messages, False
+        try:
+            await ticket
+            if self._closing is not None:
+                raise SessionClosedError(f"session {self.id} was closed before this message")
+            self._check_budget()
+            self._current = asyncio.current_task()  # type: ignore[assignment]
+            if not messages and self.lifecycle.system_prompt is not None:
+                prompt = await self.lifecycle.system_prompt()
+                messages.append(SystemMessage(prompt))
+            messages.append(UserMessage(text))
+            began = True
+            out = await run(self.config)
+            self.turns += 1
+            self.last_reply = out.content
+            return out
+        except asyncio.CancelledError:
+            if began:
+                repair_history(messages, INTERRUPTED_NOTE)
+            elif self._closing is not None:
+                raise SessionClosedError(
+                    f"session {self.id} was closed before this message"
+                ) from None
+            return self._interrupted()
+        except Exception as exc:
+            if began:
+                repair_history(messages, FAILED_NOTE.format(error=f"{type(exc).__name__}: {exc}"))
+            raise
+        finally:
+            self._current = None
+            if self.lifecycle.children_per_turn and self.lifecycle.end_children is not None:
+                await self.lifecycle.end_children()
+
+    def _interrupted(self) -> RunOutput:
+        how = (
+            "ended: the session was closed" if self._closing else "interrupted; the session is kept"
+        )
+        return RunOutput(f"[turn of {self.id} {how}]", self.config.messages, "interrupted")
+
+    def _leave(self, turn: asyncio.Task[RunOutput], ticket: asyncio.Future[None]) -> None:
+        """``turn`` is done (even if cancelled before it started): take its ticket out of the
+        queue, and if it was at the head, let the next turn go."""
+        self._turns.discard(turn)
+        was_head = bool(self._queue) and self._queue[0] is ticket
+        self._queue.remove(ticket)
+        if was_head and self._queue and not self._queue[0].done():
+            self._queue[0].set_result(None)
+
+    def _check_budget(self) -> None:
+        budget, used = self.token_budget, self.usage.total_tokens
+        if budget is not None and used >= budget:
+            raise SessionError(
+                f"session {self.id} has used {used} tokens, its budget is {budget}: "
+                f"end it (what it learned is kept in its memory) and start a new one"
+            )
+
+    def _count(self, usage: Usage) -> None:
+        self.usage += usage
+
+    def _collect(self, turn: asyncio.Task[RunOutput]) -> None:
+        self._background.discard(turn)
+        if turn.cancelled():
+            return
+        exc = turn.exception()
+        self.inbox.append(f"Error: {exc}" if exc is not None else turn.result().content)
+
+    # -- closing -------------------------------------------------------------------------
+
+    async def close(self) -> Consolidation:
+        """End the session (idempotent): cancel its turns, end its children, consolidate once.
+
+        The work runs in a task the session owns; a cancelled caller still waits for it to
+        finish, then its cancellation propagates.
+        """
+        return await finish(self.closing())
+
+    def closing(self) -> asyncio.Task[Consolidation]:
+        """Begin closing now (without waiting) and return the task that does it."""
+        if self._closing is None:
+            self._closing = asyncio.create_task(self._close(), name=f"close {self.id}")
+        return self._closing
+
+    async def _close(self) -> Consolidation:
+        try:
+            turns = set(self._turns)
+            for turn in turns:
+                turn.cancel()
+            if turns:
+                await asyncio.wait(turns)
+            if self.lifecycle.end_children is not None:
+                await self.lifecycle.end_children()
+            outcome: Consolidation = "none"
+            if self.lifecycle.consolidate is not None:
+                outcome = await self.lifecycle.consolidate(list(self.config.messages))
+            self.consolidation = outcome
+            return outcome
+        finally:
+            self._closed = True
+            if self.lifecycle.closed is not None:
+                self.lifecycle.closed(self)

@@ -1,0 +1,125 @@
+"""What a role becomes when it runs: its model, tools, system prompt, run config, and where
+its memory goes when its conversation ends."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from retinue.engine.config import ContextKeeper, RunConfig
+from retinue.engine.session import Consolidation
+from retinue.events import CONSOLIDATED, emit
+from retinue.llm.base import Model
+from retinue.memory.base import Memory
+from retinue.messages import Message
+from retinue.subagents.roles import Role, RoleCatalog
+from retinue.subagents.tools import SPAWN_TOOL_NAMES, roles_section, subagent_tools
+from retinue.tools.base import Tool, ToolContext, ToolRegistry
+
+__all__ = ["AgentFactory"]
+
+log = logging.getLogger("retinue.subagents")
+
+
+class AgentFactory:
+    """Builds runs for roles (see the module docstring)."""
+
+    def __init__(
+        self,
+        catalog: RoleCatalog,
+        tools: ToolRegistry,
+        *,
+        default_model: Model,
+        model_for: Callable[[str], Model] | None = None,
+        memory: Memory | None = None,
+        memory_tools: Sequence[Tool] = (),
+        keeper_for: Callable[[Model], ContextKeeper | None] | None = None,
+        max_iterations: int = 50,
+        stream: bool = False,
+    ) -> None:
+        self.catalog = catalog
+        self.tools = tools
+        self.default_model = default_model
+        self.memory = memory
+        self.max_iterations = max_iterations
+        self.stream = stream
+        self._model_for = model_for
+        self._models: dict[str, Model] = {}
+        self._memory_tools = tuple(memory_tools)
+        self._keeper_for = keeper_for
+
+    def config(self, role: Role, ctx: ToolContext, *, interactive: bool) -> RunConfig:
+        """A run of ``role`` as the agent ``ctx`` describes, with an empty history."""
+        model = self.model(role)
+        return RunConfig(
+            model=model,
+            messages=[],
+            tools=self.tools_for(role),
+            context=ctx,
+            max_iterations=self.max_iterations,
+            interactive=interactive,
+            stream=self.stream,
+            context_keeper=self._keeper_for(model) if self._keeper_for else None,
+        )
+
+    def model(self, role: Role) -> Model:
+        if role.model is None or self._model_for is None:
+            return self.default_model
+        model = self._models.get(role.model)
+        if model is None:
+            model = self._models[role.model] = self._model_for(role.model)
+        return model
+
+    def tools_for(self, role: Role) -> ToolRegistry:
+        tools = self.tools.restricted(role.tools)
+        spawn = role.can("spawn_agent") or any(t in SPAWN_TOOL_NAMES for t in role.tools or ())
+        extra = list(subagent_tools()) if spawn else []
+        if role.can("memory") and self.memory is not None:
+            extra.extend(self._memory_tools)
+        for t in extra:
+            tools.register(t)
+        return tools
+
+    async def system_prompt(self, role: Role, ctx: ToolContext) -> str:
+        """Rendered once per conversation, so every later request shares its prefix."""
+        parts = [role.prompt or f"You are the {role.name} sub-agent: {role.description}"]
+        parts.append(f"Your workspace is {ctx.workspace}.")
+        if self.memory is not None:
+            rendered = await self.memory.render(ctx.tenant, role.name)
+            if rendered:
+                parts.append(rendered)
+        if role.can("spawn_agent") and self.catalog.roles:
+            parts.append(roles_section(self.catalog))
+        return "\n\n".join(parts)
+
+    async def consolidate(
+        self, role: Role, config: RunConfig, messages: Sequence[Message]
+    ) -> Consolidation:
+        """Write what the conversation taught ``role`` to its memory; say how that went."""
+        ctx = config.context
+        if self.memory is None:
+            return "none"
+        error = None
+        try:
+            written = await self.memory.consolidate(
+                tenant=ctx.tenant,
+                role=role.name,
+                session_id=ctx.agent_id,
+                messages=list(messages),
+                model=config.model,
+            )
+            if not written:
+                error = "the memory model failed; the transcript is kept for `retinue memory retry`"
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            log.exception("consolidation of %s failed", ctx.agent_id)
+        emit(
+            ctx.events,
+            CONSOLIDATED,
+            ctx.agent_id,
+            role=role.name,
+            session_id=ctx.agent_id,
+            ok=error is None,
+            error=error,
+        )
+        return "failed" if error else "done"
