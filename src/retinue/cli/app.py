@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from retinue.cli.doctor import doctor
 from retinue.cli.memory import memory_app
 from retinue.cli.remote import interrupt, serve, sessions
 
@@ -163,7 +164,7 @@ def roles(workspace: WorkspaceOpt = None) -> None:
         )
 
 
-for _command in (serve, sessions, interrupt):
+for _command in (serve, sessions, interrupt, doctor):
     app.command()(_command)
 
 

@@ -1,0 +1,539 @@
+"""``retinue doctor``: check the environment a user asks about when something fails.
+
+Each check is a small function that returns a :class:`Check` (passed, failed or skipped, a
+one-line detail, and a one-line fix when it failed). The ones that inspect something take it
+as an argument (the ``/proc/cpuinfo`` text, a path, a URL and key, a worker), so tests feed
+them directly. :func:`checks` runs them in order for this machine's settings; the command
+prints one line per check (``✓`` passed, ``✗`` failed with its fix below, ``–`` skipped) and
+exits 0 only when nothing failed.
+
+The embedded model's checks (model file, a 1-token generation in a worker process) run when
+the main model is a ``local:`` one (the default when nothing is configured). A provider is
+checked when it is the main model's or its API key is set: one ``GET`` of its models endpoint,
+5 s at most; the key is shown redacted, never in full. Nothing here imports ``llama_cpp``: the
+generation runs in the worker process, as the agent's own calls do.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Literal
+
+import typer
+
+if TYPE_CHECKING:
+    from retinue.config import Settings
+    from retinue.llm._gguf import GGUFModel
+    from retinue.llm._local_client import LocalWorker
+
+__all__ = [
+    "REQUIRED_X86_FLAGS",
+    "Check",
+    "Provider",
+    "check_cpu",
+    "check_data_dir",
+    "check_generation",
+    "check_gguf_file",
+    "check_local_extra",
+    "check_memory_db",
+    "check_model_file",
+    "check_provider",
+    "check_python",
+    "checks",
+    "doctor",
+    "generation_failure",
+    "installed_version",
+    "provider_targets",
+    "redact",
+]
+
+Status = Literal["ok", "failed", "skipped"]
+
+REQUIRED_X86_FLAGS = ("sse4_2", "avx", "avx2", "bmi2", "fma", "f16c")
+"""What the portable llama.cpp build (pyproject.toml) compiles in: ggml turns SSE4.2 and BMI2
+on with AVX/AVX2/FMA/F16C when GGML_NATIVE is off. A CPU without one dies with SIGILL."""
+
+_UNUSED_X86_FLAGS = {"avx512f": "AVX-512", "amx_tile": "AMX"}
+
+_REBUILD = (
+    "use a hosted model (set OPENAI_API_KEY or ANTHROPIC_API_KEY), or build llama-cpp-python "
+    'for this CPU (CMAKE_ARGS="-DGGML_NATIVE=ON")'
+)
+_MAX_DETAIL = 300
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """The outcome of one check; ``detail`` and ``fix`` are single lines."""
+
+    name: str
+    status: Status
+    detail: str
+    fix: str = ""
+
+    @classmethod
+    def passed(cls, name: str, detail: str) -> Check:
+        return cls(name, "ok", _one_line(detail))
+
+    @classmethod
+    def failed(cls, name: str, detail: str, fix: str) -> Check:
+        return cls(name, "failed", _one_line(detail), _one_line(fix))
+
+    @classmethod
+    def skipped(cls, name: str, detail: str) -> Check:
+        return cls(name, "skipped", _one_line(detail))
+
+
+def _one_line(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _MAX_DETAIL else text[: _MAX_DETAIL - 1] + "…"
+
+
+# -- Python and packages -------------------------------------------------------------------
+
+
+def check_python(version: tuple[int, ...] = tuple(sys.version_info[:3])) -> Check:
+    shown = ".".join(map(str, version))
+    if version >= (3, 11):
+        return Check.passed("Python", f"{shown} ({sys.executable})")
+    return Check.failed(
+        "Python", f"{shown} is too old; Retinue needs 3.11 or newer", "run it with Python ≥ 3.11"
+    )
+
+
+def installed_version(distribution: str) -> str | None:
+    """The installed version of ``distribution``, or ``None`` when it is not installed."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def check_local_extra(
+    model: GGUFModel, *, required: bool, version_of: Callable[[str], str | None] = installed_version
+) -> Check:
+    """llama-cpp-python and the model's part packages; failed only when a local model is used."""
+    from retinue.llm._gguf import INSTALL_HINT
+
+    names = ["llama-cpp-python", *(p.replace("_", "-") for p in model.packages)]
+    versions = {name: version_of(name) for name in names}
+    missing = [name for name, version in versions.items() if version is None]
+    if not missing:
+        parts = sorted({str(versions[n]) for n in names[1:]})
+        return Check.passed(
+            "local extra",
+            f"llama-cpp-python {versions['llama-cpp-python']}, "
+            f"{len(names) - 1} model part packages {', '.join(parts)}",
+        )
+    detail = f"not installed: {', '.join(missing)}"
+    if required:
+        return Check.failed("local extra", detail, INSTALL_HINT)
+    return Check.skipped("local extra", f"{detail} (needed only for local: models)")
+
+
+# -- CPU -----------------------------------------------------------------------------------
+
+
+def check_cpu(system: str, machine: str, cpuinfo: str | None) -> Check:
+    """Whether this CPU runs the portable llama.cpp build; ``cpuinfo`` is /proc/cpuinfo's text."""
+    arch = machine.lower()
+    if arch in ("aarch64", "arm64"):
+        return Check.passed("CPU", f"{arch}: the portable build needs nothing beyond armv8")
+    if system != "Linux" or arch not in ("x86_64", "amd64"):
+        return Check.skipped("CPU", f"flags not checked on {system} {machine}")
+    flags = _cpu_flags(cpuinfo or "")
+    if not flags:
+        return Check.skipped("CPU", "no CPU flags found in /proc/cpuinfo")
+    missing = [f for f in REQUIRED_X86_FLAGS if f not in flags]
+    if missing:
+        return Check.failed(
+            "CPU",
+            f"x86-64 without {', '.join(missing)}: the installed llama.cpp build needs them "
+            "and would die with SIGILL (illegal instruction)",
+            _REBUILD,
+        )
+    unused = [name for flag, name in _UNUSED_X86_FLAGS.items() if flag in flags]
+    note = f"; {' and '.join(unused)} present, not used by this build" if unused else ""
+    return Check.passed("CPU", f"x86-64 with {', '.join(REQUIRED_X86_FLAGS)}{note}")
+
+
+def _cpu_flags(cpuinfo: str) -> set[str]:
+    for line in cpuinfo.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() == "flags":
+            return set(value.split())
+    return set()
+
+
+# -- the embedded model --------------------------------------------------------------------
+
+
+def check_model_file(model: GGUFModel, home: Path) -> Check:
+    """The model file in ``<home>/models``: assembled if absent, else size and SHA-256 checked."""
+    import hashlib
+
+    from retinue.errors import RetinueError
+    from retinue.llm._gguf import ensure_model_file
+
+    path = home / "models" / model.file_name
+    name = "model file"
+    try:
+        if not path.is_file() or path.stat().st_size != model.size:
+            ensure_model_file(model, home)  # verifies size and digest before it renames
+            return Check.passed(name, f"{path} assembled ({model.size:,} bytes, SHA-256 checked)")
+        with path.open("rb") as f:
+            digest = hashlib.file_digest(f, "sha256").hexdigest()
+    except RetinueError as exc:
+        return Check.failed(name, str(exc), _fix_of(str(exc)))
+    except OSError as exc:
+        return Check.failed(name, f"cannot read {path}: {exc.strerror or exc}", _fix_home(home))
+    if digest != model.sha256:
+        return Check.failed(
+            name,
+            f"{path} failed its checksum (sha256 {digest[:16]}…, expected {model.sha256[:16]}…)",
+            f"delete {path}; the next run (or `retinue doctor`) assembles it again",
+        )
+    return Check.passed(name, f"{path} ({model.size:,} bytes, SHA-256 verified)")
+
+
+def check_gguf_file(path: Path) -> Check:
+    """A GGUF file named by ``local:/path/x.gguf``: it exists and starts like one."""
+    try:
+        with path.open("rb") as f:
+            magic = f.read(4)
+    except OSError as exc:
+        return Check.failed(
+            "model file", f"cannot read {path}: {exc.strerror or exc}", "check the path in --model"
+        )
+    if magic != b"GGUF":
+        return Check.failed("model file", f"{path} is not a GGUF file", "check the path in --model")
+    return Check.passed("model file", f"{path} ({path.stat().st_size:,} bytes)")
+
+
+def _fix_of(message: str) -> str:
+    """The fix a message already states (``…; do this``), else a generic one."""
+    head, sep, tail = message.rpartition("; ")
+    return tail if sep and head else "see the message above"
+
+
+_SIGNAL_FIXES = {
+    "SIGILL": _REBUILD,
+    "SIGKILL": "free some memory (the embedded model needs about 1 GB) and try again",
+}
+
+
+def check_generation(worker: LocalWorker) -> Check:
+    """Start ``worker``, generate one token, and stop it; the time of each step."""
+    import threading
+
+    from retinue.errors import RetinueError
+
+    payload = {
+        "messages": [{"role": "user", "content": "Say OK."}],
+        "tools": [],
+        "max_tokens": 1,
+        "temperature": 0.0,
+        "seed": 0,
+        "constrain": False,
+    }
+    started = time.monotonic()
+    try:
+        worker.start()
+        loaded = time.monotonic()
+        done = worker.generate(0, payload, lambda _event: None, threading.Event())
+    except RetinueError as exc:
+        return generation_failure(str(exc), list(worker.stderr_tail))
+    finally:
+        worker.close()
+    took = time.monotonic() - loaded
+    return Check.passed(
+        "1-token generation",
+        f"{took:.2f} s in a worker process ({done.get('output_tokens', 0)} token; "
+        f"model loaded in {loaded - started:.2f} s)",
+    )
+
+
+def generation_failure(message: str, stderr_tail: list[str] | None = None) -> Check:
+    """A failed generation: the worker's own message, less its advice to run this command."""
+    detail = message.split("; run `retinue doctor`")[0]
+    if stderr_tail:
+        detail += f" (worker stderr: {stderr_tail[-1]})"
+    fix = next((f for sig, f in _SIGNAL_FIXES.items() if sig in message), None)
+    if fix is None:
+        fix = (
+            "reinstall llama-cpp-python (`uv sync --extra local --reinstall-package "
+            "llama-cpp-python`); if it still fails, report the line above"
+        )
+    return Check.failed("1-token generation", detail, fix)
+
+
+# -- providers -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Provider:
+    """A hosted provider as doctor reaches it: where, with which key, its models endpoint."""
+
+    name: str
+    base_url: str
+    key: str
+    key_var: str
+    models_path: str
+
+    def headers(self) -> dict[str, str]:
+        if self.name == "anthropic":
+            return {"x-api-key": self.key, "anthropic-version": "2023-06-01"}
+        return {"Authorization": f"Bearer {self.key}"}
+
+
+def provider_targets(model: str, env: Mapping[str, str]) -> list[Provider | Check]:
+    """The providers to reach: the main model's, and any whose API key is set in ``env``.
+
+    A provider that cannot be reached for want of a key is a failed :class:`Check` instead.
+    """
+    from urllib.parse import urlsplit
+
+    from retinue.errors import ConfigError
+    from retinue.llm import anthropic, openai
+    from retinue.llm._clients import api_key_for
+
+    used = model.partition(":")[0]
+    out: list[Provider | Check] = []
+    for name, module, models_path in (
+        ("openai", openai, "/models"),
+        ("anthropic", anthropic, "/v1/models"),
+    ):
+        if used != name and not env.get(module.KEY_VAR):
+            continue
+        base_url = (env.get(module.URL_VAR) or module.DEFAULT_BASE_URL).rstrip("/")
+        host = urlsplit(module.DEFAULT_BASE_URL).hostname or ""
+        try:
+            key = api_key_for(env.get(module.KEY_VAR), base_url, host, module.KEY_VAR)
+        except ConfigError as exc:
+            out.append(Check.failed(name, str(exc), f"set {module.KEY_VAR}"))
+            continue
+        out.append(Provider(name, base_url, key, module.KEY_VAR, models_path))
+    return out
+
+
+def redact(key: str) -> str:
+    """``sk-…abcd``: enough to tell keys apart, never the key (short keys show nothing)."""
+    from retinue.llm._clients import PLACEHOLDER_KEY
+
+    if key == PLACEHOLDER_KEY:
+        return "none"
+    if len(key) < 16:
+        return "…"
+    return f"{key[:3]}…{key[-4:]}"
+
+
+def check_provider(provider: Provider, *, timeout: float = 5.0) -> Check:
+    """One GET of the provider's models endpoint: reachable, and the key accepted."""
+    import httpx
+
+    from retinue.errors import ModelError
+    from retinue.llm.guard import ENV_VAR, check_request_allowed
+
+    name, url = provider.name, provider.base_url + provider.models_path
+    key = f"key {redact(provider.key)}"
+    try:
+        check_request_allowed(provider.base_url)
+    except ModelError:
+        return Check.skipped(name, f"{url} not contacted: real requests are off ({ENV_VAR}=1)")
+    started = time.monotonic()
+    try:
+        response = httpx.get(url, headers=provider.headers(), timeout=timeout)
+    except httpx.TimeoutException:
+        return Check.failed(
+            name, f"{url}: no answer within {timeout:g} s ({key})", _fix_url(provider)
+        )
+    except httpx.HTTPError as exc:
+        reason = f"{type(exc).__name__}: {exc}"
+        return Check.failed(name, f"{url}: {reason} ({key})", _fix_url(provider))
+    took = f"HTTP {response.status_code} in {time.monotonic() - started:.2f} s"
+    status = response.status_code
+    if status in (401, 403):
+        return Check.failed(
+            name, f"{url}: {took}, the key was refused ({key})", f"check {provider.key_var}"
+        )
+    if status < 400 or status in (404, 405, 429):
+        note = "" if status < 400 else " (reachable; the models list was not served)"
+        return Check.passed(name, f"{url}: {took}{note}, {key}")
+    return Check.failed(name, f"{url}: {took} ({key})", "try again later, or check the URL")
+
+
+def _fix_url(provider: Provider) -> str:
+    var = provider.key_var.replace("API_KEY", "BASE_URL")
+    return f"check the network, a proxy, or {var}"
+
+
+# -- data directory and memory -------------------------------------------------------------
+
+
+def check_data_dir(home: Path) -> Check:
+    """``home`` exists (or can be made) and a file can be written there."""
+    import tempfile
+
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=home, prefix=".doctor-"):
+            pass
+    except OSError as exc:
+        return Check.failed(
+            "data directory", f"{home} is not writable: {exc.strerror or exc}", _fix_home(home)
+        )
+    return Check.passed("data directory", f"{home} is writable")
+
+
+def _fix_home(home: Path) -> str:
+    return f"make {home} writable by you, or set RETINUE_HOME to a directory that is"
+
+
+def check_memory_db(path: Path) -> Check:
+    """``PRAGMA integrity_check`` of the memory database; skipped when there is none yet."""
+    import sqlite3
+
+    name = "memory database"
+    if not path.exists():
+        return Check.skipped(name, f"{path} does not exist yet")
+    fix = (
+        f"copy {path} somewhere safe, then `sqlite3 {path} .recover` may save its content; "
+        "or move it aside to start with empty memory"
+    )
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=rw", uri=True, timeout=5.0)
+        try:
+            rows = [str(r[0]) for r in conn.execute("PRAGMA integrity_check(20)")]
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        return Check.failed(name, f"{path}: {exc}", fix)
+    if rows == ["ok"]:
+        return Check.passed(name, f"{path}: integrity ok")
+    return Check.failed(name, f"{path}: {len(rows)} problem(s), first: {rows[0]}", fix)
+
+
+# -- the command ---------------------------------------------------------------------------
+
+
+def _settings(model: str | None) -> tuple[Settings, Check]:
+    """The settings (defaults when the file is broken, which fails this check) and the model."""
+    from retinue.config import Settings, default_home
+    from retinue.errors import ConfigError
+    from retinue.runtime import choose_model
+
+    problem = None
+    try:
+        settings = Settings.load(model=model)
+    except ConfigError as exc:
+        settings = Settings(home=default_home().resolve())
+        settings.model = model or os.environ.get("RETINUE_MODEL")
+        problem = Check.failed("settings", str(exc), f"fix {settings.config_file}")
+    settings.model, notice = choose_model(settings)
+    why = " (none configured: picked by default)" if notice else ""
+    detail = f"model {settings.model}{why}, data in {settings.home}"
+    return settings, problem or Check.passed("settings", detail)
+
+
+def checks(model: str | None = None) -> Iterator[Check]:
+    """Every check for this machine, in order; ``model`` overrides the configured one."""
+    from retinue.llm._gguf import MODELS
+    from retinue.llm.local import DEFAULT_LOCAL_MODEL
+
+    settings, loaded = _settings(model)
+    yield loaded
+    yield check_python()
+    main = settings.model or ""
+    local = main.partition(":")[2] if main.startswith("local:") else None
+    embedded = MODELS.get(local or DEFAULT_LOCAL_MODEL) or MODELS[DEFAULT_LOCAL_MODEL]
+    extra = check_local_extra(embedded, required=local is not None)
+    yield extra
+    yield check_cpu(platform.system(), platform.machine(), _read_cpuinfo())
+    yield from _local_checks(local, settings.home, extra)
+    for target in provider_targets(main, os.environ):
+        yield target if isinstance(target, Check) else check_provider(target)
+    yield check_data_dir(settings.home)
+    yield check_memory_db(settings.home / "memory.db")
+
+
+def _local_checks(local: str | None, home: Path, extra: Check) -> Iterator[Check]:
+    """The model file and a 1-token generation, for a ``local:`` main model."""
+    from retinue.errors import RetinueError
+    from retinue.llm._gguf import MODELS
+    from retinue.llm.local import LocalModel
+
+    if local is None:
+        why = "the main model is not a local: one (try --model local:qwen2.5-coder-0.5b)"
+        yield Check.skipped("model file", why)
+        yield Check.skipped("1-token generation", why)
+        return
+    spec = MODELS.get(local)
+    if spec is None and not local.endswith(".gguf"):
+        known = ", ".join(MODELS)
+        yield Check.failed(
+            "model file",
+            f"unknown local model {local!r} (known: {known}, or a path to a .gguf file)",
+            "check --model, RETINUE_MODEL or model in config.toml",
+        )
+        return
+    file = check_model_file(spec, home) if spec else check_gguf_file(Path(local).expanduser())
+    yield file
+    if file.status != "ok" or extra.status != "ok":
+        yield Check.skipped("1-token generation", "needs the model file and the local extra")
+        return
+    try:
+        worker = LocalModel(local, home=home).worker()
+    except RetinueError as exc:
+        yield Check.failed("1-token generation", str(exc), _fix_of(str(exc)))
+        return
+    yield check_generation(worker)
+
+
+def _read_cpuinfo() -> str | None:
+    try:
+        return Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+_MARKS = {"ok": "[green]✓[/]", "failed": "[red]✗[/]", "skipped": "[dim]–[/]"}
+
+
+def _guarded(found: Iterator[Check]) -> Iterator[Check]:
+    """The checks; if one breaks unexpectedly, a failure line ends the report, not a traceback."""
+    try:
+        yield from found
+    except Exception as exc:  # a bug in a check: say so in one line
+        yield Check.failed(
+            "doctor", f"a check broke: {type(exc).__name__}: {exc}", "please report this line"
+        )
+
+
+def doctor(
+    model: Annotated[
+        str | None,
+        typer.Option("--model", "-m", help="check this provider:model instead of the configured"),
+    ] = None,
+) -> None:
+    """Check Python, the local model, CPU, providers, data and memory; exit 1 on a failure."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    console = Console(soft_wrap=True, highlight=False)
+    failures = 0
+    for check in _guarded(checks(model)):
+        console.print(f"{_MARKS[check.status]} {escape(check.name)}: {escape(check.detail)}")
+        if check.status == "failed":
+            failures += 1
+            console.print(f"    [yellow]fix:[/] {escape(check.fix)}")
+    if failures:
+        console.print(f"[red]{failures} check(s) failed[/]")
+    raise typer.Exit(1 if failures else 0)
