@@ -9,21 +9,19 @@ never the default.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from retinue.config import Settings
 from retinue.engine.compress import AutoCompressor, CompressionResult
 from retinue.engine.config import RunConfig, RunOutput
-from retinue.engine.loop import run
-from retinue.engine.session import INTERRUPTED_NOTE
+from retinue.engine.session import Lifecycle, Session
 from retinue.events import EventSink
 from retinue.llm.base import Model
 from retinue.llm.resolve import resolve_model
 from retinue.memory import SQLiteMemory, open_memory
-from retinue.messages import AssistantMessage, Message, SystemMessage, UserMessage
+from retinue.messages import Message
 from retinue.subagents import RoleCatalog, SubAgentManager, role_dirs, roles_section
 from retinue.subagents.tools import subagent_tools
 from retinue.tools.base import Tool, ToolContext, ToolRegistry, merge
@@ -123,13 +121,25 @@ class Runtime:
 
 @dataclass(slots=True)
 class Conversation:
-    """The main agent's conversation: ``send`` handles one user message."""
+    """The main agent's conversation: ``send`` handles one user message.
+
+    It is a :class:`~retinue.engine.session.Session` whose children (interactive sessions)
+    end after every message, unless ``keep_sessions``; ``keep_sessions`` and ``stream`` are
+    read when each message's turn begins.
+    """
 
     runtime: Runtime
     agent_id: str = "main"
     keep_sessions: bool = False
     stream: bool = False
-    messages: list[Message] = field(default_factory=list)
+    session: Session = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.session = self._new_session()
+
+    @property
+    def messages(self) -> list[Message]:
+        return self.session.messages
 
     @property
     def context(self) -> ToolContext:
@@ -146,18 +156,23 @@ class Conversation:
             events=rt.events,
         )
 
-    def _config(self) -> RunConfig:
+    def _new_session(self) -> Session:
         rt = self.runtime
         extra = [*subagent_tools(), *(memory_tools() if rt.memory is not None else [])]
-        return RunConfig(
+        config = RunConfig(
             model=rt.model,
-            messages=self.messages,
+            messages=[],
             tools=merge(rt.tools, extra),
             context=self.context,
             max_iterations=rt.settings.max_iterations,
             stream=self.stream,
             context_keeper=rt.compressor,
         )
+        lifecycle = Lifecycle(
+            system_prompt=self.system_prompt,
+            end_children=lambda: rt.manager.cleanup(self.agent_id),
+        )
+        return Session(self.agent_id, config, lifecycle)
 
     async def system_prompt(self) -> str:
         rt = self.runtime
@@ -170,21 +185,20 @@ class Conversation:
                 parts.append(rendered)
         return "\n\n".join(parts)
 
-    async def send(self, text: str) -> RunOutput:
-        """Handle one user message. Cancelling it keeps the conversation usable."""
-        if not self.messages:
-            self.messages.append(SystemMessage(await self.system_prompt()))
-        self.messages.append(UserMessage(text))
-        try:
-            if self.keep_sessions:
-                return await run(self._config())
-            async with self.runtime.manager.owner(self.agent_id):
-                return await run(self._config())
-        except asyncio.CancelledError:
-            last = self.messages[-1]
-            if not (isinstance(last, AssistantMessage) and not last.tool_calls):
-                self.messages.append(AssistantMessage(INTERRUPTED_NOTE))
-            raise
+    async def send(self, text: str, *, on_start: Callable[[], None] | None = None) -> RunOutput:
+        """Handle one user message, after those sent before it (``on_start`` is called when
+        its turn begins). Cancelling it cancels the turn, keeps the conversation usable and
+        propagates; a turn ended by :meth:`close` returns with ``stop_reason="interrupted"``."""
+
+        def begin() -> None:
+            if on_start is not None:
+                on_start()
+            session = self.session
+            session.config.stream = self.stream
+            session.config.context = self.context  # the runtime's event sink may have changed
+            session.lifecycle = replace(session.lifecycle, children_per_turn=not self.keep_sessions)
+
+        return await self.session.send(text, on_start=begin)
 
     async def compress(self) -> CompressionResult | None:
         return await self.runtime.compressor.compress_now(
@@ -193,9 +207,12 @@ class Conversation:
 
     async def reset(self) -> list[str]:
         """Start over (``/new``): end this conversation's sessions and forget its messages."""
-        ended = await self.runtime.manager.cleanup(self.agent_id)
-        self.messages.clear()
+        ended = await self.close()
+        self.session = self._new_session()
         return ended
 
     async def close(self) -> list[str]:
-        return await self.runtime.manager.cleanup(self.agent_id)
+        """End the conversation: its running turn, then every session it holds."""
+        held = [s.id for s in self.runtime.manager.sessions(self.agent_id)]
+        await self.session.close()
+        return held

@@ -134,19 +134,20 @@ class Session:
 
     # -- turns ---------------------------------------------------------------------------
 
-    async def send(self, text: str) -> RunOutput:
+    async def send(self, text: str, *, on_start: Callable[[], None] | None = None) -> RunOutput:
         """Run one turn after the turns sent before it, and return its output.
 
         An interrupted turn (or one ended by :meth:`close`) returns with ``stop_reason``
         ``"interrupted"``; cancelling the caller cancels the turn and propagates.
+        ``on_start`` is called when the turn's time comes, before it does anything.
         """
-        turn = self._enqueue(text)
+        turn = self._enqueue(text, on_start)
         await wait_owned(turn)
         if not turn.cancelled():
             return turn.result()
         # cancelled before it could start (only close() does that), or on its very last step
         if self._closing is not None:
-            raise SessionClosedError(f"session {self.id} was closed before this message")
+            raise self._refused()
         return self._interrupted()
 
     def start(self, text: str) -> asyncio.Task[RunOutput]:
@@ -174,28 +175,48 @@ class Session:
         turn.cancel()
         return True
 
-    def _enqueue(self, text: str) -> asyncio.Task[RunOutput]:
+    def _enqueue(
+        self, text: str, on_start: Callable[[], None] | None = None
+    ) -> asyncio.Task[RunOutput]:
         if not text.strip():
             raise SessionError(f"empty message for session {self.id}: say what it should do")
         if self._closing is not None:
-            raise SessionClosedError(f"session {self.id} was closed before this message")
+            raise self._refused()
         ticket = asyncio.get_running_loop().create_future()
         if not self._queue:
             ticket.set_result(None)
         self._queue.append(ticket)
-        turn = asyncio.create_task(self._turn(text, ticket), name=f"turn of {self.id}")
+        turn = asyncio.create_task(self._turn(text, ticket, on_start), name=f"turn of {self.id}")
         self._turns.add(turn)
         turn.add_done_callback(lambda done: self._leave(done, ticket))
         return turn
 
-    async def _turn(self, text: str, ticket: asyncio.Future[None]) -> RunOutput:
+    async def _turn(
+        self, text: str, ticket: asyncio.Future[None], on_start: Callable[[], None] | None
+    ) -> RunOutput:
+        try:
+            await ticket  # the turns sent before this one are done
+        except asyncio.CancelledError:
+            if self._closing is not None:
+                raise self._refused() from None
+            raise  # its waiter went away before its time came
+        if self._closing is not None:
+            raise self._refused()
+        self._check_budget()
+        self._current = asyncio.current_task()  # type: ignore[assignment]
+        try:
+            return await self._run_turn(text, on_start)
+        finally:
+            self._current = None
+            if self.lifecycle.children_per_turn and self.lifecycle.end_children is not None:
+                await self.lifecycle.end_children()
+
+    async def _run_turn(self, text: str, on_start: Callable[[], None] | None) -> RunOutput:
+        """The running part of a turn; whatever happens, the history stays valid."""
         messages, began = self.config.messages, False
         try:
-            await ticket
-            if self._closing is not None:
-                raise SessionClosedError(f"session {self.id} was closed before this message")
-            self._check_budget()
-            self._current = asyncio.current_task()  # type: ignore[assignment]
+            if on_start is not None:
+                on_start()
             if not messages and self.lifecycle.system_prompt is not None:
                 prompt = await self.lifecycle.system_prompt()
                 messages.append(SystemMessage(prompt))
@@ -209,18 +230,15 @@ class Session:
             if began:
                 repair_history(messages, INTERRUPTED_NOTE)
             elif self._closing is not None:
-                raise SessionClosedError(
-                    f"session {self.id} was closed before this message"
-                ) from None
+                raise self._refused() from None
             return self._interrupted()
         except Exception as exc:
             if began:
                 repair_history(messages, FAILED_NOTE.format(error=f"{type(exc).__name__}: {exc}"))
             raise
-        finally:
-            self._current = None
-            if self.lifecycle.children_per_turn and self.lifecycle.end_children is not None:
-                await self.lifecycle.end_children()
+
+    def _refused(self) -> SessionClosedError:
+        return SessionClosedError(f"session {self.id} was closed before this message")
 
     def _interrupted(self) -> RunOutput:
         how = (

@@ -2,20 +2,18 @@
 
 Conversation ``abc`` is served by the main agent ``conv-abc``, so its sub-agents' ids are
 ``conv-abc/<role>...`` and its events can be told apart from other conversations' by prefix.
-Each turn runs in a task of its own: deleting a conversation cancels its running turn, and a
-streaming client that goes away cancels only its turn, which then finishes its cleanup
-(session consolidation) in the background.
+Each conversation is a session: deleting it cancels its running turn, and a streaming client
+that goes away cancels only its turn, whose cleanup (session consolidation) still finishes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-from contextlib import nullcontext
-from dataclasses import dataclass, field
+from contextlib import ExitStack
 
-from retinue._tasks import cancel_and_wait, wait_owned
 from retinue.engine.config import RunOutput
+from retinue.errors import SessionClosedError
 from retinue.events import EventSink
 from retinue.runtime import Conversation, Runtime
 from retinue.server.hub import EventHub
@@ -39,33 +37,29 @@ def agent_id_for(cid: str) -> str:
     return f"conv-{cid}"
 
 
-@dataclass(eq=False, slots=True)
-class _Entry:
-    conversation: Conversation
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    turn: asyncio.Task[RunOutput] | None = None
-    closed: bool = False
-
-
 class ConversationHost:
-    """Keeps the conversations of one runtime, keyed by conversation id."""
+    """Keeps the conversations of one runtime, keyed by conversation id.
+
+    Each conversation is a session (:class:`~retinue.runtime.Conversation`): its turns run in
+    arrival order, and deleting it closes it (running turn cancelled, sessions consolidated).
+    """
 
     def __init__(self, runtime: Runtime, hub: EventHub) -> None:
         self.runtime = runtime
         self.hub = hub
-        self._entries: dict[str, _Entry] = {}
+        self._conversations: dict[str, Conversation] = {}
         self._background: set[asyncio.Task[RunOutput]] = set()
 
     def ids(self) -> list[str]:
-        return list(self._entries)
+        return list(self._conversations)
 
     def running(self, cid: str) -> bool:
-        entry = self._entries.get(cid)
-        return entry is not None and entry.turn is not None and not entry.turn.done()
+        conversation = self._conversations.get(cid)
+        return conversation is not None and conversation.session.state == "running"
 
     def message_count(self, cid: str) -> int:
-        entry = self._entries.get(cid)
-        return len(entry.conversation.messages) if entry else 0
+        conversation = self._conversations.get(cid)
+        return len(conversation.messages) if conversation else 0
 
     async def send(
         self, cid: str, text: str, *, keep_sessions: bool = False, on_event: EventSink | None = None
@@ -76,29 +70,26 @@ class ConversationHost:
         (and asks for text deltas). Raises :class:`ConversationGone` if the conversation is
         deleted meanwhile, and the turn's own errors as they are.
         """
-        entry = self._entries.get(cid)
-        if entry is None:
+        conversation = self._conversations.get(cid)
+        if conversation is None:
             conversation = self.runtime.conversation(agent_id_for(cid))
-            entry = self._entries[cid] = _Entry(conversation)
-        async with entry.lock:
-            if entry.closed:
-                raise ConversationGone(f"conversation {cid!r} was deleted")
-            entry.conversation.keep_sessions = keep_sessions
-            entry.conversation.stream = on_event is not None
-            watch = self.hub.subscribe(agent_id_for(cid), on_event) if on_event else nullcontext()
-            with watch:
-                return await self._run(entry, text, cid)
+            self._conversations[cid] = conversation
+        watching = ExitStack()
 
-    async def _run(self, entry: _Entry, text: str, cid: str) -> RunOutput:
-        turn = asyncio.create_task(entry.conversation.send(text), name=f"turn of {cid}")
-        entry.turn = turn
-        try:
-            await wait_owned(turn)
-        finally:
-            entry.turn = None
-        if turn.cancelled():
+        def begin() -> None:  # this turn's time has come: its settings, its subscriber
+            conversation.keep_sessions = keep_sessions
+            conversation.stream = on_event is not None
+            if on_event is not None:
+                watching.enter_context(self.hub.subscribe(agent_id_for(cid), on_event))
+
+        with watching:
+            try:
+                out = await conversation.send(text, on_start=begin)
+            except SessionClosedError:
+                raise ConversationGone(f"conversation {cid!r} was deleted") from None
+        if out.stop_reason == "interrupted" and conversation.session.state in ("closing", "closed"):
             raise ConversationGone(f"conversation {cid!r} was deleted during this turn")
-        return turn.result()
+        return out
 
     def start(
         self, cid: str, text: str, *, keep_sessions: bool = False, on_event: EventSink | None = None
@@ -116,19 +107,14 @@ class ConversationHost:
 
         Returns the ids of the sessions it ended, or None if there is no such conversation.
         """
-        entry = self._entries.pop(cid, None)
-        if entry is None:
+        conversation = self._conversations.pop(cid, None)
+        if conversation is None:
             return None
-        entry.closed = True
-        held = [s.id for s in self.runtime.manager.sessions(agent_id_for(cid))]
-        if entry.turn is not None:
-            await cancel_and_wait(entry.turn)
-        ended = await entry.conversation.close()
-        return list(dict.fromkeys([*held, *ended]))
+        return await conversation.close()
 
     async def close_all(self) -> None:
         """End every conversation (the service is stopping)."""
-        for cid in list(self._entries):
+        for cid in list(self._conversations):
             await self.delete(cid)
         if self._background:
             await asyncio.wait(set(self._background))
