@@ -14,11 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from retinue.config import Settings
+from retinue.engine.compact import COMPACT_OMITS, compact_main_prompt, with_named_files
 from retinue.engine.compress import AutoCompressor, CompressionResult
 from retinue.engine.config import RunConfig, RunOutput
 from retinue.engine.session import Lifecycle, Session
 from retinue.events import EventSink
 from retinue.llm.base import Model
+from retinue.llm.profiles import profile_for
 from retinue.llm.resolve import resolve_model
 from retinue.memory import SQLiteMemory, open_memory
 from retinue.messages import Message
@@ -158,11 +160,12 @@ class Conversation:
 
     def _new_session(self) -> Session:
         rt = self.runtime
-        extra = [*subagent_tools(), *(memory_tools() if rt.memory is not None else [])]
+        memory = rt.memory is not None and not self.compact
+        tools = merge(rt.tools, [*subagent_tools(), *(memory_tools() if memory else [])])
         config = RunConfig(
             model=rt.model,
             messages=[],
-            tools=merge(rt.tools, extra),
+            tools=tools.without(COMPACT_OMITS) if self.compact else tools,
             context=self.context,
             max_iterations=rt.settings.max_iterations,
             stream=self.stream,
@@ -174,11 +177,21 @@ class Conversation:
         )
         return Session(self.agent_id, config, lifecycle)
 
+    @property
+    def compact(self) -> bool:
+        """Whether the main model is small and gets the compact prompt and tool set."""
+        return profile_for(self.runtime.model.name).compact
+
     async def system_prompt(self) -> str:
         rt = self.runtime
-        parts = [MAIN_PROMPT.format(workspace=rt.settings.workspace)]
-        if rt.catalog.roles:
-            parts.append(roles_section(rt.catalog))
+        workspace = rt.settings.workspace
+        if self.compact:
+            roles = [(r.name, r.description) for r in rt.catalog.roles.values()]
+            parts = [compact_main_prompt(workspace, roles)]
+        else:
+            parts = [MAIN_PROMPT.format(workspace=workspace)]
+            if rt.catalog.roles:
+                parts.append(roles_section(rt.catalog))
         if rt.memory is not None:
             rendered = await rt.memory.render(rt.settings.tenant, "main")
             if rendered:
@@ -198,6 +211,8 @@ class Conversation:
             session.config.context = self.context  # the runtime's event sink may have changed
             session.lifecycle = replace(session.lifecycle, children_per_turn=not self.keep_sessions)
 
+        if self.compact:
+            text = with_named_files(text, self.runtime.settings.workspace)
         return await self.session.send(text, on_start=begin)
 
     async def compress(self) -> CompressionResult | None:

@@ -7,6 +7,7 @@ The model file is assembled once per test session into a temporary RETINUE_HOME.
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,18 @@ async def test_a_streamed_tool_call_is_not_shown_as_text(model: LocalModel) -> N
     assert [c.name for c in response.message.tool_calls] == ["add"]
     assert response.finish_reason == "tool_calls"
     assert '"name"' not in "".join(deltas)
+
+
+async def test_the_grammar_allows_only_offered_tools_with_valid_arguments(
+    model: LocalModel,
+) -> None:
+    messages = [
+        SystemMessage("You are a careful assistant."),
+        UserMessage('Call the tool "multiply" with x=6 and y=7 now.'),
+    ]
+    response = await model.complete(messages, [add.spec])
+    for call in response.message.tool_calls:
+        assert call.name == "add"
+        arguments = json.loads(call.arguments)
+        assert set(arguments) == {"a", "b"} and all(isinstance(v, int) for v in arguments.values())
+    assert response.message.tool_calls or response.message.content.strip()

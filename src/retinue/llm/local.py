@@ -21,6 +21,7 @@ import asyncio
 import importlib.util
 import itertools
 import json
+import re
 import threading
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
@@ -75,7 +76,8 @@ class LocalModel:
     ``temperature`` and ``seed`` default to near-deterministic answers, which suit tool use.
     ``tool_results`` says how tool results are shown to the model: the known model's own
     setting by default (see :class:`ToolResultPrompt`), ``None`` for the template's tool turns.
-    ``constrain`` turns the tool-call grammar on (the default) or off.
+    ``constrain`` turns the tool-call grammar on (the default) or off; ``compact_tools``
+    shows the model short tool descriptions (the default; see :func:`render_tools`).
     """
 
     def __init__(
@@ -90,6 +92,7 @@ class LocalModel:
         seed: int = 0,
         tool_results: ToolResultPrompt | Literal["default"] | None = "default",
         constrain: bool = True,
+        compact_tools: bool = True,
     ) -> None:
         if name not in MODELS and not name.endswith(".gguf"):
             raise ConfigError(
@@ -106,6 +109,7 @@ class LocalModel:
         self.temperature = temperature
         self.seed = seed
         self.constrain = constrain
+        self.compact_tools = compact_tools
         self.tool_results = (
             _TOOL_RESULT_PROMPTS.get(name) if tool_results == "default" else tool_results
         )
@@ -157,7 +161,7 @@ class LocalModel:
 
         payload = {
             "messages": render_messages(messages, self.tool_results),
-            "tools": render_tools(tools),
+            "tools": render_tools(tools, compact=self.compact_tools),
             "max_tokens": self.max_tokens,
             "temperature": self.temperature,
             "seed": self.seed,
@@ -269,14 +273,47 @@ def _results_turn(
     return {"role": "user", "content": f"{blocks}\n{line}"}
 
 
-def render_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+def render_tools(tools: Sequence[ToolSpec], *, compact: bool = False) -> list[dict[str, Any]]:
+    """Tools in the OpenAI function form that chat templates expect.
+
+    ``compact`` (for small models) keeps each description's first sentence and each
+    parameter's type and first clause: a third of the prompt, and less to get lost in.
+    """
     return [
         {
             "type": "function",
-            "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+            "function": {
+                "name": t.name,
+                "description": _first_sentence(t.description) if compact else t.description,
+                "parameters": _compact_schema(t.parameters) if compact else t.parameters,
+            },
         }
         for t in tools
     ]
+
+
+def _compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return schema
+    out: dict[str, Any] = {"type": "object", "properties": {}}
+    for name, prop in properties.items():
+        if not isinstance(prop, dict):
+            continue
+        kept = {k: v for k, v in prop.items() if k not in ("title", "description", "default")}
+        if isinstance(prop.get("description"), str):
+            kept["description"] = _first_sentence(prop["description"], limit=60)
+        out["properties"][name] = kept
+    if "required" in schema:
+        out["required"] = schema["required"]
+    if "$defs" in schema:
+        out["$defs"] = schema["$defs"]
+    return out
+
+
+def _first_sentence(text: str, limit: int = 120) -> str:
+    first = re.split(r"(?<=[.!?])\s|\n", text.strip(), maxsplit=1)[0]
+    return first if len(first) <= limit else first[: limit - 1] + "…"
 
 
 def _json_or_text(arguments: str) -> Any:

@@ -25,10 +25,13 @@ __all__ = ["DEFAULT_PROFILE", "ModelProfile", "profile_for"]
 
 @dataclass(frozen=True, slots=True)
 class ModelProfile:
-    """A model's context window and the tokens kept free for its answer."""
+    """A model's context window, the tokens kept free for its answer, and whether it is small."""
 
     context_window: int
     output_reserve: int = 4_096
+    compact: bool = False
+    """A small model: the main agent gets a short prompt and fewer tools
+    (:mod:`retinue.engine.compact`)."""
 
     def __post_init__(self) -> None:
         if self.context_window <= 0:
@@ -48,7 +51,7 @@ class ModelProfile:
 DEFAULT_PROFILE = ModelProfile(32_768, 4_096)
 """For a model nobody described: small enough to compress early rather than overflow."""
 
-_LOCAL = ModelProfile(8_192, 1_024)  # the embedded llama.cpp model's usual n_ctx
+_LOCAL = ModelProfile(8_192, 1_024, compact=True)  # the embedded llama.cpp model's usual n_ctx
 _SCRIPTED = ModelProfile(32_768, 2_048)  # the test model; tests pass their own window
 _CLAUDE = ModelProfile(200_000, 16_384)
 

@@ -1,0 +1,124 @@
+"""A prompt written for small models (the embedded 0.5B one): fewer tools, less to choose.
+
+A small model chooses tools badly but reads well. So for a model whose profile is ``compact``
+(see :class:`~retinue.llm.profiles.ModelProfile`), the main agent gets:
+
+* a short system prompt that already lists the workspace's files and the roles it can
+  delegate to, so "what files are here" needs no tool;
+* only the tools ordinary work needs (no memory tools, see :data:`COMPACT_OMITS`);
+* the current content of small workspace files that the user's message names, appended to
+  that message, so "what is X in settings.py" needs no tool either.
+
+Everything read here stays inside the workspace root and is bounded in size.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+__all__ = ["COMPACT_OMITS", "compact_main_prompt", "with_named_files", "workspace_overview"]
+
+COMPACT_OMITS = frozenset({"SubAgentStatus"})
+"""Tools the main agent of a small model does without (memory tools are not offered at all);
+it keeps the file tools, Bash, SubAgent, UnloadSubAgent and any tool of the caller's own."""
+
+MAX_LISTED = 40
+MAX_ROLES = 20
+MAX_INLINE_BYTES = 4_000
+MAX_INLINE_FILES = 3
+
+_PROMPT = """\
+You are Retinue, a coding assistant. You work in the folder {workspace}.
+{overview}
+Answer directly when you can. Use a tool only to read, change or run something you cannot \
+see above: Write or Edit to change files, Bash to run commands, SubAgent to hand a task to \
+one of these roles:
+{roles}
+Paths outside the folder are not allowed."""
+
+_NAMED = re.compile(r"(?<![\w./-])([\w.-]+(?:/[\w.-]+)*\.[A-Za-z0-9]{1,8})(?![\w/-])")
+
+
+def workspace_overview(workspace: Path, limit: int = MAX_LISTED) -> str:
+    """One line naming the workspace's top-level entries (folders end with ``/``)."""
+    try:
+        with os.scandir(workspace) as entries:
+            names = sorted(
+                e.name + ("/" if e.is_dir(follow_symlinks=False) else "")
+                for e in entries
+                if not e.name.startswith(".")
+            )
+    except OSError:
+        return "The folder cannot be listed."
+    if not names:
+        return "The folder is empty."
+    shown = names[:limit]
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return f"Files in the folder: {', '.join(shown)}{more}."
+
+
+def compact_main_prompt(workspace: Path, roles: Iterable[tuple[str, str]]) -> str:
+    listed = list(roles)
+    lines = [f"- {name}: {_first_sentence(text)}" for name, text in listed[:MAX_ROLES]]
+    if len(listed) > MAX_ROLES:
+        lines.append(f"- and {len(listed) - MAX_ROLES} more roles")
+    return _PROMPT.format(
+        workspace=workspace,
+        overview=workspace_overview(workspace),
+        roles="\n".join(lines) or "(none)",
+    )
+
+
+def with_named_files(
+    text: str,
+    workspace: Path,
+    *,
+    max_bytes: int = MAX_INLINE_BYTES,
+    max_files: int = MAX_INLINE_FILES,
+) -> str:
+    """``text`` followed by the content of the small workspace files it names."""
+    root = workspace.resolve()
+    blocks: list[str] = []
+    seen: set[Path] = set()
+    for match in _NAMED.finditer(text):
+        path = _inside(root, match.group(1))
+        if path is None or path in seen:
+            continue
+        seen.add(path)
+        content = _small_text(path, max_bytes)
+        if content is not None:
+            rel = path.relative_to(root).as_posix()
+            blocks.append(f"Current content of {rel}:\n```\n{content.rstrip()}\n```")
+        if len(blocks) >= max_files:
+            break
+    return text if not blocks else text + "\n\n" + "\n\n".join(blocks)
+
+
+def _inside(root: Path, name: str) -> Path | None:
+    candidate = (root / name).resolve()
+    if candidate == root or not candidate.is_relative_to(root) or not candidate.is_file():
+        return None
+    return candidate
+
+
+def _small_text(path: Path, max_bytes: int) -> str | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes or b"\0" in data:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _first_sentence(text: str, limit: int = 100) -> str:
+    first = re.split(r"(?<=[.!?])\s|\n", text.strip(), maxsplit=1)[0]
+    return first if len(first) <= limit else first[: limit - 1] + "…"

@@ -1,0 +1,76 @@
+"""The compact prompt for small models: workspace overview, named files inlined, bounded."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from retinue.engine.compact import compact_main_prompt, with_named_files, workspace_overview
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "pricing.py").write_text("def f():\n    return 1\n")
+    (ws / "notes.txt").write_text("hello\n")
+    (ws / "src").mkdir()
+    (ws / "src" / "app.py").write_text("APP = 1\n")
+    (ws / ".git").mkdir()
+    return ws
+
+
+def test_overview_lists_top_level_entries_sorted_without_hidden_ones(workspace: Path) -> None:
+    assert workspace_overview(workspace) == "Files in the folder: notes.txt, pricing.py, src/."
+
+
+def test_overview_is_bounded(tmp_path: Path) -> None:
+    for i in range(50):
+        (tmp_path / f"f{i:02d}.txt").write_text("")
+    line = workspace_overview(tmp_path, limit=5)
+    assert line.endswith("f04.txt and 45 more.")
+
+
+def test_prompt_names_roles_by_first_sentence(workspace: Path) -> None:
+    prompt = compact_main_prompt(workspace, [("code-reviewer", "Reviews code. Long detail.")])
+    assert "- code-reviewer: Reviews code." in prompt and "Long detail" not in prompt
+    assert "pricing.py" in prompt
+
+
+def test_named_files_are_appended_with_their_content(workspace: Path) -> None:
+    out = with_named_files("Add a docstring to f in pricing.py and src/app.py", workspace)
+    assert out.startswith("Add a docstring to f in pricing.py and src/app.py\n\n")
+    assert "Current content of pricing.py:\n```\ndef f():\n    return 1\n```" in out
+    assert "Current content of src/app.py:\n```\nAPP = 1\n```" in out
+
+
+def test_unnamed_missing_large_and_binary_files_are_left_out(workspace: Path) -> None:
+    (workspace / "big.txt").write_text("x" * 5000)
+    (workspace / "blob.bin").write_bytes(b"\x00\x01")
+    text = "look at big.txt, blob.bin and missing.py"
+    assert with_named_files(text, workspace) == text
+
+
+def test_paths_outside_the_workspace_are_never_read(workspace: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOPSECRET")
+    os.symlink(secret, workspace / "link.txt")
+    for text in ("read ../secret.txt", "read link.txt", f"read {secret}", "read /etc/hostname"):
+        assert "TOPSECRET" not in with_named_files(text, workspace)
+        assert "Current content" not in with_named_files(text, workspace)
+
+
+def test_at_most_a_few_files_are_inlined(workspace: Path) -> None:
+    for i in range(6):
+        (workspace / f"m{i}.py").write_text(f"V = {i}\n")
+    out = with_named_files(" ".join(f"m{i}.py" for i in range(6)), workspace, max_files=2)
+    assert out.count("Current content of") == 2
+
+
+def test_many_roles_do_not_inflate_the_prompt(workspace: Path) -> None:
+    roles = [(f"role{i}", "Does things.") for i in range(60)]
+    prompt = compact_main_prompt(workspace, roles)
+    assert "- role19: Does things." in prompt and "role20:" not in prompt
+    assert "- and 40 more roles" in prompt
