@@ -1,0 +1,372 @@
+"""Lifecycle fuzzing: the nested interactive scenario under random cancels, interrupts and faults.
+
+The scenario (issue 11): ``main`` opens ``a`` and ``a:x``; each ``a`` opens ``b``; ``b`` opens
+``c``; on its second turn ``a`` sends to ``b`` in the background and waits for the reply, and
+``b`` unloads ``c``; ``main`` unloads ``a:x`` and ends (its sessions are cleaned up). Every
+model is the shipped ``ScriptedModel`` answering from the conversation, with random latency;
+the memory's ``render`` and ``consolidate`` await random delays like real ones.
+
+Attacks: a model error at global model call k, a cancel of the main run at call k, an
+interrupt of a running session at call k, and one or two cancels/interrupts at random moments.
+After every run: no hang, no session left, every session created consolidated exactly once,
+no task left running, every history (each consolidated one and the main one) valid.
+
+    uv run python benchmarks/lifecycle_fuzz.py            # the long version (>= 2,000 runs)
+    uv run python benchmarks/lifecycle_fuzz.py --quick    # a few seconds
+
+Results go to ``benchmarks/results/lifecycle_fuzz.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from retinue.engine import RunConfig
+from retinue.engine.session import Lifecycle, Session
+from retinue.errors import ModelError
+from retinue.events import SESSION, Event
+from retinue.llm.base import Model, ToolSpec
+from retinue.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    UserMessage,
+    history_problems,
+)
+from retinue.subagents import Role, RoleCatalog, SubAgentManager, subagent_tools
+from retinue.testing import ScriptedModel, call_tool
+from retinue.tools import ToolContext, ToolRegistry
+
+RESULTS = Path(__file__).resolve().parent / "results" / "lifecycle_fuzz.json"
+SPAWN = frozenset({"spawn_agent"})
+HANG_AFTER = 10.0  # seconds a run may take before it counts as hung
+
+
+def _i(role: str, **kw: Any) -> AssistantMessage:
+    return call_tool("SubAgent", {"role": role, "interactive": True, **kw})
+
+
+# per role: the steps of each turn (the last turn's plan repeats); a str ends the turn
+PLANS: dict[str, list[list[Any]]] = {
+    "main": [
+        [
+            _i("a", task="a, start"),
+            _i("a", task="a:x, start", instance="x"),
+            _i("a", task="a, go on"),
+            call_tool("UnloadSubAgent", {"role": "a", "instance": "x"}),
+            "main done",
+        ]
+    ],
+    "a": [
+        [_i("b", task="b, start"), "a paused"],
+        [
+            _i("b", task="b, in the background", background=True),
+            call_tool("SubAgentStatus", {"role": "b", "wait": True}),
+            "a again",
+        ],
+    ],
+    "b": [
+        [_i("c", task="c, hello"), "b paused"],
+        [call_tool("UnloadSubAgent", {"role": "c"}), "b done"],
+    ],
+    "c": [["c says hi"]],
+}
+
+
+@dataclass
+class Faults:
+    """What one run does to the scenario (chosen from the seed)."""
+
+    rng: random.Random
+    max_delay: float = 0.002
+    fault_at: int | None = None  # a model error at this global model call
+    cancel_at: int | None = None  # cancel the main run at this call
+    interrupt_at: int | None = None  # interrupt a running session at this call
+    calls: int = 0
+
+    def delay(self) -> float:
+        return self.rng.uniform(0, self.max_delay) if self.max_delay else 0.0
+
+
+class FuzzMemory:
+    """Records consolidations; its calls await random delays like a real store's."""
+
+    def __init__(self, faults: Faults) -> None:
+        self.faults = faults
+        self.consolidated: list[tuple[str, list[Message]]] = []
+
+    async def render(self, tenant: str, role: str) -> str:
+        await asyncio.sleep(self.faults.delay())
+        return f"## Memory of {role}"
+
+    async def consolidate(
+        self,
+        *,
+        tenant: str,
+        role: str,
+        session_id: str,
+        messages: Sequence[Message],
+        model: Model,
+    ) -> bool:
+        await asyncio.sleep(self.faults.delay())
+        self.consolidated.append((session_id, list(messages)))
+        return True
+
+
+@dataclass
+class Run:
+    """One run of the scenario and what was checked after it."""
+
+    hung: bool = False
+    orphans: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)  # created, never consolidated
+    doubled: list[str] = field(default_factory=list)  # consolidated more than once
+    leaked_tasks: int = 0
+    invalid: list[str] = field(default_factory=list)  # histories with problems
+    sessions: int = 0
+    model_calls: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not (
+            self.hung
+            or self.orphans
+            or self.lost
+            or self.doubled
+            or self.leaked_tasks
+            or self.invalid
+        )
+
+
+class Scenario:
+    """The models, manager and main session of one run."""
+
+    def __init__(self, faults: Faults, workspace: Path) -> None:
+        self.faults = faults
+        self.memory = FuzzMemory(faults)
+        self.events: list[Event] = []
+        self.main_task: asyncio.Task[Any] | None = None
+        self.models = {name: self._model(name) for name in PLANS}
+        roles = [
+            Role("a", "the a role", "You are a.", None, "scripted:a", SPAWN),
+            Role("b", "the b role", "You are b.", None, "scripted:b", SPAWN),
+            Role("c", "the c role", "You are c.", None, "scripted:c", frozenset()),
+        ]
+        self.manager = SubAgentManager(
+            RoleCatalog.of(*roles),
+            ToolRegistry([]),
+            default_model=self.models["main"],
+            model_for=lambda spec: self.models[spec.removeprefix("scripted:")],
+            memory=self.memory,
+        )
+        ctx = ToolContext(
+            "main",
+            workspace,
+            workspace,
+            role="main",
+            call_chain=("main",),
+            manager=self.manager,
+            events=self.events.append,
+        )
+        config = RunConfig(
+            self.models["main"], [], ToolRegistry(list(subagent_tools())), ctx, max_iterations=20
+        )
+        lifecycle = Lifecycle(
+            system_prompt=self._main_prompt,
+            end_children=lambda: self.manager.cleanup("main"),
+            children_per_turn=True,
+        )
+        self.main = Session("main", config, lifecycle)
+
+    async def _main_prompt(self) -> str:
+        await asyncio.sleep(self.faults.delay())
+        return "You are main."
+
+    def _model(self, name: str) -> ScriptedModel:
+        plan = PLANS[name]
+
+        def respond(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Any:
+            f = self.faults
+            f.calls += 1
+            model.delay = f.delay()  # the latency of the next call
+            if f.calls == f.cancel_at and self.main_task is not None:
+                self.main_task.cancel()
+            if f.calls == f.interrupt_at:
+                self._interrupt_one()
+            if f.calls == f.fault_at:
+                return ModelError(f"injected fault at model call {f.calls}")
+            turn = sum(isinstance(m, UserMessage) for m in messages) - 1
+            last_user = max(i for i, m in enumerate(messages) if isinstance(m, UserMessage))
+            step = sum(isinstance(m, AssistantMessage) for m in messages[last_user:])
+            steps = plan[min(turn, len(plan) - 1)]
+            return steps[min(step, len(steps) - 1)]
+
+        model = ScriptedModel(name=f"scripted:{name}", responder=respond, record=False)
+        return model
+
+    def _interrupt_one(self) -> None:
+        running = [s.id for s in self.manager.sessions() if s.state == "running"]
+        if running:
+            self.manager.interrupt(self.faults.rng.choice(running))
+        elif self.main.state == "running":
+            self.main.interrupt()
+
+    async def attack(self, moments: int, horizon: float) -> None:
+        """``moments`` cancels or interrupts at random times within ``horizon`` seconds."""
+        rng = self.faults.rng
+        for at in sorted(rng.uniform(0, horizon) for _ in range(moments)):
+            await asyncio.sleep(max(0.0, at - asyncio.get_running_loop().time() + self._t0))
+            if rng.random() < 0.5 and self.main_task is not None:
+                self.main_task.cancel()
+            else:
+                self._interrupt_one()
+
+    async def play(self, moments: int = 0, horizon: float = 0.0) -> Run:
+        self._t0 = asyncio.get_running_loop().time()
+        self.main_task = asyncio.create_task(self.main.send("go"), name="main run")
+        attacker = asyncio.create_task(self.attack(moments, horizon)) if moments else None
+        done, _ = await asyncio.wait({self.main_task}, timeout=HANG_AFTER)
+        if attacker is not None:
+            attacker.cancel()
+            await asyncio.wait({attacker})
+        run = Run(hung=not done, model_calls=self.faults.calls)
+        if done and not self.main_task.cancelled():
+            self.main_task.exception()  # retrieved: a failed run is a normal outcome here
+        await self.main.close()
+        return self.check(run)
+
+    def check(self, run: Run) -> Run:
+        created = [
+            e.agent_id for e in self.events if e.kind == SESSION and e.data["action"] == "created"
+        ]
+        counts = Counter(sid for sid, _ in self.memory.consolidated)
+        run.sessions = len(created)
+        run.orphans = [s.id for s in self.manager.sessions()]
+        run.lost = [sid for sid in created if counts[sid] == 0]
+        run.doubled = [sid for sid, n in counts.items() if n > 1]
+        me = asyncio.current_task()
+        run.leaked_tasks = sum(1 for t in asyncio.all_tasks() if t is not me and not t.done())
+        histories = [*self.memory.consolidated, ("main", self.main.messages)]
+        run.invalid = [
+            f"{sid}: {problems[0]}"
+            for sid, messages in histories
+            if (problems := _problems(messages))
+        ]
+        return run
+
+
+def _problems(messages: list[Message]) -> list[str]:
+    """A history is valid if it is empty, only a system prompt, or a valid conversation."""
+    if all(isinstance(m, SystemMessage) for m in messages):
+        return []
+    return history_problems(messages)
+
+
+async def one_run(seed: int, kind: str, k: int = 0, max_delay: float = 0.002) -> Run:
+    rng = random.Random(seed)
+    faults = Faults(rng, max_delay=max_delay)
+    moments, horizon = 0, 0.0
+    if kind == "fault":
+        faults.fault_at = k
+    elif kind == "cancel":
+        faults.cancel_at = k
+    elif kind == "interrupt":
+        faults.interrupt_at = k
+    elif kind in ("random1", "random2"):
+        moments, horizon = (1 if kind == "random1" else 2), rng.uniform(0.001, 0.08)
+    with tempfile.TemporaryDirectory() as tmp:
+        scenario = Scenario(faults, Path(tmp))
+        return await scenario.play(moments, horizon)
+
+
+@dataclass
+class Tally:
+    runs: int = 0
+    hangs: int = 0
+    runs_with_orphans: int = 0
+    orphans: int = 0
+    lost_consolidations: int = 0
+    double_consolidations: int = 0
+    leaked_tasks: int = 0
+    invalid_histories: int = 0
+    sessions: int = 0
+    model_calls: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    def add(self, run: Run, label: str) -> None:
+        self.runs += 1
+        self.hangs += run.hung
+        self.runs_with_orphans += bool(run.orphans)
+        self.orphans += len(run.orphans)
+        self.lost_consolidations += len(run.lost)
+        self.double_consolidations += len(run.doubled)
+        self.leaked_tasks += run.leaked_tasks
+        self.invalid_histories += len(run.invalid)
+        self.sessions += run.sessions
+        self.model_calls += run.model_calls
+        if not run.ok and len(self.examples) < 5:
+            self.examples.append(f"{label}: {run}")
+
+
+async def campaign(random_runs: int, seed: int = 11, max_delay: float = 0.002) -> dict[str, Tally]:
+    """Every attack of the module docstring; ``random_runs`` runs of each random kind.
+
+    The first tally is the undisturbed run, whose model calls give the range of k.
+    """
+    baseline = await one_run(seed, "none", max_delay=0)
+    calls = baseline.model_calls
+    tallies: dict[str, Tally] = {"undisturbed": Tally()}
+    tallies["undisturbed"].add(baseline, "undisturbed")
+    for kind in ("fault", "cancel", "interrupt"):
+        tally = tallies[f"{kind} at model call k, k = 1..{calls}"] = Tally()
+        for k in range(1, calls + 1):
+            tally.add(await one_run(seed + k, kind, k, max_delay), f"{kind}@{k}")
+    for kind, label in (("random1", "one"), ("random2", "two")):
+        tally = tallies[f"{label} cancel/interrupt at a random moment"] = Tally()
+        for i in range(random_runs):
+            tally.add(await one_run(seed * 1000 + i, kind, max_delay=max_delay), f"{kind}#{i}")
+    return tallies
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Lifecycle fuzzing of nested sessions")
+    parser.add_argument("--quick", action="store_true", help="a few seconds, not the full run")
+    parser.add_argument("--random-runs", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=11)
+    args = parser.parse_args(argv)
+    random_runs = 20 if args.quick else args.random_runs
+    started = time.perf_counter()
+    tallies = asyncio.run(campaign(random_runs, args.seed))
+    seconds = round(time.perf_counter() - started, 1)
+    total = sum(t.runs for t in tallies.values())
+    report = {
+        "seed": args.seed,
+        "runs": total,
+        "seconds": seconds,
+        "python": sys.version.split()[0],
+        "attacks": {name: asdict(t) for name, t in tallies.items()},
+    }
+    if not args.quick:
+        RESULTS.parent.mkdir(exist_ok=True)
+        RESULTS.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(report, indent=2))
+    bad = any(
+        t.hangs or t.orphans or t.lost_consolidations or t.double_consolidations or t.leaked_tasks
+        for t in tallies.values()
+    )
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
