@@ -147,3 +147,12 @@ async def test_a_repeated_failing_call_is_pointed_out(tmp_path: Path) -> None:
     assert "failed 3 times in a row" not in errors[1]
     assert "failed 3 times in a row" in errors[2]
     assert "times in a row" not in errors[3]  # a different call starts counting again
+
+
+async def test_an_empty_final_answer_is_replaced_by_what_happened(tmp_path: Path) -> None:
+    model = ScriptedModel([call_tool("add", {"a": 2, "b": 3}), "  \n"])
+    out = await run(config(model, tmp_path))
+    assert out.stop_reason == "final"
+    assert out.content == "(The model ended its turn without an answer, after using: add.)"
+    out = await run(config(ScriptedModel([""]), tmp_path))
+    assert out.content == "(The model ended its turn without an answer.)"

@@ -24,7 +24,7 @@ from retinue.events import (
 from retinue.llm.base import ModelResponse, TextCallback
 from retinue.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage
 
-__all__ = ["Final", "RunTools", "close_pending_calls", "next_step", "run"]
+__all__ = ["Final", "RunTools", "close_pending_calls", "next_step", "no_answer", "run"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +43,14 @@ def next_step(message: AssistantMessage, *, interactive: bool) -> Final | RunToo
     if message.tool_calls:
         return RunTools(message.tool_calls)
     return Final(message.content, waiting_for_input=interactive)
+
+
+def no_answer(tools_used: list[str]) -> str:
+    """What a run reports instead of an empty final answer: what the agent did."""
+    if not tools_used:
+        return "(The model ended its turn without an answer.)"
+    names = ", ".join(dict.fromkeys(tools_used))
+    return f"(The model ended its turn without an answer, after using: {names}.)"
 
 
 class RepeatedFailures:
@@ -104,8 +112,9 @@ async def run(config: RunConfig) -> RunOutput:
             step = next_step(response.message, interactive=config.interactive)
             if isinstance(step, Final):
                 reason = "waiting_for_input" if step.waiting_for_input else "final"
+                content = step.content if step.content.strip() else no_answer(tools_used)
                 out = RunOutput(
-                    step.content, messages, reason, tools_used, usage, iteration, last_input
+                    content, messages, reason, tools_used, usage, iteration, last_input
                 )
                 return out
             tools_used.extend(c.name for c in step.calls)
