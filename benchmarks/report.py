@@ -147,6 +147,28 @@ def targets(r: dict[str, Any]) -> list[str]:
     return lines
 
 
+def lifecycle_section(data: dict[str, Any]) -> list[str]:
+    """``results/lifecycle_fuzz.json`` (``benchmarks/lifecycle_fuzz.py``) as a table."""
+    out = [
+        "## 6. Session lifecycles under cancellation, faults and races",
+        "",
+        f"`lifecycle_fuzz.py`: the nested interactive scenario (main → a and a:x → b, b in the "
+        f"background → c), random latency in model calls, memory render and consolidation; "
+        f"{data['runs']:,} runs in {data['seconds']} s (seed {data['seed']}).",
+        "",
+        "| attack | runs | hangs | runs with orphans | lost consolidations "
+        "| double consolidations | leaked tasks | invalid histories | sessions |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, t in data["attacks"].items():
+        out.append(
+            f"| {name} | {t['runs']:,} | {t['hangs']} | {t['runs_with_orphans']} "
+            f"| {t['lost_consolidations']} | {t['double_consolidations']} | {t['leaked_tasks']} "
+            f"| {t['invalid_histories']} | {t['sessions']:,} |"
+        )
+    return out
+
+
 def render(r: dict[str, Any]) -> str:
     m = r["meta"]
     s = r["overhead"]["summary"]
@@ -257,9 +279,12 @@ def render(r: dict[str, Any]) -> str:
             f"| `{x['command']}` | {x.get('median_s', nan):.3f} | {x.get('min_s', nan):.3f} "
             f"| {status} |"
         )
-    if r.get("others"):
+    others = dict(r.get("others") or {})
+    if "lifecycle_fuzz" in others:
+        out += ["", *lifecycle_section(others.pop("lifecycle_fuzz"))]
+    if others:
         out += ["", "## Other benchmarks in this folder (their own result files)", ""]
-        for name, data in r["others"].items():
+        for name, data in others.items():
             keys = ", ".join(list(data)[:8]) if isinstance(data, dict) else type(data).__name__
             out.append(f"- `results/{name}.json` (see its script): {keys}")
     out.append("")

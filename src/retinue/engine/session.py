@@ -84,6 +84,24 @@ def repair_history(messages: list[Message], note: str) -> None:
 class Session:
     """One conversation with turns (see the module docstring)."""
 
+    __slots__ = (
+        "_background",
+        "_closed",
+        "_closing",
+        "_current",
+        "_queue",
+        "_turns",
+        "config",
+        "consolidation",
+        "id",
+        "inbox",
+        "last_reply",
+        "lifecycle",
+        "token_budget",
+        "turns",
+        "usage",
+    )
+
     def __init__(
         self,
         id: str,

@@ -90,6 +90,7 @@ class SessionRegistry:
     def __init__(self) -> None:
         self._by_key: dict[SessionKey, Held] = {}
         self._by_id: dict[str, Held] = {}
+        self._by_parent: dict[str, dict[SessionKey, Held]] = {}
 
     def get(self, key: SessionKey) -> Held | None:
         return self._by_key.get(key)
@@ -99,7 +100,9 @@ class SessionRegistry:
 
     def held_by(self, parent_id: str | None = None) -> list[Held]:
         """Sessions ``parent_id`` holds (all if None), oldest first."""
-        return [h for h in self._by_key.values() if parent_id is None or h.parent_id == parent_id]
+        if parent_id is None:
+            return list(self._by_key.values())
+        return list(self._by_parent.get(parent_id, {}).values())
 
     def get_or_create(self, key: SessionKey, create: Callable[[], Held]) -> tuple[Held, bool]:
         """The session at ``key``, made by ``create()`` if there is none; and whether it was."""
@@ -108,6 +111,7 @@ class SessionRegistry:
             return held, False
         held = create()
         self._by_key[key] = self._by_id[held.id] = held
+        self._by_parent.setdefault(key.parent_id, {})[key] = held
         return held, True
 
     def forget(self, held: Held) -> None:
@@ -115,6 +119,10 @@ class SessionRegistry:
         if self._by_key.get(held.key) is held:
             del self._by_key[held.key]
             self._by_id.pop(held.id, None)
+            siblings = self._by_parent[held.key.parent_id]
+            del siblings[held.key]
+            if not siblings:
+                del self._by_parent[held.key.parent_id]
 
     async def cleanup(self, parent_id: str) -> list[str]:
         """Close every session ``parent_id`` holds and wait until they are closed.
