@@ -192,7 +192,7 @@ class Conversation:
             parts = [MAIN_PROMPT.format(workspace=workspace)]
             if rt.catalog.roles:
                 parts.append(roles_section(rt.catalog))
-        if rt.memory is not None:
+        if rt.memory is not None and not self.compact:  # compact: no memory tools either
             rendered = await rt.memory.render(rt.settings.tenant, "main")
             if rendered:
                 parts.append(rendered)

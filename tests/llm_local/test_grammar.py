@@ -56,4 +56,4 @@ def test_a_recursive_schema_still_gives_a_grammar() -> None:
 
 def test_answers_may_not_open_a_tag() -> None:
     source = tool_call_grammar([function("Noop", {"type": "object", "properties": {}})])
-    assert "rt-first ::= [^<\\x00]" in source
+    assert "rt-first ::= [^<\\x00 \\t\\r\\n]" in source  # nor start blank

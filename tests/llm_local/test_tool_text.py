@@ -158,3 +158,12 @@ async def test_a_malformed_call_becomes_an_error_result_the_model_can_read(tmp_p
     second = await registry.execute(nameless[0], ctx)
     assert first.is_error and "not valid JSON" in first.content
     assert second.is_error and "available tools: add" in second.content
+
+
+def test_tagged_only_reads_json_and_code_blocks_as_an_answer() -> None:
+    text = '```json\n{"name": "Read", "arguments": {"file_path": "a.py"}}\n```'
+    assert parse_tool_calls(text, tagged_only=True) == (text, ())
+    content, calls = parse_tool_calls(
+        'ok <tool_call>\n{"name": "Read", "arguments": {}}\n</tool_call>', tagged_only=True
+    )
+    assert content == "ok" and [c.name for c in calls] == ["Read"]

@@ -113,9 +113,7 @@ async def run(config: RunConfig) -> RunOutput:
             if isinstance(step, Final):
                 reason = "waiting_for_input" if step.waiting_for_input else "final"
                 content = step.content if step.content.strip() else no_answer(tools_used)
-                out = RunOutput(
-                    content, messages, reason, tools_used, usage, iteration, last_input
-                )
+                out = RunOutput(content, messages, reason, tools_used, usage, iteration, last_input)
                 return out
             tools_used.extend(c.name for c in step.calls)
             messages.extend(repeats.observe(step.calls, await _run_tools(config, step.calls)))

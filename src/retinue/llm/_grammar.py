@@ -3,7 +3,7 @@
 Decoding follows a GBNF grammar (llama.cpp's grammar format), so the model's output is either
 
 * an answer: free text that does not open a tag (no ``<t`` anywhere, so no stray
-  ``<tool_call>``), at least one character long; or
+  ``<tool_call>``) and starts with a visible character, so it is never empty; or
 * one or more calls in the model's own format, ``<tool_call>\\n{"name": N, "arguments": A}\\n
   </tool_call>``, where ``N`` is one of the offered tools and ``A`` matches that tool's JSON
   schema.
@@ -27,7 +27,7 @@ _ANNOTATIONS = frozenset({"$defs", "title", "description", "examples", "default"
 _FRAME = r"""
 root ::= rt-answer | rt-calls
 rt-answer ::= rt-first rt-char*
-rt-first ::= [^<\x00]
+rt-first ::= [^<\x00 \t\r\n]
 rt-char ::= [^<\x00] | "<" [^t\x00]
 rt-calls ::= rt-call ("\n" rt-call)*
 rt-call ::= "<tool_call>\n" rt-call-json "\n</tool_call>"

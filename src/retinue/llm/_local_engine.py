@@ -26,6 +26,7 @@ from retinue.llm._grammar import tool_call_grammar
 
 __all__ = ["Engine", "GenerateRequest"]
 
+_BLANK_RUN = "\n\n\n\n"
 _REPORT_EVERY = 0.5  # seconds between tokens/s reports
 
 Emit = Callable[[dict[str, Any]], None]
@@ -51,6 +52,17 @@ class GenerateRequest:
             seed=int(data["seed"]),
             constrain=bool(data.get("constrain", True)),
         )
+
+
+def _stops(template_stops: str | list[str] | None) -> list[str]:
+    """The template's stop strings, and a run of blank lines (a small model's degenerate loop)."""
+    if template_stops is None:
+        stops = []
+    elif isinstance(template_stops, str):
+        stops = [template_stops]
+    else:
+        stops = list(template_stops)
+    return [*stops, _BLANK_RUN]
 
 
 class Engine:
@@ -120,7 +132,7 @@ class Engine:
                 max_tokens=request.max_tokens,
                 temperature=request.temperature,
                 seed=request.seed,
-                stop=formatted.stop,
+                stop=_stops(formatted.stop),
                 stream=True,
                 stopping_criteria=stop_when,
                 grammar=grammar,

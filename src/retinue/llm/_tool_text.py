@@ -38,8 +38,14 @@ _NAME = re.compile(r'"name"\s*:\s*"([^"]*)"')
 _ARGUMENT_KEYS = ("arguments", "parameters")
 
 
-def parse_tool_calls(text: str) -> tuple[str, tuple[ToolCall, ...]]:
-    """Split a model's raw reply into its visible text and the tool calls it makes."""
+def parse_tool_calls(text: str, *, tagged_only: bool = False) -> tuple[str, tuple[ToolCall, ...]]:
+    """Split a model's raw reply into its visible text and the tool calls it makes.
+
+    ``tagged_only`` (for grammar-constrained output, where a call can only be a tagged one)
+    reads a reply without ``<tool_call>`` as a plain answer, JSON and code blocks included.
+    """
+    if tagged_only and _OPEN not in text:
+        return text.strip(), ()
     if _OPEN in text:
         calls = [c for m in _TAGGED.finditer(text) for c in _calls_from_text(m.group(1), True)]
         return _TAGGED.sub("", text).strip(), tuple(calls)

@@ -180,7 +180,10 @@ class LocalModel:
                 worker.cancel(request_id)
                 raise
         text = str(done["text"])
-        content, calls = parse_tool_calls(text) if tools else (text.strip(), ())
+        constrained = self.constrain and bool(tools)
+        content, calls = (
+            parse_tool_calls(text, tagged_only=constrained) if tools else (text.strip(), ())
+        )
         rest = stream_filter.flush(found_calls=bool(calls)) if stream_filter else ""
         if on_text is not None and rest:
             on_text(rest)
