@@ -30,6 +30,23 @@ def _has_pid(path: Path) -> bool:
     return path.exists() and path.read_text().strip().isdigit()
 
 
+def _pids_running(*argv: str) -> list[int]:
+    """Host pids of live processes running exactly ``argv`` (a sandboxed command sees its
+    own PID namespace, so its ``$$`` and ``$!`` are no use outside it)."""
+    wanted = "\0".join(argv).encode() + b"\0"
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if cmdline == wanted and not _gone(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
 async def _wait_for(predicate: Callable[[], bool], seconds: float = 5.0) -> bool:
     for _ in range(int(seconds / 0.02)):
         if predicate():
@@ -102,17 +119,15 @@ async def test_background_jobs_do_not_outlive_the_call(call: Call, ws: Path) -> 
 async def test_cancellation_kills_the_process_group_and_propagates(
     registry: ToolRegistry, ctx: ToolContext, ws: Path
 ) -> None:
-    command = "echo $$ > shell.pid; sleep 30 & echo $! > child.pid; wait"
+    command = "sleep 30.417 & echo $! > child.pid; wait"
     call = ToolCall("c1", "Bash", json.dumps({"command": command, "timeout": 20_000}))
     task = asyncio.create_task(registry.execute(call, ctx))
     assert await _wait_for(lambda: _has_pid(ws / "child.pid"))
-    shell_pid = int((ws / "shell.pid").read_text())
-    child_pid = int((ws / "child.pid").read_text())
-    assert not _gone(child_pid)
+    assert len(_pids_running("sleep", "30.417")) == 1
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 5)
-    assert await _wait_for(lambda: _gone(shell_pid) and _gone(child_pid), 2.0)
+    assert await _wait_for(lambda: _pids_running("sleep", "30.417") == [], 2.0)
 
 
 async def test_timeout_argument_is_validated(call: Call) -> None:

@@ -1,30 +1,39 @@
 """The ``Bash`` tool, named and shaped as Claude Code's.
 
-A command runs as ``bash -c`` in the workspace directory, in a process group of its own
-(a new session), with stdin closed and stdout + stderr captured together. The output kept is
-bounded: past :data:`OUTPUT_LIMIT` characters only its head and tail survive, joined by a
-marker saying how much was dropped. On timeout, on cancellation, and when the command
+A command runs as ``bash -c`` in the workspace directory, inside the bubblewrap sandbox of
+:mod:`retinue.tools.builtin.sandbox` (workspace writable, the rest read-only, secrets and the
+data directory hidden, no network), in a process group of its own (a new session), with
+stdin closed, stdout + stderr captured together and only an allow-listed environment. The
+output kept is bounded: past :data:`OUTPUT_LIMIT` characters only its head and tail survive,
+joined by a marker saying how much was dropped. On timeout, on cancellation, and when the command
 returns, the whole process group is killed, so nothing it started in the background (``&``)
-outlives the call; a process that leaves the group on purpose (``setsid``) is not tracked.
+outlives the call; in the sandbox even a process that left the group (``setsid``) dies with
+it, since the sandbox's PID namespace ends with it. When Retinue itself exits, groups still
+running are killed; in the sandbox, ``--die-with-parent`` does it even after a SIGKILL.
 Cancellation (:class:`asyncio.CancelledError`) propagates once the group is gone.
 
-The workspace is where a command starts, not a sandbox: a shell can reach any path the
-user running Retinue can.
+Where bubblewrap is missing or cannot run, the first command's result says so once and
+commands run unsandboxed (with the allow-listed environment still): then a command can
+reach any path the user running Retinue can.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
+import logging
 import os
 import signal
 import subprocess
+from pathlib import Path
 from typing import Annotated
 
 from pydantic import Field
 
 from retinue.errors import ToolError
 from retinue.tools.base import Tool, ToolContext, tool
+from retinue.tools.builtin.sandbox import Sandbox, bwrap_problem, safe_environment
 from retinue.tools.builtin.workspace import workspace_root
 
 __all__ = [
@@ -33,6 +42,7 @@ __all__ = [
     "OUTPUT_LIMIT",
     "CappedOutput",
     "bash_tool",
+    "live_groups",
     "run_command",
     "shell_tools",
 ]
@@ -42,6 +52,12 @@ MAX_TIMEOUT_MS = 600_000
 OUTPUT_LIMIT = 30_000
 """Bytes of output ``Bash`` keeps at most (the head and tail of longer output)."""
 _DRAIN_GRACE_S = 2.0
+
+log = logging.getLogger("retinue.tools.shell")
+
+live_groups: set[int] = set()
+"""Process groups of commands still running (killed when the interpreter exits)."""
+_told: set[str] = set()  # the reasons for running unsandboxed already told to a model
 
 
 class CappedOutput:
@@ -79,6 +95,12 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+@atexit.register
+def _kill_live_groups() -> None:
+    for pid in list(live_groups):
+        _kill_group(pid)
+
+
 class _Collector(asyncio.SubprocessProtocol):
     """Feeds the output into a :class:`CappedOutput`; tells when the shell exits and when
     the pipe closes (later, if a background job still holds it)."""
@@ -101,25 +123,33 @@ class _Collector(asyncio.SubprocessProtocol):
 
 
 async def run_command(
-    command: str, cwd: str, timeout_s: float, limit: int = OUTPUT_LIMIT
+    command: str,
+    cwd: str,
+    timeout_s: float,
+    limit: int = OUTPUT_LIMIT,
+    *,
+    sandbox: Sandbox | None = None,
 ) -> tuple[int | None, str]:
     """Run ``bash -c command`` in ``cwd``: (exit code, or ``None`` on timeout; the output).
 
-    The process group is killed when the shell exits, on timeout, and on cancellation.
+    With ``sandbox`` the command runs inside it. The environment is always the allow-listed
+    one. The process group is killed when the shell exits, on timeout, and on cancellation.
     """
     loop = asyncio.get_running_loop()
     sink = CappedOutput(limit)
+    argv = sandbox.argv(command) if sandbox else ["bash", "-c", command]
     transport, proto = await loop.subprocess_exec(
         lambda: _Collector(sink, loop),
-        "bash",
-        "-c",
-        command,
+        *argv,
         cwd=cwd,
+        env=safe_environment(os.environ),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    pid = transport.get_pid()
+    live_groups.add(pid)
     code: int | None = None
     try:
         async with asyncio.timeout(timeout_s):
@@ -128,7 +158,8 @@ async def run_command(
     except TimeoutError:
         code = None
     finally:
-        _kill_group(transport.get_pid())
+        _kill_group(pid)
+        live_groups.discard(pid)
         # The pipe closes once every process holding it is dead; one that left the group
         # (setsid) may keep it open, so wait only briefly.
         await asyncio.wait({proto.exited, proto.closed}, timeout=_DRAIN_GRACE_S)
@@ -166,13 +197,29 @@ async def bash_tool(
     cwd = workspace_root(ctx)
     if not cwd.is_dir():
         raise ToolError(f"the workspace {cwd} is not a directory")
-    code, output = await run_command(command, str(cwd), timeout_ms / 1000, OUTPUT_LIMIT)
-    body = output.rstrip("\n") or "(no output)"
+    sandbox, note = await _sandbox_for(cwd, ctx)
+    code, output = await run_command(
+        command, str(cwd), timeout_ms / 1000, OUTPUT_LIMIT, sandbox=sandbox
+    )
+    body = note + (output.rstrip("\n") or "(no output)")
     if code is None:
         raise ToolError(f"command timed out after {timeout_ms} ms and was killed\n{body}")
     if code != 0:
         raise ToolError(f"exit code {_describe(code)}\n{body}")
     return f"{body}\n(exit code 0)"
+
+
+async def _sandbox_for(cwd: Path, ctx: ToolContext) -> tuple[Sandbox | None, str]:
+    """The sandbox for a command, or ``None`` and (the first time only) a note saying why."""
+    sandbox = Sandbox.for_workspace(cwd, ctx.data_dir)
+    problem = await asyncio.to_thread(bwrap_problem, sandbox.bwrap)  # runs bwrap once
+    if problem is None:
+        return sandbox, ""
+    if problem in _told:
+        return None, ""
+    _told.add(problem)
+    log.warning("Bash runs unsandboxed: %s", problem)
+    return None, f"[note: no sandbox: {problem}; commands run unsandboxed]\n"
 
 
 def _describe(code: int) -> str:

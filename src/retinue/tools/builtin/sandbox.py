@@ -1,0 +1,145 @@
+"""The OS sandbox of the ``Bash`` tool: bubblewrap, as Claude Code uses it on Linux.
+
+A sandboxed command runs as ``bwrap ... -- bash -c COMMAND`` with
+
+- the whole filesystem mounted read-only, a fresh ``/dev``, ``/proc`` and ``/tmp``;
+- the workspace mounted read-write at its own path;
+- the data directory (``RETINUE_HOME``) and the user's secrets (:data:`SECRET_PATHS` under
+  ``$HOME``: ``~/.ssh``, ``~/.aws``, ``~/.config``, ...) hidden behind empty mounts, even when
+  they lie inside the workspace;
+- its own user, PID, IPC, UTS and network namespaces (no network at all unless
+  ``RETINUE_SHELL_NETWORK=1``), so it can neither see nor signal Retinue's processes;
+- ``--die-with-parent``: when Retinue dies, even by SIGKILL, the kernel kills the sandbox,
+  and with it every process inside (they share its PID namespace).
+
+Every command, sandboxed or not, gets only the environment variables of :data:`SAFE_ENV`
+(plus ``LC_*``): no API keys, tokens or passwords. Where ``bwrap`` is missing or cannot create
+namespaces (a container without user namespaces, say), :func:`bwrap_problem` says why and the
+command runs unsandboxed, with the reduced environment.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "BWRAP_ENV",
+    "NETWORK_ENV",
+    "SAFE_ENV",
+    "SECRET_PATHS",
+    "Sandbox",
+    "bwrap_problem",
+    "safe_environment",
+]
+
+SAFE_ENV = frozenset(
+    {"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ", "TMPDIR"}
+)
+"""The environment variables a command inherits (and every ``LC_*``); nothing else."""
+
+SECRET_PATHS = (
+    ".ssh",
+    ".aws",
+    ".azure",
+    ".config",
+    ".gnupg",
+    ".docker",
+    ".kube",
+    ".netrc",
+    ".git-credentials",
+    ".npmrc",
+    ".pypirc",
+    ".password-store",
+    ".local/share/keyrings",
+    ".retinue",
+)
+"""Paths under ``$HOME`` that a sandboxed command cannot see."""
+
+NETWORK_ENV = "RETINUE_SHELL_NETWORK"
+"""Set to ``1`` to give sandboxed commands the network (they have none by default)."""
+
+BWRAP_ENV = "RETINUE_BWRAP"
+"""The bubblewrap program to use (default ``bwrap``, found on ``PATH``)."""
+
+
+def safe_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The allow-listed part of ``environ`` (``PATH`` defaults to the usual directories)."""
+    env = {k: v for k, v in environ.items() if k in SAFE_ENV or k.startswith("LC_")}
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    return env
+
+
+@functools.cache
+def bwrap_problem(bwrap: str = "bwrap") -> str | None:
+    """Why commands cannot be sandboxed on this machine, or ``None`` when they can.
+
+    Runs one trivial sandbox (namespaces included) the first time it is asked.
+    """
+    path = shutil.which(bwrap)
+    if path is None:
+        return f"bubblewrap ({bwrap}) is not installed (Debian: `apt-get install bubblewrap`)"
+    probe = [path, "--die-with-parent", "--unshare-all", "--ro-bind", "/", "/"]
+    probe += ["--dev", "/dev", "--proc", "/proc", "--", "true"]
+    try:
+        done = subprocess.run(probe, capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap cannot run here: {exc}"
+    if done.returncode != 0:
+        why = " ".join(done.stderr.split())[:200] or f"exit code {done.returncode}"
+        return f"bubblewrap cannot create a sandbox here: {why}"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Sandbox:
+    """Where a sandboxed command may write (``workspace``) and what it cannot see."""
+
+    workspace: Path
+    hidden: tuple[Path, ...] = ()
+    network: bool = False
+    bwrap: str = "bwrap"
+
+    @classmethod
+    def for_workspace(
+        cls, workspace: Path, data_dir: Path, environ: Mapping[str, str] = os.environ
+    ) -> Sandbox:
+        """The sandbox for this workspace: ``data_dir`` and ``$HOME``'s secrets hidden."""
+        home = Path(environ.get("HOME") or Path.home())
+        hidden = [data_dir, *(home / p for p in SECRET_PATHS)]
+        return cls(
+            workspace=workspace.resolve(),
+            hidden=tuple(dict.fromkeys(p.resolve() for p in hidden)),
+            network=environ.get(NETWORK_ENV, "") == "1",
+            bwrap=environ.get(BWRAP_ENV) or "bwrap",
+        )
+
+    def argv(self, command: str) -> list[str]:
+        """``bwrap ... -- bash -c command``."""
+        args = [shutil.which(self.bwrap) or self.bwrap, "--die-with-parent", "--unshare-all"]
+        if self.network:
+            args.append("--share-net")
+        args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+        around = [p for p in self.hidden if self.workspace.is_relative_to(p)]
+        inside = [p for p in self.hidden if p not in around]
+        args += _hide(around)
+        args += ["--bind", str(self.workspace), str(self.workspace)]
+        args += _hide(inside)
+        args += ["--chdir", str(self.workspace), "--", "bash", "-c", command]
+        return args
+
+
+def _hide(paths: Sequence[Path]) -> list[str]:
+    """Mounts that make each existing path look empty (a directory) or absent (a file)."""
+    args: list[str] = []
+    for path in sorted(paths, key=lambda p: len(p.parts)):
+        if path.is_dir():
+            args += ["--tmpfs", str(path)]
+        elif path.exists():
+            args += ["--ro-bind", "/dev/null", str(path)]
+    return args

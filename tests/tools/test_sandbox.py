@@ -1,0 +1,174 @@
+"""The Bash tool's sandbox, with the real bubblewrap: what a command can and cannot reach.
+
+Each escape is attempted by a real command; the assertions look at the host afterwards
+(the file is not there, the process is gone), not only at what the command printed. The
+fallback without bubblewrap is exercised with ``RETINUE_BWRAP`` naming a missing program.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import socket
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_shell import Call, _pids_running, _wait_for
+
+from retinue.messages import ToolCall
+from retinue.tools import ToolContext, ToolRegistry
+from retinue.tools.builtin.sandbox import Sandbox, bwrap_problem, safe_environment
+
+pytestmark = pytest.mark.timeout(60)
+
+needs_bwrap = pytest.mark.skipif(
+    bwrap_problem() is not None, reason=f"no sandbox here: {bwrap_problem()}"
+)
+
+PROVIDER_KEY = "sk-test-provider-key-never-in-a-shell"
+
+
+@pytest.fixture(autouse=True)
+def secrets_in_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """Provider keys in the agent's environment, and a home holding the usual secrets."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
+    (home / ".aws").mkdir()
+    (home / ".aws" / "credentials").write_text("aws_secret_access_key = AWSSECRET\n")
+    (home / ".netrc").write_text("machine x password NETRCSECRET\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("OPENAI_API_KEY", PROVIDER_KEY)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", PROVIDER_KEY)
+    monkeypatch.setenv("GITHUB_TOKEN", PROVIDER_KEY)
+    monkeypatch.delenv("RETINUE_SHELL_NETWORK", raising=False)
+    monkeypatch.delenv("RETINUE_BWRAP", raising=False)
+    return home
+
+
+@pytest.fixture
+def outside_root() -> Iterator[Path]:
+    """A directory outside /tmp (the sandbox has its own /tmp), removed afterwards."""
+    path = Path(tempfile.mkdtemp(prefix="retinue-outside-", dir="/var/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_the_environment_is_an_allow_list() -> None:
+    env = safe_environment({"PATH": "/bin", "LC_ALL": "C", "OPENAI_API_KEY": "k", "AWS_X": "y"})
+    assert env == {"PATH": "/bin", "LC_ALL": "C"}
+    assert safe_environment({})["PATH"]
+
+
+async def test_no_secret_reaches_a_command_environment(call: Call) -> None:
+    result = await call("Bash", command="env; cat /proc/self/environ")
+    assert not result.is_error
+    assert PROVIDER_KEY not in result.content
+    assert "OPENAI_API_KEY" not in result.content
+    assert "PATH=" in result.content
+
+
+@needs_bwrap
+async def test_a_command_cannot_write_outside_the_workspace(
+    call: Call, ws: Path, outside_root: Path
+) -> None:
+    target = outside_root / "escaped.txt"
+    result = await call("Bash", command=f"touch inside.txt; echo x > {target}")
+    assert result.is_error
+    assert "Read-only file system" in result.content
+    assert not target.exists()
+    assert (ws / "inside.txt").exists()  # the workspace itself is writable
+    cd_out = await call("Bash", command=f"cd / && touch {outside_root}/b.txt")
+    assert cd_out.is_error
+    assert not (outside_root / "b.txt").exists()
+
+
+@needs_bwrap
+async def test_secrets_and_the_data_directory_are_invisible(
+    registry: ToolRegistry, ws: Path, secrets_in_environment: Path
+) -> None:
+    data = ws / ".retinue-home"  # inside the workspace, and still hidden
+    data.mkdir()
+    (data / "memory.db").write_text("MEMORYSECRET")
+    ctx = ToolContext(agent_id="a", workspace=ws, data_dir=data)
+    command = (
+        "cat ~/.ssh/id_ed25519 ~/.aws/credentials ~/.netrc .retinue-home/memory.db; "
+        "ls -A ~/.ssh .retinue-home; grep -r SECRET ~ . 2>/dev/null; true"
+    )
+    call = ToolCall("c", "Bash", json.dumps({"command": command}))
+    result = await registry.execute(call, ctx)
+    for secret in ("PRIVATE KEY", "AWSSECRET", "NETRCSECRET", "MEMORYSECRET"):
+        assert secret not in result.content
+    assert (data / "memory.db").read_text() == "MEMORYSECRET"  # hidden, not harmed
+
+
+@needs_bwrap
+async def test_no_network_unless_configured(call: Call, monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        connect = f"exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected"
+        refused = await call("Bash", command=connect)
+        assert refused.is_error
+        assert "connected" not in refused.content
+        monkeypatch.setenv("RETINUE_SHELL_NETWORK", "1")
+        allowed = await call("Bash", command=connect)
+        assert not allowed.is_error, allowed.content
+        assert "connected" in allowed.content
+
+
+@needs_bwrap
+async def test_a_command_cannot_see_or_signal_retinue(call: Call) -> None:
+    result = await call("Bash", command=f"kill -0 {os.getpid()} && echo alive; ls /proc | wc -l")
+    assert "alive" not in result.content
+
+
+@needs_bwrap
+async def test_a_process_that_leaves_the_group_dies_with_the_sandbox(call: Call) -> None:
+    result = await call("Bash", command="setsid sleep 30.871 > /dev/null 2>&1 & echo started")
+    assert "started" in result.content
+    assert await _wait_for(lambda: _pids_running("sleep", "30.871") == [], 3.0)
+
+
+def test_hidden_paths_around_the_workspace_are_mounted_before_it(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    (home / ".config" / "proj").mkdir(parents=True)
+    ws = home / ".config" / "proj"
+    argv = Sandbox(workspace=ws, hidden=(home / ".config",)).argv("true")
+    assert argv.index(str(home / ".config")) < argv.index("--bind")
+    assert argv[-3:] == ["bash", "-c", "true"]
+    assert "--die-with-parent" in argv and "--unshare-all" in argv
+    assert "--share-net" not in argv
+
+
+async def test_without_bubblewrap_the_tool_says_so_once_and_still_drops_secrets(
+    call: Call, monkeypatch: pytest.MonkeyPatch, ws: Path
+) -> None:
+    monkeypatch.setenv("RETINUE_BWRAP", f"/nonexistent/bwrap-{os.getpid()}-{id(ws)}")
+    first = await call("Bash", command="env")
+    second = await call("Bash", command="env")
+    assert "no sandbox" in first.content and "not installed" in first.content
+    assert "no sandbox" not in second.content
+    for result in (first, second):
+        assert not result.is_error
+        assert PROVIDER_KEY not in result.content
+
+
+@needs_bwrap
+async def test_cancelling_a_sandboxed_command_leaves_nothing_behind(
+    registry: ToolRegistry, ctx: ToolContext
+) -> None:
+    command = "setsid sleep 31.273 & sleep 31.273 & wait"
+    task = asyncio.create_task(
+        registry.execute(ToolCall("c", "Bash", json.dumps({"command": command})), ctx)
+    )
+    assert await _wait_for(lambda: len(_pids_running("sleep", "31.273")) == 2)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 5)
+    assert await _wait_for(lambda: _pids_running("sleep", "31.273") == [], 3.0)
