@@ -29,6 +29,7 @@ TOOL_FINISHED = "tool_finished"  # data: call_id, name, is_error, preview
 SESSION = "session"  # data: action (created/resumed/paused/unloaded/interrupted), conversation_id
 COMPRESSED = "compressed"  # data: before/after_tokens, removed_messages, reason, ok
 CONSOLIDATED = "consolidated"  # data: role, session_id, ok, error
+NOTICE = "notice"  # data: text (something the user should know once, e.g. a model fallback)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,10 @@ from retinue.errors import RoleError
 from retinue.subagents import RoleCatalog, parse_role, role_dirs
 
 
+def problems_of(catalog: RoleCatalog, filename: str) -> list[tuple[str, str]]:
+    return [(p.severity, p.reason) for p in catalog.problems if p.path.name == filename]
+
+
 def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
@@ -46,12 +50,14 @@ def test_claude_code_format_is_read_unchanged() -> None:
 @pytest.mark.parametrize(
     ("text", "reason"),
     [
-        ("no front matter", "missing YAML front matter"),
+        ("no front matter", "no front matter"),
         ("---\nname: x\ndescription: [unclosed\n---\nbody", "invalid YAML"),
         ("---\nname: x\n---\nbody", "'description' is required"),
-        ("---\nname: bad name!\ndescription: d\n---\n", "invalid role name"),
-        ("---\ndescription: d\ncapabilities: [fly]\n---\n", "unknown capabilities"),
-        ("---\ndescription: d\nmodel: gpt4\n---\n", "neither provider:model"),
+        ("---\ndescription: d\n---\nbody", "'name' is required"),
+        ("---\nname: '!!!'\ndescription: d\n---\n", "invalid role name"),
+        ("---\nname: x\ndescription: d\n", "not closed"),
+        ("---\n- a\n- b\n---\n", "must be a mapping"),
+        ("---\nname: x\ndescription: d\ntools: {a: 1}\n---\n", "'tools' must be a list"),
     ],
 )
 def test_broken_role_says_why(text: str, reason: str) -> None:
@@ -61,12 +67,13 @@ def test_broken_role_says_why(text: str, reason: str) -> None:
 
 def test_catalog_precedence_broken_files_and_unknown_tools(tmp_path: Path) -> None:
     ws, home = tmp_path / "ws", tmp_path / "home"
-    project, user, claude, _packaged = role_dirs(ws, home)
+    project, user, claude, _user_claude, _packaged = role_dirs(ws, home, tmp_path / "me")
     write(project / "reviewer.md", "---\nname: reviewer\ndescription: project one\n---\nP")
     write(user / "reviewer.md", "---\nname: reviewer\ndescription: user one\n---\nU")
     write(user / "broken.md", "---\nname: [\n---\n")
     write(claude / "helper.md", "---\nname: helper\ndescription: h\ntools: Read, Fly\n---\nH")
-    catalog = RoleCatalog.load(role_dirs(ws, home))
+    write(claude / "only-fly.md", "---\nname: only-fly\ndescription: h\ntools: Fly\n---\nH")
+    catalog = RoleCatalog.load(role_dirs(ws, home, tmp_path / "me"))
     assert catalog.get("reviewer").description == "project one"
     assert catalog.get("helper").source == claude / "helper.md"
     assert {"code-reviewer", "researcher", "tester"} <= set(catalog.roles)  # shipped examples
@@ -75,7 +82,11 @@ def test_catalog_precedence_broken_files_and_unknown_tools(tmp_path: Path) -> No
     assert "shadowed by" in problems["reviewer.md"].reason
     assert problems["reviewer.md"].severity == "warning"
     catalog.check_tools(["Read", "Grep"])
-    assert any("'Fly'" in p.reason for p in catalog.problems if p.path.name == "helper.md")
+    assert any("Fly" in p.reason for p in catalog.problems if p.path.name == "helper.md")
+    assert "only-fly" not in catalog.roles  # no usable tool at all: an error, not a bare run
+    assert problems_of(catalog, "only-fly.md") == [
+        ("error", "no usable tool, [Fly] are unknown here; not loaded")
+    ]
     with pytest.raises(RoleError, match=r"unknown role 'nope'; available roles: .*reviewer"):
         catalog.get("nope")
     assert "- reviewer: project one" in catalog.describe()

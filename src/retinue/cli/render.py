@@ -125,6 +125,8 @@ class EventPrinter:
                 ok = d.get("ok")
                 state = "memory consolidated" if ok else f"consolidation failed: {d.get('error')}"
                 return f"[green]✓[/] {who} {escape(state)}"
+            case ev.NOTICE:
+                return f"[dim]{escape(str(d.get('text')))}[/]"
             case ev.RUN_FINISHED if d.get("stop_reason") in ("cancelled", "max_iterations"):
                 return f"[red]■[/] {who} {escape(str(d['stop_reason']))}"
         return None

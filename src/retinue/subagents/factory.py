@@ -8,7 +8,8 @@ from collections.abc import Callable, Sequence
 
 from retinue.engine.config import ContextKeeper, RunConfig
 from retinue.engine.session import Consolidation
-from retinue.events import CONSOLIDATED, emit
+from retinue.errors import ConfigError
+from retinue.events import CONSOLIDATED, NOTICE, EventSink, emit
 from retinue.llm.base import Model
 from retinue.memory.base import Memory
 from retinue.messages import Message
@@ -50,34 +51,47 @@ class AgentFactory:
 
     def config(self, role: Role, ctx: ToolContext, *, interactive: bool) -> RunConfig:
         """A run of ``role`` as the agent ``ctx`` describes, with an empty history."""
-        model = self.model(role)
+        model = self.model(role, ctx.events)
         return RunConfig(
             model=model,
             messages=[],
             tools=self.tools_for(role),
             context=ctx,
-            max_iterations=self.max_iterations,
+            max_iterations=role.max_turns or self.max_iterations,
             interactive=interactive,
             stream=self.stream,
             context_keeper=self._keeper_for(model) if self._keeper_for else None,
         )
 
-    def model(self, role: Role) -> Model:
+    def model(self, role: Role, events: EventSink | None = None) -> Model:
+        """The role's model; when it cannot be built here (its provider's credentials are not
+        configured), the default model, and the user is told once per model."""
         if role.model is None or self._model_for is None:
             return self.default_model
         model = self._models.get(role.model)
         if model is None:
-            model = self._models[role.model] = self._model_for(role.model)
+            try:
+                model = self._model_for(role.model)
+            except ConfigError as exc:
+                model = self.default_model
+                note = (
+                    f"role {role.name!r} asks for {role.model}, which cannot be used here "
+                    f"({exc}); it runs on {model.name} instead"
+                )
+                log.warning("%s", note)
+                emit(events, NOTICE, role.name, text=note)
+            self._models[role.model] = model
         return model
 
     def tools_for(self, role: Role) -> ToolRegistry:
-        tools = self.tools.restricted(role.tools)
+        tools = self.tools.restricted(role.tools).without(role.disallowed)
         spawn = role.can("spawn_agent") or any(t in SPAWN_TOOL_NAMES for t in role.tools or ())
         extra = list(subagent_tools()) if spawn else []
         if role.can("memory") and self.memory is not None:
             extra.extend(self._memory_tools)
         for t in extra:
-            tools.register(t)
+            if t.name not in role.disallowed:
+                tools.register(t)
         return tools
 
     async def system_prompt(self, role: Role, ctx: ToolContext) -> str:
@@ -89,7 +103,7 @@ class AgentFactory:
             if rendered:
                 parts.append(rendered)
         if role.can("spawn_agent") and self.catalog.roles:
-            parts.append(roles_section(self.catalog))
+            parts.append(roles_section(self.catalog, only=role.delegates))
         return "\n\n".join(parts)
 
     async def consolidate(

@@ -31,6 +31,7 @@ from retinue.subagents.registry import Held, SessionInfo, SessionKey, SessionReg
 from retinue.subagents.roles import Role, RoleCatalog
 from retinue.subagents.tools import (
     background_note,
+    found_roles,
     status_text,
     unknown_session,
     unload_confirmation,
@@ -111,6 +112,11 @@ class SubAgentManager:
             await session.wait_background()
         replies = session.collect()
         return status_text(session.id, session.state, session.turns, session.background, replies)
+
+    def find_roles(self, ctx: ToolContext, query: str) -> str:
+        parent = self.catalog.roles.get(ctx.role) if ctx.depth else None
+        only = parent.delegates if parent is not None else None
+        return found_roles(self.catalog.search(query, only=only), query)
 
     async def unload(self, ctx: ToolContext, role: str, instance: str | None = None) -> str:
         return await self.unload_subagent(ctx.agent_id, role, instance)
@@ -255,6 +261,12 @@ class SubAgentManager:
             raise SubAgentError(
                 f"cannot start {role_name!r}: nesting depth limit {self.max_depth} reached "
                 f"(chain: {' -> '.join(ctx.call_chain) or ctx.role})"
+            )
+        parent = self.catalog.roles.get(ctx.role) if ctx.depth else None
+        if parent is not None and not parent.may_delegate_to(role_name):
+            raise SubAgentError(
+                f"cannot start {role_name!r}: role {parent.name!r} may delegate only to "
+                f"{', '.join(parent.delegates or ())}"
             )
         if role_name == ctx.role or role_name in ctx.call_chain:
             raise SubAgentError(

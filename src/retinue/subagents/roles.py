@@ -1,19 +1,41 @@
 """Roles: Markdown files with YAML front matter that define a sub-agent.
 
-Front matter keys: ``name``, ``description``, ``tools`` (allow-list as a YAML list, an inline
-list, or Claude Code's comma-separated string; absent = every tool), ``model`` (a
-``provider:model`` string, ``inherit``, or an alias such as ``sonnet`` mapped through the
-settings' ``model_aliases``), and capabilities (``capabilities: [memory, spawn_agent]`` or
-``memory: true`` / ``spawn_agent: true``). Other keys are ignored. The body is the role's
-system prompt.
+Three dialects load alike: Retinue's own, Claude Code's sub-agent files and xbot's role files.
+Front matter keys and what they mean here:
 
-Search order — the first directory that defines a name wins, and every later definition of
-that name is reported as *shadowed* (never dropped silently):
+- ``name`` (required; spaces and other characters are normalised to ``-`` and reported),
+  ``description`` (required); the body is the role's system prompt.
+- ``tools``: the allow-list, a YAML list or a comma string; absent = every tool. ``Task`` or
+  ``Agent`` grants delegation (``Agent(worker, researcher)`` only to those roles); xbot's
+  ``Shell`` / ``FileCreate`` / ``FileReplace`` are Bash / Write / Edit. Names no tool answers
+  to are reported by :meth:`RoleCatalog.check_tools`; a role left with no usable tool at all
+  does not load.
+- ``disallowedTools``: removed from whatever ``tools`` gives (a reviewer that disallows
+  Write, Edit and Bash never gets them). ``permissionMode: plan`` disallows every tool that
+  writes or runs commands.
+- ``model``: ``provider:model``, ``inherit``, a full model id (``claude-…`` is Anthropic,
+  ``gpt-…`` / ``o1…`` OpenAI), or an alias resolved through one tier table: Claude Code's
+  ``sonnet`` / ``opus`` / ``haiku`` / ``fable`` and xbot's tiers ``vanguard`` / ``balance`` /
+  ``swift`` (also ``strong`` / ``medium`` / ``weak``), all settable in ``config.toml``'s
+  ``[model_aliases]``. An unknown model is reported and the role runs on its parent's model.
+- ``maxTurns``: the role's iteration limit.
+- capabilities: ``capabilities: [memory, spawn_agent]`` (Retinue), a mapping
+  ``{memory: true, spawn_agent: false}`` (xbot; ``spawn_agent`` defaults to on for xbot
+  files), ``memory: true`` / ``spawn_agent: true``, or Claude Code's ``memory: user |
+  project | local``, which turns the role's memory on (Retinue keeps it per tenant and role in
+  its data directory, whatever the scope). Free-text ``capabilities`` are accepted, ignored
+  and reported.
+- Every other key (``color``, ``hooks``, ``skills``, ``effort``, ``isolation``…) is accepted
+  and listed as ignored.
+
+Search order, recursively in each directory: the first definition of a name wins, and every
+later definition of that name is reported as *shadowed* (never dropped silently):
 
 1. ``<workspace>/.retinue/agents/``  (the project's roles)
 2. ``<home>/agents/``                (the user's roles; ``home`` is RETINUE_HOME)
-3. ``<workspace>/.claude/agents/``   (Claude Code sub-agent files, read as they are)
-4. the example roles shipped inside the package
+3. ``<workspace>/.claude/agents/``   (Claude Code's project sub-agents)
+4. ``~/.claude/agents/``             (Claude Code's user sub-agents)
+5. the example roles shipped inside the package
 
 A broken file is reported with its path and reason; the other roles still load.
 """
@@ -21,28 +43,48 @@ A broken file is reported with its path and reason; the other roles still load.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from retinue.config import DEFAULT_MODEL_ALIASES
 from retinue.errors import RoleError
+from retinue.subagents.role_files import find_role_files, read_role_file, split_front_matter
 
 __all__ = [
     "CAPABILITIES",
+    "MODEL_TIERS",
     "Role",
     "RoleCatalog",
     "RoleProblem",
+    "normalise_name",
     "parse_role",
+    "resolve_role_model",
     "role_dirs",
+    "split_tools",
     "valid_name",
 ]
 
 CAPABILITIES = frozenset({"memory", "spawn_agent"})
+# aliases that name another alias; Claude Code's own resolve through DEFAULT_MODEL_ALIASES
+MODEL_TIERS = {
+    "vanguard": "opus", "strong": "opus",
+    "balance": "sonnet", "medium": "sonnet", "fable": "sonnet",
+    "swift": "haiku", "weak": "haiku",
+}  # fmt: skip
+DELEGATION_TOOLS = frozenset({"Task", "Agent"})
+TOOL_SYNONYMS = {"Shell": "Bash", "FileCreate": "Write", "FileReplace": "Edit"}  # xbot's names
+WRITING_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit", "Bash")
+_XBOT_TIERS = frozenset({"vanguard", "balance", "swift"})
+_OWN_KEYS = frozenset(
+    {"name", "description", "tools", "disallowedTools", "model", "capabilities", "memory",
+     "spawn_agent", "maxTurns", "permissionMode"}
+)  # fmt: skip
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_FRONT = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)(.*)\Z", re.DOTALL)
+_TOOL = re.compile(r"^([A-Za-z_][\w.-]*)\s*\((.*)\)$", re.DOTALL)
+_OPENAI_ID = re.compile(r"^(gpt-|o\d|chatgpt-|codex-)")
 PACKAGED_ROLES = Path(__file__).resolve().parent.parent / "roles"
 
 
@@ -52,18 +94,32 @@ def valid_name(name: str) -> bool:
     return _NAME.fullmatch(name) is not None
 
 
+def normalise_name(name: str) -> str:
+    """``Python DevOps/CI-CD Expert`` -> ``python-devops-ci-cd-expert`` ('' if nothing is left)."""
+    return re.sub(r"[^a-z0-9_.]+", "-", name.lower()).strip("-._")[:64]
+
+
 @dataclass(frozen=True, slots=True)
 class Role:
     name: str
     description: str
     prompt: str
-    tools: tuple[str, ...] | None = None
+    tools: tuple[str, ...] | None = None  # None = every tool
     model: str | None = None  # None = inherit the parent's model
     capabilities: frozenset[str] = frozenset()
     source: Path | None = None
+    disallowed: tuple[str, ...] = ()
+    delegates: tuple[str, ...] | None = None  # with spawn_agent: None = any role
+    max_turns: int | None = None
+    memory_scope: str | None = None  # Claude Code's user / project / local
+    ignored: tuple[str, ...] = ()  # front matter keys with no meaning here
+    notes: tuple[str, ...] = ()  # what was read leniently or left out, for `retinue roles`
 
     def can(self, capability: str) -> bool:
         return capability in self.capabilities
+
+    def may_delegate_to(self, role: str) -> bool:
+        return self.delegates is None or role in self.delegates
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,108 +132,212 @@ class RoleProblem:
         return f"{self.path}: {self.reason}"
 
 
-def role_dirs(workspace: Path, home: Path) -> list[Path]:
-    """The directories searched for roles, highest precedence first."""
+def role_dirs(workspace: Path, home: Path, user_home: Path | None = None) -> list[Path]:
+    """The directories searched for roles, highest precedence first (``user_home`` is the
+    user's home directory, for ``~/.claude/agents``)."""
     return [
         workspace / ".retinue" / "agents",
         home / "agents",
         workspace / ".claude" / "agents",
+        (user_home or Path.home()) / ".claude" / "agents",
         PACKAGED_ROLES,
     ]
 
 
 def parse_role(path: Path, text: str, aliases: Mapping[str, str] | None = None) -> Role:
     """Parse one role file; raise :class:`RoleError` saying what is wrong."""
-    match = _FRONT.match(text.lstrip("\ufeff"))
-    if not match:
-        raise RoleError("missing YAML front matter (a '---' block at the top)")
-    try:
-        meta = yaml.safe_load(match.group(1)) or {}
-    except yaml.YAMLError as exc:
-        raise RoleError(f"invalid YAML front matter: {_one_line(exc)}") from None
-    if not isinstance(meta, dict):
-        raise RoleError("front matter must be a mapping of keys to values")
-    name = str(meta.get("name") or path.stem).strip()
-    if not valid_name(name):
-        raise RoleError(f"invalid role name {name!r} (letters, digits, '_', '-', '.')")
+    meta, notes, body = split_front_matter(text)
+    name = _name(meta, notes)
     description = meta.get("description")
     if not isinstance(description, str) or not description.strip():
         raise RoleError("'description' is required (one line saying what the role is for)")
+    tools, delegates, grants = _tool_grant(meta.get("tools"), "tools")
+    denied, _, denies_delegation = _tool_grant(meta.get("disallowedTools"), "disallowedTools")
+    denied = denied or ()
+    if meta.get("permissionMode") == "plan":
+        denied = (*denied, *WRITING_TOOLS)
+    xbot = _is_xbot(meta, tools)
+    caps, scope = _capabilities(meta, notes, xbot=xbot)
+    if grants:
+        caps.add("spawn_agent")
+    if denies_delegation:
+        caps.discard("spawn_agent")
+    model, model_note = resolve_role_model(meta.get("model"), aliases)
+    if model_note:
+        notes.append(model_note)
     return Role(
         name=name,
         description=" ".join(description.split()),
-        prompt=match.group(2).strip(),
-        tools=_tools(meta.get("tools")),
-        model=_model(meta.get("model"), aliases or {}),
-        capabilities=_capabilities(meta),
+        prompt=body,
+        tools=tools,
+        model=model,
+        capabilities=frozenset(caps),
         source=path,
+        disallowed=tuple(dict.fromkeys(denied)),
+        delegates=delegates if "spawn_agent" in caps else None,
+        max_turns=_max_turns(meta.get("maxTurns"), notes),
+        memory_scope=scope,
+        ignored=tuple(k for k in meta if k not in _OWN_KEYS),
+        notes=tuple(notes),
     )
 
 
-def _tools(value: Any) -> tuple[str, ...] | None:
+def _name(meta: dict[str, Any], notes: list[str]) -> str:
+    raw = meta.get("name")
+    if not isinstance(raw, str | int) or not str(raw).strip():
+        raise RoleError("'name' is required (Claude Code skips files without one)")
+    name = str(raw).strip()
+    if valid_name(name):
+        return name
+    fixed = normalise_name(name)
+    if not fixed:
+        raise RoleError(f"invalid role name {name!r} (letters, digits, '_', '-', '.')")
+    notes.append(f"name {name!r} is used as {fixed!r}")
+    return fixed
+
+
+def split_tools(value: Any, key: str = "tools") -> list[str]:
+    """Tool entries from a comma string or a list; ``Agent(a, b)`` stays one entry."""
     if value is None:
-        return None
+        return []
     if isinstance(value, str):
-        items: Iterable[Any] = value.split(",")
+        items: Iterable[Any] = [value]
     elif isinstance(value, list):
         items = value
     else:
-        raise RoleError("'tools' must be a list or a comma-separated string")
-    names = [str(v).strip() for v in items]
-    return tuple(n for n in names if n)
+        raise RoleError(f"'{key}' must be a list or a comma-separated string")
+    out: list[str] = []
+    for item in items:
+        if not isinstance(item, str | int | float):
+            raise RoleError(f"'{key}' entries must be tool names, not {type(item).__name__}")
+        depth, start, text = 0, 0, str(item)
+        for i, ch in enumerate(text + ","):
+            depth += {"(": 1, ")": -1}.get(ch, 0)
+            if ch == "," and depth <= 0:
+                out.append(text[start:i].strip())
+                start, depth = i + 1, 0
+    return [t for t in out if t]
 
 
-def _model(value: Any, aliases: Mapping[str, str]) -> str | None:
+def _tool_grant(
+    value: Any, key: str
+) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None, bool]:
+    """``(tool names, roles it may delegate to or None for any, whether Task/Agent is named)``."""
+    if value is None:
+        return None, None, False
+    names: list[str] = []
+    delegates: list[str] | None = []
+    grants = False
+    for entry in split_tools(value, key):
+        m = _TOOL.match(entry)
+        base, args = (m.group(1), m.group(2)) if m else (entry, None)
+        if base in DELEGATION_TOOLS:
+            grants = True
+            if args is None or not args.strip():
+                delegates = None
+            elif delegates is not None:
+                delegates.extend(a.strip() for a in args.split(",") if a.strip())
+            continue
+        names.append(TOOL_SYNONYMS.get(base, base) if args is None else entry)
+    return tuple(dict.fromkeys(names)), tuple(delegates) if delegates is not None else None, grants
+
+
+def _is_xbot(meta: dict[str, Any], tools: tuple[str, ...] | None) -> bool:
+    """xbot's dialect: a capabilities mapping, an xbot tier, or xbot's tool names."""
+    raw_tools = split_tools(meta.get("tools")) if tools is not None else []
+    return (
+        isinstance(meta.get("capabilities"), dict)
+        or meta.get("model") in _XBOT_TIERS
+        or any(t in TOOL_SYNONYMS for t in raw_tools)
+    )
+
+
+def resolve_role_model(
+    value: Any, aliases: Mapping[str, str] | None
+) -> tuple[str | None, str | None]:
+    """``(model string or None for inherit, a note when it could not be used)``."""
+    if value is None:
+        return None, None
+    if not isinstance(value, str) or not value.strip():
+        return None, f"model {value!r} is not a model name; the role runs on its parent's model"
+    table = {**MODEL_TIERS, **DEFAULT_MODEL_ALIASES, **(aliases or {})}
+    spec = value.strip()
+    for _ in range(8):  # tiers name aliases, aliases may name each other; no loops
+        if spec.lower() == "inherit":
+            return None, None
+        if spec not in table and spec.lower() not in table:
+            break
+        spec = table.get(spec, table.get(spec.lower(), spec))
+    if ":" in spec:
+        return spec, None
+    if spec.startswith("claude-"):
+        return f"anthropic:{spec}", None
+    if _OPENAI_ID.match(spec):
+        return f"openai:{spec}", None
+    known = ", ".join(sorted({*table, "inherit"}))
+    return None, (
+        f"model {value!r} is neither provider:model, a model id, nor an alias ({known}); "
+        "the role runs on its parent's model"
+    )
+
+
+def _capabilities(
+    meta: dict[str, Any], notes: list[str], *, xbot: bool
+) -> tuple[set[str], str | None]:
+    caps: set[str] = {"spawn_agent"} if xbot else set()
+    listed = meta.get("capabilities")
+    if isinstance(listed, dict):  # xbot: {memory: true, spawn_agent: false}
+        for key, on in listed.items():
+            if key in CAPABILITIES:
+                (caps.add if on else caps.discard)(str(key))
+            else:
+                notes.append(f"capability {key!r} is not one Retinue knows (ignored)")
+    elif listed is not None:
+        items = split_tools(listed, "capabilities") if isinstance(listed, str | list) else []
+        if items and all(i in CAPABILITIES for i in items):
+            caps.update(items)
+        else:
+            notes.append("'capabilities' is free text or names no Retinue capability (ignored)")
+            caps.update(i for i in items if i in CAPABILITIES)
+    scope = None
+    memory = meta.get("memory")
+    if memory is True:
+        caps.add("memory")
+    elif isinstance(memory, str) and memory.strip().lower() in ("user", "project", "local"):
+        scope = memory.strip().lower()
+        caps.add("memory")
+    elif memory not in (None, False):
+        notes.append(f"memory {memory!r} is not true, user, project or local (ignored)")
+    if meta.get("spawn_agent") is True:
+        caps.add("spawn_agent")
+    return caps, scope
+
+
+def _max_turns(value: Any, notes: list[str]) -> int | None:
     if value is None:
         return None
-    if not isinstance(value, str) or not value.strip():
-        raise RoleError("'model' must be a string such as openai:gpt-4o-mini or inherit")
-    value = value.strip()
-    if value == "inherit":
-        return None
-    if value in aliases:
-        return aliases[value]
-    if ":" not in value:
-        known = ", ".join(sorted(aliases)) or "none"
-        raise RoleError(
-            f"model {value!r} is neither provider:model, 'inherit', nor an alias ({known})"
-        )
-    return value
-
-
-def _capabilities(meta: dict[str, Any]) -> frozenset[str]:
-    caps: set[str] = set()
-    listed = meta.get("capabilities") or []
-    if isinstance(listed, str):
-        listed = [c.strip() for c in listed.split(",")]
-    if not isinstance(listed, list):
-        raise RoleError("'capabilities' must be a list")
-    caps.update(str(c) for c in listed)
-    caps.update(c for c in CAPABILITIES if meta.get(c) is True)
-    unknown = caps - CAPABILITIES
-    if unknown:
-        raise RoleError(f"unknown capabilities {sorted(unknown)}; known: {sorted(CAPABILITIES)}")
-    return frozenset(caps)
-
-
-def _one_line(exc: Exception) -> str:
-    return " ".join(str(exc).split())
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    notes.append(f"maxTurns {value!r} is not a positive integer (ignored)")
+    return None
 
 
 @dataclass(slots=True)
 class RoleCatalog:
-    """Every role found, with the problems met while loading them."""
+    """Every role found, where the search looked, and the problems met while loading."""
 
     roles: dict[str, Role] = field(default_factory=dict)
     problems: list[RoleProblem] = field(default_factory=list)
+    searched: list[tuple[Path, int]] = field(default_factory=list)  # (directory, .md files)
 
     @classmethod
     def load(cls, dirs: Iterable[Path], aliases: Mapping[str, str] | None = None) -> RoleCatalog:
         catalog = cls()
         for directory in dirs:
-            if directory.is_dir():
-                for path in sorted(directory.glob("*.md")):
-                    catalog._add_file(path, aliases)
+            files = list(find_role_files(directory))
+            catalog.searched.append((directory, len(files)))
+            for path in files:
+                catalog._add_file(path, aliases)
         return catalog
 
     @classmethod
@@ -186,12 +346,9 @@ class RoleCatalog:
 
     def _add_file(self, path: Path, aliases: Mapping[str, str] | None) -> None:
         try:
-            role = parse_role(path, path.read_text(encoding="utf-8"), aliases)
+            role = parse_role(path, read_role_file(path), aliases)
         except RoleError as exc:
             self.problems.append(RoleProblem(path, str(exc)))
-            return
-        except (OSError, UnicodeDecodeError) as exc:
-            self.problems.append(RoleProblem(path, f"cannot read: {_one_line(exc)}"))
             return
         first = self.roles.get(role.name)
         if first is not None:
@@ -200,24 +357,63 @@ class RoleCatalog:
             )
             return
         self.roles[role.name] = role
+        self.problems.extend(RoleProblem(path, note, "warning") for note in role.notes)
 
     def get(self, name: str) -> Role:
         role = self.roles.get(name)
         if role is None:
-            known = ", ".join(sorted(self.roles)) or "none"
-            raise RoleError(f"unknown role {name!r}; available roles: {known}")
+            known = ", ".join(sorted(self.roles)[:50]) or "none"
+            more = f" (and {len(self.roles) - 50} more)" if len(self.roles) > 50 else ""
+            raise RoleError(f"unknown role {name!r}; available roles: {known}{more}")
         return role
 
     def check_tools(self, known: Iterable[str]) -> None:
-        """Report (as warnings) tool names in allow-lists that no tool answers to."""
+        """Report tool names no tool answers to (warnings); a role whose allow-list names no
+        usable tool at all (and that cannot delegate) is removed and reported as an error."""
         known_set = set(known)
-        for role in self.roles.values():
+        for name, role in list(self.roles.items()):
             missing = [t for t in role.tools or () if t not in known_set]
-            if missing and role.source is not None:
-                self.problems.append(
-                    RoleProblem(role.source, f"unknown tool names {missing} (ignored)", "warning")
-                )
+            if not missing or role.source is None:
+                continue
+            usable = [t for t in role.tools or () if t in known_set and t not in role.disallowed]
+            if usable or role.can("spawn_agent"):
+                severity = "warning"
+                reason = f"tools not available here (left out): {_short(missing)}"
+            else:
+                del self.roles[name]
+                severity = "error"
+                reason = f"no usable tool, {_short(missing)} are unknown here; not loaded"
+            self.problems.append(RoleProblem(role.source, reason, severity))
+
+    def ignored_fields(self) -> Counter[str]:
+        """How many loaded roles carry each front matter key that has no meaning here."""
+        return Counter(k for r in self.roles.values() for k in r.ignored)
+
+    def errors(self) -> list[RoleProblem]:
+        return [p for p in self.problems if p.severity == "error"]
+
+    def search(
+        self, query: str, *, limit: int = 8, only: Iterable[str] | None = None
+    ) -> list[Role]:
+        """The roles that best match ``query``'s words (name matches count most)."""
+        words = set(re.findall(r"[a-z0-9]+", query.lower())[:20])
+        allowed = set(only) if only is not None else None
+        scored = []
+        for r in self.roles.values():
+            if allowed is not None and r.name not in allowed:
+                continue
+            name = set(re.findall(r"[a-z0-9]+", r.name.lower()))
+            text = set(re.findall(r"[a-z0-9]+", r.description.lower()))
+            score = sum(3 * (w in name) + (w in text) for w in words)
+            if score:
+                scored.append((-score, r.name, r))
+        return [r for *_, r in sorted(scored)[:limit]]
 
     def describe(self) -> str:
         """The role list for a parent's system prompt: one line per role."""
         return "\n".join(f"- {r.name}: {r.description}" for r in self.roles.values())
+
+
+def _short(names: list[str], most: int = 6) -> str:
+    shown = ", ".join(names[:most])
+    return f"[{shown}{f', … {len(names) - most} more' if len(names) > most else ''}]"

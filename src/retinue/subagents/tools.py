@@ -1,6 +1,11 @@
-"""The ``SubAgent``, ``UnloadSubAgent`` and ``SubAgentStatus`` tools, and every sentence about
-sub-agents the model reads: tool descriptions, the roles section of a parent's prompt, and
-the texts the manager answers with."""
+"""The ``SubAgent``, ``UnloadSubAgent``, ``SubAgentStatus`` and ``FindRole`` tools, and every
+sentence about sub-agents the model reads: tool descriptions, the roles section of a parent's
+prompt, and the texts the manager answers with.
+
+The roles section is bounded: up to :data:`MAX_LISTED_ROLES` roles whose (shortened)
+descriptions fit :data:`ROLES_BUDGET_CHARS` are listed with what they do; past that only
+names are listed, up to the same budget, and ``FindRole(query)`` searches the rest, so a
+catalog of hundreds of roles does not inflate the parent's prompt."""
 
 from __future__ import annotations
 
@@ -12,12 +17,16 @@ from retinue.errors import ToolError
 from retinue.tools.base import Delegator, Tool, ToolContext, tool
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from retinue.engine.session import Consolidation
-    from retinue.subagents.roles import RoleCatalog
+    from retinue.subagents.roles import Role, RoleCatalog
 
 __all__ = [
     "SPAWN_TOOL_NAMES",
     "background_note",
+    "brief",
+    "found_roles",
     "roles_section",
     "status_text",
     "subagent_tools",
@@ -26,7 +35,10 @@ __all__ = [
     "waiting_note",
 ]
 
-SPAWN_TOOL_NAMES = frozenset({"SubAgent", "UnloadSubAgent", "SubAgentStatus"})
+SPAWN_TOOL_NAMES = frozenset({"SubAgent", "UnloadSubAgent", "SubAgentStatus", "FindRole"})
+MAX_LISTED_ROLES = 30
+ROLES_BUDGET_CHARS = 6000  # about 1.5k tokens
+BRIEF_CHARS = 160
 
 
 def _manager(ctx: ToolContext) -> Delegator:
@@ -106,24 +118,70 @@ async def subagent_status(
     return await _manager(ctx).poll(ctx, role, instance, wait=wait)
 
 
+@tool("FindRole")
+async def find_role(
+    ctx: ToolContext,
+    query: Annotated[str, Field(description="Words describing the work, e.g. 'rust async review'")],
+) -> str:
+    """Search the roles you can delegate to by name and description; returns the best
+    matches with what each is for."""
+    return _manager(ctx).find_roles(ctx, query)
+
+
 def subagent_tools() -> tuple[Tool, ...]:
-    return subagent, unload_subagent, subagent_status
+    return subagent, unload_subagent, subagent_status, find_role
 
 
 # -- what the manager answers with -------------------------------------------------------
 
 
-def roles_section(catalog: RoleCatalog) -> str:
-    """The part of a parent's system prompt that lists whom it can delegate to."""
+def brief(description: str, limit: int = BRIEF_CHARS) -> str:
+    """A description cut to its first ``limit`` characters, before any examples."""
+    text = " ".join(description.replace("\\n", " ").split("<example>")[0].split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _roles_listing(roles: Sequence[Role]) -> str:
+    lines = [f"- {r.name}: {brief(r.description)}" for r in roles]
+    if (
+        len(lines) <= MAX_LISTED_ROLES
+        and sum(len(line) + 1 for line in lines) <= ROLES_BUDGET_CHARS
+    ):
+        return "Available roles:\n" + "\n".join(lines)
+    names: list[str] = []
+    size = 0
+    for r in roles:
+        size += len(r.name) + 2
+        if size > ROLES_BUDGET_CHARS:
+            break
+        names.append(r.name)
+    more = len(roles) - len(names)
+    tail = f" … and {more} more" if more else ""
+    return (
+        f"{len(roles)} roles are available; call FindRole(query) to find the right one and "
+        f"see what it does. Their names: {', '.join(names)}{tail}."
+    )
+
+
+def roles_section(catalog: RoleCatalog, only: Sequence[str] | None = None) -> str:
+    """The part of a parent's system prompt that lists whom it can delegate to (``only``:
+    the roles this parent may call, when it is limited to some)."""
+    roles = [r for r in catalog.roles.values() if only is None or r.name in only]
     return (
         "## Sub-agents\n"
         "You can delegate with the SubAgent tool (task, role). Pass interactive=true to keep "
         "the sub-agent for a multi-turn conversation (and instance=... for several sessions of "
         "one role); end such a session with UnloadSubAgent when you are done with it. With "
         "interactive=true and background=true the sub-agent works while you go on; collect its "
-        "reply with SubAgentStatus.\n"
-        f"Available roles:\n{catalog.describe()}"
+        "reply with SubAgentStatus.\n" + _roles_listing(roles)
     )
+
+
+def found_roles(roles: Sequence[Role], query: str) -> str:
+    """What ``FindRole`` answers."""
+    if not roles:
+        return f"no role matches {query!r}; try other words"
+    return "\n".join(f"- {r.name}: {brief(r.description, 400)}" for r in roles)
 
 
 def _how(role: str, instance: str | None) -> str:

@@ -29,8 +29,8 @@ __all__ = ["Delegator", "Tool", "ToolContext", "ToolRegistry", "tool"]
 
 
 class Delegator(Protocol):
-    """What the ``SubAgent`` / ``UnloadSubAgent`` / ``SubAgentStatus`` tools need from the
-    sub-agent manager."""
+    """What the ``SubAgent`` / ``UnloadSubAgent`` / ``SubAgentStatus`` / ``FindRole`` tools
+    need from the sub-agent manager."""
 
     async def delegate(
         self,
@@ -48,6 +48,8 @@ class Delegator(Protocol):
     async def poll(
         self, ctx: ToolContext, role: str, instance: str | None = None, *, wait: bool = False
     ) -> str: ...
+
+    def find_roles(self, ctx: ToolContext, query: str) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)

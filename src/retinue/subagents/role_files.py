@@ -1,0 +1,199 @@
+"""Finding role files and reading their front matter, as Claude Code does and no more.
+
+Role files are untrusted input (people copy whole collections from the internet), so:
+
+- **Discovery** walks each role directory recursively (Claude Code reads subfolders of
+  ``.claude/agents/``), follows directory links once (no cycles), and stops at a depth and a
+  file-count limit. Every ``*.md`` file is a candidate.
+- **Reading** opens a file without blocking (a FIFO named ``x.md`` is refused, not waited
+  on), accepts regular files only (a link to ``/dev/zero`` is refused), reads at most
+  :data:`MAX_FILE_BYTES`, and wants UTF-8.
+- **Front matter** is a ``---`` line at the very top and the next line made only of dashes
+  (three or more). Strict YAML first; when it fails, the one fallback Claude Code's parser
+  also makes: a one-line ``key: value`` whose value holds ``": "`` (an unquoted colon in a
+  description) is read as a plain string. YAML nesting depth and alias count are bounded, so
+  neither a 20,000-deep list nor an alias bomb can stop the command.
+
+Every failure is a :class:`~retinue.errors.RoleError` naming what is wrong.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from retinue.errors import RoleError
+
+__all__ = [
+    "MAX_FILES",
+    "MAX_FILE_BYTES",
+    "find_role_files",
+    "read_role_file",
+    "split_front_matter",
+]
+
+MAX_FILE_BYTES = 512 * 1024
+MAX_FILES = 5000  # per directory tree
+MAX_DIR_DEPTH = 8
+MAX_YAML_DEPTH = 32
+MAX_YAML_ALIASES = 64
+_CLOSE = re.compile(r"^-{3,}[ \t]*$")
+_PLAIN_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*):[ \t]+(.*\S)[ \t]*$")
+
+
+def find_role_files(root: Path) -> Iterator[Path]:
+    """Every ``*.md`` file under ``root`` (recursively, sorted, links to folders followed once)."""
+    seen: set[tuple[int, int]] = set()
+    count = 0
+
+    def walk(directory: Path, depth: int) -> Iterator[Path]:
+        nonlocal count
+        try:
+            st = directory.stat()
+            if (st.st_dev, st.st_ino) in seen or depth > MAX_DIR_DEPTH:
+                return
+            seen.add((st.st_dev, st.st_ino))
+            entries = sorted(directory.iterdir())
+        except OSError:
+            return
+        subdirs = []
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            if entry.suffix == ".md":
+                count += 1
+                if count > MAX_FILES:
+                    return
+                yield entry
+            elif entry.is_dir():
+                subdirs.append(entry)
+        for sub in subdirs:
+            yield from walk(sub, depth + 1)
+
+    if root.is_dir():
+        yield from walk(root, 0)
+
+
+def read_role_file(path: Path) -> str:
+    """The text of a role file: a regular file, at most :data:`MAX_FILE_BYTES`, UTF-8."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise RoleError(f"cannot open: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise RoleError("not a regular file (skipped)")
+        if st.st_size > MAX_FILE_BYTES:
+            raise RoleError(f"file too large ({st.st_size} bytes; at most {MAX_FILE_BYTES})")
+        data = _read_at_most(fd, MAX_FILE_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_FILE_BYTES:
+        raise RoleError(f"file too large (more than {MAX_FILE_BYTES} bytes)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RoleError(f"not UTF-8 text (byte {exc.start} cannot be decoded)") from None
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        try:
+            chunk = os.read(fd, min(65536, limit - size))
+        except OSError as exc:
+            if exc.errno == errno.EAGAIN:
+                raise RoleError("not a regular file (skipped)") from None
+            raise RoleError(f"cannot read: {exc.strerror or exc}") from None
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def split_front_matter(text: str) -> tuple[dict[str, Any], list[str], str]:
+    """``(front matter, notes, body)``; notes say what leniency was needed to read it."""
+    lines = text.lstrip("\ufeff").splitlines()
+    if not lines or lines[0].rstrip() != "---":
+        raise RoleError("no front matter (a '---' line must open the file); Claude Code skips it")
+    end = next((i for i in range(1, len(lines)) if _CLOSE.match(lines[i])), None)
+    if end is None:
+        raise RoleError("front matter is not closed (no '---' line after it)")
+    head = lines[1:end]
+    body = "\n".join(lines[end + 1 :]).strip()
+    notes: list[str] = []
+    try:
+        meta = _load_yaml("\n".join(head))
+    except yaml.YAMLError as exc:
+        fixed = _quote_colon_values(head)
+        if fixed == head:
+            raise RoleError(f"invalid YAML front matter: {_one_line(exc)}") from None
+        try:
+            meta = _load_yaml("\n".join(fixed))
+        except yaml.YAMLError:
+            raise RoleError(f"invalid YAML front matter: {_one_line(exc)}") from None
+        notes.append("front matter is not strict YAML (an unquoted ': ' in a value); read as text")
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict):
+        raise RoleError("front matter must be a mapping of keys to values")
+    return {str(k): v for k, v in meta.items()}, notes, body
+
+
+def _quote_colon_values(lines: list[str]) -> list[str]:
+    """Claude Code's fallback: a top-level ``key: value`` line whose value contains ``: `` and
+    is not already quoted or a YAML block/flow start is taken as a plain string."""
+    out = []
+    for line in lines:
+        m = _PLAIN_LINE.match(line)
+        if m and ": " in m.group(2) and m.group(2)[0] not in "\"'[{|>&*!#":
+            value = m.group(2).replace("\\", "\\\\").replace('"', '\\"')
+            line = f'{m.group(1)}: "{value}"'
+        out.append(line)
+    return out
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader with a nesting depth and an alias count limit."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._aliases = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_YAML_ALIASES:
+                raise RoleError(f"front matter uses more than {MAX_YAML_ALIASES} YAML aliases")
+        self._depth += 1
+        if self._depth > MAX_YAML_DEPTH:
+            raise RoleError(f"front matter is nested deeper than {MAX_YAML_DEPTH} levels")
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _load_yaml(text: str) -> Any:
+    loader = _BoundedLoader(text)
+    try:
+        return loader.get_single_data()
+    except RecursionError:
+        raise RoleError("front matter is nested too deeply") from None
+    finally:
+        loader.dispose()
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
