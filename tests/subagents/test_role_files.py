@@ -1,0 +1,99 @@
+"""Reading role files: recursive discovery, hostile files refused one by one, lenient YAML."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from retinue.errors import RoleError
+from retinue.subagents import RoleCatalog
+from retinue.subagents.role_files import (
+    MAX_FILE_BYTES,
+    find_role_files,
+    read_role_file,
+    split_front_matter,
+)
+
+GOOD = "---\nname: {name}\ndescription: d\n---\nbody\n"
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_discovery_is_recursive_sorted_and_survives_a_link_cycle(tmp_path: Path) -> None:
+    root = tmp_path / "agents"
+    write(root / "b.md", GOOD.format(name="b"))
+    write(root / "team" / "deep" / "c.md", GOOD.format(name="c"))
+    write(root / "a.md", GOOD.format(name="a"))
+    write(root / "notes.txt", "not a role")
+    write(root / ".hidden" / "h.md", GOOD.format(name="h"))
+    (root / "team" / "loop").symlink_to(root, target_is_directory=True)
+    found = [p.relative_to(root).as_posix() for p in find_role_files(root)]
+    assert found == ["a.md", "b.md", "team/deep/c.md"]
+    assert list(find_role_files(tmp_path / "missing")) == []
+
+
+def test_fifo_device_link_oversize_and_non_utf8_are_refused_not_waited_on(tmp_path: Path) -> None:
+    root = tmp_path / "agents"
+    write(root / "ok.md", GOOD.format(name="ok"))
+    os.mkfifo(root / "fifo.md")
+    (root / "zero.md").symlink_to("/dev/zero")
+    (root / "big.md").write_bytes(b"---\nname: big\n" + b"x" * MAX_FILE_BYTES)
+    (root / "latin.md").write_bytes(GOOD.format(name="caf\xe9").encode("latin-1"))
+    catalog = RoleCatalog.load([root])
+    assert list(catalog.roles) == ["ok"]
+    reasons = {p.path.name: p.reason for p in catalog.problems}
+    assert reasons["fifo.md"] == reasons["zero.md"] == "not a regular file (skipped)"
+    assert reasons["big.md"].startswith("file too large")
+    assert reasons["latin.md"].startswith("not UTF-8 text")
+    assert all(p.severity == "error" for p in catalog.problems)
+    with pytest.raises(RoleError, match="cannot open"):
+        read_role_file(root / "absent.md")
+
+
+@pytest.mark.parametrize(
+    ("front", "reason"),
+    [
+        ("name: x\ndescription: d\ntools: " + "[" * 20000 + "]" * 20000, "nested deeper"),
+        (
+            "a: &a [x, x, x, x, x, x, x, x, x]\n"
+            + "".join(
+                f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n"
+                for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+            )
+            + "name: x\ndescription: d\ntools: *i\n",
+            "YAML aliases",
+        ),
+    ],
+)
+def test_yaml_depth_and_alias_bombs_are_bounded(front: str, reason: str) -> None:
+    with pytest.raises(RoleError, match=reason):
+        split_front_matter(f"---\n{front}\n---\nbody")
+
+
+def test_an_unquoted_colon_in_a_one_line_value_reads_as_text() -> None:
+    text = (
+        "---\nname: planner\ndescription: Use this agent when: plans need review. Example: x\n"
+        "model: opus\n---\nbody"
+    )
+    meta, notes, body = split_front_matter(text)
+    assert meta["description"] == "Use this agent when: plans need review. Example: x"
+    assert meta["model"] == "opus" and body == "body"
+    assert notes == ["front matter is not strict YAML (an unquoted ': ' in a value); read as text"]
+    # the fallback is for one-line values only: other broken YAML is still an error
+    with pytest.raises(RoleError, match="invalid YAML"):
+        split_front_matter("---\nname: x\ndescription: [a: b\n---\n")
+
+
+def test_front_matter_closing_line_may_be_longer_and_bom_is_dropped() -> None:
+    meta, notes, body = split_front_matter(
+        "\ufeff---\n\nname: x\ndescription: d\n" + "-" * 40 + "\n# Body"
+    )
+    assert meta == {"name": "x", "description": "d"} and notes == [] and body == "# Body"
+    with pytest.raises(RoleError, match="no front matter"):
+        split_front_matter("\n    ---\n    name: x\n    ---\n")
