@@ -92,5 +92,6 @@ async def test_glob_and_grep_skip_symlinks_leading_out(call: Call, ws: Path, out
 
 async def test_glob_pattern_with_dotdot_finds_nothing_outside(call: Call, outside: Path) -> None:
     result = await call("Glob", pattern="../outside/*.txt")
-    assert not result.is_error
+    assert result.is_error
+    assert "may not contain '..'" in result.content
     assert "secret" not in result.content

@@ -1,29 +1,36 @@
 """File tools named and shaped as Claude Code's: ``Read``, ``Write``, ``Edit``.
 
-Every path goes through :func:`resolve_in_workspace`, so nothing outside the workspace root
-is read or written. Text is UTF-8 (undecodable bytes are replaced when reading); line
-endings are kept as they are in the file.
+Every path is checked by :func:`locate` and then opened race-free by
+:mod:`retinue.tools.builtin._fsafe` (directory descriptors, ``O_NOFOLLOW``, regular files
+with one link only). All file I/O runs in a worker thread, and every read is bounded: Read
+returns at most :data:`READ_MAX_CHARS` characters and scans at most
+:data:`READ_SCAN_BYTES` bytes, Edit refuses files over :data:`EDIT_MAX_BYTES`. Text is UTF-8
+(undecodable bytes are replaced when reading); line endings are kept as they are.
 """
 
 from __future__ import annotations
 
 import asyncio
-from itertools import islice
-from pathlib import Path
-from typing import Annotated
+import os
+from collections.abc import Callable, Iterator
+from typing import IO, Annotated, TypeVar
 
 from pydantic import Field
 
 from retinue.errors import ToolError
 from retinue.tools.base import Tool, ToolContext, tool
-from retinue.tools.builtin.workspace import display_path, resolve_in_workspace, workspace_root
+from retinue.tools.builtin._fsafe import OpenMode, open_dir, open_regular, read_head
+from retinue.tools.builtin.workspace import Target, locate
 
 __all__ = [
+    "EDIT_MAX_BYTES",
     "MAX_LINE_CHARS",
     "READ_DEFAULT_LIMIT",
+    "READ_MAX_CHARS",
+    "READ_SCAN_BYTES",
     "edit_tool",
     "file_tools",
-    "is_binary",
+    "looks_binary",
     "read_tool",
     "write_tool",
 ]
@@ -32,41 +39,101 @@ READ_DEFAULT_LIMIT = 2000
 """Lines ``Read`` returns when no ``limit`` is given."""
 MAX_LINE_CHARS = 2000
 """Longer lines are cut to this many characters by ``Read``."""
-_SNIFF_BYTES = 8192
+READ_MAX_CHARS = 100_000
+"""Most characters one ``Read`` returns, whatever ``limit`` says."""
+READ_SCAN_BYTES = 64 * 1024 * 1024
+"""Most bytes one ``Read`` looks at (to skip to ``offset`` and collect its lines)."""
+EDIT_MAX_BYTES = 16 * 1024 * 1024
+"""Larger files are refused by ``Edit`` (it holds the whole file in memory)."""
+_CHUNK = 1 << 16
+_KEEP = MAX_LINE_CHARS * 4
+T = TypeVar("T")
 
 
-def is_binary(path: Path) -> bool:
-    """Whether the file looks binary (a NUL byte among its first few kilobytes)."""
-    with path.open("rb") as f:
-        return b"\0" in f.read(_SNIFF_BYTES)
+def looks_binary(head: bytes) -> bool:
+    """Whether a file whose first kilobytes are ``head`` looks binary (holds a NUL byte)."""
+    return b"\0" in head
 
 
-def _existing_file(ctx: ToolContext, file_path: str) -> Path:
-    """The resolved path of an existing regular file, or a clear ``ToolError``."""
-    path = resolve_in_workspace(ctx, file_path)
-    if path.is_dir():
-        raise ToolError(
-            f"{file_path} is a directory, not a file (use Glob or Bash 'ls' to list it)"
-        )
-    if not path.exists():
-        raise ToolError(f"file does not exist: {file_path}")
-    if not path.is_file():
-        raise ToolError(f"{file_path} is not a regular file")
-    return path
+def _open(t: Target, mode: OpenMode) -> int:
+    """A descriptor of the file ``t`` names, opened race-free (see ``_fsafe``)."""
+    if not t.parts:
+        raise ToolError(f"{t.shown} is a directory, not a file")
+    dir_fd = open_dir(t.root, t.parts[:-1], create=mode in ("create", "new"), shown=t.shown)
+    try:
+        return open_regular(dir_fd, t.parts[-1], mode, t.shown)
+    finally:
+        os.close(dir_fd)
 
 
-def _cut(line: str) -> str:
-    if len(line) <= MAX_LINE_CHARS:
-        return line
-    return line[:MAX_LINE_CHARS] + f"... [line truncated, {len(line)} characters]"
+async def _in_thread(file_path: str, fn: Callable[..., T], /, *args: object) -> T:
+    """Run blocking file work in a thread; OS errors become messages without outside paths."""
+    try:
+        return await asyncio.to_thread(fn, *args)
+    except FileNotFoundError:
+        raise ToolError(f"file does not exist: {file_path}") from None
+    except IsADirectoryError:
+        raise ToolError(f"{file_path} is a directory; give a file path") from None
+    except OSError as exc:
+        raise ToolError(f"{file_path}: {exc.strerror or type(exc).__name__}") from None
 
 
-def _read_lines(path: Path, start: int, limit: int) -> tuple[list[str], bool]:
-    """Lines ``start`` (1-based) .. ``start + limit - 1``, and whether more follow."""
-    with path.open("r", encoding="utf-8", errors="replace", newline="") as f:
-        chunk = list(islice(f, start - 1, start - 1 + limit + 1))
-    more = len(chunk) > limit
-    return [line.rstrip("\r\n") for line in chunk[:limit]], more
+class _Lines:
+    """The lines of a binary file as (first bytes, full length), within a byte budget."""
+
+    def __init__(self, f: IO[bytes], budget: int) -> None:
+        self._f = f
+        self._budget = budget
+        self.cut_short = False
+
+    def __iter__(self) -> Iterator[tuple[bytes, int]]:
+        head, length, scanned = b"", 0, 0
+        while chunk := self._f.read(_CHUNK):
+            scanned += len(chunk)
+            pos = 0
+            while (nl := chunk.find(b"\n", pos)) >= 0:
+                head += chunk[pos : min(nl, pos + _KEEP - len(head))]
+                yield head, length + nl - pos
+                head, length, pos = b"", 0, nl + 1
+            head += chunk[pos : pos + max(_KEEP - len(head), 0)]
+            length += len(chunk) - pos
+            if scanned >= self._budget:
+                self.cut_short = bool(self._f.read(1))
+                break
+        if (head or length) and not self.cut_short:
+            yield head, length
+
+
+def _cut(head: bytes, length: int) -> str:
+    text = head.decode("utf-8", errors="replace").rstrip("\r\n")
+    if length <= _KEEP and len(text) <= MAX_LINE_CHARS:
+        return text
+    total = f"{len(text)} characters" if length <= _KEEP else f"{length} bytes"
+    return text[:MAX_LINE_CHARS] + f"... [line truncated, {total}]"
+
+
+def _read(t: Target, start: int, limit: int) -> tuple[list[str], str]:
+    """Numbered lines from ``start`` (1-based), at most ``limit``, and a closing note."""
+    with os.fdopen(_open(t, "read"), "rb") as f:
+        if looks_binary(read_head(f.fileno())):
+            raise ToolError(f"{t.shown} is a binary file; Read only shows text files")
+        out: list[str] = []
+        chars = 0
+        lines = _Lines(f, READ_SCAN_BYTES)
+        for n, (head, length) in enumerate(lines, 1):
+            if n < start:
+                continue
+            if len(out) >= limit or chars >= READ_MAX_CHARS:
+                return out, f"(file continues; read more with offset={n})"
+            if looks_binary(head):
+                return out, f"(line {n} holds binary data (NUL bytes); it and the rest not shown)"
+            line = _cut(head, length)
+            out.append(f"{n:>6}\t{line}")
+            chars += len(line) + 8
+        if lines.cut_short:
+            mb = READ_SCAN_BYTES // (1024 * 1024)
+            return out, f"(stopped after scanning {mb} MB of the file; use Grep to find a place)"
+        return out, ""
 
 
 @tool("Read")
@@ -90,20 +157,15 @@ async def read_tool(
     lines from the start; pass offset and limit to read a long file in parts. Lines longer
     than 2000 characters are truncated. Binary files and directories are refused.
     """
-    path = _existing_file(ctx, file_path)
-    if await asyncio.to_thread(is_binary, path):
-        raise ToolError(f"{file_path} is a binary file; Read only shows text files")
     start = max(offset or 1, 1)
-    count = limit or READ_DEFAULT_LIMIT
-    lines, more = await asyncio.to_thread(_read_lines, path, start, count)
-    if not lines:
+    lines, note = await _in_thread(
+        file_path, _read, locate(ctx, file_path), start, limit or READ_DEFAULT_LIMIT
+    )
+    if not lines and not note:
         if start == 1:
             return f"(the file {file_path} exists but is empty)"
         return f"(the file {file_path} has fewer than {start} lines; nothing to show)"
-    body = "\n".join(f"{n:>6}\t{_cut(line)}" for n, line in enumerate(lines, start))
-    if more:
-        body += f"\n(file continues; read more with offset={start + len(lines)})"
-    return body
+    return "\n".join([*lines, note] if note else lines)
 
 
 @tool("Write")
@@ -119,16 +181,33 @@ async def write_tool(
     Parent directories are created as needed. To change part of an existing file, prefer
     Edit.
     """
-    path = resolve_in_workspace(ctx, file_path)
-    if path.is_dir():
-        raise ToolError(f"{file_path} is a directory; give a file path")
-    existed = path.exists()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8", newline="") as f:
-        f.write(content)
-    shown = display_path(path, workspace_root(ctx))
-    verb = "Updated" if existed else "Created"
-    return f"{verb} {shown} ({len(content.encode())} bytes)"
+    t = locate(ctx, file_path)
+    data = content.encode("utf-8", errors="replace")
+    created = await _in_thread(file_path, _write, t, data, "create")
+    return f"{'Created' if created else 'Updated'} {t.shown} ({len(data)} bytes)"
+
+
+def _write(t: Target, data: bytes, mode: OpenMode) -> bool:
+    """Replace the file's content with ``data``; whether the file was new."""
+    existed = _exists(t)
+    try:
+        fd = _open(t, mode)
+    except FileExistsError:  # mode "new": Edit with an empty old_string
+        raise ToolError(
+            f"old_string is empty but {t.shown} already exists; give the text to replace, "
+            "or use Write to replace the whole file"
+        ) from None
+    with os.fdopen(fd, "r+b") as f:
+        f.truncate()
+        f.write(data)
+    return not existed
+
+
+def _exists(t: Target) -> bool:
+    try:
+        return os.path.lexists(t.real)
+    except OSError:
+        return False
 
 
 @tool("Edit")
@@ -155,49 +234,46 @@ async def edit_tool(
         raise ToolError("old_string and new_string are the same; nothing to change")
     if old_string == "":
         return await _create_by_edit(ctx, file_path, new_string)
-    path = _existing_file(ctx, file_path)
-    text = _read_text_for_edit(path, file_path)
-    found = text.count(old_string)
-    if found == 0:
-        raise ToolError(f"old_string was not found in {file_path} (it must match exactly)")
-    if found > 1 and not replace_all:
-        raise ToolError(
-            f"old_string occurs {found} times in {file_path}; add surrounding context to make "
-            "it unique, or set replace_all to true"
-        )
-    updated = (
-        text.replace(old_string, new_string)
-        if replace_all
-        else text.replace(old_string, new_string, 1)
-    )
-    with path.open("w", encoding="utf-8", newline="") as f:
-        f.write(updated)
-    shown = display_path(path, workspace_root(ctx))
+    t = locate(ctx, file_path)
+    found = await _in_thread(file_path, _edit, t, file_path, old_string, new_string, replace_all)
     times = f"{found} occurrences" if found > 1 else "1 occurrence"
-    return f"Edited {shown}: replaced {times}"
+    return f"Edited {t.shown}: replaced {times}"
 
 
-def _read_text_for_edit(path: Path, file_path: str) -> str:
-    if is_binary(path):
-        raise ToolError(f"{file_path} is a binary file; Edit only changes text files")
-    try:
-        with path.open("r", encoding="utf-8", newline="") as f:
-            return f.read()
-    except UnicodeDecodeError:
-        raise ToolError(f"{file_path} is not valid UTF-8 text; Edit cannot change it") from None
+def _edit(t: Target, file_path: str, old: str, new: str, replace_all: bool) -> int:
+    """Replace ``old`` by ``new`` in the file (all of them or exactly one); how many."""
+    with os.fdopen(_open(t, "write"), "r+b") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > EDIT_MAX_BYTES:
+            mb = EDIT_MAX_BYTES // (1024 * 1024)
+            raise ToolError(f"{file_path} is {size} bytes; Edit only changes files up to {mb} MB")
+        data = f.read(EDIT_MAX_BYTES + 1)
+        if looks_binary(data[:8192]):
+            raise ToolError(f"{file_path} is a binary file; Edit only changes text files")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ToolError(f"{file_path} is not valid UTF-8 text; Edit cannot change it") from None
+        found = text.count(old)
+        if found == 0:
+            raise ToolError(f"old_string was not found in {file_path} (it must match exactly)")
+        if found > 1 and not replace_all:
+            raise ToolError(
+                f"old_string occurs {found} times in {file_path}; add surrounding context to "
+                "make it unique, or set replace_all to true"
+            )
+        updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
+        f.seek(0)
+        f.write(updated.encode("utf-8", errors="replace"))
+        f.truncate()
+    return found
 
 
 async def _create_by_edit(ctx: ToolContext, file_path: str, content: str) -> str:
-    path = resolve_in_workspace(ctx, file_path)
-    if path.exists():
-        raise ToolError(
-            f"old_string is empty but {file_path} already exists; give the text to replace, "
-            "or use Write to replace the whole file"
-        )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8", newline="") as f:
-        f.write(content)
-    return f"Created {display_path(path, workspace_root(ctx))} ({len(content.encode())} bytes)"
+    t = locate(ctx, file_path)
+    data = content.encode("utf-8", errors="replace")
+    await _in_thread(file_path, _write, t, data, "new")
+    return f"Created {t.shown} ({len(data)} bytes)"
 
 
 def file_tools() -> list[Tool]:

@@ -1,49 +1,56 @@
 """Search tools named and shaped as Claude Code's: ``Glob`` (file names) and ``Grep``
 (file contents, Python regular expressions).
 
-Both walk the file tree in a worker thread so the event loop stays responsive, stay inside
-the workspace (symlinks leading out of it are skipped), and cap what they return. ``Grep``
-skips binary files, files over 10 MB, and version-control / dependency / cache directories
-(``.git``, ``node_modules``, ``.venv``, ``__pycache__``, ...).
+Both stay inside the workspace by construction: they walk folders through directory file
+descriptors from the workspace root (:func:`retinue.tools.builtin._fsafe.walk`), never
+follow a symlink, and only look at regular files, so a FIFO cannot make them wait. ``Glob``
+walks in a worker thread, refuses ``..`` in a pattern, and stops after
+:data:`GLOB_SCAN_LIMIT` entries. ``Grep`` runs in a child process
+(:mod:`retinue.tools.builtin._grep_worker`) that is killed after :data:`GREP_TIMEOUT_S`
+seconds, because ``re`` has no timeout and would hold the GIL; it skips binary files, files
+over 10 MB, hard-linked files, and version-control / dependency / cache directories.
 """
 
 from __future__ import annotations
 
 import asyncio
-import bisect
-import fnmatch
+import json
 import os
 import re
-import threading
-from collections.abc import Iterator
-from dataclasses import dataclass
+import stat
+import sys
+from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from retinue.errors import ToolError
 from retinue.tools.base import Tool, ToolContext, tool
-from retinue.tools.builtin.fs import is_binary
-from retinue.tools.builtin.workspace import (
-    display_path,
-    inside,
-    resolve_in_workspace,
-    workspace_root,
-)
+from retinue.tools.builtin._fsafe import walk
+from retinue.tools.builtin._grep_worker import Query
+from retinue.tools.builtin.workspace import Target, locate
 
-__all__ = ["GLOB_LIMIT", "GREP_LINE_LIMIT", "glob_tool", "grep_tool", "search_tools"]
+__all__ = [
+    "GLOB_LIMIT",
+    "GLOB_SCAN_LIMIT",
+    "GREP_LINE_LIMIT",
+    "GREP_TIMEOUT_S",
+    "expand_braces",
+    "glob_regex",
+    "glob_tool",
+    "grep_tool",
+    "search_tools",
+]
 
 GLOB_LIMIT = 100
 """Most paths ``Glob`` (and ``Grep`` in files mode) lists unless told otherwise."""
+GLOB_SCAN_LIMIT = 200_000
+"""Most directory entries one ``Glob`` looks at."""
 GREP_LINE_LIMIT = 250
 """Most output lines ``Grep`` returns in content / count mode unless ``head_limit`` says."""
-_MAX_FILE_BYTES = 10 * 1024 * 1024
-_MAX_SHOWN_LINE = 500
-_SKIP_DIRS = frozenset(
-    {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", ".mypy_cache",
-     ".pytest_cache", ".ruff_cache", ".tox"}
-)  # fmt: skip
+GREP_TIMEOUT_S = 30.0
+"""Seconds a ``Grep`` may run before its process is killed."""
 _TYPES = {
     "py": ("*.py", "*.pyi"),
     "js": ("*.js", "*.mjs", "*.cjs", "*.jsx"),
@@ -63,6 +70,15 @@ _TYPES = {
     "sql": ("*.sql",),
 }
 _GLOB_CHARS = re.compile(r"[*?\[{]")
+_SRC = str(Path(__file__).resolve().parents[3])
+_BOOT = """import sys, types
+for name in ("retinue", "retinue.tools", "retinue.tools.builtin"):
+    package = types.ModuleType(name)
+    package.__path__ = [sys.argv[1] + "/" + name.replace(".", "/")]
+    sys.modules[name] = package
+from retinue.tools.builtin._grep_worker import main
+main()
+"""
 
 
 def expand_braces(pattern: str, _budget: int = 64) -> list[str]:
@@ -78,30 +94,81 @@ def expand_braces(pattern: str, _budget: int = 64) -> list[str]:
     return out[:_budget]
 
 
-def _split_absolute(ctx: ToolContext, pattern: str, base: Path) -> tuple[Path, str]:
+def _component(part: str) -> str:
+    """One path component of a glob as a regular expression (never matching ``/``)."""
+    out, i = [], 0
+    while i < len(part):
+        c = part[i]
+        end = part.find("]", i + 2) if c == "[" else -1
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif end > 0:
+            body = part[i + 1 : end]
+            negate = body[:1] == "!"
+            body = re.sub(r"([\\^\]\[])", r"\\\1", body[1:] if negate else body)
+            out.append(f"[{'^/' if negate else ''}{body}]")
+            i = end
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return "".join(out)
+
+
+def glob_regex(pattern: str) -> tuple[re.Pattern[str], int]:
+    """A relative glob as a regex over ``/``-joined paths, and how deep it may reach (-1: any).
+
+    ``**`` as a whole component matches any number of folders; ``..`` is refused.
+    """
+    parts = [p for p in pattern.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise ToolError("glob patterns may not contain '..'; give path= to choose the folder")
+    if not parts:
+        raise ToolError(f"invalid glob pattern {pattern!r}")
+    rx = ""
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if part == "**":
+            rx += ".*" if last else "(?:[^/]+/)*"
+        else:
+            rx += _component(part) + ("" if last else "/")
+    depth = -1 if "**" in parts else len(parts) - 1
+    return re.compile(rx), depth
+
+
+def _split_absolute(ctx: ToolContext, pattern: str, base: Target) -> tuple[Target, str]:
     """An absolute pattern becomes (its literal leading directory, the rest)."""
     if not os.path.isabs(pattern):
         return base, pattern
     parts = Path(pattern).parts
     cut = next((i for i, p in enumerate(parts) if _GLOB_CHARS.search(p)), len(parts) - 1)
     literal = os.path.join(*parts[:cut]) if cut else os.sep
-    return resolve_in_workspace(ctx, literal), "/".join(parts[cut:])
+    return locate(ctx, literal), "/".join(parts[cut:])
 
 
-def _glob_files(base: Path, root: Path, patterns: list[str]) -> list[tuple[float, Path]]:
-    found: dict[Path, float] = {}
-    for pat in patterns:
-        for p in base.glob(pat):
-            shown = Path(os.path.normpath(p))
-            if shown in found or not p.is_file():
-                continue
-            if not inside(Path(os.path.realpath(p)), root):
+def _glob_files(base: Target, patterns: list[str]) -> tuple[list[str], int, bool]:
+    """Matching regular files (newest first), how many, and whether the walk was cut short."""
+    regexes = [glob_regex(p) for p in patterns]
+    depth = -1 if any(d < 0 for _, d in regexes) else max(d for _, d in regexes)
+    found: list[tuple[float, str]] = []
+    seen = 0
+    for rel, names, dir_fd in walk(base.root, base.parts, depth=depth):
+        seen += len(names) + 1
+        if seen > GLOB_SCAN_LIMIT:
+            break
+        for name in names:
+            inner = f"{rel}/{name}" if rel else name
+            if not any(rx.fullmatch(inner) for rx, _ in regexes):
                 continue
             try:
-                found[shown] = p.stat().st_mtime
+                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
             except OSError:
                 continue
-    return sorted(((m, p) for p, m in found.items()), key=lambda mp: (-mp[0], str(mp[1])))
+            if stat.S_ISREG(st.st_mode):
+                found.append((st.st_mtime, "/".join([*base.parts, inner])))
+    found.sort(key=lambda mp: (-mp[0], mp[1]))
+    return [p for _, p in found], len(found), seen > GLOB_SCAN_LIMIT
 
 
 @tool("Glob")
@@ -121,142 +188,61 @@ async def glob_tool(
     """Find files by name pattern in the workspace.
 
     Supports `**` (any depth), `*`, `?`, `[abc]` and `{a,b}`. Returns matching file paths
-    (relative to the workspace), most recently modified first, at most 100.
+    (relative to the workspace), most recently modified first, at most 100. Symlinks are
+    not followed.
     """
-    root = workspace_root(ctx)
-    base = resolve_in_workspace(ctx, path or ".")
-    if not base.is_dir():
-        raise ToolError(f"{path} is not a directory")
-    base, rel_pattern = _split_absolute(ctx, pattern, base)
+    base, rel_pattern = _split_absolute(ctx, pattern, locate(ctx, path or "."))
     try:
-        hits = await asyncio.to_thread(_glob_files, base, root, expand_braces(rel_pattern))
-    except ValueError as exc:
-        raise ToolError(f"invalid glob pattern {pattern!r}: {exc}") from None
-    if not hits:
-        return "No files found"
-    lines = [display_path(p, root) for _, p in hits[:GLOB_LIMIT]]
-    if len(hits) > GLOB_LIMIT:
-        lines.append(
-            f"(showing {GLOB_LIMIT} of {len(hits)} files; use a more specific path or pattern)"
+        paths, total, cut = await asyncio.to_thread(_glob_files, base, expand_braces(rel_pattern))
+    except FileNotFoundError:
+        raise ToolError(f"path does not exist: {path}") from None
+    except OSError as exc:
+        raise ToolError(f"{path or '.'}: {exc.strerror or type(exc).__name__}") from None
+    notes = [f"(stopped after {GLOB_SCAN_LIMIT} entries; use a narrower path)"] if cut else []
+    if not paths:
+        return "\n".join(["No files found", *notes])
+    lines = paths[:GLOB_LIMIT]
+    if total > GLOB_LIMIT:
+        notes.insert(
+            0, f"(showing {GLOB_LIMIT} of {total} files; use a more specific path or pattern)"
         )
-    return "\n".join(lines)
+    return "\n".join([*lines, *notes])
 
 
-@dataclass(frozen=True, slots=True)
-class _Query:
-    rx: re.Pattern[str]
-    multiline: bool
-    globs: tuple[str, ...]
-    types: tuple[str, ...]
+def _cap_note(shown: int, total: int, what: str) -> list[str]:
+    if total <= shown:
+        return []
+    return [f"(output cut at {shown} of {total} {what}; narrow the search or raise head_limit)"]
 
 
-def _name_matches(rel: str, globs: tuple[str, ...]) -> bool:
-    for g in globs:
-        g = g.removeprefix("**/")
-        target = rel if "/" in g else rel.rsplit("/", 1)[-1]
-        if fnmatch.fnmatchcase(target, g):
-            return True
-    return False
-
-
-def _files(base: Path, root: Path, q: _Query, stop: threading.Event) -> Iterator[Path]:
-    if base.is_file():
-        yield base
-        return
-    for dirpath, dirnames, filenames in os.walk(base):
-        if stop.is_set():
-            return
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-        for name in sorted(filenames):
-            p = Path(dirpath, name)
-            rel = p.relative_to(base).as_posix()
-            if q.globs and not _name_matches(rel, q.globs):
-                continue
-            if q.types and not _name_matches(name, q.types):
-                continue
-            if p.is_symlink() and not inside(Path(os.path.realpath(p)), root):
-                continue
-            yield p
-
-
-def _matching_lines(text: str, q: _Query) -> list[int]:
-    """0-based numbers of the lines holding a match."""
-    if not q.multiline:
-        return [i for i, line in enumerate(text.splitlines()) if q.rx.search(line)]
-    starts = [0] + [m.end() for m in re.finditer("\n", text)]
-    hit: set[int] = set()
-    for m in q.rx.finditer(text):
-        first = bisect.bisect_right(starts, m.start()) - 1
-        last = bisect.bisect_right(starts, max(m.end() - 1, m.start())) - 1
-        hit.update(range(first, last + 1))
-    return sorted(hit)
-
-
-def _read_text(p: Path) -> str | None:
+async def _run_worker(q: Query) -> dict[str, Any]:
+    """Run the search in a child process, killed after ``GREP_TIMEOUT_S`` (or when cancelled)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-I", "-c", _BOOT, _SRC,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
     try:
-        if p.stat().st_size > _MAX_FILE_BYTES or is_binary(p):
-            return None
-        return p.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-
-
-@dataclass(frozen=True, slots=True)
-class _Hit:
-    path: Path
-    lines: list[str]
-    matched: list[int]
-
-
-def _search(
-    base: Path, root: Path, q: _Query, stop: threading.Event, keep_lines: bool
-) -> list[_Hit]:
-    hits: list[_Hit] = []
-    for p in _files(base, root, q, stop):
-        if stop.is_set():
-            break
-        text = _read_text(p)
-        if text is None:
-            continue
-        matched = _matching_lines(text, q)
-        if matched:
-            hits.append(_Hit(p, text.splitlines() if keep_lines else [], matched))
-    return hits
-
-
-def _short(line: str) -> str:
-    return line if len(line) <= _MAX_SHOWN_LINE else line[:_MAX_SHOWN_LINE] + "..."
-
-
-def _content_lines(hit: _Hit, shown: str, before: int, after: int, numbers: bool) -> list[str]:
-    wanted: set[int] = set()
-    for i in hit.matched:
-        wanted.update(range(max(i - before, 0), min(i + after, len(hit.lines) - 1) + 1))
-    matched = set(hit.matched)
-    out: list[str] = []
-    prev = -2
-    for i in sorted(wanted):
-        if out and i != prev + 1 and (before or after):
-            out.append("--")
-        sep = ":" if i in matched else "-"
-        num = f"{i + 1}{sep}" if numbers else ""
-        out.append(f"{shown}{sep}{num}{_short(hit.lines[i])}")
-        prev = i
-    return out
-
-
-def _mtime(p: Path) -> float:
-    try:
-        return p.stat().st_mtime
-    except OSError:
-        return 0.0
-
-
-def _cap(lines: list[str], limit: int, what: str) -> str:
-    if len(lines) <= limit:
-        return "\n".join(lines)
-    more = f"(output cut at {limit} of {len(lines)} {what}; narrow the search or raise head_limit)"
-    return "\n".join([*lines[:limit], more])
+        out, err = await asyncio.wait_for(
+            proc.communicate(json.dumps(asdict(q)).encode()), GREP_TIMEOUT_S
+        )
+    except TimeoutError:
+        raise ToolError(
+            f"Grep stopped after {GREP_TIMEOUT_S:g} s: the pattern may backtrack "
+            "catastrophically (e.g. nested repeats like (a|aa)+), or the folder is too large; "
+            "simplify the pattern or narrow path / glob"
+        ) from None
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    if proc.returncode != 0:
+        last = (err.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
+        raise ToolError(f"Grep failed: {last[:300]}")
+    result: dict[str, Any] = json.loads(out)
+    if "error" in result:
+        raise ToolError(result["error"])
+    return result
 
 
 @tool("Grep")
@@ -314,43 +300,39 @@ async def grep_tool(
     """Search file contents in the workspace with a regular expression.
 
     Uses Python `re` syntax (e.g. "def \\w+\\(", "TODO|FIXME"). Filter files with glob or
-    type. Binary files and .git / node_modules / .venv / cache directories are skipped.
+    type. Binary files, symlinks and .git / node_modules / .venv / cache directories are
+    skipped. A search that takes longer than 30 s is stopped.
     """
     flags = (re.IGNORECASE if case_insensitive else 0) | (
         re.MULTILINE | re.DOTALL if multiline else 0
     )
     try:
-        rx = re.compile(pattern, flags)
+        re.compile(pattern, flags)
     except re.error as exc:
         raise ToolError(f"invalid regular expression {pattern!r}: {exc}") from None
     types: tuple[str, ...] = ()
     if file_type:
         types = _TYPES.get(file_type.lower(), (f"*.{file_type}",))
-    q = _Query(rx, multiline, tuple(expand_braces(glob)) if glob else (), types)
-    root = workspace_root(ctx)
-    base = resolve_in_workspace(ctx, path or ".")
-    if not base.exists():
-        raise ToolError(f"path does not exist: {path}")
-    stop = threading.Event()
-    try:
-        hits = await asyncio.to_thread(_search, base, root, q, stop, output_mode == "content")
-    finally:
-        stop.set()  # a cancelled search stops walking at its next file
-    if not hits:
-        return "No matches found"
-    if output_mode == "files_with_matches":
-        hits.sort(key=lambda h: (-_mtime(h.path), str(h.path)))
-        names = [display_path(h.path, root) for h in hits]
-        return f"Found {len(names)} files\n" + _cap(names, head_limit or GLOB_LIMIT, "files")
-    if output_mode == "count":
-        counts = [f"{display_path(h.path, root)}:{len(h.matched)}" for h in hits]
-        return _cap(counts, head_limit or GREP_LINE_LIMIT, "files")
+    base = locate(ctx, path or ".")
     b = before if before is not None else (context or 0)
     a = after if after is not None else (context or 0)
-    lines: list[str] = []
-    for h in hits:
-        lines.extend(_content_lines(h, display_path(h.path, root), b, a, line_numbers))
-    return _cap(lines, head_limit or GREP_LINE_LIMIT, "lines")
+    default = GLOB_LIMIT if output_mode == "files_with_matches" else GREP_LINE_LIMIT
+    q = Query(
+        str(base.root), list(base.parts), pattern, flags, multiline,
+        expand_braces(glob) if glob else [], list(types), output_mode, b, a, line_numbers,
+        head_limit or default,
+    )  # fmt: skip
+    result = await _run_worker(q)
+    lines: list[str] = result["lines"]
+    if not lines:
+        return "No matches found"
+    what = "lines" if output_mode == "content" else "files"
+    lines += _cap_note(len(lines), result["total"], what)
+    if result["refused"]:
+        lines.append(f"({result['refused']} non-regular or hard-linked files were skipped)")
+    if output_mode == "files_with_matches":
+        lines.insert(0, f"Found {result['files']} files")
+    return "\n".join(lines)
 
 
 def search_tools() -> list[Tool]:

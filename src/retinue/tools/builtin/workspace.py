@@ -5,20 +5,33 @@ One rule, in one place: a path the model gives is taken relative to ``ctx.worksp
 symlink followed, even a dangling one), and it is refused with a :class:`WorkspaceError`
 unless that real path lies inside the workspace's own real path.
 
-What this does not cover: a symlink swapped in between the check and the use (a race), and
-what a shell command does once it runs — ``Bash`` starts in the workspace but is not a
-sandbox.
+The check alone could be raced (a folder swapped for a symlink between the check and the
+open), so the file tools never open the checked path by name: :func:`locate` gives its
+components below the root, and :mod:`retinue.tools.builtin._fsafe` opens them one by one
+relative to directory descriptors with ``O_NOFOLLOW``. What a shell command does once it runs
+is the shell tool's business.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from retinue.errors import ToolError, WorkspaceError
 from retinue.tools.base import ToolContext
 
-__all__ = ["display_path", "inside", "resolve_in_workspace", "workspace_root"]
+__all__ = ["Target", "display_path", "inside", "locate", "resolve_in_workspace", "workspace_root"]
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A checked path: the workspace root, the real path, and its components below the root."""
+
+    root: Path
+    real: Path
+    parts: tuple[str, ...]
+    shown: str
 
 
 def workspace_root(ctx: ToolContext) -> Path:
@@ -44,6 +57,14 @@ def resolve_in_workspace(ctx: ToolContext, path: str | os.PathLike[str]) -> Path
             "only files inside the workspace can be used"
         )
     return real
+
+
+def locate(ctx: ToolContext, path: str | os.PathLike[str]) -> Target:
+    """``path`` checked as :func:`resolve_in_workspace` does, split for a race-free open."""
+    real = resolve_in_workspace(ctx, path)
+    root = workspace_root(ctx)
+    parts = real.relative_to(root).parts
+    return Target(root, real, parts, display_path(real, root))
 
 
 def inside(path: Path, root: Path) -> bool:
