@@ -31,10 +31,11 @@ def test_discovery_is_recursive_sorted_and_survives_a_link_cycle(tmp_path: Path)
     write(root / "team" / "deep" / "c.md", GOOD.format(name="c"))
     write(root / "a.md", GOOD.format(name="a"))
     write(root / "notes.txt", "not a role")
-    write(root / ".hidden" / "h.md", GOOD.format(name="h"))
+    write(root / ".git" / "h.md", GOOD.format(name="h"))
+    write(root / ".claude" / "agents" / "d.md", GOOD.format(name="d"))
     (root / "team" / "loop").symlink_to(root, target_is_directory=True)
     found = [p.relative_to(root).as_posix() for p in find_role_files(root)]
-    assert found == ["a.md", "b.md", "team/deep/c.md"]
+    assert found == ["a.md", "b.md", ".claude/agents/d.md", "team/deep/c.md"]
     assert list(find_role_files(tmp_path / "missing")) == []
 
 

@@ -3,7 +3,8 @@
 Role files are untrusted input (people copy whole collections from the internet), so:
 
 - **Discovery** walks each role directory recursively (Claude Code reads subfolders of
-  ``.claude/agents/``), follows directory links once (no cycles), and stops at a depth and a
+  ``.claude/agents/``; a cloned collection keeps its own layout there), skips ``.git`` and
+  ``node_modules``, follows directory links once (no cycles), and stops at a depth and a
   file-count limit. Every ``*.md`` file is a candidate.
 - **Reading** opens a file without blocking (a FIFO named ``x.md`` is refused, not waited
   on), accepts regular files only (a link to ``/dev/zero`` is refused), reads at most
@@ -44,6 +45,7 @@ MAX_FILES = 5000  # per directory tree
 MAX_DIR_DEPTH = 8
 MAX_YAML_DEPTH = 32
 MAX_YAML_ALIASES = 64
+_SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules"})
 _CLOSE = re.compile(r"^-{3,}[ \t]*$")
 _PLAIN_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*):[ \t]+(.*\S)[ \t]*$")
 
@@ -65,7 +67,7 @@ def find_role_files(root: Path) -> Iterator[Path]:
             return
         subdirs = []
         for entry in entries:
-            if entry.name.startswith("."):
+            if entry.name in _SKIPPED_DIRS:
                 continue
             if entry.suffix == ".md":
                 count += 1
