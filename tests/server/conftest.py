@@ -10,6 +10,7 @@ from serverkit import Serve, ServerThread
 
 from retinue.config import Settings
 from retinue.runtime import Runtime
+from retinue.server.conversations import Limits
 from retinue.testing import ScriptedModel
 
 SLOW_ROLE = """---
@@ -24,21 +25,26 @@ You answer slowly.
 
 @pytest.fixture
 def serve(tmp_path: Path) -> Iterator[Serve]:
-    """``serve(main_model, slow_model=None, memory=False)`` starts a server; stopped after."""
+    """``serve(main_model, slow_model=None, memory=False, limits=None)`` starts a server with
+    its token in ``tmp_path / "home"``; stopped after."""
     started: list[ServerThread] = []
     agents = tmp_path / ".retinue" / "agents"
     agents.mkdir(parents=True)
     (agents / "slowpoke.md").write_text(SLOW_ROLE)
 
     def start(
-        model: ScriptedModel, slow_model: ScriptedModel | None = None, *, memory: bool = False
+        model: ScriptedModel,
+        slow_model: ScriptedModel | None = None,
+        *,
+        memory: bool = False,
+        limits: Limits | None = None,
     ) -> ServerThread:
         settings = Settings.load(home=tmp_path / "home", workspace=tmp_path)
         slow = slow_model or ScriptedModel(name="scripted:slow")
         runtime = Runtime.create(
             settings, model=model, model_for=lambda _spec: slow, with_memory=memory
         )
-        server = ServerThread(runtime).start()
+        server = ServerThread(runtime, limits).start()
         started.append(server)
         return server
 

@@ -11,16 +11,30 @@ import uvicorn
 
 from retinue.runtime import Runtime
 from retinue.server import create_app
+from retinue.server.conversations import Limits
+from retinue.server.security import Security, ensure_token
 
 __all__ = ["Serve", "ServerThread", "wait_for"]
 
 
 class ServerThread:
-    """uvicorn serving ``create_app(runtime)`` on a free port until :meth:`stop`."""
+    """uvicorn serving ``create_app(runtime)`` on a free port until :meth:`stop`.
 
-    def __init__(self, runtime: Runtime) -> None:
+    Its token is the runtime's data directory's (created as ``retinue serve`` creates it);
+    :meth:`client` sends it.
+    """
+
+    def __init__(
+        self, runtime: Runtime, limits: Limits | None = None, *, cors: tuple[str, ...] = ()
+    ) -> None:
+        self.token = ensure_token(runtime.settings.home)[0]
+        security = Security.build(self.token, cors_origins=cors)
         config = uvicorn.Config(
-            create_app(runtime), host="127.0.0.1", port=0, log_level="warning", lifespan="on"
+            create_app(runtime, security, limits),
+            host="127.0.0.1",
+            port=0,
+            log_level="warning",
+            lifespan="on",
         )
         self.runtime = runtime
         self.server = uvicorn.Server(config)
@@ -40,8 +54,9 @@ class ServerThread:
         port = self.server.servers[0].sockets[0].getsockname()[1]
         return f"http://127.0.0.1:{port}"
 
-    def client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.url, timeout=20)
+    def client(self, *, token: bool = True) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {self.token}"} if token else {}
+        return httpx.Client(base_url=self.url, timeout=20, headers=headers)
 
     def stop(self) -> None:
         self.server.should_exit = True

@@ -32,7 +32,11 @@ def sse_events(text: str) -> list[tuple[str, dict[str, Any]]]:
 def post_in_background(server: ServerThread, cid: str, **body: Any) -> Future[httpx.Response]:
     pool = ThreadPoolExecutor(1)
     future = pool.submit(
-        httpx.post, f"{server.url}/v1/conversations/{cid}/messages", json=body, timeout=30
+        httpx.post,
+        f"{server.url}/v1/conversations/{cid}/messages",
+        json=body,
+        headers={"Authorization": f"Bearer {server.token}"},
+        timeout=30,
     )
     pool.shutdown(wait=False)
     return future

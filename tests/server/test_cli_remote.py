@@ -66,6 +66,7 @@ def test_sessions_and_interrupt_against_a_live_server(serve: Serve, tmp_path: Pa
             httpx.post,
             f"{server.url}/v1/conversations/c/messages",
             json={"content": "go", "keep_sessions": True},
+            headers={"Authorization": f"Bearer {server.token}"},
             timeout=60,
         )
         with server.client() as client:
@@ -109,7 +110,14 @@ def test_serve_answers_a_conversation_and_stops_on_ctrl_c(tmp_path: Path) -> Non
             banner = proc.stderr.readline()
             assert banner.startswith("retinue serving openai:test on http://127.0.0.1:")
             url = banner.split()[-1]
-            reply = httpx.post(f"{url}/v1/conversations/a/messages", json={"content": "hi"})
+            assert "Authorization: Bearer $(cat " in proc.stderr.readline()
+            token_file = tmp_path / "home" / "server-token"
+            assert token_file.stat().st_mode & 0o777 == 0o600
+            auth = {"Authorization": f"Bearer {token_file.read_text().strip()}"}
+            body = {"content": "hi"}
+            refused = httpx.post(f"{url}/v1/conversations/a/messages", json=body)
+            assert refused.status_code == 401
+            reply = httpx.post(f"{url}/v1/conversations/a/messages", json=body, headers=auth)
             assert reply.json()["content"] == "Hello over HTTP."
             assert httpx.get(f"{url}/healthz").json()["model"] == "openai:test"
         finally:

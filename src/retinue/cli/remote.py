@@ -4,11 +4,17 @@ inspect and interrupt its live interactive sub-agent sessions over HTTP.
 Heavy imports (uvicorn, the server, httpx) stay inside the commands so ``retinue --help`` is
 fast. A server that cannot be reached, or that answers with an error, is one line on stderr
 and exit code 1.
+
+The service needs a bearer token (see :mod:`retinue.server.security`): ``serve`` creates
+``<data dir>/server-token`` on first start and refuses a non-loopback ``--host`` unless a
+token already exists (that file, or ``RETINUE_TOKEN``); the client commands send
+``--token`` / ``RETINUE_TOKEN``, or that file's token.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -26,6 +32,15 @@ DEFAULT_URL = "http://127.0.0.1:8765"
 UrlOpt = Annotated[
     str, typer.Option("--url", envvar="RETINUE_URL", help="the retinue server to talk to")
 ]
+TokenOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        envvar="RETINUE_TOKEN",
+        show_envvar=False,
+        help="the server's bearer token (default: the data directory's server-token)",
+    ),
+]
 
 
 def serve(
@@ -39,21 +54,82 @@ def serve(
     ] = None,
     tenant: Annotated[str | None, typer.Option("--tenant", help="whose memory to use")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no event log on stderr")] = False,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(help="a Host name clients may use besides the loopback ones ('*': any)"),
+    ] = None,
+    cors_origin: Annotated[
+        list[str] | None, typer.Option(help="an Origin allowed cross-site (CORS); none by default")
+    ] = None,
+    max_body: Annotated[
+        int | None, typer.Option(min=1, help="largest request body in bytes [default: 1000000]")
+    ] = None,
+    max_turns: Annotated[int, typer.Option(min=1, help="turns in progress at once")] = 16,
+    idle_timeout: Annotated[
+        float, typer.Option(min=1, help="seconds before an idle conversation is evicted")
+    ] = 3600,
 ) -> None:
     """Serve the main agent over HTTP (conversations, SSE progress, live sessions)."""
     import uvicorn
 
     from retinue.cli.app import _one_line_errors, _runtime
     from retinue.server import create_app
+    from retinue.server.conversations import Limits
+    from retinue.server.security import DEFAULT_MAX_BODY, Security
 
     with _one_line_errors():
         runtime = _runtime(model, workspace, tenant, quiet=quiet)
+    token = _serve_token(runtime.settings.home, host)
+    security = Security.build(
+        token,
+        listen_host=host,
+        allow_hosts=allow_host or (),
+        cors_origins=cors_origin or (),
+        max_body=max_body or DEFAULT_MAX_BODY,
+    )
     sock = _listen(host, port)
     bound = sock.getsockname()[1]
     typer.echo(f"retinue serving {runtime.model.name} on http://{host}:{bound}", err=True)
-    config = uvicorn.Config(create_app(runtime), log_level="warning", timeout_graceful_shutdown=5)
+    _say_how_to_use(runtime.settings.home, f"http://{host}:{bound}")
+    app = create_app(runtime, security, Limits(max_turns=max_turns, idle_s=idle_timeout))
+    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)
     server.run(sockets=[sock])
+
+
+def _serve_token(home: Path, host: str) -> str:
+    """The service's token (created on a loopback start); exit 1 when a public host has none."""
+    from retinue.server.security import (
+        TOKEN_ENV,
+        TOKEN_FILE,
+        configured_token,
+        ensure_token,
+        is_loopback,
+    )
+
+    if not is_loopback(host) and configured_token(home) is None:
+        _fail(
+            f"refusing to listen on {host} without a token: set {TOKEN_ENV}, or create "
+            f"{home / TOKEN_FILE} (mode 0600) by starting `retinue serve` once on 127.0.0.1"
+        )
+    try:
+        return ensure_token(home)[0]
+    except OSError as exc:
+        _fail(f"cannot create the token file in {home}: {exc.strerror or exc}")
+
+
+def _say_how_to_use(home: Path, url: str) -> None:
+    from retinue.server.security import TOKEN_ENV, TOKEN_FILE
+
+    if os.environ.get(TOKEN_ENV, "").strip():
+        where = f"${TOKEN_ENV}"
+    else:
+        where = f"$(cat {home / TOKEN_FILE})"
+    typer.echo(
+        f'every request but /healthz needs: -H "Authorization: Bearer {where}" '
+        f"(e.g. curl -H ... {url}/v1/conversations)",
+        err=True,
+    )
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -77,13 +153,15 @@ def sessions(
         str | None, typer.Option("--parent", help="only the sessions this agent id holds")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the raw JSON")] = False,
+    token: TokenOpt = None,
 ) -> None:
     """List the live interactive sub-agent sessions of a running `retinue serve`."""
     from rich.console import Console
     from rich.table import Table
 
     params = {"parent": parent} if parent else None
-    live: list[dict[str, Any]] = _call("GET", url, "/v1/sessions", params=params)["sessions"]
+    answer = _call("GET", url, "/v1/sessions", token=token, params=params)
+    live: list[dict[str, Any]] = answer["sessions"]
     if as_json:
         typer.echo(json.dumps(live, indent=2))
         return
@@ -107,10 +185,11 @@ def sessions(
 def interrupt(
     session_id: Annotated[str, typer.Argument(help="the session id, e.g. conv-a/researcher")],
     url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = None,
 ) -> None:
     """Interrupt the running turn of a live session; the session itself stays."""
     path = f"/v1/sessions/{quote(session_id, safe='/:@')}/interrupt"
-    answer = _call("POST", url, path)
+    answer = _call("POST", url, path, token=token)
     if answer["interrupted"]:
         typer.echo(f"interrupted the running turn of {session_id}; the session is kept")
     else:
@@ -129,19 +208,29 @@ def _fail(message: str) -> NoReturn:
     raise typer.Exit(EXIT_FAILED)
 
 
-def _call(method: str, url: str, path: str, **kwargs: Any) -> Any:
+def _call(method: str, url: str, path: str, *, token: str | None, **kwargs: Any) -> Any:
     """One request to the server; its JSON answer, or one line on stderr and exit 1."""
     import httpx
 
+    from retinue.config import default_home
+    from retinue.server.security import configured_token
+
     base = url.rstrip("/")
+    token = token or configured_token(default_home())
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        response = httpx.request(method, base + path, timeout=30, **kwargs)
+        response = httpx.request(method, base + path, timeout=30, headers=headers, **kwargs)
     except (httpx.ConnectError, httpx.ConnectTimeout):
         _fail(f"no retinue server at {base}; start one with `retinue serve`")
     except (httpx.InvalidURL, httpx.UnsupportedProtocol):
         _fail(f"bad --url {url!r}: expected something like {DEFAULT_URL}")
     except httpx.HTTPError as exc:
         _fail(f"request to {base} failed: {type(exc).__name__}: {exc}")
+    if response.status_code == 401:
+        _fail(
+            f"{base} refused the token: pass --token or set RETINUE_TOKEN "
+            "(the server's token is in its data directory, file server-token)"
+        )
     if response.is_error:
         _fail(f"{base} answered {response.status_code}: {_error_text(response)}")
     try:

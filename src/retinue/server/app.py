@@ -1,6 +1,8 @@
 """The HTTP service: conversations with the main agent, and live sub-agent sessions.
 
-Endpoints (JSON in and out; every error is ``{"error": "<one line>"}``)::
+Endpoints (JSON in and out; every error is ``{"error": "<one line>"}``). Every endpoint
+but ``/healthz`` needs ``Authorization: Bearer <token>``; Host, Origin and body size are
+checked first (see :mod:`retinue.server.security`)::
 
     GET    /healthz                                   liveness, model, counts
     GET    /v1/conversations                          conversation ids, running or not
@@ -14,12 +16,17 @@ Endpoints (JSON in and out; every error is ``{"error": "<one line>"}``)::
 
 Conversation ``abc`` is served by the main agent ``conv-abc``; its sessions are
 ``conv-abc/<role>[:instance]`` (the ``/`` needs no escaping in session URLs).
-Status codes: 400 bad request or a refused turn, 404 unknown conversation or session,
-409 conversation deleted during the turn, 422 malformed body, 502 the model provider failed.
+Status codes: 400 bad request or a refused turn, 401 no or a wrong token, 403 a foreign
+Origin, 404 unknown conversation or session, 409 conversation deleted during the turn,
+413 body too large, 421 a Host not allowed, 422 malformed body, 429 too many turns in
+progress, 502 the model provider failed. Idle conversations are evicted (see
+:class:`~retinue.server.conversations.Limits`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -35,8 +42,15 @@ from starlette.exceptions import HTTPException
 from retinue.errors import ModelError, RetinueError
 from retinue.messages import to_dict
 from retinue.runtime import Runtime
-from retinue.server.conversations import ConversationGone, ConversationHost, valid_conversation_id
+from retinue.server.conversations import (
+    ConversationGone,
+    ConversationHost,
+    Limits,
+    ServerBusy,
+    valid_conversation_id,
+)
 from retinue.server.hub import EventHub
+from retinue.server.security import Guard, Security
 from retinue.server.sse import output_json, stream_turn
 from retinue.subagents.registry import SessionInfo
 
@@ -53,18 +67,26 @@ class MessageIn(BaseModel):
     keep_sessions: bool = False
 
 
-def create_app(runtime: Runtime) -> FastAPI:
-    """The service for ``runtime``; it becomes the runtime's event sink's fan-out point."""
+def create_app(runtime: Runtime, security: Security, limits: Limits | None = None) -> FastAPI:
+    """The service for ``runtime``, behind ``security``; it becomes the runtime's event
+    sink's fan-out point."""
     hub = EventHub(runtime.events)
     runtime.events = hub
-    host = ConversationHost(runtime, hub)
+    host = ConversationHost(runtime, hub, limits)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        yield
-        await host.close_all()
+        evictor = asyncio.create_task(host.evict_forever())
+        try:
+            yield
+        finally:
+            evictor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await evictor
+            await host.close_all()
 
-    app = FastAPI(title="Retinue", lifespan=lifespan)
+    app = FastAPI(title="Retinue", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.add_middleware(Guard, security=security)
     app.state.runtime, app.state.host = runtime, host
     _error_handlers(app)
     _conversation_routes(app, host)
@@ -76,6 +98,8 @@ def error_status(exc: BaseException) -> tuple[int, str]:
     """The HTTP status and one-line message for an error a turn raised."""
     if isinstance(exc, ConversationGone):
         return 409, str(exc)
+    if isinstance(exc, ServerBusy):
+        return 429, str(exc)
     if isinstance(exc, ModelError):
         return 502, str(exc)
     if isinstance(exc, RetinueError):
@@ -102,6 +126,7 @@ def _error_handlers(app: FastAPI) -> None:
         return _error(422, "invalid request: " + "; ".join(problems))
 
     @app.exception_handler(ConversationGone)
+    @app.exception_handler(ServerBusy)
     @app.exception_handler(RetinueError)
     async def turn_error(_r: Request, exc: Exception) -> JSONResponse:
         return _error(*error_status(exc))

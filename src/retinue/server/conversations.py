@@ -4,13 +4,19 @@ Conversation ``abc`` is served by the main agent ``conv-abc``, so its sub-agents
 ``conv-abc/<role>...`` and its events can be told apart from other conversations' by prefix.
 Each conversation is a session: deleting it cancels its running turn, and a streaming client
 that goes away cancels only its turn, whose cleanup (session consolidation) still finishes.
+
+:class:`Limits` bounds the host: at most ``max_turns`` turns in flight (running or queued)
+across all conversations, beyond which a turn is refused at once (:class:`ServerBusy`); and
+a conversation without a turn for ``idle_s`` seconds is evicted (closed, as by delete).
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+import time
 from contextlib import ExitStack
+from dataclasses import dataclass
 
 from retinue.engine.config import RunOutput
 from retinue.errors import SessionClosedError
@@ -18,13 +24,32 @@ from retinue.events import EventSink
 from retinue.runtime import Conversation, Runtime
 from retinue.server.hub import EventHub
 
-__all__ = ["ConversationGone", "ConversationHost", "agent_id_for", "valid_conversation_id"]
+__all__ = [
+    "ConversationGone",
+    "ConversationHost",
+    "Limits",
+    "ServerBusy",
+    "agent_id_for",
+    "valid_conversation_id",
+]
 
 _CONVERSATION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
 class ConversationGone(Exception):
     """The conversation was deleted while this turn waited or ran."""
+
+
+class ServerBusy(Exception):
+    """Too many turns are in flight; this one was refused before it began."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Turns in flight at once (all conversations), and seconds before an idle one goes."""
+
+    max_turns: int = 16
+    idle_s: float = 3600.0
 
 
 def valid_conversation_id(cid: str) -> bool:
@@ -44,11 +69,14 @@ class ConversationHost:
     arrival order, and deleting it closes it (running turn cancelled, sessions consolidated).
     """
 
-    def __init__(self, runtime: Runtime, hub: EventHub) -> None:
+    def __init__(self, runtime: Runtime, hub: EventHub, limits: Limits | None = None) -> None:
         self.runtime = runtime
         self.hub = hub
+        self.limits = limits or Limits()
         self._conversations: dict[str, Conversation] = {}
         self._background: set[asyncio.Task[RunOutput]] = set()
+        self._in_flight: dict[str, int] = {}  # turns running or queued, per conversation
+        self._last_used: dict[str, float] = {}  # monotonic time a turn last began or ended
 
     def ids(self) -> list[str]:
         return list(self._conversations)
@@ -68,8 +96,24 @@ class ConversationHost:
 
         ``on_event`` receives the events of this conversation's agent tree during the turn
         (and asks for text deltas). Raises :class:`ConversationGone` if the conversation is
-        deleted meanwhile, and the turn's own errors as they are.
+        deleted meanwhile, :class:`ServerBusy` when too many turns are in flight, and the
+        turn's own errors as they are.
         """
+        if sum(self._in_flight.values()) >= self.limits.max_turns:
+            raise ServerBusy(f"{self.limits.max_turns} turns are already in progress; retry later")
+        self._in_flight[cid] = self._in_flight.get(cid, 0) + 1
+        self._last_used[cid] = time.monotonic()
+        try:
+            return await self._send(cid, text, keep_sessions=keep_sessions, on_event=on_event)
+        finally:
+            self._last_used[cid] = time.monotonic()
+            self._in_flight[cid] -= 1
+            if not self._in_flight[cid]:
+                del self._in_flight[cid]
+
+    async def _send(
+        self, cid: str, text: str, *, keep_sessions: bool, on_event: EventSink | None
+    ) -> RunOutput:
         conversation = self._conversations.get(cid)
         if conversation is None:
             conversation = self.runtime.conversation(agent_id_for(cid))
@@ -108,9 +152,32 @@ class ConversationHost:
         Returns the ids of the sessions it ended, or None if there is no such conversation.
         """
         conversation = self._conversations.pop(cid, None)
+        self._last_used.pop(cid, None)
         if conversation is None:
             return None
         return await conversation.close()
+
+    async def evict_idle(self, now: float | None = None) -> list[str]:
+        """Close the conversations with no turn in flight for ``limits.idle_s``; their ids."""
+        now = time.monotonic() if now is None else now
+        idle = [
+            cid
+            for cid in list(self._conversations)
+            if cid not in self._in_flight
+            and now - self._last_used.get(cid, now) >= self.limits.idle_s
+        ]
+        evicted = []
+        for cid in idle:
+            if cid not in self._in_flight:  # no turn began while an earlier one closed
+                await self.delete(cid)
+                evicted.append(cid)
+        return evicted
+
+    async def evict_forever(self) -> None:
+        """Evict idle conversations every little while (a task of the app's lifespan)."""
+        while True:
+            await asyncio.sleep(min(max(self.limits.idle_s / 4, 0.05), 60.0))
+            await self.evict_idle()
 
     async def close_all(self) -> None:
         """End every conversation (the service is stopping)."""
