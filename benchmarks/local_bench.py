@@ -3,6 +3,12 @@
 Run: ``uv run --extra local python benchmarks/local_bench.py [--runs N] [--home DIR]``.
 Writes ``benchmarks/results/local.json``. The model file is assembled first if needed (that
 time is reported separately and is not part of the load time).
+
+``--compare PYTHON`` measures a second llama-cpp-python build (the interpreter of another
+environment that has retinue and that build installed) in the same session: the two run in
+alternating rounds, and the ratios are taken round by round. The results, with both builds'
+figures, go to ``benchmarks/results/local_builds.json``. Each figure is reported with the
+wall and CPU time of its round and the machine's load average.
 """
 
 from __future__ import annotations
@@ -10,8 +16,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import platform
+import resource
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +31,7 @@ from retinue.llm.local import LocalModel
 from retinue.messages import UserMessage
 
 RESULTS = Path(__file__).parent / "results" / "local.json"
+BUILDS = Path(__file__).parent / "results" / "local_builds.json"
 
 PROMPTS = [
     "Explain in three sentences what a Python context manager is.",
@@ -78,6 +89,7 @@ async def main(runs: int, home: Path, n_threads: int) -> dict[str, Any]:
         "model": model.name,
         "file": path.name,
         "machine": {"cpu": platform.processor() or platform.machine(), "n_threads": n_threads},
+        "python": sys.executable,
         "assemble_or_check_s": round(assemble_s, 3),
         "load_s": round(load_s, 3),
         "runs": runs,
@@ -95,13 +107,72 @@ async def main(runs: int, home: Path, n_threads: int) -> dict[str, Any]:
     }
 
 
+def _child_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def one_round(python: str, runs: int, home: Path, threads: int) -> dict[str, Any]:
+    """This script under ``python``, in a fresh process: its result plus wall/CPU/load."""
+    cmd = [python, __file__, "--runs", str(runs), "--home", str(home)]
+    cmd += ["--threads", str(threads), "--stdout"]
+    cpu0, wall0 = _child_cpu(), time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    wall, cpu = time.perf_counter() - wall0, _child_cpu() - cpu0
+    if done.returncode != 0:
+        return {"error": f"exit {done.returncode}", "stderr": done.stderr[-2000:]}
+    result = json.loads(done.stdout.splitlines()[-1])
+    result.update(wall_s=round(wall, 2), cpu_s=round(cpu, 2), loadavg=os.getloadavg()[0])
+    return result
+
+
+def compare(other: str, rounds: int, runs: int, home: Path, threads: int) -> dict[str, Any]:
+    pairs = []
+    for i in range(rounds):
+        order = [("this", sys.executable), ("other", other)]
+        if i % 2:
+            order.reverse()
+        pairs.append({label: one_round(py, runs, home, threads) for label, py in order})
+
+    def ratios(key: str) -> list[float]:
+        return [
+            p["this"][key] / p["other"][key]
+            for p in pairs
+            if key in p["this"] and key in p["other"] and p["other"][key]
+        ]
+
+    decode = ratios("median_decode_tokens_per_s")
+    return {
+        "rounds": rounds,
+        "this_python": sys.executable,
+        "other_python": other,
+        "decode_ratio_per_round": [round(r, 3) for r in decode],
+        "median_decode_ratio": round(statistics.median(decode), 3) if decode else None,
+        "pairs": pairs,
+    }
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="Local model speed benchmark.")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--home", type=Path, default=None, help="RETINUE_HOME (default: env)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--stdout", action="store_true", help="print the result as one line")
+    parser.add_argument("--compare", metavar="PYTHON", help="another build's interpreter")
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    result = asyncio.run(main(args.runs, args.home or default_home(), args.threads))
+    home = args.home or default_home()
+    if args.compare:
+        report = compare(args.compare, args.rounds, args.runs, home, args.threads)
+        BUILDS.parent.mkdir(parents=True, exist_ok=True)
+        BUILDS.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        print(json.dumps({k: v for k, v in report.items() if k != "pairs"}, indent=2))
+        print(f"written to {BUILDS}")
+        sys.exit(0)
+    result = asyncio.run(main(args.runs, home, args.threads))
+    if args.stdout:
+        print(json.dumps(result))
+        sys.exit(0)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     summary = {k: v for k, v in result.items() if k != "calls"}

@@ -54,6 +54,8 @@ def test_a_recursive_schema_still_gives_a_grammar() -> None:
     assert parses(tool_call_grammar([function("Tree", schema)]))
 
 
-def test_answers_may_not_open_a_tag() -> None:
+def test_answers_may_not_open_a_tag_nor_start_blank_or_as_json() -> None:
     source = tool_call_grammar([function("Noop", {"type": "object", "properties": {}})])
-    assert "rt-first ::= [^<\\x00 \\t\\r\\n]" in source  # nor start blank
+    first = next(line for line in source.splitlines() if line.startswith("rt-first ::="))
+    assert "[^<{`\\x00 \\t\\r\\n]" in first and '"```" [^j`\\x00]' in first
+    assert 'rt-fenced ::= "```json\\n" rt-call-json' in source

@@ -160,10 +160,10 @@ async def test_a_malformed_call_becomes_an_error_result_the_model_can_read(tmp_p
     assert second.is_error and "available tools: add" in second.content
 
 
-def test_tagged_only_reads_json_and_code_blocks_as_an_answer() -> None:
-    text = '```json\n{"name": "Read", "arguments": {"file_path": "a.py"}}\n```'
-    assert parse_tool_calls(text, tagged_only=True) == (text, ())
-    content, calls = parse_tool_calls(
-        'ok <tool_call>\n{"name": "Read", "arguments": {}}\n</tool_call>', tagged_only=True
-    )
-    assert content == "ok" and [c.name for c in calls] == ["Read"]
+def test_constrained_replies_are_calls_only_when_they_start_as_one() -> None:
+    call = '{"name": "Read", "arguments": {"file_path": "a.py"}}'
+    answer = f"Here is the call I would make:\n```json\n{call}\n```"
+    assert parse_tool_calls(answer, constrained=True) == (answer, ())
+    for text in (f"<tool_call>\n{call}\n</tool_call>", call, f"```json\n{call}\n```"):
+        content, calls = parse_tool_calls(text, constrained=True)
+        assert content == "" and [c.name for c in calls] == ["Read"], text

@@ -2,11 +2,13 @@
 
 Decoding follows a GBNF grammar (llama.cpp's grammar format), so the model's output is either
 
-* an answer: free text that does not open a tag (no ``<t`` anywhere, so no stray
-  ``<tool_call>``) and starts with a visible character, so it is never empty; or
-* one or more calls in the model's own format, ``<tool_call>\\n{"name": N, "arguments": A}\\n
-  </tool_call>``, where ``N`` is one of the offered tools and ``A`` matches that tool's JSON
-  schema.
+* an answer: free text that starts with a visible character (so it is never empty) other than
+  ``{`` or a ```` ```json ```` fence, and opens no tag (no ``<t`` anywhere, so no stray
+  ``<tool_call>``); or
+* one or more calls, ``{"name": N, "arguments": A}`` where ``N`` is one of the offered tools
+  and ``A`` matches that tool's JSON schema, each in the model's own ``<tool_call>`` tags, or
+  bare, or in a ```` ```json ```` fence: a small model that starts to write JSON is steered
+  into a valid call instead of an answer that merely looks like one.
 
 A hallucinated tool name or malformed arguments therefore cannot be generated. The JSON part is
 converted by llama-cpp-python's JSON-schema converter; references (``$ref`` to ``$defs``) are
@@ -27,10 +29,12 @@ _ANNOTATIONS = frozenset({"$defs", "title", "description", "examples", "default"
 _FRAME = r"""
 root ::= rt-answer | rt-calls
 rt-answer ::= rt-first rt-char*
-rt-first ::= [^<\x00 \t\r\n]
+rt-first ::= [^<{`\x00 \t\r\n] | "`" [^`\x00] | "``" [^`\x00] | "```" [^j`\x00]
 rt-char ::= [^<\x00] | "<" [^t\x00]
 rt-calls ::= rt-call ("\n" rt-call)*
-rt-call ::= "<tool_call>\n" rt-call-json "\n</tool_call>"
+rt-call ::= rt-tagged | rt-call-json | rt-fenced
+rt-tagged ::= "<tool_call>\n" rt-call-json "\n</tool_call>"
+rt-fenced ::= "```json\n" rt-call-json "\n```"
 """
 
 

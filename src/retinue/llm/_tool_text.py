@@ -32,19 +32,21 @@ __all__ = ["MALFORMED_NAME", "ToolCallStreamFilter", "parse_tool_calls"]
 MALFORMED_NAME = "invalid_tool_call"
 
 _OPEN, _CLOSE = "<tool_call>", "</tool_call>"
+_CALL_STARTS = (_OPEN, "{", "```json")
 _TAGGED = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
 _FENCED = re.compile(r"```[ \t]*(?:json|JSON|tool_call)?[ \t]*\n?(.*?)(?:```|\Z)", re.DOTALL)
 _NAME = re.compile(r'"name"\s*:\s*"([^"]*)"')
 _ARGUMENT_KEYS = ("arguments", "parameters")
 
 
-def parse_tool_calls(text: str, *, tagged_only: bool = False) -> tuple[str, tuple[ToolCall, ...]]:
+def parse_tool_calls(text: str, *, constrained: bool = False) -> tuple[str, tuple[ToolCall, ...]]:
     """Split a model's raw reply into its visible text and the tool calls it makes.
 
-    ``tagged_only`` (for grammar-constrained output, where a call can only be a tagged one)
-    reads a reply without ``<tool_call>`` as a plain answer, JSON and code blocks included.
+    ``constrained`` (output decoded under :mod:`retinue.llm._grammar`): a reply is calls only
+    when it starts as one (a tag, ``{`` or a ```` ```json ```` fence); any other reply is a
+    plain answer, JSON and code blocks inside it included.
     """
-    if tagged_only and _OPEN not in text:
+    if constrained and not text.lstrip().startswith(_CALL_STARTS):
         return text.strip(), ()
     if _OPEN in text:
         calls = [c for m in _TAGGED.finditer(text) for c in _calls_from_text(m.group(1), True)]

@@ -182,7 +182,7 @@ class LocalModel:
         text = str(done["text"])
         constrained = self.constrain and bool(tools)
         content, calls = (
-            parse_tool_calls(text, tagged_only=constrained) if tools else (text.strip(), ())
+            parse_tool_calls(text, constrained=constrained) if tools else (text.strip(), ())
         )
         rest = stream_filter.flush(found_calls=bool(calls)) if stream_filter else ""
         if on_text is not None and rest:
