@@ -86,8 +86,10 @@ def _runtime(
     runtime = Runtime.create(settings, events=printer)
     if runtime.notice:
         console.print(f"[dim]{runtime.notice}[/]", highlight=False)
-    for problem in runtime.catalog.problems:
-        console.print(f"[yellow]role file {problem.severity}:[/] {problem}", highlight=False)
+    if problems := runtime.catalog.problems:
+        files, skipped = len({p.path for p in problems}), len(runtime.catalog.errors())
+        console.print(f"[yellow]{files} role file(s) have problems ({skipped} not loaded): "
+                      "see `retinue roles`[/]", highlight=False)  # fmt: skip
     return runtime
 
 
@@ -136,32 +138,16 @@ def chat(
 
 @app.command()
 def roles(workspace: WorkspaceOpt = None) -> None:
-    """List the roles sub-agents can take, where each comes from, and broken role files."""
+    """List the roles sub-agents can take, where each comes from, and why files were skipped."""
     from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
 
+    from retinue.cli.roles_view import print_catalog
     from retinue.config import Settings
     from retinue.runtime import load_roles
 
     with _one_line_errors():
         catalog = load_roles(Settings.load(workspace=workspace))
-    table = Table("role", "description", "tools", "model", "source")
-    for r in catalog.roles.values():
-        caps = f" ({', '.join(sorted(r.capabilities))})" if r.capabilities else ""
-        table.add_row(
-            escape(r.name + caps),
-            escape(r.description),
-            ", ".join(r.tools) if r.tools is not None else "all",
-            r.model or "inherit",
-            str(r.source),
-        )
-    console = Console()
-    console.print(table)
-    for p in catalog.problems:
-        Console(stderr=True, soft_wrap=True).print(
-            f"[yellow]{p.severity}:[/] {escape(str(p))}", highlight=False
-        )
+    print_catalog(catalog, Console(soft_wrap=True), Console(stderr=True, soft_wrap=True))
 
 
 for _command in (serve, sessions, interrupt, doctor):

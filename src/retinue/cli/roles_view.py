@@ -1,0 +1,57 @@
+"""What ``retinue roles`` prints: the roles found (stdout), then where the search looked, the
+front matter fields that mean nothing here, and every file skipped or read leniently, with
+the reason (stderr). Everything that comes from a file is escaped before it reaches markup."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from retinue.subagents import Role, RoleCatalog
+from retinue.subagents.tools import brief
+
+__all__ = ["print_catalog"]
+
+
+def _tools(role: Role) -> str:
+    text = ", ".join(role.tools) if role.tools is not None else "all"
+    if role.disallowed:
+        text += f" (not {', '.join(role.disallowed)})"
+    if role.can("spawn_agent"):
+        text += " + delegates" + (f" to {', '.join(role.delegates)}" if role.delegates else "")
+    return text
+
+
+def _caps(role: Role) -> str:
+    caps = sorted(role.capabilities - {"spawn_agent"})
+    if role.memory_scope:
+        caps = [f"memory: {role.memory_scope}" if c == "memory" else c for c in caps]
+    return f" ({', '.join(caps)})" if caps else ""
+
+
+def print_catalog(catalog: RoleCatalog, out: Console, err: Console) -> None:
+    table = Table("role", "description", "tools", "model", "source")
+    for r in catalog.roles.values():
+        table.add_row(
+            escape(r.name + _caps(r)),
+            escape(brief(r.description, 100)),
+            escape(_tools(r)),
+            escape(r.model or "inherit") + (f", {r.max_turns} turns" if r.max_turns else ""),
+            escape(str(r.source)),
+        )
+    out.print(table)
+    out.print(f"{len(catalog.roles)} roles.", highlight=False)
+    for directory, count in catalog.searched:
+        err.print(
+            f"[dim]searched {escape(str(directory))}: {count} .md file(s)[/]", highlight=False
+        )
+    if ignored := catalog.ignored_fields():
+        fields = ", ".join(f"{escape(k)} ({n})" for k, n in ignored.most_common())
+        err.print(f"[dim]fields accepted but ignored here: {fields}[/]", highlight=False)
+    for p in sorted(catalog.problems, key=lambda p: p.severity != "error"):
+        colour = "red" if p.severity == "error" else "yellow"
+        label = "skipped" if p.severity == "error" else "warning"
+        err.print(f"[{colour}]{label}:[/] {escape(str(p))}", highlight=False)
+    if errors := catalog.errors():
+        err.print(f"{len(errors)} file(s) skipped.", highlight=False)
