@@ -32,6 +32,7 @@ from retinue.cli.doctor import (
     REQUIRED_X86_FLAGS,
     Check,
     Provider,
+    check_bubblewrap,
     check_cpu,
     check_data_dir,
     check_generation,
@@ -48,6 +49,7 @@ from retinue.cli.doctor import (
 from retinue.llm._gguf import INSTALL_HINT, MODELS, GGUFModel
 from retinue.llm._local_client import LocalWorker, describe_exit
 from retinue.memory import open_memory
+from retinue.tools.builtin.sandbox import bwrap_problem
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -452,6 +454,19 @@ def test_a_file_that_is_not_a_database_fails(tmp_path: Path) -> None:
     assert check.status == "failed" and "not a database" in check.detail
 
 
+# -- the shell sandbox ---------------------------------------------------------------------
+
+
+def test_bubblewrap_passes_fails_with_the_install_fix_or_is_skipped_off_linux() -> None:
+    assert check_bubblewrap("Linux", None).status == "ok"
+    missing = check_bubblewrap("Linux", bwrap_problem("/nonexistent/retinue-doctor-bwrap"))
+    assert missing.status == "failed"
+    assert "not installed" in missing.detail and "unsandboxed" in missing.detail
+    assert "apt-get install bubblewrap" in missing.fix
+    one_line(missing)
+    assert check_bubblewrap("Darwin", "whatever").status == "skipped"
+
+
 # -- the command ---------------------------------------------------------------------------
 
 runner = CliRunner()
@@ -477,7 +492,7 @@ def test_doctor_prints_one_line_per_check_and_never_the_key(
     code, out = doctor(tmp_path, OPENAI_BASE_URL=f"{server.url}/v1", OPENAI_API_KEY=SECRET)
     lines = out.splitlines()
     names = ["settings", "Python", "local extra", "CPU", "model file", "1-token generation"]
-    names += ["openai", "data directory", "memory database"]
+    names += ["openai", "data directory", "memory database", "bubblewrap"]
     assert [line.split(":")[0][2:] for line in lines if line[:1] in "✓✗–"] == names
     assert any(line.startswith("✓ openai:") and "sk-…abcd" in line for line in lines)
     assert SECRET not in out and "0123456789" not in out

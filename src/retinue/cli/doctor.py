@@ -36,6 +36,7 @@ __all__ = [
     "REQUIRED_X86_FLAGS",
     "Check",
     "Provider",
+    "check_bubblewrap",
     "check_cpu",
     "check_data_dir",
     "check_generation",
@@ -421,6 +422,24 @@ def check_memory_db(path: Path) -> Check:
     return Check.failed(name, f"{path}: {len(rows)} problem(s), first: {rows[0]}", fix)
 
 
+# -- the shell sandbox ---------------------------------------------------------------------
+
+
+def check_bubblewrap(system: str, problem: str | None) -> Check:
+    """Whether Bash commands run sandboxed; ``problem`` is ``bwrap_problem()``'s answer."""
+    name = "bubblewrap"
+    if system != "Linux":
+        return Check.skipped(name, f"no sandbox on {system}: Bash runs with a reduced environment")
+    if problem is None:
+        return Check.passed(name, "Bash commands run in a bubblewrap sandbox")
+    return Check.failed(
+        name,
+        f"{problem}; Bash commands run unsandboxed",
+        "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap); in a container, "
+        "allow user namespaces",
+    )
+
+
 # -- the command ---------------------------------------------------------------------------
 
 
@@ -462,6 +481,13 @@ def checks(model: str | None = None) -> Iterator[Check]:
         yield target if isinstance(target, Check) else check_provider(target)
     yield check_data_dir(settings.home)
     yield check_memory_db(settings.home / "memory.db")
+    yield check_bubblewrap(platform.system(), _bwrap_problem())
+
+
+def _bwrap_problem() -> str | None:
+    from retinue.tools.builtin.sandbox import BWRAP_ENV, bwrap_problem
+
+    return bwrap_problem(os.environ.get(BWRAP_ENV) or "bwrap")
 
 
 def _local_checks(local: str | None, home: Path, extra: Check) -> Iterator[Check]:
