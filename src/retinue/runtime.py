@@ -14,7 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from retinue.config import Settings
-from retinue.engine.compact import COMPACT_OMITS, compact_main_prompt, with_named_files
+from retinue.engine.compact import (
+    COMPACT_OMITS,
+    compact_main_prompt,
+    with_named_files,
+    with_role_choices,
+)
 from retinue.engine.compress import AutoCompressor, CompressionResult
 from retinue.engine.config import RunConfig, RunOutput
 from retinue.engine.session import Lifecycle, Session
@@ -165,7 +170,7 @@ class Conversation:
         config = RunConfig(
             model=rt.model,
             messages=[],
-            tools=tools.without(COMPACT_OMITS) if self.compact else tools,
+            tools=self._compact_tools(tools) if self.compact else tools,
             context=self.context,
             max_iterations=rt.settings.max_iterations,
             stream=self.stream,
@@ -176,6 +181,9 @@ class Conversation:
             end_children=lambda: rt.manager.cleanup(self.agent_id),
         )
         return Session(self.agent_id, config, lifecycle)
+
+    def _compact_tools(self, tools: ToolRegistry) -> ToolRegistry:
+        return with_role_choices(tools.without(COMPACT_OMITS), list(self.runtime.catalog.roles))
 
     @property
     def compact(self) -> bool:

@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from retinue.engine.compact import compact_main_prompt, with_named_files, workspace_overview
+from retinue.engine.compact import (
+    compact_main_prompt,
+    with_named_files,
+    with_role_choices,
+    workspace_overview,
+)
+from retinue.subagents.tools import subagent_tools
+from retinue.tools.base import ToolRegistry
+from retinue.tools.builtin import builtin_tools
 
 
 @pytest.fixture
@@ -74,3 +82,17 @@ def test_many_roles_do_not_inflate_the_prompt(workspace: Path) -> None:
     prompt = compact_main_prompt(workspace, roles)
     assert "- role19: Does things." in prompt and "role20:" not in prompt
     assert "- and 40 more roles" in prompt
+
+
+def test_role_parameters_list_the_roles_as_their_only_choices() -> None:
+    tools = ToolRegistry([*subagent_tools(), *builtin_tools()])
+    narrowed = with_role_choices(tools, ["code-reviewer", "researcher"])
+    assert narrowed.names == tools.names
+    for name in ("SubAgent", "UnloadSubAgent"):
+        spec = narrowed.get(name)
+        assert spec is not None
+        assert spec.spec.parameters["properties"]["role"]["enum"] == ["code-reviewer", "researcher"]
+        original = tools.get(name)
+        assert original is not None and "enum" not in original.spec.parameters["properties"]["role"]
+    read = narrowed.get("Read")
+    assert read is not None and read is tools.get("Read")

@@ -6,6 +6,8 @@ A small model chooses tools badly but reads well. So for a model whose profile i
 * a short system prompt that already lists the workspace's files and the roles it can
   delegate to, so "what files are here" needs no tool;
 * only the tools ordinary work needs (no memory tools, see :data:`COMPACT_OMITS`);
+* a ``role`` parameter (SubAgent, UnloadSubAgent) that lists the roles as its only choices,
+  so a constrained small model cannot name a role that does not exist;
 * the current content of small workspace files that the user's message names, appended to
   that message, so "what is X in settings.py" needs no tool either.
 
@@ -14,14 +16,25 @@ Everything read here stays inside the workspace root and is bounded in size.
 
 from __future__ import annotations
 
+import copy
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
-__all__ = ["COMPACT_OMITS", "compact_main_prompt", "with_named_files", "workspace_overview"]
+from retinue.llm.base import ToolSpec
+from retinue.tools.base import Tool, ToolRegistry
 
-COMPACT_OMITS = frozenset({"SubAgentStatus"})
+__all__ = [
+    "COMPACT_OMITS",
+    "compact_main_prompt",
+    "with_named_files",
+    "with_role_choices",
+    "workspace_overview",
+]
+
+COMPACT_OMITS = frozenset({"SubAgentStatus", "FindRole"})
 """Tools the main agent of a small model does without (memory tools are not offered at all);
 it keeps the file tools, Bash, SubAgent, UnloadSubAgent and any tool of the caller's own."""
 
@@ -33,9 +46,9 @@ MAX_INLINE_FILES = 3
 _PROMPT = """\
 You are Retinue, a coding assistant. You work in the folder {workspace}.
 {overview}
-Answer directly, in plain sentences, when you can. Use a tool only to read, change or run something you cannot \
-see above: Write or Edit to change files, Bash to run commands, SubAgent to hand a task to \
-one of these roles:
+Answer directly, in plain sentences, when you can. Use a tool only to read, change or run \
+something you cannot see above: Write or Edit to change files, Bash to run commands, \
+SubAgent to hand a task to one of these roles:
 {roles}
 Paths outside the folder are not allowed."""
 
@@ -70,6 +83,25 @@ def compact_main_prompt(workspace: Path, roles: Iterable[tuple[str, str]]) -> st
         overview=workspace_overview(workspace),
         roles="\n".join(lines) or "(none)",
     )
+
+
+def with_role_choices(tools: ToolRegistry, roles: Sequence[str]) -> ToolRegistry:
+    """``tools`` where every string ``role`` parameter may only be one of ``roles``."""
+    if not roles:
+        return tools
+    return ToolRegistry(
+        [_narrowed(t, roles) for name in tools.names if (t := tools.get(name)) is not None]
+    )
+
+
+def _narrowed(tool: Tool, roles: Sequence[str]) -> Tool:
+    spec = tool.spec
+    role = spec.parameters.get("properties", {}).get("role")
+    if not isinstance(role, dict) or role.get("type") != "string":
+        return tool
+    parameters = copy.deepcopy(spec.parameters)
+    parameters["properties"]["role"]["enum"] = list(roles)
+    return replace(tool, _spec=ToolSpec(spec.name, spec.description, parameters))
 
 
 def with_named_files(
