@@ -14,7 +14,8 @@ The whole tree::
     ├── SessionError           a session refused a turn (token budget spent, empty message)
     │   └── SessionClosedError     the session was closed before the turn could begin
     └── MemoryStoreError       the memory store refused or failed a read or write
-        └── BlockLimitError        a core-memory block would exceed its size limit
+        ├── BlockLimitError        a core-memory block would exceed its size limit
+        └── BlockConflictError     a core block changed meanwhile and the edits do not merge
 
 Control flow is not an error: cancellation is plain :class:`asyncio.CancelledError`, and a
 run that stops at ``max_iterations`` returns normally with ``stop_reason`` saying so.
@@ -23,6 +24,7 @@ run that stops at ``max_iterations`` returns normally with ``stop_reason`` sayin
 from __future__ import annotations
 
 __all__ = [
+    "BlockConflictError",
     "BlockLimitError",
     "ConfigError",
     "ContextTooLongError",
@@ -93,3 +95,7 @@ class MemoryStoreError(RetinueError):
 
 class BlockLimitError(MemoryStoreError):
     """A core memory block would grow past its size limit."""
+
+
+class BlockConflictError(MemoryStoreError):
+    """A core block changed since it was read and the two edits could not be merged."""

@@ -14,6 +14,7 @@ failure, a cancellation or a killed process never loses it: ``retry_pending`` re
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -23,11 +24,13 @@ from typing import TYPE_CHECKING
 
 import pydantic
 
+from retinue.errors import BlockConflictError
 from retinue.llm.base import ToolSpec
 from retinue.llm.tokens import estimate_text_tokens
 from retinue.memory.pending import PendingTranscript
 from retinue.memory.sqlite import NewPassage, normalize
 from retinue.memory.store import Block, Passage
+from retinue.memory.text import scrub
 from retinue.messages import (
     AssistantMessage,
     Message,
@@ -56,6 +59,7 @@ __all__ = [
 log = logging.getLogger("retinue.memory")
 
 _TOOL_RESULT_CHARS = 2000
+_CONFLICT_ATTEMPTS = 3
 
 
 class BlockUpdate(pydantic.BaseModel):
@@ -137,7 +141,7 @@ def render_transcript(messages: Sequence[Message], token_budget: int) -> str:
     kept = 0
     convo = [m for m in messages if not isinstance(m, SystemMessage)]
     for m in reversed(convo):
-        text = _line(m)
+        text = scrub(_line(m))
         cost = estimate_text_tokens(text) + 4
         if used + cost > token_budget and kept:
             break
@@ -187,8 +191,10 @@ def _parse(reply: AssistantMessage, limits: Mapping[str, int]) -> Memorize:
     calls = [t for t in reply.tool_calls if t.name == "memorize"]
     if not calls:
         raise ValueError("you did not call the memorize tool; call it exactly once")
-    try:
-        result = Memorize.model_validate_json(calls[0].arguments or "{}")
+    try:  # json accepts lone surrogate escapes (a model can emit them); the store scrubs them
+        result = Memorize.model_validate(json.loads(scrub(calls[0].arguments or "{}")))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"memorize arguments are not valid JSON: {exc}") from None
     except pydantic.ValidationError as exc:
         raise ValueError(f"invalid memorize arguments: {exc.errors(include_url=False)}") from None
     problems = []
@@ -272,12 +278,16 @@ async def consolidate_session(
         raise
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
-        log.error(
-            "memory consolidation of session %s (tenant %r, role %r) failed: %s; "
-            "transcript kept at %s (run `retinue memory retry`)",
-            session_id, tenant, role, error, path,
-        )  # fmt: skip
         kept_at = _keep(store, path, error) if path is not None else None
+        where = (
+            f"transcript kept at {kept_at} (run `retinue memory retry`)"
+            if kept_at is not None
+            else "the transcript could not be kept"
+        )
+        log.error(
+            "memory consolidation of session %s (tenant %r, role %r) failed: %s; %s",
+            session_id, tenant, role, error, where,
+        )  # fmt: skip
         return ConsolidationResult(False, run_id, error=error, transcript=kept_at)
     store.pending.remove(path)
     if written is None:
@@ -286,6 +296,26 @@ async def consolidate_session(
 
 
 async def _consolidate(
+    store: SQLiteMemory,
+    tenant: str,
+    role: str,
+    session_id: str,
+    messages: Sequence[Message],
+    model: Model,
+    run_id: str,
+) -> tuple[int, int] | None:
+    """Read, ask, write; when a block changed meanwhile and will not merge, read and ask again."""
+    for attempt in range(_CONFLICT_ATTEMPTS):
+        try:
+            return await _consolidate_once(store, tenant, role, session_id, messages, model, run_id)
+        except BlockConflictError:
+            if attempt == _CONFLICT_ATTEMPTS - 1:
+                raise
+            log.info("core memory of %r changed during consolidation; reading it again", role)
+    raise AssertionError("unreachable")
+
+
+async def _consolidate_once(
     store: SQLiteMemory,
     tenant: str,
     role: str,
@@ -306,8 +336,12 @@ async def _consolidate(
         NewPassage(t, f"session:{session_id}", vectors[i] if vectors else None)
         for i, t in enumerate(texts)
     ]
-    current = {b.name: b.value for b in blocks}
-    updates = {u.block: u.value for u in result.block_updates if current.get(u.block) != u.value}
+    current = {b.name: b for b in blocks}
+    updates = {
+        u.block: u.value
+        for u in result.block_updates
+        if u.block not in current or current[u.block].value != u.value
+    }
     return await asyncio.to_thread(
         store.apply_consolidation,
         run_id=run_id,
@@ -316,6 +350,7 @@ async def _consolidate(
         session_id=session_id,
         block_updates=updates,
         passages=passages,
+        base=current,
     )
 
 

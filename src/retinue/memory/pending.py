@@ -6,11 +6,18 @@ renamed to ``<run_id>.failed.json`` when the consolidation gives up. A process k
 between leaves the ``inflight`` file behind. ``retinue memory retry`` re-runs failed
 transcripts, and inflight ones old enough that their process must be gone. Nothing a session
 learned is lost on the way to the database.
+
+Every file is written atomically (a ``.tmp`` file, ``fsync``, rename, ``fsync`` of the
+folder). A process killed after the ``fsync`` but before the rename leaves a complete
+``.tmp`` file: :meth:`PendingStore.ready` finishes its rename, so it is retried as well; an
+incomplete one (killed mid-write) held nothing the database needs and is removed once stale.
+Text is scrubbed of lone surrogates before it is written.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import Sequence
@@ -18,12 +25,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from retinue.memory.text import scrub
 from retinue.messages import Message, from_dict, to_dict
 
 __all__ = ["PendingStore", "PendingTranscript"]
 
 _INFLIGHT = ".inflight.json"
 _FAILED = ".failed.json"
+_TMP = ".tmp"
+
+log = logging.getLogger("retinue.memory")
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,17 +95,51 @@ class PendingStore:
         path.unlink(missing_ok=True)
 
     def ready(self, *, stale_after: float = 3600.0) -> list[PendingTranscript]:
-        """Failed transcripts, and inflight ones untouched for ``stale_after`` seconds."""
+        """Failed transcripts, and inflight ones untouched for ``stale_after`` seconds.
+
+        Complete leftovers of an interrupted write are renamed into place first; one
+        transcript per run (a failed one is preferred to its inflight twin).
+        """
         if not self.root.is_dir():
             return []
         now = time.time()
-        out = []
-        for path in sorted(self.root.iterdir()):
-            if path.name.endswith(_FAILED) or (
+        self._finish_leftovers(now, stale_after)
+        by_run: dict[str, PendingTranscript] = {}
+        for path in sorted(self.root.iterdir(), key=lambda p: (not p.name.endswith(_FAILED), p)):
+            failed = path.name.endswith(_FAILED)
+            if not failed and not (
                 path.name.endswith(_INFLIGHT) and now - path.stat().st_mtime >= stale_after
             ):
-                out.append(self.load(path))
-        return out
+                continue
+            try:
+                item = self.load(path)
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                log.error("cannot read kept transcript %s: %s", path, exc)
+                continue
+            if item.run_id in by_run:
+                path.unlink(missing_ok=True)  # the same run, kept twice by an interrupted rename
+                continue
+            by_run[item.run_id] = item
+        return list(by_run.values())
+
+    def _finish_leftovers(self, now: float, stale_after: float) -> None:
+        """Rename complete stale ``.tmp`` files into place; drop incomplete stale ones."""
+        for tmp in self.root.glob(f"*{_TMP}"):
+            try:
+                if now - tmp.stat().st_mtime < stale_after:
+                    continue  # maybe still being written
+                json.loads(tmp.read_text(encoding="utf-8"))
+            except FileNotFoundError:
+                continue
+            except (OSError, ValueError):
+                log.warning("removing incomplete transcript leftover %s", tmp)
+                tmp.unlink(missing_ok=True)
+                continue
+            target = tmp.with_name(tmp.name.removesuffix(_TMP))
+            if not target.exists():
+                os.replace(tmp, target)
+            else:
+                tmp.unlink(missing_ok=True)
 
     def load(self, path: Path) -> PendingTranscript:
         data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
@@ -111,9 +156,15 @@ class PendingStore:
 
     def _write(self, path: Path, data: dict[str, Any]) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
+        tmp = path.with_name(path.name + _TMP)
+        text = scrub(json.dumps(data, ensure_ascii=False))
         with tmp.open("w", encoding="utf-8") as f:
-            json.dump(data, f, ensure_ascii=False)
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        dir_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)

@@ -63,7 +63,12 @@ _V2 = """
 CREATE VIRTUAL TABLE passages_vocab USING fts5vocab(passages_fts, 'row');
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+# v3: a version per core block, bumped on every write, for compare-and-set updates.
+_V3 = """
+ALTER TABLE blocks ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

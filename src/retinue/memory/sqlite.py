@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import logging
 import re
@@ -22,11 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from retinue.errors import BlockLimitError, MemoryStoreError
+from retinue.errors import BlockConflictError, BlockLimitError, MemoryStoreError
 from retinue.memory.embeddings import VECTOR_SCAN_LIMIT, Embedder, pack, top_by_cosine
 from retinue.memory.pending import PendingStore
 from retinue.memory.schema import migrate
 from retinue.memory.store import DEFAULT_BLOCK_LIMITS, Block, Passage, render_memory
+from retinue.memory.text import merge_lines, scrub
 from retinue.messages import Message
 
 if TYPE_CHECKING:
@@ -155,10 +157,15 @@ class SQLiteMemory:
 
     def blocks_sync(self, tenant: str, role: str) -> list[Block]:
         rows = self._read(
-            "SELECT name, value FROM blocks WHERE tenant = ? AND role = ?", (tenant, role)
+            "SELECT name, value, version FROM blocks WHERE tenant = ? AND role = ?",
+            (tenant, role),
         )
-        stored = dict(rows)
-        return [Block(n, stored.get(n, ""), lim) for n, lim in self.block_limits.items()]
+        stored = {name: (value, version) for name, value, version in rows}
+        out = []
+        for name, limit in self.block_limits.items():
+            value, version = stored.get(name, ("", 0))
+            out.append(Block(name, value, limit, version))
+        return out
 
     async def set_block(self, tenant: str, role: str, name: str, value: str) -> Block:
         return await asyncio.to_thread(self._update_block, tenant, role, name, lambda _: value)
@@ -185,15 +192,12 @@ class SQLiteMemory:
         self, tenant: str, role: str, name: str, change: Callable[[str], str]
     ) -> Block:
         self._limit(name)
-        with self._tx() as conn:
-            row = conn.execute(
-                "SELECT value FROM blocks WHERE tenant = ? AND role = ? AND name = ?",
-                (tenant, role, name),
-            ).fetchone()
-            value = change(row[0] if row else "")
+        with self._tx() as conn:  # read and write under the write lock: no lost update
+            current, _ = _read_block(conn, tenant, role, name)
+            value = scrub(change(current))
             self.check_block(name, value)
-            _write_block(conn, tenant, role, name, value)
-        return Block(name, value, self.block_limits[name])
+            version = _write_block(conn, tenant, role, name, value)
+        return Block(name, value, self.block_limits[name], version)
 
     # -- archival passages ------------------------------------------------------------
 
@@ -350,18 +354,26 @@ class SQLiteMemory:
         session_id: str,
         block_updates: Mapping[str, str],
         passages: Sequence[NewPassage],
+        base: Mapping[str, Block] | None = None,
     ) -> tuple[int, int] | None:
         """Write one consolidation in one transaction: ``(blocks, passages)`` written.
 
-        ``None`` when ``run_id`` was already applied (a retry of a committed run).
+        ``base`` holds the blocks as they were read before the model rewrote them. A block
+        whose version has moved since (another consolidation, a memory tool) is not
+        overwritten: the rewrite is merged line by line into its current text
+        (:func:`merge_lines`), and ``BlockConflictError`` is raised when the merge does not
+        fit the block's limit, so the caller reads again and asks anew. ``None`` when
+        ``run_id`` was already applied (a retry of a committed run).
         """
-        for name, value in block_updates.items():
+        updates = {name: scrub(value) for name, value in block_updates.items()}
+        for name, value in updates.items():
             self.check_block(name, value)
         with self._tx() as conn:
             seen = conn.execute("SELECT 1 FROM consolidations WHERE run_id = ?", (run_id,))
             if seen.fetchone():
                 return None
-            for name, value in block_updates.items():
+            for name, value in updates.items():
+                value = self._rebase(conn, tenant, role, name, value, (base or {}).get(name))
                 _write_block(conn, tenant, role, name, value)
             added = _insert_passages(conn, tenant, role, passages, near_duplicates=True)
             conn.execute(
@@ -370,14 +382,47 @@ class SQLiteMemory:
             )
         return len(block_updates), len(added)
 
+    def _rebase(
+        self,
+        conn: sqlite3.Connection,
+        tenant: str,
+        role: str,
+        name: str,
+        value: str,
+        base: Block | None,
+    ) -> str:
+        """``value`` if the block is unchanged since ``base``, else merged into it."""
+        if base is None:
+            return value
+        current, version = _read_block(conn, tenant, role, name)
+        if version == base.version:
+            return value
+        merged = merge_lines(base.value, value, current)
+        if len(merged) > self._limit(name):
+            raise BlockConflictError(
+                f"block {name!r} changed during consolidation and the merge is too long"
+            )
+        return merged
 
-def _write_block(conn: sqlite3.Connection, tenant: str, role: str, name: str, value: str) -> None:
-    conn.execute(
-        "INSERT INTO blocks (tenant, role, name, value, updated_at) VALUES (?, ?, ?, ?, ?) "
+
+def _read_block(conn: sqlite3.Connection, tenant: str, role: str, name: str) -> tuple[str, int]:
+    row = conn.execute(
+        "SELECT value, version FROM blocks WHERE tenant = ? AND role = ? AND name = ?",
+        (tenant, role, name),
+    ).fetchone()
+    return (row[0], row[1]) if row else ("", 0)
+
+
+def _write_block(conn: sqlite3.Connection, tenant: str, role: str, name: str, value: str) -> int:
+    """Write the block and bump its version; the new version."""
+    row = conn.execute(
+        "INSERT INTO blocks (tenant, role, name, value, updated_at, version) "
+        "VALUES (?, ?, ?, ?, ?, 1) "
         "ON CONFLICT (tenant, role, name) DO UPDATE SET value = excluded.value, "
-        "updated_at = excluded.updated_at",
+        "updated_at = excluded.updated_at, version = blocks.version + 1 RETURNING version",
         (tenant, role, name, value, time.time()),
-    )
+    ).fetchone()
+    return int(row[0])
 
 
 def _insert_passages(
@@ -388,6 +433,7 @@ def _insert_passages(
     near_duplicates: bool,
 ) -> list[Passage]:
     out = []
+    items = [dataclasses.replace(i, content=scrub(i.content)) for i in items]
     freqs: dict[str, int] = {}
     if near_duplicates:
         words = {w for item in items for w in normalize(item.content).split()}

@@ -24,11 +24,16 @@ DEFAULT_BLOCK_LIMITS: Mapping[str, int] = {
 
 @dataclass(frozen=True, slots=True)
 class Block:
-    """One core-memory block: its name, current text, and size limit in characters."""
+    """One core-memory block: its name, current text, and size limit in characters.
+
+    ``version`` counts the writes to the block (0: never written); a consolidation writes
+    its rewrite only if the version is still the one it read, and merges otherwise.
+    """
 
     name: str
     value: str
     limit: int
+    version: int = 0
 
 
 @dataclass(frozen=True, slots=True)
