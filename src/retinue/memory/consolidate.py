@@ -17,7 +17,7 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -271,7 +271,9 @@ async def consolidate_session(
                 model=model.name,
                 messages=messages,
             )
-        written = await _consolidate(store, tenant, role, session_id, messages, model, run_id)
+        written = await _reread_on_conflict(
+            lambda: _consolidate(store, tenant, role, session_id, messages, model, run_id), role
+        )
     except asyncio.CancelledError:
         if path is not None:
             _keep(store, path, "cancelled before the memory was written")
@@ -295,19 +297,13 @@ async def consolidate_session(
     return ConsolidationResult(True, run_id, written[0], written[1])
 
 
-async def _consolidate(
-    store: SQLiteMemory,
-    tenant: str,
-    role: str,
-    session_id: str,
-    messages: Sequence[Message],
-    model: Model,
-    run_id: str,
+async def _reread_on_conflict(
+    step: Callable[[], Awaitable[tuple[int, int] | None]], role: str
 ) -> tuple[int, int] | None:
-    """Read, ask, write; when a block changed meanwhile and will not merge, read and ask again."""
+    """Run ``step``; when a block changed meanwhile and will not merge, read and ask again."""
     for attempt in range(_CONFLICT_ATTEMPTS):
         try:
-            return await _consolidate_once(store, tenant, role, session_id, messages, model, run_id)
+            return await step()
         except BlockConflictError:
             if attempt == _CONFLICT_ATTEMPTS - 1:
                 raise
@@ -315,7 +311,7 @@ async def _consolidate(
     raise AssertionError("unreachable")
 
 
-async def _consolidate_once(
+async def _consolidate(
     store: SQLiteMemory,
     tenant: str,
     role: str,
