@@ -5,6 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -12,6 +16,7 @@ import pytest
 
 from retinue.messages import ToolCall, ToolResultMessage
 from retinue.tools import ToolContext, ToolRegistry
+from retinue.tools.builtin.sandbox import bwrap_problem
 from retinue.tools.builtin.shell import OUTPUT_LIMIT, CappedOutput
 
 Call = Callable[..., Awaitable[ToolResultMessage]]
@@ -134,3 +139,42 @@ async def test_timeout_argument_is_validated(call: Call) -> None:
     result = await call("Bash", command="true", timeout=600_001)
     assert result.is_error
     assert "timeout" in result.content
+
+
+_AGENT = """
+import asyncio, sys
+from pathlib import Path
+from retinue.tools.builtin.sandbox import Sandbox
+from retinue.tools.builtin.shell import run_command
+ws, sandboxed, tag = sys.argv[1:]
+box = Sandbox.for_workspace(Path(ws), Path(ws) / "data") if sandboxed == "1" else None
+command = f"sleep 32.{tag} & sleep 32.{tag} & wait"
+asyncio.run(run_command(command, ws, 60, sandbox=box))
+"""
+
+
+def _until(predicate: Callable[[], bool], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize("sandboxed", [False, True])
+def test_commands_die_when_the_agent_is_terminated_or_hung_up(
+    ws: Path, signum: int, sandboxed: bool
+) -> None:
+    if sandboxed and bwrap_problem() is not None:
+        pytest.skip(f"no sandbox: {bwrap_problem()}")
+    tag = f"{int(signum)}{int(sandboxed)}7"
+    agent = subprocess.Popen([sys.executable, "-c", _AGENT, str(ws), str(int(sandboxed)), tag])
+    try:
+        assert _until(lambda: len(_pids_running("sleep", f"32.{tag}")) == 2, 10)
+        agent.send_signal(signum)
+        assert agent.wait(timeout=10) == -signum
+    finally:
+        agent.kill()
+    assert _until(lambda: _pids_running("sleep", f"32.{tag}") == [], 3.0)

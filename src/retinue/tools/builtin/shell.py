@@ -26,6 +26,7 @@ import logging
 import os
 import signal
 import subprocess
+import threading
 from pathlib import Path
 from typing import Annotated
 
@@ -101,6 +102,23 @@ def _kill_live_groups() -> None:
         _kill_group(pid)
 
 
+def _die_by(signum: int, _frame: object) -> None:
+    """SIGTERM/SIGHUP with their default action: kill the live groups, then die by it."""
+    _kill_live_groups()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def _kill_groups_on_signals() -> None:
+    """Where SIGTERM and SIGHUP would kill the process outright, kill the groups first (a
+    program that handles them itself, as uvicorn does, ends its commands on its own)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(signum) is signal.SIG_DFL:
+            signal.signal(signum, _die_by)
+
+
 class _Collector(asyncio.SubprocessProtocol):
     """Feeds the output into a :class:`CappedOutput`; tells when the shell exits and when
     the pipe closes (later, if a background job still holds it)."""
@@ -150,6 +168,7 @@ async def run_command(
     )
     pid = transport.get_pid()
     live_groups.add(pid)
+    _kill_groups_on_signals()
     code: int | None = None
     try:
         async with asyncio.timeout(timeout_s):
