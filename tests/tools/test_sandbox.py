@@ -123,6 +123,25 @@ async def test_no_network_unless_configured(call: Call, monkeypatch: pytest.Monk
 
 
 @needs_bwrap
+async def test_sockets_under_run_are_out_of_reach(call: Call) -> None:
+    path = Path(f"/run/retinue-test-{os.getpid()}.sock")
+    try:
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(str(path))
+    except OSError as exc:
+        pytest.skip(f"cannot make a socket in /run: {exc}")
+    with listener:
+        listener.listen()
+        try:
+            probe = f"test -S {path} && echo REACHABLE; ls /run"
+            result = await call("Bash", command=probe)
+        finally:
+            os.unlink(path)
+    assert "REACHABLE" not in result.content
+    assert path.name not in result.content
+
+
+@needs_bwrap
 async def test_a_command_cannot_see_or_signal_retinue(call: Call) -> None:
     result = await call("Bash", command=f"kill -0 {os.getpid()} && echo alive; ls /proc | wc -l")
     assert "alive" not in result.content

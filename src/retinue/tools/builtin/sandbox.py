@@ -2,7 +2,8 @@
 
 A sandboxed command runs as ``bwrap ... -- bash -c COMMAND`` with
 
-- the whole filesystem mounted read-only, a fresh ``/dev``, ``/proc`` and ``/tmp``;
+- the whole filesystem mounted read-only, a fresh ``/dev``, ``/proc``, ``/tmp`` and
+  ``/run`` (whose sockets, such as ``docker.sock``, would otherwise be reachable);
 - the workspace mounted read-write at its own path;
 - the data directory (``RETINUE_HOME``) and the user's secrets (:data:`SECRET_PATHS` under
   ``$HOME``: ``~/.ssh``, ``~/.aws``, ``~/.config``, ...) hidden behind empty mounts, even when
@@ -125,6 +126,9 @@ class Sandbox:
         if self.network:
             args.append("--share-net")
         args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+        # /run holds sockets (docker.sock, the D-Bus buses) that a read-only mount does not
+        # stop a client from connecting to; only the DNS resolver's files come back
+        args += ["--tmpfs", "/run", "--ro-bind-try", _RESOLVED, _RESOLVED]
         around = [p for p in self.hidden if self.workspace.is_relative_to(p)]
         inside = [p for p in self.hidden if p not in around]
         args += _hide(around)
@@ -132,6 +136,9 @@ class Sandbox:
         args += _hide(inside)
         args += ["--chdir", str(self.workspace), "--", "bash", "-c", command]
         return args
+
+
+_RESOLVED = "/run/systemd/resolve"  # where /etc/resolv.conf points on systemd machines
 
 
 def _hide(paths: Sequence[Path]) -> list[str]:
