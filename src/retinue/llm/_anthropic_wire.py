@@ -7,6 +7,9 @@
 * the prompt prefix is marked for prompt caching: ``cache_control`` on the last system block
   and on the last block of the last message. Our sessions keep a byte-stable prefix, so each
   turn reads the previous turn's cache.
+
+The answer's content blocks come back through :func:`reply_from_anthropic`, which checks
+their shape: a malformed answer is a one-line ``ModelError``, never a traceback.
 """
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from retinue.errors import ModelError
 from retinue.llm.base import ToolSpec
-from retinue.messages import AssistantMessage, Message, SystemMessage, ToolResultMessage
+from retinue.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolResultMessage
 
-__all__ = ["CACHE", "build_request", "tool_input"]
+__all__ = ["CACHE", "build_request", "reply_from_anthropic", "tool_input"]
 
 CACHE = {"type": "ephemeral"}
 
@@ -30,6 +34,43 @@ def tool_input(arguments: str) -> dict[str, Any]:
     except json.JSONDecodeError:
         return {"_raw_arguments": arguments}
     return value if isinstance(value, dict) else {"_value": value}
+
+
+def _field(block: Any, name: str) -> Any:
+    return block.get(name) if isinstance(block, dict) else getattr(block, name, None)
+
+
+def _bad(what: str, value: Any) -> ModelError:
+    return ModelError(f"anthropic: malformed answer: {what}, got {type(value).__name__}")
+
+
+def reply_from_anthropic(content: Any) -> AssistantMessage:
+    """An answer's content blocks (SDK objects or dicts) as an assistant message.
+
+    Text blocks are joined, ``tool_use`` blocks become tool calls, other kinds (thinking,
+    ...) are skipped; a wrong shape is a one-line ``ModelError``.
+    """
+    if not isinstance(content, list):
+        raise _bad("content must be a list of blocks", content)
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for block in content:
+        kind = _field(block, "type")
+        if kind == "text":
+            text = _field(block, "text")
+            if not isinstance(text, str):
+                raise _bad("a text block's text must be a string", text)
+            texts.append(text)
+        elif kind == "tool_use":
+            name, call_id, args = _field(block, "name"), _field(block, "id"), _field(block, "input")
+            if not isinstance(name, str) or not name:
+                raise _bad("a tool_use block's name must be a non-empty string", name)
+            if not isinstance(call_id, str):
+                raise _bad(f"the id of tool call {name[:60]!r} must be a string", call_id)
+            if not isinstance(args, dict):
+                raise _bad(f"the input of tool call {name[:60]!r} must be an object", args)
+            calls.append(ToolCall(call_id, name, json.dumps(args)))
+    return AssistantMessage("".join(texts), tuple(calls))
 
 
 def _blocks(m: Message) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from retinue.errors import ModelError
 from retinue.llm.base import ToolSpec
 from retinue.messages import (
     AssistantMessage,
@@ -26,6 +27,7 @@ __all__ = [
     "ToolCallAssembler",
     "messages_from_openai",
     "messages_to_openai",
+    "reply_from_openai",
     "tools_from_openai",
     "tools_to_openai",
 ]
@@ -83,6 +85,42 @@ def _text(content: Any) -> str:
             str(p.get("text", "")) for p in content if isinstance(p, dict) and "text" in p
         )
     return str(content)
+
+
+def _bad(what: str, value: Any) -> ModelError:
+    return ModelError(f"openai: malformed answer: {what}, got {type(value).__name__}")
+
+
+def _reply_call(tc: Any) -> ToolCall:
+    if not isinstance(tc, dict):
+        raise _bad("a tool call must be an object", tc)
+    fn = tc.get("function")
+    if not isinstance(fn, dict):
+        raise _bad("a tool call's function must be an object", fn)
+    name, arguments, call_id = fn.get("name"), fn.get("arguments"), tc.get("id")
+    if not isinstance(name, str) or not name:
+        raise _bad("a tool call's name must be a non-empty string", name)
+    if arguments is not None and not isinstance(arguments, str):
+        raise _bad(f"the arguments of tool call {name[:60]!r} must be a JSON string", arguments)
+    if call_id is not None and not isinstance(call_id, str):
+        raise _bad(f"the id of tool call {name[:60]!r} must be a string", call_id)
+    return ToolCall(call_id or "", name, arguments or "{}")
+
+
+def reply_from_openai(message: Any) -> AssistantMessage:
+    """A completion's ``message`` object as an assistant message; ``ModelError`` (one line)
+    when its shape is wrong. A content-part list is joined as text."""
+    if message is None:
+        message = {}
+    if not isinstance(message, dict):
+        raise _bad("the message must be an object", message)
+    content, tool_calls = message.get("content"), message.get("tool_calls")
+    if content is not None and not isinstance(content, str | list):
+        raise _bad("the message content must be a string or a list of parts", content)
+    if tool_calls is not None and not isinstance(tool_calls, list):
+        raise _bad("tool_calls must be a list", tool_calls)
+    calls = tuple(_reply_call(tc) for tc in tool_calls or ())
+    return AssistantMessage(_text(content), calls)
 
 
 def messages_from_openai(wire: Sequence[dict[str, Any]]) -> list[Message]:

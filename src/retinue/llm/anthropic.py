@@ -11,7 +11,6 @@ the run loop compares with the context window; ``cache_read_tokens`` is the cach
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 
@@ -24,20 +23,19 @@ from anthropic.types import (
     RawMessageDeltaEvent,
     RawMessageStartEvent,
     RawMessageStreamEvent,
-    TextBlock,
     TextDelta,
     ToolUseBlock,
 )
 from anthropic.types import Message as WireMessage
 
 from retinue.errors import ModelError
-from retinue.llm._anthropic_wire import build_request
+from retinue.llm._anthropic_wire import build_request, reply_from_anthropic
 from retinue.llm._clients import PerLoopClients, api_key_for
 from retinue.llm._errors import ProviderInfo, connection_error, status_error
 from retinue.llm._openai_wire import ToolCallAssembler
 from retinue.llm.base import ModelResponse, TextCallback, ToolSpec
 from retinue.llm.guard import check_request_allowed
-from retinue.messages import AssistantMessage, Message, ToolCall, Usage
+from retinue.messages import AssistantMessage, Message, Usage
 
 __all__ = ["DEFAULT_BASE_URL", "AnthropicModel"]
 
@@ -131,19 +129,13 @@ def _usage(
 
 
 def _from_message(reply: WireMessage) -> ModelResponse:
-    texts: list[str] = []
-    calls: list[ToolCall] = []
-    for block in reply.content:
-        if isinstance(block, TextBlock):
-            texts.append(block.text)
-        elif isinstance(block, ToolUseBlock):
-            calls.append(ToolCall(block.id, block.name, json.dumps(block.input)))
+    message = reply_from_anthropic(reply.content)
     u = reply.usage
     usage = _usage(
         u.input_tokens, u.output_tokens, u.cache_read_input_tokens, u.cache_creation_input_tokens
     )
     finish = _FINISH.get(reply.stop_reason or "", reply.stop_reason or "stop")
-    return ModelResponse(AssistantMessage("".join(texts), tuple(calls)), usage, finish)
+    return ModelResponse(message, usage, finish)
 
 
 async def _from_stream(

@@ -22,10 +22,15 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from retinue.errors import ModelError
 from retinue.llm._clients import PerLoopClients, api_key_for
 from retinue.llm._errors import ProviderInfo, connection_error, status_error
-from retinue.llm._openai_wire import ToolCallAssembler, messages_to_openai, tools_to_openai
+from retinue.llm._openai_wire import (
+    ToolCallAssembler,
+    messages_to_openai,
+    reply_from_openai,
+    tools_to_openai,
+)
 from retinue.llm.base import ModelResponse, TextCallback, ToolSpec
 from retinue.llm.guard import check_request_allowed
-from retinue.messages import AssistantMessage, Message, ToolCall, Usage
+from retinue.messages import AssistantMessage, Message, Usage
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIModel", "build_request"]
 
@@ -131,17 +136,10 @@ def _json_body(response: httpx.Response) -> dict[str, Any]:
 def _from_completion(data: dict[str, Any]) -> ModelResponse:
     """A Chat Completions answer (as parsed JSON) as a response; tolerant of sparse servers."""
     choices = data.get("choices") or []
-    if not choices or not isinstance(choices[0], dict):
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise ModelError("openai: the server answered a chat completion without choices")
     choice = choices[0]
-    message = choice.get("message") or {}
-    calls = []
-    for tc in message.get("tool_calls") or ():
-        fn = tc.get("function") if isinstance(tc, dict) else None
-        if isinstance(fn, dict) and fn.get("name"):
-            calls.append(ToolCall(str(tc.get("id") or ""), fn["name"], fn.get("arguments") or "{}"))
-    text = message.get("content") or ""
-    reply = AssistantMessage(text if isinstance(text, str) else str(text), tuple(calls))
+    reply = reply_from_openai(choice.get("message"))
     return ModelResponse(
         reply, _usage_json(data.get("usage")), choice.get("finish_reason") or "stop"
     )

@@ -1,0 +1,93 @@
+"""Malformed provider answers become one-line ``ModelError``s; content-part lists are text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from anthropic.types import TextBlock, ToolUseBlock
+
+from retinue.errors import ModelError
+from retinue.llm._anthropic_wire import reply_from_anthropic
+from retinue.llm.openai import _from_completion
+
+
+def completion(message: Any) -> dict[str, Any]:
+    return {"choices": [{"message": message, "finish_reason": "stop"}]}
+
+
+def call(function: Any, id: Any = "c1") -> dict[str, Any]:
+    return {"id": id, "type": "function", "function": function}
+
+
+OPENAI_MALFORMED = {
+    "arguments as an object": {"tool_calls": [call({"name": "Read", "arguments": {"a": 1}})]},
+    "name as a number": {"tool_calls": [call({"name": 42, "arguments": "{}"})]},
+    "tool_calls as a number": {"content": "hi", "tool_calls": 3},
+    "message as a string": "just text",
+    "a tool call as a string": {"tool_calls": ["Read"]},
+    "content as a number": {"content": 7},
+    "id as a list": {"tool_calls": [call({"name": "Read", "arguments": "{}"}, id=[1])]},
+}
+
+
+@pytest.mark.parametrize("message", OPENAI_MALFORMED.values(), ids=OPENAI_MALFORMED.keys())
+def test_openai_malformed_answers_are_one_line_model_errors(message: Any) -> None:
+    with pytest.raises(ModelError) as info:
+        _from_completion(completion(message))
+    text = str(info.value)
+    assert text.startswith("openai: malformed answer: ")
+    assert "\n" not in text
+
+
+def test_openai_choices_that_are_not_a_list() -> None:
+    with pytest.raises(ModelError, match="without choices"):
+        _from_completion({"choices": "nope"})
+
+
+def test_openai_content_part_list_is_joined_as_text() -> None:
+    parts = [
+        {"type": "text", "text": "Hello, "},
+        {"type": "image_url"},
+        {"type": "text", "text": "world"},
+    ]
+    reply = _from_completion(completion({"content": parts})).message
+    assert reply.content == "Hello, world"
+
+
+def test_openai_well_formed_tool_call_still_parses() -> None:
+    reply = _from_completion(
+        completion({"tool_calls": [call({"name": "Read", "arguments": '{"a":1}'})]})
+    )
+    (tc,) = reply.message.tool_calls
+    assert (tc.id, tc.name, tc.arguments) == ("c1", "Read", '{"a":1}')
+
+
+ANTHROPIC_MALFORMED = {
+    "content as a string": "hello",
+    "name as a number": [{"type": "tool_use", "id": "t1", "name": 5, "input": {}}],
+    "input as a string": [{"type": "tool_use", "id": "t1", "name": "Read", "input": "{}"}],
+    "text as a list": [{"type": "text", "text": ["a"]}],
+}
+
+
+@pytest.mark.parametrize("content", ANTHROPIC_MALFORMED.values(), ids=ANTHROPIC_MALFORMED.keys())
+def test_anthropic_malformed_answers_are_one_line_model_errors(content: Any) -> None:
+    with pytest.raises(ModelError) as info:
+        reply_from_anthropic(content)
+    assert str(info.value).startswith("anthropic: malformed answer: ")
+    assert "\n" not in str(info.value)
+
+
+def test_anthropic_sdk_blocks_parse() -> None:
+    blocks = [
+        TextBlock(type="text", text="a"),
+        ToolUseBlock(type="tool_use", id="t1", name="Read", input={"file_path": "x"}),
+        {"type": "thinking", "thinking": "skipped"},
+        {"type": "text", "text": "b"},
+    ]
+    reply = reply_from_anthropic(blocks)
+    assert reply.content == "ab"
+    assert [(t.id, t.name, t.arguments) for t in reply.tool_calls] == [
+        ("t1", "Read", '{"file_path": "x"}')
+    ]
