@@ -47,6 +47,12 @@ def test_flag_beats_environment_beats_file(
         ("max_depth = 'three'", "max_depth must be an integer"),
         ("model = ", "cannot read"),
         ("model_aliases = 3", "model_aliases must be a table"),
+        ("max_iterations = -5", "max_iterations: Input should be greater than or equal to 1"),
+        ("max_iterations = true", "max_iterations must be an integer, not True"),
+        ("max_depth = 1000", "max_depth: Input should be less than or equal to 32"),
+        ("session_token_budget = -1", "session_token_budget: Input should be greater"),
+        ("tenant = ''", "tenant: String should have at least 1 character"),
+        ("[model_aliases]\nfast = 3", "model_aliases.fast must be a string"),
     ],
 )
 def test_bad_config_file_names_the_problem(

@@ -5,26 +5,57 @@ Environment names other tools rely on: ``RETINUE_MODEL`` (the main agent's model
 ``tenant``, ``max_depth``, ``max_iterations``, ``session_token_budget`` (tokens one interactive
 sub-agent session may spend, input and output together; 0 = unlimited) and a
 ``[model_aliases]`` table (Claude Code's ``sonnet`` / ``opus`` / ``haiku`` names for role
-files).
+files). Every value is checked by a strict pydantic model (:class:`FileSettings`): its type
+(a boolean is not an integer) and its range; a bad one is a ``ConfigError`` naming the setting.
 """
 
 from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import pydantic
+from pydantic import Field
 
 from retinue.errors import ConfigError
 
-__all__ = ["DEFAULT_MODEL_ALIASES", "Settings", "default_home"]
+__all__ = ["DEFAULT_MODEL_ALIASES", "FileSettings", "Settings", "default_home"]
 
 DEFAULT_MODEL_ALIASES = {
     "sonnet": "anthropic:claude-sonnet-4-5",
     "opus": "anthropic:claude-opus-4-1",
     "haiku": "anthropic:claude-haiku-4-5",
 }
+
+
+class FileSettings(pydantic.BaseModel):
+    """What ``config.toml`` may set, with the type and range of each value."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", strict=True)
+    model: Annotated[str, Field(min_length=1)] | None = None
+    tenant: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    max_depth: Annotated[int, Field(ge=0, le=32)] | None = None
+    max_iterations: Annotated[int, Field(ge=1, le=100_000)] | None = None
+    session_token_budget: Annotated[int, Field(ge=0)] | None = None
+    model_aliases: dict[str, str] | None = None
+
+
+_KINDS = {"int": "an integer", "string": "a string", "dict": "a table"}
+
+
+def _problem(path: Path, err: Any) -> str:
+    """One pydantic error as a line naming the setting."""
+    key = ".".join(str(p) for p in err["loc"])
+    kind = str(err["type"]).removesuffix("_type")
+    if err["type"] == "extra_forbidden":
+        known = sorted(FileSettings.model_fields)
+        return f"{path}: unknown setting {key!r} (known: {known})"
+    if kind in _KINDS and err["type"].endswith("_type"):
+        return f"{path}: {key} must be {_KINDS[kind]}, not {err['input']!r}"
+    return f"{path}: {key}: {err['msg']} (got {err['input']!r})"
 
 
 def default_home() -> Path:
@@ -76,17 +107,12 @@ class Settings:
             data: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"cannot read {path}: {exc}") from None
-        known = {f.name for f in fields(self)} - {"home", "workspace"}
-        for key, value in data.items():
-            if key not in known:
-                raise ConfigError(f"{path}: unknown setting {key!r} (known: {sorted(known)})")
+        try:
+            checked = FileSettings.model_validate(data)
+        except pydantic.ValidationError as exc:
+            raise ConfigError(_problem(path, exc.errors()[0])) from None
+        for key, value in checked.model_dump(exclude_none=True).items():
             if key == "model_aliases":
-                if not isinstance(value, dict):
-                    raise ConfigError(f"{path}: model_aliases must be a table")
-                self.model_aliases.update({str(k): str(v) for k, v in value.items()})
-                continue
-            expected = type(getattr(self, key)) if getattr(self, key) is not None else str
-            if not isinstance(value, expected):
-                kind = {int: "an integer", str: "a string"}.get(expected, expected.__name__)
-                raise ConfigError(f"{path}: {key} must be {kind}")
-            setattr(self, key, value)
+                self.model_aliases.update(value)
+            else:
+                setattr(self, key, value)
