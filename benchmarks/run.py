@@ -40,7 +40,8 @@ PEERS = {
     "pydantic-ai": HERE / "peers" / "pydantic_ai_bench.py",
     "langgraph": HERE / "peers" / "langgraph_bench.py",
 }
-FOLDED = ("compress", "memory", "local")  # colleagues' result files, summarised if present
+# colleagues' result files, summarised if present
+FOLDED = ("compress", "memory", "lifecycle_fuzz", "local", "local_builds")
 
 
 def script(name: str | Path, *args: object, python: Path | str = sys.executable) -> dict[str, Any]:
@@ -128,7 +129,8 @@ def summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
 
 def fold_others() -> dict[str, Any]:
     out = {}
-    for name in FOLDED:
+    tasks = sorted(p.stem for p in (HERE / "results").glob("agent_tasks_*.json"))
+    for name in (*FOLDED, *tasks):
         path = HERE / "results" / f"{name}.json"
         if path.exists():
             try:
@@ -176,12 +178,32 @@ def params(quick: bool) -> argparse.Namespace:
     )
 
 
+def rewrite_report() -> None:
+    """RESULTS.md again from the last full run's files and the colleagues' result files."""
+    results: dict[str, Any] = {}
+    for key in ("overhead", "cache", "sessions", "idle", "startup"):
+        data = json.loads((HERE / "results" / f"bench_{key}.json").read_text())
+        results["meta"] = data["meta"]
+        results[key] = data[key]
+    results["others"] = fold_others()
+    (HERE / "RESULTS.md").write_text(render(results))
+    print(f"wrote {HERE / 'RESULTS.md'} from results/", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Retinue benchmarks side by side with peers")
     parser.add_argument("--quick", action="store_true", help="reduced mode for CI")
     parser.add_argument("--no-peers", action="store_true", help="Retinue only")
     parser.add_argument("--rounds", type=int, help="override the number of interleaved rounds")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="rewrite RESULTS.md from the result files already in results/ (no measuring)",
+    )
     args = parser.parse_args()
+    if args.report_only:
+        rewrite_report()
+        return
     p = params(args.quick)
     if args.rounds:
         p.rounds = args.rounds

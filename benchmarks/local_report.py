@@ -1,0 +1,108 @@
+"""The embedded model's section of ``RESULTS.md``: speed of the portable build next to a native
+one, and the agent task suite (``local_bench.py``, ``agent_tasks.py``)."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+__all__ = ["LOCAL_KEYS", "local_section"]
+
+LOCAL_KEYS = ("local", "local_builds")
+TASKS_PREFIX = "agent_tasks_"
+
+
+def _median(pairs: list[dict[str, Any]], side: str, key: str) -> float | None:
+    values = [p[side][key] for p in pairs if key in p.get(side, {})]
+    return statistics.median(values) if values else None
+
+
+def _num(v: float | None, digits: int = 1) -> str:
+    return "–" if v is None else f"{v:,.{digits}f}"
+
+
+def builds_table(data: dict[str, Any]) -> list[str]:
+    pairs = data["pairs"]
+    rows = [
+        ("decode tokens/s (median)", "median_decode_tokens_per_s", 1),
+        ("first token, short prompt (s)", "median_first_token_s", 3),
+        ("model load in a fresh worker (s)", "load_s", 2),
+    ]
+    out = [
+        f"{data['rounds']} rounds, the two builds alternating (order swapped each round), each "
+        "round a fresh process; ratios are taken within a round. Wall and CPU time are the whole "
+        "round's (load, 3 short answers, one ~1,800-token prompt).",
+        "",
+        "| | portable (shipped) | native, AMX off | portable / native |",
+        "|---|---|---|---|",
+    ]
+    for label, key, digits in rows:
+        a, b = _median(pairs, "this", key), _median(pairs, "other", key)
+        ratio = f"{a / b:.2f}×" if a is not None and b else "–"
+        out.append(f"| {label} | {_num(a, digits)} | {_num(b, digits)} | {ratio} |")
+    prompt_rates = {
+        side: [
+            p[side]["long_prompt"]["prompt_tokens_per_s"] for p in pairs if "long_prompt" in p[side]
+        ]
+        for side in ("this", "other")
+    }
+    a = statistics.median(prompt_rates["this"]) if prompt_rates["this"] else None
+    b = statistics.median(prompt_rates["other"]) if prompt_rates["other"] else None
+    ratio = f"{a / b:.2f}×" if a is not None and b else "–"
+    out.append(f"| prompt tokens/s (~1,800 tokens) | {_num(a)} | {_num(b)} | {ratio} |")
+    for label, key in (("round wall (s)", "wall_s"), ("round CPU (s)", "cpu_s")):
+        a, b = _median(pairs, "this", key), _median(pairs, "other", key)
+        out.append(f"| {label} | {_num(a)} | {_num(b)} | |")
+    loads = [p[s]["loadavg"] for p in pairs for s in ("this", "other") if "loadavg" in p[s]]
+    if loads:
+        out += ["", f"Load average during the rounds: {min(loads):.1f}–{max(loads):.1f}."]
+    decode = data.get("decode_ratio_per_round") or []
+    if decode:
+        per_round = ", ".join(f"{r:.2f}×" for r in decode)
+        out += [f"Decode ratio per round: {per_round} (median {data['median_decode_ratio']}×)."]
+    return out
+
+
+def tasks_table(name: str, data: dict[str, Any]) -> list[str]:
+    out = [
+        f"`{data['model']}`: **{data['passed']} of {data['tasks']}** tasks done "
+        f"(median {data['median_seconds']} s per task).",
+        "",
+        "| task | done | seconds | tools called | answer (start) |",
+        "|---|---|---|---|---|",
+    ]
+    for r in data["results"]:
+        answer = " ".join(str(r["answer"]).split())[:90].replace("|", "\\|")
+        tools = ", ".join(r["tools"]) or "–"
+        out.append(
+            f"| {r['task']} | {'yes' if r['ok'] else 'no'} | {r['seconds']} | {tools} | {answer} |"
+        )
+    return out
+
+
+def local_section(others: dict[str, Any]) -> list[str]:
+    """Pops the embedded model's result files from ``others`` and renders them."""
+    local = others.pop("local", None)
+    builds = others.pop("local_builds", None)
+    tasks = {k: others.pop(k) for k in list(others) if k.startswith(TASKS_PREFIX)}
+    if not (local or builds or tasks):
+        return []
+    out = ["## 7. The embedded model (Qwen2.5-Coder-0.5B, llama.cpp on the CPU)", ""]
+    if local:
+        out += [
+            f"`local_bench.py`, shipped (portable) build, {local['machine']['n_threads']} threads: "
+            f"load {local['load_s']} s, first token {local['median_first_token_s']} s, decode "
+            f"{local['median_decode_tokens_per_s']} tokens/s, prompt "
+            f"{local['long_prompt']['prompt_tokens_per_s']} tokens/s.",
+            "",
+        ]
+    if builds:
+        out += [
+            "### Portable build against a native one on this CPU",
+            "",
+            *builds_table(builds),
+            "",
+        ]
+    for name, data in tasks.items():
+        out += ["### Agent task suite (`agent_tasks.py`)", "", *tasks_table(name, data), ""]
+    return out
