@@ -5,16 +5,25 @@ import retinue
 
 def test_public_api_is_pinned() -> None:
     assert sorted(retinue.__all__) == [
+        "Agent",
+        "AgentStream",
         "AssistantMessage",
         "ConfigError",
+        "Conversation",
+        "Event",
+        "EventSink",
         "Message",
         "Model",
         "ModelError",
         "ModelResponse",
         "RetinueError",
+        "Role",
         "RoleError",
         "RunConfig",
         "RunOutput",
+        "Runtime",
+        "ScriptedModel",
+        "Settings",
         "SubAgentError",
         "SystemMessage",
         "Tool",
@@ -32,6 +41,27 @@ def test_public_api_is_pinned() -> None:
     ]
     for name in retinue.__all__:
         assert getattr(retinue, name) is not None
+
+
+def test_the_public_names_are_the_working_ones() -> None:
+    from retinue.config import Settings
+    from retinue.llm.testing import ScriptedModel
+    from retinue.runtime import Runtime
+    from retinue.subagents.roles import Role
+
+    assert retinue.Runtime is Runtime and retinue.Settings is Settings
+    assert retinue.ScriptedModel is ScriptedModel and retinue.Role is Role
+    for name in ("Agent", "Role", "tool", "Runtime"):
+        assert getattr(retinue, name).__doc__, f"{name} is documented"
+
+
+def test_importing_retinue_loads_no_heavy_module() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, retinue; print(sorted(m for m in sys.modules if m.startswith('retinue')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['retinue']"
 
 
 def test_every_error_derives_from_the_root() -> None:

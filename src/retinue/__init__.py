@@ -1,5 +1,20 @@
 """Retinue: a runtime for LLM agents that delegate to role-defined sub-agents.
 
+An agent in two lines::
+
+    agent = retinue.Agent("openai:gpt-4o-mini", instructions="Answer briefly.")
+    print(agent.run_sync("What is Retinue?").content)
+
+- :class:`Agent` — model, instructions, tools, code-defined :class:`Role` objects (beside role
+  files), memory on/off; ``run()`` / ``run_sync()`` / ``stream()`` (an async iterator of
+  :class:`Event`, then ``.output``).
+- :func:`tool` — ``@tool`` or ``@tool("Name", "description")`` turns a typed function into a
+  tool; a parameter annotated :class:`ToolContext` receives the call's context.
+- :class:`Runtime` / :class:`Conversation` / :class:`Settings` — the layer ``Agent``, the CLI
+  and the service are built on; :func:`run` / :class:`RunConfig` — the bare run loop.
+- :class:`ScriptedModel` — the scripted fake model for tests (``retinue.testing`` has its
+  helpers); :class:`RetinueError` is the root of every error Retinue raises.
+
 The names below are the curated public API (pinned by a test). They are loaded on first use,
 so that ``import retinue`` — and the ``retinue`` command's start-up — stay fast.
 """
@@ -10,6 +25,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from retinue.agent import Agent, AgentStream
+    from retinue.config import Settings
     from retinue.engine import RunConfig, RunOutput, run
     from retinue.errors import (
         ConfigError,
@@ -19,7 +36,9 @@ if TYPE_CHECKING:
         SubAgentError,
         ToolError,
     )
+    from retinue.events import Event, EventSink
     from retinue.llm import Model, ModelResponse, ToolSpec, resolve_model
+    from retinue.llm.testing import ScriptedModel
     from retinue.messages import (
         AssistantMessage,
         Message,
@@ -29,9 +48,17 @@ if TYPE_CHECKING:
         Usage,
         UserMessage,
     )
+    from retinue.runtime import Conversation, Runtime
+    from retinue.subagents.roles import Role
     from retinue.tools import Tool, ToolContext, ToolRegistry, tool
 
 _HOMES = {
+    "retinue.agent": ("Agent", "AgentStream"),
+    "retinue.config": ("Settings",),
+    "retinue.events": ("Event", "EventSink"),
+    "retinue.llm.testing": ("ScriptedModel",),
+    "retinue.runtime": ("Conversation", "Runtime"),
+    "retinue.subagents.roles": ("Role",),
     "retinue.engine": ("RunConfig", "RunOutput", "run"),
     "retinue.errors": (
         "ConfigError",
@@ -57,16 +84,25 @@ _WHERE = {name: module for module, names in _HOMES.items() for name in names}
 
 
 __all__ = [
+    "Agent",
+    "AgentStream",
     "AssistantMessage",
     "ConfigError",
+    "Conversation",
+    "Event",
+    "EventSink",
     "Message",
     "Model",
     "ModelError",
     "ModelResponse",
     "RetinueError",
+    "Role",
     "RoleError",
     "RunConfig",
     "RunOutput",
+    "Runtime",
+    "ScriptedModel",
+    "Settings",
     "SubAgentError",
     "SystemMessage",
     "Tool",

@@ -10,7 +10,7 @@ never the default.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from retinue.config import Settings
@@ -29,7 +29,7 @@ from retinue.llm.profiles import profile_for
 from retinue.llm.resolve import resolve_model
 from retinue.memory import SQLiteMemory, open_memory
 from retinue.messages import Message
-from retinue.subagents import RoleCatalog, SubAgentManager, role_dirs, roles_section
+from retinue.subagents import Role, RoleCatalog, SubAgentManager, role_dirs, roles_section
 from retinue.subagents.tools import subagent_tools
 from retinue.tools.base import Tool, ToolContext, ToolRegistry, merge
 from retinue.tools.builtin import builtin_tools
@@ -84,6 +84,7 @@ class Runtime:
     compressor: AutoCompressor
     events: EventSink | None = None
     notice: str | None = None
+    instructions: str | None = None  # the main agent's own system prompt (library ``Agent``)
 
     @classmethod
     def create(
@@ -96,13 +97,20 @@ class Runtime:
         extra_tools: list[Tool] | None = None,
         with_memory: bool = True,
         stream: bool = False,
+        builtins: bool = True,
+        roles: Sequence[Role] = (),
+        instructions: str | None = None,
     ) -> Runtime:
+        """``builtins=False`` leaves out the file and shell tools; ``roles`` are defined in
+        code and win over role files of the same name; ``instructions`` replace the main
+        agent's default system prompt."""
         notice = None
         if model is None:
             spec, notice = choose_model(settings)
             model = model_for(spec)
-        tools = ToolRegistry([*builtin_tools(), *(extra_tools or [])])
+        tools = ToolRegistry([*(builtin_tools() if builtins else []), *(extra_tools or [])])
         catalog = load_roles(settings, tools)
+        catalog.roles.update({role.name: role for role in roles})
         memory = open_memory(settings.home) if with_memory else None
         compressor = AutoCompressor()
         manager = SubAgentManager(
@@ -118,7 +126,10 @@ class Runtime:
             session_token_budget=settings.session_token_budget or None,
             stream=stream,
         )
-        return cls(settings, model, catalog, tools, manager, memory, compressor, events, notice)
+        return cls(
+            settings, model, catalog, tools, manager, memory, compressor, events, notice,
+            instructions,
+        )  # fmt: skip
 
     def conversation(
         self, agent_id: str = "main", *, keep_sessions: bool = False, stream: bool = False
@@ -196,8 +207,10 @@ class Conversation:
         if self.compact:
             roles = [(r.name, r.description) for r in rt.catalog.roles.values()]
             parts = [compact_main_prompt(workspace, roles)]
+            if rt.instructions:
+                parts.insert(0, rt.instructions)
         else:
-            parts = [MAIN_PROMPT.format(workspace=workspace)]
+            parts = [rt.instructions or MAIN_PROMPT.format(workspace=workspace)]
             if rt.catalog.roles:
                 parts.append(roles_section(rt.catalog))
         if rt.memory is not None and not self.compact:  # compact: no memory tools either

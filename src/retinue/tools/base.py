@@ -1,9 +1,10 @@
 """Tools: declaration from typed Python functions, the call context, and the registry.
 
-A tool is an async (or plain) function whose first parameter is a :class:`ToolContext` and
-whose other parameters are typed; pydantic builds the JSON schema the model sees and
-validates the arguments the model sends. Anything that goes wrong inside a call becomes an
-error *result* the model reads (``is_error=True``): a bad tool call never crashes a run.
+A tool is an async (or plain) function with typed parameters; a parameter annotated
+:class:`ToolContext` (any position, or none at all) receives the call's context. pydantic
+builds the JSON schema the model sees and validates the arguments the model sends. Anything
+that goes wrong inside a call becomes an error *result* the model reads (``is_error=True``):
+a bad tool call never crashes a run.
 """
 
 from __future__ import annotations
@@ -13,7 +14,18 @@ import json
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, get_type_hints
+from types import UnionType
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Any,
+    Protocol,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+    overload,
+)
 
 import pydantic
 
@@ -25,7 +37,7 @@ from retinue.messages import ToolCall, ToolResultMessage
 if TYPE_CHECKING:
     from retinue.memory.base import Memory
 
-__all__ = ["Delegator", "Tool", "ToolContext", "ToolRegistry", "tool"]
+__all__ = ["Delegator", "Tool", "ToolContext", "ToolRegistry", "ToolSource", "tool"]
 
 
 class Delegator(Protocol):
@@ -88,6 +100,25 @@ class ToolContext:
 ToolFunction = Callable[..., Awaitable[str] | str]
 
 
+class ToolSource(Protocol):
+    """Tools known only at run time (an MCP server's): listed before each model call.
+
+    ``allows`` are the allow-lists the registry was restricted by (a tool must pass each;
+    the source says what an entry admits), ``drops`` the names removed from it.
+    """
+
+    async def tools(
+        self, ctx: ToolContext, allows: Sequence[frozenset[str]], drops: frozenset[str]
+    ) -> Sequence[Tool]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _SourceView:
+    source: ToolSource
+    allows: tuple[frozenset[str], ...] = ()
+    drops: frozenset[str] = frozenset()
+
+
 @dataclass(slots=True)
 class Tool:
     """One tool: a name, a description, a pydantic model of its parameters, and a function."""
@@ -96,6 +127,7 @@ class Tool:
     description: str
     params: type[pydantic.BaseModel]
     fn: ToolFunction
+    context_param: str | None = "ctx"  # the parameter that receives the ToolContext, if any
     _spec: ToolSpec | None = field(default=None, repr=False)
 
     @property
@@ -119,10 +151,21 @@ class Tool:
         except pydantic.ValidationError as exc:
             raise ToolError(f"invalid arguments: {_summarise(exc)}") from None
         kwargs = {name: getattr(args, name) for name in type(args).model_fields}
-        result = self.fn(ctx, **kwargs)
+        if self.context_param is not None:
+            kwargs[self.context_param] = ctx
+        result = self.fn(**kwargs)
         if inspect.isawaitable(result):
             result = await result
         return str(result)
+
+
+def preview(text: str, limit: int = 200) -> str:
+    """``text`` cut to about ``limit`` characters at a word boundary, with ``…`` when cut."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip() + "…"
 
 
 def _summarise(exc: pydantic.ValidationError) -> str:
@@ -133,38 +176,97 @@ def _summarise(exc: pydantic.ValidationError) -> str:
     return "; ".join(parts)
 
 
-def tool(name: str | None = None, description: str | None = None) -> Callable[[ToolFunction], Tool]:
-    """Declare a tool from a typed function ``fn(ctx, **params)``.
+@overload
+def tool(name: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    name: str | None = None, description: str | None = None
+) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(
+    name: str | Callable[..., Any] | None = None, description: str | None = None
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Declare a tool from a typed function: ``@tool``, ``@tool()`` or ``@tool("Name", "...")``.
 
     The parameter schema comes from the signature (use ``Annotated[T, Field(description=...)]``
-    to describe a parameter); the description defaults to the docstring.
+    to describe a parameter); the description defaults to the docstring. A parameter annotated
+    :class:`ToolContext` receives the call's context and is not shown to the model.
     """
+    if callable(name):
+        return _make_tool(name, None, description)
+    return lambda fn: _make_tool(fn, name, description)
 
-    def wrap(fn: ToolFunction) -> Tool:
+
+def _make_tool(fn: Callable[..., Any], name: str | None, description: str | None) -> Tool:
+    if not callable(fn) or isinstance(fn, Tool):
+        raise TypeError(f"@tool needs a function, not {type(fn).__name__}")
+    try:
         hints = get_type_hints(fn, include_extras=True)
-        fields: dict[str, Any] = {}
-        for i, (pname, param) in enumerate(inspect.signature(fn).parameters.items()):
-            if i == 0:
-                continue  # the ToolContext
-            default = ... if param.default is inspect.Parameter.empty else param.default
-            fields[pname] = (hints.get(pname, Any), default)
-        model = pydantic.create_model(  # type: ignore[call-overload]
-            f"{fn.__name__}_params", __config__=pydantic.ConfigDict(extra="forbid"), **fields
-        )
-        doc = inspect.cleandoc(fn.__doc__ or "")
-        return Tool(name or fn.__name__, description or doc, model, fn)
+    except NameError as exc:
+        raise TypeError(f"@tool {fn.__name__}: cannot resolve an annotation ({exc})") from None
+    fields: dict[str, Any] = {}
+    context: str | None = None
+    for pname, param in inspect.signature(fn).parameters.items():
+        if _is_context(hints.get(pname)):
+            context = pname
+            continue
+        if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            raise TypeError(f"@tool {fn.__name__}: *args and **kwargs cannot be tool parameters")
+        if param.kind is inspect.Parameter.POSITIONAL_ONLY:
+            raise TypeError(f"@tool {fn.__name__}: {pname!r} must not be positional-only")
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[pname] = (hints.get(pname, Any), default)
+    model = pydantic.create_model(  # type: ignore[call-overload]
+        f"{fn.__name__}_params", __config__=pydantic.ConfigDict(extra="forbid"), **fields
+    )
+    doc = inspect.cleandoc(fn.__doc__ or "")
+    return Tool(name or fn.__name__, description or doc, model, fn, context)
 
-    return wrap
+
+def _is_context(hint: Any) -> bool:
+    """``ToolContext``, ``Annotated[ToolContext, ...]`` or ``ToolContext | None``."""
+    if hint is ToolContext:
+        return True
+    if get_origin(hint) is Annotated:
+        return _is_context(get_args(hint)[0])
+    if get_origin(hint) in (Union, UnionType):
+        return any(a is ToolContext for a in get_args(hint))
+    return isinstance(hint, type) and issubclass(hint, ToolContext)
 
 
 class ToolRegistry:
     """Tools by name. ``restricted`` makes the view a role may use (its allow-list)."""
 
-    def __init__(self, tools: Iterable[Tool] = (), *, withheld: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        tools: Iterable[Tool] = (),
+        *,
+        withheld: Iterable[str] = (),
+        sources: Iterable[_SourceView] = (),
+    ) -> None:
         self._tools: dict[str, Tool] = {}
         self._withheld = frozenset(withheld)
+        self._sources = list(sources)
+        self._sourced: set[str] = set()
         for t in tools:
             self.register(t)
+
+    def add_source(self, source: ToolSource) -> None:
+        """Tools listed at run time (see :class:`ToolSource` and :meth:`refresh`)."""
+        self._sources.append(_SourceView(source))
+
+    async def refresh(self, ctx: ToolContext) -> None:
+        """Ask every source for its current tools (a no-op without sources)."""
+        if not self._sources:
+            return
+        fresh: dict[str, Tool] = {}
+        for view in self._sources:
+            for t in await view.source.tools(ctx, view.allows, view.drops):
+                if t.name not in self._tools or t.name in self._sourced:
+                    fresh.setdefault(t.name, t)
+        for name in self._sourced - fresh.keys():
+            self._tools.pop(name, None)
+        self._tools.update(fresh)
+        self._sourced = set(fresh)
 
     def register(self, t: Tool) -> Tool:
         self._tools[t.name] = t
@@ -189,19 +291,25 @@ class ToolRegistry:
     def restricted(self, allowed: Iterable[str] | None) -> ToolRegistry:
         """Only the tools named in ``allowed`` (``None`` keeps all); the rest are refused."""
         if allowed is None:
-            return ToolRegistry(self._tools.values(), withheld=self._withheld)
-        keep = set(allowed)
+            return ToolRegistry(self._own(), withheld=self._withheld, sources=self._sources)
+        keep = frozenset(allowed)
         return ToolRegistry(
-            (t for n, t in self._tools.items() if n in keep),
+            (t for t in self._own() if t.name in keep),
             withheld=self._withheld | (self._tools.keys() - keep),
+            sources=[replace(v, allows=(*v.allows, keep)) for v in self._sources],
         )
 
     def without(self, names: Iterable[str]) -> ToolRegistry:
-        drop = set(names)
+        drop = frozenset(names)
         return ToolRegistry(
-            (t for n, t in self._tools.items() if n not in drop),
+            (t for t in self._own() if t.name not in drop),
             withheld=self._withheld | (drop & self._tools.keys()),
+            sources=[replace(v, drops=v.drops | drop) for v in self._sources],
         )
+
+    def _own(self) -> list[Tool]:
+        """The tools registered directly (a source's are listed again by each registry)."""
+        return [t for n, t in self._tools.items() if n not in self._sourced]
 
     async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResultMessage:
         """Run one call; every failure becomes an error result, never an exception.
@@ -229,7 +337,7 @@ class ToolRegistry:
             call_id=call.id,
             name=call.name,
             is_error=is_error,
-            preview=content[:200],
+            preview=preview(content),
         )
         return ToolResultMessage(call.id, call.name, content, is_error)
 
@@ -248,6 +356,8 @@ def merge(*registries: ToolRegistry | Sequence[Tool]) -> ToolRegistry:
     """One registry holding the tools of several (later names win)."""
     out = ToolRegistry()
     for reg in registries:
-        for t in reg._tools.values() if isinstance(reg, ToolRegistry) else reg:
+        for t in reg._own() if isinstance(reg, ToolRegistry) else reg:
             out.register(t)
+        if isinstance(reg, ToolRegistry):
+            out._sources.extend(reg._sources)
     return out

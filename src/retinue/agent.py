@@ -1,0 +1,192 @@
+"""``Agent``: the library's front door, an agent in two lines.
+
+    agent = retinue.Agent("openai:gpt-4o-mini", instructions="Be brief.", tools=[add])
+    print(agent.run_sync("What is 2 + 3?").content)
+
+An agent is a :class:`~retinue.runtime.Runtime` (model, tools, roles, memory, sub-agent
+manager) built on first use, plus one main-agent conversation per run. ``roles`` are
+:class:`~retinue.subagents.roles.Role` objects defined in code; they sit beside the role
+files found in the workspace and home (a code role wins over a file of the same name), and
+the main agent delegates to them with its ``SubAgent`` tool.
+
+Each :meth:`Agent.run` is a fresh conversation (its interactive sub-agent sessions end with
+it); :meth:`Agent.conversation` keeps one across messages. :meth:`Agent.stream` yields the
+run's :class:`~retinue.events.Event` objects as they happen (streamed text arrives as
+``text_delta`` events) and holds the :class:`~retinue.engine.config.RunOutput` at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+from retinue.config import Settings
+from retinue.engine.config import RunOutput
+from retinue.errors import RoleError
+from retinue.events import Event, EventSink
+from retinue.llm.base import Model
+from retinue.runtime import Conversation, Runtime
+from retinue.subagents.roles import Role, valid_name
+from retinue.subagents.tools import subagent_tools
+from retinue.tools.base import Tool, tool
+from retinue.tools.builtin.memory import memory_tools
+
+__all__ = ["Agent", "AgentStream"]
+
+
+class Agent:
+    """A main agent: a model, instructions, tools and the roles it may delegate to.
+
+    ``model`` is a string such as ``openai:gpt-4o-mini`` or a :class:`~retinue.llm.Model`
+    (e.g. :class:`~retinue.testing.ScriptedModel`); ``None`` picks one as ``retinue run``
+    does. ``tools`` are :class:`Tool` objects or plain typed functions (wrapped with
+    :func:`~retinue.tools.tool`). ``memory`` turns long-term memory (SQLite under ``home``)
+    on or off; ``builtin_tools=False`` leaves out the file and shell tools, so the model sees
+    only yours. ``workspace`` (default: the current directory) is where file and shell
+    tools work and where ``.retinue/agents/`` role files are looked for.
+    """
+
+    def __init__(
+        self,
+        model: str | Model | None = None,
+        *,
+        instructions: str | None = None,
+        tools: Sequence[Tool | Callable[..., Any]] = (),
+        roles: Sequence[Role] = (),
+        memory: bool = True,
+        builtin_tools: bool = True,
+        workspace: str | Path | None = None,
+        home: str | Path | None = None,
+        on_event: EventSink | None = None,
+    ) -> None:
+        self.model = model
+        self.instructions = instructions
+        self.tools = [t if isinstance(t, Tool) else tool(t) for t in tools]
+        self.roles = list(roles)
+        self.memory = memory
+        self.builtin_tools = builtin_tools
+        self.workspace = Path(workspace) if workspace is not None else None
+        self.home = Path(home) if home is not None else None
+        self.on_event = on_event
+        self._runtime: Runtime | None = None
+        self._runner: asyncio.Runner | None = None
+        self._active: dict[str, EventSink | None] = {}  # running conversations' listeners
+
+    @property
+    def runtime(self) -> Runtime:
+        """The runtime under this agent, built on first use (model, roles, memory)."""
+        if self._runtime is None:
+            spec = self.model if isinstance(self.model, str) else None
+            settings = Settings.load(home=self.home, workspace=self.workspace, model=spec)
+            self._runtime = Runtime.create(
+                settings,
+                model=self.model if isinstance(self.model, Model) else None,
+                events=self._dispatch,
+                extra_tools=self.tools,
+                with_memory=self.memory,
+                builtins=self.builtin_tools,
+                roles=self.roles,
+                instructions=self.instructions,
+            )
+            self._check_roles(self._runtime)
+        return self._runtime
+
+    def _check_roles(self, runtime: Runtime) -> None:
+        known = {*runtime.tools.names, *(t.name for t in [*subagent_tools(), *memory_tools()])}
+        for role in self.roles:
+            if not valid_name(role.name):
+                raise RoleError(f"role name {role.name!r}: use letters, digits, _ . - (max 64)")
+            unknown = [t for t in role.tools or () if t not in known]
+            if unknown:
+                raise RoleError(f"role {role.name!r} names unknown tools: {', '.join(unknown)}")
+
+    def conversation(self, *, keep_sessions: bool = False) -> Conversation:
+        """A conversation that keeps its history across :meth:`Conversation.send` calls."""
+        return self.runtime.conversation(keep_sessions=keep_sessions)
+
+    async def run(self, prompt: str) -> RunOutput:
+        """Run the agent on ``prompt`` in a fresh conversation; return its output."""
+        runtime = self.runtime
+        agent_id = self._claim(None)
+        try:
+            return await runtime.conversation(agent_id).send(prompt)
+        finally:
+            del self._active[agent_id]
+
+    def run_sync(self, prompt: str) -> RunOutput:
+        """:meth:`run` for code without an event loop (one loop is kept across calls)."""
+        if self._runner is None:
+            self._runner = asyncio.Runner()
+        return self._runner.run(self.run(prompt))
+
+    def stream(self, prompt: str) -> AgentStream:
+        """``async for event in agent.stream(prompt)``; then ``.output`` holds the result."""
+        return AgentStream(self, prompt)
+
+    def close(self) -> None:
+        """Release the memory store and the loop :meth:`run_sync` kept."""
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
+        if self._runtime is not None and self._runtime.memory is not None:
+            self._runtime.memory.close()
+
+    def __enter__(self) -> Agent:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def _claim(self, listener: EventSink | None) -> str:
+        """An agent id for a new run: ``main``, or ``main-2``... while others run, so that
+        concurrent runs keep their sub-agent sessions and events apart."""
+        n = 1
+        while (agent_id := "main" if n == 1 else f"main-{n}") in self._active:
+            n += 1
+        self._active[agent_id] = listener
+        return agent_id
+
+    def _dispatch(self, event: Event) -> None:
+        if self.on_event is not None:
+            self.on_event(event)
+        root = event.agent_id.split("/", 1)[0]
+        listener = self._active.get(root)
+        if listener is not None:
+            listener(event)
+
+
+class AgentStream:
+    """The events of one run, as an async iterator; :attr:`output` once it is exhausted.
+
+    Leaving the ``async for`` early cancels the run once the iterator is closed (wrap it in
+    :func:`contextlib.aclosing` to close it at once).
+    """
+
+    def __init__(self, agent: Agent, prompt: str) -> None:
+        self._agent = agent
+        self._prompt = prompt
+        self.output: RunOutput | None = None
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self._events()
+
+    async def _events(self) -> AsyncIterator[Event]:
+        agent = self._agent
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        runtime = agent.runtime
+        agent_id = agent._claim(queue.put_nowait)
+        task = asyncio.create_task(runtime.conversation(agent_id, stream=True).send(self._prompt))
+        task.add_done_callback(lambda _: queue.put_nowait(None))
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+            self.output = task.result()
+        finally:
+            if not task.done():
+                task.cancel()
+                with suppress(asyncio.CancelledError):
+                    await task
+            del agent._active[agent_id]
