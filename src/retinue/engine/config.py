@@ -12,7 +12,7 @@ from retinue.tools.base import ToolContext, ToolRegistry
 
 __all__ = ["ContextKeeper", "RunConfig", "RunOutput", "StopReason"]
 
-StopReason = Literal["final", "waiting_for_input", "max_iterations", "interrupted"]
+StopReason = Literal["final", "waiting_for_input", "max_iterations", "interrupted", "asking"]
 
 
 class ContextKeeper(Protocol):
@@ -44,6 +44,9 @@ class RunConfig:
     history and keep it. ``interactive`` makes an answer without tool calls a pause
     (``waiting_for_input``) instead of an end. ``on_usage`` hears the usage of every model
     call as it happens, so a turn that fails or is cancelled still counts what it spent.
+    ``steering`` hands over the messages that arrived while the run works (see
+    :meth:`~retinue.engine.session.Session.steer`); the run shows them to the model at its
+    next step boundary, after the tool results and before the next model call.
     """
 
     model: Model
@@ -55,6 +58,7 @@ class RunConfig:
     stream: bool = False
     context_keeper: ContextKeeper | None = None
     on_usage: Callable[[Usage], None] | None = None
+    steering: Callable[[], list[str]] | None = None
 
 
 @dataclass(slots=True)
@@ -70,6 +74,11 @@ class RunOutput:
     @property
     def waiting_for_input(self) -> bool:
         return self.stop_reason == "waiting_for_input"
+
+    @property
+    def asking(self) -> bool:
+        """The turn is paused on a question (``content``); the next message answers it."""
+        return self.stop_reason == "asking"
 
     def tail(self, since: int) -> Sequence[Message]:
         """The messages this run appended after the first ``since``."""

@@ -22,7 +22,14 @@ from retinue.events import (
     emit,
 )
 from retinue.llm.base import ModelResponse, TextCallback
-from retinue.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage
+from retinue.messages import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
 
 __all__ = ["Final", "RunTools", "close_pending_calls", "next_step", "no_answer", "run"]
 
@@ -110,6 +117,8 @@ async def run(config: RunConfig) -> RunOutput:
             last_input = response.usage.input_tokens
             messages.append(response.message)
             step = next_step(response.message, interactive=config.interactive)
+            if _steer(config):  # arrived during the call: the model answers it first
+                continue
             if isinstance(step, Final):
                 reason = "waiting_for_input" if step.waiting_for_input else "final"
                 content = step.content if step.content.strip() else no_answer(tools_used)
@@ -117,6 +126,7 @@ async def run(config: RunConfig) -> RunOutput:
                 return out
             tools_used.extend(c.name for c in step.calls)
             messages.extend(repeats.observe(step.calls, await _run_tools(config, step.calls)))
+            _steer(config)
         limit = config.max_iterations
         out = RunOutput(
             f"Stopped: the agent made {limit} model calls without a final answer "
@@ -154,6 +164,7 @@ async def _call_model(config: RunConfig, last_input: int) -> ModelResponse:
     ctx, messages, keeper = config.context, config.messages, config.context_keeper
     if keeper is not None:
         await keeper.before_call(messages, config.model, ctx, last_input)
+    await config.tools.refresh(ctx)  # tools listed at run time (MCP servers) start here
     specs = config.tools.specs()
     sink = ctx.events
     on_text = _text_forwarder(sink, ctx.agent_id) if config.stream and sink else None
@@ -182,6 +193,26 @@ async def _run_tools(config: RunConfig, calls: tuple[ToolCall, ...]) -> list[Too
     if len(calls) == 1:
         return [await registry.execute(calls[0], ctx)]
     return list(await asyncio.gather(*(registry.execute(c, ctx) for c in calls)))
+
+
+STEERING_NOTE = "[Your parent sent this while you were working; take it into account:]\n{text}"
+
+
+def _steer(config: RunConfig) -> bool:
+    """At a step boundary: show the model the steering messages that arrived meanwhile.
+
+    Only where a user message may follow (after a reply or after all tool results); True if
+    one was added.
+    """
+    messages = config.messages
+    last = messages[-1] if messages else None
+    if config.steering is None or (isinstance(last, AssistantMessage) and last.tool_calls):
+        return False
+    texts = config.steering()
+    if not texts:
+        return False
+    messages.append(UserMessage(STEERING_NOTE.format(text="\n\n".join(texts))))
+    return True
 
 
 def _text_forwarder(sink: EventSink, agent_id: str) -> TextCallback:

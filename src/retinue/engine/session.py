@@ -12,9 +12,17 @@ sub-agent are a :class:`Session`. It owns its history (``config.messages``) and:
   tool calls get results and the turn gets a closing note, a failed turn gets a note saying
   why (never two user messages in a row);
 * counts every model call's tokens against its budget, failed and interrupted turns included;
+* lets a running turn **ask** (:meth:`~Session.ask`, what the ``AskParent`` tool calls): the
+  turn pauses in place, the waiter of its :meth:`~Session.send` gets the question (output
+  ``stop_reason="asking"``; a background turn's question goes to :attr:`inbox`), and the next
+  message sent is the answer: the same turn goes on, no new turn starts;
+* takes **steering** (:meth:`~Session.steer`) for the running turn: the run shows it to the
+  model at its next step boundary, and the turn's reply says it was received;
 * has an explicit state machine::
 
-      idle ⇄ running → closing → closed
+      idle ⇄ running ⇄ asking
+        ↘      ↓       ↙
+           closing → closed
 
   :meth:`~Session.close` is idempotent and finishes even when its caller is cancelled (the
   work runs in a task the session owns, and the caller waits for it with ``finish``). It
@@ -30,30 +38,42 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal
 
-from retinue._tasks import finish, wait_owned
+from retinue._tasks import cancel_and_wait, finish
 from retinue.engine.config import RunConfig, RunOutput
 from retinue.engine.loop import close_pending_calls, run
 from retinue.errors import SessionClosedError, SessionError
 from retinue.messages import AssistantMessage, Message, SystemMessage, Usage, UserMessage
 
 __all__ = [
+    "ASKS_NOTE",
     "FAILED_NOTE",
     "INTERRUPTED_NOTE",
     "Consolidation",
     "Lifecycle",
     "Session",
     "SessionState",
+    "current_session",
     "repair_history",
 ]
 
-SessionState = Literal["idle", "running", "closing", "closed"]
+SessionState = Literal["idle", "running", "asking", "closing", "closed"]
 Consolidation = Literal["done", "failed", "none"]  # what close() did with the history
 
 INTERRUPTED_NOTE = "[This turn was interrupted before it finished.]"
 FAILED_NOTE = "[This turn failed before it finished: {error}]"
+ASKS_NOTE = "[session {id} asks: {question}]"
+STEERED_NOTE = "[{n} steering message(s) received during this turn]"
+
+_running: ContextVar[Session | None] = ContextVar("retinue_running_session", default=None)
+
+
+def current_session() -> Session | None:
+    """The session whose turn is running the calling code (a tool), if any."""
+    return _running.get()
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,18 +105,24 @@ class Session:
     """One conversation with turns (see the module docstring)."""
 
     __slots__ = (
+        "_answer",
         "_background",
         "_closed",
         "_closing",
         "_current",
         "_queue",
+        "_steered",
+        "_steering",
         "_turns",
+        "_waiters",
+        "_wakers",
         "config",
         "consolidation",
         "id",
         "inbox",
         "last_reply",
         "lifecycle",
+        "question",
         "token_budget",
         "turns",
         "usage",
@@ -125,7 +151,14 @@ class Session:
         self._current: asyncio.Task[RunOutput] | None = None
         self._closing: asyncio.Task[Consolidation] | None = None
         self._closed = False
+        self.question: str | None = None  # the running turn's question, while it waits
+        self._answer: asyncio.Future[str] | None = None
+        self._waiters: dict[asyncio.Task[RunOutput], asyncio.Future[str]] = {}  # send()s
+        self._wakers: set[asyncio.Future[None]] = set()  # wait_background()s
+        self._steering: list[str] = []  # steering not yet shown to the running turn
+        self._steered = 0  # steering messages shown to the model, all turns together
         config.on_usage = self._count
+        config.steering = self._take_steering
 
     # -- what can be seen from outside ---------------------------------------------------
 
@@ -135,6 +168,8 @@ class Session:
             return "closed"
         if self._closing is not None:
             return "closing"
+        if self.question is not None:
+            return "asking"
         return "running" if self._current is not None else "idle"
 
     @property
@@ -155,12 +190,31 @@ class Session:
     async def send(self, text: str, *, on_start: Callable[[], None] | None = None) -> RunOutput:
         """Run one turn after the turns sent before it, and return its output.
 
-        An interrupted turn (or one ended by :meth:`close`) returns with ``stop_reason``
-        ``"interrupted"``; cancelling the caller cancels the turn and propagates.
-        ``on_start`` is called when the turn's time comes, before it does anything.
+        If the running turn is asking, ``text`` is the answer instead: that turn goes on and
+        its output (or its next question) is returned. A turn that asks returns with
+        ``stop_reason`` ``"asking"`` and the question as ``content``. An interrupted turn (or
+        one ended by :meth:`close`) returns with ``stop_reason`` ``"interrupted"``;
+        cancelling the caller cancels the turn and propagates. ``on_start`` is called when
+        the turn's time comes (at once for an answer), before it does anything.
         """
-        turn = self._enqueue(text, on_start)
-        await wait_owned(turn)
+        turn = self._deliver_answer(text)
+        if turn is not None:
+            self._background.discard(turn)  # its output goes to this caller again
+            if on_start is not None:
+                on_start()
+        else:
+            turn = self._enqueue(text, on_start)
+        asked = asyncio.get_running_loop().create_future()
+        self._waiters[turn] = asked
+        try:
+            await asyncio.wait({turn, asked}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            await cancel_and_wait(turn)
+            raise
+        finally:
+            self._waiters.pop(turn, None)
+        if asked.done():
+            return RunOutput(asked.result(), self.config.messages, "asking")
         if not turn.cancelled():
             return turn.result()
         # cancelled before it could start (only close() does that), or on its very last step
@@ -169,16 +223,87 @@ class Session:
         return self._interrupted()
 
     def start(self, text: str) -> asyncio.Task[RunOutput]:
-        """Queue a background turn; its reply (or failure) goes to :attr:`inbox`."""
-        turn = self._enqueue(text)
-        self._background.add(turn)
-        turn.add_done_callback(self._collect)
+        """Queue a background turn (or answer the running turn's question, letting it go on
+        in the background); its reply, failure or next question goes to :attr:`inbox`."""
+        turn = self._deliver_answer(text) or self._enqueue(text)
+        self._detach(turn)
         return turn
 
     async def wait_background(self) -> None:
-        """Wait until the background turns started so far are done."""
-        if self._background:
-            await asyncio.wait(set(self._background))
+        """Wait until the background turns started so far are done, or one asks a question."""
+        pending = set(self._background)
+        while pending & self._background and self.question is None:
+            waker = asyncio.get_running_loop().create_future()
+            self._wakers.add(waker)
+            try:
+                await waker
+            finally:
+                self._wakers.discard(waker)
+
+    def steer(self, text: str) -> bool:
+        """Give the running turn ``text`` at its next step boundary (between tool calls,
+        before its next model call). A pending question is answered by ``text`` instead, the
+        turn going on in the background. False if no turn is running (nothing is done)."""
+        if not text.strip():
+            raise SessionError(f"empty message for session {self.id}: say what it should do")
+        if self._closing is not None or self._current is None:
+            return False
+        if self.question is None:
+            self._steering.append(text)
+        else:
+            self.start(text)
+        return True
+
+    async def ask(self, question: str) -> str:
+        """Called by the running turn (a tool of it): pause until the next message answers
+        ``question``, and return that answer. The waiter of the turn gets the question."""
+        turn = self._current
+        if turn is None or self._closing is not None:
+            raise SessionError(f"session {self.id} has no running turn to ask from")
+        if self.question is not None:
+            raise SessionError(
+                f"session {self.id} already waits for an answer to {self.question!r}: "
+                "ask one question at a time"
+            )
+        answer = self._answer = asyncio.get_running_loop().create_future()
+        self.question = question
+        waiter = self._waiters.pop(turn, None)
+        if waiter is not None and not waiter.done():
+            self._detach(turn)  # until an answer comes, nobody waits for this turn
+            waiter.set_result(question)
+        else:
+            self.inbox.append(ASKS_NOTE.format(id=self.id, question=question))
+        self._wake()
+        try:
+            return await answer
+        finally:
+            self.question = self._answer = None
+
+    def _deliver_answer(self, text: str) -> asyncio.Task[RunOutput] | None:
+        """If the running turn is asking: answer it with ``text`` and return that turn."""
+        answer, turn = self._answer, self._current
+        if answer is None or answer.done() or turn is None or self._closing is not None:
+            return None
+        if not text.strip():
+            raise SessionError(f"empty answer for session {self.id}: say what it should know")
+        answer.set_result(text)
+        return turn
+
+    def _detach(self, turn: asyncio.Task[RunOutput]) -> None:
+        """From now on ``turn``'s reply goes to :attr:`inbox` (unless a send takes it back)."""
+        if turn not in self._background:
+            self._background.add(turn)
+            turn.add_done_callback(self._collect)
+
+    def _wake(self) -> None:
+        for waker in self._wakers:
+            if not waker.done():
+                waker.set_result(None)
+
+    def _take_steering(self) -> list[str]:
+        texts, self._steering = self._steering, []
+        self._steered += len(texts)
+        return texts
 
     def collect(self) -> list[str]:
         """The background replies that arrived since the last call."""
@@ -222,10 +347,12 @@ class Session:
             raise self._refused()
         self._check_budget()
         self._current = asyncio.current_task()  # type: ignore[assignment]
+        _running.set(self)  # this task's own context: what its tools see
         try:
             return await self._run_turn(text, on_start)
         finally:
             self._current = None
+            self._steering.clear()  # arrived as the turn ended; the sender was told it ran
             if self.lifecycle.children_per_turn and self.lifecycle.end_children is not None:
                 await self.lifecycle.end_children()
 
@@ -240,7 +367,10 @@ class Session:
                 messages.append(SystemMessage(prompt))
             messages.append(UserMessage(text))
             began = True
+            steered = self._steered
             out = await run(self.config)
+            if self._steered > steered:
+                out.content += "\n\n" + STEERED_NOTE.format(n=self._steered - steered)
             self.turns += 1
             self.last_reply = out.content
             return out
@@ -285,7 +415,10 @@ class Session:
         self.usage += usage
 
     def _collect(self, turn: asyncio.Task[RunOutput]) -> None:
+        if turn not in self._background:
+            return  # a send took it back (it answered the turn's question)
         self._background.discard(turn)
+        self._wake()
         if turn.cancelled():
             return
         exc = turn.exception()

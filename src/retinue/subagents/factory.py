@@ -14,7 +14,13 @@ from retinue.llm.base import Model
 from retinue.memory.base import Memory
 from retinue.messages import Message
 from retinue.subagents.roles import Role, RoleCatalog
-from retinue.subagents.tools import SPAWN_TOOL_NAMES, roles_section, subagent_tools
+from retinue.subagents.tools import (
+    ASK_TOOL_NAME,
+    SPAWN_TOOL_NAMES,
+    ask_parent,
+    roles_section,
+    subagent_tools,
+)
 from retinue.tools.base import Tool, ToolContext, ToolRegistry
 
 __all__ = ["AgentFactory"]
@@ -55,7 +61,7 @@ class AgentFactory:
         return RunConfig(
             model=model,
             messages=[],
-            tools=self.tools_for(role),
+            tools=self.tools_for(role, interactive=interactive),
             context=ctx,
             max_iterations=role.max_turns or self.max_iterations,
             interactive=interactive,
@@ -83,10 +89,14 @@ class AgentFactory:
             self._models[role.model] = model
         return model
 
-    def tools_for(self, role: Role) -> ToolRegistry:
+    def tools_for(self, role: Role, *, interactive: bool = False) -> ToolRegistry:
+        """The role's tools; ``AskParent`` for interactive sessions, and for one-shot runs of
+        roles with the ``ask_parent`` capability (or that list it in their tools)."""
         tools = self.tools.restricted(role.tools).without(role.disallowed)
         spawn = role.can("spawn_agent") or any(t in SPAWN_TOOL_NAMES for t in role.tools or ())
         extra = list(subagent_tools()) if spawn else []
+        if interactive or role.can("ask_parent") or ASK_TOOL_NAME in (role.tools or ()):
+            extra.append(ask_parent)
         if role.can("memory") and self.memory is not None:
             extra.extend(self._memory_tools)
         for t in extra:

@@ -11,6 +11,13 @@ turns in arrival order, interrupts that stop a turn and nothing else, and a clos
 children first, consolidates exactly once and finishes even when its caller is cancelled.
 The manager adds the admission rules and the events; :class:`AgentFactory` builds the runs
 and :mod:`~retinue.subagents.tools` holds what the model reads.
+
+Two-way sessions: a sub-agent's ``AskParent`` pauses its turn and the parent's pending call
+returns the question; the parent's next message to the session is the answer. A one-shot
+sub-agent that asks is registered with its parent as if it were interactive (under its role,
+or ``role:asked-n`` when that is taken), so the answer reaches it and the parent's unload or
+cleanup ends it. ``SubAgent(..., steer=true)`` hands a working session a message for its
+next step and acknowledges at once.
 """
 
 from __future__ import annotations
@@ -32,7 +39,9 @@ from retinue.subagents.roles import Role, RoleCatalog
 from retinue.subagents.tools import (
     background_note,
     found_roles,
+    question_note,
     status_text,
+    steering_ack,
     unknown_session,
     unload_confirmation,
     waiting_note,
@@ -95,13 +104,33 @@ class SubAgentManager:
         if not interactive:
             if instance or background:
                 raise SubAgentError("'instance' and 'background' need interactive=true")
-            return (await self.run_subagent(ctx, task, role)).content
+            out, held = await self._one_shot(ctx, task, role)
+            return self._reply(out, held) if held is not None else out.content
         if background:
             cid = self.start_background(ctx, task, role, instance)
             return background_note(cid, role, instance)
         held = self._open(ctx, role, instance)
-        out = await self._send(held, task)
-        return waiting_note(out.content, held.id, role, held.key.instance)
+        return self._reply(await self._send(held, task), held)
+
+    async def steer(
+        self, ctx: ToolContext, *, task: str, role: str, instance: str | None = None
+    ) -> str:
+        """Give the working session (role, instance) ``task`` before its next step, and
+        acknowledge at once; a session that is not working gets it as a usual message."""
+        held = self.registry.get(SessionKey.of(ctx.agent_id, role, instance))
+        session = held.session if held is not None else None
+        asking = session is not None and session.state == "asking"
+        if held is None or session is None or not session.steer(task):
+            return await self.delegate(ctx, task=task, role=role, interactive=True,
+                                       instance=instance)  # fmt: skip
+        emit(ctx.events, SESSION, held.id, action="answered" if asking else "steered",
+             conversation_id=held.id)  # fmt: skip
+        return steering_ack(held.id, role, held.key.instance, answered=asking)
+
+    @staticmethod
+    def _reply(out: RunOutput, held: Held) -> str:
+        how = (held.id, held.role.name, held.key.instance)
+        return question_note(out.content, *how) if out.asking else waiting_note(out.content, *how)
 
     async def poll(
         self, ctx: ToolContext, role: str, instance: str | None = None, *, wait: bool = False
@@ -124,15 +153,38 @@ class SubAgentManager:
     # -- one-shot ------------------------------------------------------------------------
 
     async def run_subagent(self, ctx: ToolContext, task: str, role_name: str) -> RunOutput:
-        """Run ``role`` on ``task`` to completion in a fresh conversation, then consolidate."""
+        """Run ``role`` on ``task`` to completion in a fresh conversation, then consolidate.
+
+        If it asks a question instead (``stop_reason="asking"``), it stays, held by ``ctx``'s
+        agent like an interactive session, until answered or unloaded."""
+        return (await self._one_shot(ctx, task, role_name))[0]
+
+    async def _one_shot(
+        self, ctx: ToolContext, task: str, role_name: str
+    ) -> tuple[RunOutput, Held | None]:
         role = self._admit(ctx, role_name)
         agent_id = f"{ctx.agent_id}/{role.name}#{next(self._one_shot_ids)}"
         child = ctx.child(agent_id=agent_id, role=role.name)
         session = self._session(agent_id, role, child, interactive=False)
+        asked = False
         try:
-            return await session.send(task)
+            out = await session.send(task)
+            asked = out.asking
         finally:
-            await session.close()
+            if not asked:
+                await session.close()
+        return out, self._adopt(ctx, role, session) if asked else None
+
+    def _adopt(self, ctx: ToolContext, role: Role, session: Session) -> Held:
+        """A one-shot session asked its parent: hold it like an interactive one from now on."""
+        key = SessionKey.of(ctx.agent_id, role.name)
+        if self.registry.get(key) is not None:  # the role's own session is taken
+            key = SessionKey.of(ctx.agent_id, role.name, f"asked-{session.id.rpartition('#')[2]}")
+        held, _ = self.registry.get_or_create(key, lambda: Held(key, role, session))
+        session.config.interactive = True
+        emit(ctx.events, SESSION, session.id, action="created", conversation_id=session.id,
+             parent_id=ctx.agent_id, role=role.name)  # fmt: skip
+        return held
 
     # -- interactive ---------------------------------------------------------------------
 
@@ -180,10 +232,10 @@ class SubAgentManager:
         config = self.factory.config(role, ctx, interactive=interactive)
 
         def closed(session: Session) -> None:
-            if key is not None:
-                held = self.registry.get(key)
-                if held is not None and held.session is session:
-                    self.registry.forget(held)
+            held = self.registry.by_id(agent_id)
+            if held is not None and held.session is session:
+                self.registry.forget(held)
+            if key is not None or held is not None:
                 emit(ctx.events, SESSION, agent_id, action="unloaded", conversation_id=agent_id,
                      turns=session.turns, consolidation=session.consolidation)  # fmt: skip
 
@@ -199,9 +251,10 @@ class SubAgentManager:
     async def _send(self, held: Held, task: str) -> RunOutput:
         session = held.session
         out = await session.send(task)
-        emit(session.config.context.events, SESSION, session.id, conversation_id=session.id,
-             action="interrupted" if out.stop_reason == "interrupted" else "paused",
-             turns=session.turns)  # fmt: skip
+        if not out.asking:  # (AskParent itself tells who asks what)
+            emit(session.config.context.events, SESSION, session.id, conversation_id=session.id,
+                 action="interrupted" if out.stop_reason == "interrupted" else "paused",
+                 turns=session.turns)  # fmt: skip
         return out
 
     def interrupt(self, cid: str) -> bool:

@@ -1,6 +1,6 @@
-"""The ``SubAgent``, ``UnloadSubAgent``, ``SubAgentStatus`` and ``FindRole`` tools, and every
-sentence about sub-agents the model reads: tool descriptions, the roles section of a parent's
-prompt, and the texts the manager answers with.
+"""The ``SubAgent``, ``UnloadSubAgent``, ``SubAgentStatus``, ``FindRole`` and ``AskParent``
+tools, and every sentence about sub-agents the model reads: tool descriptions, the roles
+section of a parent's prompt, and the texts the manager answers with.
 
 The roles section is bounded: up to :data:`MAX_LISTED_ROLES` roles whose (shortened)
 descriptions fit :data:`ROLES_BUDGET_CHARS` are listed with what they do; past that only
@@ -9,11 +9,13 @@ catalog of hundreds of roles does not inflate the parent's prompt."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Protocol, runtime_checkable
 
 from pydantic import Field
 
+from retinue.engine.session import ASKS_NOTE, current_session
 from retinue.errors import ToolError
+from retinue.events import SESSION, emit
 from retinue.tools.base import Delegator, Tool, ToolContext, tool
 
 if TYPE_CHECKING:
@@ -23,12 +25,17 @@ if TYPE_CHECKING:
     from retinue.subagents.roles import Role, RoleCatalog
 
 __all__ = [
+    "ASK_TOOL_NAME",
     "SPAWN_TOOL_NAMES",
+    "Steerer",
+    "ask_parent",
     "background_note",
     "brief",
     "found_roles",
+    "question_note",
     "roles_section",
     "status_text",
+    "steering_ack",
     "subagent_tools",
     "unknown_session",
     "unload_confirmation",
@@ -36,6 +43,7 @@ __all__ = [
 ]
 
 SPAWN_TOOL_NAMES = frozenset({"SubAgent", "UnloadSubAgent", "SubAgentStatus", "FindRole"})
+ASK_TOOL_NAME = "AskParent"
 MAX_LISTED_ROLES = 30
 ROLES_BUDGET_CHARS = 6000  # about 1.5k tokens
 BRIEF_CHARS = 160
@@ -45,6 +53,15 @@ def _manager(ctx: ToolContext) -> Delegator:
     if ctx.manager is None:
         raise ToolError("sub-agents are not available in this run")
     return ctx.manager
+
+
+@runtime_checkable
+class Steerer(Protocol):
+    """A delegator that can also steer a running session (the sub-agent manager)."""
+
+    async def steer(
+        self, ctx: ToolContext, *, task: str, role: str, instance: str | None = None
+    ) -> str: ...
 
 
 @tool("SubAgent")
@@ -71,13 +88,27 @@ async def subagent(
             "while you go on; collect its reply later with SubAgentStatus"
         ),
     ] = False,
+    steer: Annotated[
+        bool,
+        Field(
+            description="With interactive=true, to a session that is working: give it this "
+            "message at once, before its next step, instead of after its whole turn; you get "
+            "an acknowledgement and go on"
+        ),
+    ] = False,
 ) -> str:
     """Delegate a task to a sub-agent with a predefined role and return its answer.
 
     One-shot by default: the sub-agent works in a fresh conversation and its answer comes
-    back. With interactive=true the sub-agent keeps its conversation between calls.
+    back. With interactive=true the sub-agent keeps its conversation between calls. If the
+    sub-agent asks you a question, your next SubAgent message to it is the answer.
     """
-    return await _manager(ctx).delegate(
+    manager = _manager(ctx)
+    if steer:
+        if not isinstance(manager, Steerer):
+            raise ToolError("steering is not available in this run")
+        return await manager.steer(ctx, task=task, role=role, instance=instance)
+    return await manager.delegate(
         ctx,
         task=task,
         role=role,
@@ -126,6 +157,26 @@ async def find_role(
     """Search the roles you can delegate to by name and description; returns the best
     matches with what each is for."""
     return _manager(ctx).find_roles(ctx, query)
+
+
+@tool(ASK_TOOL_NAME)
+async def ask_parent(
+    ctx: ToolContext,
+    question: Annotated[str, Field(description="The question, complete enough to answer alone")],
+) -> str:
+    """Ask whoever gave you this task (your parent agent, or the user) a question and wait
+    for the answer, which this call returns; your work goes on where it was. Use it only
+    when you cannot go on well without the answer."""
+    session = current_session()
+    if session is None:
+        raise ToolError("there is nobody to ask in this run: decide yourself and say so")
+    if not question.strip():
+        raise ToolError("the question is empty")
+    emit(ctx.events, SESSION, session.id, action="asking", conversation_id=session.id,
+         question=question)  # fmt: skip
+    answer = await session.ask(question)
+    emit(ctx.events, SESSION, session.id, action="answered", conversation_id=session.id)
+    return answer
 
 
 def subagent_tools() -> tuple[Tool, ...]:
@@ -188,12 +239,37 @@ def _how(role: str, instance: str | None) -> str:
     return f"role={role!r}" + (f", instance={instance!r}" if instance else "")
 
 
-def waiting_note(reply: str, cid: str, role: str, instance: str | None) -> str:
+def _next_message(head: str, waits: str, role: str, instance: str | None, task: str) -> str:
     how = _how(role, instance)
     return (
-        f"{reply}\n\n[interactive session {cid} is waiting for your next message: "
-        f"continue with SubAgent({how}, interactive=true, task=...), "
+        f"{head}\n\n[{waits}: continue with SubAgent({how}, interactive=true, task={task}), "
         f"end it with UnloadSubAgent({how})]"
+    )
+
+
+def waiting_note(reply: str, cid: str, role: str, instance: str | None) -> str:
+    waits = f"interactive session {cid} is waiting for your next message"
+    return _next_message(reply, waits, role, instance, "...")
+
+
+def question_note(question: str, cid: str, role: str, instance: str | None) -> str:
+    """What the parent reads when a session asks it something: the question, marked."""
+    head = ASKS_NOTE.format(id=cid, question=question)
+    return _next_message(head, "it waits for your answer", role, instance, "<your answer>")
+
+
+def steering_ack(cid: str, role: str, instance: str | None, *, answered: bool) -> str:
+    """What the parent reads at once after steering a working session."""
+    how = _how(role, instance)
+    if answered:
+        return (
+            f"[session {cid} was waiting on a question: your message is its answer, and it "
+            f"goes on in the background; collect its reply with SubAgentStatus({how})]"
+        )
+    return (
+        f"[steering delivered to session {cid}: it sees your message before its next model "
+        f"call, and its reply will say so; if it works in the background, collect that reply "
+        f"with SubAgentStatus({how})]"
     )
 
 
