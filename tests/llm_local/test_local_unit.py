@@ -100,3 +100,30 @@ def test_the_embedded_model_uses_its_tool_result_prompt_by_default() -> None:
     pytest.importorskip("llama_cpp")
     assert LocalModel().tool_results == QWEN_TOOL_RESULT_PROMPT
     assert LocalModel(tool_results=None).tool_results is None
+
+
+def test_compact_tools_keep_types_and_required_descriptions_only() -> None:
+    schema = {
+        "type": "object",
+        "title": "Params",
+        "properties": {
+            "path": {"type": "string", "title": "Path", "description": "Where. Long detail."},
+            "limit": {
+                "anyOf": [{"type": "integer", "minimum": 1}, {"type": "null"}],
+                "default": None,
+                "description": "How many lines to read at most.",
+            },
+        },
+        "required": ["path"],
+    }
+    spec = ToolSpec("Read", "Read a file. Returns numbered lines.", schema)
+    [tool] = render_tools([spec], compact=True)
+    assert tool["function"]["description"] == "Read a file."
+    assert tool["function"]["parameters"] == {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "Where."},
+            "limit": {"type": "integer", "minimum": 1},
+        },
+        "required": ["path"],
+    }

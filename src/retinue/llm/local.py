@@ -296,22 +296,38 @@ def render_tools(tools: Sequence[ToolSpec], *, compact: bool = False) -> list[di
 
 
 def _compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Only what a small model needs: types, enums, required names; a description for required
+    parameters only; ``anyOf [X, null]`` (an optional value) shown as plain ``X``."""
     properties = schema.get("properties")
     if not isinstance(properties, dict):
         return schema
+    required = schema.get("required") or []
     out: dict[str, Any] = {"type": "object", "properties": {}}
     for name, prop in properties.items():
         if not isinstance(prop, dict):
             continue
-        kept = {k: v for k, v in prop.items() if k not in ("title", "description", "default")}
-        if isinstance(prop.get("description"), str):
+        kept = _without_null(prop)
+        kept = {k: v for k, v in kept.items() if k not in ("title", "description", "default")}
+        if name in required and isinstance(prop.get("description"), str):
             kept["description"] = _first_sentence(prop["description"], limit=60)
         out["properties"][name] = kept
-    if "required" in schema:
-        out["required"] = schema["required"]
+    if required:
+        out["required"] = required
     if "$defs" in schema:
         out["$defs"] = schema["$defs"]
     return out
+
+
+def _without_null(prop: dict[str, Any]) -> dict[str, Any]:
+    options = prop.get("anyOf")
+    if not isinstance(options, list):
+        return prop
+    rest = [o for o in options if not (isinstance(o, dict) and o.get("type") == "null")]
+    if len(rest) != 1 or not isinstance(rest[0], dict):
+        return prop
+    merged = {k: v for k, v in prop.items() if k != "anyOf"}
+    merged.update(rest[0])
+    return merged
 
 
 def _first_sentence(text: str, limit: int = 120) -> str:
