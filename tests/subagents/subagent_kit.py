@@ -12,7 +12,7 @@ from retinue.llm.base import Model
 from retinue.messages import Message, SystemMessage, UserMessage
 from retinue.subagents import Role, RoleCatalog, SubAgentManager, subagent_tools
 from retinue.testing import ScriptedModel
-from retinue.tools import ToolContext, ToolRegistry, tool
+from retinue.tools import Tool, ToolContext, ToolRegistry, tool
 
 
 @tool("Echo")
@@ -98,6 +98,7 @@ def make_kit(
     *roles: tuple[str, frozenset[str]] | str,
     max_depth: int = 3,
     tools: tuple[str, ...] | None = None,
+    extra_tools: Sequence[Tool] = (),
 ) -> Kit:
     models: dict[str, ScriptedModel] = {}
     defs = []
@@ -110,7 +111,7 @@ def make_kit(
     memory = RecordingMemory()
     manager = SubAgentManager(
         RoleCatalog.of(*defs),
-        ToolRegistry([echo, shout]),
+        ToolRegistry([echo, shout, *extra_tools]),
         default_model=ScriptedModel(name="scripted:default"),
         model_for=models.__getitem__,
         memory=memory,

@@ -277,7 +277,8 @@ class Session:
         try:
             return await answer
         finally:
-            self.question = self._answer = None
+            if self._answer is answer:  # not answered (cancelled): no longer asking
+                self.question = self._answer = None
 
     def _deliver_answer(self, text: str) -> asyncio.Task[RunOutput] | None:
         """If the running turn is asking: answer it with ``text`` and return that turn."""
@@ -287,6 +288,7 @@ class Session:
         if not text.strip():
             raise SessionError(f"empty answer for session {self.id}: say what it should know")
         answer.set_result(text)
+        self.question = self._answer = None  # running again from now on
         return turn
 
     def _detach(self, turn: asyncio.Task[RunOutput]) -> None:

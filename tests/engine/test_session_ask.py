@@ -1,0 +1,132 @@
+"""A session's turn that asks (the main agent's question goes to whoever sends it messages:
+the user) and one that is steered, at the level of the session primitive."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from retinue.engine import RunConfig
+from retinue.engine.session import Consolidation, Lifecycle, Session
+from retinue.errors import SessionError
+from retinue.llm.base import ToolSpec
+from retinue.messages import (
+    AssistantMessage,
+    Message,
+    ToolResultMessage,
+    UserMessage,
+    history_problems,
+)
+from retinue.subagents.tools import ask_parent
+from retinue.testing import ScriptedModel, call_tool, call_tools
+from retinue.tools import ToolContext, ToolRegistry
+
+pytestmark = pytest.mark.timeout(10)
+
+
+def ask(question: str) -> AssistantMessage:
+    return call_tool("AskParent", {"question": question})
+
+
+def make_session(
+    tmp_path: Path, model: ScriptedModel, consolidated: list[int] | None = None
+) -> Session:
+    ctx = ToolContext("main", tmp_path, tmp_path)
+    config = RunConfig(model, [], ToolRegistry([ask_parent]), ctx)
+
+    async def consolidate(messages: Sequence[Message]) -> Consolidation:
+        assert consolidated is not None
+        consolidated.append(len(messages))
+        return "done"
+
+    lifecycle = Lifecycle(consolidate=consolidate if consolidated is not None else None)
+    return Session("main", config, lifecycle)
+
+
+def answered(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+    result = next(m for m in reversed(messages) if isinstance(m, ToolResultMessage))
+    return f"going with {result.content}"
+
+
+async def test_the_users_next_message_answers_the_main_agents_question(tmp_path: Path) -> None:
+    model = ScriptedModel([ask("which port?"), answered])
+    session = make_session(tmp_path, model)
+    out = await session.send("set up the server")
+    assert out.asking and out.content == "which port?"
+    assert session.state == "asking" and session.question == "which port?"
+    out = await session.send("8080")
+    assert out.stop_reason == "final" and out.content == "going with 8080"
+    assert session.state == "idle" and session.turns == 1
+    assert sum(isinstance(m, UserMessage) for m in session.messages) == 1
+    assert not history_problems(session.messages)
+
+
+async def test_interrupt_and_close_while_asking(tmp_path: Path) -> None:
+    consolidated: list[int] = []
+    model = ScriptedModel([ask("first?"), "after the interrupt", ask("second?")])
+    session = make_session(tmp_path, model, consolidated)
+    assert (await session.send("one")).asking
+    assert session.interrupt()
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert session.state == "idle" and session.collect() == [
+        "[turn of main interrupted; the session is kept]"
+    ]
+    assert not history_problems(session.messages)
+    out = await session.send("two")  # not an answer any more: a new turn
+    assert out.content == "after the interrupt"
+    assert (await session.send("three")).asking
+    assert await session.close() == "done"
+    assert await session.close() == "done"
+    assert len(consolidated) == 1 and session.state == "closed"
+
+
+async def test_a_cancelled_answer_takes_its_turn_down(tmp_path: Path) -> None:
+    model = ScriptedModel([ask("q?")])
+    session = make_session(tmp_path, model)
+    assert (await session.send("go")).asking
+    model.add("never seen")
+    model.delay = 10  # the resumed turn is cancelled while it waits for the model
+    waiter = asyncio.create_task(session.send("a"))
+    await asyncio.sleep(0)
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert session.state == "idle" and session.tasks() == set()
+    assert not history_problems(session.messages)
+
+
+async def test_one_question_at_a_time_and_none_outside_a_turn(tmp_path: Path) -> None:
+    model = ScriptedModel(
+        [call_tools(("AskParent", {"question": "a?"}), ("AskParent", {"question": "b?"}))]
+    )
+    session = make_session(tmp_path, model)
+    out = await session.send("go")
+    assert out.asking and out.content == "a?"
+    model.add("fine")
+    out = await session.send("yes")
+    results = [m for m in session.messages if isinstance(m, ToolResultMessage)]
+    assert [r.is_error for r in results] == [False, True]
+    assert "one question at a time" in results[1].content
+    with pytest.raises(SessionError, match="no running turn"):
+        await session.ask("outside?")
+
+
+async def test_steering_between_tool_calls(tmp_path: Path) -> None:
+    session_ref: list[Session] = []
+
+    def steer_now(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> AssistantMessage:
+        assert session_ref[0].steer("stop after this")
+        return call_tool("Nope")  # an unknown tool: an error result, then the next step
+
+    model = ScriptedModel([steer_now, "stopped"])
+    session = make_session(tmp_path, model)
+    session_ref.append(session)
+    out = await session.send("go")
+    assert out.content.startswith("stopped") and "1 steering message(s)" in out.content
+    request = model.calls[-1].messages
+    assert isinstance(request[-1], UserMessage) and "stop after this" in request[-1].content
+    assert not session.steer("too late")  # nothing runs: nothing done
