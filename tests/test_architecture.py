@@ -14,7 +14,7 @@ PACKAGE = Path(retinue.__file__).parent
 LAYERS = {
     "errors": 0, "messages": 0, "events": 0, "config": 0, "_tasks": 0,
     "llm": 1, "tools": 1, "memory": 1, "testing": 1,
-    "engine": 2, "subagents": 2,
+    "engine": 2, "subagents": 2, "mcp": 2,
     "runtime": 3, "agent": 3,
     "cli": 4, "server": 4, "__main__": 4, "__init__": 4,
 }  # fmt: skip

@@ -5,7 +5,8 @@ Environment names other tools rely on: ``RETINUE_MODEL`` (the main agent's model
 ``tenant``, ``max_depth``, ``max_iterations``, ``session_token_budget`` (tokens one interactive
 sub-agent session may spend, input and output together; 0 = unlimited) and a
 ``[model_aliases]`` table (Claude Code's ``sonnet`` / ``opus`` / ``haiku`` names for role
-files). Every value is checked by a strict pydantic model (:class:`FileSettings`): its type
+files) and ``[mcp_servers.<name>]`` tables (MCP servers, see :mod:`retinue.mcp.config`).
+Every value is checked by a strict pydantic model (:class:`FileSettings`): its type
 (a boolean is not an integer) and its range; a bad one is a ``ConfigError`` naming the setting.
 """
 
@@ -41,6 +42,7 @@ class FileSettings(pydantic.BaseModel):
     max_iterations: Annotated[int, Field(ge=1, le=100_000)] | None = None
     session_token_budget: Annotated[int, Field(ge=0)] | None = None
     model_aliases: dict[str, str] | None = None
+    mcp_servers: dict[str, dict[str, Any]] | None = None
 
 
 _KINDS = {"int": "an integer", "string": "a string", "dict": "a table"}
@@ -72,6 +74,7 @@ class Settings:
     max_iterations: int = 50
     session_token_budget: int = 0  # tokens one interactive session may use; 0 = no limit
     model_aliases: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_MODEL_ALIASES))
+    mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)  # checked by retinue.mcp
 
     @property
     def config_file(self) -> Path:

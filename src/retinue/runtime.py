@@ -27,6 +27,7 @@ from retinue.events import EventSink
 from retinue.llm.base import Model
 from retinue.llm.profiles import profile_for
 from retinue.llm.resolve import resolve_model
+from retinue.mcp.config import attach_servers, load_servers
 from retinue.memory import SQLiteMemory, open_memory
 from retinue.messages import Message
 from retinue.subagents import Role, RoleCatalog, SubAgentManager, role_dirs, roles_section
@@ -67,7 +68,8 @@ def load_roles(settings: Settings, tools: ToolRegistry | None = None) -> RoleCat
     catalog = RoleCatalog.load(role_dirs(settings.workspace, settings.home), settings.model_aliases)
     tools = tools or ToolRegistry(builtin_tools())
     extra = [*subagent_tools(), *memory_tools()]
-    catalog.check_tools([*tools.names, *(t.name for t in extra)])
+    servers = load_servers(settings.workspace, settings.mcp_servers, settings.config_file)
+    catalog.check_tools([*tools.names, *(t.name for t in extra)], servers)
     return catalog
 
 
@@ -110,6 +112,7 @@ class Runtime:
             model = model_for(spec)
         tools = ToolRegistry([*(builtin_tools() if builtins else []), *(extra_tools or [])])
         catalog = load_roles(settings, tools)
+        attach_servers(tools, settings, catalog.roles.values())  # MCP tools, started on use
         catalog.roles.update({role.name: role for role in roles})
         memory = open_memory(settings.home) if with_memory else None
         compressor = AutoCompressor()

@@ -19,6 +19,9 @@ Front matter keys and what they mean here:
   ``swift`` (also ``strong`` / ``medium`` / ``weak``), all settable in ``config.toml``'s
   ``[model_aliases]``. An unknown model is reported and the role runs on its parent's model.
 - ``maxTurns``: the role's iteration limit.
+- ``mcpServers``: MCP servers the role uses, by name (configured in ``.mcp.json`` or
+  ``config.toml``) or defined inline (only this role sees those); their tools are
+  ``mcp__<server>__<tool>``, and ``mcp__<server>`` in ``tools`` admits every tool of one.
 - capabilities: ``capabilities: [memory, spawn_agent]`` (Retinue), a mapping
   ``{memory: true, spawn_agent: false}`` (xbot; ``spawn_agent`` defaults to on for xbot
   files), ``memory: true`` / ``spawn_agent: true``, or Claude Code's ``memory: user |
@@ -50,7 +53,8 @@ from pathlib import Path
 from typing import Any
 
 from retinue.config import DEFAULT_MODEL_ALIASES
-from retinue.errors import RoleError
+from retinue.errors import ConfigError, RoleError
+from retinue.mcp.config import ServerConfig, role_servers
 from retinue.subagents.role_files import find_role_files, read_role_file, split_front_matter
 
 __all__ = [
@@ -80,7 +84,7 @@ WRITING_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit", "Bash")
 _XBOT_TIERS = frozenset({"vanguard", "balance", "swift"})
 _OWN_KEYS = frozenset(
     {"name", "description", "tools", "disallowedTools", "model", "capabilities", "memory",
-     "spawn_agent", "maxTurns", "permissionMode"}
+     "spawn_agent", "maxTurns", "permissionMode", "mcpServers"}
 )  # fmt: skip
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _TOOL = re.compile(r"^([A-Za-z_][\w.-]*)\s*\((.*)\)$", re.DOTALL)
@@ -114,6 +118,7 @@ class Role:
     memory_scope: str | None = None  # Claude Code's user / project / local
     ignored: tuple[str, ...] = ()  # front matter keys with no meaning here
     notes: tuple[str, ...] = ()  # what was read leniently or left out, for `retinue roles`
+    mcp_servers: tuple[tuple[str, ServerConfig | None], ...] = ()  # None: a configured server
 
     def can(self, capability: str) -> bool:
         return capability in self.capabilities
@@ -179,7 +184,18 @@ def parse_role(path: Path, text: str, aliases: Mapping[str, str] | None = None) 
         memory_scope=scope,
         ignored=tuple(k for k in meta if k not in _OWN_KEYS),
         notes=tuple(notes),
+        mcp_servers=_mcp_servers(meta.get("mcpServers")),
     )
+
+
+def _mcp_servers(value: Any) -> tuple[tuple[str, ServerConfig | None], ...]:
+    if value is None:
+        return ()
+    try:
+        inline, named = role_servers(value, "mcpServers")
+    except ConfigError as exc:
+        raise RoleError(str(exc)) from None
+    return (*((n, None) for n in named), *inline.items())
 
 
 def _name(meta: dict[str, Any], notes: list[str]) -> str:
@@ -367,15 +383,26 @@ class RoleCatalog:
             raise RoleError(f"unknown role {name!r}; available roles: {known}{more}")
         return role
 
-    def check_tools(self, known: Iterable[str]) -> None:
+    def check_tools(self, known: Iterable[str], mcp_servers: Iterable[str] = ()) -> None:
         """Report tool names no tool answers to (warnings); a role whose allow-list names no
-        usable tool at all (and that cannot delegate) is removed and reported as an error."""
-        known_set = set(known)
+        usable tool at all (and that cannot delegate) is removed and reported as an error.
+        ``mcp__<server>…`` names count as known when the server is configured (``mcp_servers``)
+        or defined in the role; its tools are only listed when the server starts."""
+        known_set, configured = set(known), set(mcp_servers)
         for name, role in list(self.roles.items()):
-            missing = [t for t in role.tools or () if t not in known_set]
+            servers = configured | {n for n, c in role.mcp_servers if c is not None}
+            for server, c in role.mcp_servers:
+                if c is None and server not in configured and role.source is not None:
+                    reason = f"MCP server {server!r} is not configured (.mcp.json, config.toml)"
+                    self.problems.append(RoleProblem(role.source, reason, "warning"))
+
+            def ok(t: str, servers: set[str] = servers) -> bool:
+                return t in known_set or (t.startswith("mcp__") and _mcp_server(t) in servers)
+
+            missing = [t for t in role.tools or () if not ok(t)]
             if not missing or role.source is None:
                 continue
-            usable = [t for t in role.tools or () if t in known_set and t not in role.disallowed]
+            usable = [t for t in role.tools or () if ok(t) and t not in role.disallowed]
             if usable or role.can("spawn_agent"):
                 severity = "warning"
                 reason = f"tools not available here (left out): {_short(missing)}"
@@ -412,6 +439,11 @@ class RoleCatalog:
     def describe(self) -> str:
         """The role list for a parent's system prompt: one line per role."""
         return "\n".join(f"- {r.name}: {r.description}" for r in self.roles.values())
+
+
+def _mcp_server(tool: str) -> str:
+    """``mcp__<server>__<tool>`` or ``mcp__<server>`` -> ``<server>``."""
+    return tool.removeprefix("mcp__").split("__", 1)[0]
 
 
 def _short(names: list[str], most: int = 6) -> str:

@@ -111,6 +111,8 @@ class ToolSource(Protocol):
         self, ctx: ToolContext, allows: Sequence[frozenset[str]], drops: frozenset[str]
     ) -> Sequence[Tool]: ...
 
+    async def aclose(self) -> None: ...
+
 
 @dataclass(frozen=True, slots=True)
 class _SourceView:
@@ -140,12 +142,7 @@ class Tool:
 
     async def invoke(self, ctx: ToolContext, arguments: str) -> str:
         """Validate the model's raw JSON arguments and run the tool; raise ``ToolError``."""
-        try:
-            raw = json.loads(arguments or "{}")
-        except json.JSONDecodeError as exc:
-            raise ToolError(f"arguments are not valid JSON ({exc.msg} at char {exc.pos})") from None
-        if not isinstance(raw, dict):
-            raise ToolError("arguments must be a JSON object")
+        raw = json_arguments(arguments)
         try:
             args = self.params.model_validate(raw)
         except pydantic.ValidationError as exc:
@@ -166,6 +163,17 @@ def preview(text: str, limit: int = 200) -> str:
     cut = text[: limit - 1]
     space = cut.rfind(" ")
     return (cut[:space] if space > limit // 2 else cut).rstrip() + "…"
+
+
+def json_arguments(arguments: str) -> dict[str, Any]:
+    """The model's raw arguments as a JSON object; ``ToolError`` saying what is wrong."""
+    try:
+        raw = json.loads(arguments or "{}")
+    except json.JSONDecodeError as exc:
+        raise ToolError(f"arguments are not valid JSON ({exc.msg} at char {exc.pos})") from None
+    if not isinstance(raw, dict):
+        raise ToolError("arguments must be a JSON object")
+    return raw
 
 
 def _summarise(exc: pydantic.ValidationError) -> str:
@@ -267,6 +275,11 @@ class ToolRegistry:
             self._tools.pop(name, None)
         self._tools.update(fresh)
         self._sourced = set(fresh)
+
+    async def close_sources(self) -> None:
+        """Stop what the sources started (MCP servers); safe to call twice."""
+        for view in self._sources:
+            await view.source.aclose()
 
     def register(self, t: Tool) -> Tool:
         self._tools[t.name] = t

@@ -1,0 +1,161 @@
+"""MCP tools as Retinue tools: ``mcp__<server>__<tool>``, Claude Code's names.
+
+An allow-list entry ``mcp__<server>`` admits every tool of that server; ``mcp__<server>__x``
+admits one. A role's allow-list decides which servers ever start for it: a server none of
+whose tools it may use is not started. Results are mapped for a text model: text as is,
+structured content as JSON (unless a text block already says it), images and audio as a
+short placeholder, resources by their text or their address; an error result is an error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import mcp_types as types
+import pydantic
+
+from retinue.errors import ToolError
+from retinue.events import NOTICE, emit
+from retinue.llm.base import ToolSpec
+from retinue.mcp.client import McpError, McpHub, McpServer
+from retinue.tools.base import Tool, ToolContext, json_arguments
+
+__all__ = ["McpSource", "McpTool", "render_result", "server_of", "tool_name"]
+
+log = logging.getLogger("retinue.mcp")
+PREFIX = "mcp__"
+MAX_RESULT = 100_000
+
+
+class _AnyArgs(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="allow")
+
+
+def tool_name(server: str, tool: str) -> str:
+    """``mcp__<server>__<tool>``, with characters providers refuse replaced by ``_``."""
+    return (PREFIX + server + "__" + re.sub(r"[^A-Za-z0-9_-]", "_", tool))[:128]
+
+
+def server_of(name: str) -> str | None:
+    """The server a tool name or allow-list entry ``mcp__<server>[__<tool>]`` belongs to."""
+    if not name.startswith(PREFIX):
+        return None
+    return name[len(PREFIX) :].split("__", 1)[0] or None
+
+
+def admits(entries: frozenset[str], name: str) -> bool:
+    """Whether an allow-list admits the MCP tool ``name`` (by name or by its server)."""
+    return name in entries or f"{PREFIX}{server_of(name)}" in entries
+
+
+class McpTool(Tool):
+    """A tool of an MCP server; the server validates the arguments against its schema."""
+
+    def __init__(self, server: McpServer, spec: types.Tool) -> None:
+        name = tool_name(server.name, spec.name)
+        description = spec.description or spec.title or f"{spec.name} (MCP server {server.name})"
+        schema = dict(spec.input_schema or {"type": "object", "properties": {}})
+        schema.pop("title", None)
+        spec_ = ToolSpec(name, description, schema)
+        super().__init__(name, description, _AnyArgs, _unused, _spec=spec_)
+        self.server = server
+        self.remote_name = spec.name
+
+    async def invoke(self, ctx: ToolContext, arguments: str) -> str:
+        result = await self.server.call(self.remote_name, json_arguments(arguments))
+        text = render_result(result)
+        if result.is_error:
+            raise ToolError(text or f"{self.name} failed (the server gave no reason)")
+        return text
+
+
+def _unused(ctx: ToolContext, **_: Any) -> str:  # McpTool.invoke never calls its fn
+    raise ToolError("an MCP tool is called through its server")
+
+
+def render_result(result: types.CallToolResult) -> str:
+    """A tool result as the text a model reads (bounded to ``MAX_RESULT`` characters)."""
+    parts = [_block(b) for b in result.content]
+    structured = result.structured_content
+    if structured is not None and not any(_says(p, structured) for p in parts):
+        parts.append(json.dumps(structured, ensure_ascii=False, indent=2))
+    text = "\n".join(p for p in parts if p)
+    if len(text) > MAX_RESULT:
+        text = text[:MAX_RESULT] + f"\n[… {len(text) - MAX_RESULT} more characters cut]"
+    return text
+
+
+def _says(text: str, value: Any) -> bool:
+    """Whether a text block already carries the structured content (as JSON, or as the
+    ``{"result": ...}`` wrapper the SDKs put around a plain return value)."""
+    if isinstance(value, dict) and list(value) == ["result"] and value["result"] == text:
+        return True
+    try:
+        return json.loads(text) in (value, value.get("result") if isinstance(value, dict) else None)
+    except (json.JSONDecodeError, TypeError):
+        return False
+
+
+def _block(block: Any) -> str:
+    if isinstance(block, types.TextContent):
+        return block.text
+    if isinstance(block, types.ImageContent | types.AudioContent):
+        kind = "image" if isinstance(block, types.ImageContent) else "audio"
+        return f"[{kind}: {block.mime_type}, {len(block.data) * 3 // 4} bytes, not shown]"
+    if isinstance(block, types.ResourceLink):
+        return f"[resource: {block.uri}{f' ({block.name})' if block.name else ''}]"
+    if isinstance(block, types.EmbeddedResource):
+        res = block.resource
+        if isinstance(res, types.TextResourceContents):
+            return res.text
+        return f"[resource: {res.uri}, {res.mime_type or 'binary'}, not shown]"
+    return f"[{getattr(block, 'type', type(block).__name__)} content, not shown]"
+
+
+class McpSource:
+    """The MCP tools an agent may see, listed when its run asks (see ``ToolSource``)."""
+
+    def __init__(self, hub: McpHub) -> None:
+        self.hub = hub
+        self._told: set[tuple[str, str]] = set()
+
+    async def tools(
+        self, ctx: ToolContext, allows: Sequence[frozenset[str]], drops: frozenset[str]
+    ) -> list[Tool]:
+        out: list[Tool] = []
+        for name, server in self.hub.visible(ctx.role).items():
+            if not _may_use(name, allows, drops):
+                continue
+            try:
+                listed = await server.list_tools()
+            except McpError as exc:
+                self._tell(ctx, name, str(exc))
+                continue
+            for spec in listed:
+                t = McpTool(server, spec)
+                if all(admits(a, t.name) for a in allows) and t.name not in drops:
+                    out.append(t)
+        return out
+
+    async def aclose(self) -> None:
+        await self.hub.close()
+
+    def _tell(self, ctx: ToolContext, server: str, text: str) -> None:
+        """Say once per agent and server that its tools are missing, and why."""
+        if (ctx.agent_id, server) in self._told:
+            return
+        self._told.add((ctx.agent_id, server))
+        log.warning("%s", text)
+        emit(ctx.events, NOTICE, ctx.agent_id, text=text)
+
+
+def _may_use(server: str, allows: Iterable[frozenset[str]], drops: frozenset[str]) -> bool:
+    """Whether some tool of ``server`` could pass every allow-list (so it is worth starting)."""
+    whole = f"{PREFIX}{server}"
+    if whole in drops:
+        return False
+    return all(any(e == whole or e.startswith(whole + "__") for e in a) for a in allows)

@@ -1,0 +1,36 @@
+"""A workspace whose ``.mcp.json`` names the test's echo server and the published time server."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from mcp_kit import echo_def
+
+from retinue.config import Settings
+
+
+@pytest.fixture
+def marks(tmp_path: Path) -> Path:
+    path = tmp_path / "marks"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, marks: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    servers = {
+        "echo": echo_def(marks),
+        "time": {"command": sys.executable, "args": ["-m", "mcp_server_time"]},
+    }
+    (ws / ".mcp.json").write_text(json.dumps({"mcpServers": servers}))
+    return ws
+
+
+@pytest.fixture
+def settings(tmp_path: Path, workspace: Path) -> Settings:
+    return Settings.load(home=tmp_path / "home", workspace=workspace, model="scripted:model")

@@ -1,0 +1,71 @@
+"""A tiny MCP server for the tests, written with the SDK (run: python echo_server.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.utilities.types import Image
+
+server = MCPServer("echo")
+MARKS = Path(os.environ.get("ECHO_MARKS", "."))
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Say the text back."""
+    return f"echo: {text}"
+
+
+@server.tool()
+def add(a: int, b: int) -> dict[str, int]:
+    """Add two numbers (structured result)."""
+    return {"sum": a + b}
+
+
+@server.tool()
+def fail(reason: str) -> str:
+    """Always fails."""
+    raise ToolError(reason)
+
+
+@server.tool()
+def crash() -> str:
+    """Kills the server process."""
+    os._exit(3)
+
+
+@server.tool()
+def picture() -> Image:
+    """A tiny image."""
+    return Image(data=b"\x89PNG fake", format="png")
+
+
+@server.tool()
+def pid() -> str:
+    """The server's process id."""
+    return str(os.getpid())
+
+
+@server.tool()
+async def sleep(seconds: float) -> str:
+    """Sleeps; leaves a mark when it starts and when it is cancelled."""
+    (MARKS / "sleep-started").write_text("1")
+    try:
+        await asyncio.sleep(seconds)
+    except BaseException:
+        (MARKS / "sleep-cancelled").write_text("1")
+        raise
+    return "slept"
+
+
+if __name__ == "__main__":
+    (MARKS / f"pid-{os.getpid()}").write_text("1")
+    if len(sys.argv) > 2 and sys.argv[1] == "http":
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run()

@@ -1,0 +1,167 @@
+"""MCP tools in runs: real servers over stdio (the test's echo server, the published
+``mcp-server-time``) and streamable HTTP, driven by the scripted model."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from mcp_kit import ECHO, alive, role
+
+from retinue.config import Settings
+from retinue.messages import ToolResultMessage
+from retinue.runtime import Runtime
+from retinue.testing import ScriptedModel, call_tool
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+async def runtime_of(settings: Settings) -> AsyncIterator:
+    made: list[Runtime] = []
+
+    def make(model: ScriptedModel) -> Runtime:
+        rt = Runtime.create(settings, model=model, with_memory=False)
+        made.append(rt)
+        return rt
+
+    yield make
+    for rt in made:
+        await rt.tools.close_sources()
+
+
+def result(model: ScriptedModel, call: int) -> ToolResultMessage:
+    """The tool result the model read at its ``call``-th request."""
+    last = model.calls[call].messages[-1]
+    assert isinstance(last, ToolResultMessage)
+    return last
+
+
+def results(model: ScriptedModel, call: int) -> str:
+    return result(model, call).content
+
+
+async def test_a_role_limited_to_one_mcp_tool_sees_and_calls_only_it(
+    workspace: Path, runtime_of
+) -> None:
+    role(workspace, "clock", "tools: mcp__time__get_current_time")
+    offered: list[list[str]] = []
+
+    def sub_first(messages, tools):
+        offered.append([t.name for t in tools])
+        return call_tool("mcp__time__get_current_time", {"timezone": "UTC"})
+
+    model = ScriptedModel([
+        call_tool("SubAgent", {"task": "what time is it?", "role": "clock"}),
+        sub_first,
+        "It is now.",
+        "The clock says it is now.",
+    ])  # fmt: skip
+    out = await runtime_of(model).conversation().send("time?")
+    assert out.content == "The clock says it is now."
+    assert offered == [["mcp__time__get_current_time"]]
+    assert '"timezone": "UTC"' in results(model, 2) and "datetime" in results(model, 2)
+    main_tools = {t.name for t in model.calls[0].tools}
+    assert {"mcp__echo__echo", "mcp__time__get_current_time"} <= main_tools
+
+
+async def test_results_map_text_structured_images_and_errors(runtime_of) -> None:
+    model = ScriptedModel([
+        call_tool("mcp__echo__echo", {"text": "hi"}),
+        call_tool("mcp__echo__add", {"a": 2, "b": 3}),
+        call_tool("mcp__echo__picture"),
+        call_tool("mcp__echo__fail", {"reason": "no way"}),
+        call_tool("mcp__echo__echo", {"text": 5}),
+        "done",
+    ])  # fmt: skip
+    await runtime_of(model).conversation().send("go")
+    assert results(model, 1) == "echo: hi"
+    assert '"sum": 5' in results(model, 2)
+    assert results(model, 3).startswith("[image: image/png") and "not shown" in results(model, 3)
+    failed = result(model, 4)
+    assert failed.is_error and "no way" in failed.content
+    assert result(model, 5).is_error
+
+
+async def test_a_crashed_server_gives_an_error_and_the_next_call_restarts_it(runtime_of) -> None:
+    model = ScriptedModel([
+        call_tool("mcp__echo__pid"),
+        call_tool("mcp__echo__crash"),
+        call_tool("mcp__echo__pid"),
+        "done",
+    ])  # fmt: skip
+    await runtime_of(model).conversation().send("go")
+    first = int(results(model, 1))
+    crashed = result(model, 2)
+    assert crashed.is_error and "MCP server 'echo'" in crashed.content
+    assert "restarted on next use" in crashed.content
+    second = int(results(model, 3))
+    assert second != first
+    assert not alive(first)
+
+
+async def test_a_timed_out_call_is_cancelled_on_the_server(
+    tmp_path: Path, marks: Path, workspace: Path
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        "[mcp_servers.slow]\n"
+        f"command = {_toml(sys.executable)}\n"
+        f"args = [{_toml(str(ECHO))}]\n"
+        "timeout = 1.5\n"
+        f"env = {{ ECHO_MARKS = {_toml(str(marks))} }}\n"
+    )
+    settings = Settings.load(home=home, workspace=workspace, model="scripted:model")
+    model = ScriptedModel([call_tool("mcp__slow__sleep", {"seconds": 30}), "done"])
+    rt = Runtime.create(settings, model=model, with_memory=False)
+    try:
+        await rt.conversation().send("go")
+        timed_out = result(model, 1)
+        assert timed_out.is_error and "timed out after 1.5 s and was cancelled" in timed_out.content
+        for _ in range(50):
+            if (marks / "sleep-cancelled").exists():
+                break
+            await asyncio.sleep(0.1)
+        assert (marks / "sleep-cancelled").exists()
+    finally:
+        await rt.tools.close_sources()
+
+
+async def test_a_cancelled_run_cancels_the_call_on_the_server(runtime_of, marks: Path) -> None:
+    model = ScriptedModel([call_tool("mcp__echo__sleep", {"seconds": 30})])
+    conv = runtime_of(model).conversation()
+    task = asyncio.create_task(conv.send("go"))
+    for _ in range(100):
+        if (marks / "sleep-started").exists():
+            break
+        await asyncio.sleep(0.1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for _ in range(50):
+        if (marks / "sleep-cancelled").exists():
+            break
+        await asyncio.sleep(0.1)
+    assert (marks / "sleep-cancelled").exists()
+
+
+async def test_disallowed_and_whole_server_entries(workspace: Path, runtime_of) -> None:
+    role(workspace, "echoer", "tools: [mcp__echo]\ndisallowedTools: mcp__echo__crash")
+    seen: list[set[str]] = []
+
+    def sub(messages, tools):
+        seen.append({t.name for t in tools})
+        return "ok"
+
+    model = ScriptedModel([call_tool("SubAgent", {"task": "t", "role": "echoer"}), sub, "done"])
+    await runtime_of(model).conversation().send("go")
+    assert seen[0] == {"mcp__echo__" + n for n in ("echo", "add", "fail", "pid", "sleep",
+                                                   "picture")}  # fmt: skip
+
+
+def _toml(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
