@@ -1,8 +1,11 @@
 """Lifecycle fuzzing: the nested interactive scenario under random cancels, interrupts and faults.
 
-The scenario (issue 11): ``main`` opens ``a`` and ``a:x``; each ``a`` opens ``b``; ``b`` opens
-``c``; on its second turn ``a`` sends to ``b`` in the background and waits for the reply, and
-``b`` unloads ``c``; ``main`` unloads ``a:x`` and ends (its sessions are cleaned up). Every
+The scenario (issues 11 and 17): ``main`` opens ``a`` and ``a:x``; each ``a`` opens ``b``; ``b``
+opens ``c``; ``c`` asks its parent a question (``AskParent``) on every turn and ``b`` answers it;
+``main`` also runs ``c`` one-shot, which asks too, and answers it (the one-shot is then held
+like an interactive session); on its second turn ``a`` sends to ``b`` in the background, steers
+it, and waits for the reply, and ``b`` unloads ``c``; ``main`` unloads ``a:x`` and ends (its
+sessions are cleaned up). Every
 model is the shipped ``ScriptedModel`` answering from the conversation, with random latency;
 the memory's ``render`` and ``consolidate`` await random delays like real ones.
 
@@ -57,12 +60,18 @@ def _i(role: str, **kw: Any) -> AssistantMessage:
     return call_tool("SubAgent", {"role": role, "interactive": True, **kw})
 
 
+def _ask(question: str) -> AssistantMessage:
+    return call_tool("AskParent", {"question": question})
+
+
 # per role: the steps of each turn (the last turn's plan repeats); a str ends the turn
 PLANS: dict[str, list[list[Any]]] = {
     "main": [
         [
             _i("a", task="a, start"),
             _i("a", task="a:x, start", instance="x"),
+            call_tool("SubAgent", {"role": "c", "task": "c, one-shot"}),
+            _i("c", task="c, the answer is 42"),
             _i("a", task="a, go on"),
             call_tool("UnloadSubAgent", {"role": "a", "instance": "x"}),
             "main done",
@@ -72,15 +81,16 @@ PLANS: dict[str, list[list[Any]]] = {
         [_i("b", task="b, start"), "a paused"],
         [
             _i("b", task="b, in the background", background=True),
+            _i("b", task="b, mind the steering", steer=True),
             call_tool("SubAgentStatus", {"role": "b", "wait": True}),
             "a again",
         ],
     ],
     "b": [
-        [_i("c", task="c, hello"), "b paused"],
+        [_i("c", task="c, hello"), _i("c", task="c, the answer is b"), "b paused"],
         [call_tool("UnloadSubAgent", {"role": "c"}), "b done"],
     ],
-    "c": [["c says hi"]],
+    "c": [[_ask("c, which answer?"), "c says hi"]],
 }
 
 
@@ -161,7 +171,7 @@ class Scenario:
         roles = [
             Role("a", "the a role", "You are a.", None, "scripted:a", SPAWN),
             Role("b", "the b role", "You are b.", None, "scripted:b", SPAWN),
-            Role("c", "the c role", "You are c.", None, "scripted:c", frozenset()),
+            Role("c", "the c role", "You are c.", None, "scripted:c", frozenset({"ask_parent"})),
         ]
         self.manager = SubAgentManager(
             RoleCatalog.of(*roles),
@@ -216,7 +226,7 @@ class Scenario:
         return model
 
     def _interrupt_one(self) -> None:
-        running = [s.id for s in self.manager.sessions() if s.state == "running"]
+        running = [s.id for s in self.manager.sessions() if s.state in ("running", "asking")]
         if running:
             self.manager.interrupt(self.faults.rng.choice(running))
         elif self.main.state == "running":
