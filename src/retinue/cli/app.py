@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from retinue.cli.doctor import doctor
+from retinue.cli.mcp import mcp_app
 from retinue.cli.memory import memory_app
 from retinue.cli.remote import interrupt, serve, sessions
 
@@ -33,6 +34,7 @@ app = typer.Typer(
     rich_markup_mode=None,  # plain help: the Markdown renderer costs ~0.1 s of start-up
 )
 app.add_typer(memory_app)
+app.add_typer(mcp_app)
 
 ModelOpt = Annotated[
     str | None, typer.Option("--model", "-m", help="provider:model (default: RETINUE_MODEL)")

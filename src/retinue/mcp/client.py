@@ -161,7 +161,7 @@ class McpServer:
                 self.state = "stopped"
             except Exception as exc:
                 self.state, self.error = "crashed", _reason(exc)
-                log.warning("MCP server %s stopped: %s", self.name, self.error)
+                log.info("MCP server %s stopped: %s", self.name, self.error)
             finally:
                 self._client, self._tools = None, None
 

@@ -1,0 +1,108 @@
+"""Retinue's roles served over MCP (``retinue mcp serve``): any MCP client (Claude Code,
+Cursor, another Retinue) delegates to them as Retinue's own agents do.
+
+The tools are ``SubAgent``, ``UnloadSubAgent`` and ``SubAgentStatus``, the very tools of
+:mod:`retinue.subagents.tools` run with the MCP client as the parent agent, so their
+semantics are the same: interactive sessions keep their history between calls until the
+client unloads them. When the client disconnects (stdio: its end of the pipe closes),
+every session it still holds is consolidated into memory and closed. The roles are also a
+resource, ``retinue://roles`` (JSON: name and description of each).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, TypeAlias
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError as McpToolError
+from pydantic import Field
+
+from retinue.errors import RetinueError
+from retinue.runtime import Runtime
+from retinue.subagents.tools import subagent, subagent_status, unload_subagent
+from retinue.tools.base import Tool, ToolContext
+
+__all__ = ["PARENT_ID", "build_server"]
+
+RoleArg: TypeAlias = Annotated[
+    str, Field(description="Name of one of the roles (see retinue://roles)")
+]
+InstanceArg: TypeAlias = Annotated[
+    str | None, Field(description="Optional name to hold several sessions of one role")
+]
+PARENT_ID = "mcp-client"  # the agent id of the MCP client, parent of the sessions it opens
+
+
+def client_context(runtime: Runtime, parent_id: str = PARENT_ID) -> ToolContext:
+    s = runtime.settings
+    return ToolContext(
+        parent_id,
+        s.workspace,
+        s.home,
+        role="main",
+        tenant=s.tenant,
+        call_chain=("main",),
+        manager=runtime.manager,
+        memory=runtime.memory,
+        events=runtime.events,
+    )
+
+
+async def _run(t: Tool, ctx: ToolContext, **arguments: Any) -> str:
+    """One of Retinue's own tools, its failures as MCP tool errors."""
+    try:
+        return await t.invoke(ctx, json.dumps({k: v for k, v in arguments.items() if v}))
+    except RetinueError as exc:
+        raise McpToolError(str(exc)) from None
+
+
+def build_server(runtime: Runtime, parent_id: str = PARENT_ID) -> MCPServer[Any]:
+    """The MCP server of ``runtime``'s roles; its lifespan ends the client's sessions."""
+    ctx = client_context(runtime, parent_id)
+
+    @asynccontextmanager
+    async def lifespan(_server: MCPServer[Any]) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await runtime.manager.cleanup(parent_id)
+            await runtime.tools.close_sources()
+
+    roles = "\n".join(f"- {r.name}: {r.description}" for r in runtime.catalog.roles.values())
+    server: MCPServer[Any] = MCPServer(
+        "retinue",
+        instructions=f"Retinue's sub-agents. Roles:\n{roles or '(none)'}",
+        lifespan=lifespan,
+    )
+
+    @server.tool(name="SubAgent", description=f"{subagent.description}\n\nRoles:\n{roles}")
+    async def delegate(
+        task: Annotated[str, Field(description="The task or message for the sub-agent")],
+        role: RoleArg,
+        interactive: Annotated[
+            bool, Field(description="Keep the session for later calls, until UnloadSubAgent")
+        ] = False,
+        instance: InstanceArg = None,
+    ) -> str:
+        return await _run(subagent, ctx, task=task, role=role, interactive=interactive,
+                          instance=instance)  # fmt: skip
+
+    @server.tool(name="UnloadSubAgent", description=unload_subagent.description)
+    async def unload(role: RoleArg, instance: InstanceArg = None) -> str:
+        return await _run(unload_subagent, ctx, role=role, instance=instance)
+
+    @server.tool(name="SubAgentStatus", description=subagent_status.description)
+    async def status(role: RoleArg, instance: InstanceArg = None) -> str:
+        return await _run(subagent_status, ctx, role=role, instance=instance)
+
+    @server.resource("retinue://roles", name="roles", mime_type="application/json")
+    def role_list() -> str:
+        return json.dumps(
+            [{"name": r.name, "description": r.description} for r in runtime.catalog.roles.values()]
+        )
+
+    del delegate, unload, status, role_list  # registered on the server
+    return server

@@ -1,0 +1,90 @@
+"""``retinue mcp serve`` driven by the SDK's own client: the MCP client is the parent of
+the sessions it opens, interactive ones keep their history, unloading and disconnecting
+consolidate them into memory."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp_kit import role
+from test_mcp_cli import env_for
+
+from retinue.llm.loopback import LoopbackOpenAIServer
+from retinue.messages import Message
+from retinue.testing import ScriptedModel, call_tool
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def memorize(*passages: str):
+    return call_tool("memorize", {"block_updates": [], "new_passages": list(passages)})
+
+
+def text_of(result) -> str:
+    return "\n".join(getattr(b, "text", "") for b in result.content)
+
+
+def said(messages: tuple[Message, ...]) -> str:
+    return "\n".join(m.content for m in messages)
+
+
+async def test_serve_interactive_sessions_unload_and_disconnect(
+    tmp_path: Path, workspace: Path
+) -> None:
+    role(workspace, "helper", "memory: true", "You help with numbers.")
+    model = ScriptedModel([
+        "first reply",
+        "second reply",
+        "third reply",
+        memorize("the user counts in threes"),
+        "another session",
+        memorize("a second session happened"),
+    ])  # fmt: skip
+    with LoopbackOpenAIServer(model) as server:
+        env = env_for(tmp_path, server)
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "retinue", "mcp", "serve", "--model", "openai:test"],
+            env=env,
+            cwd=str(workspace),
+        )
+        async with Client(params) as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            assert names == {"SubAgent", "UnloadSubAgent", "SubAgentStatus"}
+            roles = await client.read_resource("retinue://roles")
+            listed = json.loads(roles.contents[0].text)  # type: ignore[union-attr]
+            assert {"name": "helper", "description": "the helper role"} in listed
+
+            replies = []
+            for n in ("one", "two", "three"):
+                args = {"task": f"count {n}", "role": "helper", "interactive": True}
+                replies.append(text_of(await client.call_tool("SubAgent", args)))
+            assert all(r for r in replies)
+            assert "third reply" in replies[2]
+            third_request = said(model.calls[2].messages)
+            assert "count one" in third_request and "first reply" in third_request
+            assert "count two" in third_request and "second reply" in third_request
+
+            status = await client.call_tool("SubAgentStatus", {"role": "helper"})
+            assert not status.is_error
+            unloaded = await client.call_tool("UnloadSubAgent", {"role": "helper"})
+            assert not unloaded.is_error, text_of(unloaded)
+            assert "memorize" in [t.name for t in model.calls[3].tools]
+            assert "count three" in said(model.calls[3].messages)
+            again = await client.call_tool("UnloadSubAgent", {"role": "helper"})
+            assert again.is_error
+
+            args = {"task": "count four", "role": "helper", "interactive": True}
+            assert "another session" in text_of(await client.call_tool("SubAgent", args))
+        for _ in range(50):  # the server consolidates as the client goes away
+            if model.remaining == 0:
+                break
+            await asyncio.sleep(0.1)
+    assert model.remaining == 0
+    assert "count four" in said(model.calls[5].messages)
