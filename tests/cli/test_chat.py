@@ -96,3 +96,16 @@ def test_ctrl_c_cancels_the_turn_and_the_chat_goes_on(tmp_path: Path) -> None:
     last = model.calls[-1].messages
     # the cancelled tool call got a result, so the history stayed valid for the next turn
     assert any(m.role == "tool" and "cancelled" in m.content for m in last)
+
+
+def test_chat_reads_multi_line_messages_and_leaves_on_a_fresh_line(tmp_path: Path) -> None:
+    model = ScriptedModel(["one", "two", ""])
+    typed = 'first line \\\nsecond line\n"""\nblock a\n\nblock b\n"""\nanything\n'
+    with LoopbackOpenAIServer(model) as server:
+        chat = start_chat(server, tmp_path)
+        out, err = chat.communicate(typed, timeout=40)
+    assert chat.returncode == 0, err
+    users = [m.content for m in model.calls[2].messages if m.role == "user"]
+    assert users == ["first line \nsecond line", "block a\n\nblock b", "anything"]
+    assert "(The model ended its turn without an answer.)" in out
+    assert out.endswith("\n")

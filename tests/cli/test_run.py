@@ -130,3 +130,22 @@ def test_roles_lists_shipped_and_project_roles(tmp_path: Path) -> None:
     assert "1 file(s) skipped." in proc.stderr and ".claude/agents: 2 .md file(s)" in proc.stderr
     assert "(memory)" in proc.stdout  # capabilities shown, not eaten as markup
     json.dumps(proc.stdout)  # printable
+
+
+def test_an_empty_task_is_refused(tmp_path: Path) -> None:
+    proc = retinue(["run", "  "], None, tmp_path)
+    assert proc.returncode == 1 and "the task is empty" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_an_empty_answer_is_said_and_an_overridden_example_role_is_no_problem(
+    tmp_path: Path,
+) -> None:
+    agents = tmp_path / ".retinue" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "researcher.md").write_text("---\nname: researcher\ndescription: mine\n---\nHi\n")
+    with LoopbackOpenAIServer(ScriptedModel([""])) as server:
+        proc = retinue(["run", "--model", "openai:t", "say nothing"], server, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "(The model ended its turn without an answer.)\n"
+    assert "role file(s) have problems" not in proc.stderr  # the shadowed example is a choice

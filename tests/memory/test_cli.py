@@ -32,8 +32,11 @@ def test_show_prints_blocks_and_count_for_the_tenant(home: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "Prefers Rust" in result.output
     assert "archival passages: 1" in result.output
-    other = runner.invoke(memory_app, ["show", "coder"])  # tenant "default"
-    assert "Prefers Rust" not in other.output and "archival passages: 0" in other.output
+    other = runner.invoke(memory_app, ["show", "coder"])  # tenant "default": nothing stored
+    assert other.exit_code == 1 and "Prefers Rust" not in other.output
+    assert "no role named 'coder' has memory (tenant 'default')" in other.output
+    known = runner.invoke(memory_app, ["show", "researcher"])  # a role, nothing remembered
+    assert known.exit_code == 0 and "researcher has no memory yet" in known.output
 
 
 def test_search(home: Path) -> None:

@@ -22,6 +22,7 @@ from retinue.cli.remote import interrupt, serve, sessions
 
 if TYPE_CHECKING:
     from retinue.runtime import Runtime
+    from retinue.subagents.roles import RoleProblem
 
 __all__ = ["app", "main"]
 
@@ -48,10 +49,9 @@ EXIT_FAILED, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 1, 2, 130
 
 
 def _err(message: str) -> None:
-    from rich.console import Console
-    from rich.markup import escape
+    from retinue.cli.term import console, escape
 
-    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(message)}", highlight=False)
+    console(stderr=True).print(f"[red]error:[/] {escape(message)}")
 
 
 @contextmanager
@@ -72,27 +72,39 @@ def _one_line_errors() -> Iterator[None]:
 def _runtime(
     model: str | None, workspace: Path | None, tenant: str | None, *, quiet: bool = False
 ) -> Runtime:
-    from rich.console import Console
-
     from retinue.cli.render import EventPrinter
+    from retinue.cli.term import console, escape, route_logs
     from retinue.config import Settings
     from retinue.runtime import Runtime
 
     settings = Settings.load(model=model, workspace=workspace, tenant=tenant)
     from retinue.llm.local import local_progress
 
-    console = Console(stderr=True, soft_wrap=True)
-    printer = None if quiet else EventPrinter(console)
+    err = console(stderr=True)
+    route_logs(err)
+    printer = None if quiet else EventPrinter(err)
     if printer is not None:
         local_progress.set(printer.spinner.progress)
     runtime = Runtime.create(settings, events=printer)
     if runtime.notice:
-        console.print(f"[dim]{runtime.notice}[/]", highlight=False)
-    if problems := runtime.catalog.problems:
+        err.print(f"[dim]{escape(runtime.notice)}[/]")
+    if problems := _worth_a_line(runtime):
         files, skipped = len({p.path for p in problems}), len(runtime.catalog.errors())
-        console.print(f"[yellow]{files} role file(s) have problems ({skipped} not loaded): "
-                      "see `retinue roles`[/]", highlight=False)  # fmt: skip
+        err.print(f"[yellow]{files} role file(s) have problems ({skipped} not loaded): "
+                  "see `retinue roles`[/]")  # fmt: skip
     return runtime
+
+
+def _worth_a_line(runtime: Runtime) -> list[RoleProblem]:
+    """The role problems to mention at start-up: not a packaged example role shadowed by
+    the user's own role of that name (overriding an example is a choice, not a problem)."""
+    from retinue.subagents.roles import PACKAGED_ROLES
+
+    return [
+        p
+        for p in runtime.catalog.problems
+        if not (p.path.is_relative_to(PACKAGED_ROLES) and "is shadowed by" in p.reason)
+    ]
 
 
 @app.command()
@@ -104,6 +116,9 @@ def run(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress on stderr")] = False,
 ) -> None:
     """Run the main agent once on TASK; print only its final answer on stdout."""
+    if not task.strip():
+        _err('the task is empty: say what the agent should do, e.g. retinue run "list the TODOs"')
+        raise typer.Exit(EXIT_FAILED)
     with _one_line_errors():
         runtime = _runtime(model, workspace, tenant, quiet=quiet)
         try:
@@ -141,15 +156,14 @@ def chat(
 @app.command()
 def roles(workspace: WorkspaceOpt = None) -> None:
     """List the roles sub-agents can take, where each comes from, and why files were skipped."""
-    from rich.console import Console
-
     from retinue.cli.roles_view import print_catalog
+    from retinue.cli.term import console
     from retinue.config import Settings
     from retinue.runtime import load_roles
 
     with _one_line_errors():
         catalog = load_roles(Settings.load(workspace=workspace))
-    print_catalog(catalog, Console(soft_wrap=True), Console(stderr=True, soft_wrap=True))
+    print_catalog(catalog, console(), console(stderr=True))
 
 
 for _command in (serve, sessions, interrupt, doctor):

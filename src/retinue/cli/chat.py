@@ -3,7 +3,11 @@
 Turns run on one persistent event loop (``asyncio.Runner``), so interactive sessions kept
 with ``--keep-sessions`` live across messages. Ctrl-C during a turn cancels that turn only
 (the runner cancels the running task; the conversation stays usable); Ctrl-C at the prompt
-just shows how to leave.
+just shows how to leave, Ctrl-D leaves on a fresh line.
+
+The prompt is a line editor with history (see :mod:`retinue.cli.lineedit`). The main agent's
+text streams to stdout; progress, token counts and warnings go to stderr, each on a line of
+its own (:class:`~retinue.cli.term.LineDiscipline`), and all of it is escaped.
 """
 
 from __future__ import annotations
@@ -13,13 +17,15 @@ import sys
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from rich.console import Console
 from rich.markdown import Markdown
 from rich.markup import escape
 from rich.table import Table
 
+from retinue.cli.lineedit import HISTORY_FILE, LineReader
+from retinue.cli.render import EventPrinter
+from retinue.cli.term import LineDiscipline, console, route_logs
 from retinue.errors import RetinueError
-from retinue.events import TEXT_DELTA, TOOL_STARTED, Event, EventSink
+from retinue.events import TEXT_DELTA, Event, EventSink
 from retinue.runtime import Conversation, Runtime
 
 __all__ = ["ChatRepl"]
@@ -32,19 +38,26 @@ HELP = """\
 /sessions    list live interactive sub-agent sessions
 /compress    summarise the older part of the conversation now
 /help        this list
-Ctrl-C cancels the running turn."""
+Ctrl-C cancels the running turn; Ctrl-D leaves. Up/Down recall earlier messages.
+End a line with \\ to go on with the next, or put \"\"\" alone on a line to start and end a
+multi-line message."""
 
 
 class ChatRepl:
     def __init__(self, runtime: Runtime, *, keep_sessions: bool = False) -> None:
         self.runtime = runtime
-        self.out = Console()
-        self.err = Console(stderr=True, soft_wrap=True)
+        self.out = console()
+        self.err = console(stderr=True)
         self.conversation: Conversation = runtime.conversation(
             keep_sessions=keep_sessions, stream=True
         )
+        self.lines = LineDiscipline()
+        self.reader = LineReader(runtime.settings.home / HISTORY_FILE)
         self._streamed = False
         printer = runtime.events
+        if isinstance(printer, EventPrinter):
+            printer.before_line = self.lines.end_line
+        route_logs(self.err, self.lines.end_line)
         self.runtime.events = lambda event: self._on_event(event, printer)
 
     def _on_event(self, event: Event, downstream: EventSink | None) -> None:
@@ -53,11 +66,8 @@ class ChatRepl:
             if downstream is not None:
                 downstream(event)  # stops the spinner; the tree prints no text
             self._streamed = True
-            sys.stdout.write(str(event.data.get("text", "")))
-            sys.stdout.flush()
+            self.lines.text(str(event.data.get("text", "")))
         elif downstream is not None:
-            if self._streamed and event.kind == TOOL_STARTED:
-                sys.stdout.write("\n")
             downstream(event)
 
     def loop(self) -> None:
@@ -69,12 +79,15 @@ class ChatRepl:
         with asyncio.Runner() as runner:
             while True:
                 try:
-                    line = input("› ").strip()
-                except EOFError:
-                    break
+                    message = self.reader.read()
                 except KeyboardInterrupt:
-                    self.err.print("\n[dim](/exit to leave)[/]")
+                    self.err.print("\n[dim](/exit or Ctrl-D to leave)[/]")
                     continue
+                if message is None:  # Ctrl-D: leave on a fresh line
+                    sys.stdout.write("\n")
+                    sys.stdout.flush()
+                    break
+                line = message.strip()
                 if not line:
                     continue
                 if line.startswith("/"):
@@ -103,9 +116,7 @@ class ChatRepl:
             self.out.print(Markdown(out.content))
 
     def _end_stream(self) -> None:
-        if self._streamed:
-            sys.stdout.write("\n")
-            sys.stdout.flush()
+        self.lines.end_line()
 
     def _command(self, runner: asyncio.Runner, line: str) -> bool:
         cmd = line.split()[0]
@@ -140,11 +151,15 @@ class ChatRepl:
         if not infos:
             self.err.print("[dim]no live interactive sessions[/]")
             return
-        table = Table("session", "role", "state", "turns", "tokens", "background", "last reply")
+        table = Table()
+        table.add_column("session", no_wrap=True, min_width=max(len(s.id) for s in infos))
+        for header in ("role", "state", "turns", "tokens", "background", "last reply"):
+            table.add_column(header)
         for s in infos:
-            reply = s.last_reply.replace("\n", " ")
+            reply = " ".join(s.last_reply.split())
             bg = f"{s.background} running, {s.unread} unread" if s.background or s.unread else ""
             table.add_row(
-                escape(s.id), s.role, s.state, str(s.turns), str(s.tokens), bg, escape(reply[:60])
-            )
-        Console(file=sys.stderr).print(table)
+                escape(s.id), escape(s.role), s.state, str(s.turns), str(s.tokens), bg,
+                escape(reply[:60]),
+            )  # fmt: skip
+        console(file=sys.stderr).print(table)

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import click
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 
+from retinue.cli.term import console
 from retinue.config import Settings
 from retinue.errors import ConfigError, RetinueError
 
@@ -31,8 +31,8 @@ memory_app = typer.Typer(
     name="memory", help="Inspect and edit the long-term memory of roles.", no_args_is_help=True
 )
 
-_out = Console()
-_err = Console(stderr=True, soft_wrap=True)
+_out = console()
+_err = console(stderr=True)
 T = TypeVar("T")
 
 Tenant = Annotated[str, typer.Option("--tenant", help="whose memory (tenant name)")]
@@ -69,10 +69,27 @@ def show(role: str, tenant: Tenant = "default") -> None:
     with _memory() as store:
         blocks = _run(lambda: store.blocks(tenant, role))
         count = _run(lambda: store.passage_count(tenant, role))
+    if not count and not any(b.value for b in blocks):
+        _nothing_stored(role, tenant)
+        return
     for b in blocks:
         title = f"{b.name} [dim]({len(b.value)}/{b.limit} chars)[/dim]"
         _out.print(Panel(escape(b.value) or "[dim](empty)[/dim]", title=title, title_align="left"))
     _out.print(f"archival passages: [bold]{count}[/bold]  (tenant {escape(tenant)!r})")
+
+
+def _nothing_stored(role: str, tenant: str) -> None:
+    """Say that ``role`` has no memory; an error when no role of that name exists here."""
+    from retinue.runtime import load_roles
+
+    try:
+        known = ["main", *load_roles(Settings.load()).roles]
+    except RetinueError:
+        known = ["main"]
+    if role not in known:
+        names = ", ".join(sorted(known)[:20]) or "none"
+        raise _fail(f"no role named {role!r} has memory (tenant {tenant!r}); roles here: {names}")
+    _out.print(f"{escape(role)} has no memory yet (tenant {escape(tenant)!r})")
 
 
 @memory_app.command("search")

@@ -156,8 +156,10 @@ def sessions(
     token: TokenOpt = None,
 ) -> None:
     """List the live interactive sub-agent sessions of a running `retinue serve`."""
-    from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
+
+    from retinue.cli.term import console as make_console
 
     params = {"parent": parent} if parent else None
     answer = _call("GET", url, "/v1/sessions", token=token, params=params)
@@ -165,19 +167,22 @@ def sessions(
     if as_json:
         typer.echo(json.dumps(live, indent=2))
         return
-    console = Console()
+    console = make_console()
     if not live:
-        console.print("no live sessions", highlight=False)
+        console.print("no live sessions")
         return
-    table = Table("id", "role", "state", "turns", "tokens", "last reply")
+    table = Table()  # the ids are never cut: `retinue interrupt` needs them whole
+    table.add_column("id", no_wrap=True, min_width=max(len(str(s["id"])) for s in live))
+    for header in ("role", "state", "turns", "tokens", "last reply"):
+        table.add_column(header)
     for s in live:
         table.add_row(
-            s["id"],
-            s["role"],
-            s["state"],
+            escape(str(s["id"])),
+            escape(str(s["role"])),
+            escape(str(s["state"])),
             str(s["turns"]),
             f"{s['tokens']} ({s['input_tokens']} in / {s['output_tokens']} out)",
-            _one_line(s["last_reply"]),
+            escape(_one_line(str(s["last_reply"]))),
         )
     console.print(table)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -33,6 +34,17 @@ def _args_preview(arguments: str, limit: int = 80) -> str:
     items = data.items() if isinstance(data, dict) else ()
     text = ", ".join(f"{k}={v!r}" for k, v in items) if items else str(data)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _tokens(data: dict[str, Any]) -> str:
+    """``1,234 in / 56 out tokens, 2.1s (compress)`` for a finished model call."""
+    seconds = data.get("seconds")
+    took = f", {seconds:.1f}s" if isinstance(seconds, int | float) else ""
+    purpose = f" ({escape(str(data['purpose']))})" if data.get("purpose") else ""
+    return (
+        f"{data.get('input_tokens', 0):,} in / {data.get('output_tokens', 0):,} out tokens"
+        f"{took}{purpose}"
+    )
 
 
 class ModelSpinner:
@@ -97,10 +109,13 @@ class EventPrinter:
         self.main_text = main_text
         self.streamed = False
         self.spinner = ModelSpinner(console)
+        self.before_line: Callable[[], None] | None = None  # e.g. end a streamed text line
 
     def __call__(self, event: Event) -> None:
-        self.spinner.on_event(event)
         line = self.describe(event)
+        if self.before_line is not None and (line is not None or event.kind == ev.MODEL_STARTED):
+            self.before_line()
+        self.spinner.on_event(event)
         if line is not None:
             pad = "  " * _depth(event.agent_id)
             self.console.print(f"{pad}{line}", highlight=False)
@@ -125,6 +140,8 @@ class EventPrinter:
                 ok = d.get("ok")
                 state = "memory consolidated" if ok else f"consolidation failed: {d.get('error')}"
                 return f"[green]✓[/] {who} {escape(state)}"
+            case ev.MODEL_CALLED if isinstance(d.get("input_tokens"), int):
+                return f"[dim]· {_tokens(d)}[/]"
             case ev.NOTICE:
                 return f"[dim]{escape(str(d.get('text')))}[/]"
             case ev.RUN_FINISHED if d.get("stop_reason") in ("cancelled", "max_iterations"):

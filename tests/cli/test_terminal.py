@@ -1,0 +1,129 @@
+"""``retinue chat`` in a real terminal (tmux): line editing with history, the spinner while a
+slow model answers, escaped role-file errors, and progress lines that never run into the
+streamed answer."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from retinue.llm.loopback import LoopbackOpenAIServer
+from retinue.messages import AssistantMessage, ToolCall
+from retinue.testing import ScriptedModel
+
+pytestmark = [
+    pytest.mark.timeout(90),
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux"),
+]
+
+EMOJI_ROLE = "---\nname: archivist:b:\ndescription: x\n---\nbody\n"
+MARKUP_ROLE = "---\nname: marked\ndescription: [bold red\n---\nbody\n"
+
+
+class Pane:
+    """One tmux window on a private server, driven by keys and read as text."""
+
+    def __init__(self, socket: Path, command: str) -> None:
+        self.socket = socket
+        self._tmux("new-session", "-d", "-x", "160", "-y", "50", command)
+
+    def _tmux(self, *args: str) -> str:
+        return subprocess.run(
+            ["tmux", "-S", str(self.socket), *args], capture_output=True, text=True, check=True
+        ).stdout
+
+    def keys(self, *keys: str) -> None:
+        self._tmux("send-keys", "-t", "0", *keys)
+
+    def text(self) -> str:
+        return self._tmux("capture-pane", "-p", "-J", "-S", "-200", "-t", "0")
+
+    def wait_for(self, found: Callable[[str], bool], timeout: float = 30) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = self.text()
+            if found(text):
+                return text
+            time.sleep(0.1)
+        raise AssertionError(f"the terminal never showed what was expected:\n{self.text()}")
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-S", str(self.socket), "kill-server"], capture_output=True)
+
+
+@pytest.fixture
+def pane_for(tmp_path: Path) -> Iterator[Callable[[LoopbackOpenAIServer], Pane]]:
+    panes: list[Pane] = []
+    (tmp_path / ".retinue" / "agents").mkdir(parents=True)
+    (tmp_path / ".retinue" / "agents" / "emoji.md").write_text(EMOJI_ROLE)
+    (tmp_path / ".retinue" / "agents" / "markup.md").write_text(MARKUP_ROLE)
+    (tmp_path / "notes.txt").write_text("forty-two\n")
+
+    def start(server: LoopbackOpenAIServer) -> Pane:
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(tmp_path),
+            "TERM": "xterm-256color",
+            "RETINUE_HOME": str(tmp_path / "home"),
+            "RETINUE_BLOCK_REAL_MODELS": "1",
+            "OPENAI_BASE_URL": server.base_url,
+            "OPENAI_API_KEY": "test-key",
+            "RETINUE_MODEL": "openai:test",
+        }
+        python = shlex.quote(sys.executable)
+        script = (
+            f"cd {shlex.quote(str(tmp_path))} && {python} -m retinue roles >/dev/null; "
+            f"{python} -m retinue chat; echo CHAT-EXITED $?; sleep 30"
+        )
+        command = "env -i " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        pane = Pane(tmp_path / "tmux.sock", f"{command} sh -c {shlex.quote(script)}")
+        panes.append(pane)
+        return pane
+
+    yield start
+    for pane in panes:
+        pane.close()
+
+
+def test_chat_in_a_terminal(tmp_path: Path, pane_for: Callable[..., Pane]) -> None:
+    read = ToolCall("call_1", "Read", '{"file_path": "notes.txt"}')
+    model = ScriptedModel(
+        [AssistantMessage("Let me look.", (read,)), "The note says forty-two."], delay=1.5
+    )
+    with LoopbackOpenAIServer(model) as server:
+        pane = pane_for(server)
+        screen = pane.wait_for(lambda t: "›" in t)
+
+        # the role file's YAML error, exactly as written: no markup, no emoji
+        assert "name: archivist:b:" in screen and "🅱" not in screen
+        assert "description: [bold red ^ expected ',' or ']', but got '<stream end>'" in screen
+        assert "2 role file(s) have problems" in screen
+
+        pane.keys("what does the note say?", "Enter")
+        thinking = pane.wait_for(lambda t: "thinking…" in t)
+        assert "main thinking… " in thinking  # the spinner, with the elapsed seconds
+        screen = pane.wait_for(lambda t: "The note says forty-two." in t and t.count("›") >= 2)
+        lines = [ln.rstrip() for ln in screen.splitlines()]
+        assert "Let me look." in lines  # streamed text ends its line before the tool line
+        assert any(ln.lstrip().startswith("→ Read(") for ln in lines)
+        assert "The note says forty-two." in lines
+        assert any(ln.startswith("· ") and "out tokens" in ln for ln in lines)  # token counts
+        assert "thinking…" not in screen  # the spinner is gone
+
+        pane.keys("Up")  # history recall with the arrow key
+        pane.wait_for(lambda t: t.rstrip().endswith("› what does the note say?"))
+        pane.keys("C-u")
+        pane.keys("C-d")
+        screen = pane.wait_for(lambda t: "CHAT-EXITED" in t)
+    assert "CHAT-EXITED 0" in screen
+    assert "^[[" not in screen
+    history = (tmp_path / "home" / "chat_history").read_text()
+    assert "what does the note say?" in history
