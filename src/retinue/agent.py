@@ -133,6 +133,7 @@ class Agent:
             self._runner = None
         if self._runtime is not None and self._runtime.memory is not None:
             self._runtime.memory.close()
+        self._runtime = None  # a later run builds a new one
 
     def __enter__(self) -> Agent:
         return self

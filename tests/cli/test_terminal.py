@@ -67,7 +67,7 @@ def pane_for(tmp_path: Path) -> Iterator[Callable[[LoopbackOpenAIServer], Pane]]
     (tmp_path / ".retinue" / "agents" / "markup.md").write_text(MARKUP_ROLE)
     (tmp_path / "notes.txt").write_text("forty-two\n")
 
-    def start(server: LoopbackOpenAIServer) -> Pane:
+    def start(server: LoopbackOpenAIServer, command: str = "chat") -> Pane:
         env = {
             "PATH": os.environ["PATH"],
             "HOME": str(tmp_path),
@@ -81,7 +81,7 @@ def pane_for(tmp_path: Path) -> Iterator[Callable[[LoopbackOpenAIServer], Pane]]
         python = shlex.quote(sys.executable)
         script = (
             f"cd {shlex.quote(str(tmp_path))} && {python} -m retinue roles >/dev/null; "
-            f"{python} -m retinue chat; echo CHAT-EXITED $?; sleep 30"
+            f"{python} -m retinue {command}; echo EXITED $?; sleep 30"
         )
         command = "env -i " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
         pane = Pane(tmp_path / "tmux.sock", f"{command} sh -c {shlex.quote(script)}")
@@ -122,8 +122,21 @@ def test_chat_in_a_terminal(tmp_path: Path, pane_for: Callable[..., Pane]) -> No
         pane.wait_for(lambda t: t.rstrip().endswith("› what does the note say?"))
         pane.keys("C-u")
         pane.keys("C-d")
-        screen = pane.wait_for(lambda t: "CHAT-EXITED" in t)
-    assert "CHAT-EXITED 0" in screen
+        screen = pane.wait_for(lambda t: "EXITED" in t)
+    assert "EXITED 0" in screen
     assert "^[[" not in screen
     history = (tmp_path / "home" / "chat_history").read_text()
     assert "what does the note say?" in history
+
+
+def test_run_shows_a_spinner_on_a_terminal_and_only_the_answer_on_stdout(
+    tmp_path: Path, pane_for: Callable[..., Pane]
+) -> None:
+    model = ScriptedModel(["All done."], delay=2.0)
+    with LoopbackOpenAIServer(model) as server:
+        pane = pane_for(server, "run 'do it'")
+        assert "main thinking… " in pane.wait_for(lambda t: "thinking…" in t)
+        screen = pane.wait_for(lambda t: "EXITED" in t)
+    assert "EXITED 0" in screen and "All done." in screen
+    assert "thinking…" not in screen
+    assert any(ln.startswith("· ") and "out tokens" in ln for ln in screen.splitlines())
