@@ -550,10 +550,10 @@ def doctor(
     ] = None,
 ) -> None:
     """Check Python, the local model, CPU, providers, data and memory; exit 1 on a failure."""
-    from rich.console import Console
-    from rich.markup import escape
+    from retinue.cli.term import console as make_console
+    from retinue.cli.term import escape
 
-    console = Console(soft_wrap=True, highlight=False)
+    console = make_console()  # emoji codes off: details quote paths and errors verbatim
     failures = 0
     for check in _guarded(checks(model)):
         console.print(f"{_MARKS[check.status]} {escape(check.name)}: {escape(check.detail)}")
