@@ -31,7 +31,7 @@ from retinue.mcp.config import attach_servers, load_servers
 from retinue.memory import SQLiteMemory, open_memory
 from retinue.messages import Message
 from retinue.subagents import Role, RoleCatalog, SubAgentManager, role_dirs, roles_section
-from retinue.subagents.tools import subagent_tools
+from retinue.subagents.tools import ask_parent, subagent_tools
 from retinue.tools.base import Tool, ToolContext, ToolRegistry, merge
 from retinue.tools.builtin import builtin_tools
 from retinue.tools.builtin.memory import memory_tools
@@ -67,7 +67,7 @@ def load_roles(settings: Settings, tools: ToolRegistry | None = None) -> RoleCat
     """Every role the settings' directories define, with unknown tool names reported."""
     catalog = RoleCatalog.load(role_dirs(settings.workspace, settings.home), settings.model_aliases)
     tools = tools or ToolRegistry(builtin_tools())
-    extra = [*subagent_tools(), *memory_tools()]
+    extra = [*subagent_tools(), ask_parent, *memory_tools()]
     servers = load_servers(settings.workspace, settings.mcp_servers, settings.config_file)
     catalog.check_tools([*tools.names, *(t.name for t in extra)], servers)
     return catalog
@@ -180,7 +180,8 @@ class Conversation:
     def _new_session(self) -> Session:
         rt = self.runtime
         memory = rt.memory is not None and not self.compact
-        tools = merge(rt.tools, [*subagent_tools(), *(memory_tools() if memory else [])])
+        own = [*subagent_tools(), ask_parent, *(memory_tools() if memory else [])]  # asks: user
+        tools = merge(rt.tools, own)
         config = RunConfig(
             model=rt.model,
             messages=[],

@@ -5,14 +5,18 @@ but ``/healthz`` needs ``Authorization: Bearer <token>``; Host, Origin and body 
 checked first (see :mod:`retinue.server.security`)::
 
     GET    /healthz                                   liveness, model, counts
-    GET    /v1/conversations                          conversation ids, running or not
-    POST   /v1/conversations/{id}/messages            one main-agent turn
-           body {"content": str, "keep_sessions": bool = false}
+    GET    /v1/conversations                          conversation ids, running or not,
+                                                      and the question it asks, if any
+    POST   /v1/conversations/{id}/messages            one main-agent turn (or the answer to
+           body {"content": str, "keep_sessions": bool = false}   its question: that turn
+                                                      goes on; stop_reason "asking" = a question)
            ?stream=true or Accept: text/event-stream  -> SSE (see ``retinue.server.sse``)
     DELETE /v1/conversations/{id}                     end its sessions, forget it
     GET    /v1/sessions[?parent=AGENT_ID]             live interactive sessions
     GET    /v1/sessions/{session_id}                  one session with its history
     POST   /v1/sessions/{session_id}/interrupt        cancel its running turn, keep it
+    POST   /v1/sessions/{session_id}/answer           answer the question it asks (state
+           body {"content": str}                      "asking"); 409 if it asks none
 
 Conversation ``abc`` is served by the main agent ``conv-abc``; its sessions are
 ``conv-abc/<role>[:instance]`` (the ``/`` needs no escaping in session URLs).
@@ -137,6 +141,13 @@ def _error_handlers(app: FastAPI) -> None:
         return _error(*error_status(exc))
 
 
+class AnswerIn(BaseModel):
+    """The body of ``POST /v1/sessions/{id}/answer``."""
+
+    model_config = ConfigDict(extra="forbid")
+    content: str = Field(min_length=1)
+
+
 def _conversation_routes(app: FastAPI, host: ConversationHost) -> None:
     def check(cid: str) -> None:
         if not valid_conversation_id(cid):
@@ -148,7 +159,12 @@ def _conversation_routes(app: FastAPI, host: ConversationHost) -> None:
     async def list_conversations() -> dict[str, Any]:
         return {
             "conversations": [
-                {"id": c, "running": host.running(c), "messages": host.message_count(c)}
+                {
+                    "id": c,
+                    "running": host.running(c),
+                    "messages": host.message_count(c),
+                    "question": host.question(c),
+                }
                 for c in host.ids()
             ]
         }
@@ -208,3 +224,10 @@ def _session_routes(app: FastAPI, runtime: Runtime) -> None:
     async def interrupt(sid: str) -> dict[str, Any]:
         known(sid)
         return {"id": sid, "interrupted": manager.interrupt(sid)}
+
+    @app.post("/v1/sessions/{sid:path}/answer")
+    async def answer(sid: str, body: AnswerIn) -> dict[str, Any]:
+        known(sid)
+        if not manager.answer(sid, body.content):
+            raise HTTPException(409, f"session {sid!r} is not asking a question")
+        return {"id": sid, "answered": True}

@@ -85,6 +85,12 @@ class ConversationHost:
         conversation = self._conversations.get(cid)
         return conversation is not None and conversation.session.state == "running"
 
+    def question(self, cid: str) -> str | None:
+        """What the main agent of ``cid`` asks the user, while it waits for the answer (the
+        conversation's next message)."""
+        conversation = self._conversations.get(cid)
+        return conversation.session.question if conversation is not None else None
+
     def message_count(self, cid: str) -> int:
         conversation = self._conversations.get(cid)
         return len(conversation.messages) if conversation else 0

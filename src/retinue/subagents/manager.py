@@ -262,6 +262,18 @@ class SubAgentManager:
         held = self.registry.by_id(cid)
         return held is not None and held.session.interrupt()
 
+    def answer(self, cid: str, text: str) -> bool:
+        """Answer the question session ``cid`` is asking, from outside its parent (a person,
+        over the HTTP service); its turn goes on in the background and its reply waits for
+        the parent's poll. False if it is not asking."""
+        held = self.registry.by_id(cid)
+        if held is None or held.session.state != "asking":
+            return False
+        held.session.start(text)
+        emit(held.session.config.context.events, SESSION, cid, action="answered",
+             conversation_id=cid)  # fmt: skip
+        return True
+
     async def unload_subagent(self, parent_id: str, role: str, instance: str | None = None) -> str:
         """End one session: cancel its turns, end its children, consolidate, confirm."""
         held = self._known(parent_id, role, instance)

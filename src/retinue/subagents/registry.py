@@ -81,6 +81,7 @@ class Held:
             created_at=self.created_at,
             background=s.background,
             unread=len(s.inbox),
+            question=s.question,
         )
 
 
@@ -152,6 +153,7 @@ class SessionInfo:
     created_at: float
     background: int = 0  # background turns still to finish
     unread: int = 0  # finished background replies the parent has not polled
+    question: str | None = None  # what it asks, while its state is "asking"
 
     @property
     def tokens(self) -> int:
