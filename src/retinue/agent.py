@@ -30,7 +30,7 @@ from retinue.events import Event, EventSink
 from retinue.llm.base import Model
 from retinue.runtime import Conversation, Runtime
 from retinue.subagents.roles import Role, valid_name
-from retinue.subagents.tools import subagent_tools
+from retinue.subagents.tools import ask_parent, subagent_tools
 from retinue.tools.base import Tool, tool
 from retinue.tools.builtin.memory import memory_tools
 
@@ -95,7 +95,8 @@ class Agent:
         return self._runtime
 
     def _check_roles(self, runtime: Runtime) -> None:
-        known = {*runtime.tools.names, *(t.name for t in [*subagent_tools(), *memory_tools()])}
+        extra = [*subagent_tools(), ask_parent, *memory_tools()]
+        known = {*runtime.tools.names, *(t.name for t in extra)}
         for role in self.roles:
             if not valid_name(role.name):
                 raise RoleError(f"role name {role.name!r}: use letters, digits, _ . - (max 64)")

@@ -18,6 +18,7 @@ from retinue.messages import (
     UserMessage,
     history_problems,
 )
+from retinue.subagents.roles import parse_role
 from retinue.testing import ScriptedModel, call_tool
 from retinue.tools import ToolContext, tool
 
@@ -284,3 +285,20 @@ async def test_steering_a_session_that_asks_answers_it(kit: Kit) -> None:
     assert "your message is its answer" in ack
     status = await m.poll(ctx, "reviewer", wait=True)
     assert "went on" in status
+
+
+def test_the_ask_parent_capability_reads_from_a_role_file(tmp_path: Path) -> None:
+    text = "---\nname: asker\ndescription: Asks.\ncapabilities: [ask_parent]\n---\nAsk.\n"
+    role = parse_role(tmp_path / "asker.md", text)
+    assert role.can("ask_parent") and not role.notes
+    tools = make_kit(tmp_path).manager.factory.tools_for(role)
+    assert "AskParent" in tools.names
+
+
+async def test_status_shows_the_question_of_a_session_that_asked_its_caller(kit: Kit) -> None:
+    kit.models["reviewer"].add(ask("which file?"))
+    m, ctx = kit.manager, kit.ctx()
+    assert (await m.interactive_subagent(ctx, "review", "reviewer")).asking
+    status = await m.poll(ctx, "reviewer", wait=True)
+    assert status.startswith("Session main/reviewer: asking ([session main/reviewer asks: which")
+    await m.cleanup("main")

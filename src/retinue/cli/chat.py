@@ -112,6 +112,9 @@ class ChatRepl:
         self._end_stream()
         if out.stop_reason == "max_iterations":
             self.err.print(f"[yellow]{escape(out.content)}[/]")
+        elif out.asking:  # the agent waits in its turn: the next line is the answer
+            question = escape(out.content)
+            self.out.print(f"[bold yellow]?[/] {question} [dim](answer it)[/]", highlight=False)
         elif not self._streamed:
             self.out.print(Markdown(out.content))
 

@@ -27,7 +27,7 @@ import itertools
 from collections.abc import AsyncIterator, Callable, Sequence
 
 from retinue.engine.config import ContextKeeper, RunOutput
-from retinue.engine.session import Lifecycle, Session
+from retinue.engine.session import ASKS_NOTE, Lifecycle, Session
 from retinue.errors import SubAgentError
 from retinue.events import SESSION, emit
 from retinue.llm.base import Model
@@ -140,7 +140,10 @@ class SubAgentManager:
         if wait:
             await session.wait_background()
         replies = session.collect()
-        return status_text(session.id, session.state, session.turns, session.background, replies)
+        state = session.state
+        if session.question is not None and not any(session.question in r for r in replies):
+            state += f" ({ASKS_NOTE.format(id=session.id, question=session.question)})"
+        return status_text(session.id, state, session.turns, session.background, replies)
 
     def find_roles(self, ctx: ToolContext, query: str) -> str:
         parent = self.catalog.roles.get(ctx.role) if ctx.depth else None

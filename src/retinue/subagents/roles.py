@@ -71,7 +71,7 @@ __all__ = [
     "valid_name",
 ]
 
-CAPABILITIES = frozenset({"memory", "spawn_agent"})
+CAPABILITIES = frozenset({"memory", "spawn_agent", "ask_parent"})  # ask_parent: one-shot too
 # aliases that name another alias; Claude Code's own resolve through DEFAULT_MODEL_ALIASES
 MODEL_TIERS = {
     "vanguard": "opus", "strong": "opus",

@@ -1,0 +1,33 @@
+"""``retinue chat`` when the main agent asks: the question is shown and the next line answers
+it inside the same turn."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from test_chat import start_chat
+
+from retinue.llm.base import ToolSpec
+from retinue.llm.loopback import LoopbackOpenAIServer
+from retinue.messages import Message, ToolResultMessage
+from retinue.testing import ScriptedModel, call_tool
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def going_with(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+    result = next(m for m in reversed(messages) if isinstance(m, ToolResultMessage))
+    return f"Going with {result.content}."
+
+
+def test_the_next_line_answers_the_main_agents_question(tmp_path: Path) -> None:
+    model = ScriptedModel([call_tool("AskParent", {"question": "Which port?"}), going_with])
+    with LoopbackOpenAIServer(model) as server:
+        chat = start_chat(server, tmp_path)
+        out, err = chat.communicate("set up the server\n8080\n/exit\n", timeout=40)
+    assert chat.returncode == 0, err
+    assert "? Which port?" in out and "Going with 8080." in out
+    last = model.calls[-1].messages
+    assert [m.content for m in last if m.role == "user"] == ["set up the server"]
