@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
 
@@ -43,6 +43,20 @@ def crash() -> str:
 def picture() -> Image:
     """A tiny image."""
     return Image(data=b"\x89PNG fake", format="png")
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Adds the tool 'extra' and says the tool list changed."""
+    server.add_tool(extra)
+    await ctx.notify_tools_changed()  # 2026 connections: to subscriptions/listen streams
+    await ctx.session.send_tool_list_changed()  # older ones: a notification
+    return "grown"
+
+
+def extra() -> str:
+    """A tool that appears later."""
+    return "extra here"
 
 
 @server.tool()

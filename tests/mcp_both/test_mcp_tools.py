@@ -4,8 +4,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import os
+import socket
+import subprocess
 import sys
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -159,9 +165,55 @@ async def test_disallowed_and_whole_server_entries(workspace: Path, runtime_of) 
 
     model = ScriptedModel([call_tool("SubAgent", {"task": "t", "role": "echoer"}), sub, "done"])
     await runtime_of(model).conversation().send("go")
-    assert seen[0] == {"mcp__echo__" + n for n in ("echo", "add", "fail", "pid", "sleep",
-                                                   "picture")}  # fmt: skip
+    assert {"mcp__echo__echo", "mcp__echo__sleep"} <= seen[0]
+    assert "mcp__echo__crash" not in seen[0]
+    assert all(n.startswith("mcp__echo__") for n in seen[0])
 
 
 def _toml(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+async def test_a_tool_list_change_refreshes_the_tools(runtime_of) -> None:
+    model = ScriptedModel([call_tool("mcp__echo__grow"), call_tool("mcp__echo__extra"), "done"])
+    await runtime_of(model).conversation().send("go")
+    assert "mcp__echo__extra" not in model.calls[0].tool_names
+    assert "mcp__echo__extra" in model.calls[1].tool_names
+    assert results(model, 2) == "extra here"
+
+
+@pytest.fixture
+def http_echo(marks: Path) -> Iterator[str]:
+    """The echo server on streamable HTTP, on a free loopback port."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "ECHO_MARKS": str(marks)}
+    proc = subprocess.Popen([sys.executable, str(ECHO), "http", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+                break
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+async def test_a_server_over_streamable_http(
+    tmp_path: Path, workspace: Path, http_echo: str
+) -> None:
+    (workspace / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"web": {"type": "http", "url": http_echo}}})
+    )
+    settings = Settings.load(home=tmp_path / "home", workspace=workspace, model="scripted:model")
+    model = ScriptedModel([call_tool("mcp__web__echo", {"text": "over http"}), "done"])
+    rt = Runtime.create(settings, model=model, with_memory=False)
+    try:
+        await rt.conversation().send("go")
+    finally:
+        await rt.tools.close_sources()
+    assert results(model, 1) == "echo: over http"

@@ -5,7 +5,8 @@ SDK's ``Client`` is entered and left in that task, as anyio requires. When the s
 (a crash, a dropped connection) the call in flight gets an :class:`McpError` saying so and
 the next use starts it again. A call past the server's ``timeout`` is abandoned, and the
 SDK tells the server with ``notifications/cancelled``; so does a cancelled run. A
-``tools/list_changed`` notification makes the next listing ask the server again.
+tool-list change (a ``tools/list_changed`` notification, or the event of a 2026
+``subscriptions/listen`` stream) makes the next listing ask the server again.
 :meth:`McpHub.close` stops every server (stdio processes are terminated by the SDK); a
 stdio server also exits on its own when this process dies, since its stdin closes.
 """
@@ -27,6 +28,7 @@ from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from retinue.errors import RetinueError
 from retinue.mcp.config import HttpServer, ServerConfig, StdioServer
@@ -157,7 +159,13 @@ class McpServer:
                 async with self._connect(errlog) as client:
                     self._client, self.state, self.error = client, "running", None
                     ready.set()
-                    await self._stop.wait()
+                    listener = asyncio.create_task(self._listen(client))
+                    try:
+                        await self._stop.wait()
+                    finally:
+                        listener.cancel()
+                        with contextlib.suppress(BaseException):
+                            await listener
                 self.state = "stopped"
             except Exception as exc:
                 self.state, self.error = "crashed", _reason(exc)
@@ -188,6 +196,17 @@ class McpServer:
             return Client(sse_client(cfg.url, headers=cfg.headers), **options)
         http = create_mcp_http_client(headers=cfg.headers)
         return Client(streamable_http_client(cfg.url, http_client=http), **options)
+
+    async def _listen(self, client: Client) -> None:
+        """Tool-list changes on a 2026 connection (older ones send a plain notification)."""
+        if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return
+        try:
+            async with client.listen(tools_list_changed=True) as changes:
+                async for _ in changes:
+                    self._tools = None
+        except Exception as exc:
+            log.debug("MCP server %s: no tool-list changes: %s", self.name, _reason(exc))
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, types.ToolListChangedNotification):
