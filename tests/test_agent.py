@@ -165,3 +165,28 @@ def test_the_readme_library_examples_run(tmp_path: Path, monkeypatch: pytest.Mon
             code = f"import asyncio\nasync def _main():\n{body}asyncio.run(_main())\n"
         exec(compile(code, "README.md", "exec"), {**namespace, "_model": model}, namespace)
     assert model.call_count == 3  # the two-line agent, the delegation, the stream
+
+
+def test_a_code_role_with_memory_remembers_what_it_learned(tmp_path: Path) -> None:
+    keeper = Role(
+        name="keeper",
+        description="Keeps notes",
+        prompt="Remember things.",
+        capabilities=frozenset({"memory"}),
+    )
+    memorize = call_tool("memorize", {"block_updates": [], "new_passages": ["Ada likes tea"]})
+    model = ScriptedModel(
+        [
+            call_tool("SubAgent", {"task": "Ada likes tea", "role": "keeper"}),
+            "noted",
+            memorize,
+            "The keeper noted it.",
+        ]
+    )
+    with agent(model, tmp_path, roles=[keeper]) as a:
+        assert a.run_sync("tell the keeper: Ada likes tea").content == "The keeper noted it."
+        memory = a.runtime.memory
+        assert memory is not None
+        hits = asyncio.run(memory.search("default", "keeper", "tea"))
+    assert [h.content for h in hits] == ["Ada likes tea"]
+    model.assert_done()
