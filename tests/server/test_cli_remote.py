@@ -75,6 +75,8 @@ def test_sessions_and_interrupt_against_a_live_server(serve: Serve, tmp_path: Pa
         assert listed.returncode == 0, listed.stderr
         assert "conv-c/slowpoke" in listed.stdout
         assert "slowpoke" in listed.stdout and "running" in listed.stdout
+        narrow = retinue(["sessions", *url], tmp_path, COLUMNS="40")  # ids are never cut
+        assert "conv-c/slowpoke" in narrow.stdout, narrow.stdout
 
         stopped = retinue(["interrupt", "conv-c/slowpoke", *url], tmp_path)
         assert stopped.returncode == 0, stopped.stderr
