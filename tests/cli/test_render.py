@@ -1,13 +1,17 @@
 """Terminal plumbing: progress and log lines start on lines of their own, escaped; a
-finished model call shows its token counts."""
+finished model call shows its token counts; names print as written (no markup, no emoji)."""
 
 from __future__ import annotations
 
 import io
 import logging
+from pathlib import Path
 
+import pytest
 from rich.console import Console
+from typer.testing import CliRunner
 
+from retinue.cli.memory import memory_app
 from retinue.cli.render import EventPrinter
 from retinue.cli.term import LineDiscipline, route_logs
 from retinue.events import MODEL_CALLED, TOOL_STARTED, Event
@@ -39,3 +43,13 @@ def test_a_finished_model_call_shows_its_tokens() -> None:
     assert printer.describe(Event(MODEL_CALLED, "main", data)) == (
         "[dim]· 1,234 in / 56 out tokens, 2.0s[/]"
     )
+
+
+def test_memory_commands_print_names_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RETINUE_HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(memory_app, ["show", "archivist:b:[bold]"])
+    assert result.exit_code == 1
+    assert "no role named 'archivist:b:[bold]' has memory" in result.output
