@@ -55,18 +55,29 @@ async def test_serve_interactive_sessions_unload_and_disconnect(
             cwd=str(workspace),
         )
         async with Client(params) as client:
-            names = {t.name for t in (await client.list_tools()).tools}
-            assert names == {"SubAgent", "UnloadSubAgent", "SubAgentStatus"}
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert set(tools) == {"SubAgent", "UnloadSubAgent", "SubAgentStatus"}
+            params = set(tools["SubAgent"].input_schema["properties"])
+            assert params == {"task", "role", "interactive", "instance"}
             roles = await client.read_resource("retinue://roles")
             listed = json.loads(roles.contents[0].text)  # type: ignore[union-attr]
             assert {"name": "helper", "description": "the helper role"} in listed
 
-            replies = []
+            replies, events = [], []
+
+            async def on_progress(progress: float, total: float | None, message: str | None):
+                events.append(json.loads(message or "{}"))
+
             for n in ("one", "two", "three"):
                 args = {"task": f"count {n}", "role": "helper", "interactive": True}
-                replies.append(text_of(await client.call_tool("SubAgent", args)))
+                answer = await client.call_tool("SubAgent", args, progress_callback=on_progress)
+                replies.append(text_of(answer))
             assert all(r for r in replies)
             assert "third reply" in replies[2]
+            started = [e for e in events if e["kind"] == "run_started"]
+            assert len(started) == 3
+            assert started[0]["agent_id"] == "mcp-client/helper"
+            assert started[0]["parent_id"] == "mcp-client"
             third_request = said(model.calls[2].messages)
             assert "count one" in third_request and "first reply" in third_request
             assert "count two" in third_request and "second reply" in third_request

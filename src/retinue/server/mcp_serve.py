@@ -6,21 +6,27 @@ The tools are ``SubAgent``, ``UnloadSubAgent`` and ``SubAgentStatus``, the very 
 semantics are the same: interactive sessions keep their history between calls until the
 client unloads them. When the client disconnects (stdio: its end of the pipe closes),
 every session it still holds is consolidated into memory and closed. The roles are also a
-resource, ``retinue://roles`` (JSON: name and description of each).
+resource, ``retinue://roles`` (JSON: name and description of each). While a call runs, a
+client that asked for progress gets one notification per event of the sub-agent tree (its
+message is the event as JSON: ``kind``, ``agent_id``, and the event's data, ``parent_id``
+included, from which the tree is built).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
+from dataclasses import replace
 from typing import Annotated, Any, TypeAlias
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError as McpToolError
 from pydantic import Field
 
 from retinue.errors import RetinueError
+from retinue.events import TEXT_DELTA, Event
 from retinue.runtime import Runtime
 from retinue.subagents.tools import subagent, subagent_status, unload_subagent
 from retinue.tools.base import Tool, ToolContext
@@ -51,17 +57,55 @@ def client_context(runtime: Runtime, parent_id: str = PARENT_ID) -> ToolContext:
     )
 
 
-async def _run(t: Tool, ctx: ToolContext, **arguments: Any) -> str:
-    """One of Retinue's own tools, its failures as MCP tool errors."""
+class Progress:
+    """The event sink of the client's agents: each event goes, as a progress notification,
+    to every call of the client that is running (a session keeps the sink it was made with,
+    so later turns report to later calls)."""
+
+    def __init__(self) -> None:
+        self._queues: set[asyncio.Queue[Event | None]] = set()
+
+    def __call__(self, event: Event) -> None:
+        if event.kind != TEXT_DELTA:  # streamed text is too fine-grained for progress
+            for q in self._queues:
+                q.put_nowait(event)
+
+    @asynccontextmanager
+    async def reporting(self, mcp_ctx: Context[Any, Any]) -> AsyncIterator[None]:
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+
+        async def forward() -> None:
+            sent = 0
+            while (event := await queue.get()) is not None:
+                sent += 1
+                with suppress(Exception):  # a client that went away is not our failure
+                    await mcp_ctx.report_progress(sent, None, json.dumps(event.to_dict()))
+
+        self._queues.add(queue)
+        async with asyncio.TaskGroup() as group:
+            group.create_task(forward())
+            try:
+                yield
+            finally:
+                self._queues.discard(queue)
+                queue.put_nowait(None)
+
+
+async def _run(
+    t: Tool, ctx: ToolContext, progress: Progress, mcp_ctx: Context[Any, Any], **arguments: Any
+) -> str:
+    """One of Retinue's own tools, its events as progress, its failures as MCP tool errors."""
     try:
-        return await t.invoke(ctx, json.dumps({k: v for k, v in arguments.items() if v}))
+        async with progress.reporting(mcp_ctx):
+            return await t.invoke(ctx, json.dumps({k: v for k, v in arguments.items() if v}))
     except RetinueError as exc:
         raise McpToolError(str(exc)) from None
 
 
 def build_server(runtime: Runtime, parent_id: str = PARENT_ID) -> MCPServer[Any]:
     """The MCP server of ``runtime``'s roles; its lifespan ends the client's sessions."""
-    ctx = client_context(runtime, parent_id)
+    progress = Progress()
+    ctx = replace(client_context(runtime, parent_id), events=progress)
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer[Any]) -> AsyncIterator[None]:
@@ -86,17 +130,23 @@ def build_server(runtime: Runtime, parent_id: str = PARENT_ID) -> MCPServer[Any]
             bool, Field(description="Keep the session for later calls, until UnloadSubAgent")
         ] = False,
         instance: InstanceArg = None,
+        *,
+        mcp_ctx: Context[Any, Any],
     ) -> str:
-        return await _run(subagent, ctx, task=task, role=role, interactive=interactive,
-                          instance=instance)  # fmt: skip
+        return await _run(subagent, ctx, progress, mcp_ctx, task=task, role=role,
+                          interactive=interactive, instance=instance)  # fmt: skip
 
     @server.tool(name="UnloadSubAgent", description=unload_subagent.description)
-    async def unload(role: RoleArg, instance: InstanceArg = None) -> str:
-        return await _run(unload_subagent, ctx, role=role, instance=instance)
+    async def unload(
+        role: RoleArg, instance: InstanceArg = None, *, mcp_ctx: Context[Any, Any]
+    ) -> str:
+        return await _run(unload_subagent, ctx, progress, mcp_ctx, role=role, instance=instance)
 
     @server.tool(name="SubAgentStatus", description=subagent_status.description)
-    async def status(role: RoleArg, instance: InstanceArg = None) -> str:
-        return await _run(subagent_status, ctx, role=role, instance=instance)
+    async def status(
+        role: RoleArg, instance: InstanceArg = None, *, mcp_ctx: Context[Any, Any]
+    ) -> str:
+        return await _run(subagent_status, ctx, progress, mcp_ctx, role=role, instance=instance)
 
     @server.resource("retinue://roles", name="roles", mime_type="application/json")
     def role_list() -> str:
