@@ -105,6 +105,16 @@ def normalise_name(name: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Role:
+    """A sub-agent's role, read from a role file or written in code (``retinue.Role``)::
+
+        Role(name="reviewer", description="Reviews diffs", prompt="You review code.",
+             tools=("Read", "Grep"), capabilities=frozenset({"memory"}))
+
+    ``prompt`` is its system prompt, ``tools`` its allow-list (``None`` = every tool),
+    ``model`` a ``provider:model`` string (``None`` = the parent's), ``capabilities``
+    ``memory`` (a long-term memory of its own) and ``spawn_agent`` (it may delegate).
+    """
+
     name: str
     description: str
     prompt: str
