@@ -51,8 +51,9 @@ def test_the_public_names_are_the_working_ones() -> None:
 
     assert retinue.Runtime is Runtime and retinue.Settings is Settings
     assert retinue.ScriptedModel is ScriptedModel and retinue.Role is Role
-    for name in ("Agent", "Role", "tool", "Runtime"):
-        assert getattr(retinue, name).__doc__, f"{name} is documented"
+    for name in ("Agent", "AgentStream", "Role", "tool", "Runtime", "Settings", "ScriptedModel"):
+        doc = getattr(retinue, name).__doc__ or ""
+        assert doc and not doc.startswith(f"{name}("), f"{name} is documented"
 
 
 def test_importing_retinue_loads_no_heavy_module() -> None:

@@ -66,6 +66,10 @@ def default_home() -> Path:
 
 @dataclass(slots=True)
 class Settings:
+    """One process's settings: the data directory (``home``), the workspace, the model, the
+    tenant and the limits. :meth:`load` takes explicit arguments first, then the environment
+    (``RETINUE_HOME``, ``RETINUE_MODEL``), then ``config.toml`` in the data directory."""
+
     home: Path = field(default_factory=default_home)
     workspace: Path = field(default_factory=Path.cwd)
     model: str | None = None
