@@ -100,7 +100,8 @@ class Agent:
         for role in self.roles:
             if not valid_name(role.name):
                 raise RoleError(f"role name {role.name!r}: use letters, digits, _ . - (max 64)")
-            unknown = [t for t in role.tools or () if t not in known]
+            # mcp__<server>__<tool> names are listed when the server starts: not checked here
+            unknown = [t for t in role.tools or () if t not in known and not t.startswith("mcp__")]
             if unknown:
                 raise RoleError(f"role {role.name!r} names unknown tools: {', '.join(unknown)}")
 
