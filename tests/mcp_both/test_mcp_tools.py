@@ -217,3 +217,22 @@ async def test_a_server_over_streamable_http(
     finally:
         await rt.tools.close_sources()
     assert results(model, 1) == "echo: over http"
+
+
+def test_a_second_event_loop_starts_the_server_afresh(settings: Settings, marks: Path) -> None:
+    model = ScriptedModel([call_tool("mcp__echo__pid"), "one", call_tool("mcp__echo__pid"), "two"])
+    rt = Runtime.create(settings, model=model, with_memory=False)
+    asyncio.run(rt.conversation().send("first"))
+    first = int(results(model, 1))
+    assert gone_soon(first)
+    asyncio.run(rt.conversation().send("second"))
+    assert int(results(model, 3)) != first
+    asyncio.run(rt.tools.close_sources())
+
+
+def gone_soon(pid: int) -> bool:
+    for _ in range(100):
+        if not alive(pid):
+            return True
+        time.sleep(0.1)
+    return False

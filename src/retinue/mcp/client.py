@@ -69,6 +69,7 @@ class McpServer:
         self._stop = asyncio.Event()
         self._lock = asyncio.Lock()
         self._failed_at = 0.0
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def timeout(self) -> float:
@@ -121,7 +122,18 @@ class McpServer:
             "it will be restarted on next use"
         )
 
+    def _bind_loop(self) -> None:
+        """A new event loop (a library user's second ``asyncio.run``) starts afresh: the
+        old loop's end cancelled the connection task, which stopped the server."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            self._loop, self._lock, self._stop = loop, asyncio.Lock(), asyncio.Event()
+            self._task, self._client, self._tools = None, None, None
+            if self.state == "running":
+                self.state = "stopped"
+
     async def _ensure(self) -> Client:
+        self._bind_loop()
         async with self._lock:
             if self._client is not None and self._task is not None and not self._task.done():
                 return self._client
@@ -227,6 +239,7 @@ class McpServer:
                 await task
 
     async def close(self) -> None:
+        self._bind_loop()
         async with self._lock:
             await self._join()
             if self.state == "running":
