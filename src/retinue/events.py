@@ -26,7 +26,8 @@ MODEL_STARTED = "model_started"  # data: model
 MODEL_CALLED = "model_called"  # data: input_tokens, output_tokens, seconds | purpose
 TOOL_STARTED = "tool_started"  # data: call_id, name, arguments
 TOOL_FINISHED = "tool_finished"  # data: call_id, name, is_error, preview
-SESSION = "session"  # data: action (created/resumed/paused/unloaded/interrupted), conversation_id
+SESSION = "session"  # data: action (created/paused/unloaded/interrupted/asking/answered/steered),
+# conversation_id; "asking" carries the question
 COMPRESSED = "compressed"  # data: before/after_tokens, removed_messages, reason, ok
 CONSOLIDATED = "consolidated"  # data: role, session_id, ok, error
 NOTICE = "notice"  # data: text (something the user should know once, e.g. a model fallback)

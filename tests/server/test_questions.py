@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any
 
+import httpx
 import pytest
 from serverkit import Serve
 from test_app import sse_events
@@ -24,6 +26,16 @@ def ask(question: str) -> AssistantMessage:
 def going_with(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
     result = next(m for m in reversed(messages) if isinstance(m, ToolResultMessage))
     return f"going with {result.content}"
+
+
+def wait_for_state(client: httpx.Client, sid: str, state: str) -> dict[str, Any]:
+    info: dict[str, Any] = {}
+    for _ in range(250):
+        info = client.get(f"/v1/sessions/{sid}").json()
+        if info["state"] == state:
+            return info
+        time.sleep(0.02)
+    raise AssertionError(f"{sid} never became {state}: {info}")
 
 
 def test_the_main_agent_asks_and_the_next_message_answers(serve: Serve) -> None:
@@ -72,11 +84,28 @@ def test_a_person_answers_a_sub_agents_question(serve: Serve) -> None:
             "id": sid,
             "answered": True,
         }
-        for _ in range(100):
-            info = client.get(f"/v1/sessions/{sid}").json()
-            if info["state"] == "idle":
-                break
-            time.sleep(0.02)
-        assert info["state"] == "idle" and info["unread"] == 1 and info["turns"] == 1
+        info = wait_for_state(client, sid, "idle")
+        assert info["unread"] == 1 and info["turns"] == 1
         again = client.post(f"/v1/sessions/{sid}/answer", json={"content": "again"})
         assert again.status_code == 409 and "not asking" in again.json()["error"]
+
+
+def test_a_person_steers_a_working_sub_agent(serve: Serve, tmp_path) -> None:
+    (tmp_path / "a.txt").write_text("alpha")
+    slow = ScriptedModel([call_tool("Read", {"file_path": "a.txt"}), "read it"], delay=0.5)
+    background = {"role": "slowpoke", "interactive": True, "background": True}
+    main = ScriptedModel([call_tool("SubAgent", {"task": "read", **background}), "started"])
+    server = serve(main, slow)
+    sid = "conv-c1/slowpoke"
+    with server.client() as client:
+        body = {"content": "go", "keep_sessions": True}
+        assert client.post("/v1/conversations/c1/messages", json=body).status_code == 200
+        wait_for_state(client, sid, "running")
+        steered = client.post(f"/v1/sessions/{sid}/steer", json={"content": "only a.txt"})
+        assert steered.json() == {"id": sid, "steered": True}
+        info = wait_for_state(client, sid, "idle")
+        assert info["steered"] == 1 and info["turns"] == 1
+        idle = client.post(f"/v1/sessions/{sid}/steer", json={"content": "more"})
+        assert idle.status_code == 409 and "no running turn" in idle.json()["error"]
+    request = slow.calls[-1].messages
+    assert request[-1].role == "user" and "only a.txt" in request[-1].content

@@ -181,6 +181,11 @@ class Session:
         """Background turns not finished yet."""
         return len(self._background)
 
+    @property
+    def steered(self) -> int:
+        """Steering messages the model has been shown, all turns together."""
+        return self._steered
+
     def tasks(self) -> set[asyncio.Task[RunOutput]]:
         """Turns queued or running (for tests and inspection)."""
         return set(self._turns)
@@ -212,7 +217,8 @@ class Session:
             await cancel_and_wait(turn)
             raise
         finally:
-            self._waiters.pop(turn, None)
+            if self._waiters.get(turn) is asked:
+                del self._waiters[turn]
         if asked.done():
             return RunOutput(asked.result(), self.config.messages, "asking")
         if not turn.cancelled():

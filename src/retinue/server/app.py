@@ -17,6 +17,8 @@ checked first (see :mod:`retinue.server.security`)::
     POST   /v1/sessions/{session_id}/interrupt        cancel its running turn, keep it
     POST   /v1/sessions/{session_id}/answer           answer the question it asks (state
            body {"content": str}                      "asking"); 409 if it asks none
+    POST   /v1/sessions/{session_id}/steer            give its running turn a message before
+           body {"content": str}                      its next model call; 409 if none runs
 
 Conversation ``abc`` is served by the main agent ``conv-abc``; its sessions are
 ``conv-abc/<role>[:instance]`` (the ``/`` needs no escaping in session URLs).
@@ -225,9 +227,19 @@ def _session_routes(app: FastAPI, runtime: Runtime) -> None:
         known(sid)
         return {"id": sid, "interrupted": manager.interrupt(sid)}
 
+    def delivered(sid: str, done: bool, what: str, refusal: str) -> dict[str, Any]:
+        if not done:
+            raise HTTPException(409, f"session {sid!r} {refusal}")
+        return {"id": sid, what: True}
+
     @app.post("/v1/sessions/{sid:path}/answer")
     async def answer(sid: str, body: AnswerIn) -> dict[str, Any]:
         known(sid)
-        if not manager.answer(sid, body.content):
-            raise HTTPException(409, f"session {sid!r} is not asking a question")
-        return {"id": sid, "answered": True}
+        done = manager.answer(sid, body.content)
+        return delivered(sid, done, "answered", "is not asking a question")
+
+    @app.post("/v1/sessions/{sid:path}/steer")
+    async def steer(sid: str, body: AnswerIn) -> dict[str, Any]:
+        known(sid)
+        done = manager.steer_session(sid, body.content)
+        return delivered(sid, done, "steered", "has no running turn to steer")

@@ -118,13 +118,10 @@ class SubAgentManager:
         """Give the working session (role, instance) ``task`` before its next step, and
         acknowledge at once; a session that is not working gets it as a usual message."""
         held = self.registry.get(SessionKey.of(ctx.agent_id, role, instance))
-        session = held.session if held is not None else None
-        asking = session is not None and session.state == "asking"
-        if held is None or session is None or not session.steer(task):
+        asking = held is not None and held.session.state == "asking"
+        if held is None or not self.steer_session(held.id, task):
             return await self.delegate(ctx, task=task, role=role, interactive=True,
                                        instance=instance)  # fmt: skip
-        emit(ctx.events, SESSION, held.id, action="answered" if asking else "steered",
-             conversation_id=held.id)  # fmt: skip
         return steering_ack(held.id, role, held.key.instance, answered=asking)
 
     @staticmethod
@@ -275,6 +272,19 @@ class SubAgentManager:
         held.session.start(text)
         emit(held.session.config.context.events, SESSION, cid, action="answered",
              conversation_id=cid)  # fmt: skip
+        return True
+
+    def steer_session(self, cid: str, text: str) -> bool:
+        """Steer session ``cid`` (see :meth:`Session.steer`; a person may, over the HTTP
+        service): a pending question is answered instead. False if no turn of it runs."""
+        held = self.registry.by_id(cid)
+        if held is None:
+            return False
+        asking = held.session.state == "asking"
+        if not held.session.steer(text):
+            return False
+        emit(held.session.config.context.events, SESSION, cid,
+             action="answered" if asking else "steered", conversation_id=cid)  # fmt: skip
         return True
 
     async def unload_subagent(self, parent_id: str, role: str, instance: str | None = None) -> str:

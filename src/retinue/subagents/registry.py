@@ -82,6 +82,7 @@ class Held:
             background=s.background,
             unread=len(s.inbox),
             question=s.question,
+            steered=s.steered,
         )
 
 
@@ -154,6 +155,7 @@ class SessionInfo:
     background: int = 0  # background turns still to finish
     unread: int = 0  # finished background replies the parent has not polled
     question: str | None = None  # what it asks, while its state is "asking"
+    steered: int = 0  # steering messages it was shown
 
     @property
     def tokens(self) -> int:
