@@ -112,8 +112,8 @@ class Runtime:
             model = model_for(spec)
         tools = ToolRegistry([*(builtin_tools() if builtins else []), *(extra_tools or [])])
         catalog = load_roles(settings, tools)
-        attach_servers(tools, settings, catalog.roles.values())  # MCP tools, started on use
         catalog.roles.update({role.name: role for role in roles})
+        attach_servers(tools, settings, catalog.roles.values())  # MCP tools, started on use
         memory = open_memory(settings.home) if with_memory else None
         compressor = AutoCompressor()
         manager = SubAgentManager(

@@ -14,7 +14,7 @@ from retinue.errors import ConfigError
 from retinue.mcp.config import HttpServer, StdioServer, load_servers, parse_server
 from retinue.mcp.tools import MAX_RESULT, render_result, server_of, tool_name
 from retinue.runtime import Runtime, load_roles
-from retinue.subagents.roles import RoleCatalog, parse_role
+from retinue.subagents.roles import Role, RoleCatalog, parse_role
 from retinue.testing import ScriptedModel, call_tool
 
 
@@ -158,3 +158,21 @@ def test_results_read_well_for_a_text_model() -> None:
         content=[types.TextContent(type="text", text="x" * (MAX_RESULT + 5))]
     )
     assert render_result(big).endswith("[… 5 more characters cut]")
+
+
+async def test_a_role_defined_in_code_brings_its_servers(settings: Settings, marks: Path) -> None:
+    own = parse_server("own", echo_def(marks), "code")
+    coded = Role("coded", "d", "p", tools=("mcp__own__echo",), mcp_servers=(("own", own),))
+    model = ScriptedModel([
+        call_tool("SubAgent", {"task": "t", "role": "coded"}),
+        call_tool("mcp__own__echo", {"text": "from code"}),
+        "echoed",
+        "done",
+    ])  # fmt: skip
+    rt = Runtime.create(settings, model=model, with_memory=False, roles=[coded])
+    try:
+        await rt.conversation().send("go")
+    finally:
+        await rt.tools.close_sources()
+    assert model.calls[1].tool_names == ["mcp__own__echo"]
+    assert model.calls[2].messages[-1].content == "echo: from code"
