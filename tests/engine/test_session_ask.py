@@ -130,3 +130,20 @@ async def test_steering_between_tool_calls(tmp_path: Path) -> None:
     request = model.calls[-1].messages
     assert isinstance(request[-1], UserMessage) and "stop after this" in request[-1].content
     assert not session.steer("too late")  # nothing runs: nothing done
+
+
+async def test_steering_on_the_last_iteration_leaves_the_history_valid(tmp_path: Path) -> None:
+    session_ref: list[Session] = []
+
+    def steer_now(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+        assert session_ref[0].steer("one more thing")
+        return "the end"
+
+    model = ScriptedModel([steer_now, "next turn"])
+    session = make_session(tmp_path, model)
+    session.config.max_iterations = 1
+    session_ref.append(session)
+    out = await session.send("go")
+    assert out.content == "the end" and not history_problems(session.messages)
+    assert (await session.send("again")).content == "next turn"
+    assert not history_problems(session.messages)

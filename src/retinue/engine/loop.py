@@ -117,7 +117,8 @@ async def run(config: RunConfig) -> RunOutput:
             last_input = response.usage.input_tokens
             messages.append(response.message)
             step = next_step(response.message, interactive=config.interactive)
-            if _steer(config):  # arrived during the call: the model answers it first
+            more = iteration < config.max_iterations  # room for a call that sees steering
+            if more and _steer(config):  # arrived during the call: the model answers it first
                 continue
             if isinstance(step, Final):
                 reason = "waiting_for_input" if step.waiting_for_input else "final"
@@ -126,7 +127,8 @@ async def run(config: RunConfig) -> RunOutput:
                 return out
             tools_used.extend(c.name for c in step.calls)
             messages.extend(repeats.observe(step.calls, await _run_tools(config, step.calls)))
-            _steer(config)
+            if more:
+                _steer(config)
         limit = config.max_iterations
         out = RunOutput(
             f"Stopped: the agent made {limit} model calls without a final answer "
