@@ -10,7 +10,9 @@ model is the shipped ``ScriptedModel`` answering from the conversation, with ran
 the memory's ``render`` and ``consolidate`` await random delays like real ones.
 
 Attacks: a model error at global model call k, a cancel of the main run at call k, an
-interrupt of a running session at call k, and one or two cancels/interrupts at random moments.
+interrupt of a running session at call k, one or two cancels/interrupts at random moments, and
+three random moments that may also steer a working session or answer a pending question from
+outside its parent.
 After every run: no hang, no session left, every session created consolidated exactly once,
 no task left running, every history (each consolidated one and the main one) valid.
 
@@ -232,20 +234,37 @@ class Scenario:
         elif self.main.state == "running":
             self.main.interrupt()
 
-    async def attack(self, moments: int, horizon: float) -> None:
-        """``moments`` cancels or interrupts at random times within ``horizon`` seconds."""
+    async def attack(self, moments: int, horizon: float, *, talk: bool = False) -> None:
+        """``moments`` cancels or interrupts at random times within ``horizon`` seconds;
+        with ``talk``, also steering of a working session and answers to a question from
+        outside its parent (as a person over HTTP)."""
         rng = self.faults.rng
         for at in sorted(rng.uniform(0, horizon) for _ in range(moments)):
             await asyncio.sleep(max(0.0, at - asyncio.get_running_loop().time() + self._t0))
-            if rng.random() < 0.5 and self.main_task is not None:
+            pick = rng.random() * (4 if talk else 2)
+            if pick < 1 and self.main_task is not None:
                 self.main_task.cancel()
-            else:
+            elif pick < 2:
                 self._interrupt_one()
+            else:
+                self._talk_to_one(steer=pick < 3)
 
-    async def play(self, moments: int = 0, horizon: float = 0.0) -> Run:
+    def _talk_to_one(self, *, steer: bool) -> None:
+        state = "running" if steer else "asking"
+        live = [s.id for s in self.manager.sessions() if s.state == state]
+        if live:
+            sid = self.faults.rng.choice(live)
+            if steer:
+                self.manager.steer_session(sid, "steered from outside")
+            else:
+                self.manager.answer(sid, "answered from outside")
+
+    async def play(self, moments: int = 0, horizon: float = 0.0, *, talk: bool = False) -> Run:
         self._t0 = asyncio.get_running_loop().time()
         self.main_task = asyncio.create_task(self.main.send("go"), name="main run")
-        attacker = asyncio.create_task(self.attack(moments, horizon)) if moments else None
+        attacker = None
+        if moments:
+            attacker = asyncio.create_task(self.attack(moments, horizon, talk=talk))
         done, _ = await asyncio.wait({self.main_task}, timeout=HANG_AFTER)
         if attacker is not None:
             attacker.cancel()
@@ -295,9 +314,11 @@ async def one_run(seed: int, kind: str, k: int = 0, max_delay: float = 0.002) ->
         faults.interrupt_at = k
     elif kind in ("random1", "random2"):
         moments, horizon = (1 if kind == "random1" else 2), rng.uniform(0.001, 0.08)
+    elif kind == "talk":
+        moments, horizon = 3, rng.uniform(0.001, 0.08)
     with tempfile.TemporaryDirectory() as tmp:
         scenario = Scenario(faults, Path(tmp))
-        return await scenario.play(moments, horizon)
+        return await scenario.play(moments, horizon, talk=kind == "talk")
 
 
 @dataclass
@@ -342,8 +363,12 @@ async def campaign(random_runs: int, seed: int = 11, max_delay: float = 0.002) -
         tally = tallies[f"{kind} at model call k, k = 1..{calls}"] = Tally()
         for k in range(1, calls + 1):
             tally.add(await one_run(seed + k, kind, k, max_delay), f"{kind}@{k}")
-    for kind, label in (("random1", "one"), ("random2", "two")):
-        tally = tallies[f"{label} cancel/interrupt at a random moment"] = Tally()
+    for kind, label in (
+        ("random1", "one cancel/interrupt"),
+        ("random2", "two cancel/interrupt"),
+        ("talk", "three cancel/interrupt/steering/outside answer"),
+    ):
+        tally = tallies[f"{label} at a random moment"] = Tally()
         for i in range(random_runs):
             tally.add(await one_run(seed * 1000 + i, kind, max_delay=max_delay), f"{kind}#{i}")
     return tallies
