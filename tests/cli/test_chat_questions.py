@@ -3,12 +3,17 @@ it inside the same turn."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from test_chat import start_chat
 
+from retinue.cli.remote import _state
+from retinue.cli.render import EventPrinter
+from retinue.events import SESSION, Event
 from retinue.llm.base import ToolSpec
 from retinue.llm.loopback import LoopbackOpenAIServer
 from retinue.messages import Message, ToolResultMessage
@@ -31,3 +36,13 @@ def test_the_next_line_answers_the_main_agents_question(tmp_path: Path) -> None:
     assert "? Which port?" in out and "Going with 8080." in out
     last = model.calls[-1].messages
     assert [m.content for m in last if m.role == "user"] == ["set up the server"]
+
+
+def test_the_tree_and_the_sessions_table_show_questions_and_steering() -> None:
+    printer = EventPrinter(Console(file=io.StringIO()))
+    asking = Event(SESSION, "main/a", {"action": "asking", "question": "Which [b]port[/b]?"})
+    line = printer.describe(asking)
+    assert line is not None and line.endswith("asking: Which \\[b]port\\[/b]?")
+    session = {"state": "asking", "question": "Which port?", "steered": 2}
+    assert _state(session) == "asking: Which port? (steered 2×)"
+    assert _state({"state": "idle", "question": None, "steered": 0}) == "idle"

@@ -179,7 +179,7 @@ def sessions(
         table.add_row(
             escape(str(s["id"])),
             escape(str(s["role"])),
-            escape(str(s["state"])),
+            escape(_state(s)),
             str(s["turns"]),
             f"{s['tokens']} ({s['input_tokens']} in / {s['output_tokens']} out)",
             escape(_one_line(str(s["last_reply"]))),
@@ -199,6 +199,14 @@ def interrupt(
         typer.echo(f"interrupted the running turn of {session_id}; the session is kept")
     else:
         typer.echo(f"{session_id} has no running turn; nothing to interrupt")
+
+
+def _state(session: dict[str, Any]) -> str:
+    """The state, with what it asks and how often it was steered."""
+    state = str(session["state"])
+    if session.get("question"):
+        state += f": {_one_line(str(session['question']), 40)}"
+    return state + (f" (steered {session['steered']}×)" if session.get("steered") else "")
 
 
 def _one_line(text: str, limit: int = 60) -> str:

@@ -132,7 +132,8 @@ class EventPrinter:
             case ev.TOOL_FINISHED if d.get("is_error"):
                 return f"[red]✗ {escape(str(d['name']))}:[/] {escape(str(d.get('preview', '')))}"
             case ev.SESSION:
-                return f"[magenta]◆[/] session {who} {escape(str(d.get('action')))}"
+                asks = f": {escape(str(d['question'])[:200])}" if d.get("question") else ""
+                return f"[magenta]◆[/] session {who} {escape(str(d.get('action')))}{asks}"
             case ev.COMPRESSED:
                 before, after = d.get("before_tokens"), d.get("after_tokens")
                 return f"[blue]⇣[/] {who} compressed its context: {before} → {after} tokens"
