@@ -5,13 +5,19 @@ consolidate them into memory."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import signal
+import socket
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_kit import role
 from test_mcp_cli import env_for
 
@@ -99,3 +105,42 @@ async def test_serve_interactive_sessions_unload_and_disconnect(
             await asyncio.sleep(0.1)
     assert model.remaining == 0
     assert "count four" in said(model.calls[5].messages)
+
+
+async def test_serve_over_http_needs_the_token_and_keeps_sessions(
+    tmp_path: Path, workspace: Path
+) -> None:
+    role(workspace, "helper", "memory: true", "You help.")
+    model = ScriptedModel(["first", "second", memorize("served over http")])
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with LoopbackOpenAIServer(model) as server:
+        env = env_for(tmp_path, server)
+        cmd = [sys.executable, "-m", "retinue", "mcp", "serve", "--http", "--port", str(port),
+               "--model", "openai:test"]  # fmt: skip
+        proc = await asyncio.create_subprocess_exec(*cmd, env=env, cwd=workspace)
+        try:
+            url = f"http://127.0.0.1:{port}/mcp"
+            token_file = tmp_path / "home" / "server-token"
+            refused = None
+            async with httpx.AsyncClient() as plain:
+                for _ in range(100):
+                    with contextlib.suppress(httpx.TransportError):
+                        refused = await plain.post(url, json={})
+                        break
+                    await asyncio.sleep(0.1)
+            assert refused is not None and refused.status_code == 401
+            http = create_mcp_http_client(
+                headers={"Authorization": f"Bearer {token_file.read_text().strip()}"}
+            )
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                for n in ("one", "two"):
+                    args = {"task": f"count {n}", "role": "helper", "interactive": True}
+                    await client.call_tool("SubAgent", args)
+                assert "first" in said(model.calls[1].messages)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(proc.wait(), 30)
+    assert proc.returncode in (0, -signal.SIGTERM)  # uvicorn stops gracefully, then re-raises
+    assert model.remaining == 0  # the sessions were consolidated as the server stopped

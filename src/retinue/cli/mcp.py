@@ -7,11 +7,13 @@ import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
     from retinue.mcp.client import McpHub
 
 __all__ = ["mcp_app"]
@@ -93,8 +95,16 @@ def serve(
     ] = None,
     workspace: WorkspaceOpt = None,
     tenant: Annotated[str | None, typer.Option("--tenant", help="whose memory to use")] = None,
+    http: Annotated[
+        bool, typer.Option("--http", help="streamable HTTP on 127.0.0.1 instead of stdio")
+    ] = False,
+    port: Annotated[int, typer.Option(help="the port for --http")] = 8766,
 ) -> None:
-    """Serve the roles over MCP on stdio: SubAgent, UnloadSubAgent, SubAgentStatus."""
+    """Serve the roles over MCP: SubAgent, UnloadSubAgent, SubAgentStatus.
+
+    On stdio (default) the client's sessions end when it disconnects. With --http, on
+    loopback behind the service's bearer token, all clients share one parent: sessions end
+    when unloaded or when the server stops."""
     from retinue.config import Settings
     from retinue.runtime import Runtime
     from retinue.server.mcp_serve import build_server
@@ -105,4 +115,20 @@ def serve(
         if runtime.notice:
             typer.echo(runtime.notice, err=True)
         server = build_server(runtime)
-    asyncio.run(server.run_stdio_async())
+    if not http:
+        asyncio.run(server.run_stdio_async())
+        return
+    _serve_http(server, runtime.settings.home, port)
+
+
+def _serve_http(server: MCPServer[Any], home: Path, port: int) -> None:
+    import uvicorn
+
+    from retinue.server.security import TOKEN_FILE, Guard, Security, ensure_token
+
+    with _one_line_errors():
+        token, _ = ensure_token(home)
+    app = Guard(server.streamable_http_app(host="127.0.0.1"), Security.build(token))
+    typer.echo(f"retinue MCP on http://127.0.0.1:{port}/mcp; send "
+               f'"Authorization: Bearer $(cat {home / TOKEN_FILE})"', err=True)  # fmt: skip
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=5)

@@ -5,7 +5,8 @@ The tools are ``SubAgent``, ``UnloadSubAgent`` and ``SubAgentStatus``, the very 
 :mod:`retinue.subagents.tools` run with the MCP client as the parent agent, so their
 semantics are the same: interactive sessions keep their history between calls until the
 client unloads them. When the client disconnects (stdio: its end of the pipe closes),
-every session it still holds is consolidated into memory and closed. The roles are also a
+every session it still holds is consolidated into memory and closed (over streamable HTTP,
+where a 2026 client has no connection to lose, when the server stops). The roles are also a
 resource, ``retinue://roles`` (JSON: name and description of each). While a call runs, a
 client that asked for progress gets one notification per event of the sub-agent tree (its
 message is the event as JSON: ``kind``, ``agent_id``, and the event's data, ``parent_id``
