@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 from test_chat import start_chat
+from test_run import retinue
 
 from retinue.cli.remote import _state
 from retinue.cli.render import EventPrinter
@@ -46,3 +47,12 @@ def test_the_tree_and_the_sessions_table_show_questions_and_steering() -> None:
     session = {"state": "asking", "question": "Which port?", "steered": 2}
     assert _state(session) == "asking: Which port? (steered 2×)"
     assert _state({"state": "idle", "question": None, "steered": 0}) == "idle"
+
+
+def test_retinue_run_without_a_terminal_tells_the_agent_to_decide(tmp_path: Path) -> None:
+    model = ScriptedModel([call_tool("AskParent", {"question": "Which port?"}), going_with])
+    with LoopbackOpenAIServer(model) as server:
+        done = retinue(["run", "-m", "openai:test", "set up the server"], server, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "? Which port?" in done.stderr
+    assert done.stdout.startswith("Going with (Nobody can answer now")

@@ -21,6 +21,7 @@ from retinue.cli.memory import memory_app
 from retinue.cli.remote import interrupt, serve, sessions
 
 if TYPE_CHECKING:
+    from retinue.engine.config import RunOutput
     from retinue.runtime import Runtime
     from retinue.subagents.roles import RoleProblem
 
@@ -122,7 +123,7 @@ def run(
     with _one_line_errors():
         runtime = _runtime(model, workspace, tenant, quiet=quiet)
         try:
-            out = asyncio.run(runtime.conversation().send(task))
+            out = asyncio.run(_answering(runtime, task))
         except KeyboardInterrupt:
             _err("interrupted")
             raise typer.Exit(EXIT_INTERRUPTED) from None
@@ -130,6 +131,21 @@ def run(
         _err(out.content)
         raise typer.Exit(EXIT_INCOMPLETE)
     sys.stdout.write(out.content.rstrip("\n") + "\n")
+
+
+NO_ANSWER = "(Nobody can answer now: decide yourself, and say what you assumed.)"
+
+
+async def _answering(runtime: Runtime, task: str) -> RunOutput:
+    """One turn; each question the agent asks is answered from stdin (a line on a terminal;
+    otherwise :data:`NO_ANSWER`) and the same turn goes on."""
+    conversation = runtime.conversation()
+    out = await conversation.send(task)
+    while out.asking:
+        sys.stderr.write(f"? {out.content}\n")
+        line = await asyncio.to_thread(sys.stdin.readline) if sys.stdin.isatty() else ""
+        out = await conversation.send(line.strip() or NO_ANSWER)
+    return out
 
 
 @app.command()
