@@ -9,6 +9,7 @@ short placeholder, resources by their text or their address; an error result is 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -29,6 +30,8 @@ __all__ = ["McpSource", "McpTool", "render_result", "server_of", "tool_name"]
 log = logging.getLogger("retinue.mcp")
 PREFIX = "mcp__"
 MAX_RESULT = 100_000
+MAX_NAME = 64  # OpenAI's limit on a function name
+MAX_DESCRIPTION = 4_000  # a server's text reaches every prompt: bound it
 
 
 class _AnyArgs(pydantic.BaseModel):
@@ -37,7 +40,7 @@ class _AnyArgs(pydantic.BaseModel):
 
 def tool_name(server: str, tool: str) -> str:
     """``mcp__<server>__<tool>``, with characters providers refuse replaced by ``_``."""
-    return (PREFIX + server + "__" + re.sub(r"[^A-Za-z0-9_-]", "_", tool))[:128]
+    return (PREFIX + server + "__" + re.sub(r"[^A-Za-z0-9_-]", "_", tool))[:MAX_NAME]
 
 
 def server_of(name: str) -> str | None:
@@ -58,6 +61,7 @@ class McpTool(Tool):
     def __init__(self, server: McpServer, spec: types.Tool) -> None:
         name = tool_name(server.name, spec.name)
         description = spec.description or spec.title or f"{spec.name} (MCP server {server.name})"
+        description = description[:MAX_DESCRIPTION]
         schema = dict(spec.input_schema or {"type": "object", "properties": {}})
         schema.pop("title", None)
         spec_ = ToolSpec(name, description, schema)
@@ -126,20 +130,22 @@ class McpSource:
     async def tools(
         self, ctx: ToolContext, allows: Sequence[frozenset[str]], drops: frozenset[str]
     ) -> list[Tool]:
+        usable = [s for n, s in self.hub.visible(ctx.role).items() if _may_use(n, allows, drops)]
+        listings = await asyncio.gather(*(self._listed(ctx, s) for s in usable))  # start at once
         out: list[Tool] = []
-        for name, server in self.hub.visible(ctx.role).items():
-            if not _may_use(name, allows, drops):
-                continue
-            try:
-                listed = await server.list_tools()
-            except McpError as exc:
-                self._tell(ctx, name, str(exc))
-                continue
+        for server, listed in zip(usable, listings, strict=True):
             for spec in listed:
                 t = McpTool(server, spec)
                 if all(admits(a, t.name) for a in allows) and t.name not in drops:
                     out.append(t)
         return out
+
+    async def _listed(self, ctx: ToolContext, server: McpServer) -> list[types.Tool]:
+        try:
+            return await server.list_tools()
+        except McpError as exc:
+            self._tell(ctx, server.name, str(exc))
+            return []
 
     async def aclose(self) -> None:
         await self.hub.close()
