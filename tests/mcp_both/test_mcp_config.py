@@ -91,7 +91,8 @@ def test_a_role_naming_only_mcp_tools_loads_when_its_servers_exist() -> None:
     catalog.check_tools(["Read"], mcp_servers=["time"])
     assert set(catalog.roles) == {"a", "c", "d"}
     assert [str(p) for p in catalog.errors()] == [
-        "b.md: no usable tool, [mcp__gone__x] are unknown here; not loaded"
+        "b.md: no usable tool, [mcp__gone__x] are unknown here "
+        "(MCP servers not configured: gone); not loaded"
     ]
     assert any("MCP server 'nope' is not configured" in p.reason for p in catalog.problems)
 

@@ -413,13 +413,15 @@ class RoleCatalog:
             if not missing or role.source is None:
                 continue
             usable = [t for t in role.tools or () if ok(t) and t not in role.disallowed]
+            unset = sorted({_mcp_server(t) for t in missing if t.startswith("mcp__")})
+            hint = f" (MCP servers not configured: {', '.join(unset)})" if unset else ""
             if usable or role.can("spawn_agent"):
                 severity = "warning"
-                reason = f"tools not available here (left out): {_short(missing)}"
+                reason = f"tools not available here (left out): {_short(missing)}{hint}"
             else:
                 del self.roles[name]
                 severity = "error"
-                reason = f"no usable tool, {_short(missing)} are unknown here; not loaded"
+                reason = f"no usable tool, {_short(missing)} are unknown here{hint}; not loaded"
             self.problems.append(RoleProblem(role.source, reason, severity))
 
     def ignored_fields(self) -> Counter[str]:
