@@ -302,3 +302,17 @@ async def test_status_shows_the_question_of_a_session_that_asked_its_caller(kit:
     status = await m.poll(ctx, "reviewer", wait=True)
     assert status.startswith("Session main/reviewer: asking ([session main/reviewer asks: which")
     await m.cleanup("main")
+
+
+async def test_a_child_answers_its_own_childs_question(tmp_path: Path) -> None:
+    k = make_kit(tmp_path, ("a", SPAWNS), "b")
+    k.models["b"].add(ask("red or blue?"), lambda ms, ts: f"painted {last_result(ms)}")
+    k.models["a"].add(
+        call_tool("SubAgent", {"task": "paint", "role": "b", "interactive": True}),
+        call_tool("SubAgent", {"task": "blue", "role": "b", "interactive": True}),
+        lambda ms, ts: f"b says: {last_result(ms).splitlines()[0]}",
+    )
+    out = await k.manager.interactive_subagent(k.ctx(), "get it painted", "a")
+    assert out.content == "b says: painted blue"  # main was never asked
+    await k.manager.cleanup("main")
+    assert sorted(k.memory.sessions()) == ["main/a", "main/a/b"]
