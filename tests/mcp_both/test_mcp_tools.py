@@ -182,14 +182,15 @@ async def test_a_tool_list_change_refreshes_the_tools(runtime_of) -> None:
     assert results(model, 2) == "extra here"
 
 
-@pytest.fixture
-def http_echo(marks: Path) -> Iterator[str]:
-    """The echo server on streamable HTTP, on a free loopback port."""
+@pytest.fixture(params=["http", "sse"])
+def http_echo(marks: Path, request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
+    """The echo server on streamable HTTP or SSE, on a free loopback port."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "ECHO_MARKS": str(marks)}
-    proc = subprocess.Popen([sys.executable, str(ECHO), "http", str(port)], env=env,
+    kind = request.param
+    proc = subprocess.Popen([sys.executable, str(ECHO), kind, str(port)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     try:
         deadline = time.monotonic() + 20
@@ -197,17 +198,18 @@ def http_echo(marks: Path) -> Iterator[str]:
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
                 break
             time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield kind, f"http://127.0.0.1:{port}/{'mcp' if kind == 'http' else 'sse'}"
     finally:
         proc.terminate()
         proc.wait(10)
 
 
-async def test_a_server_over_streamable_http(
-    tmp_path: Path, workspace: Path, http_echo: str
+async def test_a_server_over_streamable_http_and_sse(
+    tmp_path: Path, workspace: Path, http_echo: tuple[str, str]
 ) -> None:
+    kind, url = http_echo
     (workspace / ".mcp.json").write_text(
-        json.dumps({"mcpServers": {"web": {"type": "http", "url": http_echo}}})
+        json.dumps({"mcpServers": {"web": {"type": kind, "url": url}}})
     )
     settings = Settings.load(home=tmp_path / "home", workspace=workspace, model="scripted:model")
     model = ScriptedModel([call_tool("mcp__web__echo", {"text": "over http"}), "done"])
