@@ -30,7 +30,7 @@ from retinue.events import Event, EventSink
 from retinue.llm.base import Model
 from retinue.runtime import Conversation, Runtime
 from retinue.subagents.roles import Role, valid_name
-from retinue.subagents.tools import ask_parent, subagent_tools
+from retinue.subagents.tools import NO_ANSWER, ask_parent, subagent_tools
 from retinue.tools.base import Tool, tool
 from retinue.tools.builtin.memory import memory_tools
 
@@ -114,7 +114,7 @@ class Agent:
         runtime = self.runtime
         agent_id = self._claim(None)
         try:
-            return await runtime.conversation(agent_id).send(prompt)
+            return await _unasked(runtime.conversation(agent_id), prompt)
         finally:
             del self._active[agent_id]
 
@@ -161,6 +161,15 @@ class Agent:
             listener(event)
 
 
+async def _unasked(conversation: Conversation, prompt: str) -> RunOutput:
+    """One turn of a conversation nobody keeps: a question of the agent is answered with
+    :data:`NO_ANSWER` (:meth:`Agent.conversation` lets the caller answer instead)."""
+    out = await conversation.send(prompt)
+    while out.asking:
+        out = await conversation.send(NO_ANSWER)
+    return out
+
+
 class AgentStream:
     """The events of one run, as an async iterator; :attr:`output` once it is exhausted.
 
@@ -181,7 +190,8 @@ class AgentStream:
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
         runtime = agent.runtime
         agent_id = agent._claim(queue.put_nowait)
-        task = asyncio.create_task(runtime.conversation(agent_id, stream=True).send(self._prompt))
+        conversation = runtime.conversation(agent_id, stream=True)
+        task = asyncio.create_task(_unasked(conversation, self._prompt))
         task.add_done_callback(lambda _: queue.put_nowait(None))
         try:
             while (event := await queue.get()) is not None:

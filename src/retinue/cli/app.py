@@ -133,12 +133,11 @@ def run(
     sys.stdout.write(out.content.rstrip("\n") + "\n")
 
 
-NO_ANSWER = "(Nobody can answer now: decide yourself, and say what you assumed.)"
-
-
 async def _answering(runtime: Runtime, task: str) -> RunOutput:
     """One turn; each question the agent asks is answered from stdin (a line on a terminal;
-    otherwise :data:`NO_ANSWER`) and the same turn goes on."""
+    otherwise :data:`~retinue.subagents.tools.NO_ANSWER`) and the same turn goes on."""
+    from retinue.subagents.tools import NO_ANSWER
+
     conversation = runtime.conversation()
     out = await conversation.send(task)
     while out.asking:

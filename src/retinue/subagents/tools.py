@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ASK_TOOL_NAME",
+    "NO_ANSWER",
     "SPAWN_TOOL_NAMES",
     "Steerer",
     "ask_parent",
@@ -44,6 +45,7 @@ __all__ = [
 
 SPAWN_TOOL_NAMES = frozenset({"SubAgent", "UnloadSubAgent", "SubAgentStatus", "FindRole"})
 ASK_TOOL_NAME = "AskParent"
+NO_ANSWER = "(Nobody can answer now: decide yourself, and say what you assumed.)"
 MAX_LISTED_ROLES = 30
 ROLES_BUDGET_CHARS = 6000  # about 1.5k tokens
 BRIEF_CHARS = 160
