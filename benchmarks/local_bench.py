@@ -71,6 +71,39 @@ async def one_call(model: LocalModel, prompt: str) -> dict[str, float]:
     }
 
 
+TOOL_PROMPTS = [
+    "Show me what is in README.md.",
+    "Run the test suite with pytest.",
+    "Find every file that mentions TODO.",
+]
+
+
+async def grammar_cost(model: LocalModel, runs: int) -> dict[str, Any]:
+    """Decode speed with the main agent's tools offered, grammar on and off, alternating."""
+    from retinue.subagents.tools import subagent_tools
+    from retinue.tools.builtin import builtin_tools
+
+    specs = [t.spec for t in (*builtin_tools(), *subagent_tools())]
+    rates: dict[str, list[float]] = {"on": [], "off": []}
+    for i in range(runs):
+        for label in ("on", "off") if i % 2 == 0 else ("off", "on"):
+            model.constrain = label == "on"
+            prompt = [UserMessage(TOOL_PROMPTS[i % len(TOOL_PROMPTS)])]
+            response = await model.complete(prompt, specs)
+            seconds = model.last_timing.get("generate_seconds") or 0.0
+            if seconds > 0 and response.usage.output_tokens > 1:
+                rates[label].append((response.usage.output_tokens - 1) / seconds)
+    model.constrain = True
+    on = statistics.median(rates["on"]) if rates["on"] else None
+    off = statistics.median(rates["off"]) if rates["off"] else None
+    return {
+        "decode_tokens_per_s_grammar_on": round(on, 2) if on else None,
+        "decode_tokens_per_s_grammar_off": round(off, 2) if off else None,
+        "on_over_off": round(on / off, 3) if on and off else None,
+        "samples": {k: [round(v, 2) for v in vs] for k, vs in rates.items()},
+    }
+
+
 async def main(runs: int, home: Path, n_threads: int) -> dict[str, Any]:
     model = LocalModel(home=home, n_threads=n_threads, max_tokens=256, temperature=0.0)
     t0 = time.perf_counter()
@@ -81,6 +114,7 @@ async def main(runs: int, home: Path, n_threads: int) -> dict[str, Any]:
     load_s = time.perf_counter() - t0
     calls = [await one_call(model, PROMPTS[i % len(PROMPTS)]) for i in range(runs)]
     long = await one_call(model, LONG_PROMPT)
+    grammar = await grammar_cost(model, runs)
 
     def median(key: str) -> float:
         return round(statistics.median(c[key] for c in calls), 3)
@@ -103,6 +137,7 @@ async def main(runs: int, home: Path, n_threads: int) -> dict[str, Any]:
             "first_token_s": round(long["first_token_s"], 3),
             "prompt_tokens_per_s": round(long["prompt_tokens"] / long["first_token_s"], 1),
         },
+        "grammar": grammar,
         "calls": [{k: round(v, 3) for k, v in c.items()} for c in calls],
     }
 

@@ -1,19 +1,18 @@
-"""The grammar that constrains the embedded model to an answer or a valid tool call.
+"""Grammars that hold the embedded model to a choice it can make well (llama.cpp GBNF).
 
-Decoding follows a GBNF grammar (llama.cpp's grammar format), so the model's output is either
+A small model picks tools badly when it must write a whole call at once: it answers in JSON
+that only looks like a call, or invents a tool. So a constrained reply is made in two steps
+(see :mod:`retinue.llm._local_engine`), each decoded under one of these grammars:
 
-* an answer: free text that starts with a visible character (so it is never empty) other than
-  ``{`` or a ```` ```json ```` fence, and opens no tag (no ``<t`` anywhere, so no stray
-  ``<tool_call>``); or
-* one or more calls, ``{"name": N, "arguments": A}`` where ``N`` is one of the offered tools
-  and ``A`` matches that tool's JSON schema, each in the model's own ``<tool_call>`` tags, or
-  bare, or in a ```` ```json ```` fence: a small model that starts to write JSON is steered
-  into a valid call instead of an answer that merely looks like one.
+1. :func:`choice_grammar` - one word: ``answer``, or the name of an offered tool;
+2. either :data:`ANSWER_GRAMMAR` - free text that starts with a visible character (so it is
+   never empty) other than ``{`` or a code fence, and opens no tag (no ``<t``, so no stray
+   ``<tool_call>``) - or :func:`arguments_grammar` - that tool's arguments, matching its JSON
+   schema, closing the ``<tool_call>`` whose start the engine wrote itself.
 
 A hallucinated tool name or malformed arguments therefore cannot be generated. The JSON part is
 converted by llama-cpp-python's JSON-schema converter; references (``$ref`` to ``$defs``) are
-inlined first, and a tool whose schema the converter refuses keeps a constrained name with
-free-form object arguments.
+inlined first, and a schema the converter refuses falls back to free-form object arguments.
 """
 
 from __future__ import annotations
@@ -21,56 +20,55 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["tool_call_grammar"]
+__all__ = ["ANSWER", "ANSWER_GRAMMAR", "arguments_grammar", "call_prefix", "choice_grammar"]
+
+ANSWER = "answer"
+"""The choice that means "reply in text, no tool"."""
 
 _MAX_REF_DEPTH = 8
 _ANNOTATIONS = frozenset({"$defs", "title", "description", "examples", "default"})
 
-_FRAME = r"""
-root ::= rt-answer | rt-calls
-rt-answer ::= rt-first rt-char*
+ANSWER_GRAMMAR = r"""
+root ::= rt-first rt-char*
 rt-first ::= [^<{`\x00 \t\r\n] | "`" [^`\x00] | "``" [^`\x00] | "```" [^j`\x00]
 rt-char ::= [^<\x00] | "<" [^t\x00]
-rt-calls ::= rt-call ("\n" rt-call)*
-rt-call ::= rt-tagged | rt-call-json | rt-fenced
-rt-tagged ::= "<tool_call>\n" rt-call-json "\n</tool_call>"
-rt-fenced ::= "```json\n" rt-call-json "\n```"
-"""
+""".strip()
 
 
-def tool_call_grammar(tools: list[dict[str, Any]]) -> str:
-    """GBNF for "an answer, or calls to these tools" (tools in OpenAI function form)."""
+def choice_grammar(names: list[str]) -> str:
+    """One word: :data:`ANSWER` or one of ``names``."""
+    words = " | ".join(_literal(n) for n in [ANSWER, *names])
+    return f"root ::= {words}"
+
+
+def call_prefix(name: str) -> str:
+    """The start of a call in the model's own format, up to where its arguments begin."""
+    return f'<tool_call>\n{{"name": {json.dumps(name)}, "arguments": '
+
+
+def arguments_grammar(function: dict[str, Any]) -> str:
+    """The arguments of a call to ``function`` (OpenAI function form) and the call's end."""
     from llama_cpp.llama_grammar import (  # pyright: ignore[reportMissingImports]
         json_schema_to_gbnf,
     )
 
-    alternatives = [_call_schema(t["function"]) for t in tools]
-    schema = {"oneOf": alternatives} if len(alternatives) > 1 else alternatives[0]
-    try:
-        body = json_schema_to_gbnf(json.dumps(schema), prop_order=["name", "arguments"])
-    except Exception:  # the converter rejects some schemas: fall back to free-form arguments
-        loose = [_call_schema(t["function"], loose=True) for t in tools]
-        schema = {"oneOf": loose} if len(loose) > 1 else loose[0]
-        body = json_schema_to_gbnf(json.dumps(schema), prop_order=["name", "arguments"])
-    lines = []
-    for line in body.splitlines():
-        if line.startswith("root ::= "):
-            line = "rt-call-json ::= " + line.removeprefix("root ::= ")
-        lines.append(line)
-    return _FRAME.strip() + "\n" + "\n".join(lines) + "\n"
-
-
-def _call_schema(function: dict[str, Any], *, loose: bool = False) -> dict[str, Any]:
     params: dict[str, Any] = function.get("parameters") or {"type": "object"}
     defs = params.get("$defs")
-    defs = defs if isinstance(defs, dict) else {}
-    arguments = {"type": "object"} if loose else _inline(params, defs, 0)
-    return {
-        "type": "object",
-        "properties": {"name": {"const": function["name"]}, "arguments": arguments},
-        "required": ["name", "arguments"],
-        "additionalProperties": False,
-    }
+    schema = _inline(params, defs if isinstance(defs, dict) else {}, 0)
+    try:
+        body = json_schema_to_gbnf(json.dumps(schema))
+    except Exception:  # the converter rejects some schemas: any JSON object will do
+        body = json_schema_to_gbnf(json.dumps({"type": "object"}))
+    lines = [r'root ::= rt-args "}\n</tool_call>"']
+    for line in body.splitlines():
+        if line.startswith("root ::= "):
+            line = "rt-args ::= " + line.removeprefix("root ::= ")
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _literal(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)  # a valid GBNF literal for a tool name
 
 
 def _inline(node: Any, defs: dict[str, Any], depth: int) -> Any:

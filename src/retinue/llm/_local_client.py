@@ -141,11 +141,24 @@ class LocalWorker:
         with self._io_lock:
             self._proc = proc
         self._write(proc, self.settings)
-        timer = threading.Timer(_START_TIMEOUT, proc.kill)
+        too_slow = threading.Event()
+
+        def give_up() -> None:
+            too_slow.set()
+            proc.kill()
+
+        timer = threading.Timer(_START_TIMEOUT, give_up)
         timer.daemon = True
         timer.start()
         try:
             first = self._next_event(proc)
+        except ModelError:
+            if too_slow.is_set():
+                raise ModelError(
+                    f"the local model's worker did not load the model within {_START_TIMEOUT:.0f}"
+                    " s (is the machine overloaded?); run `retinue doctor` to check it"
+                ) from None
+            raise
         finally:
             timer.cancel()
         if "error" in first:

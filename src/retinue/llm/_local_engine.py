@@ -7,6 +7,7 @@ reason: the parent process never imports this module.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,12 +23,30 @@ from llama_cpp.llama_chat_format import (  # pyright: ignore[reportMissingImport
 )
 
 from retinue.errors import ContextTooLongError, ModelError
-from retinue.llm._grammar import tool_call_grammar
+from retinue.llm._grammar import (
+    ANSWER,
+    ANSWER_GRAMMAR,
+    arguments_grammar,
+    call_prefix,
+    choice_grammar,
+)
 
 __all__ = ["Engine", "GenerateRequest"]
 
 _BLANK_RUN = "\n\n\n\n"
 _REPORT_EVERY = 0.5  # seconds between tokens/s reports
+_GRAMMAR_CACHE = 32
+_EXAMPLES = (  # kinds of request, not the words of any benchmark task
+    ("What is 7 times 6?", ANSWER),
+    ("Show me what main.py does", "Read"),
+    ("Fix the typo in utils.py", "Edit"),
+    ("Make a file todo.md listing three chores", "Write"),
+    ("Run the tests", "Bash"),
+    ("Which files mention TODO?", "Grep"),
+    ("Have the tester check parser.py", "SubAgent"),
+    ("We are done with the tester session", "UnloadSubAgent"),
+)
+_RESULTS = "<tool_response>"  # how a small model is shown tool results (local.py)
 
 Emit = Callable[[dict[str, Any]], None]
 """Sends one event to the parent (text deltas and progress)."""
@@ -65,6 +84,122 @@ def _stops(template_stops: str | list[str] | None) -> list[str]:
     return [*stops, _BLANK_RUN]
 
 
+def _choose_prompt(functions: dict[str, dict[str, Any]]) -> str:
+    lines = "\n".join(
+        f"- {name}: {_first_line(f.get('description', ''))}" for name, f in functions.items()
+    )
+    examples = "\n".join(
+        f'"{request}" -> {step}'
+        for request, step in _EXAMPLES
+        if step == ANSWER or step in functions
+    )
+    return (
+        "What is your next step? Reply with one word from this list.\n"
+        f"- {ANSWER}: reply to my last message in words, now\n{lines}\n"
+        f"Examples:\n{examples}"
+    )
+
+
+def _after_tool_results(messages: list[dict[str, Any]]) -> bool:
+    last = messages[-1] if messages else {}
+    content = last.get("content")
+    return last.get("role") == "tool" or (
+        last.get("role") == "user" and isinstance(content, str) and content.startswith(_RESULTS)
+    )
+
+
+def _arguments_prompt(function: dict[str, Any]) -> str:
+    schema = json.dumps(function.get("parameters") or {"type": "object"}, ensure_ascii=False)
+    return f"Call {function['name']} now. Its arguments are JSON of this form: {schema}"
+
+
+def _first_line(text: str, limit: int = 90) -> str:
+    first = text.strip().split("\n", 1)[0]
+    return first if len(first) <= limit else first[: limit - 1] + "…"
+
+
+@dataclass(slots=True)
+class _Prompt:
+    tokens: list[int]
+    stops: list[str]
+
+
+class _Run:
+    """The completions of one request: its timing, token counts and progress reports."""
+
+    def __init__(
+        self, llm: Llama, request: GenerateRequest, emit: Emit, cancelled: Callable[[], bool]
+    ) -> None:
+        self.llm, self.request, self.emit, self.cancelled = llm, request, emit, cancelled
+        self.started = time.monotonic()
+        self.first: float | None = None
+        self.generated = 0
+        self.finish = "stop"
+
+    def complete(
+        self,
+        tokens: list[int],
+        stops: list[str],
+        grammar: Any,
+        *,
+        max_tokens: int | None = None,
+        stream: bool = False,
+    ) -> str:
+        """One completion of ``tokens``; with ``stream``, its text goes to the parent."""
+        pieces: list[str] = []
+        reported = time.monotonic()
+        stop_when = StoppingCriteriaList([lambda _ids, _logits: self.cancelled()])
+        try:
+            chunks = self.llm.create_completion(
+                tokens,
+                max_tokens=max_tokens or self.request.max_tokens,
+                temperature=self.request.temperature,
+                seed=self.request.seed,
+                stop=stops,
+                stream=True,
+                stopping_criteria=stop_when,
+                grammar=grammar,
+            )
+            for chunk in cast("Iterator[Any]", chunks):
+                choice = chunk["choices"][0]
+                self.finish = choice.get("finish_reason") or self.finish
+                text = choice["text"]
+                pieces.append(text)
+                self.generated += 1
+                if not stream:
+                    continue
+                now = time.monotonic()
+                if self.first is None:
+                    self.first = reported = now
+                    self.emit({"progress": "generating", "prompt_seconds": now - self.started})
+                elif now - reported >= _REPORT_EVERY:
+                    reported = now
+                    self.emit(
+                        {
+                            "progress": "generating",
+                            "tokens": len(pieces),
+                            "seconds": now - self.first,
+                        }
+                    )
+                if text:
+                    self.emit({"text": text})
+        except (ValueError, RuntimeError) as exc:
+            raise ModelError(f"local model failed: {exc}") from None
+        return "".join(pieces)
+
+    def result(self, text: str, input_tokens: int) -> dict[str, Any]:
+        now = time.monotonic()
+        first = self.first or now
+        return {
+            "text": text,
+            "input_tokens": input_tokens,
+            "output_tokens": self.generated,
+            "finish": "cancelled" if self.cancelled() else self.finish,
+            "prompt_seconds": first - self.started,
+            "generate_seconds": now - first,
+        }
+
+
 class Engine:
     """A loaded model. Not thread-safe: the worker runs one generation at a time."""
 
@@ -88,82 +223,83 @@ class Engine:
             return ""
         return self.llm.detokenize([token], special=True).decode("utf-8", "replace")
 
-    def _grammar(self, tools: list[dict[str, Any]]) -> Any:
-        """The grammar for these tools (built once per tool set): an answer or a valid call."""
-        source = tool_call_grammar(tools)
+    def _grammar(self, source: str) -> Any:
+        """A compiled grammar, built once per source."""
         grammar = self._grammars.get(source)
         if grammar is None:
             try:
                 grammar = LlamaGrammar.from_string(source, verbose=False)
             except (ValueError, RuntimeError) as exc:
                 raise ModelError(f"cannot build the tool-call grammar: {exc}") from None
-            self._grammars = {source: grammar}  # one tool set at a time is the common case
+            if len(self._grammars) >= _GRAMMAR_CACHE:
+                self._grammars.clear()
+            self._grammars[source] = grammar
         return grammar
+
+    def _tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> _Prompt:
+        try:
+            formatted = self.formatter(
+                messages=messages,  # type: ignore[arg-type]
+                tools=tools or None,  # type: ignore[arg-type]
+            )
+        except Exception as exc:
+            raise ModelError(f"cannot render the local model's chat template: {exc}") from None
+        tokens = self.llm.tokenize(formatted.prompt.encode(), add_bos=False, special=True)
+        n_ctx = self.llm.n_ctx()
+        if len(tokens) >= n_ctx:
+            raise ContextTooLongError(
+                f"the prompt has {len(tokens)} tokens; the local model's context window is "
+                f"{n_ctx} (n_ctx)"
+            )
+        return _Prompt(tokens, _stops(formatted.stop))
 
     def generate(
         self, request: GenerateRequest, emit: Emit, cancelled: Callable[[], bool]
     ) -> dict[str, Any]:
-        """Generate a reply; returns its raw text, token counts and finish reason."""
-        try:
-            formatted = self.formatter(
-                messages=request.messages,  # type: ignore[arg-type]
-                tools=request.tools or None,  # type: ignore[arg-type]
-            )
-        except Exception as exc:
-            raise ModelError(f"cannot render the local model's chat template: {exc}") from None
-        prompt = self.llm.tokenize(formatted.prompt.encode(), add_bos=False, special=True)
-        n_ctx = self.llm.n_ctx()
-        if len(prompt) >= n_ctx:
-            raise ContextTooLongError(
-                f"the prompt has {len(prompt)} tokens; the local model's context window is "
-                f"{n_ctx} (n_ctx)"
-            )
-        grammar = self._grammar(request.tools) if request.tools and request.constrain else None
-        emit({"progress": "prompt", "prompt_tokens": len(prompt)})
-        started = time.monotonic()
-        first: float | None = None
-        reported = started
-        pieces: list[str] = []
-        finish = "stop"
-        stop_when = StoppingCriteriaList([lambda _ids, _logits: cancelled()])
-        try:
-            stream = self.llm.create_completion(
-                prompt,
-                max_tokens=request.max_tokens,
-                temperature=request.temperature,
-                seed=request.seed,
-                stop=_stops(formatted.stop),
-                stream=True,
-                stopping_criteria=stop_when,
-                grammar=grammar,
-            )
-            for chunk in cast("Iterator[Any]", stream):
-                choice = chunk["choices"][0]
-                finish = choice.get("finish_reason") or finish
-                text = choice["text"]
-                now = time.monotonic()
-                if first is None:
-                    first = reported = now
-                    emit({"progress": "generating", "prompt_seconds": first - started})
-                elif now - reported >= _REPORT_EVERY:
-                    reported = now
-                    emit({"progress": "generating", "tokens": len(pieces), "seconds": now - first})
-                pieces.append(text)
-                if text:
-                    emit({"text": text})
-        except (ValueError, RuntimeError) as exc:
-            raise ModelError(f"local model failed: {exc}") from None
-        text = "".join(pieces)
-        generated = len(self.llm.tokenize(text.encode(), add_bos=False, special=True))
-        now = time.monotonic()
-        return {
-            "text": text,
-            "input_tokens": len(prompt),
-            "output_tokens": generated,
-            "finish": "cancelled" if cancelled() else finish,
-            "prompt_seconds": (first or now) - started,
-            "generate_seconds": now - (first or now),
-        }
+        """Generate a reply; returns its raw text, token counts, finish reason and timing.
+
+        Without tools (or unconstrained) this is one free completion with the tools in the
+        template's own section. With tools it is two short steps over a prompt that leaves the
+        tools' schemas out (a small model reads a long tool section slowly and then imitates
+        it): the model first names its next step in one word from a list with one line per
+        tool, then writes the answer, or the arguments of the chosen tool after a call prefix
+        written for it, with that one tool's schema shown; see :mod:`retinue.llm._grammar`.
+        """
+        if not (request.tools and request.constrain):
+            prompt = self._tokens(request.messages, request.tools)
+            emit({"progress": "prompt", "prompt_tokens": len(prompt.tokens)})
+            run = _Run(self.llm, request, emit, cancelled)
+            text = run.complete(prompt.tokens, prompt.stops, None, stream=True)
+            return run.result(text, len(prompt.tokens))
+        functions = {t["function"]["name"]: t["function"] for t in request.tools}
+        if _after_tool_results(request.messages):
+            functions = {}  # a small model that has just used a tool answers with its result
+        ask = {"role": "user", "content": _choose_prompt(functions)}
+        question = self._tokens([*request.messages, ask], [])
+        emit({"progress": "prompt", "prompt_tokens": len(question.tokens)})
+        run = _Run(self.llm, request, emit, cancelled)
+        choice = ANSWER
+        if functions:
+            grammar = self._grammar(choice_grammar(list(functions)))
+            choice = run.complete(question.tokens, question.stops, grammar, max_tokens=8).strip()
+        if cancelled():
+            return run.result("", len(question.tokens))
+        function = functions.get(choice)
+        if function is None:
+            prompt = self._tokens(request.messages, [])
+            grammar = self._grammar(ANSWER_GRAMMAR)
+            text = run.complete(prompt.tokens, prompt.stops, grammar, stream=True)
+            return run.result(text, len(question.tokens))
+        fill = {"role": "user", "content": _arguments_prompt(function)}
+        prompt = self._tokens(
+            [*request.messages, ask, {"role": "assistant", "content": choice}, fill], []
+        )
+        prefix = call_prefix(choice)
+        tokens = prompt.tokens + self.llm.tokenize(prefix.encode(), add_bos=False, special=True)
+        emit({"text": prefix})
+        grammar = self._grammar(arguments_grammar(function))
+        text = prefix + run.complete(tokens, prompt.stops, grammar, stream=True)
+        return run.result(text, len(question.tokens))
 
     def close(self) -> None:
         self.llm.close()

@@ -114,6 +114,8 @@ class LocalModel:
             _TOOL_RESULT_PROMPTS.get(name) if tool_results == "default" else tool_results
         )
         self._lock = asyncio.Lock()
+        self.last_timing: dict[str, float | None] = {}
+        """Seconds the last call spent on the prompt and on generating (for benchmarks)."""
 
     @property
     def name(self) -> str:
@@ -179,6 +181,7 @@ class LocalModel:
                 cancelled.set()
                 worker.cancel(request_id)
                 raise
+        self.last_timing = {k: done.get(k) for k in ("prompt_seconds", "generate_seconds")}
         text = str(done["text"])
         constrained = self.constrain and bool(tools)
         content, calls = (
