@@ -7,7 +7,9 @@ Front matter keys and what they mean here:
   ``description`` (required); the body is the role's system prompt.
 - ``tools``: the allow-list, a YAML list or a comma string; absent = every tool. ``Task`` or
   ``Agent`` grants delegation (``Agent(worker, researcher)`` only to those roles); xbot's
-  ``Shell`` / ``FileCreate`` / ``FileReplace`` are Bash / Write / Edit. Names no tool answers
+  ``Shell`` / ``FileCreate`` / ``FileReplace`` are Bash / Write / Edit. Claude Code's ``LS``,
+  ``MultiEdit``, ``TodoWrite``, ``WebFetch`` and ``WebSearch`` are built-in tools here
+  (:mod:`retinue.tools.builtin`), so roles that name them get them. Names no tool answers
   to are reported by :meth:`RoleCatalog.check_tools`; a role left with no usable tool at all
   does not load.
 - ``disallowedTools``: removed from whatever ``tools`` gives (a reviewer that disallows

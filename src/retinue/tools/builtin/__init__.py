@@ -1,14 +1,19 @@
 """The built-in tools, named and parametrised as Claude Code names them.
 
-``Read``, ``Write``, ``Edit`` (files), ``Glob``, ``Grep`` (search) and ``Bash`` (shell), all
-confined to the calling agent's workspace (``ToolContext.workspace``); see
-:mod:`retinue.tools.builtin.workspace` for the rule.
+``Read``, ``Write``, ``Edit``, ``MultiEdit``, ``LS`` (files), ``Glob``, ``Grep`` (search),
+``Bash`` (shell), all confined to the calling agent's workspace (``ToolContext.workspace``;
+see :mod:`retinue.tools.builtin.workspace` for the rule); ``TodoWrite`` (the agent's task
+list, :mod:`retinue.tools.builtin.todo`); ``WebFetch`` and ``WebSearch`` (bounded HTTP, and a
+search backend that is off by default: :mod:`retinue.tools.builtin.web`).
 """
 
 from retinue.tools.base import Tool
-from retinue.tools.builtin.fs import edit_tool, file_tools, read_tool, write_tool
+from retinue.tools.builtin.fs import edit_tool, file_tools, multi_edit_tool, read_tool, write_tool
+from retinue.tools.builtin.listing import ls_tool
 from retinue.tools.builtin.search import glob_tool, grep_tool, search_tools
 from retinue.tools.builtin.shell import bash_tool, shell_tools
+from retinue.tools.builtin.todo import todo_tools, todo_write_tool
+from retinue.tools.builtin.web import make_web_fetch, make_web_search, web_tools
 from retinue.tools.builtin.workspace import resolve_in_workspace, workspace_root
 
 __all__ = [
@@ -18,15 +23,23 @@ __all__ = [
     "file_tools",
     "glob_tool",
     "grep_tool",
+    "ls_tool",
+    "make_web_fetch",
+    "make_web_search",
+    "multi_edit_tool",
     "read_tool",
     "resolve_in_workspace",
     "search_tools",
     "shell_tools",
+    "todo_tools",
+    "todo_write_tool",
+    "web_tools",
     "workspace_root",
     "write_tool",
 ]
 
 
 def builtin_tools() -> list[Tool]:
-    """The six built-ins: ``Read``, ``Write``, ``Edit``, ``Glob``, ``Grep``, ``Bash``."""
-    return [*file_tools(), *search_tools(), *shell_tools()]
+    """``Read``, ``Write``, ``Edit``, ``MultiEdit``, ``LS``, ``Glob``, ``Grep``, ``Bash``,
+    ``TodoWrite``, ``WebFetch``, ``WebSearch``."""
+    return [*file_tools(), ls_tool, *search_tools(), *shell_tools(), *todo_tools(), *web_tools()]

@@ -1,4 +1,4 @@
-"""File tools named and shaped as Claude Code's: ``Read``, ``Write``, ``Edit``.
+"""File tools named and shaped as Claude Code's: ``Read``, ``Write``, ``Edit``, ``MultiEdit``.
 
 Every path is checked by :func:`locate` and then opened race-free by
 :mod:`retinue.tools.builtin._fsafe` (directory descriptors, ``O_NOFOLLOW``, regular files
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Annotated, TypeVar
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from retinue.errors import ToolError
 from retinue.tools.base import Tool, ToolContext, tool
@@ -25,12 +25,15 @@ from retinue.tools.builtin.workspace import Target, locate
 __all__ = [
     "EDIT_MAX_BYTES",
     "MAX_LINE_CHARS",
+    "MULTI_EDIT_MAX",
     "READ_DEFAULT_LIMIT",
     "READ_MAX_CHARS",
     "READ_SCAN_BYTES",
+    "EditStep",
     "edit_tool",
     "file_tools",
     "looks_binary",
+    "multi_edit_tool",
     "read_tool",
     "write_tool",
 ]
@@ -45,6 +48,8 @@ READ_SCAN_BYTES = 64 * 1024 * 1024
 """Most bytes one ``Read`` looks at (to skip to ``offset`` and collect its lines)."""
 EDIT_MAX_BYTES = 16 * 1024 * 1024
 """Larger files are refused by ``Edit`` (it holds the whole file in memory)."""
+MULTI_EDIT_MAX = 100
+"""Most edits one ``MultiEdit`` applies."""
 _CHUNK = 1 << 16
 _KEEP = MAX_LINE_CHARS * 4
 T = TypeVar("T")
@@ -235,13 +240,50 @@ async def edit_tool(
     if old_string == "":
         return await _create_by_edit(ctx, file_path, new_string)
     t = locate(ctx, file_path)
-    found = await _in_thread(file_path, _edit, t, file_path, old_string, new_string, replace_all)
+    [found] = await _in_thread(
+        file_path, _edit, t, file_path, [(old_string, new_string, replace_all)]
+    )
     times = f"{found} occurrences" if found > 1 else "1 occurrence"
     return f"Edited {t.shown}: replaced {times}"
 
 
-def _edit(t: Target, file_path: str, old: str, new: str, replace_all: bool) -> int:
-    """Replace ``old`` by ``new`` in the file (all of them or exactly one); how many."""
+class EditStep(BaseModel):
+    """One replacement of a ``MultiEdit``."""
+
+    old_string: Annotated[str, Field(min_length=1, description="The exact text to replace")]
+    new_string: Annotated[str, Field(description="The text to put in its place")]
+    replace_all: Annotated[
+        bool, Field(description="Replace every occurrence of old_string (default: false)")
+    ] = False
+
+
+@tool("MultiEdit")
+async def multi_edit_tool(
+    ctx: ToolContext,
+    file_path: Annotated[
+        str, Field(description="Path of the file to edit (relative to the workspace, or absolute)")
+    ],
+    edits: Annotated[
+        list[EditStep],
+        Field(min_length=1, max_length=MULTI_EDIT_MAX, description="Edits applied in order"),
+    ],
+) -> str:
+    """Make several replacements in one file of the workspace, all or none.
+
+    Each edit works as Edit does (old_string exact and unique unless replace_all) on the text
+    left by the edits before it. If any edit fails, the file is left unchanged.
+    """
+    steps = [(e.old_string, e.new_string, e.replace_all) for e in edits]
+    for n, (old, new, _) in enumerate(steps, 1):
+        if old == new:
+            raise ToolError(f"edit {n}: old_string and new_string are the same; nothing to change")
+    t = locate(ctx, file_path)
+    counts = await _in_thread(file_path, _edit, t, file_path, steps)
+    return f"Edited {t.shown}: {len(steps)} edits, {sum(counts)} replacements"
+
+
+def _edit(t: Target, file_path: str, steps: Sequence[tuple[str, str, bool]]) -> list[int]:
+    """Apply each ``(old, new, replace_all)`` in order, all or none; the counts replaced."""
     with os.fdopen(_open(t, "write"), "r+b") as f:
         size = os.fstat(f.fileno()).st_size
         if size > EDIT_MAX_BYTES:
@@ -254,19 +296,23 @@ def _edit(t: Target, file_path: str, old: str, new: str, replace_all: bool) -> i
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             raise ToolError(f"{file_path} is not valid UTF-8 text; Edit cannot change it") from None
-        found = text.count(old)
-        if found == 0:
-            raise ToolError(f"old_string was not found in {file_path} (it must match exactly)")
-        if found > 1 and not replace_all:
-            raise ToolError(
-                f"old_string occurs {found} times in {file_path}; add surrounding context to "
-                "make it unique, or set replace_all to true"
-            )
-        updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
+        counts = []
+        for n, (old, new, replace_all) in enumerate(steps, 1):
+            where = f"{file_path} (edit {n})" if len(steps) > 1 else file_path
+            found = text.count(old)
+            if found == 0:
+                raise ToolError(f"old_string was not found in {where} (it must match exactly)")
+            if found > 1 and not replace_all:
+                raise ToolError(
+                    f"old_string occurs {found} times in {where}; add surrounding context to "
+                    "make it unique, or set replace_all to true"
+                )
+            text = text.replace(old, new) if replace_all else text.replace(old, new, 1)
+            counts.append(found)
         f.seek(0)
-        f.write(updated.encode("utf-8", errors="replace"))
+        f.write(text.encode("utf-8", errors="replace"))
         f.truncate()
-    return found
+    return counts
 
 
 async def _create_by_edit(ctx: ToolContext, file_path: str, content: str) -> str:
@@ -277,5 +323,5 @@ async def _create_by_edit(ctx: ToolContext, file_path: str, content: str) -> str
 
 
 def file_tools() -> list[Tool]:
-    """``Read``, ``Write`` and ``Edit``."""
-    return [read_tool, write_tool, edit_tool]
+    """``Read``, ``Write``, ``Edit`` and ``MultiEdit``."""
+    return [read_tool, write_tool, edit_tool, multi_edit_tool]

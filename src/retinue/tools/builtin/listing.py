@@ -1,0 +1,81 @@
+"""``LS``, named and shaped as Claude Code's: the entries of one workspace folder.
+
+The folder is checked by :func:`~retinue.tools.builtin.workspace.locate` and opened through
+directory descriptors without following symlinks (:func:`~retinue.tools.builtin._fsafe.open_dir`);
+its entries are read with ``lstat`` only, so nothing outside the workspace is looked at.
+At most :data:`LS_LIMIT` entries are listed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import os
+import stat
+from typing import Annotated
+
+from pydantic import Field
+
+from retinue.errors import ToolError
+from retinue.tools.base import ToolContext, tool
+from retinue.tools.builtin._fsafe import open_dir
+from retinue.tools.builtin.workspace import Target, locate
+
+__all__ = ["LS_LIMIT", "ls_tool"]
+
+LS_LIMIT = 1000
+"""Most entries one ``LS`` lists."""
+_MARKS = {stat.S_IFDIR: "/", stat.S_IFLNK: "@", stat.S_IFIFO: "|", stat.S_IFSOCK: "="}
+
+
+def _entry(name: str, dir_fd: int) -> str:
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return name
+    mark = _MARKS.get(stat.S_IFMT(st.st_mode), "")
+    size = f"  ({st.st_size} bytes)" if stat.S_ISREG(st.st_mode) else ""
+    return f"{name}{mark}{size}"
+
+
+def _list(t: Target, ignore: list[str]) -> list[str]:
+    fd = open_dir(t.root, t.parts, shown=t.shown)
+    try:
+        names = sorted(os.listdir(fd))
+        kept = [n for n in names if not any(fnmatch.fnmatchcase(n, p) for p in ignore)]
+        out = [_entry(n, fd) for n in kept[:LS_LIMIT]]
+    finally:
+        os.close(fd)
+    if len(kept) > LS_LIMIT:
+        out.append(f"(… {len(kept) - LS_LIMIT} more entries not shown; use Glob to narrow)")
+    return out
+
+
+@tool("LS")
+async def ls_tool(
+    ctx: ToolContext,
+    path: Annotated[
+        str, Field(description="Folder to list (relative to the workspace, or absolute)")
+    ] = ".",
+    ignore: Annotated[
+        list[str] | None,
+        Field(max_length=50, description="Glob patterns of entry names to leave out"),
+    ] = None,
+) -> str:
+    """List the entries of a folder in the workspace (one level, sorted).
+
+    Folders end with /, symlinks with @; regular files show their size. Use Glob to find
+    files by pattern across folders.
+    """
+    t = locate(ctx, path)
+    try:
+        lines = await asyncio.to_thread(_list, t, ignore or [])
+    except FileNotFoundError:
+        raise ToolError(f"folder does not exist: {path}") from None
+    except NotADirectoryError:
+        raise ToolError(f"{path} is a file, not a folder (use Read)") from None
+    except OSError as exc:
+        raise ToolError(f"{path}: {exc.strerror or type(exc).__name__}") from None
+    if not lines:
+        return f"(the folder {t.shown} is empty)"
+    return f"{t.shown}/\n" + "\n".join(f"  {line}" for line in lines)

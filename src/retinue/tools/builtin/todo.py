@@ -1,0 +1,113 @@
+"""``TodoWrite``, named and shaped as Claude Code's: the calling agent's task list.
+
+Each agent (``ToolContext.agent_id``) has one list, replaced whole by every call and kept
+as JSON in ``<data_dir>/todos/<agent id>.json`` (written to a temporary file, then renamed),
+so that whoever shows a session can read it with :func:`load_todos`. The tool's result is
+the list as it now stands, which is how the agent reads it back. A list holds at most
+:data:`TODO_MAX_ITEMS` items of at most :data:`TODO_MAX_CHARS` characters each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from retinue.errors import ToolError
+from retinue.tools.base import Tool, ToolContext, tool
+
+__all__ = [
+    "TODO_MAX_CHARS",
+    "TODO_MAX_ITEMS",
+    "TodoItem",
+    "format_todos",
+    "load_todos",
+    "todo_path",
+    "todo_tools",
+    "todo_write_tool",
+]
+
+TODO_MAX_ITEMS = 100
+"""Most items one task list holds."""
+TODO_MAX_CHARS = 1000
+"""Most characters of one item's text."""
+_MARKS = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
+
+
+class TodoItem(BaseModel):
+    """One task: what to do, and how far it is."""
+
+    content: Annotated[str, Field(min_length=1, max_length=TODO_MAX_CHARS)]
+    status: Literal["pending", "in_progress", "completed"] = "pending"
+    activeForm: Annotated[str | None, Field(max_length=TODO_MAX_CHARS)] = None
+    id: Annotated[str | None, Field(max_length=100)] = None
+    priority: Literal["high", "medium", "low"] | None = None
+
+
+def todo_path(data_dir: Path, agent_id: str) -> Path:
+    """Where the list of ``agent_id`` is kept."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", agent_id)[:200].lstrip(".") or "_"
+    return data_dir / "todos" / f"{safe}.json"
+
+
+def load_todos(data_dir: Path, agent_id: str) -> list[TodoItem]:
+    """The agent's current list (empty when it never wrote one or the file is unreadable)."""
+    try:
+        raw = json.loads(todo_path(data_dir, agent_id).read_text(encoding="utf-8"))
+        return [TodoItem.model_validate(item) for item in raw]
+    except (OSError, ValueError, TypeError, ValidationError):
+        return []
+
+
+def _save(path: Path, items: list[TodoItem]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    data = [item.model_dump(exclude_none=True) for item in items]
+    tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def format_todos(items: list[TodoItem]) -> str:
+    """The list as lines ``[x] done``, ``[~] in progress``, ``[ ] pending``."""
+    if not items:
+        return "(the task list is empty)"
+    done = sum(i.status == "completed" for i in items)
+    lines = [f"{_MARKS[i.status]} {i.content}" for i in items]
+    return f"Task list ({done} of {len(items)} done):\n" + "\n".join(lines)
+
+
+@tool("TodoWrite")
+async def todo_write_tool(
+    ctx: ToolContext,
+    todos: Annotated[
+        list[TodoItem],
+        Field(
+            max_length=TODO_MAX_ITEMS,
+            description="The whole task list as it should now be (it replaces the old one)",
+        ),
+    ],
+) -> str:
+    """Keep a task list for the current work: write it whole, with each task's status.
+
+    Use it for work of several steps: list the steps, mark one in_progress while you do it,
+    and completed as soon as it is done. The result shows the list as it now stands.
+    """
+    if sum(i.status == "in_progress" for i in todos) > 1:
+        note = "\n(more than one task is in_progress; keep one at a time where you can)"
+    else:
+        note = ""
+    try:
+        await asyncio.to_thread(_save, todo_path(ctx.data_dir, ctx.agent_id), todos)
+    except OSError as exc:
+        raise ToolError(f"could not save the task list: {exc.strerror or exc}") from None
+    return format_todos(todos) + note
+
+
+def todo_tools() -> list[Tool]:
+    """``TodoWrite``."""
+    return [todo_write_tool]
