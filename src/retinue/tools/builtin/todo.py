@@ -10,9 +10,11 @@ the list as it now stands, which is how the agent reads it back. A list holds at
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
+import tempfile
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -66,10 +68,16 @@ def load_todos(data_dir: Path, agent_id: str) -> list[TodoItem]:
 
 def _save(path: Path, items: list[TodoItem]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
     data = [item.model_dump(exclude_none=True) for item in items]
-    tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, ensure_ascii=False, indent=1)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def format_todos(items: list[TodoItem]) -> str:

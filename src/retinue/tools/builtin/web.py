@@ -172,7 +172,7 @@ def make_web_fetch(*, timeout_s: float = WEB_TIMEOUT_S, max_bytes: int = WEB_MAX
         if response.status_code >= 400:
             reason = response.reason_phrase or "error"
             raise ToolError(f"{response.url} answered HTTP {response.status_code} {reason}")
-        text = _as_text(response, body)
+        text = await asyncio.to_thread(_as_text, response, body)  # parsing a page takes a while
         notes = [f"(the body was cut after {max_bytes} bytes)"] if cut else []
         if len(text) > WEB_MAX_CHARS:
             notes.append(f"(text cut to {WEB_MAX_CHARS} of {len(text)} characters)")
