@@ -7,13 +7,16 @@ from pathlib import Path
 
 import pytest
 
+from retinue.config import Settings
 from retinue.engine.compact import (
     compact_main_prompt,
     with_named_files,
     with_role_choices,
     workspace_overview,
 )
+from retinue.runtime import Runtime
 from retinue.subagents.tools import subagent_tools
+from retinue.testing import ScriptedModel
 from retinue.tools.base import ToolRegistry
 from retinue.tools.builtin import builtin_tools
 
@@ -96,3 +99,20 @@ def test_role_parameters_list_the_roles_as_their_only_choices() -> None:
         assert original is not None and "enum" not in original.spec.parameters["properties"]["role"]
     read = narrowed.get("Read")
     assert read is not None and read is tools.get("Read")
+
+
+async def test_a_small_models_main_agent_gets_the_compact_prompt_and_tools(
+    workspace: Path, tmp_path: Path
+) -> None:
+    model = ScriptedModel(["hi"], name="local:tiny")  # local: models have a compact profile
+    settings = Settings.load(workspace=workspace, home=tmp_path / "home")
+    conversation = Runtime.create(settings, model=model).conversation()
+    await conversation.send("What is in pricing.py?")
+    [call] = model.calls
+    assert sorted(call.tool_names) == sorted(
+        ["Read", "Write", "Edit", "Glob", "Grep", "Bash", "SubAgent", "UnloadSubAgent"]
+    )
+    system, user = call.messages[0], call.messages[1]
+    assert "Files in the folder: notes.txt, pricing.py, src/." in system.content
+    assert "core_memory" not in system.content
+    assert "Current content of pricing.py:" in user.content

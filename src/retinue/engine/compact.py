@@ -34,9 +34,21 @@ __all__ = [
     "workspace_overview",
 ]
 
-COMPACT_OMITS = frozenset({"SubAgentStatus", "FindRole"})
+COMPACT_OMITS = frozenset(
+    {
+        "SubAgentStatus",
+        "FindRole",
+        "AskParent",
+        "LS",
+        "MultiEdit",
+        "TodoWrite",
+        "WebFetch",
+        "WebSearch",
+    }
+)
 """Tools the main agent of a small model does without (memory tools are not offered at all);
-it keeps the file tools, Bash, SubAgent, UnloadSubAgent and any tool of the caller's own."""
+it keeps Read, Write, Edit, Glob, Grep, Bash, SubAgent, UnloadSubAgent and any tool of the
+caller's own."""
 
 MAX_LISTED = 40
 MAX_ROLES = 20
