@@ -50,16 +50,33 @@ def builds_table(data: dict[str, Any]) -> list[str]:
     b = statistics.median(prompt_rates["other"]) if prompt_rates["other"] else None
     ratio = f"{a / b:.2f}×" if a is not None and b else "–"
     out.append(f"| prompt tokens/s (~1,800 tokens) | {_num(a)} | {_num(b)} | {ratio} |")
+    for label, key in (
+        ("grammar on", "decode_tokens_per_s_grammar_on"),
+        ("off", "decode_tokens_per_s_grammar_off"),
+    ):
+        values = {
+            side: [p[side]["grammar"][key] for p in pairs if p[side].get("grammar", {}).get(key)]
+            for side in ("this", "other")
+        }
+        a = statistics.median(values["this"]) if values["this"] else None
+        b = statistics.median(values["other"]) if values["other"] else None
+        out.append(f"| decode tokens/s with tools offered, {label} | {_num(a)} | {_num(b)} | |")
     for label, key in (("round wall (s)", "wall_s"), ("round CPU (s)", "cpu_s")):
         a, b = _median(pairs, "this", key), _median(pairs, "other", key)
         out.append(f"| {label} | {_num(a)} | {_num(b)} | |")
     loads = [p[s]["loadavg"] for p in pairs for s in ("this", "other") if "loadavg" in p[s]]
     if loads:
         out += ["", f"Load average during the rounds: {min(loads):.1f}–{max(loads):.1f}."]
+    out += [
+        "",
+        "The tool-call grammar rows time the last step of a constrained reply (the answer or the "
+        "chosen tool's arguments) against the same prompts decoded freely; the grammar's cost "
+        "is their ratio.",
+    ]
     decode = data.get("decode_ratio_per_round") or []
     if decode:
         per_round = ", ".join(f"{r:.2f}×" for r in decode)
-        out += [f"Decode ratio per round: {per_round} (median {data['median_decode_ratio']}×)."]
+        out += ["", f"Decode ratio per round: {per_round} (median {data['median_decode_ratio']}×)."]
     return out
 
 
@@ -90,7 +107,7 @@ def local_section(others: dict[str, Any]) -> list[str]:
     out = ["## 7. The embedded model (Qwen2.5-Coder-0.5B, llama.cpp on the CPU)", ""]
     if local:
         out += [
-            f"`local_bench.py`, shipped (portable) build, {local['machine']['n_threads']} threads: "
+            f"`local_bench.py`, shipped (portable) build, on the machine above, {local['machine']['n_threads']} threads: "
             f"load {local['load_s']} s, first token {local['median_first_token_s']} s, decode "
             f"{local['median_decode_tokens_per_s']} tokens/s, prompt "
             f"{local['long_prompt']['prompt_tokens_per_s']} tokens/s.",
