@@ -107,8 +107,8 @@ def local_section(others: dict[str, Any]) -> list[str]:
     out = ["## 7. The embedded model (Qwen2.5-Coder-0.5B, llama.cpp on the CPU)", ""]
     if local:
         out += [
-            f"`local_bench.py`, shipped (portable) build, on the machine above, {local['machine']['n_threads']} threads: "
-            f"load {local['load_s']} s, first token {local['median_first_token_s']} s, decode "
+            "`local_bench.py`, shipped (portable) build, on the machine above, "
+            f"{local['machine']['n_threads']} threads: load {local['load_s']} s, first token {local['median_first_token_s']} s, decode "
             f"{local['median_decode_tokens_per_s']} tokens/s, prompt "
             f"{local['long_prompt']['prompt_tokens_per_s']} tokens/s.",
             "",
