@@ -108,9 +108,10 @@ def local_section(others: dict[str, Any]) -> list[str]:
     if local:
         out += [
             "`local_bench.py`, shipped (portable) build, on the machine above, "
-            f"{local['machine']['n_threads']} threads: load {local['load_s']} s, first token {local['median_first_token_s']} s, decode "
-            f"{local['median_decode_tokens_per_s']} tokens/s, prompt "
-            f"{local['long_prompt']['prompt_tokens_per_s']} tokens/s.",
+            f"{local['machine']['n_threads']} threads: load {local['load_s']} s, "
+            f"first token {local['median_first_token_s']} s, "
+            f"decode {local['median_decode_tokens_per_s']} tokens/s, "
+            f"prompt {local['long_prompt']['prompt_tokens_per_s']} tokens/s.",
             "",
         ]
     if builds:
