@@ -274,22 +274,23 @@ class Engine:
         functions = {t["function"]["name"]: t["function"] for t in request.tools}
         if _after_tool_results(request.messages):
             functions = {}  # a small model that has just used a tool answers with its result
-        ask = {"role": "user", "content": _choose_prompt(functions)}
-        question = self._tokens([*request.messages, ask], [])
-        emit({"progress": "prompt", "prompt_tokens": len(question.tokens)})
         run = _Run(self.llm, request, emit, cancelled)
-        choice = ANSWER
+        choice, ask = ANSWER, {"role": "user", "content": _choose_prompt(functions)}
         if functions:
+            question = self._tokens([*request.messages, ask], [])
+            emit({"progress": "prompt", "prompt_tokens": len(question.tokens)})
             grammar = self._grammar(choice_grammar(list(functions)))
             choice = run.complete(question.tokens, question.stops, grammar, max_tokens=8).strip()
-        if cancelled():
-            return run.result("", len(question.tokens))
+            if cancelled():
+                return run.result("", len(question.tokens))
         function = functions.get(choice)
         if function is None:
             prompt = self._tokens(request.messages, [])
+            if not functions:
+                emit({"progress": "prompt", "prompt_tokens": len(prompt.tokens)})
             grammar = self._grammar(ANSWER_GRAMMAR)
             text = run.complete(prompt.tokens, prompt.stops, grammar, stream=True)
-            return run.result(text, len(question.tokens))
+            return run.result(text, len(prompt.tokens))
         fill = {"role": "user", "content": _arguments_prompt(function)}
         prompt = self._tokens(
             [*request.messages, ask, {"role": "assistant", "content": choice}, fill], []
@@ -299,7 +300,7 @@ class Engine:
         emit({"text": prefix})
         grammar = self._grammar(arguments_grammar(function))
         text = prefix + run.complete(tokens, prompt.stops, grammar, stream=True)
-        return run.result(text, len(question.tokens))
+        return run.result(text, len(prompt.tokens))
 
     def close(self) -> None:
         self.llm.close()
