@@ -13,23 +13,12 @@ from pathlib import Path
 import pytest
 
 from retinue.engine import RunConfig, run
-from retinue.errors import ConfigError
-from retinue.llm._gguf import MODELS, part_paths
 from retinue.llm.local import LocalModel
 from retinue.messages import SystemMessage, ToolResultMessage, UserMessage
 from retinue.tools import ToolContext, ToolRegistry, tool
 
 pytest.importorskip("llama_cpp")
 pytestmark = [pytest.mark.local_model, pytest.mark.timeout(600)]
-
-
-@pytest.fixture(scope="session")
-def model_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    try:
-        part_paths(MODELS["qwen2.5-coder-0.5b"])
-    except ConfigError:
-        pytest.skip("the embedded model's part packages are not installed")
-    return tmp_path_factory.mktemp("retinue-home")
 
 
 @pytest.fixture

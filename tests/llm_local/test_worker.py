@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from retinue.config import Settings
-from retinue.errors import ConfigError, ModelError
-from retinue.llm._gguf import MODELS, part_paths
+from retinue.errors import ModelError
 from retinue.llm.local import LocalModel, local_progress
 from retinue.messages import UserMessage
 from retinue.runtime import Runtime
@@ -25,15 +24,6 @@ pytest.importorskip("llama_cpp")
 pytestmark = [pytest.mark.local_model, pytest.mark.timeout(600)]
 
 LONG = [UserMessage("Count from 1 to 400, one number per line.")]
-
-
-@pytest.fixture(scope="module")
-def model_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    try:
-        part_paths(MODELS["qwen2.5-coder-0.5b"])
-    except ConfigError:
-        pytest.skip("the embedded model's part packages are not installed")
-    return tmp_path_factory.mktemp("retinue-home")
 
 
 @pytest.fixture
