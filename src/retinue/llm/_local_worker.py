@@ -64,6 +64,9 @@ def main() -> int:
         except RetinueError as exc:
             kind = "context" if isinstance(exc, ContextTooLongError) else "model"
             emit({"error": str(exc), "kind": kind})
+        except (RecursionError, ValueError, TypeError, KeyError) as exc:
+            # a hostile request (a tool schema nested too deep, say) fails that request only
+            emit({"error": f"the local model cannot take this request: {exc!r}"[:500]})
         finally:
             with lock:
                 cancelled.discard(request_id)
