@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import threading
 from pathlib import Path
 from typing import Annotated
 
@@ -84,3 +86,73 @@ def test_previews_are_cut_at_a_word() -> None:
     cut = preview(text, 50)
     assert cut.endswith("word…") and len(cut) <= 50
     assert preview("short") == "short"
+
+
+# -- plain ``def`` tools run off the event loop ---------------------------------------------
+
+WHO = contextvars.ContextVar("who", default="nobody")
+
+
+def blocking_tool(
+    entered: threading.Event, release: threading.Event, done: threading.Event
+) -> Tool:
+    """A sync tool that blocks its thread until the test releases it (10 s at most, so a tool
+    run inline on the loop fails the test instead of hanging it)."""
+
+    @tool
+    def block() -> str:
+        entered.set()
+        released = release.wait(10)
+        done.set()
+        return "released" if released else "never released"
+
+    return block
+
+
+async def test_a_blocking_sync_tool_does_not_stall_the_loop(tmp_path: Path) -> None:
+    entered, release, done = threading.Event(), threading.Event(), threading.Event()
+    call = asyncio.create_task(blocking_tool(entered, release, done).invoke(ctx(tmp_path), "{}"))
+    # the loop keeps running while the tool blocks: this coroutine sees the tool enter,
+    # then releases it; were the tool inline, the loop could not get here before it timed out
+    while not entered.is_set():
+        await asyncio.sleep(0.001)
+    assert not call.done()
+    release.set()
+    assert await call == "released"
+
+
+async def test_cancelling_a_blocked_sync_tool_returns_at_once(tmp_path: Path) -> None:
+    entered, release, done = threading.Event(), threading.Event(), threading.Event()
+    call = asyncio.create_task(blocking_tool(entered, release, done).invoke(ctx(tmp_path), "{}"))
+    while not entered.is_set():
+        await asyncio.sleep(0.001)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert not done.is_set()  # the thread is still blocked: the result is abandoned
+    release.set()
+    assert await asyncio.to_thread(done.wait, 10)
+
+
+async def test_sync_tools_run_in_the_pool_with_the_callers_context(tmp_path: Path) -> None:
+    @tool
+    def where() -> str:
+        return f"{threading.current_thread().name} {WHO.get()}"
+
+    @tool
+    async def where_async() -> str:
+        return threading.current_thread().name
+
+    WHO.set("ada")
+    out = await where.invoke(ctx(tmp_path), "{}")
+    assert out.startswith("retinue-tool") and out.endswith(" ada")
+    assert await where_async.invoke(ctx(tmp_path), "{}") == threading.current_thread().name
+
+
+async def test_a_sync_tool_error_reaches_the_caller(tmp_path: Path) -> None:
+    @tool
+    def broken() -> str:
+        raise ToolError("the disk is full")
+
+    with pytest.raises(ToolError, match="disk is full"):
+        await broken.invoke(ctx(tmp_path), "{}")

@@ -5,13 +5,21 @@ A tool is an async (or plain) function with typed parameters; a parameter annota
 builds the JSON schema the model sees and validates the arguments the model sends. Anything
 that goes wrong inside a call becomes an error *result* the model reads (``is_error=True``):
 a bad tool call never crashes a run.
+
+A plain ``def`` tool runs in a bounded thread pool (:func:`run_sync`), so one that blocks
+stalls only its own call, not every session of the process; ``async def`` tools run inline.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import inspect
 import json
+import os
+import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import UnionType
@@ -131,6 +139,7 @@ class Tool:
     fn: ToolFunction
     context_param: str | None = "ctx"  # the parameter that receives the ToolContext, if any
     _spec: ToolSpec | None = field(default=None, repr=False)
+    _inline: bool | None = field(default=None, repr=False)  # async: run on the loop
 
     @property
     def spec(self) -> ToolSpec:
@@ -150,10 +159,54 @@ class Tool:
         kwargs = {name: getattr(args, name) for name in type(args).model_fields}
         if self.context_param is not None:
             kwargs[self.context_param] = ctx
-        result = self.fn(**kwargs)
+        if self._inline is None:
+            self._inline = _is_async(self.fn)
+        result = self.fn(**kwargs) if self._inline else await run_sync(self.fn, kwargs)
         if inspect.isawaitable(result):
             result = await result
         return str(result)
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    """An ``async def`` (or an object whose ``__call__`` is one): it runs on the loop."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 -- a callable object's method
+    )
+
+
+SYNC_TOOL_THREADS = min(32, (os.cpu_count() or 1) + 4)
+"""How many plain ``def`` tools run at once (the pool's size, as ``asyncio.to_thread``'s)."""
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _sync_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(SYNC_TOOL_THREADS, thread_name_prefix="retinue-tool")
+        return _pool
+
+
+async def run_sync(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """``fn(**kwargs)`` in the tool pool, with the caller's context variables.
+
+    Cancelling the awaiting task returns at once: the thread cannot be stopped, so it
+    finishes in the background and its result (or exception) is dropped.
+    """
+    call = contextvars.copy_context().run
+    future = asyncio.get_running_loop().run_in_executor(_sync_pool(), lambda: call(fn, **kwargs))
+    try:
+        return await future
+    except asyncio.CancelledError:
+        future.add_done_callback(_drop)
+        raise
+
+
+def _drop(future: asyncio.Future[Any]) -> None:
+    """Mark an abandoned call's outcome as seen (no 'exception never retrieved')."""
+    if not future.cancelled():
+        future.exception()
 
 
 def preview(text: str, limit: int = 200) -> str:
