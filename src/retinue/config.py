@@ -8,6 +8,8 @@ sub-agent session may spend, input and output together; 0 = unlimited) and a
 files) and ``[mcp_servers.<name>]`` tables (MCP servers, see :mod:`retinue.mcp.config`).
 Every value is checked by a strict pydantic model (:class:`FileSettings`): its type
 (a boolean is not an integer) and its range; a bad one is a ``ConfigError`` naming the setting.
+``database_url`` (a ``postgresql://`` URL; ``RETINUE_DATABASE_URL`` wins over it) keeps memory
+in PostgreSQL, shared by several workers, instead of SQLite in the data directory.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class FileSettings(pydantic.BaseModel):
     session_token_budget: Annotated[int, Field(ge=0)] | None = None
     model_aliases: dict[str, str] | None = None
     mcp_servers: dict[str, dict[str, Any]] | None = None
+    database_url: Annotated[str, Field(pattern=r"^postgres(ql)?://")] | None = None
 
 
 _KINDS = {"int": "an integer", "string": "a string", "dict": "a table"}
@@ -79,6 +82,7 @@ class Settings:
     session_token_budget: int = 0  # tokens one interactive session may use; 0 = no limit
     model_aliases: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_MODEL_ALIASES))
     mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)  # checked by retinue.mcp
+    database_url: str | None = None  # PostgreSQL for memory (several workers); None = SQLite
 
     @property
     def config_file(self) -> Path:
@@ -97,6 +101,7 @@ class Settings:
         s = cls(home=(home or default_home()).expanduser().resolve())
         s._apply_file()
         s.model = model or os.environ.get("RETINUE_MODEL") or s.model
+        s.database_url = os.environ.get("RETINUE_DATABASE_URL") or s.database_url
         if tenant:
             s.tenant = tenant
         if workspace is not None:
