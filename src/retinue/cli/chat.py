@@ -22,7 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from retinue.cli.lineedit import HISTORY_FILE, LineReader
-from retinue.cli.render import EventPrinter
+from retinue.cli.render import EventPrinter, one_line, todos_cell
 from retinue.cli.term import LineDiscipline, console, route_logs
 from retinue.errors import RetinueError
 from retinue.events import TEXT_DELTA, Event, EventSink
@@ -35,7 +35,7 @@ T = TypeVar("T")
 HELP = """\
 /exit        leave (sessions are consolidated first)
 /new         start a new conversation
-/sessions    list live interactive sub-agent sessions
+/sessions    list live interactive sub-agent sessions (with their task lists)
 /compress    summarise the older part of the conversation now
 /help        this list
 Ctrl-C cancels the running turn; Ctrl-D leaves. Up/Down recall earlier messages.
@@ -156,13 +156,12 @@ class ChatRepl:
             return
         table = Table()
         table.add_column("session", no_wrap=True, min_width=max(len(s.id) for s in infos))
-        for header in ("role", "state", "turns", "tokens", "background", "last reply"):
+        for header in ("role", "state", "turns", "tokens", "background", "tasks", "last reply"):
             table.add_column(header)
         for s in infos:
-            reply = " ".join(s.last_reply.split())
             bg = f"{s.background} running, {s.unread} unread" if s.background or s.unread else ""
             table.add_row(
                 escape(s.id), escape(s.role), s.state, str(s.turns), str(s.tokens), bg,
-                escape(reply[:60]),
+                todos_cell(s.todos), escape(one_line(s.last_reply)),
             )  # fmt: skip
         console(file=sys.stderr).print(table)

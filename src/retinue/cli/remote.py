@@ -155,10 +155,12 @@ def sessions(
     as_json: Annotated[bool, typer.Option("--json", help="print the raw JSON")] = False,
     token: TokenOpt = None,
 ) -> None:
-    """List the live interactive sub-agent sessions of a running `retinue serve`."""
+    """List the live interactive sub-agent sessions of a running `retinue serve`, with each
+    one's task list (TodoWrite) where it keeps one."""
     from rich.markup import escape
     from rich.table import Table
 
+    from retinue.cli.render import parse_todos, todos_cell
     from retinue.cli.term import console as make_console
 
     params = {"parent": parent} if parent else None
@@ -173,7 +175,7 @@ def sessions(
         return
     table = Table()  # the ids are never cut: `retinue interrupt` needs them whole
     table.add_column("id", no_wrap=True, min_width=max(len(str(s["id"])) for s in live))
-    for header in ("role", "state", "turns", "tokens", "last reply"):
+    for header in ("role", "state", "turns", "tokens", "tasks", "last reply"):
         table.add_column(header)
     for s in live:
         table.add_row(
@@ -182,6 +184,7 @@ def sessions(
             escape(_state(s)),
             str(s["turns"]),
             f"{s['tokens']} ({s['input_tokens']} in / {s['output_tokens']} out)",
+            todos_cell(parse_todos(s.get("todos"))),
             escape(_one_line(str(s["last_reply"]))),
         )
     console.print(table)
@@ -210,8 +213,9 @@ def _state(session: dict[str, Any]) -> str:
 
 
 def _one_line(text: str, limit: int = 60) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    from retinue.cli.render import one_line
+
+    return one_line(text, limit)
 
 
 def _fail(message: str) -> NoReturn:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -18,8 +18,9 @@ from rich.text import Text
 
 from retinue import events as ev
 from retinue.events import Event
+from retinue.tools.builtin.todo import TodoItem, todo_line, todos_done
 
-__all__ = ["EventPrinter", "ModelSpinner"]
+__all__ = ["EventPrinter", "ModelSpinner", "one_line", "parse_todos", "todos_cell"]
 
 
 def _depth(agent_id: str) -> int:
@@ -45,6 +46,37 @@ def _tokens(data: dict[str, Any]) -> str:
         f"{data.get('input_tokens', 0):,} in / {data.get('output_tokens', 0):,} out tokens"
         f"{took}{purpose}"
     )
+
+
+def one_line(text: str, limit: int = 60) -> str:
+    """``text`` on one line (whitespace runs made one space), cut to ``limit`` with ``…``."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def parse_todos(raw: Any) -> list[TodoItem]:
+    """The task items of a session's JSON (``todos``), leaving out any that are not one."""
+    items: Iterable[Any] = raw if isinstance(raw, list) else ()
+    out: list[TodoItem] = []
+    for item in items:
+        try:
+            out.append(TodoItem.model_validate(item))
+        except ValueError:
+            continue
+    return out
+
+
+def todos_cell(todos: Sequence[TodoItem], limit: int = 6, width: int = 50) -> str:
+    """A session's task list for a table cell, as escaped markup: ``2 of 5 done``, then the
+    unfinished tasks (at most ``limit``, each cut to ``width`` characters on one line)."""
+    if not todos:
+        return ""
+    open_ = [t for t in todos if t.status != "completed"]
+    lines = [todos_done(todos)]
+    lines += [escape(one_line(todo_line(item), width)) for item in open_[:limit]]
+    if len(open_) > limit:
+        lines.append(f"… {len(open_) - limit} more")
+    return "\n".join(lines)
 
 
 class ModelSpinner:

@@ -18,6 +18,7 @@ from retinue._tasks import finish
 from retinue.engine.session import Session, SessionState
 from retinue.errors import SubAgentError
 from retinue.subagents.roles import Role, valid_name
+from retinue.tools.builtin.todo import TodoItem, load_todos
 
 __all__ = ["Held", "SessionInfo", "SessionKey", "SessionRegistry", "conversation_id"]
 
@@ -83,6 +84,7 @@ class Held:
             unread=len(s.inbox),
             question=s.question,
             steered=s.steered,
+            todos=tuple(load_todos(s.config.context.data_dir, s.id, since=self.created_at)),
         )
 
 
@@ -156,6 +158,7 @@ class SessionInfo:
     unread: int = 0  # finished background replies the parent has not polled
     question: str | None = None  # what it asks, while its state is "asking"
     steered: int = 0  # steering messages it was shown
+    todos: tuple[TodoItem, ...] = ()  # its TodoWrite task list, as it last wrote it
 
     @property
     def tokens(self) -> int:

@@ -1,9 +1,11 @@
 """``TodoWrite``, named and shaped as Claude Code's: the calling agent's task list.
 
 Each agent (``ToolContext.agent_id``) has one list, replaced whole by every call and kept
-as JSON in ``<data_dir>/todos/<agent id>.json`` (written to a temporary file, then renamed),
-so that whoever shows a session can read it with :func:`load_todos`. The tool's result is
-the list as it now stands, which is how the agent reads it back. A list holds at most
+as JSON in ``<data_dir>/todos/<agent id, percent-encoded>.json`` with the time it was written
+(to a temporary file, then renamed), so that whoever shows a session can read it with
+:func:`load_todos` (``retinue sessions``, the chat's ``/sessions`` and the service's session
+view do, through :class:`~retinue.subagents.SessionInfo`). The tool's result is the list as
+it now stands, which is how the agent reads it back. A list holds at most
 :data:`TODO_MAX_ITEMS` items of at most :data:`TODO_MAX_CHARS` characters each.
 """
 
@@ -11,12 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
-import re
 import tempfile
+import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import quote
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -29,9 +34,11 @@ __all__ = [
     "TodoItem",
     "format_todos",
     "load_todos",
+    "todo_line",
     "todo_path",
     "todo_tools",
     "todo_write_tool",
+    "todos_done",
 ]
 
 TODO_MAX_ITEMS = 100
@@ -52,23 +59,30 @@ class TodoItem(BaseModel):
 
 
 def todo_path(data_dir: Path, agent_id: str) -> Path:
-    """Where the list of ``agent_id`` is kept."""
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", agent_id)[:200].lstrip(".") or "_"
-    return data_dir / "todos" / f"{safe}.json"
+    """Where the list of ``agent_id`` is kept: one file per id (``main/a_b`` and
+    ``main/a:b`` are two), named by the percent-encoded id, or a digest of a very long one."""
+    name = quote(agent_id, safe="")  # letters, digits, "_.-~" stay; all else is %XX
+    if len(name) > 200:  # a lone "%" is in no encoded name: these never meet one
+        name = name[:150] + "%" + hashlib.sha256(agent_id.encode()).hexdigest()[:32]
+    return data_dir / "todos" / f"{name or '%'}.json"
 
 
-def load_todos(data_dir: Path, agent_id: str) -> list[TodoItem]:
-    """The agent's current list (empty when it never wrote one or the file is unreadable)."""
+def load_todos(data_dir: Path, agent_id: str, *, since: float = 0.0) -> list[TodoItem]:
+    """The agent's current list: empty when it never wrote one, wrote it before ``since``
+    (a Unix time: an earlier session of the same id), or the file is unreadable."""
     try:
         raw = json.loads(todo_path(data_dir, agent_id).read_text(encoding="utf-8"))
-        return [TodoItem.model_validate(item) for item in raw]
-    except (OSError, ValueError, TypeError, ValidationError):
+        if float(raw["written_at"]) < since:
+            return []
+        return [TodoItem.model_validate(item) for item in raw["todos"]]
+    except (OSError, ValueError, TypeError, KeyError, ValidationError):
         return []
 
 
 def _save(path: Path, items: list[TodoItem]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = [item.model_dump(exclude_none=True) for item in items]
+    todos = [item.model_dump(exclude_none=True) for item in items]
+    data = {"written_at": time.time(), "todos": todos}
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -80,13 +94,21 @@ def _save(path: Path, items: list[TodoItem]) -> None:
         raise
 
 
+def todo_line(item: TodoItem) -> str:
+    """``[x] done``, ``[~] in progress`` or ``[ ] pending``, then the task."""
+    return f"{_MARKS[item.status]} {item.content}"
+
+
+def todos_done(items: Sequence[TodoItem]) -> str:
+    """``2 of 5 done``."""
+    return f"{sum(i.status == 'completed' for i in items)} of {len(items)} done"
+
+
 def format_todos(items: list[TodoItem]) -> str:
     """The list as lines ``[x] done``, ``[~] in progress``, ``[ ] pending``."""
     if not items:
         return "(the task list is empty)"
-    done = sum(i.status == "completed" for i in items)
-    lines = [f"{_MARKS[i.status]} {i.content}" for i in items]
-    return f"Task list ({done} of {len(items)} done):\n" + "\n".join(lines)
+    return f"Task list ({todos_done(items)}):\n" + "\n".join(map(todo_line, items))
 
 
 @tool("TodoWrite")
