@@ -6,8 +6,10 @@
    site that rebinds its DNS name to 127.0.0.1 still sends its own name, and gets 421.
 2. An ``Origin`` header, when present, must be an allowed host's or a configured CORS
    origin (403 otherwise). Only configured CORS origins get CORS headers; by default none.
-3. Every path except ``/healthz`` needs ``Authorization: Bearer <token>`` (401 otherwise).
-   The token is compared in constant time.
+3. Every path except ``/healthz`` and the web page's files (``GET``/``HEAD`` of
+   :data:`~retinue.server.page.PAGE_PATHS`: ``/`` and its script and style sheet, which
+   hold no data) needs ``Authorization: Bearer <token>`` (401 otherwise). The token is
+   compared in constant time; the page asks for it and sends it with every API call.
 4. A body longer than the limit is refused with 413 as soon as its ``Content-Length`` says
    so, and otherwise as soon as that many bytes have arrived: it is never read in full.
 
@@ -30,6 +32,8 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from retinue.server.page import PAGE_PATHS
 
 __all__ = [
     "DEFAULT_MAX_BODY",
@@ -177,7 +181,7 @@ class Guard:
             return _error(403, f"origin {origin!r} is not allowed (see --cors-origin)")
         if scope["method"] == "OPTIONS" and origin and origin.lower() in sec.cors_origins:
             return None  # a CORS preflight carries no credentials
-        if scope["path"] != "/healthz" and not sec.authorized(headers.get("authorization")):
+        if not _public(scope) and not sec.authorized(headers.get("authorization")):
             return _error(
                 401,
                 "missing or wrong bearer token: send 'Authorization: Bearer <token>' "
@@ -203,6 +207,12 @@ class Guard:
             return message
 
         return limited
+
+
+def _public(scope: Scope) -> bool:
+    """Whether the request may go without the token: liveness, or loading the page."""
+    path = scope["path"]
+    return path == "/healthz" or (scope["method"] in ("GET", "HEAD") and path in PAGE_PATHS)
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:

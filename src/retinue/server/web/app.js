@@ -1,0 +1,650 @@
+// Retinue's web page: conversations with the main agent, and the live tree of its
+// sub-agents. Plain DOM, no framework. Every piece of data reaches the page through
+// textContent (never innerHTML), and every API call carries the token, which is kept in
+// sessionStorage (this tab only).
+"use strict";
+
+(() => {
+  const TOKEN_KEY = "retinue.token";
+  const CURRENT_KEY = "retinue.conversation";
+  const MAX_BUFFER = 4_000_000; // characters of one unfinished SSE frame
+  const POLL_MS = 1500;
+
+  const $ = (id) => document.getElementById(id);
+
+  const state = {
+    token: sessionStorage.getItem(TOKEN_KEY) || "",
+    conversations: [], // what GET /v1/conversations says
+    local: new Set(), // conversations started here that the server does not list yet
+    current: null,
+    transcripts: new Map(), // conversation id -> [{role, text, meta, error, pending}]
+    trees: new Map(), // conversation id -> Map(agent id -> node)
+    turn: null, // {cid, controller, reply}: the turn this tab streams
+    historyOf: null, // the agent whose history is open
+    ticker: null,
+    drawing: false,
+  };
+
+  class ApiError extends Error {
+    constructor(status, message) {
+      super(message);
+      this.status = status;
+    }
+  }
+
+  // -- small helpers -------------------------------------------------------------------
+
+  function el(tag, props, ...children) {
+    const node = document.createElement(tag);
+    if (props) Object.assign(node, props);
+    node.append(...children);
+    return node;
+  }
+
+  function clip(text, limit) {
+    const s = String(text ?? "");
+    return s.length > limit ? `${s.slice(0, limit)}…` : s;
+  }
+
+  const agentId = (cid) => `conv-${cid}`;
+  const sessionPath = (sid) => sid.split("/").map(encodeURIComponent).join("/");
+  const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
+
+  function newId() {
+    const stamp = new Date().toISOString().slice(0, 19).replace(/[-:]/g, "").replace("T", "-");
+    return `chat-${stamp}-${Math.random().toString(36).slice(2, 6)}`;
+  }
+
+  // -- the API -------------------------------------------------------------------------
+
+  function headers(json) {
+    const out = { Authorization: `Bearer ${state.token}` };
+    if (json) out["Content-Type"] = "application/json";
+    return out;
+  }
+
+  async function failure(response) {
+    let message = response.statusText || `HTTP ${response.status}`;
+    try {
+      const data = await response.json();
+      if (data && typeof data.error === "string") message = data.error;
+    } catch (_) {
+      // not JSON: keep the status text
+    }
+    return new ApiError(response.status, message);
+  }
+
+  async function call(path, init) {
+    try {
+      return await fetch(path, init);
+    } catch (err) {
+      if (init.signal && init.signal.aborted) throw err;
+      throw new ApiError(0, "the server cannot be reached");
+    }
+  }
+
+  async function api(method, path, body) {
+    const init = { method, headers: headers(body !== undefined) };
+    if (body !== undefined) init.body = JSON.stringify(body);
+    const response = await call(path, init);
+    if (!response.ok) throw await failure(response);
+    return response.json();
+  }
+
+  // -- errors and signing in -----------------------------------------------------------
+
+  function explain(status, message) {
+    if (status === 0) return `The server cannot be reached: ${message}.`;
+    if (status === 401) return "The server refused the token.";
+    if (status === 429) return `The server is busy: ${message}`;
+    if (status === 502) return `The model is unreachable: ${message}`;
+    if (/budget/i.test(message)) return `Budget reached: ${message}`;
+    return `${message} (HTTP ${status})`;
+  }
+
+  function showError(err) {
+    if (!(err instanceof ApiError)) err = new ApiError(0, String(err && err.message));
+    if (err.status === 401) {
+      signOut("The server refused this token: paste the right one.");
+      return;
+    }
+    $("error-text").textContent = explain(err.status, err.message);
+    $("error").dataset.status = String(err.status);
+    $("error").hidden = false;
+  }
+
+  function clearError() {
+    $("error").hidden = true;
+  }
+
+  async function signIn(token) {
+    state.token = token;
+    try {
+      await loadConversations();
+    } catch (err) {
+      if (err.status === 401) signOut("This token was refused.");
+      else showError(err);
+      return;
+    }
+    sessionStorage.setItem(TOKEN_KEY, token);
+    $("login").hidden = true;
+    $("app").hidden = false;
+    $("logout").hidden = false;
+    clearError();
+    health();
+    const remembered = sessionStorage.getItem(CURRENT_KEY);
+    const listed = state.conversations.map((c) => c.id);
+    const first = listed.includes(remembered) ? remembered : listed[0];
+    await select(first || newId());
+    if (state.ticker === null) state.ticker = setInterval(tick, POLL_MS);
+  }
+
+  function signOut(message) {
+    if (state.turn) state.turn.controller.abort();
+    sessionStorage.removeItem(TOKEN_KEY);
+    state.token = "";
+    $("app").hidden = true;
+    $("logout").hidden = true;
+    $("error").hidden = true;
+    $("login").hidden = false;
+    $("login-error").textContent = message || "";
+    $("token").value = "";
+    $("token").focus();
+  }
+
+  async function health() {
+    try {
+      const data = await (await fetch("/healthz")).json();
+      $("model").textContent = `model ${data.model}`;
+    } catch (_) {
+      $("model").textContent = "";
+    }
+  }
+
+  // -- conversations -------------------------------------------------------------------
+
+  async function loadConversations() {
+    const data = await api("GET", "/v1/conversations");
+    state.conversations = data.conversations;
+    for (const c of state.conversations) state.local.delete(c.id);
+    drawConversations();
+  }
+
+  function drawConversations() {
+    const rows = [...state.conversations];
+    for (const id of state.local) rows.push({ id, messages: 0, running: false, fresh: true });
+    const items = rows.map((c) => {
+      const facts = c.fresh ? ["new"] : [plural(c.messages, "message")];
+      if (c.running) facts.push("running");
+      if (c.question) facts.push("asks you");
+      const button = el(
+        "button",
+        { type: "button", className: "link" },
+        el("span", { className: "name", textContent: c.id }),
+        el("span", { className: "muted small", textContent: facts.join(" · ") }),
+      );
+      button.dataset.cid = c.id;
+      button.addEventListener("click", () => select(c.id));
+      return el("li", { className: c.id === state.current ? "current" : "" }, button);
+    });
+    $("conversation-list").replaceChildren(...items);
+    $("delete-conversation").hidden = !state.conversations.some((c) => c.id === state.current);
+  }
+
+  function transcriptOf(cid) {
+    if (!state.transcripts.has(cid)) state.transcripts.set(cid, []);
+    return state.transcripts.get(cid);
+  }
+
+  function treeOf(cid) {
+    if (!state.trees.has(cid)) state.trees.set(cid, new Map());
+    return state.trees.get(cid);
+  }
+
+  async function select(cid) {
+    state.current = cid;
+    sessionStorage.setItem(CURRENT_KEY, cid);
+    const listed = state.conversations.some((c) => c.id === cid);
+    if (!listed) state.local.add(cid);
+    closeHistory();
+    $("chat-title").textContent = cid;
+    drawConversations();
+    drawMessages();
+    drawTree();
+    if (listed && !(state.turn && state.turn.cid === cid)) await loadTranscript(cid);
+    if (listed) await refreshSessions();
+  }
+
+  function fromMessages(messages) {
+    const out = [];
+    for (const m of messages) {
+      if (m.role === "user") out.push({ role: "user", text: m.content });
+      if (m.role !== "assistant") continue;
+      if (m.content) out.push({ role: "assistant", text: m.content });
+      for (const t of m.tool_calls || []) {
+        out.push({ role: "tool", text: `→ ${t.name} ${clip(t.arguments, 160)}` });
+      }
+    }
+    return out;
+  }
+
+  async function loadTranscript(cid) {
+    try {
+      const data = await api("GET", `/v1/conversations/${encodeURIComponent(cid)}`);
+      state.transcripts.set(cid, fromMessages(data.messages || []));
+      if (data.running) transcriptOf(cid).push({ role: "note", text: "A turn is running…" });
+    } catch (err) {
+      if (err.status !== 404 && err.status !== 405) return showError(err);
+      if (!transcriptOf(cid).length) {
+        transcriptOf(cid).push({
+          role: "note",
+          text: "This server does not show earlier messages; the agent still has them.",
+        });
+      }
+    }
+    if (cid === state.current) drawMessages();
+  }
+
+  async function deleteConversation() {
+    const cid = state.current;
+    if (!cid || !window.confirm(`Delete conversation ${cid} and end its sub-agents?`)) return;
+    try {
+      await api("DELETE", `/v1/conversations/${encodeURIComponent(cid)}`);
+    } catch (err) {
+      if (err.status !== 404) return showError(err);
+    }
+    state.transcripts.delete(cid);
+    state.trees.delete(cid);
+    state.local.delete(cid);
+    await loadConversations().catch(showError);
+    await select(state.conversations.length ? state.conversations[0].id : newId());
+  }
+
+  // -- the chat ------------------------------------------------------------------------
+
+  function bubble(m) {
+    const who = { user: "You", assistant: "Agent", tool: "tool", note: "" }[m.role] ?? m.role;
+    const text = el("div", { className: "text", textContent: m.text || (m.pending ? "…" : "") });
+    const box = el("div", { className: `msg msg-${m.role}` });
+    if (who) box.append(el("div", { className: "who", textContent: who }));
+    box.append(text);
+    if (m.meta) box.append(el("div", { className: "meta muted", textContent: m.meta }));
+    if (m.error) box.append(el("div", { className: "meta bad", textContent: m.error }));
+    if (m.pending) box.classList.add("pending");
+    m.el = text;
+    return box;
+  }
+
+  function drawMessages() {
+    const box = $("messages");
+    box.replaceChildren(...transcriptOf(state.current).map(bubble));
+    box.scrollTop = box.scrollHeight;
+  }
+
+  function redrawIfCurrent(cid) {
+    if (cid === state.current) drawMessages();
+  }
+
+  function setBusy(busy) {
+    $("send").disabled = busy;
+    $("stop").hidden = !busy;
+    $("turn-state").textContent = busy ? "working…" : "";
+  }
+
+  function describe(result) {
+    const usage = result.usage || {};
+    const facts = [plural((usage.input_tokens || 0) + (usage.output_tokens || 0), "token")];
+    if (result.tools_used && result.tools_used.length) facts.push(`tools: ${result.tools_used.join(", ")}`);
+    const why = {
+      asking: "the agent asks you: your next message answers",
+      max_iterations: "stopped at the step limit",
+      interrupted: "interrupted",
+    }[result.stop_reason];
+    if (why) facts.push(why);
+    return facts.join(" · ");
+  }
+
+  async function send(text) {
+    const cid = state.current;
+    const transcript = transcriptOf(cid);
+    const reply = { role: "assistant", text: "", pending: true };
+    transcript.push({ role: "user", text }, reply);
+    const controller = new AbortController();
+    state.turn = { cid, controller, reply };
+    setBusy(true);
+    clearError();
+    drawMessages();
+    try {
+      const response = await call(`/v1/conversations/${encodeURIComponent(cid)}/messages`, {
+        method: "POST",
+        headers: { ...headers(true), Accept: "text/event-stream" },
+        body: JSON.stringify({ content: text, keep_sessions: true }),
+        signal: controller.signal,
+      });
+      if (!response.ok) throw await failure(response);
+      setTimeout(() => loadConversations().catch(() => {}), 300);
+      await readEvents(response, (kind, data) => onEvent(cid, reply, kind, data));
+      if (!reply.done) reply.error = "The stream ended before the turn did.";
+    } catch (err) {
+      if (controller.signal.aborted) {
+        reply.meta = "Stopped: the turn was cancelled.";
+      } else {
+        reply.error = explain(err.status ?? 0, err.message);
+        showError(err);
+      }
+    } finally {
+      reply.pending = false;
+      state.turn = null;
+      setBusy(false);
+      redrawIfCurrent(cid);
+      loadConversations().catch(() => {});
+      if (cid === state.current) refreshSessions();
+    }
+  }
+
+  async function readEvents(response, handle) {
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buffer += value;
+      let end;
+      while ((end = buffer.indexOf("\n\n")) >= 0) {
+        const frame = parseFrame(buffer.slice(0, end));
+        buffer = buffer.slice(end + 2);
+        if (frame) handle(frame.kind, frame.data);
+      }
+      if (buffer.length > MAX_BUFFER) throw new ApiError(0, "an event from the server is too large");
+    }
+  }
+
+  function parseFrame(block) {
+    let kind = "message";
+    const data = [];
+    for (const line of block.split("\n")) {
+      if (line.startsWith("event:")) kind = line.slice(6).trim();
+      else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+    }
+    try {
+      return data.length ? { kind, data: JSON.parse(data.join("\n")) } : null;
+    } catch (_) {
+      return null;
+    }
+  }
+
+  function onEvent(cid, reply, kind, data) {
+    if (kind === "text_delta" && data.agent_id === agentId(cid)) {
+      reply.text += data.text;
+      if (reply.el && reply.el.isConnected) reply.el.textContent = reply.text;
+      const box = $("messages");
+      box.scrollTop = box.scrollHeight;
+    } else if (kind === "result") {
+      reply.done = true;
+      reply.text = data.content || reply.text;
+      reply.meta = describe(data);
+    } else if (kind === "error") {
+      reply.done = true;
+      reply.error = explain(data.status, data.error);
+      showError(new ApiError(data.status, data.error));
+    } else {
+      treeEvent(cid, kind, data);
+    }
+  }
+
+  // -- the sub-agent tree --------------------------------------------------------------
+
+  function node(tree, id, parent) {
+    let n = tree.get(id);
+    if (!n) {
+      const last = id.slice(id.lastIndexOf("/") + 1);
+      n = {
+        id,
+        parent: parent ?? (id.includes("/") ? id.slice(0, id.lastIndexOf("/")) : null),
+        role: last.split(":")[0],
+        instance: last.includes(":") ? last.slice(last.indexOf(":") + 1) : null,
+        state: "running",
+        turns: 0,
+        tokens: 0,
+        lastReply: "",
+        activity: "",
+        question: null,
+        session: false,
+      };
+      tree.set(id, n);
+    }
+    return n;
+  }
+
+  const SESSION_STATES = {
+    created: "running",
+    paused: "idle",
+    interrupted: "idle",
+    unloaded: "ended",
+    asking: "asking",
+    answered: "running",
+    steered: "running",
+  };
+
+  function treeEvent(cid, kind, data) {
+    if (typeof data.agent_id !== "string") return;
+    const n = node(treeOf(cid), data.agent_id, data.parent_id);
+    if (kind === "run_started") {
+      n.state = "running";
+      if (data.role) n.role = data.role;
+    } else if (kind === "run_finished") {
+      n.turns += 1;
+      n.activity = "";
+      n.state = data.stop_reason === "asking" ? "asking" : n.session ? "idle" : "done";
+      if (n.id === state.historyOf) openHistory(n.id);
+    } else if (kind === "model_started") {
+      n.activity = "thinking";
+    } else if (kind === "model_called") {
+      n.tokens += (data.input_tokens || 0) + (data.output_tokens || 0);
+    } else if (kind === "tool_started") {
+      n.activity = `→ ${data.name}`;
+    } else if (kind === "tool_finished") {
+      n.activity = "";
+    } else if (kind === "session") {
+      n.session = true;
+      n.state = SESSION_STATES[data.action] || n.state;
+      n.question = data.action === "asking" ? data.question : null;
+      setTimeout(refreshSessions, 50);
+    } else if (kind === "consolidated") {
+      n.activity = data.ok ? "memory consolidated" : "memory not consolidated";
+    }
+    if (cid === state.current) scheduleTree();
+  }
+
+  async function refreshSessions() {
+    const cid = state.current;
+    if (!cid || !state.token) return;
+    let data;
+    try {
+      data = await api("GET", "/v1/sessions");
+    } catch (err) {
+      return showError(err);
+    }
+    const tree = treeOf(cid);
+    const live = new Set();
+    for (const info of data.sessions) {
+      if (!info.id.startsWith(`${agentId(cid)}/`)) continue;
+      live.add(info.id);
+      Object.assign(node(tree, info.id, info.parent_id), {
+        session: true,
+        parent: info.parent_id,
+        role: info.role,
+        instance: info.instance,
+        state: info.state,
+        turns: info.turns,
+        tokens: info.tokens,
+        lastReply: info.last_reply,
+        question: info.question,
+      });
+    }
+    for (const n of tree.values()) if (n.session && !live.has(n.id)) n.state = "ended";
+    if (cid === state.current) drawTree();
+  }
+
+  function scheduleTree() {
+    if (state.drawing) return;
+    state.drawing = true;
+    requestAnimationFrame(() => {
+      state.drawing = false;
+      drawTree();
+    });
+  }
+
+  function label(n) {
+    if (n.id === agentId(state.current)) return "main agent";
+    return n.instance ? `${n.role}:${n.instance}` : n.role;
+  }
+
+  function drawNode(n, children) {
+    const name = el("button", { type: "button", className: "link node-name", textContent: label(n) });
+    name.addEventListener("click", () => openHistory(n.id));
+    const badge = el("span", { className: `state state-${n.state.replace(/\W/g, "")}`, textContent: n.state });
+    const row = el("div", { className: "node-row" }, name, badge);
+    if (n.session && n.state === "running") {
+      const stop = el("button", { type: "button", className: "danger small", textContent: "Interrupt" });
+      stop.addEventListener("click", () => interrupt(n.id, stop));
+      row.append(stop);
+    }
+    const facts = [plural(n.turns, "turn"), plural(n.tokens, "token")];
+    if (n.activity) facts.push(n.activity);
+    const li = el("li", { className: "node" }, row, el("div", { className: "node-meta muted", textContent: facts.join(" · ") }));
+    li.dataset.id = n.id;
+    li.dataset.state = n.state;
+    if (n.question) li.append(el("div", { className: "node-question", textContent: `asks: ${clip(n.question, 300)}` }));
+    if (n.lastReply) li.append(el("div", { className: "node-reply", textContent: clip(n.lastReply, 300) }));
+    const kids = children.get(n.id) || [];
+    if (kids.length) li.append(el("ul", { className: "tree" }, ...kids.map((k) => drawNode(k, children))));
+    return li;
+  }
+
+  function drawTree() {
+    const tree = treeOf(state.current);
+    const main = agentId(state.current);
+    if (tree.size && !tree.has(main)) {
+      Object.assign(node(tree, main, null), { role: "main", state: "idle" });
+    }
+    const children = new Map();
+    const roots = [];
+    for (const n of tree.values()) {
+      if (n.parent && tree.has(n.parent)) {
+        if (!children.has(n.parent)) children.set(n.parent, []);
+        children.get(n.parent).push(n);
+      } else {
+        roots.push(n);
+      }
+    }
+    $("tree").replaceChildren(...roots.map((n) => drawNode(n, children)));
+    $("tree-empty").hidden = tree.size > 1;
+  }
+
+  async function interrupt(sid, button) {
+    button.disabled = true;
+    try {
+      const answer = await api("POST", `/v1/sessions/${sessionPath(sid)}/interrupt`, {});
+      if (!answer.interrupted) showError(new ApiError(409, `${sid} had no running turn to interrupt`));
+    } catch (err) {
+      showError(err);
+    }
+    refreshSessions();
+  }
+
+  // -- a session's history -------------------------------------------------------------
+
+  function closeHistory() {
+    state.historyOf = null;
+    $("history").hidden = true;
+  }
+
+  function historyItem(m) {
+    const li = el("li", { className: `msg-${m.role}` }, el("div", { className: "who", textContent: m.role }));
+    if (m.content) li.append(el("div", { className: "text", textContent: clip(m.content, 4000) }));
+    for (const t of m.tool_calls || []) {
+      li.append(el("div", { className: "text tool", textContent: `→ ${t.name} ${clip(t.arguments, 400)}` }));
+    }
+    return li;
+  }
+
+  async function openHistory(id) {
+    const n = treeOf(state.current).get(id);
+    state.historyOf = id;
+    $("history").hidden = false;
+    $("history-title").textContent = n ? label(n) : id;
+    $("history-list").replaceChildren();
+    const meta = $("history-meta");
+    if (id === agentId(state.current)) {
+      meta.textContent = "The main agent's conversation is the chat.";
+      return;
+    }
+    if (n && !n.session) {
+      meta.textContent = "A one-shot run: its history is not kept after it ends.";
+      return;
+    }
+    meta.textContent = "Loading…";
+    try {
+      const data = await api("GET", `/v1/sessions/${sessionPath(id)}`);
+      if (state.historyOf !== id) return;
+      meta.textContent = `${id} · ${data.state} · ${plural(data.turns, "turn")} · ${plural(data.tokens, "token")}`;
+      $("history-list").replaceChildren(...data.history.map(historyItem));
+    } catch (err) {
+      if (err.status !== 404) return showError(err);
+      meta.textContent = "This session has ended: what it learned went into its role's memory.";
+    }
+  }
+
+  // -- wiring --------------------------------------------------------------------------
+
+  function tick() {
+    if (!state.token || !state.current || document.hidden) return;
+    const tree = treeOf(state.current);
+    const listed = state.conversations.find((c) => c.id === state.current);
+    const busy = state.turn || (listed && listed.running) || [...tree.values()].some((n) => n.state === "running");
+    if (!busy) return;
+    refreshSessions();
+    if (!state.turn) loadConversations().catch(() => {});
+  }
+
+  function wire() {
+    $("login-form").addEventListener("submit", (e) => {
+      e.preventDefault();
+      signIn($("token").value.trim());
+    });
+    $("logout").addEventListener("click", () => signOut(""));
+    $("error-close").addEventListener("click", clearError);
+    $("new-conversation").addEventListener("click", () => select(newId()));
+    $("delete-conversation").addEventListener("click", deleteConversation);
+    $("refresh").addEventListener("click", refreshSessions);
+    $("history-close").addEventListener("click", closeHistory);
+    $("stop").addEventListener("click", () => state.turn && state.turn.controller.abort());
+    $("composer").addEventListener("submit", (e) => {
+      e.preventDefault();
+      const text = $("input").value.trim();
+      if (!text || state.turn) return;
+      $("input").value = "";
+      send(text);
+    });
+    $("input").addEventListener("keydown", (e) => {
+      if (e.key === "Enter" && !e.shiftKey) {
+        e.preventDefault();
+        $("composer").requestSubmit();
+      }
+    });
+  }
+
+  function boot() {
+    wire();
+    const hash = new URLSearchParams(location.hash.slice(1));
+    if (hash.get("token")) {
+      state.token = hash.get("token");
+      history.replaceState(null, "", location.pathname);
+    }
+    if (state.token) signIn(state.token);
+    else signOut("");
+  }
+
+  boot();
+})();
