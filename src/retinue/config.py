@@ -3,13 +3,19 @@
 Environment names other tools rely on: ``RETINUE_MODEL`` (the main agent's model string) and
 ``RETINUE_HOME`` (the data directory, default ``~/.retinue``). The TOML file may set ``model``,
 ``tenant``, ``max_depth``, ``max_iterations``, ``session_token_budget`` (tokens one interactive
-sub-agent session may spend, input and output together; 0 = unlimited) and a
+sub-agent session may spend, input and output together; 0 = unlimited),
+``keep_conversations`` (whether ``retinue serve`` stores its chats, default true) and
+``conversation_retention_days`` (a stored chat unused this long is forgotten; 0 = never;
+default 30), and a
 ``[model_aliases]`` table (Claude Code's ``sonnet`` / ``opus`` / ``haiku`` names for role
 files) and ``[mcp_servers.<name>]`` tables (MCP servers, see :mod:`retinue.mcp.config`).
 Every value is checked by a strict pydantic model (:class:`FileSettings`): its type
 (a boolean is not an integer) and its range; a bad one is a ``ConfigError`` naming the setting.
 ``database_url`` (a ``postgresql://`` URL; ``RETINUE_DATABASE_URL`` wins over it) keeps memory
 in PostgreSQL, shared by several workers, instead of SQLite in the data directory.
+``web_search_url`` (a SearXNG instance, ``http://127.0.0.1:8888``) turns ``WebSearch`` on;
+``web_fetch_allow_private = true`` lets ``WebFetch`` reach loopback and private addresses
+(see :mod:`retinue.tools.builtin.web`).
 """
 
 from __future__ import annotations
@@ -43,9 +49,13 @@ class FileSettings(pydantic.BaseModel):
     max_depth: Annotated[int, Field(ge=0, le=32)] | None = None
     max_iterations: Annotated[int, Field(ge=1, le=100_000)] | None = None
     session_token_budget: Annotated[int, Field(ge=0)] | None = None
+    keep_conversations: bool | None = None
+    conversation_retention_days: Annotated[float, Field(ge=0)] | None = None
     model_aliases: dict[str, str] | None = None
     mcp_servers: dict[str, dict[str, Any]] | None = None
     database_url: Annotated[str, Field(pattern=r"^postgres(ql)?://")] | None = None
+    web_search_url: Annotated[str, Field(pattern=r"^https?://\S+$", max_length=2000)] | None = None
+    web_fetch_allow_private: bool | None = None
 
 
 _KINDS = {"int": "an integer", "string": "a string", "dict": "a table"}
@@ -80,9 +90,13 @@ class Settings:
     max_depth: int = 3
     max_iterations: int = 50
     session_token_budget: int = 0  # tokens one interactive session may use; 0 = no limit
+    keep_conversations: bool = True  # the service stores its chats' histories (memory DB)
+    conversation_retention_days: float = 30.0  # forget a chat not used for this long; 0 = never
     model_aliases: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_MODEL_ALIASES))
     mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)  # checked by retinue.mcp
     database_url: str | None = None  # PostgreSQL for memory (several workers); None = SQLite
+    web_search_url: str | None = None  # a SearXNG instance for WebSearch; None = off
+    web_fetch_allow_private: bool = False  # WebFetch may reach loopback/private addresses
 
     @property
     def config_file(self) -> Path:

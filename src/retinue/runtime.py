@@ -22,14 +22,15 @@ from retinue.engine.compact import (
 )
 from retinue.engine.compress import AutoCompressor, CompressionResult
 from retinue.engine.config import RunConfig, RunOutput
-from retinue.engine.session import Lifecycle, Session
+from retinue.engine.session import INTERRUPTED_NOTE, Lifecycle, Session, repair_history
 from retinue.events import EventSink
 from retinue.llm.base import Model
 from retinue.llm.profiles import profile_for
 from retinue.llm.resolve import resolve_model
 from retinue.mcp.config import attach_servers, load_servers
 from retinue.memory import SQLiteMemory, open_memory
-from retinue.messages import Message
+from retinue.memory.conversations import ConversationStore
+from retinue.messages import Message, SystemMessage
 from retinue.subagents import Role, RoleCatalog, SubAgentManager, role_dirs, roles_section
 from retinue.subagents.tools import ask_parent, subagent_tools
 from retinue.tools.base import Tool, ToolContext, ToolRegistry, merge
@@ -110,7 +111,9 @@ class Runtime:
         if model is None:
             spec, notice = choose_model(settings)
             model = model_for(spec)
-        tools = ToolRegistry([*(builtin_tools() if builtins else []), *(extra_tools or [])])
+        web = {"web_search_url": settings.web_search_url,
+               "web_fetch_allow_private": settings.web_fetch_allow_private}  # fmt: skip
+        tools = ToolRegistry([*(builtin_tools(**web) if builtins else []), *(extra_tools or [])])
         catalog = load_roles(settings, tools)
         catalog.roles.update({role.name: role for role in roles})
         attach_servers(tools, settings, catalog.roles.values())  # MCP tools, started on use
@@ -133,6 +136,14 @@ class Runtime:
             settings, model, catalog, tools, manager, memory, compressor, events, notice,
             instructions,
         )  # fmt: skip
+
+    @property
+    def conversations(self) -> ConversationStore | None:
+        """Where the service stores its chats: the memory store's, unless there is no memory
+        or ``keep_conversations`` is off."""
+        if self.memory is None or not self.settings.keep_conversations:
+            return None
+        return self.memory.conversations
 
     def conversation(
         self, agent_id: str = "main", *, keep_sessions: bool = False, stream: bool = False
@@ -239,6 +250,17 @@ class Conversation:
         if self.compact:
             text = with_named_files(text, self.runtime.settings.workspace)
         return await self.session.send(text, on_start=begin)
+
+    def restore(self, messages: Sequence[Message]) -> None:
+        """Continue from a stored history (before the first turn): its next message is sent
+        after ``messages``. A history cut off mid-turn (the process stopped) is closed as an
+        interrupted turn would be."""
+        if self.session.messages or self.session.state != "idle":
+            raise RuntimeError("restore() is for a conversation that has not begun")
+        history = list(messages)
+        if history and not isinstance(history[-1], SystemMessage):
+            repair_history(history, INTERRUPTED_NOTE)
+        self.session.config.messages = history
 
     async def compress(self) -> CompressionResult | None:
         return await self.runtime.compressor.compress_now(

@@ -61,7 +61,7 @@ def test_a_message_round_trip_keeps_each_conversation_apart(serve: Serve, tmp_pa
         other = client.post("/v1/conversations/two/messages", json={"content": "hi"})
         assert other.json()["content"] == "Other."
         listed = client.get("/v1/conversations").json()["conversations"]
-    assert [c["id"] for c in listed] == ["one", "two"]
+    assert [c["id"] for c in listed] == ["two", "one"]  # the latest first
     # turn two of "one" saw turn one; conversation "two" started fresh
     assert [m.role for m in model.calls[2].messages] == [
         "system",

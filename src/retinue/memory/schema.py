@@ -68,7 +68,30 @@ _V3 = """
 ALTER TABLE blocks ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
+# v4: the main agent's conversations (the HTTP service's chats), one row per message.
+_V4 = """
+CREATE TABLE conversations (
+    tenant TEXT NOT NULL,
+    id TEXT NOT NULL,
+    title TEXT NOT NULL,
+    message_count INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (tenant, id)
+) WITHOUT ROWID;
+
+CREATE INDEX conversations_by_update ON conversations (tenant, updated_at);
+
+CREATE TABLE conversation_messages (
+    tenant TEXT NOT NULL,
+    conversation TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (tenant, conversation, seq)
+) WITHOUT ROWID;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

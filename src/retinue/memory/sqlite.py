@@ -27,6 +27,7 @@ from retinue.errors import BlockConflictError, BlockLimitError, MemoryStoreError
 from retinue.memory.embeddings import VECTOR_SCAN_LIMIT, Embedder, pack, top_by_cosine
 from retinue.memory.pending import PendingStore
 from retinue.memory.schema import migrate
+from retinue.memory.sqlite_conversations import SQLiteConversations
 from retinue.memory.store import DEFAULT_BLOCK_LIMITS, Block, Passage, render_memory
 from retinue.memory.text import merge_lines, scrub
 from retinue.messages import Message
@@ -70,7 +71,9 @@ class SQLiteMemory:
     """Memory for every ``(tenant, role)`` scope in one SQLite database.
 
     Implements :class:`~retinue.memory.base.Memory` (``render``, ``consolidate``) for the
-    sub-agent manager and :class:`~retinue.memory.store.MemoryStore` for tools and the CLI.
+    sub-agent manager and :class:`~retinue.memory.store.MemoryStore` for tools and the CLI;
+    :attr:`conversations` is the service's
+    :class:`~retinue.memory.conversations.ConversationStore` in the same database.
     """
 
     def __init__(
@@ -100,6 +103,8 @@ class SQLiteMemory:
             migrate(self._conn)
         except (sqlite3.Error, OSError) as exc:
             raise MemoryStoreError(f"cannot open memory database {path}: {exc}") from None
+        self.conversations = SQLiteConversations(self._tx, self._read)
+        """The main agent's stored conversations (a ``ConversationStore``), in this file."""
 
     def close(self) -> None:
         with self._lock:

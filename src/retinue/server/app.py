@@ -5,13 +5,18 @@ but ``/healthz`` needs ``Authorization: Bearer <token>``; Host, Origin and body 
 checked first (see :mod:`retinue.server.security`)::
 
     GET    /healthz                                   liveness, model, counts
-    GET    /v1/conversations                          conversation ids, running or not,
+    GET    /v1/conversations                          conversations, live or stored, the
+                                                      latest first: id, title (first user
+                                                      message), messages, updated_at, running,
                                                       and the question it asks, if any
+    GET    /v1/conversations/{id}                     its history: {"id", "messages": [...],
+                                                      "running", "question"}
     POST   /v1/conversations/{id}/messages            one main-agent turn (or the answer to
            body {"content": str, "keep_sessions": bool = false}   its question: that turn
                                                       goes on; stop_reason "asking" = a question)
            ?stream=true or Accept: text/event-stream  -> SSE (see ``retinue.server.sse``)
-    DELETE /v1/conversations/{id}                     end its sessions, forget it
+    DELETE /v1/conversations/{id}                     end its sessions, forget it (stored
+                                                      history included)
     GET    /v1/sessions[?parent=AGENT_ID]             live interactive sessions
     GET    /v1/sessions/{session_id}                  one session with its history
     POST   /v1/sessions/{session_id}/interrupt        cancel its running turn, keep it
@@ -26,7 +31,8 @@ Status codes: 400 bad request or a refused turn, 401 no or a wrong token, 403 a 
 Origin, 404 unknown conversation or session, 409 conversation deleted during the turn,
 413 body too large, 421 a Host not allowed, 422 malformed body, 429 too many turns in
 progress, 502 the model provider failed. Idle conversations are evicted (see
-:class:`~retinue.server.conversations.Limits`).
+:class:`~retinue.server.conversations.Limits`); histories are stored and survive a restart
+(see :mod:`retinue.server.conversations`).
 """
 
 from __future__ import annotations
@@ -161,16 +167,19 @@ def _conversation_routes(app: FastAPI, host: ConversationHost) -> None:
 
     @app.get("/v1/conversations")
     async def list_conversations() -> dict[str, Any]:
+        return {"conversations": [asdict(v) for v in await host.views()]}
+
+    @app.get("/v1/conversations/{cid}")
+    async def get_conversation(cid: str) -> dict[str, Any]:
+        check(cid)
+        history = await host.history(cid)
+        if history is None:
+            raise HTTPException(404, f"no conversation {cid!r}")
         return {
-            "conversations": [
-                {
-                    "id": c,
-                    "running": host.running(c),
-                    "messages": host.message_count(c),
-                    "question": host.question(c),
-                }
-                for c in host.ids()
-            ]
+            "id": cid,
+            "messages": [to_dict(m) for m in history],
+            "running": host.running(cid),
+            "question": host.question(cid),
         }
 
     @app.post("/v1/conversations/{cid}/messages", response_model=None)

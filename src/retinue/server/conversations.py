@@ -7,7 +7,16 @@ that goes away cancels only its turn, whose cleanup (session consolidation) stil
 
 :class:`Limits` bounds the host: at most ``max_turns`` turns in flight (running or queued)
 across all conversations, beyond which a turn is refused at once (:class:`ServerBusy`); and
-a conversation without a turn for ``idle_s`` seconds is evicted (closed, as by delete).
+a conversation without a turn for ``idle_s`` seconds is evicted (closed, kept in the store).
+
+**Persistence.** With a store (:attr:`Runtime.conversations
+<retinue.runtime.Runtime.conversations>`), a conversation's history is saved after each of
+its turns (whatever ended it: an answer, a failure, an interrupt) and when it is evicted or
+the service stops; a conversation not in memory is restored from the store by its next
+message, so a restarted service continues the chat with its whole history. A turn that was
+running when the process died is lost (the history goes back to the turn before it). Delete
+forgets the stored history too. Stored conversations unused for
+``conversation_retention_days`` are pruned. Interactive sub-agent sessions are not stored.
 """
 
 from __future__ import annotations
@@ -15,18 +24,23 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from collections.abc import Coroutine, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from retinue.engine.config import RunOutput
 from retinue.errors import SessionClosedError
 from retinue.events import EventSink
+from retinue.memory.conversations import ConversationSummary, title_of
+from retinue.messages import Message
 from retinue.runtime import Conversation, Runtime
 from retinue.server.hub import EventHub
 
 __all__ = [
     "ConversationGone",
     "ConversationHost",
+    "ConversationView",
     "Limits",
     "ServerBusy",
     "agent_id_for",
@@ -57,6 +71,44 @@ def valid_conversation_id(cid: str) -> bool:
     return _CONVERSATION_ID.fullmatch(cid) is not None
 
 
+@dataclass(frozen=True, slots=True)
+class ConversationView:
+    """One conversation as the list shows it: stored, live, or both (live wins)."""
+
+    id: str
+    title: str
+    messages: int
+    updated_at: float  # Unix seconds of its last turn's start or end, or its last save
+    running: bool = False
+    question: str | None = None
+
+
+@dataclass(slots=True, eq=False)
+class _Live:
+    """A conversation in memory, with what the store holds of it.
+
+    ``saved`` is the history as last saved (the same message objects), so a save writes only
+    what changed after their common prefix; ``lock`` orders saves and the delete of one
+    conversation; ``restored`` is done once its stored history is in place.
+    """
+
+    conversation: Conversation
+    restored: asyncio.Future[None]
+    saved: list[Message] = field(default_factory=list[Message])
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    updated_at: float = field(default_factory=time.time)
+
+
+def _same_prefix(a: Sequence[Message], b: Sequence[Message]) -> int:
+    """How many leading messages ``a`` and ``b`` share (the very same objects)."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x is not y:
+            break
+        n += 1
+    return n
+
+
 def agent_id_for(cid: str) -> str:
     """The main agent id that serves conversation ``cid``."""
     return f"conv-{cid}"
@@ -67,38 +119,71 @@ class ConversationHost:
 
     Each conversation is a session (:class:`~retinue.runtime.Conversation`): its turns run in
     arrival order, and deleting it closes it (running turn cancelled, sessions consolidated).
+    With a store, histories are saved and restored (see the module docstring).
     """
+
+    PRUNE_EVERY_S = 600.0
 
     def __init__(self, runtime: Runtime, hub: EventHub, limits: Limits | None = None) -> None:
         self.runtime = runtime
         self.hub = hub
         self.limits = limits or Limits()
-        self._conversations: dict[str, Conversation] = {}
-        self._background: set[asyncio.Task[RunOutput]] = set()
+        self.store = runtime.conversations
+        self.tenant = runtime.settings.tenant
+        self._live: dict[str, _Live] = {}
+        self._background: set[asyncio.Task[Any]] = set()
         self._in_flight: dict[str, int] = {}  # turns running or queued, per conversation
         self._last_used: dict[str, float] = {}  # monotonic time a turn last began or ended
 
     def ids(self) -> list[str]:
-        return list(self._conversations)
+        """The conversations in memory."""
+        return list(self._live)
 
     def running(self, cid: str) -> bool:
-        conversation = self._conversations.get(cid)
-        return conversation is not None and conversation.session.state == "running"
+        live = self._live.get(cid)
+        return live is not None and live.conversation.session.state == "running"
 
     def question(self, cid: str) -> str | None:
         """What the main agent of ``cid`` asks the user, while it waits for the answer (the
         conversation's next message)."""
-        conversation = self._conversations.get(cid)
-        return conversation.session.question if conversation is not None else None
+        live = self._live.get(cid)
+        return live.conversation.session.question if live is not None else None
 
     def message_count(self, cid: str) -> int:
-        conversation = self._conversations.get(cid)
-        return len(conversation.messages) if conversation else 0
+        live = self._live.get(cid)
+        return len(live.conversation.messages) if live else 0
+
+    async def views(self, limit: int = 1000) -> list[ConversationView]:
+        """Every conversation, live or stored, the most recently used first."""
+        stored: list[ConversationSummary] = []
+        if self.store is not None:
+            stored = await self.store.summaries(self.tenant, limit)
+        views = {s.id: ConversationView(s.id, s.title, s.messages, s.updated_at) for s in stored}
+        for cid, live in self._live.items():
+            if not _succeeded(live.restored) and cid in views:
+                continue  # still loading: the stored view is the right one
+            messages = live.conversation.messages
+            views[cid] = ConversationView(
+                cid, title_of(messages), len(messages), live.updated_at,
+                self.running(cid), self.question(cid),
+            )  # fmt: skip
+        return sorted(views.values(), key=lambda v: (-v.updated_at, v.id))[:limit]
+
+    async def history(self, cid: str) -> list[Message] | None:
+        """The history of ``cid`` (in memory, else stored), or None if there is none."""
+        live = self._live.get(cid)
+        if live is not None and _succeeded(live.restored) and live.conversation.messages:
+            return list(live.conversation.messages)
+        if self.store is None:
+            return [] if live is not None else None
+        stored = await self.store.load(self.tenant, cid)
+        return stored if stored is not None or live is None else []
 
     async def send(
         self, cid: str, text: str, *, keep_sessions: bool = False, on_event: EventSink | None = None
     ) -> RunOutput:
-        """Run one main-agent turn in ``cid`` (created on first use), after earlier turns.
+        """Run one main-agent turn in ``cid`` (created on first use, or restored from the
+        store), after earlier turns; the history is saved when it ends.
 
         ``on_event`` receives the events of this conversation's agent tree during the turn
         (and asks for text deltas). Raises :class:`ConversationGone` if the conversation is
@@ -110,25 +195,56 @@ class ConversationHost:
         self._in_flight[cid] = self._in_flight.get(cid, 0) + 1
         self._last_used[cid] = time.monotonic()
         try:
-            return await self._send(cid, text, keep_sessions=keep_sessions, on_event=on_event)
+            live = await self._open(cid)
+            try:
+                return await self._send(cid, live, text, keep_sessions, on_event)
+            finally:
+                live.updated_at = time.time()
+                await self._save(cid, live)
         finally:
             self._last_used[cid] = time.monotonic()
             self._in_flight[cid] -= 1
             if not self._in_flight[cid]:
                 del self._in_flight[cid]
 
-    async def _send(
-        self, cid: str, text: str, *, keep_sessions: bool, on_event: EventSink | None
-    ) -> RunOutput:
-        conversation = self._conversations.get(cid)
-        if conversation is None:
+    async def _open(self, cid: str) -> _Live:
+        """The live conversation ``cid``, restored from the store on first use."""
+        live = self._live.get(cid)
+        if live is None:
             conversation = self.runtime.conversation(agent_id_for(cid))
-            self._conversations[cid] = conversation
+            live = self._live[cid] = _Live(conversation, asyncio.Future())
+            self._own(self._restore(cid, live), live.restored)
+        await asyncio.shield(live.restored)  # a waiter that goes away leaves it to finish
+        return live
+
+    async def _restore(self, cid: str, live: _Live) -> None:
+        if self.store is None:
+            return
+        try:
+            history = await self.store.load(self.tenant, cid)
+        except BaseException:
+            if self._live.get(cid) is live:  # the next message tries again
+                del self._live[cid]
+            raise
+        if history and self._live.get(cid) is live:  # not deleted while it loaded
+            live.conversation.restore(history)
+            live.saved = list(live.conversation.messages)
+
+    async def _send(
+        self,
+        cid: str,
+        live: _Live,
+        text: str,
+        keep_sessions: bool,
+        on_event: EventSink | None,
+    ) -> RunOutput:
+        conversation = live.conversation
         watching = ExitStack()
 
         def begin() -> None:  # this turn's time has come: its settings, its subscriber
             conversation.keep_sessions = keep_sessions
             conversation.stream = on_event is not None
+            live.updated_at = time.time()
             if on_event is not None:
                 watching.enter_context(self.hub.subscribe(agent_id_for(cid), on_event))
 
@@ -140,6 +256,39 @@ class ConversationHost:
         if out.stop_reason == "interrupted" and conversation.session.state in ("closing", "closed"):
             raise ConversationGone(f"conversation {cid!r} was deleted during this turn")
         return out
+
+    async def _save(self, cid: str, live: _Live, *, closed: bool = False) -> None:
+        """Save what changed in ``live``'s history (unless it was deleted, or ``closed``: it
+        is being evicted). Runs in a task of its own, so a cancelled caller cannot cut it
+        short."""
+        if self.store is None or not _succeeded(live.restored):
+            return
+        store = self.store
+
+        async def write() -> None:
+            async with live.lock:
+                if not closed and self._live.get(cid) is not live:
+                    return  # deleted (or evicted, which saves itself) meanwhile
+                messages = list(live.conversation.messages)
+                keep = _same_prefix(live.saved, messages)
+                if not messages or keep == len(messages) == len(live.saved):
+                    return
+                await store.save(self.tenant, cid, messages, keep=keep)
+                live.saved = messages
+
+        await asyncio.shield(self._own(write()))
+
+    def _own(
+        self, work: Coroutine[Any, Any, None], done: asyncio.Future[None] | None = None
+    ) -> asyncio.Task[None]:
+        """Run ``work`` in a task the host keeps until it ends; ``done`` (if given) gets its
+        outcome."""
+        task = asyncio.create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        if done is not None:
+            task.add_done_callback(lambda t: _settle(done, t))
+        return task
 
     def start(
         self, cid: str, text: str, *, keep_sessions: bool = False, on_event: EventSink | None = None
@@ -153,41 +302,84 @@ class ConversationHost:
         return task
 
     async def delete(self, cid: str) -> list[str] | None:
-        """Forget ``cid``: cancel its running turn, end its sessions (consolidated).
+        """Forget ``cid``: cancel its running turn, end its sessions (consolidated), and
+        delete its stored history.
 
-        Returns the ids of the sessions it ended, or None if there is no such conversation.
+        Returns the ids of the sessions it ended, or None if there is no such conversation
+        (neither in memory nor stored).
         """
-        conversation = self._conversations.pop(cid, None)
+        live = self._live.pop(cid, None)
         self._last_used.pop(cid, None)
-        if conversation is None:
-            return None
-        return await conversation.close()
+        ended = await live.conversation.close() if live is not None else None
+        if self.store is None:
+            return ended
+        lock = live.lock if live is not None else asyncio.Lock()
+        async with lock:
+            stored = await self.store.delete(self.tenant, cid)
+        return ended if live is not None else ([] if stored else None)
+
+    async def _evict(self, cid: str) -> None:
+        """Close ``cid`` in memory, its history saved (the next message restores it)."""
+        live = self._live.pop(cid, None)
+        self._last_used.pop(cid, None)
+        if live is not None:
+            await live.conversation.close()
+            await self._save(cid, live, closed=True)
 
     async def evict_idle(self, now: float | None = None) -> list[str]:
         """Close the conversations with no turn in flight for ``limits.idle_s``; their ids."""
         now = time.monotonic() if now is None else now
         idle = [
             cid
-            for cid in list(self._conversations)
+            for cid in list(self._live)
             if cid not in self._in_flight
             and now - self._last_used.get(cid, now) >= self.limits.idle_s
         ]
         evicted = []
         for cid in idle:
             if cid not in self._in_flight:  # no turn began while an earlier one closed
-                await self.delete(cid)
+                await self._evict(cid)
                 evicted.append(cid)
         return evicted
 
+    async def prune(self, now: float | None = None) -> int:
+        """Forget stored conversations unused for ``conversation_retention_days`` (0: keep
+        them all); how many."""
+        days = self.runtime.settings.conversation_retention_days
+        if self.store is None or days <= 0:
+            return 0
+        now = time.time() if now is None else now
+        return await self.store.prune(now - days * 86400.0)
+
     async def evict_forever(self) -> None:
-        """Evict idle conversations every little while (a task of the app's lifespan)."""
+        """Evict idle conversations every little while, and prune old stored ones now and
+        then (a task of the app's lifespan)."""
+        pruned = -self.PRUNE_EVERY_S
         while True:
+            if time.monotonic() - pruned >= self.PRUNE_EVERY_S:
+                pruned = time.monotonic()
+                await self.prune()
             await asyncio.sleep(min(max(self.limits.idle_s / 4, 0.05), 60.0))
             await self.evict_idle()
 
     async def close_all(self) -> None:
-        """End every conversation (the service is stopping)."""
-        for cid in list(self._conversations):
-            await self.delete(cid)
-        if self._background:
+        """End every conversation, each saved (the service is stopping)."""
+        for cid in list(self._live):
+            await self._evict(cid)
+        while self._background:
             await asyncio.wait(set(self._background))
+
+
+def _succeeded(future: asyncio.Future[None]) -> bool:
+    return future.done() and not future.cancelled() and future.exception() is None
+
+
+def _settle(done: asyncio.Future[None], task: asyncio.Task[None]) -> None:
+    if done.done():
+        return
+    if task.cancelled():
+        done.cancel()
+    elif (exc := task.exception()) is not None:
+        done.set_exception(exc)
+    else:
+        done.set_result(None)

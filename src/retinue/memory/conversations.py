@@ -1,0 +1,82 @@
+"""Stored conversations of the main agent: the :class:`ConversationStore` protocol.
+
+The HTTP service keeps each conversation's history (every message: system prompt, user
+turns, assistant replies, tool calls and results) in the store, so a restarted service
+continues a chat with its whole history. Interactive sub-agent sessions are never stored
+(what they learned lives on through consolidation).
+
+A conversation is named by ``(tenant, id)``; nothing crosses tenants. Its history is an
+ordered list of :class:`~retinue.messages.Message`, written whole by :meth:`save` (with a
+hint of how much is already stored, so a long chat writes only its new tail). Every store
+(SQLite in the data directory, PostgreSQL for several workers) implements the protocol the
+same way; ``tests/memory/test_conversations.py`` pins its behaviour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from retinue.messages import Message, UserMessage
+
+__all__ = ["TITLE_CHARS", "ConversationStore", "ConversationSummary", "title_of"]
+
+TITLE_CHARS = 80
+"""Characters of the first user message kept as a conversation's title."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationSummary:
+    """One stored conversation as a list shows it: its title (the first user message, on
+    one line, cut to :data:`TITLE_CHARS`), its number of messages, and when it was created
+    and last saved (Unix seconds)."""
+
+    id: str
+    title: str
+    messages: int
+    created_at: float
+    updated_at: float
+
+
+def title_of(messages: Sequence[Message]) -> str:
+    """The title of a history: its first user message on one line, cut short ("" if none)."""
+    for message in messages:
+        if isinstance(message, UserMessage):
+            line = " ".join(message.content.split())
+            return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1] + "…"
+    return ""
+
+
+@runtime_checkable
+class ConversationStore(Protocol):
+    """Where the main agent's conversations are kept, per tenant."""
+
+    async def load(self, tenant: str, cid: str) -> list[Message] | None:
+        """The stored history of ``cid`` in order, or None if there is no such conversation."""
+        ...
+
+    async def save(
+        self, tenant: str, cid: str, messages: Sequence[Message], *, keep: int = 0
+    ) -> None:
+        """Make ``messages`` the stored history of ``cid`` (created if new), atomically.
+
+        ``keep`` says that the first ``keep`` messages are stored already, unchanged: only
+        ``messages[keep:]`` need writing (whatever was stored from position ``keep`` on is
+        replaced). ``keep=0`` rewrites the whole history; a ``keep`` larger than what is
+        stored counts as what is stored.
+        """
+        ...
+
+    async def summaries(self, tenant: str, limit: int = 1000) -> list[ConversationSummary]:
+        """The tenant's conversations, the most recently saved first, at most ``limit``."""
+        ...
+
+    async def delete(self, tenant: str, cid: str) -> bool:
+        """Forget ``cid`` and its whole history; False if there was no such conversation."""
+        ...
+
+    async def prune(self, older_than: float) -> int:
+        """Forget every conversation (all tenants) last saved before ``older_than`` (Unix
+        seconds); how many were forgotten."""
+        ...

@@ -1,0 +1,126 @@
+"""The SQLite :class:`~retinue.memory.conversations.ConversationStore`: in the memory database.
+
+A conversation is a row of ``conversations`` (title, message count, times) and one row of
+``conversation_messages`` per message (its :func:`~retinue.messages.to_dict` JSON), written
+in one transaction with the store's connection and lock (see :mod:`retinue.memory.sqlite`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+
+from retinue.errors import MemoryStoreError
+from retinue.memory.conversations import ConversationSummary, title_of
+from retinue.messages import Message, from_dict, to_dict
+
+__all__ = ["SQLiteConversations"]
+
+Transaction = Callable[[], AbstractContextManager[sqlite3.Connection]]
+Reader = Callable[[str, Sequence[object]], list[tuple]]
+
+
+class SQLiteConversations:
+    """Conversations in the memory database; built by :class:`~retinue.memory.SQLiteMemory`
+    with its write transaction (``tx``) and its locked reader (``read``)."""
+
+    def __init__(self, tx: Transaction, read: Reader) -> None:
+        self._tx = tx
+        self._read = read
+
+    async def load(self, tenant: str, cid: str) -> list[Message] | None:
+        return await asyncio.to_thread(self._load, tenant, cid)
+
+    def _load(self, tenant: str, cid: str) -> list[Message] | None:
+        if not self._read("SELECT 1 FROM conversations WHERE tenant = ? AND id = ?", (tenant, cid)):
+            return None
+        rows = self._read(
+            "SELECT body FROM conversation_messages WHERE tenant = ? AND conversation = ? "
+            "ORDER BY seq",
+            (tenant, cid),
+        )
+        try:
+            return [from_dict(json.loads(body)) for (body,) in rows]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise MemoryStoreError(f"stored conversation {cid!r} is damaged: {exc}") from None
+
+    async def save(
+        self, tenant: str, cid: str, messages: Sequence[Message], *, keep: int = 0
+    ) -> None:
+        await asyncio.to_thread(self._save, tenant, cid, list(messages), keep)
+
+    def _save(self, tenant: str, cid: str, messages: list[Message], keep: int) -> None:
+        now = time.time()
+        with self._tx() as conn:
+            stored = conn.execute(
+                "SELECT count(*) FROM conversation_messages WHERE tenant = ? AND conversation = ?",
+                (tenant, cid),
+            ).fetchone()[0]
+            keep = max(0, min(keep, stored, len(messages)))
+            conn.execute(
+                "DELETE FROM conversation_messages "
+                "WHERE tenant = ? AND conversation = ? AND seq >= ?",
+                (tenant, cid, keep),
+            )
+            conn.executemany(
+                "INSERT INTO conversation_messages (tenant, conversation, seq, body) "
+                "VALUES (?, ?, ?, ?)",
+                _rows(tenant, cid, messages, keep),
+            )
+            conn.execute(
+                "INSERT INTO conversations "
+                "(tenant, id, title, message_count, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, id) DO UPDATE SET "
+                "title = excluded.title, message_count = excluded.message_count, "
+                "updated_at = excluded.updated_at",
+                (tenant, cid, title_of(messages), len(messages), now, now),
+            )
+
+    async def summaries(self, tenant: str, limit: int = 1000) -> list[ConversationSummary]:
+        rows = await asyncio.to_thread(
+            self._read,
+            "SELECT id, title, message_count, created_at, updated_at FROM conversations "
+            "WHERE tenant = ? ORDER BY updated_at DESC, id LIMIT ?",
+            (tenant, max(0, limit)),
+        )
+        return [ConversationSummary(*row) for row in rows]
+
+    async def delete(self, tenant: str, cid: str) -> bool:
+        return await asyncio.to_thread(self._delete, tenant, cid)
+
+    def _delete(self, tenant: str, cid: str) -> bool:
+        with self._tx() as conn:
+            conn.execute(
+                "DELETE FROM conversation_messages WHERE tenant = ? AND conversation = ?",
+                (tenant, cid),
+            )
+            gone = conn.execute(
+                "DELETE FROM conversations WHERE tenant = ? AND id = ?", (tenant, cid)
+            ).rowcount
+        return gone > 0
+
+    async def prune(self, older_than: float) -> int:
+        return await asyncio.to_thread(self._prune, older_than)
+
+    def _prune(self, older_than: float) -> int:
+        with self._tx() as conn:
+            conn.execute(
+                "DELETE FROM conversation_messages WHERE (tenant, conversation) IN "
+                "(SELECT tenant, id FROM conversations WHERE updated_at < ?)",
+                (older_than,),
+            )
+            return conn.execute(
+                "DELETE FROM conversations WHERE updated_at < ?", (older_than,)
+            ).rowcount
+
+
+def _rows(
+    tenant: str, cid: str, messages: list[Message], start: int
+) -> Iterator[tuple[str, str, int, str]]:
+    for seq in range(start, len(messages)):
+        body = json.dumps(to_dict(messages[seq]), ensure_ascii=False)
+        yield tenant, cid, seq, body
