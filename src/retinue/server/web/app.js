@@ -180,14 +180,18 @@
       const button = el(
         "button",
         { type: "button", className: "link" },
-        el("span", { className: "name", textContent: c.id }),
+        el("span", { className: "name", textContent: c.title || c.id }),
         el("span", { className: "muted small", textContent: facts.join(" · ") }),
       );
       button.dataset.cid = c.id;
+      button.title = c.id;
       button.addEventListener("click", () => select(c.id));
       return el("li", { className: c.id === state.current ? "current" : "" }, button);
     });
     $("conversation-list").replaceChildren(...items);
+    const current = rows.find((c) => c.id === state.current);
+    $("chat-title").textContent = (current && current.title) || state.current || "";
+    $("chat-title").dataset.cid = state.current || "";
     $("delete-conversation").hidden = !state.conversations.some((c) => c.id === state.current);
   }
 
@@ -207,7 +211,6 @@
     const listed = state.conversations.some((c) => c.id === cid);
     if (!listed) state.local.add(cid);
     closeHistory();
-    $("chat-title").textContent = cid;
     drawConversations();
     drawMessages();
     drawTree();
@@ -435,7 +438,8 @@
     } else if (kind === "run_finished") {
       n.turns += 1;
       n.activity = "";
-      n.state = data.stop_reason === "asking" ? "asking" : n.session ? "idle" : "done";
+      const kept = n.session || n.id === agentId(cid);
+      n.state = data.stop_reason === "asking" ? "asking" : kept ? "idle" : "done";
       if (n.id === state.historyOf) openHistory(n.id);
     } else if (kind === "model_started") {
       n.activity = "thinking";
@@ -561,7 +565,7 @@
   }
 
   function historyItem(m) {
-    const li = el("li", { className: `msg-${m.role}` }, el("div", { className: "who", textContent: m.role }));
+    const li = el("li", { className: `h-${m.role}` }, el("div", { className: "who", textContent: m.role }));
     if (m.content) li.append(el("div", { className: "text", textContent: clip(m.content, 4000) }));
     for (const t of m.tool_calls || []) {
       li.append(el("div", { className: "text tool", textContent: `→ ${t.name} ${clip(t.arguments, 400)}` }));

@@ -1,0 +1,207 @@
+"""The web page in a real browser (Debian's Chromium) against a live server, models scripted.
+
+Screenshots go to ``tests/web/artifacts/`` (or ``$RETINUE_ARTIFACTS``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, Locator, Page, expect
+
+from retinue.engine.session import INTERRUPTED_NOTE
+from retinue.server.conversations import Limits
+from retinue.testing import ScriptedModel, call_tool
+
+pytestmark = pytest.mark.timeout(60)
+wait_for = importlib.import_module("serverkit").wait_for  # on sys.path: conftest
+
+Serve = Callable[..., Any]  # conftest's serve(): a ServerThread (tests/server/serverkit.py)
+ARTIFACTS = Path(os.environ.get("RETINUE_ARTIFACTS") or Path(__file__).with_name("artifacts"))
+FIRST_LOAD_LIMIT = 300_000  # bytes transferred, all requests of a first visit together
+
+
+@pytest.fixture
+def pages(browser: Browser) -> Iterator[Callable[[], Page]]:
+    """New pages, each in a fresh context (its own cache and sessionStorage)."""
+    contexts = []
+
+    def new_page() -> Page:
+        context = browser.new_context(viewport={"width": 1280, "height": 760})
+        context.set_default_timeout(15_000)
+        contexts.append(context)
+        return context.new_page()
+
+    yield new_page
+    for context in contexts:
+        context.close()
+
+
+def signed_in(page: Page, server: Any) -> Page:
+    """Open the page with the token in the URL fragment (kept in sessionStorage)."""
+    page.goto(f"{server.url}/#token={server.token}")
+    expect(page.locator("#app")).to_be_visible()
+    return page
+
+
+def say(page: Page, text: str) -> str:
+    """Send ``text`` in the open conversation; its id."""
+    page.fill("#input", text)
+    page.press("#input", "Enter")
+    return page.locator("#chat-title").get_attribute("data-cid") or ""
+
+
+def shot(page: Page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / name))
+
+
+def conversation_item(page: Page, cid: str) -> Locator:
+    return page.locator(f'#conversation-list button[data-cid="{cid}"]')
+
+
+def test_sign_in_chat_and_find_the_conversation_after_a_reload(
+    serve: Serve, pages: Callable[[], Page]
+) -> None:
+    server = serve(ScriptedModel(["Hello! I am the main agent.\nAsk me anything."]))
+    page = pages()
+    page.goto(server.url)
+    expect(page.locator("#login")).to_be_visible()
+    page.fill("#token", "not-the-token")
+    page.click("#login-form button")
+    expect(page.locator("#login-error")).to_contain_text("refused")
+    page.fill("#token", server.token)
+    page.click("#login-form button")
+    expect(page.locator("#app")).to_be_visible()
+
+    cid = say(page, "Say hello <b>bold</b>")
+    reply = page.locator("#messages .msg-assistant").last
+    expect(reply.locator(".text")).to_have_text("Hello! I am the main agent.\nAsk me anything.")
+    expect(reply.locator(".meta")).to_contain_text("tokens")
+    expect(page.locator("#messages .msg-user .text")).to_have_text("Say hello <b>bold</b>")
+    expect(page.locator("#messages .msg-user b")).to_have_count(0)
+    expect(conversation_item(page, cid)).to_be_visible()
+    expect(page.locator("#send")).to_be_enabled()
+
+    page.reload()  # the token stays in this tab's sessionStorage
+    expect(page.locator("#app")).to_be_visible()
+    conversation_item(page, cid).click()
+    expect(page.locator("#chat-title")).to_have_text("Say hello <b>bold</b>")  # its title
+    expect(page.locator("#messages .msg-user .text")).to_have_text("Say hello <b>bold</b>")
+    expect(page.locator("#messages .msg-assistant .text")).to_contain_text("I am the main agent")
+    shot(page, "chat-after-reload.png")
+
+
+def test_a_first_visit_transfers_at_most_300_kb(serve: Serve, pages: Callable[[], Page]) -> None:
+    server = serve(ScriptedModel(["An answer."]))
+    with server.client() as client:
+        client.post("/v1/conversations/first/messages", json={"content": "hi"})
+    page = pages()
+    sizes: dict[str, int] = {}
+
+    def count(request: Any) -> None:
+        s = request.sizes()
+        sizes[request.url] = sizes.get(request.url, 0) + sum(s.values())
+
+    page.on("requestfinished", count)
+    signed_in(page, server)
+    expect(page.locator("#messages .msg-assistant .text")).to_have_text("An answer.")
+    page.wait_for_load_state("networkidle")
+    assert {f"{server.url}/", f"{server.url}/static/app.js", f"{server.url}/static/app.css"} <= set(
+        sizes
+    )
+    assert 10_000 < sum(sizes.values()) <= FIRST_LOAD_LIMIT, sizes
+
+
+def test_the_sub_agent_tree_grows_opens_histories_and_interrupts(
+    serve: Serve, pages: Callable[[], Page]
+) -> None:
+    main = ScriptedModel(
+        [
+            call_tool(
+                "SubAgent",
+                {"task": "Find where settings are loaded.", "role": "lead", "interactive": True},
+            ),
+            call_tool(  # the lead's turn (it runs on the main model)
+                "SubAgent",
+                {"task": "Look through src/ for the loader.", "role": "scout", "interactive": True},
+            ),
+            "The scout was stopped; I found it myself: config.py loads the settings.",
+            "The lead reports: config.py loads the settings.",
+        ]
+    )
+    scout_model = ScriptedModel(["never said"], name="scripted:slow", delay=60)
+    server = serve(main, scout_model)
+    page = signed_in(pages(), server)
+    cid = say(page, "Where are the settings loaded?")
+    lead_id, scout_id = f"conv-{cid}/lead", f"conv-{cid}/lead/scout"
+    lead = page.locator(f'li.node[data-id="{lead_id}"]')
+    scout = lead.locator(f'li.node[data-id="{scout_id}"]')  # nested under its parent
+    expect(scout).to_have_attribute("data-state", "running")
+    expect(lead).to_have_attribute("data-state", "running")
+    expect(page.locator("#stop")).to_be_visible()
+
+    scout.locator(".node-name").click()
+    history = page.locator("#history")
+    expect(history.locator("#history-title")).to_have_text("scout")
+    expect(history.locator(".h-user .text")).to_have_text("Look through src/ for the loader.")
+    shot(page, "tree-running.png")
+
+    scout.get_by_role("button", name="Interrupt").click()
+    expect(scout).to_have_attribute("data-state", "idle")
+    final = page.locator("#messages .msg-assistant .text").last
+    expect(final).to_have_text("The lead reports: config.py loads the settings.")
+    expect(lead).to_have_attribute("data-state", "idle")
+    expect(lead.locator(".node-reply").first).to_contain_text("config.py loads the settings")
+    expect(lead.locator(".node-meta").first).to_contain_text("1 turn")
+    expect(scout.get_by_role("button", name="Interrupt")).to_have_count(0)
+    scout.locator(".node-name").click()
+    expect(history.locator(".h-assistant .text")).to_have_text(INTERRUPTED_NOTE)
+    shot(page, "tree-done.png")
+    with server.client() as client:
+        kept = client.get(f"/v1/sessions/{scout_id}").json()
+    assert kept["state"] == "idle" and kept["history"][-1]["content"] == INTERRUPTED_NOTE
+
+
+def test_the_stop_button_cancels_the_main_turn(serve: Serve, pages: Callable[[], Page]) -> None:
+    model = ScriptedModel(["never said"], delay=60)
+    server = serve(model)
+    page = signed_in(pages(), server)
+    cid = say(page, "Take your time.")
+    expect(page.locator("#turn-state")).to_have_text("working…")
+    with server.client() as client:
+        wait_for(lambda: model.call_count == 1)
+        page.click("#stop")
+        expect(page.locator("#messages .msg-assistant .meta")).to_contain_text("Stopped")
+        expect(page.locator("#send")).to_be_enabled()
+
+        def idle() -> bool:
+            [c] = client.get("/v1/conversations").json()["conversations"]
+            return c["id"] == cid and not c["running"]
+
+        wait_for(idle)
+
+
+def test_errors_are_shown_plainly(serve: Serve, pages: Callable[[], Page]) -> None:
+    broken = serve(ScriptedModel())  # every model call fails: the provider "is down"
+    page = signed_in(pages(), broken)
+    say(page, "Hello?")
+    expect(page.locator("#error")).to_be_visible()
+    expect(page.locator("#error-text")).to_contain_text("The model is unreachable")
+    expect(page.locator("#messages .msg-assistant .meta.bad")).to_contain_text("unscripted call")
+    shot(page, "error-model.png")
+
+    busy = serve(ScriptedModel(), limits=Limits(max_turns=0))
+    page = signed_in(pages(), busy)
+    say(page, "Hello?")
+    expect(page.locator("#error-text")).to_contain_text("The server is busy")
+
+    page.evaluate("sessionStorage.setItem('retinue.token', 'stale')")
+    page.reload()
+    expect(page.locator("#login")).to_be_visible()
+    expect(page.locator("#login-error")).to_contain_text("refused")
