@@ -30,6 +30,13 @@ PAGE = b"""<html><head><title>Hello page</title><style>p {color: red}</style>
 </body></html>"""
 
 
+@pytest.fixture
+def registry() -> ToolRegistry:
+    """The built-in tools, with WebFetch allowed to reach the test server on 127.0.0.1 (the
+    default refusal is tested in test_web_guard.py)."""
+    return ToolRegistry(builtin_tools(web_fetch_allow_private=True))
+
+
 # --- LS -----------------------------------------------------------------------------------
 
 
@@ -213,16 +220,18 @@ async def test_web_fetch_errors_say_what_happened(call: Call, server: str) -> No
 
 
 async def test_web_fetch_cuts_an_oversized_body(ctx: ToolContext, server: str) -> None:
-    fetch = make_web_fetch(max_bytes=10_000)
+    fetch = make_web_fetch(max_bytes=10_000, allow_private=True)
     result = await fetch.invoke(ctx, json.dumps({"url": f"{server}/big"}))
     assert "(the body was cut after 10000 bytes)" in result
     assert result.count("x") == 10_000
-    default = await make_web_fetch().invoke(ctx, json.dumps({"url": f"{server}/big"}))
+    default = await make_web_fetch(allow_private=True).invoke(
+        ctx, json.dumps({"url": f"{server}/big"})
+    )
     assert "(text cut to 100000 of 300000 characters)" in default
 
 
 async def test_web_fetch_gives_up_on_a_slow_response(ctx: ToolContext, server: str) -> None:
-    registry = ToolRegistry([make_web_fetch(timeout_s=0.5)])
+    registry = ToolRegistry([make_web_fetch(timeout_s=0.5, allow_private=True)])
     started = time.monotonic()
     call = ToolCall("c", "WebFetch", json.dumps({"url": f"{server}/slow"}))
     result = await registry.execute(call, ctx)

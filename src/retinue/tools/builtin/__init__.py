@@ -39,7 +39,11 @@ __all__ = [
 ]
 
 
-def builtin_tools() -> list[Tool]:
+def builtin_tools(
+    *, web_search_url: str | None = None, web_fetch_allow_private: bool = False
+) -> list[Tool]:
     """``Read``, ``Write``, ``Edit``, ``MultiEdit``, ``LS``, ``Glob``, ``Grep``, ``Bash``,
-    ``TodoWrite``, ``WebFetch``, ``WebSearch``."""
-    return [*file_tools(), ls_tool, *search_tools(), *shell_tools(), *todo_tools(), *web_tools()]
+    ``TodoWrite``, ``WebFetch``, ``WebSearch`` (the web settings of ``config.toml``: see
+    :func:`~retinue.tools.builtin.web.web_tools`)."""
+    web = web_tools(web_search_url, allow_private=web_fetch_allow_private)
+    return [*file_tools(), ls_tool, *search_tools(), *shell_tools(), *todo_tools(), *web]

@@ -11,18 +11,32 @@ whole fetch, redirects included, must finish within ``timeout_s`` seconds
 are followed. When nothing can be reached (no network, a refused connection, a name that
 does not resolve) the result says exactly that.
 
+``WebFetch`` only reaches public addresses (no server-side request forgery): for the first
+request and for every redirect it resolves the host once, refuses when an address it got is
+not public (:func:`blocked_reason`: loopback, private, link-local with the cloud metadata
+address 169.254.169.254, CGNAT, unique-local, multicast, unspecified, reserved, and those in
+IPv4-mapped and other IPv6 forms) and connects to exactly the address it checked (the host
+name still goes in ``Host`` and TLS SNI, and certificates are checked against it), so a name
+that resolves to another address a moment later (DNS rebinding) gains nothing.
+``allow_private=True`` (``web_fetch_allow_private = true`` in ``config.toml``) lifts the
+refusal, for pages on the user's own network; a list of networks lifts it for those only.
+
 ``WebSearch`` asks a pluggable :class:`SearchBackend`; none is set by default, and the tool
-then answers with a clear "not configured" error. :func:`make_web_search` makes one with a
-backend, :func:`make_web_fetch` one with other limits.
+then answers with a clear "not configured" error. :class:`SearxngBackend` asks a SearXNG
+instance's JSON API (``web_search_url`` in ``config.toml``). :func:`make_web_search` makes
+the tool with a backend, :func:`make_web_fetch` one with other limits.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import ipaddress
+import json
+import socket
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from html.parser import HTMLParser
-from typing import Annotated, Protocol
+from typing import Annotated, Any, Protocol
 from urllib.parse import urlsplit
 
 import httpx
@@ -32,12 +46,16 @@ from retinue.errors import ToolError
 from retinue.tools.base import Tool, tool
 
 __all__ = [
+    "SEARCH_MAX_BYTES",
     "WEB_MAX_BYTES",
     "WEB_MAX_CHARS",
     "WEB_MAX_REDIRECTS",
     "WEB_TIMEOUT_S",
+    "Resolver",
     "SearchBackend",
     "SearchHit",
+    "SearxngBackend",
+    "blocked_reason",
     "html_to_text",
     "make_web_fetch",
     "make_web_search",
@@ -52,6 +70,8 @@ WEB_MAX_CHARS = 100_000
 """Most characters ``WebFetch`` returns."""
 WEB_MAX_REDIRECTS = 5
 """Most redirects ``WebFetch`` follows."""
+SEARCH_MAX_BYTES = 2 * 1024 * 1024
+"""Most bytes of a search service's answer ``WebSearch`` reads."""
 _SKIP = frozenset({"script", "style", "noscript", "template", "svg", "iframe", "object"})
 _BLOCK = frozenset({
     "address", "article", "aside", "blockquote", "br", "dd", "div", "dl", "dt", "fieldset",
@@ -99,7 +119,122 @@ def _check_url(url: str) -> None:
         raise ToolError(f"not an http(s) URL: {url!r}; WebFetch fetches http:// and https://")
 
 
-async def _get(url: str, max_bytes: int, timeout_s: float) -> tuple[httpx.Response, bytes, bool]:
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
+"""How a host name becomes addresses: ``await resolve(host, port)``."""
+_CGNAT = ipaddress.ip_network("100.64.0.0/10")
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+def blocked_reason(ip: IPAddress) -> str | None:
+    """Why ``WebFetch`` may not connect to ``ip`` by default (None: it is public)."""
+    if isinstance(ip, ipaddress.IPv6Address):
+        inner = ip.ipv4_mapped or ip.sixtofour
+        if inner is None and ip in _NAT64:
+            inner = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        if inner is not None and (why := blocked_reason(inner)):
+            return f"{why} (IPv4 {inner} in IPv6 form)"
+        if ip.teredo is not None:
+            return "a Teredo tunnel"
+    checks = (
+        (ip.is_unspecified, "unspecified"),
+        (ip.is_loopback, "loopback"),
+        (ip.is_link_local, "link-local (cloud metadata services answer there)"),
+        (ip.is_multicast, "multicast"),
+        (ip in _CGNAT, "shared (CGNAT)"),
+        (ip.is_private, "private"),
+        (isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local, "site-local"),
+        (ip.is_reserved or not ip.is_global, "reserved, not public"),
+    )
+    return next((f"a {what} address" for hit, what in checks if hit), None)
+
+
+def _allowance(allow: bool | Sequence[str]) -> Callable[[IPAddress], bool]:
+    """Which addresses are allowed although not public (a bad network is a ValueError)."""
+    if isinstance(allow, bool):
+        return lambda _ip: allow
+    networks = [ipaddress.ip_network(n, strict=False) for n in allow]
+    return lambda ip: any(ip in net for net in networks)
+
+
+async def _system_resolve(host: str, port: int) -> list[str]:
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [str(info[4][0]) for info in infos]
+
+
+class _Refused(Exception):
+    def __init__(self, url: str, why: str) -> None:
+        super().__init__(why)
+        self.url, self.why = url, why
+
+
+class _PinnedTransport(httpx.AsyncBaseTransport):
+    """Each request goes to an address resolved once and checked, never to a name."""
+
+    def __init__(self, *, allowed: Callable[[IPAddress], bool], resolve: Resolver) -> None:
+        self._inner = httpx.AsyncHTTPTransport()
+        self._allowed = allowed
+        self._resolve = resolve
+
+    async def _addresses(self, url: httpx.URL) -> list[str]:
+        host = url.host
+        try:
+            found = [str(ipaddress.ip_address(host))]  # a literal: no lookup at all
+        except ValueError:
+            try:
+                found = list(await self._resolve(host, url.port or _PORTS[url.scheme]))
+            except (OSError, UnicodeError) as exc:
+                raise httpx.ConnectError(f"{host} does not resolve ({exc})") from None
+        if not found:
+            raise httpx.ConnectError(f"{host} does not resolve")
+        for address in found:
+            ip = ipaddress.ip_address(address.partition("%")[0])
+            if not self._allowed(ip) and (why := blocked_reason(ip)):
+                named = "" if address == host else f"{host} resolves to "
+                raise _Refused(str(url), f"{named}{address}, {why}")
+        return list(dict.fromkeys(found))
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        extensions = dict(request.extensions)
+        if url.scheme == "https":
+            extensions["sni_hostname"] = url.host  # certificates are checked for the name
+        addresses = await self._addresses(url)
+        for n, address in enumerate(addresses, 1):  # the checked ones, in the resolver's order
+            pinned = httpx.Request(
+                request.method,
+                url.copy_with(host=address),
+                headers=request.headers,  # Host: still the name
+                stream=request.stream,
+                extensions=extensions,
+            )
+            try:
+                return await self._inner.handle_async_request(pinned)
+            except httpx.ConnectError:
+                if n == len(addresses):
+                    raise
+        raise AssertionError("unreachable: there is at least one address")
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+_PORTS = {"http": 80, "https": 443}
+
+
+async def _read_capped(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
+    """Up to ``max_bytes`` of the body, and whether it was cut."""
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) > max_bytes:
+            return bytes(body[:max_bytes]), True
+    return bytes(body), False
+
+
+async def _get(
+    url: str, max_bytes: int, timeout_s: float, transport: httpx.AsyncBaseTransport
+) -> tuple[httpx.Response, bytes, bool]:
     """The response, up to ``max_bytes`` of its body, and whether the body was cut."""
     headers = {"User-Agent": "retinue-webfetch/1", "Accept": "text/html, text/*;q=0.9, */*;q=0.5"}
     async with (
@@ -108,15 +243,12 @@ async def _get(url: str, max_bytes: int, timeout_s: float) -> tuple[httpx.Respon
             max_redirects=WEB_MAX_REDIRECTS,
             headers=headers,
             timeout=httpx.Timeout(timeout_s),
+            transport=transport,
         ) as client,
         client.stream("GET", url) as response,
     ):
-        body = bytearray()
-        async for chunk in response.aiter_bytes():
-            body += chunk
-            if len(body) > max_bytes:
-                return response, bytes(body[:max_bytes]), True
-        return response, bytes(body), False
+        body, cut = await _read_capped(response, max_bytes)
+        return response, body, cut
 
 
 def _unreachable(url: str, exc: Exception) -> ToolError:
@@ -141,8 +273,21 @@ def _as_text(response: httpx.Response, body: bytes) -> str:
     raise ToolError(f"{response.url} is {kind}, not text; WebFetch only returns text")
 
 
-def make_web_fetch(*, timeout_s: float = WEB_TIMEOUT_S, max_bytes: int = WEB_MAX_BYTES) -> Tool:
-    """A ``WebFetch`` tool with these limits (the built-in one uses the defaults)."""
+def make_web_fetch(
+    *,
+    timeout_s: float = WEB_TIMEOUT_S,
+    max_bytes: int = WEB_MAX_BYTES,
+    allow_private: bool | Sequence[str] = False,
+    resolve: Resolver | None = None,
+) -> Tool:
+    """A ``WebFetch`` tool with these limits (the built-in one uses the defaults).
+
+    ``allow_private=True`` lets it reach loopback, private and link-local addresses too, a
+    list of networks (``["192.168.1.0/24"]``) those only; ``resolve`` replaces the system's
+    name resolution (tests).
+    """
+    resolver = resolve or _system_resolve
+    allowed = _allowance(allow_private)
 
     @tool("WebFetch")
     async def web_fetch(
@@ -158,9 +303,16 @@ def make_web_fetch(*, timeout_s: float = WEB_TIMEOUT_S, max_bytes: int = WEB_MAX
         prompt asks.
         """
         _check_url(url)
+        transport = _PinnedTransport(allowed=allowed, resolve=resolver)
         try:
             async with asyncio.timeout(timeout_s):
-                response, body, cut = await _get(url, max_bytes, timeout_s)
+                response, body, cut = await _get(url, max_bytes, timeout_s, transport)
+        except _Refused as exc:
+            via = "" if exc.url == url else f" (a redirect from {url})"
+            raise ToolError(
+                f"refused to fetch {exc.url}{via}: {exc.why}; WebFetch only fetches public "
+                "addresses (web_fetch_allow_private = true in config.toml allows the others)"
+            ) from None
         except httpx.ConnectError as exc:
             raise _unreachable(url, exc) from None
         except (TimeoutError, httpx.TimeoutException):
@@ -199,10 +351,75 @@ class SearchBackend(Protocol):
 
 
 _NOT_CONFIGURED = (
-    "WebSearch is not configured: no search backend is set (it is off by default). The "
-    "program running this agent can turn it on with "
+    "WebSearch is not configured: no search backend is set (it is off by default). The user "
+    "can turn it on with web_search_url (a SearXNG instance) in config.toml; a program, with "
     "retinue.tools.builtin.web.make_web_search(backend). Use WebFetch on a URL you know instead."
 )
+
+
+@dataclass(frozen=True, slots=True)
+class SearxngBackend:
+    """A SearXNG instance's JSON search API: ``GET <url>/search?q=…&format=json``.
+
+    ``url`` is the instance's address (``http://127.0.0.1:8888``, or its ``…/search``); the
+    instance must allow the JSON format (``search: formats: [html, json]`` in its
+    ``settings.yml``). It is the user's own service, so private addresses are allowed.
+    At most :data:`SEARCH_MAX_BYTES` of the answer are read.
+    """
+
+    url: str
+    timeout_s: float = WEB_TIMEOUT_S
+
+    @property
+    def endpoint(self) -> str:
+        base = self.url.rstrip("/")
+        return base if base.endswith("/search") else base + "/search"
+
+    async def search(self, query: str, *, limit: int) -> Sequence[SearchHit]:
+        where = f"the search service at {self.endpoint}"
+        params = {"q": query, "format": "json"}
+        headers = {"User-Agent": "retinue-websearch/1", "Accept": "application/json"}
+        try:
+            async with (
+                httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s), headers=headers) as c,
+                c.stream("GET", self.endpoint, params=params) as response,
+            ):
+                body, cut = await _read_capped(response, SEARCH_MAX_BYTES)
+        except httpx.TimeoutException:
+            raise ToolError(f"{where} took longer than {self.timeout_s:g} s; gave up") from None
+        except httpx.HTTPError as exc:
+            raise ToolError(f"{where} cannot be reached: {exc or type(exc).__name__}") from None
+        if response.status_code == 403:
+            raise ToolError(
+                f"{where} refused the JSON format (HTTP 403); a SearXNG instance must list "
+                "json in search.formats of its settings.yml"
+            )
+        if response.is_error:
+            raise ToolError(f"{where} answered HTTP {response.status_code}")
+        return _searxng_hits(body, cut, where)[:limit]
+
+
+def _searxng_hits(body: bytes, cut: bool, where: str) -> list[SearchHit]:
+    """The results of a SearXNG JSON answer (``results``: ``title``, ``url``, ``content``)."""
+    try:
+        data: Any = None if cut else json.loads(body)
+    except ValueError:
+        data = None
+    results: Any = data.get("results") if isinstance(data, dict) else None
+    if not isinstance(results, list):
+        raise ToolError(f"{where} did not answer with SearXNG's JSON (a 'results' list)")
+    hits: list[SearchHit] = []
+    for item in results:
+        if isinstance(item, dict) and isinstance(item.get("url"), str):
+            title, snippet = item.get("title"), item.get("content")
+            hits.append(
+                SearchHit(
+                    str(title or item["url"])[:300],
+                    item["url"][:2000],
+                    str(snippet or "")[:1000],
+                )
+            )
+    return hits
 
 
 def _host_in(url: str, domains: Sequence[str]) -> bool:
@@ -247,6 +464,8 @@ def make_web_search(
     return web_search
 
 
-def web_tools() -> list[Tool]:
-    """``WebFetch`` (default limits) and ``WebSearch`` (not configured)."""
-    return [make_web_fetch(), make_web_search()]
+def web_tools(search_url: str | None = None, *, allow_private: bool = False) -> list[Tool]:
+    """``WebFetch`` (default limits; private addresses only with ``allow_private``) and
+    ``WebSearch`` (asking the SearXNG instance at ``search_url``; not configured without)."""
+    backend = SearxngBackend(search_url) if search_url else None
+    return [make_web_fetch(allow_private=allow_private), make_web_search(backend)]

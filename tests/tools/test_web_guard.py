@@ -1,0 +1,280 @@
+"""WebFetch reaches public addresses only (unless allowed), on every redirect, at the address
+it checked; WebSearch asks a SearXNG instance set in config.toml.
+
+A real HTTP server on 127.0.0.1 plays the page and the search service. Refused addresses are
+refused before any connection, so nothing here sends traffic beyond 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import socket
+import threading
+from collections.abc import Iterator, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import ClassVar
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from retinue.config import Settings
+from retinue.errors import ConfigError
+from retinue.messages import ToolCall
+from retinue.runtime import Runtime
+from retinue.testing import ScriptedModel
+from retinue.tools import ToolContext, ToolRegistry
+from retinue.tools.builtin.web import blocked_reason, make_web_fetch
+
+pytestmark = pytest.mark.timeout(60)
+
+RESULTS = {
+    "query": "retinue",
+    "results": [
+        {"url": "https://docs.example.com/a", "title": "Docs", "content": "the docs"},
+        {"url": "https://blog.other.org/b", "title": "Blog"},
+        {"title": "no url: left out"},
+    ],
+}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    seen: ClassVar[list[str]] = []  # the paths asked, in order
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def _send(self, body: bytes, kind: str = "text/plain", status: int = 200) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        self.seen.append(self.path)
+        parts = urlsplit(self.path)
+        query = parse_qs(parts.query)
+        if parts.path == "/host":
+            self._send(f"host={self.headers['Host']}".encode())
+        elif parts.path == "/to":  # /to?url=...: a redirect there
+            self.send_response(302)
+            self.send_header("Location", query["url"][0])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif parts.path == "/search" and query.get("format") == ["json"]:
+            body = dict(RESULTS, query=query["q"][0])
+            self._send(json.dumps(body).encode(), "application/json")
+        elif parts.path == "/search":
+            self._send(b"format not allowed", status=403)
+        else:
+            self._send(b"not here", status=404)
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    httpd.daemon_threads = True
+    _Handler.seen = []
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture
+def ctx(tmp_path: Path) -> ToolContext:
+    return ToolContext(agent_id="agent-1", workspace=tmp_path, data_dir=tmp_path / "data")
+
+
+async def fetch(ctx: ToolContext, url: str, **options: object) -> tuple[bool, str]:
+    """(is_error, text) of one WebFetch call with these ``make_web_fetch`` options."""
+    registry = ToolRegistry([make_web_fetch(**options)])  # type: ignore[arg-type]
+    result = await registry.execute(ToolCall("c", "WebFetch", json.dumps({"url": url})), ctx)
+    return result.is_error, result.content.removeprefix("Error: ")
+
+
+@pytest.mark.parametrize(
+    ("address", "reason"),
+    [
+        ("127.0.0.1", "loopback"),
+        ("::1", "loopback"),
+        ("10.1.2.3", "private"),
+        ("172.16.0.1", "private"),
+        ("192.168.1.1", "private"),
+        ("169.254.169.254", "link-local (cloud metadata"),
+        ("fe80::1", "link-local"),
+        ("100.64.0.1", "shared (CGNAT)"),
+        ("fc00::1", "private"),
+        ("fd12:3456::1", "private"),
+        ("0.0.0.0", "unspecified"),
+        ("::", "unspecified"),
+        ("224.0.0.1", "multicast"),
+        ("ff02::1", "multicast"),
+        ("::ffff:169.254.169.254", "link-local (cloud metadata services answer there) "
+         "address (IPv4 169.254.169.254 in IPv6 form)"),
+        ("::ffff:10.0.0.1", "private address (IPv4 10.0.0.1 in IPv6 form)"),
+        ("64:ff9b::a9fe:a9fe", "IPv4 169.254.169.254 in IPv6 form"),
+        ("2002:a00:1::1", "IPv4 10.0.0.1 in IPv6 form"),
+        ("fec0::1", "site-local"),
+        ("240.0.0.1", "private"),
+        ("::10.0.0.1", "reserved, not public"),
+    ],
+)  # fmt: skip
+def test_addresses_that_are_not_public_are_named(address: str, reason: str) -> None:
+    why = blocked_reason(ipaddress.ip_address(address))
+    assert why is not None and reason in why
+
+
+@pytest.mark.parametrize("address", ["8.8.8.8", "93.184.216.34", "2606:4700:4700::1111"])
+def test_public_addresses_pass(address: str) -> None:
+    assert blocked_reason(ipaddress.ip_address(address)) is None
+
+
+async def test_loopback_is_refused_by_default_and_allowed_by_the_switch(
+    ctx: ToolContext, server: str
+) -> None:
+    error, text = await fetch(ctx, f"{server}/host")
+    assert error and text.startswith(f"refused to fetch {server}/host: 127.0.0.1, a loopback")
+    assert "web_fetch_allow_private = true" in text and "\n" not in text
+    assert _Handler.seen == []  # refused before connecting
+    port = server.rsplit(":", 1)[1]
+    for other in (f"http://[::1]:{port}/", f"http://2130706433:{port}/", f"http://127.1:{port}/"):
+        error, text = await fetch(ctx, other)
+        assert error and "loopback address" in text, other
+    assert _Handler.seen == []
+    error, text = await fetch(ctx, f"{server}/host", allow_private=True)
+    assert not error and text.endswith(f"host=127.0.0.1:{port}")
+    error, text = await fetch(ctx, f"{server}/host", allow_private=["127.0.0.0/8"])
+    assert not error
+    error, text = await fetch(ctx, f"{server}/host", allow_private=["192.168.0.0/16"])
+    assert error and "loopback" in text
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "http://169.254.169.254/latest/meta-data/",
+        "http://10.0.0.1/admin",
+        "http://[::ffff:a9fe:a9fe]/latest/meta-data/",
+        "http://metadata.test/computeMetadata/v1/",
+    ],
+)
+async def test_a_redirect_to_a_private_address_is_refused_before_connecting(
+    ctx: ToolContext, server: str, target: str
+) -> None:
+    asked: list[str] = []
+
+    async def resolve(host: str, port: int) -> Sequence[str]:
+        asked.append(host)
+        return {"metadata.test": ["169.254.169.254"]}.get(host, [])
+
+    start = f"{server}/to?url={target}"
+    error, text = await fetch(ctx, start, allow_private=["127.0.0.1/32"], resolve=resolve)
+    assert error, text
+    assert text.startswith(f"refused to fetch {target} (a redirect from {start}): ")
+    assert ("private address" in text) or ("link-local" in text)
+    assert _Handler.seen == [f"/to?url={target}"]  # the first hop only
+    assert asked == (["metadata.test"] if "metadata.test" in target else [])
+
+
+async def test_it_connects_to_the_address_it_checked_with_the_name_as_host(
+    ctx: ToolContext, server: str
+) -> None:
+    port = server.rsplit(":", 1)[1]
+    answers = iter([["127.0.0.1"], ["10.0.0.9"]])  # a name that changes its answer
+
+    async def resolve(host: str, port: int) -> Sequence[str]:
+        assert host == "site.test"
+        return next(answers)
+
+    allow = ["127.0.0.1/32"]
+    url = f"http://site.test:{port}/host"
+    error, text = await fetch(ctx, url, allow_private=allow, resolve=resolve)
+    assert not error and text.endswith(f"host=site.test:{port}")  # reached without DNS
+    error, text = await fetch(ctx, url, allow_private=allow, resolve=resolve)
+    assert error and "site.test resolves to 10.0.0.9, a private address" in text
+
+    async def mixed(host: str, port: int) -> Sequence[str]:
+        return ["93.184.216.34", "10.0.0.9"]  # one bad answer is enough to refuse
+
+    error, text = await fetch(ctx, "http://mixed.test/", resolve=mixed)
+    assert error and "mixed.test resolves to 10.0.0.9" in text
+
+
+async def test_a_name_that_does_not_resolve_is_unreachable(ctx: ToolContext) -> None:
+    async def nothing(host: str, port: int) -> Sequence[str]:
+        raise OSError("Name or service not known")
+
+    error, text = await fetch(ctx, "http://nowhere.test/", resolve=nothing)
+    assert error and "could not reach nowhere.test" in text and "does not resolve" in text
+
+
+# --- WebSearch through config.toml --------------------------------------------------------
+
+
+def runtime_with(tmp_path: Path, config: str) -> Runtime:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    (home / "config.toml").write_text(config, encoding="utf-8")
+    settings = Settings.load(home=home, workspace=tmp_path)
+    return Runtime.create(settings, model=ScriptedModel([]), with_memory=False)
+
+
+async def search(runtime: Runtime, ctx: ToolContext, query: str) -> tuple[bool, str]:
+    call = ToolCall("c", "WebSearch", json.dumps({"query": query}))
+    result = await runtime.tools.execute(call, ctx)
+    return result.is_error, result.content.removeprefix("Error: ")
+
+
+async def test_web_search_asks_the_searxng_instance_in_config(
+    tmp_path: Path, ctx: ToolContext, server: str
+) -> None:
+    runtime = runtime_with(tmp_path, f'web_search_url = "{server}"\n')
+    error, text = await search(runtime, ctx, "retinue agents")
+    assert not error, text
+    assert text == (
+        "1. Docs\n   https://docs.example.com/a\n   the docs\n\n2. Blog\n   https://blog.other.org/b"
+    )
+    assert _Handler.seen == ["/search?q=retinue+agents&format=json"]
+    same = runtime_with(tmp_path, f'web_search_url = "{server}/search/"\n')
+    assert (await search(same, ctx, "retinue agents"))[1] == text
+
+
+async def test_web_search_errors_are_one_clear_line(
+    tmp_path: Path, ctx: ToolContext, server: str
+) -> None:
+    off = runtime_with(tmp_path, "")
+    error, text = await search(off, ctx, "anything")
+    assert error and "WebSearch is not configured" in text and "web_search_url" in text
+    missing = runtime_with(tmp_path, f'web_search_url = "{server}/nothing-here"\n')
+    error, text = await search(missing, ctx, "anything")
+    assert error and text.endswith("/nothing-here/search answered HTTP 404")
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    gone = runtime_with(tmp_path, f'web_search_url = "http://127.0.0.1:{port}"\n')
+    error, text = await search(gone, ctx, "anything")
+    assert error and "cannot be reached" in text and "\n" not in text
+
+
+def test_bad_web_settings_are_config_errors(tmp_path: Path) -> None:
+    for config, says in [
+        ('web_search_url = "searx.local"\n', "web_search_url"),
+        ("web_fetch_allow_private = 1\n", "web_fetch_allow_private"),
+    ]:
+        with pytest.raises(ConfigError, match=says):
+            runtime_with(tmp_path, config)
+
+
+async def test_the_private_switch_in_config_reaches_the_runtimes_web_fetch(
+    tmp_path: Path, ctx: ToolContext, server: str
+) -> None:
+    call = ToolCall("c", "WebFetch", json.dumps({"url": f"{server}/host"}))
+    default = await runtime_with(tmp_path, "").tools.execute(call, ctx)
+    assert default.is_error and "loopback" in default.content
+    allowed = runtime_with(tmp_path, "web_fetch_allow_private = true\n")
+    fetched = await allowed.tools.execute(call, ctx)
+    assert not fetched.is_error and "host=127.0.0.1" in fetched.content
