@@ -1,13 +1,13 @@
 """Archival passages: BM25 ranking, query safety, duplicates, hybrid search."""
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from retinue.errors import ModelError
-from retinue.memory import SQLiteMemory
+from retinue.memory import MemoryBackend
 
 
-async def test_bm25_ranks_the_most_relevant_passage_first(store: SQLiteMemory) -> None:
+async def test_bm25_ranks_the_most_relevant_passage_first(store: MemoryBackend) -> None:
     texts = [
         "The office coffee machine was repaired on Tuesday",
         "Postgres replication lag spiked after the failover",
@@ -23,7 +23,7 @@ async def test_bm25_ranks_the_most_relevant_passage_first(store: SQLiteMemory) -
     assert all(a.score >= b.score for a, b in itertools.pairwise(hits))
 
 
-async def test_rare_term_outranks_common_term(store: SQLiteMemory) -> None:
+async def test_rare_term_outranks_common_term(store: MemoryBackend) -> None:
     for i in range(20):
         await store.insert_passage("t", "r", f"deploy note number {i} about the server")
     await store.insert_passage("t", "r", "the kubelet crashed")
@@ -31,7 +31,7 @@ async def test_rare_term_outranks_common_term(store: SQLiteMemory) -> None:
     assert hits[0].content == "the kubelet crashed"
 
 
-async def test_search_limit_and_syntax_safety(store: SQLiteMemory) -> None:
+async def test_search_limit_and_syntax_safety(store: MemoryBackend) -> None:
     for i in range(10):
         await store.insert_passage("t", "r", f"alpha passage {i}")
     assert len(await store.search("t", "r", "alpha", limit=3)) == 3
@@ -40,7 +40,7 @@ async def test_search_limit_and_syntax_safety(store: SQLiteMemory) -> None:
     assert await store.search("t", "r", "   ") == []
 
 
-async def test_duplicates_are_skipped(store: SQLiteMemory) -> None:
+async def test_duplicates_are_skipped(store: MemoryBackend) -> None:
     assert await store.insert_passage("t", "r", "Ann likes green tea") is not None
     assert await store.insert_passage("t", "r", "ann likes GREEN tea!") is None
     assert await store.insert_passage("t", "r", "Ann dislikes green tea") is not None
@@ -65,9 +65,11 @@ class KeywordEmbedder:
         return out
 
 
-async def test_hybrid_search_finds_passages_without_shared_words(tmp_path) -> None:
+async def test_hybrid_search_finds_passages_without_shared_words(
+    new_store: Callable[..., MemoryBackend],
+) -> None:
     embedder = KeywordEmbedder()
-    s = SQLiteMemory(tmp_path / "m.db", embedder=embedder)
+    s = new_store(embedder=embedder)
     await s.insert_passage("t", "r", "The feline sleeps on the mat.")
     await s.insert_passage("t", "r", "The engine needs oil.")
     await s.insert_passage("t", "r", "Rain expected tomorrow.")
@@ -78,4 +80,3 @@ async def test_hybrid_search_finds_passages_without_shared_words(tmp_path) -> No
         "The engine needs oil."
     ]
     assert await s.search("t", "r", "kitten", limit=1) == []
-    s.close()

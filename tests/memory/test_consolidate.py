@@ -2,12 +2,12 @@
 
 import asyncio
 import json
-import sqlite3
 
 import pytest
 
+from memory.backends import apply_consolidation, consolidations, kept, ready, write_inflight
 from retinue.errors import ModelError
-from retinue.memory import SQLiteMemory
+from retinue.memory import MemoryBackend, SQLiteMemory
 from retinue.memory.consolidate import render_transcript
 from retinue.messages import AssistantMessage, SystemMessage, ToolResultMessage, UserMessage
 from retinue.testing import ScriptedModel, call_tool
@@ -24,12 +24,7 @@ def memorize(blocks: dict[str, str] | None = None, passages: list[str] | None = 
     return call_tool("memorize", {"block_updates": updates, "new_passages": passages or []})
 
 
-def consolidation_rows(store: SQLiteMemory) -> int:
-    with sqlite3.connect(store.path) as conn:
-        return conn.execute("SELECT count(*) FROM consolidations").fetchone()[0]
-
-
-async def test_writes_exactly_what_the_model_returns_once(store: SQLiteMemory) -> None:
+async def test_writes_exactly_what_the_model_returns_once(store: MemoryBackend) -> None:
     await store.set_block("t", "dba", "human", "Ops team")
     await store.insert_passage("t", "dba", "Postgres backups run nightly at 02:00")
     model = ScriptedModel(
@@ -55,11 +50,11 @@ async def test_writes_exactly_what_the_model_returns_once(store: SQLiteMemory) -
     assert [h.content for h in hits] == ["db1 is the primary"]
     assert hits[0].source == "session:s1"
     assert await store.passage_count("t", "dba") == 2
-    assert consolidation_rows(store) == 1
-    assert list(store.pending.root.iterdir()) == []
+    assert await consolidations(store) == 1
+    assert await kept(store) == 0
 
 
-async def test_passages_duplicating_stored_ones_are_skipped(store: SQLiteMemory) -> None:
+async def test_passages_duplicating_stored_ones_are_skipped(store: MemoryBackend) -> None:
     await store.insert_passage("t", "dba", "db1 is the primary")
     model = ScriptedModel([memorize(passages=["DB1 is the primary.", "db2 is a replica"])])
     result = await store.consolidate_session(
@@ -69,7 +64,7 @@ async def test_passages_duplicating_stored_ones_are_skipped(store: SQLiteMemory)
     assert await store.passage_count("t", "dba") == 2
 
 
-async def test_invalid_answer_is_sent_back_with_the_reason(store: SQLiteMemory) -> None:
+async def test_invalid_answer_is_sent_back_with_the_reason(store: MemoryBackend) -> None:
     model = ScriptedModel(
         [memorize({"persona": "x" * 5000}), memorize({"persona": "I am the DBA"})]
     )
@@ -83,7 +78,7 @@ async def test_invalid_answer_is_sent_back_with_the_reason(store: SQLiteMemory) 
     assert "I am the DBA" in await store.render("t", "dba")
 
 
-async def test_empty_session_calls_no_model(store: SQLiteMemory) -> None:
+async def test_empty_session_calls_no_model(store: MemoryBackend) -> None:
     model = ScriptedModel()
     await store.consolidate(
         tenant="t", role="dba", session_id="s", messages=[SystemMessage("x")], model=model
@@ -100,7 +95,7 @@ def test_transcript_is_trimmed_keeping_the_newest() -> None:
     assert len(text) < 500 * 4 + 400
 
 
-async def test_failure_keeps_the_transcript_and_retry_applies_it(store: SQLiteMemory) -> None:
+async def test_failure_keeps_the_transcript_and_retry_applies_it(store: MemoryBackend) -> None:
     failing = ScriptedModel([ModelError("503 from provider")] * 3)
     result = await store.consolidate_session(
         tenant="t", role="dba", session_id="sess-42", messages=SESSION, model=failing
@@ -108,10 +103,12 @@ async def test_failure_keeps_the_transcript_and_retry_applies_it(store: SQLiteMe
     assert not result.ok and "503 from provider" in result.error
     assert failing.call_count == 3
     assert await store.passage_count("t", "dba") == 0
-    assert result.transcript is not None and result.transcript.name.endswith(".failed.json")
-    kept = json.loads(result.transcript.read_text())
-    assert kept["session_id"] == "sess-42"
-    assert kept["messages"][1]["content"] == SESSION[1].content
+    assert result.transcript is not None and await kept(store) == 1
+    if isinstance(store, SQLiteMemory):  # the file itself
+        assert result.transcript.name.endswith(".failed.json")
+        on_disk = json.loads(result.transcript.read_text())
+        assert on_disk["session_id"] == "sess-42"
+        assert on_disk["messages"][1]["content"] == SESSION[1].content
 
     good = ScriptedModel([memorize(passages=["db1 is the primary"])])
     seen: list[str] = []
@@ -125,21 +122,21 @@ async def test_failure_keeps_the_transcript_and_retry_applies_it(store: SQLiteMe
     assert seen == ["scripted:model"]
     assert "USER: Our primary database" in good.calls[0].messages[-1].content
     assert await store.passage_count("t", "dba") == 1
-    assert list(store.pending.root.iterdir()) == []
+    assert await kept(store) == 0
     assert (await store.retry_pending(model_for)).applied == []  # nothing left
 
 
-async def test_retry_that_fails_again_keeps_the_file(store: SQLiteMemory) -> None:
+async def test_retry_that_fails_again_keeps_the_file(store: MemoryBackend) -> None:
     await store.consolidate(
         tenant="t", role="dba", session_id="s", messages=SESSION,
         model=ScriptedModel([ModelError("down")] * 3),
     )  # fmt: skip
     report = await store.retry_pending(lambda _: ScriptedModel([ModelError("still")] * 3))
     assert report.failed == [("s", "ModelError: still")]
-    assert len(list(store.pending.root.iterdir())) == 1
+    assert await kept(store) == 1
 
 
-async def test_cancelled_consolidation_keeps_the_transcript(store: SQLiteMemory) -> None:
+async def test_cancelled_consolidation_keeps_the_transcript(store: MemoryBackend) -> None:
     slow = ScriptedModel([memorize()], delay=10)
     task = asyncio.create_task(
         store.consolidate(tenant="t", role="dba", session_id="s", messages=SESSION, model=slow)
@@ -149,31 +146,31 @@ async def test_cancelled_consolidation_keeps_the_transcript(store: SQLiteMemory)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    (kept,) = store.pending.ready()
-    assert kept.session_id == "s" and "cancelled" in kept.error
+    (item,) = await ready(store)
+    assert item.session_id == "s" and "cancelled" in item.error
 
 
 async def test_retry_of_an_already_committed_run_writes_nothing_twice(
-    store: SQLiteMemory,
+    store: MemoryBackend,
 ) -> None:
     # A process that committed but died before deleting its transcript leaves it behind.
-    store.pending.write_inflight(
-        run_id="r1", tenant="t", role="dba", session_id="s", model="m", messages=SESSION
+    await write_inflight(
+        store, run_id="r1", tenant="t", role="dba", session_id="s", model="m", messages=SESSION
     )
-    store.apply_consolidation(
-        run_id="r1", tenant="t", role="dba", session_id="s",
+    await apply_consolidation(
+        store, run_id="r1", tenant="t", role="dba", session_id="s",
         block_updates={"human": "Ops"}, passages=[],
     )  # fmt: skip
-    assert store.pending.ready() == []  # a fresh inflight file is not touched
+    assert await ready(store) == []  # a fresh inflight transcript is not touched
     model = ScriptedModel([memorize({"human": "Someone else"})])
     report = await store.retry_pending(lambda _: model, stale_after=0)
     assert report.applied == ["s"]
     assert "Someone else" not in await store.render("t", "dba")
-    assert consolidation_rows(store) == 1
-    assert list(store.pending.root.iterdir()) == []
+    assert await consolidations(store) == 1
+    assert await kept(store) == 0
 
 
-async def test_concurrent_consolidations_of_different_sessions(store: SQLiteMemory) -> None:
+async def test_concurrent_consolidations_of_different_sessions(store: MemoryBackend) -> None:
     async def one(i: int) -> None:
         model = ScriptedModel([memorize(passages=[f"fact number {i} zq{i}"])], delay=0.01)
         await store.consolidate(
@@ -182,4 +179,4 @@ async def test_concurrent_consolidations_of_different_sessions(store: SQLiteMemo
 
     await asyncio.gather(*(one(i) for i in range(10)))
     assert await store.passage_count("t", "dba") == 10
-    assert consolidation_rows(store) == 10
+    assert await consolidations(store) == 10

@@ -1,14 +1,16 @@
-"""Tenants and roles never see each other's memory (a property over random scopes)."""
+"""Tenants and roles never see each other's memory (a property over random scopes), in both
+stores."""
 
 import asyncio
 import tempfile
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retinue.memory import SQLiteMemory
+from memory.backends import close, empty_database, make_store
 
 names = st.text(
     alphabet=st.sampled_from("ab_%'\"*/ é中-"), min_size=1, max_size=6
@@ -16,15 +18,25 @@ names = st.text(
 scopes = st.tuples(names, st.sampled_from(["main", "coder", "coder ", "Coder", "%"]))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(writes=st.lists(scopes, min_size=1, max_size=12))
-def test_each_scope_sees_only_its_own_memory(writes: list[tuple[str, str]]) -> None:
-    asyncio.run(_check(writes))
+def test_each_scope_sees_only_its_own_memory(
+    writes: list[tuple[str, str]], backend: str, request: pytest.FixtureRequest
+) -> None:
+    url = request.getfixturevalue("pg_url") if backend == "postgres" else None
+    asyncio.run(_check(writes, url))
 
 
-async def _check(writes: list[tuple[str, str]]) -> None:
+async def _check(writes: list[tuple[str, str]], url: str | None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        store = SQLiteMemory(Path(tmp) / "m.db", block_limits={"notes": 100_000})
+        if url is not None:
+            await empty_database(url)
+        store = make_store(Path(tmp), url, block_limits={"notes": 100_000})
         mine: dict[tuple[str, str], list[str]] = defaultdict(list)
         for i, (tenant, role) in enumerate(writes):
             marker = f"marker{i}"
@@ -41,4 +53,4 @@ async def _check(writes: list[tuple[str, str]]) -> None:
             assert "marker" not in (await store.render(tenant + "x", role)).replace(
                 "archival_memory", ""
             )
-        store.close()
+        await close(store)

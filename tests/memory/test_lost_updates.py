@@ -6,14 +6,14 @@ Real SQLite, real processes, real files; each case is one finding of issue 14.
 import asyncio
 import json
 import re
-import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from memory.backends import kept
 from retinue.llm.base import ToolSpec
-from retinue.memory import SQLiteMemory, open_memory
+from retinue.memory import MemoryBackend, PostgresMemory, SQLiteMemory
 from retinue.memory.text import merge_lines, scrub
 from retinue.messages import AssistantMessage, Message, UserMessage
 from retinue.testing import ScriptedModel, call_tool
@@ -33,7 +33,7 @@ def add_fact(fact: str):
     return respond
 
 
-async def human(store: SQLiteMemory) -> list[str]:
+async def human(store: MemoryBackend) -> list[str]:
     blocks = {b.name: b.value for b in await store.blocks("t", "r")}
     return blocks["human"].splitlines()
 
@@ -45,7 +45,7 @@ def test_merge_lines_keeps_both_sides() -> None:
 
 
 async def test_parallel_consolidations_in_one_process_keep_every_fact(
-    store: SQLiteMemory,
+    store: MemoryBackend,
 ) -> None:
     async def one(i: int) -> bool:
         model = ScriptedModel(responder=add_fact(f"fact {i}"), delay=0.02 * (i % 3))
@@ -58,7 +58,7 @@ async def test_parallel_consolidations_in_one_process_keep_every_fact(
     assert (await store.blocks("t", "r"))[1].version == 8
 
 
-async def test_a_tool_edit_during_a_consolidation_survives(store: SQLiteMemory) -> None:
+async def test_a_tool_edit_during_a_consolidation_survives(store: MemoryBackend) -> None:
     await store.set_block("t", "r", "human", "The user is Ana.")
 
     def respond(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> AssistantMessage:
@@ -76,8 +76,10 @@ async def test_a_tool_edit_during_a_consolidation_survives(store: SQLiteMemory) 
     assert await human(store) == ["The user is Ana.", "Ana lives in Porto.", "Ana prefers tea."]
 
 
-async def test_a_merge_that_does_not_fit_reads_again_and_asks_anew(tmp_path: Path) -> None:
-    store = open_memory(tmp_path, block_limits={"persona": 100, "human": 30})
+async def test_a_merge_that_does_not_fit_reads_again_and_asks_anew(
+    new_store: Callable[..., MemoryBackend],
+) -> None:
+    store = new_store(block_limits={"persona": 100, "human": 30})
     await store.set_block("t", "r", "human", "a")
     calls = 0
 
@@ -96,16 +98,15 @@ async def test_a_merge_that_does_not_fit_reads_again_and_asks_anew(tmp_path: Pat
     assert await task
     assert calls == 2
     assert await human(store) == ["short summary"]
-    store.close()
 
 
 PROCESS = """
 import asyncio, re, sys
 from pathlib import Path
-from retinue.memory import open_memory
+from retinue.memory import open_store
 from retinue.messages import UserMessage, AssistantMessage
 from retinue.testing import ScriptedModel, call_tool
-store = open_memory(Path(sys.argv[1]))
+store = open_store(Path(sys.argv[1]), sys.argv[3] or None)
 who = sys.argv[2]
 def add(fact):
     def respond(messages, tools):
@@ -124,59 +125,66 @@ asyncio.run(main())
 """
 
 
-def test_three_processes_consolidating_into_one_role_keep_every_update(tmp_path: Path) -> None:
-    open_memory(tmp_path).close()  # migrate once before the race
+async def test_three_processes_consolidating_into_one_role_keep_every_update(
+    new_store: Callable[..., MemoryBackend], tmp_path: Path
+) -> None:
+    store = new_store()
+    await store.blocks("t", "r")  # migrate once before the race
+    url = store.url if isinstance(store, PostgresMemory) else ""
     procs = [
-        subprocess.Popen([sys.executable, "-c", PROCESS, str(tmp_path), f"p{n}"]) for n in range(3)
+        await asyncio.create_subprocess_exec(
+            sys.executable, "-c", PROCESS, str(tmp_path), f"p{n}", url
+        )
+        for n in range(3)
     ]
-    assert [p.wait(timeout=60) for p in procs] == [0, 0, 0]
-    store = open_memory(tmp_path)
-    lines = asyncio.run(human(store))
-    store.close()
+    assert [await asyncio.wait_for(p.wait(), 50) for p in procs] == [0, 0, 0]
+    lines = await human(store)
     expected = {f"p{n} fact {i}" for n in range(3) for i in range(6)}
     assert set(lines) == expected, expected - set(lines)
 
 
-# -- transcripts --------------------------------------------------------------------------
+# -- transcripts (the files of the SQLite store; PostgreSQL keeps them in a table) ---------
 
 
-async def test_a_complete_leftover_tmp_transcript_is_retried(store: SQLiteMemory) -> None:
-    path = store.pending.write_inflight(
+async def test_a_complete_leftover_tmp_transcript_is_retried(sqlite_store: SQLiteMemory) -> None:
+    path = sqlite_store.pending.write_inflight(
         run_id="r1", tenant="t", role="r", session_id="s1", model="m", messages=SESSION
     )
     path.rename(path.with_name(path.name + ".tmp"))  # killed after fsync, before the rename
-    broken = store.pending.root / "r2.inflight.json.tmp"
+    broken = sqlite_store.pending.root / "r2.inflight.json.tmp"
     broken.write_text('{"run_id": "r2", "mess')  # killed mid-write
     model = ScriptedModel([call_tool("memorize", {"new_passages": ["kept across the crash"]})])
-    report = await store.retry_pending(lambda _: model, stale_after=0)
+    report = await sqlite_store.retry_pending(lambda _: model, stale_after=0)
     assert report.applied == ["s1"]
     assert report.failed == []
-    assert [p.content for p in await store.search("t", "r", "crash")] == ["kept across the crash"]
-    assert list(store.pending.root.iterdir()) == []
+    assert [p.content for p in await sqlite_store.search("t", "r", "crash")] == [
+        "kept across the crash"
+    ]
+    assert list(sqlite_store.pending.root.iterdir()) == []
 
 
-async def test_a_fresh_tmp_transcript_is_left_to_its_writer(store: SQLiteMemory) -> None:
-    store.pending.root.mkdir(parents=True)
-    fresh = store.pending.root / "r3.inflight.json.tmp"
+async def test_a_fresh_tmp_transcript_is_left_to_its_writer(sqlite_store: SQLiteMemory) -> None:
+    sqlite_store.pending.root.mkdir(parents=True)
+    fresh = sqlite_store.pending.root / "r3.inflight.json.tmp"
     fresh.write_text("{")
-    assert store.pending.ready(stale_after=3600) == []
+    assert sqlite_store.pending.ready(stale_after=3600) == []
     assert fresh.exists()
 
 
 async def test_an_inflight_and_a_failed_copy_of_one_run_are_retried_once(
-    store: SQLiteMemory,
+    sqlite_store: SQLiteMemory,
 ) -> None:
-    path = store.pending.write_inflight(
+    path = sqlite_store.pending.write_inflight(
         run_id="r1", tenant="t", role="r", session_id="s1", model="m", messages=SESSION
     )
     data = json.loads(path.read_text())
-    (store.pending.root / "r1.failed.json.tmp").write_text(json.dumps(data))
-    items = store.pending.ready(stale_after=0)
+    (sqlite_store.pending.root / "r1.failed.json.tmp").write_text(json.dumps(data))
+    items = sqlite_store.pending.ready(stale_after=0)
     assert [i.run_id for i in items] == ["r1"]
     assert items[0].path.name == "r1.failed.json"
 
 
-async def test_lone_surrogates_are_scrubbed_not_fatal(store: SQLiteMemory) -> None:
+async def test_lone_surrogates_are_scrubbed_not_fatal(store: MemoryBackend) -> None:
     session = [UserMessage("bad \ud83d here"), AssistantMessage("reply \udc00 too")]
     args = '{"block_updates": [{"block": "human", "value": "likes \\ud83d"}], ' + (
         '"new_passages": ["odd \\udc00 char"]}'
@@ -190,14 +198,14 @@ async def test_lone_surrogates_are_scrubbed_not_fatal(store: SQLiteMemory) -> No
     assert [p.content for p in await store.search("t", "r", "odd")] == ["odd \ufffd char"]
     assert scrub("ok \ud800") == "ok \ufffd"
     assert scrub("fine 🙂") == "fine 🙂"
-    assert list(store.pending.root.iterdir()) == []
+    assert await kept(store) == 0
 
 
-def test_pending_writes_never_leave_a_tmp_file(store: SQLiteMemory) -> None:
+def test_pending_writes_never_leave_a_tmp_file(sqlite_store: SQLiteMemory) -> None:
     started = time.time()
-    store.pending.write_inflight(
+    sqlite_store.pending.write_inflight(
         run_id="r9", tenant="t", role="r", session_id="s", model="m", messages=SESSION
     )
-    names = [p.name for p in store.pending.root.iterdir()]
+    names = [p.name for p in sqlite_store.pending.root.iterdir()]
     assert names == ["r9.inflight.json"]
     assert time.time() - started < 5

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from retinue.engine import RunConfig, run
-from retinue.memory import SQLiteMemory
+from retinue.memory import MemoryBackend
 from retinue.messages import SystemMessage, ToolCall, UserMessage
 from retinue.testing import ScriptedModel, call_tool
 from retinue.tools import ToolContext, ToolRegistry
@@ -13,7 +13,7 @@ from retinue.tools.builtin.memory import memory_tools
 
 
 @pytest.fixture
-def ctx(store: SQLiteMemory, tmp_path: Path) -> ToolContext:
+def ctx(store: MemoryBackend, tmp_path: Path) -> ToolContext:
     return ToolContext("a1", tmp_path, tmp_path, role="coder", tenant="acme", memory=store)
 
 
@@ -33,7 +33,7 @@ def test_letta_names() -> None:
     ]
 
 
-async def test_core_memory_tools_edit_the_callers_scope(ctx, store: SQLiteMemory) -> None:
+async def test_core_memory_tools_edit_the_callers_scope(ctx, store: MemoryBackend) -> None:
     text, err = await call(ctx, "core_memory_append", block="human", content="Ann, UTC+1")
     assert not err and "10/2000" in text
     text, err = await call(ctx, "core_memory_replace", block="human", old="UTC+1", new="CET")
@@ -43,7 +43,7 @@ async def test_core_memory_tools_edit_the_callers_scope(ctx, store: SQLiteMemory
     assert "Ann" not in await store.render("other", "coder")
 
 
-async def test_over_limit_write_is_an_error_result(ctx, store: SQLiteMemory) -> None:
+async def test_over_limit_write_is_an_error_result(ctx, store: MemoryBackend) -> None:
     text, err = await call(ctx, "core_memory_append", block="persona", content="x" * 2001)
     assert err
     assert text.startswith("Error: block 'persona' would hold 2001 characters")
@@ -71,7 +71,7 @@ async def test_without_memory_the_tools_say_so(tmp_path: Path) -> None:
     assert err and "not available" in text
 
 
-async def test_agent_writes_memory_during_a_run(ctx, store: SQLiteMemory) -> None:
+async def test_agent_writes_memory_during_a_run(ctx, store: MemoryBackend) -> None:
     model = ScriptedModel(
         [
             call_tool("core_memory_append", {"block": "human", "content": "likes haiku"}),

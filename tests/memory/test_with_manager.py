@@ -3,7 +3,7 @@ the next session of the role starts with what the last one learned."""
 
 from pathlib import Path
 
-from retinue.memory import SQLiteMemory
+from retinue.memory import MemoryBackend
 from retinue.messages import AssistantMessage
 from retinue.subagents import Role, RoleCatalog, SubAgentManager
 from retinue.testing import ScriptedModel, call_tool
@@ -11,7 +11,7 @@ from retinue.tools import ToolContext, ToolRegistry
 from retinue.tools.builtin.memory import memory_tools
 
 
-def setup(tmp_path: Path, store: SQLiteMemory) -> tuple[SubAgentManager, ScriptedModel]:
+def setup(tmp_path: Path, store: MemoryBackend) -> tuple[SubAgentManager, ScriptedModel]:
     scout = ScriptedModel(name="scripted:scout")
     role = Role("scout", "finds things", "You are scout.", None, "scripted:scout",
                 frozenset({"memory"}))  # fmt: skip
@@ -36,7 +36,7 @@ def memorize(human: str) -> AssistantMessage:
 
 
 async def test_unload_consolidates_and_the_next_session_recalls(
-    tmp_path: Path, store: SQLiteMemory
+    tmp_path: Path, store: MemoryBackend
 ) -> None:
     manager, scout = setup(tmp_path, store)
     scout.add("Hello Ann.", memorize("The user is Ann."))
@@ -56,7 +56,7 @@ async def test_unload_consolidates_and_the_next_session_recalls(
 
 
 async def test_parent_cleanup_consolidates_each_session_once(
-    tmp_path: Path, store: SQLiteMemory
+    tmp_path: Path, store: MemoryBackend
 ) -> None:
     manager, scout = setup(tmp_path, store)
     scout.add("ok", memorize("Knows about the cleanup."))

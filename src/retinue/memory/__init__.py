@@ -1,17 +1,21 @@
 """Long-term memory of agents: core blocks, archival passages, consolidation.
 
-``open_memory(home)`` opens the embedded store (``<home>/memory.db``); the sub-agent manager
-uses it through :class:`Memory`, the memory tools and the CLI through :class:`MemoryStore`.
+``open_memory(home)`` opens the embedded store (``<home>/memory.db``); ``open_store(home,
+database_url)`` opens :class:`PostgresMemory` instead when a ``postgresql://`` URL is given
+(several workers sharing one database). The sub-agent manager uses a store through
+:class:`Memory`, the memory tools and the CLI through :class:`MemoryStore`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TypeAlias
 
 from retinue.memory.base import Memory
 from retinue.memory.consolidate import ConsolidationOptions, ConsolidationResult, RetryReport
 from retinue.memory.embeddings import Embedder, OpenAIEmbedder, embedder_from_env
+from retinue.memory.postgres import PostgresMemory
 from retinue.memory.sqlite import SQLiteMemory
 from retinue.memory.store import DEFAULT_BLOCK_LIMITS, Block, MemoryStore, Passage
 
@@ -22,13 +26,18 @@ __all__ = [
     "ConsolidationResult",
     "Embedder",
     "Memory",
+    "MemoryBackend",
     "MemoryStore",
     "OpenAIEmbedder",
     "Passage",
+    "PostgresMemory",
     "RetryReport",
     "SQLiteMemory",
     "open_memory",
+    "open_store",
 ]
+
+MemoryBackend: TypeAlias = SQLiteMemory | PostgresMemory
 
 
 def open_memory(
@@ -47,5 +56,25 @@ def open_memory(
         embedder=embedder or embedder_from_env(),
         block_limits=block_limits,
         pending_dir=home / "pending",
+        options=options,
+    )
+
+
+def open_store(
+    home: Path,
+    database_url: str | None = None,
+    *,
+    embedder: Embedder | None = None,
+    block_limits: Mapping[str, int] = DEFAULT_BLOCK_LIMITS,
+    options: ConsolidationOptions | None = None,
+) -> MemoryBackend:
+    """PostgreSQL at ``database_url`` when one is given (``Settings.database_url``), else
+    :func:`open_memory`. The PostgreSQL store connects on first use."""
+    if not database_url:
+        return open_memory(home, embedder=embedder, block_limits=block_limits, options=options)
+    return PostgresMemory(
+        database_url,
+        embedder=embedder or embedder_from_env(),
+        block_limits=block_limits,
         options=options,
     )

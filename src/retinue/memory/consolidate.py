@@ -7,24 +7,27 @@ and against the block limits; an invalid answer is sent back once more with the 
 failing call is retried with backoff. The result is written in one transaction, skipping
 passages that duplicate stored ones.
 
-The transcript is on disk (``pending/``) from before the model call until the commit, so a
-failure, a cancellation or a killed process never loses it: ``retry_pending`` re-runs it.
+The transcript is kept (on disk in ``pending/`` for SQLite, in a table for PostgreSQL) from
+before the model call until the commit, so a failure, a cancellation or a killed process
+never loses it: ``retry_pending`` re-runs it. The store's steps are synchronous for SQLite
+(run in a worker thread) and coroutines for PostgreSQL (awaited); :func:`_step` runs both.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import pydantic
 
-from retinue.errors import BlockConflictError
+from retinue.errors import BlockConflictError, MemoryStoreError
 from retinue.llm.base import ToolSpec
 from retinue.llm.tokens import estimate_text_tokens
 from retinue.memory.pending import PendingTranscript
@@ -41,7 +44,10 @@ from retinue.messages import (
 
 if TYPE_CHECKING:
     from retinue.llm.base import Model
+    from retinue.memory.postgres import PostgresMemory
     from retinue.memory.sqlite import SQLiteMemory
+
+    Store: TypeAlias = SQLiteMemory | PostgresMemory
 
 __all__ = [
     "MEMORIZE_TOOL",
@@ -245,7 +251,7 @@ def _similar_query(transcript: str) -> str:
 
 
 async def consolidate_session(
-    store: SQLiteMemory,
+    store: Store,
     *,
     tenant: str,
     role: str,
@@ -262,7 +268,7 @@ async def consolidate_session(
     path = kept
     try:
         if path is None:
-            path = await asyncio.to_thread(
+            path = await _step(
                 store.pending.write_inflight,
                 run_id=run_id,
                 tenant=tenant,
@@ -276,11 +282,11 @@ async def consolidate_session(
         )
     except asyncio.CancelledError:
         if path is not None:
-            _keep(store, path, "cancelled before the memory was written")
+            await _keep(store, path, "cancelled before the memory was written")
         raise
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
-        kept_at = _keep(store, path, error) if path is not None else None
+        kept_at = await _keep(store, path, error) if path is not None else None
         where = (
             f"transcript kept at {kept_at} (run `retinue memory retry`)"
             if kept_at is not None
@@ -291,7 +297,7 @@ async def consolidate_session(
             session_id, tenant, role, error, where,
         )  # fmt: skip
         return ConsolidationResult(False, run_id, error=error, transcript=kept_at)
-    store.pending.remove(path)
+    await _step(store.pending.remove, path, thread=False)
     if written is None:
         return ConsolidationResult(True, run_id, already_applied=True)
     return ConsolidationResult(True, run_id, written[0], written[1])
@@ -312,7 +318,7 @@ async def _reread_on_conflict(
 
 
 async def _consolidate(
-    store: SQLiteMemory,
+    store: Store,
     tenant: str,
     role: str,
     session_id: str,
@@ -338,7 +344,7 @@ async def _consolidate(
         for u in result.block_updates
         if u.block not in current or current[u.block].value != u.value
     }
-    return await asyncio.to_thread(
+    return await _step(
         store.apply_consolidation,
         run_id=run_id,
         tenant=tenant,
@@ -350,20 +356,31 @@ async def _consolidate(
     )
 
 
-def _keep(store: SQLiteMemory, path: Path, error: str) -> Path | None:
+async def _step(fn: Callable[..., Any], /, *args: Any, thread: bool = True, **kwargs: Any) -> Any:
+    """Await ``fn`` if it is a coroutine function (PostgreSQL); else call it, in a worker
+    thread unless ``thread`` is false (SQLite, whose quick file steps run in place)."""
+    if inspect.iscoroutinefunction(fn):
+        return await fn(*args, **kwargs)
+    if thread:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+    return fn(*args, **kwargs)
+
+
+async def _keep(store: Store, path: Path, error: str) -> Path | None:
     try:
-        return store.pending.mark_failed(path, error)
-    except OSError as exc:
+        return await _step(store.pending.mark_failed, path, error, thread=False)
+    except (OSError, MemoryStoreError) as exc:
         log.error("could not mark transcript %s as failed: %s", path, exc)
-        return path if path.exists() else None
+        on_disk = isinstance(exc, OSError) and await asyncio.to_thread(path.exists)
+        return path if on_disk else None
 
 
 async def retry_pending(
-    store: SQLiteMemory, model_for: Callable[[str], Model], *, stale_after: float = 3600.0
+    store: Store, model_for: Callable[[str], Model], *, stale_after: float = 3600.0
 ) -> RetryReport:
     """Re-run every kept transcript; a success deletes its file."""
     report = RetryReport()
-    for item in await asyncio.to_thread(store.pending.ready, stale_after=stale_after):
+    for item in await _step(store.pending.ready, stale_after=stale_after):
         result = await _retry_one(store, item, model_for)
         if result.ok:
             report.applied.append(item.session_id)
@@ -373,7 +390,7 @@ async def retry_pending(
 
 
 async def _retry_one(
-    store: SQLiteMemory, item: PendingTranscript, model_for: Callable[[str], Model]
+    store: Store, item: PendingTranscript, model_for: Callable[[str], Model]
 ) -> ConsolidationResult:
     try:
         model = model_for(item.model)

@@ -1,0 +1,665 @@
+"""The shared memory store: core blocks, archival passages and the retry queue in PostgreSQL.
+
+For deployments that outgrow one machine: several ``retinue serve`` workers open the same
+database. It implements the same faces as :class:`~retinue.memory.sqlite.SQLiteMemory`
+(:class:`~retinue.memory.base.Memory` and :class:`~retinue.memory.store.MemoryStore`), and
+consolidation (:mod:`retinue.memory.consolidate`) runs unchanged on top of it.
+
+- The driver is psycopg 3 with ``psycopg_pool.AsyncConnectionPool``: native asyncio, server
+  side parameter binding, and one library for both the async store and the synchronous
+  tools around it (tests, ``retinue memory export``). The pool opens on first use, so the
+  store is built without an event loop, like the SQLite one.
+- Every write transaction of a ``(tenant, role)`` scope first takes a transaction-scoped
+  advisory lock on that scope, so the read-modify-write of a block, the near-duplicate check
+  of a passage and a consolidation's write are serialised per scope across workers, as
+  SQLite's single writer serialises them; other scopes proceed in parallel.
+- Archival search finds candidates with the GIN-indexed ``tsvector`` and ranks them with
+  BM25 in Python (PostgreSQL's ``ts_rank`` has no inverse document frequency). With an
+  :class:`Embedder`, it is fused with vector similarity: pgvector's ``<=>`` when the server
+  has the extension, otherwise cosine over the stored float blobs in Python, as in SQLite
+  (a one-time notice says so).
+- Transcripts waiting for consolidation live in ``pending_consolidations`` rather than in a
+  local folder, so any worker retries any failed one; a worker claims work with
+  ``FOR UPDATE SKIP LOCKED`` and a lease (:class:`PgPendingQueue`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import math
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from retinue.errors import BlockConflictError, BlockLimitError, MemoryStoreError
+from retinue.memory._pg_schema import enable_pgvector, migrate
+from retinue.memory.embeddings import VECTOR_SCAN_LIMIT, Embedder, pack, top_by_cosine
+from retinue.memory.pending import PendingTranscript
+from retinue.memory.sqlite import NewPassage, normalize
+from retinue.memory.store import DEFAULT_BLOCK_LIMITS, Block, Passage, render_memory
+from retinue.memory.text import merge_lines, scrub
+from retinue.messages import Message, from_dict, to_dict
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+    from psycopg_pool import AsyncConnectionPool
+
+    from retinue.llm.base import Model
+    from retinue.memory.consolidate import ConsolidationOptions, ConsolidationResult, RetryReport
+
+__all__ = ["PgPendingQueue", "PostgresMemory", "describe_url"]
+
+log = logging.getLogger("retinue.memory")
+
+_RRF_K = 60
+_NEAR_DUPLICATE = 0.85
+_CANDIDATES = 1000  # passages one full-text search ranks at most (the newest that match)
+_BM25_K1 = 1.2
+_BM25_B = 0.75
+_MAX_TERMS = 64
+_CLAIM_SECONDS = 300.0  # the lease of a worker on a transcript it is retrying
+
+
+def describe_url(url: str) -> str:
+    """``host:port/dbname`` of a connection URL, never its password (for messages)."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        info = conninfo_to_dict(url)
+    except Exception:
+        return "PostgreSQL (unparsable URL)"
+    host, port = info.get("host", "localhost"), info.get("port", 5432)
+    return f"PostgreSQL {host}:{port}/{info.get('dbname', '')}"
+
+
+def pg_text(text: str) -> str:
+    """``text`` as PostgreSQL stores it: lone surrogates and NUL characters replaced."""
+    return scrub(text).replace("\x00", "\ufffd")
+
+
+def _hash(text: str) -> str:
+    return hashlib.sha256(normalize(text).encode()).hexdigest()
+
+
+def _terms(text: str) -> list[str]:
+    return list(dict.fromkeys(normalize(text).split()))[:_MAX_TERMS]
+
+
+def _tsquery(words: Sequence[str]) -> str:
+    """A ``websearch_to_tsquery`` text matching any of ``words`` (never a syntax error)."""
+    return " or ".join(f'"{w}"' for w in words)
+
+
+class PostgresMemory:
+    """Memory for every ``(tenant, role)`` scope in one PostgreSQL database."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        embedder: Embedder | None = None,
+        block_limits: Mapping[str, int] = DEFAULT_BLOCK_LIMITS,
+        options: ConsolidationOptions | None = None,
+        pool_size: int = 10,
+    ) -> None:
+        from retinue.memory.consolidate import ConsolidationOptions
+
+        self.url = url
+        self.where = describe_url(url)
+        self.embedder = embedder
+        self.block_limits = dict(block_limits)
+        self.options = options or ConsolidationOptions()
+        self.pending = PgPendingQueue(self)
+        self.pool_size = pool_size
+        self.pgvector = False
+        self._pool: AsyncConnectionPool[AsyncConnection] | None = None
+        self._opening = asyncio.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._vector_notice = False
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    async def pool(self) -> AsyncConnectionPool[AsyncConnection]:
+        """The connection pool, opened (and the schema migrated) on first use.
+
+        A pool belongs to the event loop that opened it: used from another loop (code that
+        calls ``asyncio.run`` more than once), the store opens a new pool there and leaves
+        the old one's connections to be closed with it.
+        """
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            self._pool, self._loop, self._opening = None, loop, asyncio.Lock()
+        if self._pool is not None:
+            return self._pool
+        async with self._opening:
+            if self._pool is None:
+                self._pool = await self._open()
+        return self._pool
+
+    async def _open(self) -> AsyncConnectionPool[AsyncConnection]:
+        from psycopg import AsyncConnection
+        from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+        pool = AsyncConnectionPool(
+            self.url,
+            connection_class=AsyncConnection,
+            min_size=1,
+            max_size=self.pool_size,
+            open=False,
+            kwargs={"autocommit": True},
+            name="retinue-memory",
+        )
+        try:
+            await pool.open(wait=True, timeout=15.0)
+            async with pool.connection() as conn:
+                await migrate(conn)
+                self.pgvector = await enable_pgvector(conn)
+        except PoolTimeout:
+            await pool.close()
+            raise MemoryStoreError(f"cannot connect to {self.where} (is it running?)") from None
+        except BaseException as exc:
+            await pool.close()
+            if isinstance(exc, MemoryStoreError) or not isinstance(exc, Exception):
+                raise
+            raise MemoryStoreError(f"cannot open memory database {self.where}: {exc}") from None
+        return pool
+
+    async def aclose(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+    def close(self) -> None:
+        """:meth:`aclose` for code without a loop: closed on the pool's own loop if it still
+        runs or can run; a pool whose loop is gone is left to close with the process."""
+        pool, loop, self._pool = self._pool, self._loop, None
+        if pool is None or loop is None or loop.is_closed():
+            return
+        if loop.is_running():
+            task = loop.create_task(pool.close())
+            _closing.add(task)
+            task.add_done_callback(_closing.discard)
+        else:
+            loop.run_until_complete(pool.close(timeout=2.0))
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[AsyncConnection]:
+        """A pooled connection (autocommit); database errors become ``MemoryStoreError``."""
+        import psycopg
+
+        pool = await self.pool()
+        try:
+            async with pool.connection() as conn:
+                yield conn
+        except psycopg.Error as exc:
+            raise MemoryStoreError(
+                f"memory database {self.where} failed: {_first_line(exc)}"
+            ) from None
+
+    @contextlib.asynccontextmanager
+    async def _tx(self, tenant: str, role: str) -> AsyncIterator[AsyncConnection]:
+        """One write transaction holding the scope's advisory lock."""
+        async with self.connection() as conn, conn.transaction():
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                (f"{len(tenant)}:{tenant}{role}",),
+            )
+            yield conn
+
+    async def _read(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
+        async with self.connection() as conn:
+            cur = await conn.execute(sql, params)  # pyright: ignore[reportArgumentType]
+            return await cur.fetchall()
+
+    def _limit(self, name: str) -> int:
+        limit = self.block_limits.get(name)
+        if limit is None:
+            known = ", ".join(self.block_limits)
+            raise MemoryStoreError(f"unknown core memory block {name!r}; blocks are: {known}")
+        return limit
+
+    def check_block(self, name: str, value: str) -> None:
+        """Raise if ``name`` is unknown or ``value`` does not fit its limit."""
+        if len(value) > self._limit(name):
+            raise BlockLimitError(
+                f"block {name!r} would hold {len(value)} characters, over its limit of "
+                f"{self._limit(name)}; shorten it (e.g. core_memory_replace to condense) and "
+                "try again"
+            )
+
+    # -- core blocks ------------------------------------------------------------------
+
+    async def blocks(self, tenant: str, role: str) -> list[Block]:
+        rows = await self._read(
+            "SELECT name, value, version FROM blocks WHERE tenant = %s AND role = %s",
+            (tenant, role),
+        )
+        stored = {str(name): (str(value), int(version)) for name, value, version in rows}
+        return [
+            Block(name, stored[name][0], limit, stored[name][1])
+            if name in stored
+            else Block(name, "", limit)
+            for name, limit in self.block_limits.items()
+        ]
+
+    async def set_block(self, tenant: str, role: str, name: str, value: str) -> Block:
+        return await self._update_block(tenant, role, name, lambda _: value)
+
+    async def append_block(self, tenant: str, role: str, name: str, content: str) -> Block:
+        return await self._update_block(
+            tenant, role, name, lambda old: f"{old}\n{content}" if old else content
+        )
+
+    async def replace_in_block(
+        self, tenant: str, role: str, name: str, old: str, new: str
+    ) -> Block:
+        def edit(current: str) -> str:
+            if not old or old not in current:
+                raise MemoryStoreError(
+                    f"text {old!r} not found in block {name!r}; copy it exactly from the block"
+                )
+            return current.replace(old, new)
+
+        return await self._update_block(tenant, role, name, edit)
+
+    async def _update_block(
+        self, tenant: str, role: str, name: str, change: Callable[[str], str]
+    ) -> Block:
+        self._limit(name)
+        async with self._tx(tenant, role) as conn:
+            current, _ = await _read_block(conn, tenant, role, name)
+            value = pg_text(change(current))
+            self.check_block(name, value)
+            version = await _write_block(conn, tenant, role, name, value)
+        return Block(name, value, self.block_limits[name], version)
+
+    # -- archival passages ------------------------------------------------------------
+
+    async def insert_passage(
+        self, tenant: str, role: str, content: str, *, source: str = "agent"
+    ) -> Passage | None:
+        content = content.strip()
+        if not content:
+            raise MemoryStoreError("a passage needs some text")
+        vectors = await self.embed([content])
+        added = await self.insert_passages(
+            tenant, role, [NewPassage(content, source, vectors[0] if vectors else None)]
+        )
+        return added[0] if added else None
+
+    async def insert_passages(
+        self, tenant: str, role: str, items: Sequence[NewPassage], *, near_duplicates: bool = True
+    ) -> list[Passage]:
+        """Insert passages in one transaction, skipping (near-)duplicates of stored ones."""
+        async with self._tx(tenant, role) as conn:
+            return await self._insert(conn, tenant, role, items, near_duplicates)
+
+    async def _insert(
+        self,
+        conn: AsyncConnection,
+        tenant: str,
+        role: str,
+        items: Sequence[NewPassage],
+        near_duplicates: bool,
+    ) -> list[Passage]:
+        out: list[Passage] = []
+        for item in items:
+            content = pg_text(item.content).strip()
+            if not content or (
+                near_duplicates and await _has_near_duplicate(conn, tenant, role, content)
+            ):
+                continue
+            now = time.time()
+            vector = item.vector
+            columns = "tenant, role, content, norm_hash, source, created_at, embedding, tsv"
+            values = "%s, %s, %s, %s, %s, %s, %s, to_tsvector('simple', %s)"
+            params: list[object] = [
+                tenant, role, content, _hash(content), pg_text(item.source), now,
+                pack(vector) if vector is not None else None, normalize(content),
+            ]  # fmt: skip
+            if self.pgvector and vector is not None:
+                columns += ", embedding_vec"
+                values += ", %s::vector"
+                params.append(_vector_literal(vector))
+            cur = await conn.execute(
+                f"INSERT INTO passages ({columns}) VALUES ({values}) "  # pyright: ignore[reportArgumentType]
+                "ON CONFLICT DO NOTHING RETURNING id",
+                params,
+            )
+            row = await cur.fetchone()
+            if row is not None:
+                out.append(Passage(int(row[0]), content, item.source, now))
+        return out
+
+    async def passage_count(self, tenant: str, role: str) -> int:
+        rows = await self._read(
+            "SELECT count(*) FROM passages WHERE tenant = %s AND role = %s", (tenant, role)
+        )
+        return int(rows[0][0])
+
+    async def search(self, tenant: str, role: str, query: str, limit: int = 5) -> list[Passage]:
+        """Best passages for ``query``: BM25, fused with vector similarity if embeddings are on."""
+        limit = max(1, min(limit, 100))
+        vectors = await self.embed([query]) if query.strip() else None
+        text_hits = await self._full_text(tenant, role, query, limit * 4 if vectors else limit)
+        if not vectors:
+            return text_hits[:limit]
+        vec_ids = await self._nearest(tenant, role, vectors[0], limit * 4)
+        return await self._fuse(tenant, role, text_hits, vec_ids, limit)
+
+    async def _full_text(self, tenant: str, role: str, query: str, limit: int) -> list[Passage]:
+        terms = _terms(query)
+        if not terms:
+            return []
+        rows = await self._read(
+            "SELECT id, content, source, created_at FROM passages "
+            "WHERE tenant = %s AND role = %s AND tsv @@ websearch_to_tsquery('simple', %s) "
+            "ORDER BY id DESC LIMIT %s",
+            (tenant, role, _tsquery(terms), _CANDIDATES),
+        )
+        total = await self.passage_count(tenant, role) if rows else 0
+        scores = bm25(terms, [normalize(r[1]).split() for r in rows], total)
+        ranked = sorted(zip(rows, scores, strict=True), key=lambda t: t[1], reverse=True)
+        return [Passage(r[0], r[1], r[2], r[3], s) for r, s in ranked[:limit] if s > 0]
+
+    async def _nearest(
+        self, tenant: str, role: str, vector: Sequence[float], limit: int
+    ) -> list[int]:
+        if self.pgvector:
+            rows = await self._read(
+                "SELECT id FROM passages WHERE tenant = %s AND role = %s "
+                "AND embedding_vec IS NOT NULL ORDER BY embedding_vec <=> %s::vector LIMIT %s",
+                (tenant, role, _vector_literal(vector), limit),
+            )
+            return [int(r[0]) for r in rows]
+        if not self._vector_notice:
+            self._vector_notice = True
+            log.warning(
+                "pgvector is not installed on %s: vector search ranks the newest %d passages "
+                "of a scope in Python (install the 'vector' extension to search them all)",
+                self.where, VECTOR_SCAN_LIMIT,
+            )  # fmt: skip
+        rows = await self._read(
+            "SELECT id, embedding FROM passages WHERE tenant = %s AND role = %s "
+            "AND embedding IS NOT NULL ORDER BY id DESC LIMIT %s",
+            (tenant, role, VECTOR_SCAN_LIMIT),
+        )
+        blobs = [(int(pid), bytes(blob)) for pid, blob in rows]
+        return [pid for pid, _ in await asyncio.to_thread(top_by_cosine, vector, blobs, limit)]
+
+    async def _fuse(
+        self, tenant: str, role: str, text_hits: list[Passage], vec_ids: list[int], limit: int
+    ) -> list[Passage]:
+        """Reciprocal-rank fusion of the full-text and the vector rankings."""
+        scores: dict[int, float] = {}
+        for ranking in ([p.id for p in text_hits], vec_ids):
+            for rank, pid in enumerate(ranking):
+                scores[pid] = scores.get(pid, 0.0) + 1.0 / (_RRF_K + rank + 1)
+        best = sorted(scores, key=lambda pid: scores[pid], reverse=True)[:limit]
+        rows = await self._read(
+            "SELECT id, content, source, created_at FROM passages "
+            "WHERE tenant = %s AND role = %s AND id = ANY(%s)",
+            (tenant, role, best),
+        )
+        by_id = {int(r[0]): r for r in rows}
+        return [
+            Passage(pid, by_id[pid][1], by_id[pid][2], by_id[pid][3], scores[pid])
+            for pid in best
+            if pid in by_id
+        ]
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]] | None:
+        """Vectors for ``texts``, or ``None`` without an embedder or when it fails."""
+        if self.embedder is None or not texts:
+            return None
+        try:
+            return await self.embedder.embed(texts)
+        except Exception as exc:
+            log.warning("embedding failed, falling back to full-text search: %s", exc)
+            return None
+
+    # -- the Memory protocol ----------------------------------------------------------
+
+    async def render(self, tenant: str, role: str) -> str:
+        return render_memory(
+            await self.blocks(tenant, role), await self.passage_count(tenant, role)
+        )
+
+    async def consolidate(
+        self, *, tenant: str, role: str, session_id: str, messages: Sequence[Message], model: Model
+    ) -> bool:
+        """Write what a finished session learned; never raises for a model failure."""
+        result = await self.consolidate_session(
+            tenant=tenant, role=role, session_id=session_id, messages=messages, model=model
+        )
+        return result.ok
+
+    async def consolidate_session(
+        self, *, tenant: str, role: str, session_id: str, messages: Sequence[Message], model: Model
+    ) -> ConsolidationResult:
+        """:meth:`consolidate`, returning what was written (or why nothing was)."""
+        from retinue.memory.consolidate import consolidate_session
+
+        return await consolidate_session(
+            self, tenant=tenant, role=role, session_id=session_id, messages=messages, model=model
+        )
+
+    async def retry_pending(
+        self, model_for: Callable[[str], Model], *, stale_after: float = 3600.0
+    ) -> RetryReport:
+        """Claim and re-run kept transcripts (other workers skip the ones claimed here)."""
+        from retinue.memory.consolidate import retry_pending
+
+        return await retry_pending(self, model_for, stale_after=stale_after)
+
+    async def apply_consolidation(
+        self,
+        *,
+        run_id: str,
+        tenant: str,
+        role: str,
+        session_id: str,
+        block_updates: Mapping[str, str],
+        passages: Sequence[NewPassage],
+        base: Mapping[str, Block] | None = None,
+    ) -> tuple[int, int] | None:
+        """Write one consolidation in one transaction (see ``SQLiteMemory.apply_consolidation``)."""
+        updates = {name: pg_text(value) for name, value in block_updates.items()}
+        for name, value in updates.items():
+            self.check_block(name, value)
+        async with self._tx(tenant, role) as conn:
+            seen = await conn.execute("SELECT 1 FROM consolidations WHERE run_id = %s", (run_id,))
+            if await seen.fetchone():
+                return None
+            for name, value in updates.items():
+                merged = await self._rebase(conn, tenant, role, name, value, (base or {}).get(name))
+                await _write_block(conn, tenant, role, name, merged)
+            added = await self._insert(conn, tenant, role, passages, True)
+            await conn.execute(
+                "INSERT INTO consolidations VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                (run_id, tenant, role, session_id, time.time(), len(updates), len(added)),
+            )
+        return len(updates), len(added)
+
+    async def _rebase(
+        self,
+        conn: AsyncConnection,
+        tenant: str,
+        role: str,
+        name: str,
+        value: str,
+        base: Block | None,
+    ) -> str:
+        """``value`` if the block is unchanged since ``base``, else merged into it."""
+        if base is None:
+            return value
+        current, version = await _read_block(conn, tenant, role, name)
+        if version == base.version:
+            return value
+        merged = merge_lines(base.value, value, current)
+        if len(merged) > self._limit(name):
+            raise BlockConflictError(
+                f"block {name!r} changed during consolidation and the merge is too long"
+            )
+        return merged
+
+
+_closing: set[asyncio.Task[None]] = set()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _vector_literal(vector: Sequence[float]) -> str:
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+def bm25(terms: Sequence[str], docs: Sequence[Sequence[str]], total: int) -> list[float]:
+    """Okapi BM25 of each tokenised doc for ``terms`` (FTS5's formula; ``total`` docs in all)."""
+    if not docs:
+        return []
+    avg = sum(len(d) for d in docs) / len(docs) or 1.0
+    counts = [{t: d.count(t) for t in terms} for d in docs]
+    df = {t: sum(1 for c in counts if c[t]) for t in terms}
+    n = max(total, len(docs))
+    idf = {t: max(1e-6, math.log((n - df[t] + 0.5) / (df[t] + 0.5))) for t in terms}
+    out = []
+    for d, c in zip(docs, counts, strict=True):
+        norm = _BM25_K1 * (1 - _BM25_B + _BM25_B * len(d) / avg)
+        out.append(sum(idf[t] * c[t] * (_BM25_K1 + 1) / (c[t] + norm) for t in terms if c[t]))
+    return out
+
+
+async def _read_block(conn: AsyncConnection, tenant: str, role: str, name: str) -> tuple[str, int]:
+    cur = await conn.execute(
+        "SELECT value, version FROM blocks WHERE tenant = %s AND role = %s AND name = %s",
+        (tenant, role, name),
+    )
+    row = await cur.fetchone()
+    return (str(row[0]), int(row[1])) if row else ("", 0)
+
+
+async def _write_block(conn: AsyncConnection, tenant: str, role: str, name: str, value: str) -> int:
+    """Write the block and bump its version; the new version."""
+    cur = await conn.execute(
+        "INSERT INTO blocks (tenant, role, name, value, updated_at, version) "
+        "VALUES (%s, %s, %s, %s, %s, 1) "
+        "ON CONFLICT (tenant, role, name) DO UPDATE SET value = excluded.value, "
+        "updated_at = excluded.updated_at, version = blocks.version + 1 RETURNING version",
+        (tenant, role, name, value, time.time()),
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def _has_near_duplicate(conn: AsyncConnection, tenant: str, role: str, content: str) -> bool:
+    """Whether a stored passage of the scope shares (almost) all words with ``content``.
+
+    A passage with Jaccard similarity >= t misses at most ``(1 - t) * n`` of the ``n`` words
+    of ``content``, so it contains one of any ``floor((1 - t) * n) + 1`` of them; the longest
+    ones (likely the rarest) are searched, through the GIN index.
+    """
+    words = set(normalize(content).split())
+    probe = sorted(words, key=lambda w: (-len(w), w))[: int((1 - _NEAR_DUPLICATE) * len(words)) + 1]
+    if not probe:
+        return False
+    cur = await conn.execute(
+        "SELECT content FROM passages WHERE tenant = %s AND role = %s "
+        "AND tsv @@ websearch_to_tsquery('simple', %s) ORDER BY id DESC LIMIT 500",
+        (tenant, role, _tsquery(probe)),
+    )
+    for (other,) in await cur.fetchall():
+        other_words = set(normalize(str(other)).split())
+        union = words | other_words
+        if union and len(words & other_words) / len(union) >= _NEAR_DUPLICATE:
+            return True
+    return False
+
+
+class PgPendingQueue:
+    """The retry queue in ``pending_consolidations``: the database twin of ``PendingStore``.
+
+    A transcript is written before the model call (``inflight``), deleted after the commit,
+    and marked failed when the consolidation gives up. :meth:`ready` *claims* what is due
+    (failed ones, and inflight ones untouched for ``stale_after`` seconds, whose worker must
+    be gone) with ``FOR UPDATE SKIP LOCKED`` and a lease, so two workers never retry the same
+    transcript and a worker that dies while retrying releases it when the lease runs out.
+    A transcript is named by a path ``postgresql/pending_consolidations/<run_id>``.
+    """
+
+    root = Path("postgresql", "pending_consolidations")
+
+    def __init__(self, store: PostgresMemory) -> None:
+        self.store = store
+
+    async def write_inflight(
+        self,
+        *,
+        run_id: str,
+        tenant: str,
+        role: str,
+        session_id: str,
+        model: str,
+        messages: Sequence[Message],
+    ) -> Path:
+        data = pg_text(json.dumps([to_dict(m) for m in messages], ensure_ascii=False))
+        async with self.store.connection() as conn:
+            await conn.execute(
+                "INSERT INTO pending_consolidations "
+                "(run_id, tenant, role, session_id, model, messages, created_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s) ON CONFLICT (run_id) DO UPDATE "
+                "SET touched_at = now()",
+                (run_id, tenant, role, session_id, model, data, time.time()),
+            )
+        return self.root / run_id
+
+    async def mark_failed(self, path: Path, error: str) -> Path:
+        async with self.store.connection() as conn:
+            await conn.execute(
+                "UPDATE pending_consolidations SET failed = true, error = %s, "
+                "claimed_until = NULL, touched_at = now() WHERE run_id = %s",
+                (pg_text(error), path.name),
+            )
+        return path
+
+    async def remove(self, path: Path) -> None:
+        async with self.store.connection() as conn:
+            await conn.execute("DELETE FROM pending_consolidations WHERE run_id = %s", (path.name,))
+
+    async def ready(self, *, stale_after: float = 3600.0) -> list[PendingTranscript]:
+        """Claim the transcripts due for a retry (at most 100 per call)."""
+        async with self.store.connection() as conn:
+            cur = await conn.execute(
+                "UPDATE pending_consolidations "
+                "SET claimed_until = now() + make_interval(secs => %s) "
+                "WHERE run_id IN (SELECT run_id FROM pending_consolidations "
+                "WHERE (claimed_until IS NULL OR claimed_until < now()) "
+                "AND (failed OR touched_at <= now() - make_interval(secs => %s)) "
+                "ORDER BY created_at LIMIT 100 FOR UPDATE SKIP LOCKED) "
+                "RETURNING run_id, tenant, role, session_id, model, messages, error",
+                (max(_CLAIM_SECONDS, stale_after), stale_after),
+            )
+            rows = await cur.fetchall()
+        return [self._transcript(r) for r in rows]
+
+    def _transcript(self, row: Sequence[Any]) -> PendingTranscript:
+        run_id, tenant, role, session_id, model, messages, error = row
+        return PendingTranscript(
+            run_id, tenant, role, session_id, model,
+            [from_dict(m) for m in messages], self.root / run_id, error,
+        )  # fmt: skip
+
+    async def count(self) -> int:
+        """Transcripts waiting, claimed or not."""
+        async with self.store.connection() as conn:
+            cur = await conn.execute("SELECT count(*) FROM pending_consolidations")
+            row = await cur.fetchone()
+        return int(row[0]) if row else 0
