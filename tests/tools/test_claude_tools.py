@@ -11,10 +11,10 @@ import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from httpkit import QuietHandler, serving
 
 from retinue.messages import ToolCall, ToolResultMessage
 from retinue.subagents import RoleCatalog
@@ -143,33 +143,20 @@ async def test_todo_write_keeps_one_list_per_agent(
 # --- WebFetch -----------------------------------------------------------------------------
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     stop = threading.Event()
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-    def _send(self, body: bytes, kind: str, status: int = 200) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
     def do_GET(self) -> None:
         if self.path == "/page":
-            self._send(PAGE, "text/html; charset=utf-8")
+            self.send_body(PAGE, "text/html; charset=utf-8")
         elif self.path == "/data.json":
-            self._send(b'{"ok": true}', "application/json")
+            self.send_body(b'{"ok": true}', "application/json")
         elif self.path == "/big":
-            self._send(b"x" * 300_000, "text/plain")
+            self.send_body(b"x" * 300_000, "text/plain")
         elif self.path == "/image":
-            self._send(b"\x89PNG\r\n\x1a\n\0\0", "image/png")
+            self.send_body(b"\x89PNG\r\n\x1a\n\0\0", "image/png")
         elif self.path == "/moved":
-            self.send_response(302)
-            self.send_header("Location", "/page")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
+            self.redirect("/page")
         elif self.path == "/slow":  # a byte at a time: no single read is slow, the whole is
             self.send_response(200)
             self.send_header("Content-Type", "text/plain")
@@ -181,20 +168,15 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(b"s")
                 self.wfile.flush()
         else:
-            self._send(b"not here", "text/plain", 404)
+            self.send_body(b"not here", "text/plain", 404)
 
 
 @pytest.fixture
 def server() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    httpd.daemon_threads = True
     _Handler.stop.clear()
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    _Handler.stop.set()
-    httpd.shutdown()
-    httpd.server_close()
+    with serving(_Handler) as url:
+        yield url
+        _Handler.stop.set()
 
 
 async def test_web_fetch_returns_html_as_text(call: Call, server: str) -> None:

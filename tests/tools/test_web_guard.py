@@ -10,14 +10,13 @@ from __future__ import annotations
 import ipaddress
 import json
 import socket
-import threading
 from collections.abc import Iterator, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from httpkit import QuietHandler, serving
 
 from retinue.config import Settings
 from retinue.errors import ConfigError
@@ -39,49 +38,33 @@ RESULTS = {
 }
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     seen: ClassVar[list[str]] = []  # the paths asked, in order
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-    def _send(self, body: bytes, kind: str = "text/plain", status: int = 200) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
     def do_GET(self) -> None:
         self.seen.append(self.path)
         parts = urlsplit(self.path)
         query = parse_qs(parts.query)
         if parts.path == "/host":
-            self._send(f"host={self.headers['Host']}".encode())
+            self.send_body(f"host={self.headers['Host']}".encode())
         elif parts.path == "/to":  # /to?url=...: a redirect there
-            self.send_response(302)
-            self.send_header("Location", query["url"][0])
-            self.send_header("Content-Length", "0")
-            self.end_headers()
+            self.redirect(query["url"][0])
         elif parts.path == "/search" and query.get("format") == ["json"]:
             body = dict(RESULTS, query=query["q"][0])
-            self._send(json.dumps(body).encode(), "application/json")
-        elif parts.path == "/search":
-            self._send(b"format not allowed", status=403)
+            self.send_body(json.dumps(body).encode(), "application/json")
+        elif parts.path == "/html/search":  # something else at that address
+            self.send_body(b"<html>a web page</html>", "text/html")
+        elif parts.path == "/locked/search":  # SearXNG without json in search.formats
+            self.send_body(b"Forbidden", status=403)
         else:
-            self._send(b"not here", status=404)
+            self.send_body(b"not here", status=404)
 
 
 @pytest.fixture
 def server() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    httpd.daemon_threads = True
     _Handler.seen = []
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with serving(_Handler) as url:
+        yield url
 
 
 @pytest.fixture
@@ -252,6 +235,12 @@ async def test_web_search_errors_are_one_clear_line(
     missing = runtime_with(tmp_path, f'web_search_url = "{server}/nothing-here"\n')
     error, text = await search(missing, ctx, "anything")
     assert error and text.endswith("/nothing-here/search answered HTTP 404")
+    locked = runtime_with(tmp_path, f'web_search_url = "{server}/locked"\n')
+    error, text = await search(locked, ctx, "anything")
+    assert error and "refused the JSON format (HTTP 403)" in text and "search.formats" in text
+    other = runtime_with(tmp_path, f'web_search_url = "{server}/html"\n')
+    error, text = await search(other, ctx, "anything")
+    assert error and "did not answer with SearXNG's JSON" in text
     with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
