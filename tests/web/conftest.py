@@ -1,8 +1,9 @@
 """Fixtures for the web page's tests: a live server on 127.0.0.1, and Debian's Chromium.
 
-``serve(main_model, slow_model=None, limits=None)`` starts the service as ``retinue serve``
-builds it (tests/server/serverkit.py), in a workspace with two roles: ``lead`` (the main
-model; it may delegate to ``scout``) and ``scout`` (the slow model).
+``serve(main_model, slow_model=None, limits=None, session_token_budget=0)`` starts the
+service as ``retinue serve`` builds it (tests/server/serverkit.py), in a workspace with two
+roles: ``lead`` (the main model; it may delegate to ``scout``) and ``scout`` (the slow
+model). Servers of one test share a data directory (and so the stored conversations).
 """
 
 from __future__ import annotations
@@ -57,8 +58,10 @@ def serve(tmp_path: Path) -> Iterator[Callable[..., Any]]:
         slow_model: ScriptedModel | None = None,
         *,
         limits: Limits | None = None,
+        session_token_budget: int = 0,
     ) -> Any:
         settings = Settings.load(home=tmp_path / "home", workspace=tmp_path)
+        settings.session_token_budget = session_token_budget
         slow = slow_model or ScriptedModel(name="scripted:slow")
         runtime = Runtime.create(settings, model=model, model_for=lambda _spec: slow)
         server = serverkit.ServerThread(runtime, limits).start()

@@ -123,6 +123,7 @@ def test_the_sub_agent_tree_grows_opens_histories_and_interrupts(
 ) -> None:
     main = ScriptedModel(
         [
+            "Sure. What shall I find?",
             call_tool(
                 "SubAgent",
                 {"task": "Find where settings are loaded.", "role": "lead", "interactive": True},
@@ -138,6 +139,8 @@ def test_the_sub_agent_tree_grows_opens_histories_and_interrupts(
     scout_model = ScriptedModel(["never said"], name="scripted:slow", delay=60)
     server = serve(main, scout_model)
     page = signed_in(pages(), server)
+    say(page, "Let's look at this repository together.")
+    expect(page.locator("#messages .msg-assistant .text")).to_have_text("Sure. What shall I find?")
     cid = say(page, "Where are the settings loaded?")
     lead_id, scout_id = f"conv-{cid}/lead", f"conv-{cid}/lead/scout"
     lead = page.locator(f'li.node[data-id="{lead_id}"]')
@@ -179,6 +182,8 @@ def test_the_stop_button_cancels_the_main_turn(serve: Serve, pages: Callable[[],
         page.click("#stop")
         expect(page.locator("#messages .msg-assistant .meta")).to_contain_text("Stopped")
         expect(page.locator("#send")).to_be_enabled()
+        main_node = page.locator(f'li.node[data-id="conv-{cid}"]')
+        expect(main_node).to_have_attribute("data-state", "stopped")
 
         def idle() -> bool:
             [c] = client.get("/v1/conversations").json()["conversations"]
@@ -194,7 +199,30 @@ def test_errors_are_shown_plainly(serve: Serve, pages: Callable[[], Page]) -> No
     expect(page.locator("#error")).to_be_visible()
     expect(page.locator("#error-text")).to_contain_text("The model is unreachable")
     expect(page.locator("#messages .msg-assistant .meta.bad")).to_contain_text("unscripted call")
+    expect(page.locator("li.node").first).to_have_attribute("data-state", "failed")
     shot(page, "error-model.png")
+
+    budget = serve(
+        ScriptedModel(
+            [
+                call_tool("SubAgent", {"task": "First look.", "role": "lead", "interactive": True}),
+                "Looked once.",  # the lead's turn: its session's budget is now spent
+                call_tool("SubAgent", {"task": "Look again.", "role": "lead", "interactive": True}),
+                "The lead is out of budget.",
+            ]
+        ),
+        session_token_budget=1,
+    )
+    page = signed_in(pages(), budget)
+    page.click("#new-conversation")  # the store (same data directory) still has the first
+    cid = say(page, "Ask the lead twice.")
+    expect(page.locator("#messages .msg-assistant .text")).to_have_text(
+        "The lead is out of budget."
+    )
+    main_node = page.locator(f'li.node[data-id="conv-{cid}"] > .node-problem')
+    expect(main_node).to_contain_text("Budget reached")
+    expect(main_node).to_contain_text("its budget is 1")
+    shot(page, "error-budget.png")
 
     busy = serve(ScriptedModel(), limits=Limits(max_turns=0))
     page = signed_in(pages(), busy)

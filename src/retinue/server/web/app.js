@@ -336,6 +336,7 @@
         showError(err);
       }
     } finally {
+      settle(cid, controller.signal.aborted ? "stopped" : reply.error ? "failed" : "idle");
       reply.pending = false;
       state.turn = null;
       setBusy(false);
@@ -412,11 +413,17 @@
         lastReply: "",
         activity: "",
         question: null,
+        problem: null,
         session: false,
       };
       tree.set(id, n);
     }
     return n;
+  }
+
+  function problem(tool, preview) {
+    const text = clip(preview, 300);
+    return /budget/i.test(text) ? `Budget reached: ${text}` : `${tool} failed: ${text}`;
   }
 
   const SESSION_STATES = {
@@ -449,6 +456,7 @@
       n.activity = `→ ${data.name}`;
     } else if (kind === "tool_finished") {
       n.activity = "";
+      n.problem = data.is_error ? problem(data.name, data.preview) : null;
     } else if (kind === "session") {
       n.session = true;
       n.state = SESSION_STATES[data.action] || n.state;
@@ -456,6 +464,15 @@
       setTimeout(refreshSessions, 50);
     } else if (kind === "consolidated") {
       n.activity = data.ok ? "memory consolidated" : "memory not consolidated";
+    }
+    if (cid === state.current) scheduleTree();
+  }
+
+  function settle(cid, outcome) {
+    // The turn is over: whatever its events left running (the main agent, one-shot runs)
+    // is not; sessions are told apart by the refresh that follows.
+    for (const n of treeOf(cid).values()) {
+      if (n.state === "running" && !n.session) n.state = outcome;
     }
     if (cid === state.current) scheduleTree();
   }
@@ -519,6 +536,7 @@
     const li = el("li", { className: "node" }, row, el("div", { className: "node-meta muted", textContent: facts.join(" · ") }));
     li.dataset.id = n.id;
     li.dataset.state = n.state;
+    if (n.problem) li.append(el("div", { className: "node-problem", textContent: n.problem }));
     if (n.question) li.append(el("div", { className: "node-question", textContent: `asks: ${clip(n.question, 300)}` }));
     if (n.lastReply) li.append(el("div", { className: "node-reply", textContent: clip(n.lastReply, 300) }));
     const kids = children.get(n.id) || [];
