@@ -137,6 +137,21 @@ class Runtime:
             instructions,
         )  # fmt: skip
 
+    def context(self, agent_id: str) -> ToolContext:
+        """The tool context of a main agent ``agent_id`` (what its tools and the sub-agents
+        it delegates to see)."""
+        return ToolContext(
+            agent_id,
+            self.settings.workspace,
+            self.settings.home,
+            role="main",
+            tenant=self.settings.tenant,
+            call_chain=("main",),
+            manager=self.manager,
+            memory=self.memory,
+            events=self.events,
+        )
+
     @property
     def conversations(self) -> ConversationStore | None:
         """Where the service stores its chats: the memory store's, unless there is no memory
@@ -175,18 +190,7 @@ class Conversation:
 
     @property
     def context(self) -> ToolContext:
-        rt = self.runtime
-        return ToolContext(
-            self.agent_id,
-            rt.settings.workspace,
-            rt.settings.home,
-            role="main",
-            tenant=rt.settings.tenant,
-            call_chain=("main",),
-            manager=rt.manager,
-            memory=rt.memory,
-            events=rt.events,
-        )
+        return self.runtime.context(self.agent_id)
 
     def _new_session(self) -> Session:
         rt = self.runtime

@@ -24,6 +24,9 @@ checked first (see :mod:`retinue.server.security`)::
            body {"content": str}                      "asking"); 409 if it asks none
     POST   /v1/sessions/{session_id}/steer            give its running turn a message before
            body {"content": str}                      its next model call; 409 if none runs
+    GET    /v1/models                                 OpenAI-compatible: "retinue", "retinue/<role>"
+    POST   /v1/chat/completions                       OpenAI-compatible chat (streaming or not):
+                                                      see :mod:`retinue.server.openai_api`
 
 Conversation ``abc`` is served by the main agent ``conv-abc``; its sessions are
 ``conv-abc/<role>[:instance]`` (the ``/`` needs no escaping in session URLs).
@@ -62,6 +65,7 @@ from retinue.server.conversations import (
     valid_conversation_id,
 )
 from retinue.server.hub import EventHub
+from retinue.server.openai_api import is_openai_path, openai_error, openai_router
 from retinue.server.page import add_page_routes
 from retinue.server.security import Guard, Security
 from retinue.server.sse import output_json, stream_turn
@@ -105,6 +109,7 @@ def create_app(runtime: Runtime, security: Security, limits: Limits | None = Non
     _conversation_routes(app, host)
     _session_routes(app, runtime)
     add_page_routes(app)
+    app.include_router(openai_router(host, runtime, error_status))
     return app
 
 
@@ -121,34 +126,37 @@ def error_status(exc: BaseException) -> tuple[int, str]:
     return 500, f"internal error: {type(exc).__name__}: {exc}"
 
 
-def _error(status: int, message: str) -> JSONResponse:
+def _error(status: int, message: str, request: Request | None = None) -> JSONResponse:
+    """``{"error": message}``; on the OpenAI-compatible routes, OpenAI's error object."""
+    if request is not None and is_openai_path(request.url.path):
+        return JSONResponse(openai_error(status, message), status_code=status)
     return JSONResponse({"error": message}, status_code=status)
 
 
 def _error_handlers(app: FastAPI) -> None:
     @app.exception_handler(HTTPException)
-    async def http_error(_r: Request, exc: HTTPException) -> JSONResponse:
-        return _error(exc.status_code, str(exc.detail))
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        return _error(exc.status_code, str(exc.detail), request)
 
     @app.exception_handler(RequestValidationError)
-    async def bad_body(_r: Request, exc: RequestValidationError) -> JSONResponse:
+    async def bad_body(request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = [
             f"{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body') or 'body'}: "
             f"{e.get('msg', 'invalid')}"
             for e in exc.errors()
         ]
-        return _error(422, "invalid request: " + "; ".join(problems))
+        return _error(422, "invalid request: " + "; ".join(problems), request)
 
     @app.exception_handler(ConversationGone)
     @app.exception_handler(ServerBusy)
     @app.exception_handler(RetinueError)
-    async def turn_error(_r: Request, exc: Exception) -> JSONResponse:
-        return _error(*error_status(exc))
+    async def turn_error(request: Request, exc: Exception) -> JSONResponse:
+        return _error(*error_status(exc), request)
 
     @app.exception_handler(Exception)
-    async def internal(_r: Request, exc: Exception) -> JSONResponse:
+    async def internal(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error")
-        return _error(*error_status(exc))
+        return _error(*error_status(exc), request)
 
 
 class AnswerIn(BaseModel):

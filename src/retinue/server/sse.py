@@ -14,15 +14,16 @@ from dataclasses import asdict, is_dataclass
 from typing import Any
 
 from retinue.engine.config import RunOutput
-from retinue.events import Event
+from retinue.events import Event, EventSink
 from retinue.server.conversations import ConversationHost
 
-__all__ = ["frame", "output_json", "stream_turn"]
+__all__ = ["ErrorMapper", "TurnFeed", "frame", "jsonable", "output_json", "stream_turn"]
 
 ErrorMapper = Callable[[BaseException], tuple[int, str]]
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """``json.dumps``'s ``default`` for events: dataclasses as dicts, anything else as text."""
     if is_dataclass(value) and not isinstance(value, type):
         return asdict(value)
     return str(value)
@@ -30,7 +31,7 @@ def _jsonable(value: Any) -> Any:
 
 def frame(kind: str, data: dict[str, Any]) -> str:
     """One SSE frame."""
-    return f"event: {kind}\ndata: {json.dumps(data, default=_jsonable)}\n\n"
+    return f"event: {kind}\ndata: {json.dumps(data, default=jsonable)}\n\n"
 
 
 def output_json(out: RunOutput) -> dict[str, Any]:
@@ -43,6 +44,36 @@ def output_json(out: RunOutput) -> dict[str, Any]:
     }
 
 
+class TurnFeed:
+    """A turn started with a sink of its own, its events read as they happen.
+
+    ``start(sink)`` starts the turn (a task) with ``sink`` as its event sink; :meth:`events`
+    yields them until the turn is done, then :attr:`turn` holds the outcome. :meth:`close`
+    cancels a turn still running (its reader went away); call it in a ``finally``.
+    """
+
+    def __init__(self, start: Callable[[EventSink], asyncio.Task[RunOutput]]) -> None:
+        self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self.turn = start(self._queue.put_nowait)
+        self.turn.add_done_callback(lambda _t: self._queue.put_nowait(None))
+
+    async def events(self) -> AsyncIterator[Event]:
+        while (event := await self._queue.get()) is not None:
+            yield event
+
+    def outcome(self, errors: ErrorMapper) -> RunOutput | tuple[int, str]:
+        """The finished turn's output, or the status and message of its failure."""
+        if self.turn.cancelled():
+            return 409, "the turn was cancelled"
+        if (exc := self.turn.exception()) is not None:
+            return errors(exc)
+        return self.turn.result()
+
+    def close(self) -> None:
+        if not self.turn.done():
+            self.turn.cancel()
+
+
 async def stream_turn(
     host: ConversationHost,
     cid: str,
@@ -52,19 +83,14 @@ async def stream_turn(
     errors: ErrorMapper,
 ) -> AsyncIterator[str]:
     """Run one turn of ``cid`` and yield its events as they happen, then its result."""
-    queue: asyncio.Queue[Event | None] = asyncio.Queue()
-    turn = host.start(cid, text, keep_sessions=keep_sessions, on_event=queue.put_nowait)
-    turn.add_done_callback(lambda _t: queue.put_nowait(None))
+    feed = TurnFeed(lambda sink: host.start(cid, text, keep_sessions=keep_sessions, on_event=sink))
     try:
-        while (event := await queue.get()) is not None:
+        async for event in feed.events():
             yield frame(event.kind, event.to_dict())
-        if turn.cancelled():
-            yield frame("error", {"error": "the turn was cancelled", "status": 409})
-        elif (exc := turn.exception()) is not None:
-            status, message = errors(exc)
-            yield frame("error", {"error": message, "status": status})
+        outcome = feed.outcome(errors)
+        if isinstance(outcome, RunOutput):
+            yield frame("result", output_json(outcome))
         else:
-            yield frame("result", output_json(turn.result()))
+            yield frame("error", {"error": outcome[1], "status": outcome[0]})
     finally:
-        if not turn.done():  # the client went away
-            turn.cancel()
+        feed.close()  # the client went away: its turn ends
