@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import ssl
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,14 +32,19 @@ class QuietHandler(BaseHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
-    """``http://127.0.0.1:<port>`` served by ``handler`` until the block ends."""
+def serving(
+    handler: type[BaseHTTPRequestHandler], *, tls: ssl.SSLContext | None = None
+) -> Iterator[str]:
+    """``http://127.0.0.1:<port>`` served by ``handler`` until the block ends (``https://``
+    with ``tls``)."""
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     httpd.daemon_threads = True
+    if tls is not None:
+        httpd.socket = tls.wrap_socket(httpd.socket, server_side=True)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+        yield f"{'https' if tls else 'http'}://127.0.0.1:{httpd.server_address[1]}"
     finally:
         httpd.shutdown()
         httpd.server_close()

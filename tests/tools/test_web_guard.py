@@ -7,9 +7,11 @@ refused before any connection, so nothing here sends traffic beyond 127.0.0.1.
 
 from __future__ import annotations
 
+import datetime
 import ipaddress
 import json
 import socket
+import ssl
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import ClassVar
@@ -267,3 +269,67 @@ async def test_the_private_switch_in_config_reaches_the_runtimes_web_fetch(
     allowed = runtime_with(tmp_path, "web_fetch_allow_private = true\n")
     fetched = await allowed.tools.execute(call, ctx)
     assert not fetched.is_error and "host=127.0.0.1" in fetched.content
+
+
+# --- TLS: the checked address is dialled, the name is what the certificate must match ----
+
+
+def self_signed(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    """A certificate for ``name`` (and its key), signed by itself."""
+    x509 = pytest.importorskip("cryptography.x509")
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = tmp_path / f"{name}.pem", tmp_path / f"{name}.key"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_file, key_file
+
+
+async def test_https_sends_the_name_as_sni_and_checks_the_certificate_against_it(
+    tmp_path: Path, ctx: ToolContext
+) -> None:
+    cert, key = self_signed(tmp_path, "site.test")
+    names: list[str | None] = []
+    server_side = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_side.load_cert_chain(cert, key)
+    server_side.sni_callback = lambda _sock, name, _ctx: names.append(name)
+    with serving(_Handler, tls=server_side) as url:
+        port = url.rsplit(":", 1)[1]
+
+        async def resolve(host: str, port: int) -> Sequence[str]:
+            return ["127.0.0.1"]
+
+        trusting = ssl.create_default_context(cafile=cert)
+        options = {"allow_private": ["127.0.0.1/32"], "resolve": resolve, "verify": trusting}
+        error, text = await fetch(ctx, f"https://site.test:{port}/host", **options)
+        assert not error, text
+        assert text.endswith(f"host=site.test:{port}")
+        error, text = await fetch(ctx, f"https://other.test:{port}/host", **options)
+        assert error and "certificate" in text.lower()  # the name is checked, not the address
+        del options["verify"]
+        error, text = await fetch(ctx, f"https://site.test:{port}/host", **options)
+        assert error and "certificate" in text.lower()  # self-signed: not trusted by default
+    assert names[:2] == ["site.test", "other.test"]

@@ -33,6 +33,7 @@ import asyncio
 import ipaddress
 import json
 import socket
+import ssl
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -171,8 +172,14 @@ class _Refused(Exception):
 class _PinnedTransport(httpx.AsyncBaseTransport):
     """Each request goes to an address resolved once and checked, never to a name."""
 
-    def __init__(self, *, allowed: Callable[[IPAddress], bool], resolve: Resolver) -> None:
-        self._inner = httpx.AsyncHTTPTransport()
+    def __init__(
+        self,
+        *,
+        allowed: Callable[[IPAddress], bool],
+        resolve: Resolver,
+        verify: ssl.SSLContext | None = None,
+    ) -> None:
+        self._inner = httpx.AsyncHTTPTransport(verify=verify or True)
         self._allowed = allowed
         self._resolve = resolve
 
@@ -279,12 +286,14 @@ def make_web_fetch(
     max_bytes: int = WEB_MAX_BYTES,
     allow_private: bool | Sequence[str] = False,
     resolve: Resolver | None = None,
+    verify: ssl.SSLContext | None = None,
 ) -> Tool:
     """A ``WebFetch`` tool with these limits (the built-in one uses the defaults).
 
     ``allow_private=True`` lets it reach loopback, private and link-local addresses too, a
     list of networks (``["192.168.1.0/24"]``) those only; ``resolve`` replaces the system's
-    name resolution (tests).
+    name resolution (tests); ``verify`` is the TLS context that checks certificates
+    (default: the system's trusted authorities).
     """
     resolver = resolve or _system_resolve
     allowed = _allowance(allow_private)
@@ -303,7 +312,7 @@ def make_web_fetch(
         prompt asks.
         """
         _check_url(url)
-        transport = _PinnedTransport(allowed=allowed, resolve=resolver)
+        transport = _PinnedTransport(allowed=allowed, resolve=resolver, verify=verify)
         try:
             async with asyncio.timeout(timeout_s):
                 response, body, cut = await _get(url, max_bytes, timeout_s, transport)
