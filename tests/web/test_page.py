@@ -154,6 +154,9 @@ def test_the_sub_agent_tree_grows_opens_histories_and_interrupts(
     expect(history.locator("#history-title")).to_have_text("scout")
     expect(history.locator(".h-user .text")).to_have_text("Look through src/ for the loader.")
     shot(page, "tree-running.png")
+    history.locator("#session-input").fill("Also look in tests/.")
+    history.locator("#session-send").click()
+    expect(history.locator("#session-sent")).to_have_text("Steering message sent.")
 
     scout.get_by_role("button", name="Interrupt").click()
     expect(scout).to_have_attribute("data-state", "idle")

@@ -580,6 +580,39 @@
   function closeHistory() {
     state.historyOf = null;
     $("history").hidden = true;
+    $("session-sent").textContent = "";
+    offerMessage(null);
+  }
+
+  // A session that asks a question takes an answer; a running one takes a steering message.
+  const SESSION_MESSAGES = {
+    asking: ["answer", "Answer its question"],
+    running: ["steer", "Steer its running turn"],
+  };
+
+  function offerMessage(sessionState) {
+    const offer = SESSION_MESSAGES[sessionState];
+    $("session-form").hidden = !offer;
+    if (offer) {
+      $("session-form").dataset.mode = offer[0];
+      $("session-input").placeholder = offer[1];
+    }
+  }
+
+  async function messageSession(e) {
+    e.preventDefault();
+    const sid = state.historyOf;
+    const mode = $("session-form").dataset.mode;
+    const text = $("session-input").value.trim();
+    if (!sid || !text) return;
+    try {
+      await api("POST", `/v1/sessions/${sessionPath(sid)}/${mode}`, { content: text });
+      $("session-input").value = "";
+      $("session-sent").textContent = mode === "answer" ? "Answer sent." : "Steering message sent.";
+    } catch (err) {
+      showError(err);
+    }
+    refreshSessions();
   }
 
   function historyItem(m) {
@@ -593,6 +626,7 @@
 
   async function openHistory(id) {
     const n = treeOf(state.current).get(id);
+    if (state.historyOf !== id) $("session-sent").textContent = "";
     state.historyOf = id;
     $("history").hidden = false;
     $("history-title").textContent = n ? label(n) : id;
@@ -607,11 +641,13 @@
       return;
     }
     meta.textContent = "Loading…";
+    offerMessage(null);
     try {
       const data = await api("GET", `/v1/sessions/${sessionPath(id)}`);
       if (state.historyOf !== id) return;
       meta.textContent = `${id} · ${data.state} · ${plural(data.turns, "turn")} · ${plural(data.tokens, "token")}`;
       $("history-list").replaceChildren(...data.history.map(historyItem));
+      offerMessage(data.state);
     } catch (err) {
       if (err.status !== 404) return showError(err);
       meta.textContent = "This session has ended: what it learned went into its role's memory.";
@@ -641,6 +677,7 @@
     $("delete-conversation").addEventListener("click", deleteConversation);
     $("refresh").addEventListener("click", refreshSessions);
     $("history-close").addEventListener("click", closeHistory);
+    $("session-form").addEventListener("submit", messageSession);
     $("stop").addEventListener("click", () => state.turn && state.turn.controller.abort());
     $("composer").addEventListener("submit", (e) => {
       e.preventDefault();
