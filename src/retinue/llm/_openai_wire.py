@@ -8,6 +8,7 @@ server.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,7 @@ from retinue.messages import (
 
 __all__ = [
     "ToolCallAssembler",
+    "WireEncoder",
     "messages_from_openai",
     "messages_to_openai",
     "reply_from_openai",
@@ -61,17 +63,69 @@ def messages_to_openai(messages: Sequence[Message]) -> list[dict[str, Any]]:
 
 
 def tools_to_openai(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": t.name,
-                "description": t.description,
-                "parameters": t.parameters,
-            },
-        }
-        for t in tools
-    ]
+    return [_tool_to_openai(t) for t in tools]
+
+
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False).encode
+
+
+class WireEncoder:
+    """Request bodies as JSON bytes, each message encoded once and its bytes reused.
+
+    A conversation's messages are immutable and each request repeats the previous one's, so
+    a message's encoded form is kept (by identity, with the message held so its id is not
+    reused) and a body is the join of the kept parts: building a request costs the new
+    messages plus a copy, not a fresh encoding of the whole history. The cache is bounded
+    (``max_bytes``, two generations: the older is dropped when the newer fills up).
+    """
+
+    __slots__ = ("_max", "_new", "_new_bytes", "_old")
+
+    def __init__(self, max_bytes: int = 8 * 2**20) -> None:
+        self._max = max_bytes
+        self._new: dict[int, tuple[object, bytes]] = {}
+        self._old: dict[int, tuple[object, bytes]] = {}
+        self._new_bytes = 0
+
+    def body(
+        self,
+        model: str,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        extra: dict[str, Any] | None = None,
+    ) -> bytes:
+        """The JSON of ``{"model", "messages", "tools"?, **extra}`` (as :func:`json.dumps`
+        of the same dict would decode)."""
+        parts = [b'{"model":', _encode(model).encode(), b',"messages":[']
+        parts.append(b",".join([self._part(m, message_to_openai) for m in messages]))
+        parts.append(b"]")
+        if tools:
+            parts.append(b',"tools":[')
+            parts.append(b",".join([self._part(t, _tool_to_openai) for t in tools]))
+            parts.append(b"]")
+        for key, value in (extra or {}).items():
+            parts.append(b"," + _encode(key).encode() + b":" + _encode(value).encode())
+        parts.append(b"}")
+        return b"".join(parts)
+
+    def _part(self, item: Any, wire: Any) -> bytes:
+        key = id(item)
+        hit = self._new.get(key) or self._old.get(key)
+        if hit is not None and hit[0] is item:
+            return hit[1]
+        data = _encode(wire(item)).encode()
+        if self._new_bytes + len(data) > self._max:
+            self._old, self._new, self._new_bytes = self._new, {}, 0
+        self._new[key] = (item, data)
+        self._new_bytes += len(data)
+        return data
+
+
+def _tool_to_openai(t: ToolSpec) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+    }
 
 
 def _text(content: Any) -> str:

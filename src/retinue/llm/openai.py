@@ -4,11 +4,14 @@ Works with OpenAI, DeepSeek, Ollama, vLLM, llama.cpp server... by setting ``OPEN
 The request body is built directly from Retinue messages (:mod:`retinue.llm._openai_wire`) and
 sent with the SDK's low-level ``client.post`` rather than ``chat.completions.create``, whose
 parameter transformation grows with the history; the SDK's HTTP client, retries with backoff
-(429 / 5xx / timeouts, ``max_retries``) and stream classes are kept.
+(429 / 5xx / timeouts, ``max_retries``) and stream classes are kept. To a plain-HTTP server
+(a local model), a non-streaming request goes first through the lean kept-alive POST of
+:mod:`retinue.llm._http11`; anything but a complete ``200`` is sent again through the SDK.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Sequence
@@ -22,8 +25,10 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from retinue.errors import ModelError
 from retinue.llm._clients import PerLoopClients, api_key_for
 from retinue.llm._errors import ProviderInfo, connection_error, status_error
+from retinue.llm._http11 import FastPoster, Unanswered, fast_path_allowed
 from retinue.llm._openai_wire import (
     ToolCallAssembler,
+    WireEncoder,
     messages_to_openai,
     reply_from_openai,
     tools_to_openai,
@@ -46,9 +51,11 @@ def build_request(
     if tools:
         body["tools"] = tools_to_openai(tools)
     if stream:
-        body["stream"] = True
-        body["stream_options"] = {"include_usage": True}
+        body.update(STREAM_OPTIONS)
     return body
+
+
+STREAM_OPTIONS: dict[str, Any] = {"stream": True, "stream_options": {"include_usage": True}}
 
 
 class OpenAIModel:
@@ -80,6 +87,16 @@ class OpenAIModel:
                 api_key=key, base_url=self.base_url, max_retries=max_retries, timeout=timeout
             )
         )
+        headers = {
+            "Authorization": f"Bearer {key}",
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "User-Agent": f"retinue (AsyncOpenAI/Python {openai.__version__})",
+        }
+        self._wire = WireEncoder()
+        self._fast: PerLoopClients[FastPoster] | None = None
+        if fast_path_allowed(self.base_url):
+            self._fast = PerLoopClients(lambda: FastPoster(self.base_url, headers, timeout))
 
     @property
     def name(self) -> str:
@@ -88,6 +105,8 @@ class OpenAIModel:
     async def aclose(self) -> None:
         """Close this event loop's HTTP connections (optional; for tidy shutdowns)."""
         await self._clients.aclose()
+        if self._fast is not None:
+            await self._fast.aclose()
 
     async def complete(
         self,
@@ -97,15 +116,20 @@ class OpenAIModel:
         on_text: TextCallback | None = None,
     ) -> ModelResponse:
         check_request_allowed(self.base_url)
-        request = build_request(self._model, messages, tools, stream=on_text is not None)
-        body = json.dumps(request, separators=(",", ":")).encode()  # sent as-is
+        extra = STREAM_OPTIONS if on_text is not None else None
+        body = self._wire.body(self._model, messages, tools, extra)  # sent as-is
         client = self._clients.get()
+        if on_text is None and self._fast is not None:
+            answer = await self._fast_attempt(body)
+            if isinstance(answer, ModelResponse):
+                return answer
+            client = client.with_options(max_retries=self.max_retries - 1)
         try:
             if on_text is None:
                 # the raw response, parsed here: the SDK's model construction costs more
                 # than the whole request otherwise does
                 raw = await client.post("/chat/completions", content=body, cast_to=httpx.Response)
-                return _from_completion(_json_body(raw))
+                return _from_completion(_json_body(raw.content))
             stream = await client.post(
                 "/chat/completions",
                 content=body,
@@ -122,10 +146,49 @@ class OpenAIModel:
         except openai.OpenAIError as exc:
             raise ModelError(f"openai ({self.base_url}): {exc}") from None
 
+    async def _fast_attempt(self, body: bytes) -> ModelResponse | None:
+        """The first attempt, over the lean path (see :mod:`retinue.llm._http11`).
 
-def _json_body(response: httpx.Response) -> dict[str, Any]:
+        A ``200`` is the response. A failure the SDK would retry returns ``None`` after the
+        SDK's delay (or the server's ``retry-after``), for the SDK to make the remaining
+        ``max_retries - 1`` attempts; any other failure, or one with no retries left, is
+        raised as the SDK path would raise it.
+        """
+        assert self._fast is not None
+        try:
+            answer = await self._fast.get().post("/chat/completions", body)
+        except Unanswered as exc:
+            if self.max_retries < 1:
+                raise connection_error(self._info, exc, timed_out=exc.timed_out) from None
+            await asyncio.sleep(RETRY_DELAY)
+            return None
+        if answer.status == 200:
+            return _from_completion(_json_body(answer.body))
+        retry = answer.should_retry
+        if retry is None:
+            retry = answer.status in (408, 409, 429) or answer.status >= 500
+        if not retry or self.max_retries < 1:
+            error = _error_json(answer.body)
+            fallback = f"Error code: {answer.status}"
+            raise status_error(self._info, answer.status, error, fallback)
+        delay = answer.retry_after
+        await asyncio.sleep(delay if delay is not None and 0 <= delay <= 60 else RETRY_DELAY)
+        return None
+
+
+RETRY_DELAY = 0.5  # seconds before the SDK's attempts, as its own first retry waits
+
+
+def _error_json(content: bytes) -> object:
     try:
-        data = json.loads(response.content)
+        return json.loads(content)
+    except ValueError:
+        return content.decode("utf-8", "replace")[:500]
+
+
+def _json_body(content: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(content)
     except ValueError:
         raise ModelError("openai: the server's answer is not JSON") from None
     if not isinstance(data, dict):

@@ -1,0 +1,140 @@
+"""The lean HTTP/1.1 path of ``OpenAIModel`` (plain-HTTP servers) and the cached wire encoder."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Sequence
+
+import pytest
+
+from retinue.llm._http11 import FastPoster, fast_path_allowed
+from retinue.llm._openai_wire import WireEncoder
+from retinue.llm.base import ToolSpec
+from retinue.llm.loopback import LoopbackOpenAIServer
+from retinue.llm.openai import OpenAIModel, build_request
+from retinue.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+from retinue.testing import ScriptedModel
+
+ADD = ToolSpec("add", "Add two numbers", {"type": "object", "properties": {"a": {}, "b": {}}})
+
+
+def echo(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+    """Answer with the last user message, so a reply says which request it belongs to."""
+    return next(m.content for m in reversed(messages) if isinstance(m, UserMessage))
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[LoopbackOpenAIServer]:
+    with LoopbackOpenAIServer(ScriptedModel(responder=echo)) as s:
+        yield s
+
+
+async def test_a_plain_request_takes_the_lean_path_and_keeps_the_connection(
+    server: LoopbackOpenAIServer,
+) -> None:
+    model = OpenAIModel("m", base_url=server.base_url)
+    assert model._fast is not None
+    for text in ("one", "two", "three"):
+        out = await model.complete([SystemMessage("sys"), UserMessage(text)], [ADD])
+        assert out.message.content == text
+    assert server.request_count == 3  # no second try through the SDK
+    assert server.requests[0] == build_request(
+        "m", [SystemMessage("sys"), UserMessage("one")], [ADD], stream=False
+    )
+    assert len(model._fast.get()._idle) == 1  # one kept-alive connection served all three
+    await model.aclose()
+    assert model._fast.get()._idle == []
+
+
+async def test_a_cancelled_request_does_not_leave_its_answer_to_the_next() -> None:
+    with LoopbackOpenAIServer(ScriptedModel(responder=echo, delay=0.3)) as server:
+        model = OpenAIModel("m", base_url=server.base_url)
+        first = asyncio.create_task(model.complete([UserMessage("first")]))
+        while server.request_count < 1:
+            await asyncio.sleep(0.005)
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        out = await model.complete([UserMessage("second")])
+        await model.aclose()
+    assert out.message.content == "second"
+
+
+def test_only_plain_http_without_a_proxy_takes_the_lean_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for var in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    assert fast_path_allowed("http://127.0.0.1:8000/v1")
+    assert not fast_path_allowed("https://api.openai.com/v1")
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.example:3128")
+    assert not fast_path_allowed("http://10.0.0.5:8000/v1")
+    monkeypatch.setenv("NO_PROXY", "10.0.0.5")
+    assert fast_path_allowed("http://10.0.0.5:8000/v1")
+
+
+async def test_chunked_answers_and_connections_closed_by_the_server() -> None:
+    """A raw server: the first answer is chunked and the connection is then closed while
+    idle; the next request finds it dead and goes on over a fresh one."""
+    requests: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+        requests.append(await reader.readexactly(length))
+        body = json.dumps({"n": len(requests)}).encode()
+        half = len(body) // 2
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + b"%x\r\n%s\r\n%x\r\n%s\r\n0\r\n\r\n"
+            % (half, body[:half], len(body) - half, body[half:])
+        )
+        await writer.drain()
+        writer.close()  # keep-alive was not refused: the client finds out on reuse
+
+    raw = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = raw.sockets[0].getsockname()[1]
+    poster = FastPoster(f"http://127.0.0.1:{port}/v1", {"Content-Type": "application/json"}, 5)
+    try:
+        first = await poster.post("/x", b'{"a":1}')
+        await asyncio.sleep(0.05)  # the server's close reaches the idle connection
+        second = await poster.post("/x", b'{"a":2}')
+    finally:
+        await poster.close()
+        raw.close()
+        await raw.wait_closed()
+    assert (first.status, json.loads(first.body)) == (200, {"n": 1})
+    assert (second.status, json.loads(second.body)) == (200, {"n": 2})
+    assert requests == [b'{"a":1}', b'{"a":2}']
+
+
+def conversation(turns: int) -> list[Message]:
+    out: list[Message] = [SystemMessage("sys é"), UserMessage("go")]
+    for k in range(turns):
+        call = ToolCall(f"c{k}", "add", '{"a": 1, "b": 2}')
+        out += [AssistantMessage("", (call,)), ToolResultMessage(call.id, "add", "3 ✓")]
+    return [*out, AssistantMessage("done")]
+
+
+@pytest.mark.parametrize("max_bytes", [8 * 2**20, 200])
+def test_the_wire_encoder_matches_the_request_dict(max_bytes: int) -> None:
+    """Cached parts (and a cache small enough to drop them) give the same body."""
+    encoder = WireEncoder(max_bytes)
+    messages = conversation(6)
+    for n in range(1, len(messages) + 1):  # a growing history, as turns make it
+        body = encoder.body("m", messages[:n], [ADD])
+        assert json.loads(body) == build_request("m", messages[:n], [ADD], stream=False)
+    stream = encoder.body("m", messages, [], {"stream": True, "stream_options": {"x": 1}})
+    assert json.loads(stream) == {
+        **build_request("m", messages, [], stream=False),
+        "stream": True,
+        "stream_options": {"x": 1},
+    }
