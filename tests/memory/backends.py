@@ -14,7 +14,10 @@ from pgserver import PgServer, find_bin_dir
 from retinue.memory import MemoryBackend, PostgresMemory, SQLiteMemory, open_store
 from retinue.memory.pending import PendingTranscript
 
-_TABLES = "blocks, passages, consolidations, pending_consolidations"
+_TABLES = (
+    "blocks, passages, consolidations, pending_consolidations, conversations, "
+    "conversation_messages, conversation_leases"
+)
 
 
 def start_pg_server() -> tuple[PgServer, str]:

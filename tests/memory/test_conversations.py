@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
-from retinue.memory import open_memory
+from retinue.memory import MemoryBackend
 from retinue.memory.conversations import TITLE_CHARS, ConversationStore
 from retinue.messages import (
     AssistantMessage,
@@ -22,10 +21,9 @@ from retinue.messages import (
 
 
 @pytest.fixture
-def conv_store(tmp_path: Path) -> Iterator[ConversationStore]:
-    memory = open_memory(tmp_path)
-    yield memory.conversations
-    memory.close()
+def conv_store(new_store: Callable[..., MemoryBackend]) -> ConversationStore:
+    """The conversations of a fresh store of each backend (SQLite, PostgreSQL)."""
+    return new_store().conversations
 
 
 def chat(*texts: str) -> list[Message]:
@@ -35,7 +33,7 @@ def chat(*texts: str) -> list[Message]:
     return out
 
 
-def test_the_sqlite_store_implements_the_protocol(conv_store: ConversationStore) -> None:
+def test_the_store_implements_the_protocol(conv_store: ConversationStore) -> None:
     assert isinstance(conv_store, ConversationStore)
 
 

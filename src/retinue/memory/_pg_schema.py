@@ -77,7 +77,38 @@ _V1 = (
     "CREATE INDEX IF NOT EXISTS pending_claims ON pending_consolidations (claimed_until)",
 )
 
-MIGRATIONS: tuple[tuple[LiteralString, ...], ...] = (_V1,)
+# v2: the main agent's conversations (one row per message), and the lease a worker holds on
+# a conversation while it runs one of its turns (or keeps its sessions: ``sticky``).
+_V2 = (
+    """CREATE TABLE IF NOT EXISTS conversations (
+        tenant TEXT NOT NULL,
+        id TEXT NOT NULL,
+        title TEXT NOT NULL,
+        message_count INTEGER NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (tenant, id)
+    )""",
+    "CREATE INDEX IF NOT EXISTS conversations_by_update ON conversations (tenant, updated_at)",
+    """CREATE TABLE IF NOT EXISTS conversation_messages (
+        tenant TEXT NOT NULL,
+        conversation TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (tenant, conversation, seq)
+    )""",
+    """CREATE TABLE IF NOT EXISTS conversation_leases (
+        tenant TEXT NOT NULL,
+        id TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        token TEXT,
+        sticky BOOLEAN NOT NULL DEFAULT false,
+        expires_at TIMESTAMPTZ NOT NULL,
+        PRIMARY KEY (tenant, id)
+    )""",
+)
+
+MIGRATIONS: tuple[tuple[LiteralString, ...], ...] = (_V1, _V2)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

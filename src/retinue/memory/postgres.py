@@ -18,6 +18,9 @@ consolidation (:mod:`retinue.memory.consolidate`) runs unchanged on top of it.
   :class:`Embedder`, it is fused with vector similarity: pgvector's ``<=>`` when the server
   has the extension, otherwise cosine over the stored float blobs in Python, as in SQLite
   (a one-time notice says so).
+- Conversations (:attr:`PostgresMemory.conversations`) live in the same database, with the
+  per-conversation leases that let any worker take any conversation's next turn
+  (:mod:`retinue.memory.pg_conversations`).
 - Transcripts waiting for consolidation live in ``pending_consolidations`` rather than in a
   local folder, so any worker retries any failed one; a worker claims work with
   ``FOR UPDATE SKIP LOCKED`` and a lease (:class:`PgPendingQueue`).
@@ -40,6 +43,7 @@ from retinue.errors import BlockConflictError, BlockLimitError, MemoryStoreError
 from retinue.memory._pg_schema import enable_pgvector, migrate
 from retinue.memory.embeddings import VECTOR_SCAN_LIMIT, Embedder, pack, top_by_cosine
 from retinue.memory.pending import PendingTranscript
+from retinue.memory.pg_conversations import PgConversations
 from retinue.memory.sqlite import NewPassage, normalize
 from retinue.memory.store import DEFAULT_BLOCK_LIMITS, Block, Passage, render_memory
 from retinue.memory.text import merge_lines, scrub
@@ -115,6 +119,8 @@ class PostgresMemory:
         self.block_limits = dict(block_limits)
         self.options = options or ConsolidationOptions()
         self.pending = PgPendingQueue(self)
+        self.conversations = PgConversations(self)
+        """The main agent's stored conversations, with leases for several workers."""
         self.pool_size = pool_size
         self.pgvector = False
         self._pool: AsyncConnectionPool[AsyncConnection] | None = None
@@ -142,9 +148,20 @@ class PostgresMemory:
         return self._pool
 
     async def _open(self) -> AsyncConnectionPool[AsyncConnection]:
+        """Migrate over one connection first (a refused one fails at once, with its
+        reason), then open the pool."""
+        import psycopg
         from psycopg import AsyncConnection
-        from psycopg_pool import AsyncConnectionPool, PoolTimeout
+        from psycopg_pool import AsyncConnectionPool
 
+        try:
+            conn = await AsyncConnection.connect(self.url, autocommit=True, connect_timeout=10)
+            async with conn:
+                await migrate(conn)
+                self.pgvector = await enable_pgvector(conn)
+        except psycopg.Error as exc:
+            problem = _first_line(exc)
+            raise MemoryStoreError(f"cannot open memory database {self.where}: {problem}") from None
         pool = AsyncConnectionPool(
             self.url,
             connection_class=AsyncConnection,
@@ -154,19 +171,7 @@ class PostgresMemory:
             kwargs={"autocommit": True},
             name="retinue-memory",
         )
-        try:
-            await pool.open(wait=True, timeout=15.0)
-            async with pool.connection() as conn:
-                await migrate(conn)
-                self.pgvector = await enable_pgvector(conn)
-        except PoolTimeout:
-            await pool.close()
-            raise MemoryStoreError(f"cannot connect to {self.where} (is it running?)") from None
-        except BaseException as exc:
-            await pool.close()
-            if isinstance(exc, MemoryStoreError) or not isinstance(exc, Exception):
-                raise
-            raise MemoryStoreError(f"cannot open memory database {self.where}: {exc}") from None
+        await pool.open()
         return pool
 
     async def aclose(self) -> None:
