@@ -65,7 +65,7 @@ def conversation_item(page: Page, cid: str) -> Locator:
     return page.locator(f'#conversation-list button[data-cid="{cid}"]')
 
 
-def test_sign_in_chat_and_find_the_conversation_after_a_reload(
+def test_sign_in_chat_and_find_the_conversation_after_a_reload_and_a_restart(
     serve: Serve, pages: Callable[[], Page]
 ) -> None:
     server = serve(ScriptedModel(["Hello! I am the main agent.\nAsk me anything."]))
@@ -95,6 +95,22 @@ def test_sign_in_chat_and_find_the_conversation_after_a_reload(
     expect(page.locator("#messages .msg-user .text")).to_have_text("Say hello <b>bold</b>")
     expect(page.locator("#messages .msg-assistant .text")).to_contain_text("I am the main agent")
     shot(page, "chat-after-reload.png")
+
+    server.stop()  # and a new server on the same data directory (a new port: sign in anew)
+    model = ScriptedModel(["Yes: you asked me to say hello."])
+    page = signed_in(pages(), serve(model))
+    conversation_item(page, cid).click()
+    expect(page.locator("#messages .msg-user .text")).to_have_text("Say hello <b>bold</b>")
+    say(page, "Do you remember?")
+    expect(page.locator("#messages .msg-assistant .text").last).to_have_text(
+        "Yes: you asked me to say hello."
+    )
+    assert [m.role for m in model.calls[0].messages] == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+    ]
 
 
 def test_a_first_visit_transfers_at_most_300_kb(serve: Serve, pages: Callable[[], Page]) -> None:
