@@ -28,18 +28,28 @@ FIRST_LOAD_LIMIT = 300_000  # bytes transferred, all requests of a first visit t
 
 @pytest.fixture
 def pages(browser: Browser) -> Iterator[Callable[[], Page]]:
-    """New pages, each in a fresh context (its own cache and sessionStorage)."""
+    """New pages, each in a fresh context (its own cache and sessionStorage); none may throw
+    an uncaught error or break the Content-Security-Policy."""
     contexts = []
+    problems: list[str] = []
+
+    def watch(message: Any) -> None:
+        if "Content Security Policy" in message.text:
+            problems.append(message.text)
 
     def new_page() -> Page:
         context = browser.new_context(viewport={"width": 1280, "height": 760})
         context.set_default_timeout(15_000)
         contexts.append(context)
-        return context.new_page()
+        page = context.new_page()
+        page.on("pageerror", lambda error: problems.append(f"uncaught: {error}"))
+        page.on("console", watch)
+        return page
 
     yield new_page
     for context in contexts:
         context.close()
+    assert problems == []
 
 
 def signed_in(page: Page, server: Any) -> Page:
