@@ -130,6 +130,8 @@ async def test_loopback_is_refused_by_default_and_allowed_by_the_switch(
         error, text = await fetch(ctx, other)
         assert error and "loopback address" in text, other
     assert _Handler.seen == []
+    error, text = await fetch(ctx, server)  # no path: no "redirect" said either
+    assert error and text.startswith(f"refused to fetch {server}: 127.0.0.1, a loopback")
     error, text = await fetch(ctx, f"{server}/host", allow_private=True)
     assert not error and text.endswith(f"host=127.0.0.1:{port}")
     error, text = await fetch(ctx, f"{server}/host", allow_private=["127.0.0.0/8"])

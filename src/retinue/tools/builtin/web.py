@@ -317,7 +317,7 @@ def make_web_fetch(
             async with asyncio.timeout(timeout_s):
                 response, body, cut = await _get(url, max_bytes, timeout_s, transport)
         except _Refused as exc:
-            via = "" if exc.url == url else f" (a redirect from {url})"
+            via = "" if exc.url == str(httpx.URL(url)) else f" (a redirect from {url})"
             raise ToolError(
                 f"refused to fetch {exc.url}{via}: {exc.why}; WebFetch only fetches public "
                 "addresses (web_fetch_allow_private = true in config.toml allows the others)"
