@@ -8,8 +8,8 @@ import logging
 from collections.abc import Callable
 
 import pytest
-from memory.backends import ready, write_inflight
 
+from memory.backends import ready, write_inflight
 from retinue.errors import MemoryStoreError
 from retinue.memory import MemoryBackend, PostgresMemory
 from retinue.memory._pg_schema import SCHEMA_VERSION

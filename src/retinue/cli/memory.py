@@ -1,13 +1,18 @@
 """``retinue memory``: look at and edit what roles remember, and retry kept consolidations.
 
 ``show ROLE``, ``search ROLE QUERY``, ``edit ROLE BLOCK`` and ``retry``, each with
-``--tenant``; the data directory comes from :class:`~retinue.config.Settings`
-(``RETINUE_HOME``). Errors are one line on stderr and exit code 1.
+``--tenant``; ``export`` and ``import`` move memory between stores as JSON lines, tenant by
+tenant. The store comes from :class:`~retinue.config.Settings`: PostgreSQL when
+``database_url`` / ``RETINUE_DATABASE_URL`` is set, else SQLite in the data directory
+(``RETINUE_HOME``); ``--sqlite`` picks the data directory's SQLite file anyway (to move it
+into PostgreSQL: ``retinue memory export --sqlite | retinue memory import -``). Errors are one
+line on stderr and exit code 1.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -23,7 +28,7 @@ from retinue.errors import ConfigError, RetinueError
 
 if TYPE_CHECKING:  # the store and the providers load only when a command runs
     from retinue.llm.base import Model
-    from retinue.memory import SQLiteMemory
+    from retinue.memory import MemoryBackend
 
 __all__ = ["memory_app"]
 
@@ -36,6 +41,8 @@ _err = console(stderr=True)
 T = TypeVar("T")
 
 Tenant = Annotated[str, typer.Option("--tenant", help="whose memory (tenant name)")]
+_SQLITE_HELP = "the data directory's SQLite store, even when a database_url is set"
+Sqlite = Annotated[bool, typer.Option("--sqlite", help=_SQLITE_HELP)]
 
 
 def _fail(message: str) -> typer.Exit:
@@ -44,31 +51,52 @@ def _fail(message: str) -> typer.Exit:
 
 
 @contextmanager
-def _memory() -> Iterator[SQLiteMemory]:
-    from retinue.memory import open_memory
+def _memory(sqlite: bool = False) -> Iterator[tuple[MemoryBackend, _Runner]]:
+    """The configured store, and a runner for its coroutines (one event loop throughout,
+    which a PostgreSQL connection pool needs)."""
+    from retinue.memory import open_store
 
     try:
-        store = open_memory(Settings.load().home)
+        settings = Settings.load()
+        store = open_store(settings.home, None if sqlite else settings.database_url)
     except RetinueError as exc:
         raise _fail(str(exc)) from None
+    runner = _Runner()
     try:
-        yield store
+        yield store, runner
     except RetinueError as exc:
         raise _fail(str(exc)) from None
     finally:
-        store.close()
+        runner.close(store)
 
 
-def _run(factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    return asyncio.run(factory())
+class _Runner:
+    """Runs coroutines on one event loop kept for a command."""
+
+    def __init__(self) -> None:
+        self._runner = asyncio.Runner()
+
+    def __call__(self, factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        return self._runner.run(factory())
+
+    def close(self, store: MemoryBackend) -> None:
+        from retinue.memory import PostgresMemory
+
+        try:
+            if isinstance(store, PostgresMemory):
+                self._runner.run(store.aclose())
+            else:
+                store.close()
+        finally:
+            self._runner.close()
 
 
 @memory_app.command("show")
 def show(role: str, tenant: Tenant = "default") -> None:
     """Show a role's core blocks and how many archival passages it has."""
-    with _memory() as store:
-        blocks = _run(lambda: store.blocks(tenant, role))
-        count = _run(lambda: store.passage_count(tenant, role))
+    with _memory() as (store, run):
+        blocks = run(lambda: store.blocks(tenant, role))
+        count = run(lambda: store.passage_count(tenant, role))
     if not count and not any(b.value for b in blocks):
         _nothing_stored(role, tenant)
         return
@@ -100,8 +128,8 @@ def search(
     limit: Annotated[int, typer.Option(min=1, max=100, help="most passages to show")] = 10,
 ) -> None:
     """Search a role's archival memory."""
-    with _memory() as store:
-        hits = _run(lambda: store.search(tenant, role, query, limit))
+    with _memory() as (store, run):
+        hits = run(lambda: store.search(tenant, role, query, limit))
     if not hits:
         _out.print(f"no passages match {escape(query)!r}")
         return
@@ -119,9 +147,9 @@ def edit(
     ] = None,
 ) -> None:
     """Replace a core block's text (from --value, or in $EDITOR)."""
-    with _memory() as store:
+    with _memory() as (store, run):
         if value is None:
-            current = {b.name: b.value for b in _run(lambda: store.blocks(tenant, role))}
+            current = {b.name: b.value for b in run(lambda: store.blocks(tenant, role))}
             if block not in current:
                 raise _fail(f"unknown block {block!r}; blocks are: {', '.join(current)}")
             edited = click.edit(current[block], extension=".md")
@@ -130,7 +158,7 @@ def edit(
                 return
             value = edited.rstrip("\n")
         text: str = value
-        b = _run(lambda: store.set_block(tenant, role, block, text))
+        b = run(lambda: store.set_block(tenant, role, block, text))
     _out.print(f"saved {b.name!r} ({len(b.value)}/{b.limit} chars)")
 
 
@@ -144,7 +172,8 @@ def retry(
         typer.Option(help="also retry unfinished transcripts older than this many seconds"),
     ] = 3600.0,
 ) -> None:
-    """Re-run consolidations whose model call failed (transcripts kept in <home>/pending)."""
+    """Re-run consolidations whose model call failed (transcripts kept in <home>/pending, or
+    in the PostgreSQL database)."""
     try:
         spec = model or Settings.load().model
     except RetinueError as exc:
@@ -157,8 +186,8 @@ def retry(
         chosen: Model = resolve_model(spec)
     except ConfigError as exc:
         raise _fail(str(exc)) from None
-    with _memory() as store:
-        report = _run(lambda: store.retry_pending(lambda _: chosen, stale_after=stale_after))
+    with _memory() as (store, run):
+        report = run(lambda: store.retry_pending(lambda _: chosen, stale_after=stale_after))
     for session_id in report.applied:
         _out.print(f"[green]applied[/green] {escape(session_id)}")
     for session_id, error in report.failed:
@@ -167,3 +196,59 @@ def retry(
         _out.print("nothing to retry")
     if report.failed:
         raise typer.Exit(1)
+
+
+@memory_app.command("export")
+def export(
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", help="only this tenant (default: all)")
+    ] = None,
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="file to write (default: standard output)")
+    ] = "-",
+    sqlite: Sqlite = False,
+) -> None:
+    """Write memory (blocks, passages, consolidations, conversations) as JSON lines."""
+    from retinue.memory.transfer import export_lines
+
+    async def write(store: MemoryBackend, out: Any) -> int:
+        n = 0
+        async for line in export_lines(store, tenant):
+            out.write(line + "\n")
+            n += 1
+        return n
+
+    with _memory(sqlite) as (store, run):
+        if output == "-":
+            lines = run(lambda: write(store, sys.stdout))
+        else:
+            try:
+                with open(output, "w", encoding="utf-8") as out:
+                    lines = run(lambda: write(store, out))
+            except OSError as exc:
+                raise _fail(f"cannot write {output}: {exc.strerror}") from None
+    _err.print(f"exported {lines - 1} records")
+
+
+@memory_app.command("import")
+def import_(
+    source: Annotated[str, typer.Argument(help="an export file, or - for standard input")],
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", help="only this tenant's records (default: all)")
+    ] = None,
+    sqlite: Sqlite = False,
+) -> None:
+    """Read an export into the store (importing it twice changes nothing more)."""
+    from retinue.memory.transfer import import_lines
+
+    with _memory(sqlite) as (store, run):
+        if source == "-":
+            counts = run(lambda: import_lines(store, sys.stdin, tenant))
+        else:
+            try:
+                with open(source, encoding="utf-8") as lines:
+                    counts = run(lambda: import_lines(store, lines, tenant))
+            except (OSError, UnicodeDecodeError) as exc:
+                raise _fail(f"cannot read {source}: {exc}") from None
+    done = ", ".join(f"{n} {kind}s" for kind, n in sorted(counts.written.items())) or "nothing"
+    _out.print(f"imported {done}; skipped {counts.skipped}")
