@@ -28,7 +28,7 @@ from retinue.llm.base import Model
 from retinue.llm.profiles import profile_for
 from retinue.llm.resolve import resolve_model
 from retinue.mcp.config import attach_servers, load_servers
-from retinue.memory import SQLiteMemory, open_memory
+from retinue.memory import MemoryBackend, open_store
 from retinue.memory.conversations import ConversationStore
 from retinue.messages import Message, SystemMessage
 from retinue.subagents import Role, RoleCatalog, SubAgentManager, role_dirs, roles_section
@@ -83,7 +83,7 @@ class Runtime:
     catalog: RoleCatalog
     tools: ToolRegistry
     manager: SubAgentManager
-    memory: SQLiteMemory | None
+    memory: MemoryBackend | None
     compressor: AutoCompressor
     events: EventSink | None = None
     notice: str | None = None
@@ -117,7 +117,7 @@ class Runtime:
         catalog = load_roles(settings, tools)
         catalog.roles.update({role.name: role for role in roles})
         attach_servers(tools, settings, catalog.roles.values())  # MCP tools, started on use
-        memory = open_memory(settings.home) if with_memory else None
+        memory = open_store(settings.home, settings.database_url) if with_memory else None
         compressor = AutoCompressor()
         manager = SubAgentManager(
             catalog,
