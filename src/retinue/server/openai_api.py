@@ -136,7 +136,20 @@ class StreamOptions(BaseModel):
 class ChatRequest(BaseModel):
     """The body of ``POST /v1/chat/completions``; sampling settings are accepted, unused."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "examples": [
+                {"model": "retinue", "messages": [{"role": "user", "content": "Hello"}]},
+                {
+                    "model": "retinue",
+                    "messages": [{"role": "user", "content": "Hello"}],
+                    "stream": True,
+                    "stream_options": {"include_usage": True},
+                },
+            ]
+        },
+    )
     model: str = Field(min_length=1, max_length=200)
     messages: list[ChatMessage] = Field(min_length=1, max_length=10_000)
     stream: bool = False
