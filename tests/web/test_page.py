@@ -108,7 +108,8 @@ def test_sign_in_chat_and_find_the_conversation_after_a_reload_and_a_restart(
 
     server.stop()  # and a new server on the same data directory (a new port: sign in anew)
     model = ScriptedModel(["Yes: you asked me to say hello."])
-    page = signed_in(pages(), serve(model))
+    again = serve(model)
+    page = signed_in(pages(), again)
     conversation_item(page, cid).click()
     expect(page.locator("#messages .msg-user .text")).to_have_text("Say hello <b>bold</b>")
     say(page, "Do you remember?")
@@ -121,6 +122,12 @@ def test_sign_in_chat_and_find_the_conversation_after_a_reload_and_a_restart(
         "assistant",
         "user",
     ]
+
+    page.once("dialog", lambda dialog: dialog.accept())  # "Delete conversation …?"
+    page.click("#delete-conversation")
+    expect(conversation_item(page, cid)).to_have_count(0)
+    with again.client() as client:
+        assert client.get("/v1/conversations").json()["conversations"] == []
 
 
 def test_a_first_visit_transfers_at_most_300_kb(serve: Serve, pages: Callable[[], Page]) -> None:
