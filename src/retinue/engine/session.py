@@ -36,11 +36,10 @@ memory goes) comes in as :class:`Lifecycle` hooks.
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 from retinue._tasks import cancel_and_wait, finish
 from retinue.engine.config import RunConfig, RunOutput
@@ -69,6 +68,16 @@ ASKS_NOTE = "[session {id} asks: {question}]"
 STEERED_NOTE = "[{n} steering message(s) received during this turn]"
 
 _running: ContextVar[Session | None] = ContextVar("retinue_running_session", default=None)
+
+T = TypeVar("T")
+
+
+def _with(items: tuple[T, ...], item: T) -> tuple[T, ...]:
+    return (*items, item)
+
+
+def _without(items: tuple[T, ...], item: T) -> tuple[T, ...]:
+    return tuple(x for x in items if x is not item) if item in items else items
 
 
 def current_session() -> Session | None:
@@ -102,7 +111,13 @@ def repair_history(messages: list[Message], note: str) -> None:
 
 
 class Session:
-    """One conversation with turns (see the module docstring)."""
+    """One conversation with turns (see the module docstring).
+
+    Its small collections (queued turns, background turns, wakers, steering) are tuples,
+    rebuilt on change: an idle session holds the shared empty tuple, not a set or a deque
+    of its own, and thousands of idle sessions stay cheap (they are rarely more than one
+    or two long).
+    """
 
     __slots__ = (
         "_answer",
@@ -145,17 +160,17 @@ class Session:
         self.last_reply = ""
         self.inbox: list[str] = []  # replies of background turns, not yet collected
         self.consolidation: Consolidation | None = None  # set once, by close()
-        self._queue: deque[asyncio.Future[None]] = deque()  # one ticket per turn, in order
-        self._turns: set[asyncio.Task[RunOutput]] = set()
-        self._background: set[asyncio.Task[RunOutput]] = set()
+        self._queue: tuple[asyncio.Future[None], ...] = ()  # one ticket per turn, in order
+        self._turns: tuple[asyncio.Task[RunOutput], ...] = ()
+        self._background: tuple[asyncio.Task[RunOutput], ...] = ()
         self._current: asyncio.Task[RunOutput] | None = None
         self._closing: asyncio.Task[Consolidation] | None = None
         self._closed = False
         self.question: str | None = None  # the running turn's question, while it waits
         self._answer: asyncio.Future[str] | None = None
         self._waiters: dict[asyncio.Task[RunOutput], asyncio.Future[str]] = {}  # send()s
-        self._wakers: set[asyncio.Future[None]] = set()  # wait_background()s
-        self._steering: list[str] = []  # steering not yet shown to the running turn
+        self._wakers: tuple[asyncio.Future[None], ...] = ()  # wait_background()s
+        self._steering: tuple[str, ...] = ()  # steering not yet shown to the running turn
         self._steered = 0  # steering messages shown to the model, all turns together
         config.on_usage = self._count
         config.steering = self._take_steering
@@ -204,7 +219,7 @@ class Session:
         """
         turn = self._deliver_answer(text)
         if turn is not None:
-            self._background.discard(turn)  # its output goes to this caller again
+            self._background = _without(self._background, turn)  # to this caller again
             if on_start is not None:
                 on_start()
         else:
@@ -219,6 +234,8 @@ class Session:
         finally:
             if self._waiters.get(turn) is asked:
                 del self._waiters[turn]
+                if not self._waiters:
+                    self._waiters = {}  # a fresh one holds no table
         if asked.done():
             return RunOutput(asked.result(), self.config.messages, "asking")
         if not turn.cancelled():
@@ -237,14 +254,14 @@ class Session:
 
     async def wait_background(self) -> None:
         """Wait until the background turns started so far are done, or one asks a question."""
-        pending = set(self._background)
-        while pending & self._background and self.question is None:
+        pending = self._background
+        while any(t in self._background for t in pending) and self.question is None:
             waker = asyncio.get_running_loop().create_future()
-            self._wakers.add(waker)
+            self._wakers = _with(self._wakers, waker)
             try:
                 await waker
             finally:
-                self._wakers.discard(waker)
+                self._wakers = _without(self._wakers, waker)
 
     def steer(self, text: str) -> bool:
         """Give the running turn ``text`` at its next step boundary (between tool calls,
@@ -255,7 +272,7 @@ class Session:
         if self._closing is not None or self._current is None:
             return False
         if self.question is None:
-            self._steering.append(text)
+            self._steering = _with(self._steering, text)
         else:
             self.start(text)
         return True
@@ -300,7 +317,7 @@ class Session:
     def _detach(self, turn: asyncio.Task[RunOutput]) -> None:
         """From now on ``turn``'s reply goes to :attr:`inbox` (unless a send takes it back)."""
         if turn not in self._background:
-            self._background.add(turn)
+            self._background = _with(self._background, turn)
             turn.add_done_callback(self._collect)
 
     def _wake(self) -> None:
@@ -309,9 +326,9 @@ class Session:
                 waker.set_result(None)
 
     def _take_steering(self) -> list[str]:
-        texts, self._steering = self._steering, []
+        texts, self._steering = self._steering, ()
         self._steered += len(texts)
-        return texts
+        return list(texts)
 
     def collect(self) -> list[str]:
         """The background replies that arrived since the last call."""
@@ -336,9 +353,9 @@ class Session:
         ticket = asyncio.get_running_loop().create_future()
         if not self._queue:
             ticket.set_result(None)
-        self._queue.append(ticket)
+        self._queue = _with(self._queue, ticket)
         turn = asyncio.create_task(self._turn(text, ticket, on_start), name=f"turn of {self.id}")
-        self._turns.add(turn)
+        self._turns = _with(self._turns, turn)
         turn.add_done_callback(lambda done: self._leave(done, ticket))
         return turn
 
@@ -360,7 +377,7 @@ class Session:
             return await self._run_turn(text, on_start)
         finally:
             self._current = None
-            self._steering.clear()  # arrived as the turn ended; the sender was told it ran
+            self._steering = ()  # arrived as the turn ended; the sender was told it ran
             if self.lifecycle.children_per_turn and self.lifecycle.end_children is not None:
                 await self.lifecycle.end_children()
 
@@ -405,9 +422,9 @@ class Session:
     def _leave(self, turn: asyncio.Task[RunOutput], ticket: asyncio.Future[None]) -> None:
         """``turn`` is done (even if cancelled before it started): take its ticket out of the
         queue, and if it was at the head, let the next turn go."""
-        self._turns.discard(turn)
+        self._turns = _without(self._turns, turn)
         was_head = bool(self._queue) and self._queue[0] is ticket
-        self._queue.remove(ticket)
+        self._queue = _without(self._queue, ticket)
         if was_head and self._queue and not self._queue[0].done():
             self._queue[0].set_result(None)
 
@@ -425,7 +442,7 @@ class Session:
     def _collect(self, turn: asyncio.Task[RunOutput]) -> None:
         if turn not in self._background:
             return  # a send took it back (it answered the turn's question)
-        self._background.discard(turn)
+        self._background = _without(self._background, turn)
         self._wake()
         if turn.cancelled():
             return

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
-from retinue.engine.config import ContextKeeper, RunOutput
-from retinue.engine.session import ASKS_NOTE, Lifecycle, Session
+from retinue.engine.config import ContextKeeper, RunConfig, RunOutput
+from retinue.engine.session import ASKS_NOTE, Consolidation, Lifecycle, Session
 from retinue.errors import SubAgentError
 from retinue.events import SESSION, emit
 from retinue.llm.base import Model
@@ -209,8 +209,9 @@ class SubAgentManager:
 
         def create() -> Held:
             role = self._admit(ctx, role_name)
-            child = ctx.child(agent_id=key.id, role=role.name)
-            session = self._session(key.id, role, child, interactive=True, key=key)
+            cid = key.id  # one string for the session's id, its agent id and the registry's
+            child = ctx.child(agent_id=cid, role=role.name)
+            session = self._session(cid, role, child, interactive=True, key=key)
             return Held(key, role, session)
 
         held, created = self.registry.get_or_create(key, create)
@@ -230,20 +231,12 @@ class SubAgentManager:
     ) -> Session:
         """A session of ``role`` whose close ends its children, then consolidates."""
         config = self.factory.config(role, ctx, interactive=interactive)
-
-        def closed(session: Session) -> None:
-            held = self.registry.by_id(agent_id)
-            if held is not None and held.session is session:
-                self.registry.forget(held)
-            if key is not None or held is not None:
-                emit(ctx.events, SESSION, agent_id, action="unloaded", conversation_id=agent_id,
-                     turns=session.turns, consolidation=session.consolidation)  # fmt: skip
-
+        hooks = _Hooks(self, agent_id, role, ctx, config, key is not None)
         lifecycle = Lifecycle(
-            system_prompt=lambda: self.factory.system_prompt(role, ctx),
-            end_children=lambda: self.cleanup(agent_id),
-            consolidate=lambda messages: self.factory.consolidate(role, config, messages),
-            closed=closed,
+            system_prompt=hooks.system_prompt,
+            end_children=hooks.end_children,
+            consolidate=hooks.consolidate,
+            closed=hooks.closed,
         )
         budget = self.session_token_budget if interactive else None
         return Session(agent_id, config, lifecycle, token_budget=budget)
@@ -352,3 +345,40 @@ class SubAgentManager:
                 f"({' -> '.join((*ctx.call_chain, role_name))})"
             )
         return role
+
+
+class _Hooks:
+    """A sub-agent session's :class:`Lifecycle` hooks, as bound methods of one small object:
+    cheaper than a closure per hook when thousands of sessions sit idle."""
+
+    __slots__ = ("agent_id", "config", "ctx", "keyed", "manager", "role")
+
+    def __init__(
+        self,
+        manager: SubAgentManager,
+        agent_id: str,
+        role: Role,
+        ctx: ToolContext,
+        config: RunConfig,
+        keyed: bool,
+    ) -> None:
+        self.manager, self.agent_id, self.role = manager, agent_id, role
+        self.ctx, self.config, self.keyed = ctx, config, keyed
+
+    def system_prompt(self) -> Awaitable[str]:
+        return self.manager.factory.system_prompt(self.role, self.ctx)
+
+    def end_children(self) -> Awaitable[object]:
+        return self.manager.cleanup(self.agent_id)
+
+    def consolidate(self, messages: Sequence[Message]) -> Awaitable[Consolidation]:
+        return self.manager.factory.consolidate(self.role, self.config, messages)
+
+    def closed(self, session: Session) -> None:
+        registry, agent_id = self.manager.registry, self.agent_id
+        held = registry.by_id(agent_id)
+        if held is not None and held.session is session:
+            registry.forget(held)
+        if self.keyed or held is not None:
+            emit(self.ctx.events, SESSION, agent_id, action="unloaded", conversation_id=agent_id,
+                 turns=session.turns, consolidation=session.consolidation)  # fmt: skip

@@ -294,8 +294,13 @@ def _is_context(hint: Any) -> bool:
     return isinstance(hint, type) and issubclass(hint, ToolContext)
 
 
+_NO_NAMES: frozenset[str] = frozenset()  # shared: an empty frozenset is not a singleton
+
+
 class ToolRegistry:
     """Tools by name. ``restricted`` makes the view a role may use (its allow-list)."""
+
+    __slots__ = ("_sourced", "_sources", "_tools", "_withheld")
 
     def __init__(
         self,
@@ -305,15 +310,15 @@ class ToolRegistry:
         sources: Iterable[_SourceView] = (),
     ) -> None:
         self._tools: dict[str, Tool] = {}
-        self._withheld = frozenset(withheld)
-        self._sources = list(sources)
-        self._sourced: set[str] = set()
+        self._withheld = frozenset(withheld) or _NO_NAMES
+        self._sources = tuple(sources)
+        self._sourced = _NO_NAMES  # (every session has a registry of its own: kept lean)
         for t in tools:
             self.register(t)
 
     def add_source(self, source: ToolSource) -> None:
         """Tools listed at run time (see :class:`ToolSource` and :meth:`refresh`)."""
-        self._sources.append(_SourceView(source))
+        self._sources = (*self._sources, _SourceView(source))
 
     async def refresh(self, ctx: ToolContext) -> None:
         """Ask every source for its current tools (a no-op without sources)."""
@@ -327,7 +332,7 @@ class ToolRegistry:
         for name in self._sourced - fresh.keys():
             self._tools.pop(name, None)
         self._tools.update(fresh)
-        self._sourced = set(fresh)
+        self._sourced = frozenset(fresh) or _NO_NAMES
 
     async def close_sources(self) -> None:
         """Stop what the sources started (MCP servers); safe to call twice."""
@@ -425,5 +430,5 @@ def merge(*registries: ToolRegistry | Sequence[Tool]) -> ToolRegistry:
         for t in reg._own() if isinstance(reg, ToolRegistry) else reg:
             out.register(t)
         if isinstance(reg, ToolRegistry):
-            out._sources.extend(reg._sources)
+            out._sources = (*out._sources, *reg._sources)
     return out
