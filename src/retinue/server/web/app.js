@@ -209,6 +209,9 @@
     state.current = cid;
     sessionStorage.setItem(CURRENT_KEY, cid);
     const listed = state.conversations.some((c) => c.id === cid);
+    for (const id of state.local) {
+      if (!(state.transcripts.get(id) || []).length) state.local.delete(id); // never used
+    }
     if (!listed) state.local.add(cid);
     closeHistory();
     drawConversations();
@@ -237,12 +240,9 @@
       state.transcripts.set(cid, fromMessages(data.messages || []));
       if (data.running) transcriptOf(cid).push({ role: "note", text: "A turn is running…" });
     } catch (err) {
-      if (err.status !== 404 && err.status !== 405) return showError(err);
+      if (err.status !== 404) return showError(err);
       if (!transcriptOf(cid).length) {
-        transcriptOf(cid).push({
-          role: "note",
-          text: "This server does not show earlier messages; the agent still has them.",
-        });
+        transcriptOf(cid).push({ role: "note", text: "The server keeps no history of this conversation." });
       }
     }
     if (cid === state.current) drawMessages();
