@@ -36,15 +36,16 @@ class SQLiteConversations:
         return await asyncio.to_thread(self._load, tenant, cid)
 
     def _load(self, tenant: str, cid: str) -> list[Message] | None:
-        if not self._read("SELECT 1 FROM conversations WHERE tenant = ? AND id = ?", (tenant, cid)):
-            return None
-        rows = self._read(
-            "SELECT body FROM conversation_messages WHERE tenant = ? AND conversation = ? "
-            "ORDER BY seq",
+        rows = self._read(  # one statement: one consistent snapshot
+            "SELECT m.body FROM conversations c LEFT JOIN conversation_messages m "
+            "ON m.tenant = c.tenant AND m.conversation = c.id "
+            "WHERE c.tenant = ? AND c.id = ? ORDER BY m.seq",
             (tenant, cid),
         )
+        if not rows:
+            return None
         try:
-            return [from_dict(json.loads(body)) for (body,) in rows]
+            return [from_dict(json.loads(body)) for (body,) in rows if body is not None]
         except (ValueError, KeyError, TypeError) as exc:
             raise MemoryStoreError(f"stored conversation {cid!r} is damaged: {exc}") from None
 
