@@ -179,3 +179,19 @@ def test_errors_reach_the_sdk_as_its_exceptions(serve: Serve) -> None:
     )
     assert raw.status_code == 502 and "\n" not in raw.text
     assert raw.json()["error"]["code"] == 502 and "unscripted" in raw.json()["error"]["message"]
+
+
+def test_a_bad_conversation_header_and_a_huge_body_are_refused(serve: Serve) -> None:
+    server = serve(ScriptedModel())
+    client = sdk(server)
+    with pytest.raises(openai.BadRequestError, match="X-Retinue-Conversation"):
+        client.chat.completions.create(
+            model="retinue",
+            messages=[{"role": "user", "content": "hi"}],
+            extra_headers={"X-Retinue-Conversation": "../etc"},
+        )
+    huge: Any = [{"role": "user", "content": "x" * 1_100_000}]
+    with pytest.raises(openai.APIStatusError) as refused:
+        client.chat.completions.create(model="retinue", messages=huge)
+    assert refused.value.status_code == 413
+    assert "request body over" in refused.value.response.text

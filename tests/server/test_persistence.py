@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from serverkit import Serve
+from serverkit import Serve, wait_for
 
 from retinue.config import Settings
 from retinue.engine.session import INTERRUPTED_NOTE
@@ -87,6 +88,23 @@ def test_a_live_conversation_is_deleted_from_the_store_too(serve: Serve) -> None
         client.post("/v1/conversations/live/messages", json={"content": "x"})
         assert client.delete("/v1/conversations/live").status_code == 200
         assert client.get("/v1/conversations/live").status_code == 404
+    server.stop()
+    again = serve(ScriptedModel(), memory=True)
+    with again.client() as client:
+        assert client.get("/v1/conversations").json()["conversations"] == []
+
+
+def test_a_conversation_deleted_mid_turn_is_not_stored_again(serve: Serve) -> None:
+    model = ScriptedModel(["first", "never seen"])
+    server = serve(model, memory=True)
+    with server.client() as client, ThreadPoolExecutor(1) as pool:
+        client.post("/v1/conversations/x/messages", json={"content": "one"})
+        model.delay = 30
+        turn = pool.submit(client.post, "/v1/conversations/x/messages", json={"content": "two"})
+        wait_for(lambda: model.call_count == 2)  # the second turn waits for its model
+        assert client.delete("/v1/conversations/x").status_code == 200
+        assert turn.result(timeout=20).status_code == 409
+        assert client.get("/v1/conversations/x").status_code == 404
     server.stop()
     again = serve(ScriptedModel(), memory=True)
     with again.client() as client:
