@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import urllib.request
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -37,6 +36,8 @@ def fast_path_allowed(url: str) -> bool:
     parts = urlsplit(url)
     if parts.scheme != "http" or not parts.hostname:
         return False
+    import urllib.request  # (a twentieth of a second: only for a plain-HTTP server)
+
     proxies = urllib.request.getproxies()
     if not (proxies.get("http") or proxies.get("all")):
         return True

@@ -7,6 +7,8 @@ parameter transformation grows with the history; the SDK's HTTP client, retries 
 (429 / 5xx / timeouts, ``max_retries``) and stream classes are kept. To a plain-HTTP server
 (a local model), a non-streaming request goes first through the lean kept-alive POST of
 :mod:`retinue.llm._http11`; anything but a complete ``200`` is sent again through the SDK.
+The SDK is imported when first needed (it takes most of a second), so a run against a local
+server that answers never pays for it.
 """
 
 from __future__ import annotations
@@ -15,12 +17,7 @@ import asyncio
 import json
 import os
 from collections.abc import Sequence
-from typing import Any
-
-import httpx
-import openai
-from openai import AsyncOpenAI, AsyncStream
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from typing import TYPE_CHECKING, Any
 
 from retinue.errors import ModelError
 from retinue.llm._clients import PerLoopClients, api_key_for
@@ -36,6 +33,10 @@ from retinue.llm._openai_wire import (
 from retinue.llm.base import ModelResponse, TextCallback, ToolSpec
 from retinue.llm.guard import check_request_allowed
 from retinue.messages import AssistantMessage, Message, Usage
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI, AsyncStream
+    from openai.types.chat import ChatCompletionChunk
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIModel", "build_request"]
 
@@ -82,16 +83,12 @@ class OpenAIModel:
         self.max_retries = max_retries
         self.timeout = timeout
         self._info = ProviderInfo("openai", KEY_VAR, URL_VAR, self.base_url, max_retries)
-        self._clients = PerLoopClients(
-            lambda: AsyncOpenAI(
-                api_key=key, base_url=self.base_url, max_retries=max_retries, timeout=timeout
-            )
-        )
+        self._clients: PerLoopClients[AsyncOpenAI] = PerLoopClients(lambda: _sdk_client(self, key))
         headers = {
             "Authorization": f"Bearer {key}",
             "Content-Type": "application/json",
             "Accept": "application/json",
-            "User-Agent": f"retinue (AsyncOpenAI/Python {openai.__version__})",
+            "User-Agent": "retinue (OpenAI-compatible client)",
         }
         self._wire = WireEncoder()
         self._fast: PerLoopClients[FastPoster] | None = None
@@ -118,12 +115,26 @@ class OpenAIModel:
         check_request_allowed(self.base_url)
         extra = STREAM_OPTIONS if on_text is not None else None
         body = self._wire.body(self._model, messages, tools, extra)  # sent as-is
-        client = self._clients.get()
+        retries = self.max_retries
         if on_text is None and self._fast is not None:
             answer = await self._fast_attempt(body)
             if isinstance(answer, ModelResponse):
                 return answer
-            client = client.with_options(max_retries=self.max_retries - 1)
+            retries -= 1  # that attempt was the first
+        return await self._sdk_complete(body, on_text, retries)
+
+    async def _sdk_complete(
+        self, body: bytes, on_text: TextCallback | None, retries: int
+    ) -> ModelResponse:
+        """The request through the SDK, with ``retries`` retries; errors in one line."""
+        import httpx
+        import openai
+        from openai import AsyncStream
+        from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+        client = self._clients.get()
+        if retries != self.max_retries:
+            client = client.with_options(max_retries=retries)
         try:
             if on_text is None:
                 # the raw response, parsed here: the SDK's model construction costs more
@@ -174,6 +185,14 @@ class OpenAIModel:
         delay = answer.retry_after
         await asyncio.sleep(delay if delay is not None and 0 <= delay <= 60 else RETRY_DELAY)
         return None
+
+
+def _sdk_client(model: OpenAIModel, key: str) -> AsyncOpenAI:
+    from openai import AsyncOpenAI
+
+    return AsyncOpenAI(
+        api_key=key, base_url=model.base_url, max_retries=model.max_retries, timeout=model.timeout
+    )
 
 
 RETRY_DELAY = 0.5  # seconds before the SDK's attempts, as its own first retry waits
