@@ -12,7 +12,7 @@ import pytest
 from serverkit import Serve, ServerThread
 
 from retinue.llm.base import ToolSpec
-from retinue.messages import Message
+from retinue.messages import AssistantMessage, Message
 from retinue.testing import ScriptedModel, call_tool
 
 pytestmark = pytest.mark.timeout(60)
@@ -30,8 +30,12 @@ def said(messages: Sequence[Message]) -> list[tuple[str, str]]:
 
 def test_models_are_the_main_agent_and_each_role(serve: Serve) -> None:
     server = serve(ScriptedModel())
-    ids = [m.id for m in sdk(server).models.list()]
+    client = sdk(server)
+    ids = [m.id for m in client.models.list()]
     assert ids[0] == "retinue" and "retinue/slowpoke" in ids
+    assert client.models.retrieve("retinue/slowpoke").id == "retinue/slowpoke"
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("gpt-4o")
 
 
 def test_a_completion_and_its_continuation_are_one_conversation(serve: Serve, tmp_path) -> None:
@@ -71,7 +75,8 @@ def test_a_completion_and_its_continuation_are_one_conversation(serve: Serve, tm
 
 def test_a_streamed_completion_carries_text_and_progress_events(serve: Serve, tmp_path) -> None:
     (tmp_path / "a.txt").write_text("alpha")
-    model = ScriptedModel([call_tool("Read", {"file_path": "a.txt"}), "It says alpha."])
+    reading = call_tool("Read", {"file_path": "a.txt"})
+    model = ScriptedModel([AssistantMessage("Let me look.", reading.tool_calls), "It says alpha."])
     client = sdk(serve(model))
     stream = client.chat.completions.create(
         model="retinue",
@@ -81,7 +86,7 @@ def test_a_streamed_completion_carries_text_and_progress_events(serve: Serve, tm
     )
     chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-    assert text == "It says alpha."
+    assert text == "Let me look.\n\nIt says alpha."  # each step of the agent, a paragraph
     events = [(c.model_extra or {}).get("retinue", {}).get("event", {}).get("kind") for c in chunks]
     assert "tool_started" in events and "tool_finished" in events
     finishes = [c.choices[0].finish_reason for c in chunks if c.choices]

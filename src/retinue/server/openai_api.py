@@ -3,6 +3,7 @@
 ::
 
     GET  /v1/models              "retinue", and "retinue/<role>" for every known role
+    GET  /v1/models/{model}      one of them
     POST /v1/chat/completions    one turn; "stream": true answers with SSE chunks
 
 Both need the service's bearer token, which is what ``OpenAI(api_key=token, base_url=
@@ -65,7 +66,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
 from retinue.engine.config import RunOutput
-from retinue.events import TEXT_DELTA, EventSink
+from retinue.events import TEXT_DELTA, TOOL_STARTED, EventSink
 from retinue.runtime import Runtime
 from retinue.server.conversations import (
     ConversationHost,
@@ -134,7 +135,8 @@ class StreamOptions(BaseModel):
 
 
 class ChatRequest(BaseModel):
-    """The body of ``POST /v1/chat/completions``; sampling settings are accepted, unused."""
+    """The body of ``POST /v1/chat/completions``. Sampling settings are accepted and unused,
+    and so are the client's ``tools``: the agents use their own."""
 
     model_config = ConfigDict(
         extra="allow",
@@ -218,10 +220,18 @@ def openai_router(host: ConversationHost, runtime: Runtime, errors: ErrorMapper)
     def models() -> list[str]:
         return [MODEL, *(f"{MODEL}/{r}" for r in sorted(runtime.catalog.roles))]
 
+    def unknown(model: str) -> HTTPException:
+        return HTTPException(404, f"model {model!r} not found (models: {', '.join(models())})")
+
     @router.get("/v1/models")
     async def list_models() -> dict[str, Any]:
-        data = [{"id": m, "object": "model", "created": 0, "owned_by": "retinue"} for m in models()]
-        return {"object": "list", "data": data}
+        return {"object": "list", "data": [_model(m) for m in models()]}
+
+    @router.get("/v1/models/{model:path}")
+    async def get_model(model: str) -> dict[str, Any]:
+        if model not in models():
+            raise unknown(model)
+        return _model(model)
 
     def conversation_for(body: ChatRequest, header: str | None) -> str:
         if header is not None:
@@ -292,7 +302,7 @@ def openai_router(host: ConversationHost, runtime: Runtime, errors: ErrorMapper)
         role = body.model.removeprefix(f"{MODEL}/")
         if body.model.startswith(f"{MODEL}/") and role in runtime.catalog.roles:
             return role_turn(body, role)
-        raise HTTPException(404, f"model {body.model!r} not found (models: {', '.join(models())})")
+        raise unknown(body.model)
 
     @router.post("/v1/chat/completions", response_model=None)
     async def chat_completions(
@@ -316,6 +326,10 @@ def openai_router(host: ConversationHost, runtime: Runtime, errors: ErrorMapper)
         return chat.completion(out)
 
     return router
+
+
+def _model(name: str) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": 0, "owned_by": "retinue"}
 
 
 def _reply(text: str) -> ChatMessage:
@@ -377,14 +391,20 @@ class _Completion:
     async def stream(self, turn: _Turn, errors: ErrorMapper, usage: bool) -> AsyncIterator[str]:
         feed = TurnFeed(turn.start)
         said: list[str] = []
+        step_ended = False  # the speaker called tools since its last text: a paragraph break
         try:
             yield self.chunk({"role": "assistant", "content": ""})
             async for event in feed.events():
                 if event.kind == TEXT_DELTA and turn.speaker(event.agent_id):
-                    said.append(str(event.data.get("text", "")))
+                    text = str(event.data.get("text", ""))
+                    said.append(("\n\n" if step_ended and said else "") + text)
+                    step_ended = False
                     yield self.chunk({"content": said[-1]})
-                else:
-                    yield self.chunk({}, extra={"event": event.to_dict()})
+                    continue
+                step_ended = step_ended or (
+                    event.kind == TOOL_STARTED and turn.speaker(event.agent_id)
+                )
+                yield self.chunk({}, extra={"event": event.to_dict()})
             outcome = feed.outcome(errors)
             if not isinstance(outcome, RunOutput):
                 yield _data(openai_error(*outcome))
