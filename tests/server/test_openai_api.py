@@ -61,6 +61,13 @@ def test_a_completion_and_its_continuation_are_one_conversation(serve: Serve, tm
     second = client.chat.completions.create(model="retinue", messages=history)
     assert second.choices[0].message.content == "You asked for it."
     assert (second.model_extra or {})["retinue"]["conversation"] == extra["conversation"]
+    assert (
+        model.calls[0]
+        .messages[1]
+        .content.startswith(  # the client's system message
+            "[Earlier in this conversation, as the client sent it:]\n[instructions] Be brief."
+        )
+    )
     # the second turn continued the Retinue conversation: tool call and result included
     assert [m.role for m in model.calls[2].messages] == [
         "system",

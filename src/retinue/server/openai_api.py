@@ -7,7 +7,7 @@
     POST /v1/chat/completions    one turn; "stream": true answers with SSE chunks
 
 Both need the service's bearer token, which is what ``OpenAI(api_key=token, base_url=
-"http://127.0.0.1:8420/v1")`` sends. Errors from these routes are one-line JSON in OpenAI's
+"http://127.0.0.1:8765/v1")`` sends. Errors from these routes are one-line JSON in OpenAI's
 shape, ``{"error": {"message": "...", "type": "...", "code": <status>}}``, with the service's
 status codes (404 for an unknown model), so the SDK raises its usual exceptions with the
 message; the front door's refusals (401 without the token, 413 for a huge body) keep the
@@ -20,17 +20,18 @@ must be the user's, and it is the new turn.
 * With a header ``X-Retinue-Conversation: <id>``, the turn goes to that conversation (the
   same as ``POST /v1/conversations/<id>/messages``), whose stored history is authoritative:
   the earlier messages of the list are not read again.
-* Without it, the conversation is found by the list's prefix: a digest of the model, the
-  system messages and the user messages before the last. After each turn the service
-  remembers that the digest of the list *with* that last user message leads to the same
+* Without it, the conversation is found by the list's earlier messages: a digest of the
+  model and each earlier message's role and text (tool messages aside). After each turn the
+  service remembers that the digest of the list plus the reply it sent leads to the same
   conversation, so a client that resends its whole history each time continues one Retinue
-  conversation (tool calls and results included). A list nobody has seen starts a new
-  conversation ``oai-<digest>``. These links live in this process: after a restart, or on
-  another worker, a continued list starts a new conversation. Send the header to keep a
-  chat's full history across restarts.
-* A new conversation whose list already holds earlier messages (a chat begun elsewhere, or
-  one continued after a restart) gets them as a transcript before the new message, system
-  messages as the client's instructions, so nothing the user saw is lost.
+  conversation (tool calls and results included). A first message starts a new
+  conversation ``oai-<random>``; a list whose earlier part nobody has seen starts
+  ``oai-<digest>``. These links live in this process: after a restart, or on another
+  worker, a continued list starts a new conversation. Send the header to keep a chat's full
+  history across restarts.
+* A new conversation whose list holds earlier messages (system messages, a chat begun
+  elsewhere, or one continued after a restart) gets them as a transcript before the new
+  message, system messages as the client's instructions, so nothing the user saw is lost.
 
 Every response carries the conversation in a header ``X-Retinue-Conversation``.
 
@@ -188,7 +189,7 @@ def digest(model: str, messages: list[ChatMessage]) -> str:
 
 def transcript(messages: list[ChatMessage], last: str) -> str:
     """The client's earlier messages and the new one, as one task text."""
-    lines = ["[The conversation so far, as the client sent it:]"]
+    lines = ["[Earlier in this conversation, as the client sent it:]"]
     for m in messages:
         who = "instructions" if m.role in ("system", "developer") else m.role
         lines.append(f"[{who}] {m.text}")
@@ -250,8 +251,8 @@ def openai_router(host: ConversationHost, runtime: Runtime, errors: ErrorMapper)
         cid = conversation_for(body, header)
         *earlier, last = body.messages
         text = last.text
-        if any(m.role != "system" for m in earlier) and await host.history(cid) is None:
-            text = transcript(earlier, text)  # a chat begun elsewhere, or before a restart
+        if earlier and await host.history(cid) is None:
+            text = transcript(earlier, text)  # instructions, or a chat begun elsewhere
         root = agent_id_for(cid)
 
         def answered(reply: str) -> None:
