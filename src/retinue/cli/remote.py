@@ -68,6 +68,12 @@ def serve(
     idle_timeout: Annotated[
         float, typer.Option(min=1, help="seconds before an idle conversation is evicted")
     ] = 3600,
+    lease: Annotated[
+        float,
+        typer.Option(
+            min=0.1, help="seconds a worker's unrenewed hold on a conversation lasts (PostgreSQL)"
+        ),
+    ] = 30.0,
 ) -> None:
     """Serve the main agent over HTTP (conversations, SSE progress, live sessions)."""
     import uvicorn
@@ -91,7 +97,8 @@ def serve(
     bound = sock.getsockname()[1]
     typer.echo(f"retinue serving {runtime.model.name} on http://{host}:{bound}", err=True)
     _say_how_to_use(runtime.settings.home, f"http://{host}:{bound}")
-    app = create_app(runtime, security, Limits(max_turns=max_turns, idle_s=idle_timeout))
+    limits = Limits(max_turns=max_turns, idle_s=idle_timeout, lease_s=lease)
+    app = create_app(runtime, security, limits)
     config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)
     server.run(sockets=[sock])

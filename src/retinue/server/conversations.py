@@ -17,28 +17,51 @@ message, so a restarted service continues the chat with its whole history. A tur
 running when the process died is lost (the history goes back to the turn before it). Delete
 forgets the stored history too. Stored conversations unused for
 ``conversation_retention_days`` are pruned. Interactive sub-agent sessions are not stored.
+
+**Several workers.** When the store is shared (PostgreSQL: it offers
+:class:`~retinue.memory.pg_conversations.ConversationLeases`), several ``retinue serve``
+workers serve the same conversations, and any of them takes any conversation's next message.
+Each turn runs under the conversation's lease in the database, taken before the turn (a
+worker waits up to ``Limits.lease_wait_s`` while another one runs a turn of it), renewed
+every third of ``Limits.lease_s`` during the turn, and released after it; the worker then
+drops the conversation from memory, so its next turn, here or elsewhere, starts from the
+stored history. A worker that dies mid-turn stops renewing: the lease expires after
+``lease_s`` and another worker continues from the last saved turn. A ``keep_sessions`` turn
+keeps its interactive sessions in this worker's memory, so its lease stays on as a *sticky*
+hold until the conversation is evicted here (``idle_s``), deleted, or sent a message without
+``keep_sessions``: meanwhile another worker answers its messages at once with 409 (a
+:class:`ConversationHeld` error naming the worker that holds it); send them to that worker.
+Consolidations that failed are retried by whichever worker is free (its periodic task claims
+them with ``FOR UPDATE SKIP LOCKED``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import os
 import re
+import socket
 import time
-from collections.abc import Coroutine, Sequence
+import uuid
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
 from retinue.engine.config import RunOutput
-from retinue.errors import SessionClosedError
+from retinue.errors import MemoryStoreError, RetinueError, SessionClosedError
 from retinue.events import EventSink
 from retinue.memory.conversations import ConversationSummary, title_of
+from retinue.memory.pg_conversations import ConversationLeases
 from retinue.messages import Message
 from retinue.runtime import Conversation, Runtime
 from retinue.server.hub import EventHub
 
 __all__ = [
     "ConversationGone",
+    "ConversationHeld",
     "ConversationHost",
     "ConversationView",
     "Limits",
@@ -49,9 +72,16 @@ __all__ = [
 
 _CONVERSATION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
+log = logging.getLogger("retinue.server")
+
 
 class ConversationGone(Exception):
     """The conversation was deleted while this turn waited or ran."""
+
+
+class ConversationHeld(ConversationGone):
+    """Another worker holds the conversation (it runs a turn of it, or keeps its sessions).
+    The service answers it as it answers :class:`ConversationGone`: 409, with this line."""
 
 
 class ServerBusy(Exception):
@@ -64,6 +94,9 @@ class Limits:
 
     max_turns: int = 16
     idle_s: float = 3600.0
+    lease_s: float = 30.0  # a worker's hold on a conversation lasts this long unrenewed
+    lease_wait_s: float = 60.0  # how long a turn waits for another worker's turn to end
+    retry_every_s: float = 300.0  # how often failed consolidations are retried (shared store)
 
 
 def valid_conversation_id(cid: str) -> bool:
@@ -130,6 +163,9 @@ class ConversationHost:
         self.limits = limits or Limits()
         self.store = runtime.conversations
         self.tenant = runtime.settings.tenant
+        store = self.store
+        self.leases = store if isinstance(store, ConversationLeases) else None
+        self.worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._live: dict[str, _Live] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self._in_flight: dict[str, int] = {}  # turns running or queued, per conversation
@@ -195,17 +231,73 @@ class ConversationHost:
         self._in_flight[cid] = self._in_flight.get(cid, 0) + 1
         self._last_used[cid] = time.monotonic()
         try:
-            live = await self._open(cid)
-            try:
-                return await self._send(cid, live, text, keep_sessions, on_event)
-            finally:
-                live.updated_at = time.time()
-                await self._save(cid, live)
+            async with self._lease(cid, keep_sessions):
+                live = await self._open(cid)
+                try:
+                    return await self._send(cid, live, text, keep_sessions, on_event)
+                finally:
+                    live.updated_at = time.time()
+                    await self._save(cid, live)
+                    if self.leases is not None and not keep_sessions:
+                        await asyncio.shield(self._own(self._evict(cid)))  # next turn: anywhere
         finally:
             self._last_used[cid] = time.monotonic()
             self._in_flight[cid] -= 1
             if not self._in_flight[cid]:
                 del self._in_flight[cid]
+
+    @contextlib.asynccontextmanager
+    async def _lease(self, cid: str, keep_sessions: bool) -> AsyncIterator[None]:
+        """Hold ``cid``'s lease for one turn (shared store only; see the module docstring)."""
+        leases = self.leases
+        if leases is None:
+            yield
+            return
+        token = uuid.uuid4().hex
+        await self._acquire(leases, cid, token)
+        renewing = asyncio.create_task(self._renew(leases, cid, token))
+        try:
+            yield
+        finally:
+            renewing.cancel()
+            hold = self.limits.idle_s if keep_sessions and cid in self._live else 0.0
+            release = leases.release(self.tenant, cid, self.worker, token, hold_for=hold)
+            await asyncio.shield(self._own(release))
+
+    async def _acquire(self, leases: ConversationLeases, cid: str, token: str) -> None:
+        deadline = time.monotonic() + self.limits.lease_wait_s
+        while True:
+            holder = await leases.acquire(self.tenant, cid, self.worker, token, self.limits.lease_s)
+            if holder is None:
+                return
+            if holder.sticky:
+                raise ConversationHeld(
+                    f"conversation {cid!r} keeps its sessions on worker {holder.owner}; "
+                    "send its messages there (or wait until it is evicted)"
+                )
+            if time.monotonic() >= deadline:
+                raise ConversationHeld(
+                    f"conversation {cid!r} is running a turn on worker {holder.owner}; retry later"
+                )
+            await asyncio.sleep(min(0.2, max(0.02, holder.expires_in)))
+
+    async def _renew(self, leases: ConversationLeases, cid: str, token: str) -> None:
+        every = self.limits.lease_s / 3
+        while True:
+            await asyncio.sleep(every)
+            try:
+                if not await leases.renew(
+                    self.tenant, cid, self.worker, token, self.limits.lease_s
+                ):
+                    log.warning("lost the lease of conversation %s (renewed too late)", cid)
+                    return
+            except MemoryStoreError as exc:
+                log.warning("cannot renew the lease of conversation %s: %s", cid, exc)
+
+    async def _unhold(self, cid: str) -> None:
+        """Give up a sticky hold on ``cid`` (its sessions are gone from this worker)."""
+        if self.leases is not None:
+            await self.leases.release(self.tenant, cid, self.worker, None)
 
     async def _open(self, cid: str) -> _Live:
         """The live conversation ``cid``, restored from the store on first use."""
@@ -311,6 +403,7 @@ class ConversationHost:
         live = self._live.pop(cid, None)
         self._last_used.pop(cid, None)
         ended = await live.conversation.close() if live is not None else None
+        await self._unhold(cid)
         if self.store is None:
             return ended
         lock = live.lock if live is not None else asyncio.Lock()
@@ -325,6 +418,8 @@ class ConversationHost:
         if live is not None:
             await live.conversation.close()
             await self._save(cid, live, closed=True)
+            if cid not in self._in_flight:  # not a turn's own eviction: its lease goes after
+                await self._unhold(cid)
 
     async def evict_idle(self, now: float | None = None) -> list[str]:
         """Close the conversations with no turn in flight for ``limits.idle_s``; their ids."""
@@ -354,13 +449,33 @@ class ConversationHost:
     async def evict_forever(self) -> None:
         """Evict idle conversations every little while, and prune old stored ones now and
         then (a task of the app's lifespan)."""
-        pruned = -self.PRUNE_EVERY_S
+        pruned = retried = -self.PRUNE_EVERY_S
         while True:
             if time.monotonic() - pruned >= self.PRUNE_EVERY_S:
                 pruned = time.monotonic()
                 await self.prune()
+            if self.leases is not None and time.monotonic() - retried >= self.limits.retry_every_s:
+                retried = time.monotonic()
+                await self.retry_consolidations()
             await asyncio.sleep(min(max(self.limits.idle_s / 4, 0.05), 60.0))
             await self.evict_idle()
+
+    async def retry_consolidations(self) -> None:
+        """Retry the shared store's failed consolidations this worker can claim."""
+        from retinue.llm.resolve import resolve_model
+
+        memory, main = self.runtime.memory, self.runtime.model
+        if memory is None:
+            return
+        try:
+            report = await memory.retry_pending(
+                lambda name: main if name == main.name else resolve_model(name)
+            )
+        except RetinueError as exc:
+            log.warning("retrying failed consolidations: %s", exc)
+            return
+        for session_id, error in report.failed:
+            log.warning("consolidation of session %s failed again: %s", session_id, error)
 
     async def close_all(self) -> None:
         """End every conversation, each saved (the service is stopping)."""

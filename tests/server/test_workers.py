@@ -1,0 +1,146 @@
+"""Several ``retinue serve`` workers on one PostgreSQL database (real processes, a real
+server started for this module, the model scripted behind a loopback OpenAI server).
+
+One conversation's messages alternate between two workers and end with the same history as
+on one worker; a conversation that keeps its sessions on one worker is refused by the other
+(409 naming the holder); a worker killed mid-turn leaves a lease that expires, and the other
+worker continues the conversation from its last saved turn.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import httpx
+import pytest
+
+from memory.backends import start_pg_server
+from retinue.llm.base import ToolSpec
+from retinue.llm.loopback import LoopbackOpenAIServer
+from retinue.messages import Message
+from retinue.testing import ScriptedModel
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def pg_url() -> Iterator[str]:
+    server, url = start_pg_server()
+    yield url
+    server.stop()
+
+
+class Worker:
+    """``retinue serve`` in a process of its own, with its own data directory."""
+
+    def __init__(self, home: Path, provider: LoopbackOpenAIServer, database_url: str) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RETINUE_"))}
+        env |= {
+            "RETINUE_HOME": str(home),
+            "RETINUE_BLOCK_REAL_MODELS": "1",
+            "RETINUE_DATABASE_URL": database_url,
+            "OPENAI_BASE_URL": provider.base_url,
+            "OPENAI_API_KEY": "test-key",
+        }
+        home.mkdir(parents=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "retinue", "serve", "--port", "0", "-m", "openai:test", "-q",
+             "--lease", "1"],
+            env=env, cwd=home, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert self.proc.stderr is not None
+        banner = self.proc.stderr.readline()
+        assert banner.startswith("retinue serving"), banner + self.proc.stderr.read()
+        self.url = banner.split()[-1]
+        token = (home / "server-token").read_text().strip()
+        self.client = httpx.Client(
+            base_url=self.url, timeout=60, headers={"Authorization": f"Bearer {token}"}
+        )
+
+    def say(self, cid: str, text: str) -> str:
+        reply = self.client.post(f"/v1/conversations/{cid}/messages", json={"content": text})
+        assert reply.status_code == 200, reply.text
+        return str(reply.json()["content"])
+
+    def history(self, cid: str) -> list[tuple[str, str]]:
+        shown = self.client.get(f"/v1/conversations/{cid}").json()["messages"]
+        return [(m["role"], m["content"]) for m in shown if m["role"] != "system"]
+
+    def stop(self) -> None:
+        self.client.close()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        assert self.proc.stderr is not None
+        self.proc.stderr.close()
+
+
+class CountingModel:
+    """Answers with what it was shown (so a lost or doubled message shows in the answer);
+    a message ``hang`` blocks until :attr:`release` is set."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.hanging = threading.Event()
+
+    def __call__(self, messages: Sequence[Message], _tools: Sequence[ToolSpec]) -> str:
+        said = [m.content for m in messages if m.role == "user"]
+        if said[-1] == "hang":
+            self.hanging.set()
+            self.release.wait(30)
+        return f"heard {len(said)}: {' | '.join(said)}"
+
+
+def test_two_workers_share_a_conversation_and_one_dies_mid_turn(
+    pg_url: str, tmp_path: Path
+) -> None:
+    counting = CountingModel()
+    with LoopbackOpenAIServer(ScriptedModel(responder=counting), record=False) as provider:
+        a = Worker(tmp_path / "a", provider, pg_url)
+        b = Worker(tmp_path / "b", provider, pg_url)
+        try:
+            texts = ["one", "two", "three", "four"]
+            shared = [(a if i % 2 == 0 else b).say("chat", t) for i, t in enumerate(texts)]
+            alone = [a.say("solo", t) for t in texts]
+            assert shared == alone
+            assert shared[-1] == "heard 4: one | two | three | four"
+            assert a.history("chat") == b.history("chat") == a.history("solo")
+
+            kept = {"content": "keep", "keep_sessions": True}
+            assert a.client.post("/v1/conversations/kept/messages", json=kept).status_code == 200
+            refused = b.client.post("/v1/conversations/kept/messages", json={"content": "x"})
+            assert refused.status_code == 409
+            assert f":{a.proc.pid}:" in refused.json()["error"]
+            assert "keeps its sessions on worker" in refused.json()["error"]
+            a.say("kept", "done keeping")  # without keep_sessions: the hold ends
+            assert b.say("kept", "now here") == "heard 3: keep | done keeping | now here"
+
+            def hang() -> None:
+                with contextlib.suppress(httpx.HTTPError):  # its worker dies: no answer
+                    a.say("chat", "hang")
+
+            turn = threading.Thread(target=hang, daemon=True)
+            turn.start()
+            assert counting.hanging.wait(30)  # the turn is in the model call on worker a
+            a.proc.send_signal(signal.SIGKILL)
+            a.proc.wait(10)
+            counting.release.set()
+            answer = b.say("chat", "five")  # waits for a's lease (1 s) to expire
+            assert answer == "heard 5: one | two | three | four | five"
+            assert b.history("chat")[-2:] == [("user", "five"), ("assistant", answer)]
+            turn.join(10)
+        finally:
+            counting.release.set()
+            a.stop()
+            b.stop()
