@@ -9,13 +9,16 @@ turn but the last, then answers ``done``. A turn is one model round trip.
 from __future__ import annotations
 
 import json
+import os
 import re
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 HERE = Path(__file__).resolve().parent
 RESULTS_DIR = HERE / "results"
@@ -53,6 +56,27 @@ def wanted_turns(last_user_text: str) -> int:
 
 def median(values: Sequence[float]) -> float:
     return statistics.median(values) if values else float("nan")
+
+
+def median_pair(runs: Sequence[tuple[float, float]]) -> dict[str, float]:
+    """``{"wall": ..., "cpu": ...}``: the medians of (wall, CPU) pairs."""
+    return {"wall": median([r[0] for r in runs]), "cpu": median([r[1] for r in runs])}
+
+
+async def timed(work: Awaitable[T]) -> tuple[T, float, float]:
+    """``work``'s result, and its wall and CPU milliseconds (CPU: this process, every thread;
+    the runner's loopback server lives in another process)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = await work
+    return out, (time.perf_counter() - wall) * 1000, (time.process_time() - cpu) * 1000
+
+
+def load_average() -> list[float]:
+    """The machine's 1, 5 and 15 minute load averages (other work competing for the CPUs)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return []
 
 
 def time_ms(fn: Callable[[], Any]) -> float:

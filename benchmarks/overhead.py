@@ -5,10 +5,13 @@
 the peers use). The scenario is in ``_common`` (``GRID``: 100 and 10 turns, and 10 turns after
 a seeded history of 10 or 200 messages). With ``--refs`` it also times the references on the
 same server: a bare ``http.client`` loop posting ready bodies (the floor), the ``openai`` SDK's
-``client.post`` with a ready body, and its ``chat.completions.create``.
+``client.post`` with a ready body, and its ``chat.completions.create``. Every figure is a
+(wall, CPU) pair of milliseconds per turn; CPU is this process's (all threads), so the server
+must live elsewhere (the runner's process) for the CPU figures to be the client's alone.
 
 Run alone: ``uv run python benchmarks/overhead.py [--base-url URL] [--repeats N] [--refs]``
-(without ``--base-url`` it starts its own server). Prints one JSON line.
+(without ``--base-url`` it starts its own server, in this process: CPU figures then include
+the server's work). Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import argparse
 import asyncio
 import http.client
 import json
+import threading
 import time
 from collections.abc import Sequence
 from importlib.metadata import version
@@ -24,7 +28,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from _common import FINAL, GRID, SYSTEM, TOOL_NAME, emit_json, history_texts, median, task_text
+from _common import (
+    FINAL,
+    GRID,
+    SYSTEM,
+    TOOL_NAME,
+    emit_json,
+    history_texts,
+    median_pair,
+    task_text,
+    timed,
+)
 from _common import wanted_turns as _wanted
 
 from retinue.engine import RunConfig, run
@@ -44,6 +58,11 @@ from retinue.testing import ScriptedModel, call_tool
 from retinue.tools import ToolContext, ToolRegistry, tool
 
 USAGE = Usage(100, 10, 0, 1)
+# grid points for Retinue and the floor only (the peers' cost grows with the history: a
+# 400-turn run of theirs would take minutes per round)
+LONG_GRID: dict[str, tuple[int, int]] = {"t400": (400, 0)}
+ALL_GRID = {**GRID, **LONG_GRID}
+Pair = dict[str, float]
 
 
 @tool(TOOL_NAME)
@@ -89,8 +108,8 @@ def inproc_model() -> ScriptedModel:
     return ScriptedModel(responder=loopback_responder, record=False)
 
 
-async def time_run(model: Model, turns: int, history: int, run_no: int) -> float:
-    """Per-turn milliseconds of one run."""
+async def time_run(model: Model, turns: int, history: int, run_no: int) -> tuple[float, float]:
+    """Per-turn (wall, CPU) milliseconds of one run; the seeded history is built beforehand."""
     ctx = ToolContext("bench", Path.cwd(), Path.cwd())
     config = RunConfig(
         model,
@@ -99,19 +118,17 @@ async def time_run(model: Model, turns: int, history: int, run_no: int) -> float
         ctx,
         max_iterations=turns + 5,
     )
-    started = time.perf_counter()
-    out = await run(config)
-    elapsed = (time.perf_counter() - started) * 1000
+    out, wall, cpu = await timed(run(config))
     if out.iterations != turns or out.content != FINAL:
         raise RuntimeError(f"retinue run went wrong: {out.iterations} turns, {out.content!r}")
-    return elapsed / turns
+    return wall / turns, cpu / turns
 
 
-async def measure(model: Model, repeats: int, grid: dict[str, tuple[int, int]]) -> dict[str, float]:
+async def measure(model: Model, repeats: int, grid: dict[str, tuple[int, int]]) -> dict[str, Pair]:
     out = {}
     for label, (turns, history) in grid.items():
         await time_run(model, turns, history, -1)  # warm-up
-        out[label] = median([await time_run(model, turns, history, k) for k in range(repeats)])
+        out[label] = median_pair([await time_run(model, turns, history, k) for k in range(repeats)])
     return out
 
 
@@ -133,63 +150,79 @@ def ready_bodies(turns: int, history: int) -> list[dict[str, Any]]:
     return bodies
 
 
-def floor_http_client(base_url: str, bodies: list[bytes]) -> float:
-    """Per-request ms of a bare keep-alive ``http.client`` loop posting ready bytes."""
+def floor_http_client(base_url: str, bodies: list[bytes]) -> tuple[float, float]:
+    """Per-request (wall, CPU) ms of a bare keep-alive ``http.client`` loop posting ready
+    bytes: the floor the server allows."""
     parts = urlsplit(base_url)
     conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port)
     path = parts.path.rstrip("/") + "/chat/completions"
     headers = {"Content-Type": "application/json"}
-    started = time.perf_counter()
+    wall, cpu = time.perf_counter(), time.process_time()
     for body in bodies:
         conn.request("POST", path, body, headers)
         resp = conn.getresponse()
         resp.read()
         if resp.status != 200:
             raise RuntimeError(f"loopback server answered {resp.status}")
-    elapsed = (time.perf_counter() - started) * 1000
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     conn.close()
-    return elapsed / len(bodies)
+    return wall * 1000 / len(bodies), cpu * 1000 / len(bodies)
 
 
-async def sdk_refs(base_url: str, bodies: list[dict[str, Any]]) -> tuple[float, float]:
-    """Per-request ms of the ``openai`` SDK: ``client.post`` with a ready body, and
-    ``chat.completions.create``."""
+async def sdk_refs(
+    base_url: str, bodies: list[dict[str, Any]], create: bool
+) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Per-request (wall, CPU) ms of the ``openai`` SDK: ``client.post`` with a ready body, and
+    ``chat.completions.create`` (``(nan, nan)`` unless ``create``)."""
     import openai
     from openai.types.chat import ChatCompletion
 
     client = openai.AsyncOpenAI(base_url=base_url, api_key="bench")
     await client.post("/chat/completions", body=bodies[0], cast_to=ChatCompletion)
-    started = time.perf_counter()
-    for body in bodies:
-        await client.post("/chat/completions", body=body, cast_to=ChatCompletion)
-    post = (time.perf_counter() - started) * 1000 / len(bodies)
-    started = time.perf_counter()
-    for body in bodies:
-        await client.chat.completions.create(
-            model=body["model"], messages=body["messages"], tools=body["tools"]
-        )
-    create = (time.perf_counter() - started) * 1000 / len(bodies)
+
+    async def posts() -> None:
+        for body in bodies:
+            await client.post("/chat/completions", body=body, cast_to=ChatCompletion)
+
+    async def creates() -> None:
+        for body in bodies:
+            await client.chat.completions.create(
+                model=body["model"], messages=body["messages"], tools=body["tools"]
+            )
+
+    n = len(bodies)
+    _, wall, cpu = await timed(posts())
+    post = (wall / n, cpu / n)
+    made = (float("nan"), float("nan"))
+    if create:
+        _, wall, cpu = await timed(creates())
+        made = (wall / n, cpu / n)
     await client.close()
-    return post, create
+    return post, made
 
 
-async def references(base_url: str, repeats: int) -> dict[str, dict[str, float]]:
-    out: dict[str, dict[str, float]] = {"http_client": {}, "sdk_post": {}, "sdk_create": {}}
-    for label, (turns, history) in GRID.items():
+async def references(
+    base_url: str, repeats: int, grid: dict[str, tuple[int, int]], sdk: bool
+) -> dict[str, dict[str, Pair]]:
+    """The floor on every grid point; the SDK's two paths too with ``sdk`` (not on the long
+    grid: ``chat.completions.create`` is slow there)."""
+    out: dict[str, dict[str, Pair]] = {"http_client": {}, "sdk_post": {}, "sdk_create": {}}
+    for label, (turns, history) in grid.items():
         dicts = ready_bodies(turns, history)
         raw = [json.dumps(b).encode() for b in dicts]
         floor_http_client(base_url, raw)  # warm-up
-        out["http_client"][label] = median(
+        out["http_client"][label] = median_pair(
             [floor_http_client(base_url, raw) for _ in range(repeats)]
         )
-        runs = [await sdk_refs(base_url, dicts) for _ in range(max(1, repeats // 2))]
-        out["sdk_post"][label] = median([r[0] for r in runs])
-        out["sdk_create"][label] = median([r[1] for r in runs])
+        if sdk and label not in LONG_GRID:
+            post, made = await sdk_refs(base_url, dicts, create=True)
+            out["sdk_post"][label] = median_pair([post])
+            out["sdk_create"][label] = median_pair([made])
     return out
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    grid = {k: GRID[k] for k in args.grid.split(",")}
+    grid = {k: ALL_GRID[k] for k in args.grid.split(",")}
     server = None if args.base_url else start_server()
     base_url = args.base_url or (server.base_url if server else "")
     try:
@@ -200,7 +233,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             model = OpenAIModel("bench", base_url=base_url, api_key="bench")
             result["loopback"] = await measure(model, args.repeats, grid)
         if args.refs:
-            result["refs"] = await references(base_url, args.repeats)
+            result["refs"] = await references(base_url, args.repeats, grid, sdk=args.sdk_refs)
         return result
     finally:
         if server is not None:
@@ -211,10 +244,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Retinue engine overhead per model round trip")
     parser.add_argument("--base-url", default="", help="a running loopback server (/v1)")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--grid", default=",".join(GRID))
+    parser.add_argument("--grid", default=",".join(GRID), help=f"of {', '.join(ALL_GRID)}")
     parser.add_argument("--variants", default="inproc,loopback")
-    parser.add_argument("--refs", action="store_true", help="also time the references")
-    emit_json(asyncio.run(main_async(parser.parse_args())))
+    parser.add_argument("--refs", action="store_true", help="also time the floor")
+    parser.add_argument("--sdk-refs", action="store_true", help="and the SDK's two paths")
+    parser.add_argument("--serve", action="store_true", help="only run the server (Ctrl-C)")
+    args = parser.parse_args()
+    if args.serve:
+        server = start_server()
+        print(server.base_url, flush=True)
+        try:
+            threading.Event().wait()
+        finally:
+            server.close()
+    emit_json(asyncio.run(main_async(args)))
 
 
 if __name__ == "__main__":

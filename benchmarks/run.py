@@ -10,7 +10,10 @@ mode creates it (``uv venv`` + ``uv pip install -r benchmarks/requirements-peers
 missing; the quick mode uses it only if it already exists (CI never installs peers);
 ``--no-peers`` leaves them out. Every script prints one JSON line; the runner starts one
 loopback OpenAI-compatible server that every framework's loopback variant talks to, runs the
-frameworks in interleaved rounds (the order rotates each round), and keeps medians.
+frameworks in interleaved rounds (the order rotates each round), and keeps medians. Every
+ratio is taken within one round (Retinue and its peer, or Retinue and the floor, measured
+minutes apart at most) and the report gives the median of the per-round ratios with their
+range; wall and CPU time are both kept, and the machine's load average is recorded each round.
 """
 
 from __future__ import annotations
@@ -28,9 +31,9 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from _common import GRID, HERE, median, write_result
+from _common import GRID, HERE, load_average, median, write_result
 from cache import prefix_shares
-from overhead import start_server
+from overhead import LONG_GRID, start_server
 from report import render
 
 PEER_VENV = HERE / ".venv-peers"
@@ -40,6 +43,8 @@ PEERS = {
     "pydantic-ai": HERE / "peers" / "pydantic_ai_bench.py",
     "langgraph": HERE / "peers" / "langgraph_bench.py",
 }
+# this runner's result files (results/bench_<key>.json)
+KEYS = ("overhead", "cache", "sessions", "idle", "blocking", "startup")
 # colleagues' result files, summarised if present
 FOLDED = ("compress", "memory", "lifecycle_fuzz", "local", "local_builds")
 
@@ -80,18 +85,21 @@ def overhead_rounds(p: argparse.Namespace, peers: Sequence[str]) -> dict[str, An
     server = start_server()
     runs: dict[str, list[dict[str, Any]]] = {"retinue": [], **{name: [] for name in peers}}
     cache: dict[str, Any] = {}
+    loads: list[list[float]] = []
     grid = ",".join(p.grid)
+    own = ",".join([*p.grid, *p.long_grid])  # Retinue and the floor only
     try:
         order = list(runs)
         for r in range(p.rounds):
+            loads.append(load_average())
             for fw in order[r % len(order) :] + order[: r % len(order)]:
-                common = ["--base-url", server.base_url, "--repeats", p.repeats, "--grid", grid]
+                common = ["--base-url", server.base_url, "--repeats", p.repeats]
                 if fw == "retinue":
-                    res = script("overhead.py", *common, *(["--refs"] if r == 0 else []))
+                    res = script("overhead.py", *common, "--grid", own, "--refs", "--sdk-refs")
                     res["delegation"] = script("delegation.py", "--repeats", p.repeats)
                 else:
                     extra = ["--delegation", 20] if fw == "openai-agents" else []
-                    res = script(PEERS[fw], *common, *extra, python=PEER_PYTHON)
+                    res = script(PEERS[fw], *common, "--grid", grid, *extra, python=PEER_PYTHON)
                 runs[fw].append(res)
                 if r == 0 and fw != "retinue" and "t10" in p.grid:
                     wanted = "bench turns=10 history=0 run=0"
@@ -102,20 +110,38 @@ def overhead_rounds(p: argparse.Namespace, peers: Sequence[str]) -> dict[str, An
                 print(f"  round {r + 1}/{p.rounds}: {fw} done", flush=True)
     finally:
         server.close()
-    return {"runs": runs, "summary": summarise(runs), "peer_cache": cache}
+    return {
+        "runs": runs,
+        "summary": summarise(runs),
+        "ratios": round_ratios(runs),
+        "peer_cache": cache,
+        "loads": loads,
+    }
+
+
+def _pairs(results: list[dict[str, Any]], labels: set[str]) -> dict[str, dict[str, float]]:
+    """Per label, the medians over rounds of the (wall, CPU) pairs."""
+    return {
+        k: {m: median([res[k][m] for res in results if k in res]) for m in ("wall", "cpu")}
+        for k in labels
+    }
 
 
 def summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Per framework and figure, the median over rounds (for the tables of absolute times)."""
     out: dict[str, Any] = {}
     for fw, results in runs.items():
         if not results:
             continue
         entry: dict[str, Any] = {"version": results[0].get("version", "")}
         for variant in ("inproc", "loopback"):
-            labels = {k for res in results for k in res.get(variant, {})}
-            entry[variant] = {k: median([res[variant][k] for res in results]) for k in labels}
+            per = [res.get(variant, {}) for res in results]
+            entry[variant] = _pairs(per, {k for x in per for k in x})
         if "refs" in results[0]:
-            entry["refs"] = results[0]["refs"]
+            entry["refs"] = {
+                ref: _pairs([res["refs"][ref] for res in results], set(results[0]["refs"][ref]))
+                for ref in results[0]["refs"]
+            }
         if fw == "retinue":
             entry["delegation"] = {
                 k: median([res["delegation"][k] for res in results])
@@ -124,6 +150,30 @@ def summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         if "delegation_as_tool" in results[0]:
             entry["delegation_as_tool"] = median([res["delegation_as_tool"] for res in results])
         out[fw] = entry
+    return out
+
+
+def round_ratios(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Ratios taken within each round: Retinue / the fastest peer of that round, and Retinue /
+    the bare-socket floor of that round; per figure, the list over rounds (wall and CPU)."""
+    out: dict[str, Any] = {"peer": {"inproc": {}, "loopback": {}}, "floor": {}}
+    peers = [fw for fw in runs if fw != "retinue"]
+    for r, ret in enumerate(runs["retinue"]):
+        for variant in ("inproc", "loopback"):
+            for label, mine in ret.get(variant, {}).items():
+                theirs = [runs[fw][r][variant][label] for fw in peers if len(runs[fw]) > r]
+                theirs = [t for t in theirs if t]
+                if not theirs:
+                    continue
+                cell = out["peer"][variant].setdefault(label, {"wall": [], "cpu": []})
+                for m in ("wall", "cpu"):
+                    cell[m].append(mine[m] / min(t[m] for t in theirs))
+        floor = ret.get("refs", {}).get("http_client", {})
+        for label, mine in ret.get("loopback", {}).items():
+            if label in floor:
+                cell = out["floor"].setdefault(label, {"wall": [], "cpu": []})
+                for m in ("wall", "cpu"):
+                    cell[m].append(mine[m] / floor[label][m])
     return out
 
 
@@ -169,20 +219,32 @@ def params(quick: bool) -> argparse.Namespace:
             rounds=1,
             repeats=1,
             grid=["t100", "t10", "h10", "h200"],
+            long_grid=[],
             scales=[1, 100],
             idle=100,
             startup=2,
+            blocking=20,
         )
     return argparse.Namespace(
-        rounds=5, repeats=3, grid=list(GRID), scales=[1, 100, 1000, 10000], idle=10000, startup=7
+        rounds=5,
+        repeats=3,
+        grid=list(GRID),
+        long_grid=list(LONG_GRID),
+        scales=[1, 100, 1000, 10000],
+        idle=10000,
+        startup=7,
+        blocking=100,
     )
 
 
 def rewrite_report() -> None:
     """RESULTS.md again from the last full run's files and the colleagues' result files."""
     results: dict[str, Any] = {}
-    for key in ("overhead", "cache", "sessions", "idle", "startup"):
-        data = json.loads((HERE / "results" / f"bench_{key}.json").read_text())
+    for key in KEYS:
+        path = HERE / "results" / f"bench_{key}.json"
+        if not path.exists():  # a figure this run did not make yet
+            continue
+        data = json.loads(path.read_text())
         results["meta"] = data["meta"]
         results[key] = data[key]
     results["others"] = fold_others()
@@ -223,12 +285,15 @@ def main() -> None:
     print("sessions ...", flush=True)
     results["sessions"] = [script("sessions.py", "--scale", n)["throughput"] for n in p.scales]
     results["idle"] = script("sessions.py", "--idle", p.idle)["idle"]
+    print("blocking tool ...", flush=True)
+    results["blocking"] = script("blocking.py", "--sessions", p.blocking)
     print("start-up ...", flush=True)
     results["startup"] = script("startup.py", "--repeats", p.startup)
     results["others"] = fold_others()
     results["meta"]["wall_s"] = time.perf_counter() - started
     results["meta"]["params"] = dict(vars(p))
-    for key in ("overhead", "cache", "sessions", "idle", "startup"):
+    results["meta"]["load_at_end"] = load_average()
+    for key in KEYS:
         write_result(f"bench_{key}", {"meta": results["meta"], key: results[key]}, out_dir)
     report = out_dir.parent / "RESULTS.md" if not args.quick else out_dir / "RESULTS.md"
     report.write_text(render(results))

@@ -4,10 +4,13 @@
 each) run ``turns`` turns each against a model with ``delay`` seconds of simulated latency
 (an ``asyncio.sleep`` in :class:`ScriptedModel`): sustained model calls per second, and peak
 RSS growth (run one scale per process, as the runner does, so the high-water mark is this
-scale's). ``idle_memory``: ``n`` sessions with a ``history_turns``-turn history sit idle;
-tracemalloc says what they hold per session, compared to the UTF-8 size of their messages
-(:func:`message_text_size`); after unloading them all (``cleanup``), what is still held beyond
-the baseline (a leak would show here).
+scale's), and the CPU time per model call (what grows with the number of sessions shows
+here: the simulated latency costs no CPU). ``idle_memory``: ``n`` sessions with a
+``history_turns``-turn history sit idle; tracemalloc says what they hold per session,
+compared to the UTF-8 size of their messages (:func:`message_text_size`) and to the
+history's own objects (:func:`footprint`: the message list, the message records, their
+strings and tool calls); the rest is what the session itself costs. After unloading them
+all (``cleanup``), what is still held beyond the baseline (a leak would show here).
 
 Run alone: ``uv run python benchmarks/sessions.py --scale 1000`` or ``--idle 1000``.
 """
@@ -16,8 +19,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import gc
 import resource
+import sys
 import time
 import tracemalloc
 from collections.abc import Sequence
@@ -83,9 +88,9 @@ async def throughput(n: int, turns: int = 5, delay: float = 0.02) -> dict[str, A
     manager, model, ctx = build(delay)
     gc.collect()
     base = rss_kib()
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     await drive(manager, ctx, n, turns)
-    wall = time.perf_counter() - started
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu
     live = len(manager.sessions(PARENT))
     await manager.cleanup(PARENT)
     ideal = n * turns / (turns * delay) if delay else float("inf")
@@ -96,10 +101,33 @@ async def throughput(n: int, turns: int = 5, delay: float = 0.02) -> dict[str, A
         "model_calls": model.call_count,
         "wall_s": wall,
         "calls_per_s": model.call_count / wall,
+        "cpu_s": cpu,
+        "cpu_us_per_call": cpu * 1e6 / max(1, model.call_count),
         "ideal_calls_per_s": ideal,
         "live_sessions_before_cleanup": live,
         "rss_growth_peak_mib": max(0, peak_rss_kib() - base) / 1024,
     }
+
+
+def footprint(messages: list[Message]) -> int:
+    """Bytes of a history itself: the list, each record, its strings, its tool calls."""
+    seen: set[int] = set()
+
+    def size(obj: object) -> int:
+        if id(obj) in seen:
+            return 0
+        seen.add(id(obj))
+        total = sys.getsizeof(obj)
+        if isinstance(obj, tuple):
+            total += sum(size(x) for x in obj)  # pyright: ignore[reportUnknownVariableType]
+        elif dataclasses.is_dataclass(obj):
+            for f in dataclasses.fields(obj):
+                value = getattr(obj, f.name)
+                if (f.init and isinstance(value, str | tuple)) or dataclasses.is_dataclass(value):
+                    total += size(value)
+        return total
+
+    return sys.getsizeof(messages) + sum(size(m) for m in messages)
 
 
 async def settle() -> None:
@@ -128,6 +156,7 @@ async def idle_memory(n: int, history_turns: int = 20) -> dict[str, Any]:
     held = tracemalloc.get_traced_memory()[0] - base
     infos = manager.sessions(PARENT)
     text = sum(message_text_size(manager.history(s.id)) for s in infos)
+    records = sum(footprint(held.session.messages) for held in manager.registry.held_by(PARENT))
     messages = sum(s.messages for s in infos)
     peak = tracemalloc.get_traced_memory()[1] - base
     count = max(1, len(infos))
@@ -148,6 +177,8 @@ async def idle_memory(n: int, history_turns: int = 20) -> dict[str, Any]:
         "bytes_per_session": held / count,
         "message_bytes_per_session": text / count,
         "ratio": held / max(1, text),
+        "message_objects_per_session": records / count,
+        "beyond_messages_per_session": (held - records) / count,
         "left_after_unload_bytes": left1,
         "leak_second_round_bytes": left2 - left1,
         "leak_per_session_bytes": (left2 - left1) / count,

@@ -13,14 +13,23 @@ import argparse
 import asyncio
 import itertools
 import sys
-import time
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import FINAL, GRID, SYSTEM, TOOL_NAME, emit_json, history_texts, median, task_text
+from _common import (
+    FINAL,
+    GRID,
+    SYSTEM,
+    TOOL_NAME,
+    emit_json,
+    history_texts,
+    median_pair,
+    task_text,
+    timed,
+)
 from agents import Agent, ModelResponse, Runner, Usage, function_tool, set_tracing_disabled
 from agents.models.interface import Model
 from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
@@ -33,6 +42,11 @@ from openai.types.responses import (
 
 set_tracing_disabled(True)
 _ids = itertools.count(1)
+
+
+def _usage() -> Usage:
+    """The fixed usage figure every framework's fake reports (as Retinue's does)."""
+    return Usage(requests=1, input_tokens=100, output_tokens=10, total_tokens=110)
 
 
 @function_tool(name_override=TOOL_NAME)
@@ -73,7 +87,7 @@ class CountingModel(Model):
             )
         else:
             item = _text(self.final)
-        return ModelResponse(output=[item], usage=Usage(), response_id=None)
+        return ModelResponse(output=[item], usage=_usage(), response_id=None)
 
     def stream_response(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError
@@ -83,7 +97,7 @@ class EchoModel(Model):
     """The sub-agent of the delegation benchmark: answers every call at once."""
 
     async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
-        return ModelResponse(output=[_text("sub-agent reply")], usage=Usage(), response_id=None)
+        return ModelResponse(output=[_text("sub-agent reply")], usage=_usage(), response_id=None)
 
     def stream_response(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError
@@ -97,26 +111,24 @@ def seeded_input(history: int, task: str) -> list[Any]:
 
 async def time_run(
     agent: Agent, fake: CountingModel | None, turns: int, history: int, k: int
-) -> float:
+) -> tuple[float, float]:
+    """Per-turn (wall, CPU) milliseconds of one run; the seeded input is built beforehand."""
     if fake is not None:
         fake.reset(turns - 1)
-    started = time.perf_counter()
-    result = await Runner.run(
-        agent, seeded_input(history, task_text(turns, history, k)), max_turns=turns + 5
-    )
-    elapsed = (time.perf_counter() - started) * 1000
+    items = seeded_input(history, task_text(turns, history, k))
+    result, wall, cpu = await timed(Runner.run(agent, items, max_turns=turns + 5))
     if result.final_output != FINAL:
         raise RuntimeError(f"openai-agents run went wrong: {result.final_output!r}")
-    return elapsed / turns
+    return wall / turns, cpu / turns
 
 
 async def measure(
     agent: Agent, fake: CountingModel | None, repeats: int, grid: dict[str, tuple[int, int]]
-) -> dict[str, float]:
+) -> dict[str, dict[str, float]]:
     out = {}
     for label, (turns, history) in grid.items():
         await time_run(agent, fake, turns, history, -1)
-        out[label] = median(
+        out[label] = median_pair(
             [await time_run(agent, fake, turns, history, k) for k in range(repeats)]
         )
     return out
@@ -133,16 +145,15 @@ async def delegation(turns: int, repeats: int) -> float:
         tools=[sub.as_tool(tool_name="worker", tool_description="Delegate to the worker.")],
     )
 
-    async def one() -> float:
+    async def one() -> tuple[float, float]:
         parent_model.reset(turns)
-        started = time.perf_counter()
-        result = await Runner.run(parent, "delegate please", max_turns=turns + 5)
+        result, wall, cpu = await timed(Runner.run(parent, "delegate please", max_turns=turns + 5))
         if result.final_output != FINAL:
             raise RuntimeError(f"as_tool run went wrong: {result.final_output!r}")
-        return (time.perf_counter() - started) * 1000 / turns
+        return wall / turns, cpu / turns
 
     await one()
-    return median([await one() for _ in range(repeats)])
+    return median_pair([await one() for _ in range(repeats)])["wall"]
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:

@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import itertools
 import sys
-import time
 import warnings
 from importlib.metadata import version
 from pathlib import Path
@@ -28,8 +27,9 @@ from _common import (
     TOOL_NAME,
     emit_json,
     history_texts,
-    median,
+    median_pair,
     task_text,
+    timed,
     wanted_turns,
 )
 from langchain_core.language_models.chat_models import BaseChatModel
@@ -68,13 +68,25 @@ class FakeChat(BaseChatModel):
             if isinstance(m, HumanMessage):
                 if done < wanted_turns(str(m.content)) - 1:
                     call = {"name": TOOL_NAME, "args": {}, "id": f"call_{next(_ids)}"}
-                    msg = AIMessage(content="", tool_calls=[call])
+                    msg = AIMessage(content="", tool_calls=[call], usage_metadata=usage())
                 else:
-                    msg = AIMessage(content=FINAL)
+                    msg = AIMessage(content=FINAL, usage_metadata=usage())
                 return ChatResult(generations=[ChatGeneration(message=msg)])
             if isinstance(m, ToolMessage):
                 done += 1
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=FINAL))])
+        msg = AIMessage(content=FINAL, usage_metadata=usage())
+        return ChatResult(generations=[ChatGeneration(message=msg)])
+
+    async def _agenerate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        """Async, as Retinue's fake (the default would hop to a worker thread)."""
+        return self._generate(messages, stop, run_manager, **kwargs)
+
+
+def usage() -> Any:
+    """The fixed usage figure every framework's fake reports (as Retinue's does)."""
+    return {"input_tokens": 100, "output_tokens": 10, "total_tokens": 110}
 
 
 def seeded(history: int, task: str) -> list[BaseMessage]:
@@ -86,23 +98,23 @@ def seeded(history: int, task: str) -> list[BaseMessage]:
     return out
 
 
-async def time_run(agent: Any, turns: int, history: int, k: int) -> float:
-    started = time.perf_counter()
-    state = await agent.ainvoke(
-        {"messages": seeded(history, task_text(turns, history, k))},
-        config={"recursion_limit": 2 * turns + 10},
-    )
-    elapsed = (time.perf_counter() - started) * 1000
+async def time_run(agent: Any, turns: int, history: int, k: int) -> tuple[float, float]:
+    """Per-turn (wall, CPU) milliseconds of one run; the seeded history is built beforehand."""
+    state_in = {"messages": seeded(history, task_text(turns, history, k))}
+    config = {"recursion_limit": 2 * turns + 10}
+    state, wall, cpu = await timed(agent.ainvoke(state_in, config=config))
     if state["messages"][-1].content != FINAL:
         raise RuntimeError(f"langgraph run went wrong: {state['messages'][-1].content!r}")
-    return elapsed / turns
+    return wall / turns, cpu / turns
 
 
-async def measure(agent: Any, repeats: int, grid: dict[str, tuple[int, int]]) -> dict[str, float]:
+async def measure(
+    agent: Any, repeats: int, grid: dict[str, tuple[int, int]]
+) -> dict[str, dict[str, float]]:
     out = {}
     for label, (turns, history) in grid.items():
         await time_run(agent, turns, history, -1)
-        out[label] = median([await time_run(agent, turns, history, k) for k in range(repeats)])
+        out[label] = median_pair([await time_run(agent, turns, history, k) for k in range(repeats)])
     return out
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import time
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -26,8 +25,9 @@ from _common import (
     TOOL_NAME,
     emit_json,
     history_texts,
-    median,
+    median_pair,
     task_text,
+    timed,
     wanted_turns,
 )
 from pydantic_ai import Agent
@@ -44,23 +44,28 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
-from pydantic_ai.usage import UsageLimits
+from pydantic_ai.usage import RequestUsage, UsageLimits
 
 NO_LIMIT = UsageLimits(request_limit=None)
+USAGE = RequestUsage(input_tokens=100, output_tokens=10)
 
 
-def fake(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    """Stateless, like the loopback server: count tool returns since the last user prompt."""
+async def fake(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """Stateless, like the loopback server: count tool returns since the last user prompt.
+
+    Async (no hop to a worker thread) and with a usage figure (no token estimate over the
+    whole history), as Retinue's fake.
+    """
     done = 0
     for m in reversed(messages):
         for part in m.parts:
             if isinstance(part, UserPromptPart):
                 if done < wanted_turns(str(part.content)) - 1:
-                    return ModelResponse(parts=[ToolCallPart(TOOL_NAME, {})])
-                return ModelResponse(parts=[TextPart(FINAL)])
+                    return ModelResponse(parts=[ToolCallPart(TOOL_NAME, {})], usage=USAGE)
+                return ModelResponse(parts=[TextPart(FINAL)], usage=USAGE)
             if isinstance(part, ToolReturnPart):
                 done += 1
-    return ModelResponse(parts=[TextPart(FINAL)])
+    return ModelResponse(parts=[TextPart(FINAL)], usage=USAGE)
 
 
 def build_agent(model: Any) -> Agent[None, str]:
@@ -87,24 +92,25 @@ def seeded_history(history: int) -> list[ModelMessage]:
     return out
 
 
-async def time_run(agent: Agent[None, str], turns: int, history: int, k: int) -> float:
-    started = time.perf_counter()
-    result = await agent.run(
-        task_text(turns, history, k), message_history=seeded_history(history), usage_limits=NO_LIMIT
-    )
-    elapsed = (time.perf_counter() - started) * 1000
+async def time_run(
+    agent: Agent[None, str], turns: int, history: int, k: int
+) -> tuple[float, float]:
+    """Per-turn (wall, CPU) milliseconds of one run; the seeded history is built beforehand."""
+    seeded = seeded_history(history)
+    task = task_text(turns, history, k)
+    result, wall, cpu = await timed(agent.run(task, message_history=seeded, usage_limits=NO_LIMIT))
     if result.output != FINAL:
         raise RuntimeError(f"pydantic-ai run went wrong: {result.output!r}")
-    return elapsed / turns
+    return wall / turns, cpu / turns
 
 
 async def measure(
     agent: Agent[None, str], repeats: int, grid: dict[str, tuple[int, int]]
-) -> dict[str, float]:
+) -> dict[str, dict[str, float]]:
     out = {}
     for label, (turns, history) in grid.items():
         await time_run(agent, turns, history, -1)
-        out[label] = median([await time_run(agent, turns, history, k) for k in range(repeats)])
+        out[label] = median_pair([await time_run(agent, turns, history, k) for k in range(repeats)])
     return out
 
 

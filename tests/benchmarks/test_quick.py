@@ -13,9 +13,11 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
 # the benchmark scripts are not a package: import them from their folder, as run.py does
+blocking = importlib.import_module("blocking")
 cache = importlib.import_module("cache")
 delegation = importlib.import_module("delegation")
 overhead = importlib.import_module("overhead")
+runner = importlib.import_module("run")
 sessions = importlib.import_module("sessions")
 render = importlib.import_module("report").render
 
@@ -24,7 +26,7 @@ async def test_overhead_in_process_runs_every_grid_point() -> None:
     grid = {"t10": (10, 0), "h10": (3, 10)}
     out = await overhead.measure(overhead.inproc_model(), 1, grid)
     assert set(out) == {"t10", "h10"}
-    assert all(v > 0 for v in out.values())
+    assert all(v["wall"] > 0 and v["cpu"] > 0 for v in out.values())
 
 
 async def test_overhead_over_loopback_and_references() -> None:
@@ -38,7 +40,7 @@ async def test_overhead_over_loopback_and_references() -> None:
         )
     finally:
         server.close()
-    assert out["t3"] > 0 and floor > 0
+    assert out["t3"]["wall"] > 0 and floor[0] > 0 and floor[1] > 0
     # every request the run sent was answered by the shared server's responder
     assert server.request_count >= 2 * 3 + 3
 
@@ -51,10 +53,43 @@ async def test_delegation_interactive_and_one_shot() -> None:
 async def test_sessions_throughput_and_idle_memory() -> None:
     t = await sessions.throughput(20, turns=2, delay=0.001)
     assert t["model_calls"] == 40 and t["live_sessions_before_cleanup"] == 20
+    assert t["cpu_us_per_call"] > 0
     idle = await sessions.idle_memory(10, history_turns=3)
     assert idle["sessions"] == 10
     assert idle["messages_per_session"] == 1 + 2 * 3
     assert idle["message_bytes_per_session"] > 0 and idle["bytes_per_session"] > 0
+    # the history's own objects are more than its UTF-8 text, and less than everything held
+    held, own = idle["bytes_per_session"], idle["message_objects_per_session"]
+    assert idle["message_bytes_per_session"] < own < held
+    assert idle["beyond_messages_per_session"] == pytest.approx(held - own)
+
+
+async def test_blocking_tools_run_in_the_pool_while_the_loop_goes_on() -> None:
+    out = await blocking.measure(sessions=4, block_ms=20, probe_ms=2)
+    assert out["sessions"] == 4 and out["threads"] >= 1
+    assert out["probes"] > 0  # the probe kept waking up while the tools blocked
+    assert out["ideal_wall_s"] <= out["inline_wall_s"]
+
+
+def test_ratios_are_taken_within_each_round() -> None:
+    """A round where everything ran 4x slower must not tilt the ratio (the old report divided
+    the median of all rounds by round 1's floor)."""
+
+    def pair(v: float) -> dict[str, float]:
+        return {"wall": v, "cpu": v / 2}
+
+    rounds = [(4.0, 2.0, 80.0), (1.0, 0.5, 20.0), (1.0, 0.5, 20.0)]  # retinue, floor, peer
+    runs = {
+        "retinue": [
+            {"loopback": {"t100": pair(r)}, "refs": {"http_client": {"t100": pair(f)}}}
+            for r, f, _ in rounds
+        ],
+        "peer": [{"loopback": {"t100": pair(p)}} for _, _, p in rounds],
+    }
+    ratios = runner.round_ratios(runs)
+    assert ratios["floor"]["t100"]["wall"] == [2.0, 2.0, 2.0]
+    assert ratios["floor"]["t100"]["cpu"] == [2.0, 2.0, 2.0]
+    assert ratios["peer"]["loopback"]["t100"]["wall"] == [0.05, 0.05, 0.05]
 
 
 async def test_cache_prefix_share_of_an_interactive_session() -> None:
@@ -71,7 +106,7 @@ def test_prefix_shares_detects_a_rerendered_system_prompt() -> None:
 
 
 def test_report_renders_without_peers() -> None:
-    fig = {"t100": 1.0, "t10": 1.0, "h10": 1.0, "h200": 1.0}
+    fig = {k: {"wall": 1.0, "cpu": 1.0} for k in ("t100", "t10", "h10", "h200")}
     results = {
         "meta": {
             "date": "d",
@@ -126,5 +161,5 @@ def test_report_renders_without_peers() -> None:
         },
     }
     text = render(results)
-    assert "no peers" in text and "| 100 turns | 1.00 | 1.00×" not in text
-    assert "idle session memory ≤ 2× its message bytes | 2.00× | met" in text
+    assert "no peers" in text
+    assert "idle session memory vs its message text (UTF-8) | ≤ 2× | 2.00× | met" in text

@@ -168,7 +168,8 @@ class Session:
         self._closed = False
         self.question: str | None = None  # the running turn's question, while it waits
         self._answer: asyncio.Future[str] | None = None
-        self._waiters: dict[asyncio.Task[RunOutput], asyncio.Future[str]] = {}  # send()s
+        # send()s waiting for their turn (None while there are none: idle sessions are many)
+        self._waiters: dict[asyncio.Task[RunOutput], asyncio.Future[str]] | None = None
         self._wakers: tuple[asyncio.Future[None], ...] = ()  # wait_background()s
         self._steering: tuple[str, ...] = ()  # steering not yet shown to the running turn
         self._steered = 0  # steering messages shown to the model, all turns together
@@ -225,6 +226,8 @@ class Session:
         else:
             turn = self._enqueue(text, on_start)
         asked = asyncio.get_running_loop().create_future()
+        if self._waiters is None:
+            self._waiters = {}
         self._waiters[turn] = asked
         try:
             await asyncio.wait({turn, asked}, return_when=asyncio.FIRST_COMPLETED)
@@ -232,10 +235,11 @@ class Session:
             await cancel_and_wait(turn)
             raise
         finally:
-            if self._waiters.get(turn) is asked:
-                del self._waiters[turn]
-                if not self._waiters:
-                    self._waiters = {}  # a fresh one holds no table
+            waiters = self._waiters
+            if waiters is not None and waiters.get(turn) is asked:
+                del waiters[turn]
+                if not waiters:
+                    self._waiters = None
         if asked.done():
             return RunOutput(asked.result(), self.config.messages, "asking")
         if not turn.cancelled():
@@ -290,7 +294,7 @@ class Session:
             )
         answer = self._answer = asyncio.get_running_loop().create_future()
         self.question = question
-        waiter = self._waiters.pop(turn, None)
+        waiter = self._waiters.pop(turn, None) if self._waiters else None
         if waiter is not None and not waiter.done():
             self._detach(turn)  # until an answer comes, nobody waits for this turn
             waiter.set_result(question)

@@ -9,7 +9,7 @@ server.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,26 +97,34 @@ class WireEncoder:
         """The JSON of ``{"model", "messages", "tools"?, **extra}`` (as :func:`json.dumps`
         of the same dict would decode)."""
         parts = [b'{"model":', _encode(model).encode(), b',"messages":[']
-        parts.append(b",".join([self._part(m, message_to_openai) for m in messages]))
+        parts.append(b",".join(self._parts(messages, message_to_openai)))
         parts.append(b"]")
         if tools:
             parts.append(b',"tools":[')
-            parts.append(b",".join([self._part(t, _tool_to_openai) for t in tools]))
+            parts.append(b",".join(self._parts(tools, _tool_to_openai)))
             parts.append(b"]")
         for key, value in (extra or {}).items():
             parts.append(b"," + _encode(key).encode() + b":" + _encode(value).encode())
         parts.append(b"}")
         return b"".join(parts)
 
-    def _part(self, item: Any, wire: Any) -> bytes:
-        key = id(item)
-        hit = self._new.get(key) or self._old.get(key)
-        if hit is not None and hit[0] is item:
-            return hit[1]
+    def _parts(self, items: Sequence[Any], wire: Callable[[Any], Any]) -> list[bytes]:
+        new, old = self._new, self._old
+        # the common case in one pass: every item but the newest few is kept
+        kept = [
+            hit[1] if (hit := new.get(id(x)) or old.get(id(x))) is not None and hit[0] is x else b""
+            for x in items
+        ]
+        for i, part in enumerate(kept):
+            if not part:
+                kept[i] = self._encode(items[i], wire)
+        return kept
+
+    def _encode(self, item: Any, wire: Callable[[Any], Any]) -> bytes:
         data = _encode(wire(item)).encode()
         if self._new_bytes + len(data) > self._max:
             self._old, self._new, self._new_bytes = self._new, {}, 0
-        self._new[key] = (item, data)
+        self._new[id(item)] = (item, data)
         self._new_bytes += len(data)
         return data
 
