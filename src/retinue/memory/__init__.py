@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TypeAlias
 
+from retinue.errors import ConfigError
 from retinue.memory.base import Memory
 from retinue.memory.consolidate import ConsolidationOptions, ConsolidationResult, RetryReport
 from retinue.memory.embeddings import Embedder, OpenAIEmbedder, embedder_from_env
@@ -72,6 +73,13 @@ def open_store(
     :func:`open_memory`. The PostgreSQL store connects on first use."""
     if not database_url:
         return open_memory(home, embedder=embedder, block_limits=block_limits, options=options)
+    try:
+        import psycopg_pool  # noqa: F401  (the pool comes with the driver in the extra)
+    except ImportError:
+        raise ConfigError(
+            "database_url is set, but the PostgreSQL driver is not installed: "
+            "install Retinue with the 'postgres' extra (pip install 'retinue[postgres]')"
+        ) from None
     return PostgresMemory(
         database_url,
         embedder=embedder or embedder_from_env(),
