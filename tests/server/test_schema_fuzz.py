@@ -89,3 +89,11 @@ def test_no_server_errors_and_every_error_is_one_line_json(
         base_url=server.url, headers={"Authorization": f"Bearer {server.token}"}, timeout=20
     )
     case.validate_response(response, checks=[not_a_server_error, one_line_json_error])
+
+
+def test_the_schema_is_served_with_the_token_only(server: ServerThread) -> None:
+    with server.client(token=False) as anonymous:
+        assert anonymous.get("/openapi.json").status_code == 401
+    with server.client() as client:
+        paths = client.get("/openapi.json").json()["paths"]
+    assert {"/v1/chat/completions", "/v1/models", "/v1/conversations/{cid}"} <= set(paths)
