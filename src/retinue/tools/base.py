@@ -35,14 +35,14 @@ from typing import (
     overload,
 )
 
-import pydantic
-
 from retinue.errors import RetinueError, ToolError
 from retinue.events import TOOL_FINISHED, TOOL_STARTED, EventSink, emit
 from retinue.llm.base import ToolSpec
 from retinue.messages import ToolCall, ToolResultMessage
 
 if TYPE_CHECKING:
+    import pydantic
+
     from retinue.memory.base import Memory
 
 __all__ = ["Delegator", "Tool", "ToolContext", "ToolRegistry", "ToolSource", "tool"]
@@ -154,7 +154,7 @@ class Tool:
         raw = json_arguments(arguments)
         try:
             args = self.params.model_validate(raw)
-        except pydantic.ValidationError as exc:
+        except _pydantic().ValidationError as exc:
             raise ToolError(f"invalid arguments: {_summarise(exc)}") from None
         kwargs = {name: getattr(args, name) for name in type(args).model_fields}
         if self.context_param is not None:
@@ -229,6 +229,13 @@ def json_arguments(arguments: str) -> dict[str, Any]:
     return raw
 
 
+def _pydantic() -> Any:
+    """pydantic, imported when the first tool is declared (not by ``import retinue``)."""
+    import pydantic
+
+    return pydantic
+
+
 def _summarise(exc: pydantic.ValidationError) -> str:
     parts = []
     for err in exc.errors():
@@ -276,6 +283,7 @@ def _make_tool(fn: Callable[..., Any], name: str | None, description: str | None
             raise TypeError(f"@tool {fn.__name__}: {pname!r} must not be positional-only")
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[pname] = (hints.get(pname, Any), default)
+    pydantic = _pydantic()
     model = pydantic.create_model(  # type: ignore[call-overload]
         f"{fn.__name__}_params", __config__=pydantic.ConfigDict(extra="forbid"), **fields
     )
