@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from fastapi import FastAPI
 from serverkit import Serve, wait_for
 
 from retinue.config import Settings
@@ -17,7 +18,7 @@ from retinue.events import Event
 from retinue.llm.base import ToolSpec
 from retinue.messages import Message
 from retinue.runtime import Runtime
-from retinue.server.conversations import ConversationHost
+from retinue.server.conversations import ConversationHost, Limits
 from retinue.server.hub import EventHub
 from retinue.testing import ScriptedModel
 
@@ -109,6 +110,22 @@ def test_a_conversation_deleted_mid_turn_is_not_stored_again(serve: Serve) -> No
     again = serve(ScriptedModel(), memory=True)
     with again.client() as client:
         assert client.get("/v1/conversations").json()["conversations"] == []
+
+
+def test_an_evicted_conversation_comes_back_with_its_history(serve: Serve) -> None:
+    model = ScriptedModel(["first", "second"])
+    server = serve(model, memory=True, limits=Limits(idle_s=0.2))
+    app = server.server.config.app
+    assert isinstance(app, FastAPI)
+    host: ConversationHost = app.state.host
+    with server.client() as client:
+        client.post("/v1/conversations/e/messages", json={"content": "one"})
+        wait_for(lambda: host.ids() == [])  # evicted from memory
+        [listed] = client.get("/v1/conversations").json()["conversations"]
+        assert listed["id"] == "e" and listed["messages"] == 3
+        client.post("/v1/conversations/e/messages", json={"content": "two"})
+    earlier = [("user", "one"), ("assistant", "first"), ("user", "two")]
+    assert said(model.calls[1].messages) == earlier
 
 
 def test_nothing_is_stored_when_keeping_conversations_is_off(serve: Serve, tmp_path: Path) -> None:
