@@ -284,6 +284,9 @@ def main() -> None:
     results["cache"] = script("cache.py")
     print("sessions ...", flush=True)
     results["sessions"] = [script("sessions.py", "--scale", n)["throughput"] for n in p.scales]
+    results["sessions"] += [  # diagnostic: the same without the cyclic garbage collector
+        script("sessions.py", "--scale", n, "--no-gc")["throughput"] for n in p.scales[-2:]
+    ]
     results["idle"] = script("sessions.py", "--idle", p.idle)["idle"]
     print("blocking tool ...", flush=True)
     results["blocking"] = script("blocking.py", "--sessions", p.blocking)

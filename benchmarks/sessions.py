@@ -83,14 +83,27 @@ def peak_rss_kib() -> int:
     return 0
 
 
-async def throughput(n: int, turns: int = 5, delay: float = 0.02) -> dict[str, Any]:
-    """Model calls per second over ``n`` concurrent sessions of ``turns`` turns."""
+async def throughput(
+    n: int, turns: int = 5, delay: float = 0.02, *, collector: bool = True
+) -> dict[str, Any]:
+    """Model calls per second over ``n`` concurrent sessions of ``turns`` turns.
+
+    ``collector=False`` turns Python's cyclic garbage collector off while they run (a
+    diagnostic: what is left is the runtime's own cost per call).
+    """
     manager, model, ctx = build(delay)
     gc.collect()
     base = rss_kib()
+    full_before = gc.get_stats()[2]["collections"]
+    if not collector:
+        gc.disable()
     started, cpu = time.perf_counter(), time.process_time()
-    await drive(manager, ctx, n, turns)
-    wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+    try:
+        await drive(manager, ctx, n, turns)
+    finally:
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+        gc.enable()
+    full = gc.get_stats()[2]["collections"] - full_before
     live = len(manager.sessions(PARENT))
     await manager.cleanup(PARENT)
     ideal = n * turns / (turns * delay) if delay else float("inf")
@@ -103,6 +116,8 @@ async def throughput(n: int, turns: int = 5, delay: float = 0.02) -> dict[str, A
         "calls_per_s": model.call_count / wall,
         "cpu_s": cpu,
         "cpu_us_per_call": cpu * 1e6 / max(1, model.call_count),
+        "collector": collector,
+        "full_collections": full,
         "ideal_calls_per_s": ideal,
         "live_sessions_before_cleanup": live,
         "rss_growth_peak_mib": max(0, peak_rss_kib() - base) / 1024,
@@ -191,12 +206,15 @@ def main() -> None:
     parser.add_argument("--scale", type=int, default=0, help="sessions for the throughput run")
     parser.add_argument("--turns", type=int, default=5)
     parser.add_argument("--delay", type=float, default=0.02)
+    parser.add_argument("--no-gc", action="store_true", help="cyclic GC off (diagnostic)")
     parser.add_argument("--idle", type=int, default=0, help="sessions for the idle-memory run")
     parser.add_argument("--history-turns", type=int, default=20)
     args = parser.parse_args()
     out: dict[str, Any] = {}
     if args.scale:
-        out["throughput"] = asyncio.run(throughput(args.scale, args.turns, args.delay))
+        out["throughput"] = asyncio.run(
+            throughput(args.scale, args.turns, args.delay, collector=not args.no_gc)
+        )
     if args.idle:
         out["idle"] = asyncio.run(idle_memory(args.idle, args.history_turns))
     emit_json(out)

@@ -171,7 +171,8 @@ async def _call_model(config: RunConfig, last_input: int) -> ModelResponse:
     sink = ctx.events
     on_text = _text_forwarder(sink, ctx.agent_id) if config.stream and sink else None
 
-    emit(sink, MODEL_STARTED, ctx.agent_id, model=config.model.name)
+    if sink is not None:  # (no event, no work: this runs on every step)
+        emit(sink, MODEL_STARTED, ctx.agent_id, model=config.model.name)
     started = time.perf_counter()
     try:
         response = await config.model.complete(messages, specs, on_text=on_text)
@@ -179,14 +180,15 @@ async def _call_model(config: RunConfig, last_input: int) -> ModelResponse:
         if keeper is None or not await keeper.on_context_too_long(messages, config.model, ctx):
             raise
         response = await config.model.complete(messages, specs, on_text=on_text)
-    emit(
-        sink,
-        MODEL_CALLED,
-        ctx.agent_id,
-        input_tokens=response.usage.input_tokens,
-        output_tokens=response.usage.output_tokens,
-        seconds=round(time.perf_counter() - started, 4),
-    )
+    if sink is not None:
+        emit(
+            sink,
+            MODEL_CALLED,
+            ctx.agent_id,
+            input_tokens=response.usage.input_tokens,
+            output_tokens=response.usage.output_tokens,
+            seconds=round(time.perf_counter() - started, 4),
+        )
     return response
 
 

@@ -39,6 +39,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal, TypeVar
 
 from retinue._tasks import cancel_and_wait, finish
@@ -70,6 +71,12 @@ STEERED_NOTE = "[{n} steering message(s) received during this turn]"
 _running: ContextVar[Session | None] = ContextVar("retinue_running_session", default=None)
 
 T = TypeVar("T")
+
+
+def _settle(asked: asyncio.Future[str | None], turn: asyncio.Task[RunOutput]) -> None:
+    """The turn a send() waits for is done (unless it asked first)."""
+    if not asked.done():
+        asked.set_result(None)
 
 
 def _with(items: tuple[T, ...], item: T) -> tuple[T, ...]:
@@ -169,7 +176,7 @@ class Session:
         self.question: str | None = None  # the running turn's question, while it waits
         self._answer: asyncio.Future[str] | None = None
         # send()s waiting for their turn (None while there are none: idle sessions are many)
-        self._waiters: dict[asyncio.Task[RunOutput], asyncio.Future[str]] | None = None
+        self._waiters: dict[asyncio.Task[RunOutput], asyncio.Future[str | None]] | None = None
         self._wakers: tuple[asyncio.Future[None], ...] = ()  # wait_background()s
         self._steering: tuple[str, ...] = ()  # steering not yet shown to the running turn
         self._steered = 0  # steering messages shown to the model, all turns together
@@ -225,13 +232,17 @@ class Session:
                 on_start()
         else:
             turn = self._enqueue(text, on_start)
-        asked = asyncio.get_running_loop().create_future()
+        # one future for either outcome: the turn's question (ask), or None once it is done
+        asked: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
         if self._waiters is None:
             self._waiters = {}
         self._waiters[turn] = asked
+        settle = partial(_settle, asked)
+        turn.add_done_callback(settle)
         try:
-            await asyncio.wait({turn, asked}, return_when=asyncio.FIRST_COMPLETED)
+            question = await asked
         except asyncio.CancelledError:
+            turn.remove_done_callback(settle)
             await cancel_and_wait(turn)
             raise
         finally:
@@ -240,8 +251,9 @@ class Session:
                 del waiters[turn]
                 if not waiters:
                     self._waiters = None
-        if asked.done():
-            return RunOutput(asked.result(), self.config.messages, "asking")
+        if question is not None:
+            turn.remove_done_callback(settle)
+            return RunOutput(question, self.config.messages, "asking")
         if not turn.cancelled():
             return turn.result()
         # cancelled before it could start (only close() does that), or on its very last step

@@ -395,29 +395,31 @@ class ToolRegistry:
 
         Cancellation (``asyncio.CancelledError``) is the one thing that propagates.
         """
-        emit(
-            ctx.events,
-            TOOL_STARTED,
-            ctx.agent_id,
-            call_id=call.id,
-            name=call.name,
-            arguments=call.arguments,
-        )
+        if ctx.events is not None:
+            emit(
+                ctx.events,
+                TOOL_STARTED,
+                ctx.agent_id,
+                call_id=call.id,
+                name=call.name,
+                arguments=call.arguments,
+            )
         try:
             content, is_error = await self._run(call, ctx), False
         except RetinueError as exc:  # ToolError and every other error Retinue explains itself
             content, is_error = f"Error: {exc}", True
         except Exception as exc:
             content, is_error = f"Error: {call.name} failed: {type(exc).__name__}: {exc}", True
-        emit(
-            ctx.events,
-            TOOL_FINISHED,
-            ctx.agent_id,
-            call_id=call.id,
-            name=call.name,
-            is_error=is_error,
-            preview=preview(content),
-        )
+        if ctx.events is not None:  # (the preview is work: only for a listener)
+            emit(
+                ctx.events,
+                TOOL_FINISHED,
+                ctx.agent_id,
+                call_id=call.id,
+                name=call.name,
+                is_error=is_error,
+                preview=preview(content),
+            )
         return ToolResultMessage(call.id, call.name, content, is_error)
 
     async def _run(self, call: ToolCall, ctx: ToolContext) -> str:
