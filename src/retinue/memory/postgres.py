@@ -39,29 +39,34 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from retinue.errors import BlockConflictError, BlockLimitError, MemoryStoreError
+from retinue.errors import MemoryStoreError
 from retinue.memory._pg_schema import enable_pgvector, migrate
+from retinue.memory.common import (
+    NEAR_DUPLICATE,
+    StoreCommon,
+    fuse,
+    is_near_duplicate,
+    ordered_blocks,
+    rebase,
+)
 from retinue.memory.embeddings import VECTOR_SCAN_LIMIT, Embedder, pack, top_by_cosine
 from retinue.memory.pending import PendingTranscript
 from retinue.memory.pg_conversations import PgConversations
 from retinue.memory.sqlite import NewPassage, normalize
 from retinue.memory.store import DEFAULT_BLOCK_LIMITS, Block, Passage, render_memory
-from retinue.memory.text import merge_lines, scrub
+from retinue.memory.text import scrub
 from retinue.messages import Message, from_dict, to_dict
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
     from psycopg_pool import AsyncConnectionPool
 
-    from retinue.llm.base import Model
-    from retinue.memory.consolidate import ConsolidationOptions, ConsolidationResult, RetryReport
+    from retinue.memory.consolidate import ConsolidationOptions
 
 __all__ = ["PgPendingQueue", "PostgresMemory", "describe_url"]
 
 log = logging.getLogger("retinue.memory")
 
-_RRF_K = 60
-_NEAR_DUPLICATE = 0.85
 _CANDIDATES = 1000  # passages one full-text search ranks at most (the newest that match)
 _BM25_K1 = 1.2
 _BM25_B = 0.75
@@ -99,7 +104,7 @@ def _tsquery(words: Sequence[str]) -> str:
     return " or ".join(f'"{w}"' for w in words)
 
 
-class PostgresMemory:
+class PostgresMemory(StoreCommon):
     """Memory for every ``(tenant, role)`` scope in one PostgreSQL database."""
 
     def __init__(
@@ -221,22 +226,6 @@ class PostgresMemory:
             cur = await conn.execute(sql, params)  # pyright: ignore[reportArgumentType]
             return await cur.fetchall()
 
-    def _limit(self, name: str) -> int:
-        limit = self.block_limits.get(name)
-        if limit is None:
-            known = ", ".join(self.block_limits)
-            raise MemoryStoreError(f"unknown core memory block {name!r}; blocks are: {known}")
-        return limit
-
-    def check_block(self, name: str, value: str) -> None:
-        """Raise if ``name`` is unknown or ``value`` does not fit its limit."""
-        if len(value) > self._limit(name):
-            raise BlockLimitError(
-                f"block {name!r} would hold {len(value)} characters, over its limit of "
-                f"{self._limit(name)}; shorten it (e.g. core_memory_replace to condense) and "
-                "try again"
-            )
-
     # -- core blocks ------------------------------------------------------------------
 
     async def blocks(self, tenant: str, role: str) -> list[Block]:
@@ -244,13 +233,8 @@ class PostgresMemory:
             "SELECT name, value, version FROM blocks WHERE tenant = %s AND role = %s",
             (tenant, role),
         )
-        stored = {str(name): (str(value), int(version)) for name, value, version in rows}
-        return [
-            Block(name, stored[name][0], limit, stored[name][1])
-            if name in stored
-            else Block(name, "", limit)
-            for name, limit in self.block_limits.items()
-        ]
+        stored = {str(n): (str(v), int(ver)) for n, v, ver in rows}
+        return ordered_blocks(self.block_limits, stored)
 
     async def set_block(self, tenant: str, role: str, name: str, value: str) -> Block:
         return await self._update_block(tenant, role, name, lambda _: value)
@@ -401,32 +385,18 @@ class PostgresMemory:
         self, tenant: str, role: str, text_hits: list[Passage], vec_ids: list[int], limit: int
     ) -> list[Passage]:
         """Reciprocal-rank fusion of the full-text and the vector rankings."""
-        scores: dict[int, float] = {}
-        for ranking in ([p.id for p in text_hits], vec_ids):
-            for rank, pid in enumerate(ranking):
-                scores[pid] = scores.get(pid, 0.0) + 1.0 / (_RRF_K + rank + 1)
-        best = sorted(scores, key=lambda pid: scores[pid], reverse=True)[:limit]
+        best = fuse(([p.id for p in text_hits], vec_ids), limit)
         rows = await self._read(
             "SELECT id, content, source, created_at FROM passages "
             "WHERE tenant = %s AND role = %s AND id = ANY(%s)",
-            (tenant, role, best),
+            (tenant, role, [pid for pid, _ in best]),
         )
         by_id = {int(r[0]): r for r in rows}
         return [
-            Passage(pid, by_id[pid][1], by_id[pid][2], by_id[pid][3], scores[pid])
-            for pid in best
+            Passage(pid, by_id[pid][1], by_id[pid][2], by_id[pid][3], score)
+            for pid, score in best
             if pid in by_id
         ]
-
-    async def embed(self, texts: Sequence[str]) -> list[list[float]] | None:
-        """Vectors for ``texts``, or ``None`` without an embedder or when it fails."""
-        if self.embedder is None or not texts:
-            return None
-        try:
-            return await self.embedder.embed(texts)
-        except Exception as exc:
-            log.warning("embedding failed, falling back to full-text search: %s", exc)
-            return None
 
     # -- the Memory protocol ----------------------------------------------------------
 
@@ -434,33 +404,6 @@ class PostgresMemory:
         return render_memory(
             await self.blocks(tenant, role), await self.passage_count(tenant, role)
         )
-
-    async def consolidate(
-        self, *, tenant: str, role: str, session_id: str, messages: Sequence[Message], model: Model
-    ) -> bool:
-        """Write what a finished session learned; never raises for a model failure."""
-        result = await self.consolidate_session(
-            tenant=tenant, role=role, session_id=session_id, messages=messages, model=model
-        )
-        return result.ok
-
-    async def consolidate_session(
-        self, *, tenant: str, role: str, session_id: str, messages: Sequence[Message], model: Model
-    ) -> ConsolidationResult:
-        """:meth:`consolidate`, returning what was written (or why nothing was)."""
-        from retinue.memory.consolidate import consolidate_session
-
-        return await consolidate_session(
-            self, tenant=tenant, role=role, session_id=session_id, messages=messages, model=model
-        )
-
-    async def retry_pending(
-        self, model_for: Callable[[str], Model], *, stale_after: float = 3600.0
-    ) -> RetryReport:
-        """Claim and re-run kept transcripts (other workers skip the ones claimed here)."""
-        from retinue.memory.consolidate import retry_pending
-
-        return await retry_pending(self, model_for, stale_after=stale_after)
 
     async def apply_consolidation(
         self,
@@ -504,14 +447,7 @@ class PostgresMemory:
         if base is None:
             return value
         current, version = await _read_block(conn, tenant, role, name)
-        if version == base.version:
-            return value
-        merged = merge_lines(base.value, value, current)
-        if len(merged) > self._limit(name):
-            raise BlockConflictError(
-                f"block {name!r} changed during consolidation and the merge is too long"
-            )
-        return merged
+        return rebase(name, value, base, current, version, self._limit(name))
 
 
 _closing: set[asyncio.Task[None]] = set()
@@ -573,7 +509,7 @@ async def _has_near_duplicate(conn: AsyncConnection, tenant: str, role: str, con
     ones (likely the rarest) are searched, through the GIN index.
     """
     words = set(normalize(content).split())
-    probe = sorted(words, key=lambda w: (-len(w), w))[: int((1 - _NEAR_DUPLICATE) * len(words)) + 1]
+    probe = sorted(words, key=lambda w: (-len(w), w))[: int((1 - NEAR_DUPLICATE) * len(words)) + 1]
     if not probe:
         return False
     cur = await conn.execute(
@@ -581,12 +517,8 @@ async def _has_near_duplicate(conn: AsyncConnection, tenant: str, role: str, con
         "AND tsv @@ websearch_to_tsquery('simple', %s) ORDER BY id DESC LIMIT 500",
         (tenant, role, _tsquery(probe)),
     )
-    for (other,) in await cur.fetchall():
-        other_words = set(normalize(str(other)).split())
-        union = words | other_words
-        if union and len(words & other_words) / len(union) >= _NEAR_DUPLICATE:
-            return True
-    return False
+    rows = await cur.fetchall()
+    return is_near_duplicate(words, (set(normalize(str(other)).split()) for (other,) in rows))
 
 
 class PgPendingQueue:

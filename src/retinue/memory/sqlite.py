@@ -23,26 +23,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from retinue.errors import BlockConflictError, BlockLimitError, MemoryStoreError
+from retinue.errors import MemoryStoreError
+from retinue.memory.common import (
+    NEAR_DUPLICATE,
+    StoreCommon,
+    fuse,
+    is_near_duplicate,
+    ordered_blocks,
+    rebase,
+)
 from retinue.memory.embeddings import VECTOR_SCAN_LIMIT, Embedder, pack, top_by_cosine
 from retinue.memory.pending import PendingStore
 from retinue.memory.schema import migrate
 from retinue.memory.sqlite_conversations import SQLiteConversations
 from retinue.memory.store import DEFAULT_BLOCK_LIMITS, Block, Passage, render_memory
-from retinue.memory.text import merge_lines, scrub
-from retinue.messages import Message
+from retinue.memory.text import scrub
 
 if TYPE_CHECKING:
-    from retinue.llm.base import Model
-    from retinue.memory.consolidate import ConsolidationOptions, ConsolidationResult, RetryReport
+    from retinue.memory.consolidate import ConsolidationOptions
 
 __all__ = ["SQLiteMemory", "fts_query", "normalize"]
 
 log = logging.getLogger("retinue.memory")
 
 _WORD = re.compile(r"\w+", re.UNICODE)
-_RRF_K = 60
-_NEAR_DUPLICATE = 0.85
 
 
 def normalize(text: str) -> str:
@@ -67,7 +71,7 @@ class NewPassage:
     vector: Sequence[float] | None = None
 
 
-class SQLiteMemory:
+class SQLiteMemory(StoreCommon):
     """Memory for every ``(tenant, role)`` scope in one SQLite database.
 
     Implements :class:`~retinue.memory.base.Memory` (``render``, ``consolidate``) for the
@@ -139,22 +143,6 @@ class SQLiteMemory:
             except sqlite3.Error as exc:
                 raise MemoryStoreError(f"memory read failed: {exc}") from None
 
-    def _limit(self, name: str) -> int:
-        limit = self.block_limits.get(name)
-        if limit is None:
-            known = ", ".join(self.block_limits)
-            raise MemoryStoreError(f"unknown core memory block {name!r}; blocks are: {known}")
-        return limit
-
-    def check_block(self, name: str, value: str) -> None:
-        """Raise if ``name`` is unknown or ``value`` does not fit its limit."""
-        limit = self._limit(name)
-        if len(value) > limit:
-            raise BlockLimitError(
-                f"block {name!r} would hold {len(value)} characters, over its limit of "
-                f"{limit}; shorten it (e.g. core_memory_replace to condense) and try again"
-            )
-
     # -- core blocks ------------------------------------------------------------------
 
     async def blocks(self, tenant: str, role: str) -> list[Block]:
@@ -165,12 +153,7 @@ class SQLiteMemory:
             "SELECT name, value, version FROM blocks WHERE tenant = ? AND role = ?",
             (tenant, role),
         )
-        stored = {name: (value, version) for name, value, version in rows}
-        out = []
-        for name, limit in self.block_limits.items():
-            value, version = stored.get(name, ("", 0))
-            out.append(Block(name, value, limit, version))
-        return out
+        return ordered_blocks(self.block_limits, {n: (v, ver) for n, v, ver in rows})
 
     async def set_block(self, tenant: str, role: str, name: str, value: str) -> Block:
         return await asyncio.to_thread(self._update_block, tenant, role, name, lambda _: value)
@@ -274,81 +257,26 @@ class SQLiteMemory:
 
     def _fuse(self, text_hits: list[Passage], vec_ids: list[int], limit: int) -> list[Passage]:
         """Reciprocal-rank fusion of the full-text and the vector rankings."""
-        scores: dict[int, float] = {}
-        for ranking in ([p.id for p in text_hits], vec_ids):
-            for rank, pid in enumerate(ranking):
-                scores[pid] = scores.get(pid, 0.0) + 1.0 / (_RRF_K + rank + 1)
-        best = sorted(scores, key=lambda pid: scores[pid], reverse=True)[:limit]
+        best = fuse(([p.id for p in text_hits], vec_ids), limit)
         if not best:
             return []
         marks = ",".join("?" * len(best))
         rows = self._read(
-            f"SELECT id, content, source, created_at FROM passages WHERE id IN ({marks})", best
+            f"SELECT id, content, source, created_at FROM passages WHERE id IN ({marks})",
+            [pid for pid, _ in best],
         )
         by_id = {r[0]: r for r in rows}
         return [
-            Passage(pid, by_id[pid][1], by_id[pid][2], by_id[pid][3], scores[pid])
-            for pid in best
+            Passage(pid, by_id[pid][1], by_id[pid][2], by_id[pid][3], score)
+            for pid, score in best
             if pid in by_id
         ]
-
-    async def embed(self, texts: Sequence[str]) -> list[list[float]] | None:
-        """Vectors for ``texts``, or ``None`` without an embedder or when it fails."""
-        if self.embedder is None or not texts:
-            return None
-        try:
-            return await self.embedder.embed(texts)
-        except Exception as exc:
-            log.warning("embedding failed, falling back to full-text search: %s", exc)
-            return None
 
     # -- the Memory protocol ----------------------------------------------------------
 
     async def render(self, tenant: str, role: str) -> str:
         blocks = await self.blocks(tenant, role)
         return render_memory(blocks, await self.passage_count(tenant, role))
-
-    async def consolidate(
-        self,
-        *,
-        tenant: str,
-        role: str,
-        session_id: str,
-        messages: Sequence[Message],
-        model: Model,
-    ) -> bool:
-        """Write what a finished session learned; never raises for a model failure.
-
-        False when nothing could be written (the transcript is kept for ``retry_pending``).
-        """
-        result = await self.consolidate_session(
-            tenant=tenant, role=role, session_id=session_id, messages=messages, model=model
-        )
-        return result.ok
-
-    async def consolidate_session(
-        self,
-        *,
-        tenant: str,
-        role: str,
-        session_id: str,
-        messages: Sequence[Message],
-        model: Model,
-    ) -> ConsolidationResult:
-        """:meth:`consolidate`, returning what was written (or why nothing was)."""
-        from retinue.memory.consolidate import consolidate_session
-
-        return await consolidate_session(
-            self, tenant=tenant, role=role, session_id=session_id, messages=messages, model=model
-        )
-
-    async def retry_pending(
-        self, model_for: Callable[[str], Model], *, stale_after: float = 3600.0
-    ) -> RetryReport:
-        """Re-run kept transcripts; ``model_for(recorded_model_name)`` gives the model."""
-        from retinue.memory.consolidate import retry_pending
-
-        return await retry_pending(self, model_for, stale_after=stale_after)
 
     def apply_consolidation(
         self,
@@ -400,14 +328,7 @@ class SQLiteMemory:
         if base is None:
             return value
         current, version = _read_block(conn, tenant, role, name)
-        if version == base.version:
-            return value
-        merged = merge_lines(base.value, value, current)
-        if len(merged) > self._limit(name):
-            raise BlockConflictError(
-                f"block {name!r} changed during consolidation and the merge is too long"
-            )
-        return merged
+        return rebase(name, value, base, current, version, self._limit(name))
 
 
 def _read_block(conn: sqlite3.Connection, tenant: str, role: str, name: str) -> tuple[str, int]:
@@ -491,7 +412,7 @@ def _has_near_duplicate(
     """
     words = set(normalize(content).split())
     present = sorted((w for w in words if freqs.get(w)), key=lambda w: freqs[w])
-    rarest = present[: int((1 - _NEAR_DUPLICATE) * len(words)) + 1]
+    rarest = present[: int((1 - NEAR_DUPLICATE) * len(words)) + 1]
     if not rarest:
         return False
     rows = conn.execute(
@@ -499,9 +420,4 @@ def _has_near_duplicate(
         "WHERE passages_fts MATCH ? AND p.tenant = ? AND p.role = ? LIMIT 500",
         (" OR ".join(f'"{w}"' for w in rarest), tenant, role),
     ).fetchall()
-    for (other,) in rows:
-        other_words = set(normalize(other).split())
-        union = words | other_words
-        if union and len(words & other_words) / len(union) >= _NEAR_DUPLICATE:
-            return True
-    return False
+    return is_near_duplicate(words, (set(normalize(other).split()) for (other,) in rows))
