@@ -3,8 +3,9 @@
 :class:`StoreCommon` holds the block rules (known names, size limits), the embedder call, and
 the :class:`~retinue.memory.base.Memory` methods that hand over to
 :mod:`retinue.memory.consolidate`. The functions are the rules that do not depend on the
-database: the blocks of a scope in their configured order, reciprocal-rank fusion of two
-rankings, a block rewrite rebased on a concurrent change, and the near-duplicate test.
+database: the block edits of the memory tools, the blocks of a scope in their configured
+order, reciprocal-rank fusion of two rankings, a block rewrite rebased on a concurrent change,
+and the near-duplicate test.
 """
 
 from __future__ import annotations
@@ -23,7 +24,16 @@ if TYPE_CHECKING:
     from retinue.llm.base import Model
     from retinue.memory.consolidate import ConsolidationResult, RetryReport, Store
 
-__all__ = ["NEAR_DUPLICATE", "StoreCommon", "fuse", "is_near_duplicate", "ordered_blocks", "rebase"]
+__all__ = [
+    "NEAR_DUPLICATE",
+    "StoreCommon",
+    "appending",
+    "fuse",
+    "is_near_duplicate",
+    "ordered_blocks",
+    "rebase",
+    "replacing",
+]
 
 log = logging.getLogger("retinue.memory")
 
@@ -94,6 +104,24 @@ class StoreCommon:
         from retinue.memory.consolidate import retry_pending
 
         return await retry_pending(cast("Store", self), model_for, stale_after=stale_after)
+
+
+def appending(content: str) -> Callable[[str], str]:
+    """A block edit adding ``content`` as a new line."""
+    return lambda old: f"{old}\n{content}" if old else content
+
+
+def replacing(name: str, old: str, new: str) -> Callable[[str], str]:
+    """A block edit replacing ``old`` by ``new``; it raises when ``old`` is not there."""
+
+    def edit(current: str) -> str:
+        if not old or old not in current:
+            raise MemoryStoreError(
+                f"text {old!r} not found in block {name!r}; copy it exactly from the block"
+            )
+        return current.replace(old, new)
+
+    return edit
 
 
 def ordered_blocks(limits: Mapping[str, int], stored: Mapping[str, tuple[str, int]]) -> list[Block]:

@@ -44,10 +44,12 @@ from retinue.memory._pg_schema import enable_pgvector, migrate
 from retinue.memory.common import (
     NEAR_DUPLICATE,
     StoreCommon,
+    appending,
     fuse,
     is_near_duplicate,
     ordered_blocks,
     rebase,
+    replacing,
 )
 from retinue.memory.embeddings import VECTOR_SCAN_LIMIT, Embedder, pack, top_by_cosine
 from retinue.memory.pending import PendingTranscript
@@ -240,21 +242,12 @@ class PostgresMemory(StoreCommon):
         return await self._update_block(tenant, role, name, lambda _: value)
 
     async def append_block(self, tenant: str, role: str, name: str, content: str) -> Block:
-        return await self._update_block(
-            tenant, role, name, lambda old: f"{old}\n{content}" if old else content
-        )
+        return await self._update_block(tenant, role, name, appending(content))
 
     async def replace_in_block(
         self, tenant: str, role: str, name: str, old: str, new: str
     ) -> Block:
-        def edit(current: str) -> str:
-            if not old or old not in current:
-                raise MemoryStoreError(
-                    f"text {old!r} not found in block {name!r}; copy it exactly from the block"
-                )
-            return current.replace(old, new)
-
-        return await self._update_block(tenant, role, name, edit)
+        return await self._update_block(tenant, role, name, replacing(name, old, new))
 
     async def _update_block(
         self, tenant: str, role: str, name: str, change: Callable[[str], str]

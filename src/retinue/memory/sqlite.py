@@ -27,10 +27,12 @@ from retinue.errors import MemoryStoreError
 from retinue.memory.common import (
     NEAR_DUPLICATE,
     StoreCommon,
+    appending,
     fuse,
     is_near_duplicate,
     ordered_blocks,
     rebase,
+    replacing,
 )
 from retinue.memory.embeddings import VECTOR_SCAN_LIMIT, Embedder, pack, top_by_cosine
 from retinue.memory.pending import PendingStore
@@ -159,21 +161,12 @@ class SQLiteMemory(StoreCommon):
         return await asyncio.to_thread(self._update_block, tenant, role, name, lambda _: value)
 
     async def append_block(self, tenant: str, role: str, name: str, content: str) -> Block:
-        def add(old: str) -> str:
-            return f"{old}\n{content}" if old else content
-
-        return await asyncio.to_thread(self._update_block, tenant, role, name, add)
+        return await asyncio.to_thread(self._update_block, tenant, role, name, appending(content))
 
     async def replace_in_block(
         self, tenant: str, role: str, name: str, old: str, new: str
     ) -> Block:
-        def edit(current: str) -> str:
-            if not old or old not in current:
-                raise MemoryStoreError(
-                    f"text {old!r} not found in block {name!r}; copy it exactly from the block"
-                )
-            return current.replace(old, new)
-
+        edit = replacing(name, old, new)
         return await asyncio.to_thread(self._update_block, tenant, role, name, edit)
 
     def _update_block(
