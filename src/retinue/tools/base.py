@@ -13,6 +13,7 @@ stalls only its own call, not every session of the process; ``async def`` tools 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import inspect
 import json
@@ -192,21 +193,36 @@ async def run_sync(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
     """``fn(**kwargs)`` in the tool pool, with the caller's context variables.
 
     Cancelling the awaiting task returns at once: the thread cannot be stopped, so it
-    finishes in the background and its result (or exception) is dropped.
+    finishes in the background and its result (or exception) is dropped. (The outcome comes
+    back with one ``call_soon_threadsafe``, without ``run_in_executor``'s future chaining.)
     """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
     call = contextvars.copy_context().run
-    future = asyncio.get_running_loop().run_in_executor(_sync_pool(), lambda: call(fn, **kwargs))
-    try:
-        return await future
-    except asyncio.CancelledError:
-        future.add_done_callback(_drop)
-        raise
+
+    def work() -> None:
+        if future.cancelled():  # abandoned before its turn came
+            return
+        try:
+            outcome: tuple[bool, Any] = (True, call(fn, **kwargs))
+        except BaseException as exc:  # delivered to the caller, as run_in_executor does
+            outcome = (False, exc)
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to tell
+            loop.call_soon_threadsafe(_deliver, future, outcome)
+
+    _sync_pool().submit(work)
+    return await future
 
 
-def _drop(future: asyncio.Future[Any]) -> None:
-    """Mark an abandoned call's outcome as seen (no 'exception never retrieved')."""
-    if not future.cancelled():
-        future.exception()
+def _deliver(future: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:
+    """A pool thread's outcome, unless its caller has gone (then it is dropped)."""
+    if future.done():
+        return
+    ok, value = outcome
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
 
 
 def preview(text: str, limit: int = 200) -> str:
