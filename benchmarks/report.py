@@ -159,11 +159,13 @@ def targets(r: dict[str, Any]) -> list[str]:
     ret = r["overhead"]["summary"]["retinue"]
     for variant, text in (("inproc", "in process"), ("loopback", "loopback")):
         h200, h10 = ret[variant].get("h200"), ret[variant].get("h10")
-        if h200 and h10:
-            flat = h200["cpu"] / h10["cpu"]
+        m = "cpu" if h200 and h200.get("cpu") else "wall"
+        if h200 and h10 and h10.get(m):
+            flat = h200[m] / h10[m]
             rows.append(
                 (
-                    f"per-turn CPU flat in history (200 vs 10 msgs), {text}",
+                    f"per-turn {m.upper() if m == 'cpu' else m} flat in history "
+                    f"(200 vs 10 msgs), {text}",
                     "≤ 1.5×",
                     f"{flat:.2f}×",
                     _ok(flat <= 1.5),
@@ -279,6 +281,15 @@ def _loads(r: dict[str, Any]) -> str:
     return f"{min(loads):.2f}–{max(loads):.2f} (1-minute average, at each round and at the end)"
 
 
+def _section(fragment: str) -> str:
+    """A Markdown fragment as a section of its own (its first heading made a ``##`` one)."""
+    text = fragment.strip()
+    if text.startswith("#"):
+        heading, _, rest = text.partition("\n")
+        text = "## " + heading.lstrip("#").strip() + "\n" + rest
+    return text
+
+
 def lifecycle_section(data: dict[str, Any]) -> list[str]:
     """``results/lifecycle_fuzz.json`` (``benchmarks/lifecycle_fuzz.py``) as a table."""
     out = [
@@ -306,7 +317,24 @@ def lifecycle_section(data: dict[str, Any]) -> list[str]:
     return out
 
 
+def _upgrade(r: dict[str, Any]) -> None:
+    """Result files written before wall and CPU were both kept hold one wall figure per
+    cell: read them as ``{"wall": v, "cpu": None}`` (``--report-only`` over old files)."""
+
+    def cells(table: dict[str, Any]) -> None:
+        for label, v in list(table.items()):
+            if isinstance(v, int | float):
+                table[label] = {"wall": v, "cpu": None}
+
+    for entry in r["overhead"]["summary"].values():
+        for variant in ("inproc", "loopback"):
+            cells(entry.get(variant, {}))
+        for table in entry.get("refs", {}).values():
+            cells(table)
+
+
 def render(r: dict[str, Any]) -> str:
+    _upgrade(r)
     m = r["meta"]
     s = r["overhead"]["summary"]
     ret = s["retinue"]
@@ -494,6 +522,9 @@ def render(r: dict[str, Any]) -> str:
     if "lifecycle_fuzz" in others:
         out += ["", *lifecycle_section(others.pop("lifecycle_fuzz"))]
     out += ["", *local_section(others)]
+    for key in [k for k in others if k.endswith(".md")]:  # a colleague's own section
+        others.pop(key.removesuffix(".md"), None)  # (its JSON is shown by its fragment)
+        out += ["", _section(others.pop(key))]
     if others:
         out += ["", "## Other benchmarks in this folder (their own result files)", ""]
         for name, data in others.items():

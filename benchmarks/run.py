@@ -46,7 +46,9 @@ PEERS = {
 # this runner's result files (results/bench_<key>.json)
 KEYS = ("overhead", "cache", "sessions", "idle", "blocking", "startup")
 # colleagues' result files, summarised if present
-FOLDED = ("compress", "memory", "lifecycle_fuzz", "local", "local_builds")
+FOLDED = ("compress", "memory", "lifecycle_fuzz", "local", "local_builds", "workers")
+# colleagues' Markdown fragments (results/<name>.md), included as they are
+FRAGMENTS = ("workers",)
 
 
 def script(name: str | Path, *args: object, python: Path | str = sys.executable) -> dict[str, Any]:
@@ -187,6 +189,10 @@ def fold_others() -> dict[str, Any]:
                 out[name] = json.loads(path.read_text())
             except ValueError:
                 out[name] = {"error": f"{path.name} is not valid JSON"}
+    for name in FRAGMENTS:
+        path = HERE / "results" / f"{name}.md"
+        if path.exists():
+            out[f"{name}.md"] = path.read_text()
     return out
 
 

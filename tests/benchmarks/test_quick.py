@@ -160,6 +160,9 @@ def test_report_renders_without_peers() -> None:
             }
         },
     }
+    results["others"] = {"workers.md": "### Workers\n\n| a |", "workers": {"x": 1}}
     text = render(results)
+    assert "\n## Workers\n\n| a |" in text  # a colleague's fragment, as its own section
+    assert "results/workers.json" not in text  # (not listed again)
     assert "no peers" in text
     assert "idle session memory vs its message text (UTF-8) | ≤ 2× | 2.00× | met" in text
