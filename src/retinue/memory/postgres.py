@@ -5,10 +5,13 @@ database. It implements the same faces as :class:`~retinue.memory.sqlite.SQLiteM
 (:class:`~retinue.memory.base.Memory` and :class:`~retinue.memory.store.MemoryStore`), and
 consolidation (:mod:`retinue.memory.consolidate`) runs unchanged on top of it.
 
-- The driver is psycopg 3 with ``psycopg_pool.AsyncConnectionPool``: native asyncio, server
-  side parameter binding, and one library for both the async store and the synchronous
-  tools around it (tests, ``retinue memory export``). The pool opens on first use, so the
-  store is built without an event loop, like the SQLite one.
+- The driver is psycopg 3 with ``psycopg_pool.AsyncConnectionPool`` rather than asyncpg:
+  native asyncio *and* a synchronous API in one library (the test server helper uses the
+  latter), libpq underneath (every ``postgresql://`` URL option, ``PG*`` variable, SSL
+  mode and ``.pgpass`` works as in ``psql``), the project's own ``postgres`` extra, and
+  fast enough here (the database is not the bottleneck, see ``benchmarks/workers_bench.py``).
+  The pool opens on first use, so the store is built without an event loop, like the SQLite
+  one; a pool belongs to the loop that opened it.
 - Every write transaction of a ``(tenant, role)`` scope first takes a transaction-scoped
   advisory lock on that scope, so the read-modify-write of a block, the near-duplicate check
   of a passage and a consolidation's write are serialised per scope across workers, as
