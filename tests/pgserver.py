@@ -48,7 +48,13 @@ class PgServer:
         self.settings = {"fsync": "off", "full_page_writes": "off", **(settings or {})}
         self._as: list[str] = []
         if os.geteuid() == 0:
-            user = pwd.getpwnam("postgres")
+            try:
+                user = pwd.getpwnam("postgres")
+            except KeyError:
+                raise RuntimeError(
+                    "PostgreSQL refuses to run as root, and there is no 'postgres' user to run "
+                    "it as (Debian's postgresql package creates one)"
+                ) from None
             os.chown(self.root, user.pw_uid, user.pw_gid)
             self._as = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}"]
             self._as += ["--clear-groups", "--"]
