@@ -17,24 +17,38 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from memory.backends import start_pg_server
 from retinue.llm.base import ToolSpec
 from retinue.llm.loopback import LoopbackOpenAIServer
 from retinue.messages import Message
-from retinue.testing import ScriptedModel
+from retinue.testing import ScriptedModel, call_tool
 
 pytestmark = pytest.mark.timeout(120)
 
 
+def human_block(url: str) -> list[str]:
+    """The main agent's ``human`` core block (tenant ``default``) in the shared database."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT value FROM blocks WHERE tenant = 'default' AND role = 'main' AND name = 'human'"
+        ).fetchone()
+    return str(row[0]).splitlines() if row else []
+
+
 @pytest.fixture(scope="module")
-def pg_url() -> Iterator[str]:
+def pg_urls() -> Iterator[tuple[str, str]]:
+    """Two databases on one server: the workers' shared one, and one for a lone worker."""
     server, url = start_pg_server()
-    yield url
-    server.stop()
+    try:
+        yield url, server.create_database("alone")
+    finally:
+        server.stop()
 
 
 class Worker:
@@ -88,14 +102,18 @@ class Worker:
 
 class CountingModel:
     """Answers with what it was shown (so a lost or doubled message shows in the answer);
-    a message ``hang`` blocks until :attr:`release` is set."""
+    ``remember X`` first appends X to the agent's core memory; a message ``hang`` blocks
+    until :attr:`release` is set."""
 
     def __init__(self) -> None:
         self.release = threading.Event()
         self.hanging = threading.Event()
 
-    def __call__(self, messages: Sequence[Message], _tools: Sequence[ToolSpec]) -> str:
+    def __call__(self, messages: Sequence[Message], _tools: Sequence[ToolSpec]) -> str | Any:
         said = [m.content for m in messages if m.role == "user"]
+        if said[-1].startswith("remember ") and messages[-1].role == "user":
+            fact = said[-1].removeprefix("remember ")
+            return call_tool("core_memory_append", {"block": "human", "content": fact})
         if said[-1] == "hang":
             self.hanging.set()
             self.release.wait(30)
@@ -103,19 +121,25 @@ class CountingModel:
 
 
 def test_two_workers_share_a_conversation_and_one_dies_mid_turn(
-    pg_url: str, tmp_path: Path
+    pg_urls: tuple[str, str], tmp_path: Path
 ) -> None:
+    pg_url, alone_url = pg_urls
     counting = CountingModel()
     with LoopbackOpenAIServer(ScriptedModel(responder=counting), record=False) as provider:
         a = Worker(tmp_path / "a", provider, pg_url)
         b = Worker(tmp_path / "b", provider, pg_url)
         try:
-            texts = ["one", "two", "three", "four"]
+            texts = ["one", "remember Ada likes tea", "three", "four"]
             shared = [(a if i % 2 == 0 else b).say("chat", t) for i, t in enumerate(texts)]
-            alone = [a.say("solo", t) for t in texts]
+            lone = Worker(tmp_path / "lone", provider, alone_url)
+            try:
+                alone = [lone.say("chat", t) for t in texts]
+                assert a.history("chat") == b.history("chat") == lone.history("chat")
+            finally:
+                lone.stop()
             assert shared == alone
-            assert shared[-1] == "heard 4: one | two | three | four"
-            assert a.history("chat") == b.history("chat") == a.history("solo")
+            assert shared[-1] == "heard 4: one | remember Ada likes tea | three | four"
+            assert human_block(pg_url) == human_block(alone_url) == ["Ada likes tea"]
 
             kept = {"content": "keep", "keep_sessions": True}
             assert a.client.post("/v1/conversations/kept/messages", json=kept).status_code == 200
@@ -137,7 +161,7 @@ def test_two_workers_share_a_conversation_and_one_dies_mid_turn(
             a.proc.wait(10)
             counting.release.set()
             answer = b.say("chat", "five")  # waits for a's lease (1 s) to expire
-            assert answer == "heard 5: one | two | three | four | five"
+            assert answer == "heard 5: one | remember Ada likes tea | three | four | five"
             assert b.history("chat")[-2:] == [("user", "five"), ("assistant", answer)]
             turn.join(10)
         finally:
