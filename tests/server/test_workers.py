@@ -4,11 +4,13 @@ server started for this module, the model scripted behind a loopback OpenAI serv
 One conversation's messages alternate between two workers and end with the same history as
 on one worker; a conversation that keeps its sessions on one worker is refused by the other
 (409 naming the holder); a worker killed mid-turn leaves a lease that expires, and the other
-worker continues the conversation from its last saved turn.
+worker continues the conversation from its last saved turn. A consolidation that failed is
+retried once, by whichever of several workers claims it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -24,9 +26,15 @@ import psycopg
 import pytest
 
 from memory.backends import start_pg_server
+from retinue.config import Settings
+from retinue.errors import ModelError
 from retinue.llm.base import ToolSpec
 from retinue.llm.loopback import LoopbackOpenAIServer
-from retinue.messages import Message
+from retinue.memory import ConsolidationOptions, PostgresMemory
+from retinue.messages import AssistantMessage, Message, UserMessage
+from retinue.runtime import Runtime
+from retinue.server.conversations import ConversationHost
+from retinue.server.hub import EventHub
 from retinue.testing import ScriptedModel, call_tool
 
 pytestmark = pytest.mark.timeout(120)
@@ -168,3 +176,43 @@ def test_two_workers_share_a_conversation_and_one_dies_mid_turn(
             counting.release.set()
             a.stop()
             b.stop()
+
+
+async def test_a_failed_consolidation_is_retried_once_by_whichever_worker_claims_it(
+    pg_urls: tuple[str, str], tmp_path: Path
+) -> None:
+    url = pg_urls[0]
+    session = [UserMessage("I am Ada."), AssistantMessage("Hello Ada.")]
+    store = PostgresMemory(url, options=ConsolidationOptions(retry_delay=0))
+    down = ScriptedModel([ModelError("provider down")] * 3, name="scripted:w")
+    ok = await store.consolidate(
+        tenant="default", role="scout", session_id="s1", messages=session, model=down
+    )
+    assert not ok and await store.pending.count() == 1
+    await store.aclose()
+
+    models, hosts = [], []
+    for name in ("w1", "w2", "w3"):
+        model = ScriptedModel([memorize_passage("Ada is the user")], name="scripted:w")
+        settings = Settings(home=tmp_path / name, workspace=tmp_path, database_url=url)
+        runtime = Runtime.create(settings, model=model)
+        models.append(model)
+        hosts.append(ConversationHost(runtime, EventHub()))
+    await asyncio.gather(*(host.retry_consolidations() for host in hosts))
+    assert sum(m.call_count for m in models) == 1  # claimed by one worker, skipped by others
+    check = PostgresMemory(url)
+    try:
+        assert [p.content for p in await check.search("default", "scout", "Ada")] == [
+            "Ada is the user"
+        ]
+        assert await check.pending.count() == 0
+    finally:
+        await check.aclose()
+        for host in hosts:
+            memory = host.runtime.memory
+            assert isinstance(memory, PostgresMemory)
+            await memory.aclose()
+
+
+def memorize_passage(text: str) -> AssistantMessage:
+    return call_tool("memorize", {"block_updates": [], "new_passages": [text]})
