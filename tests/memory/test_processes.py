@@ -1,4 +1,8 @@
-"""Memory across real processes: recall in a new process, and survival of SIGKILL."""
+"""Memory across real processes: recall in a new process, and survival of SIGKILL.
+
+SQLite only (the file's WAL durability); several processes on PostgreSQL are in
+test_lost_updates.py, and workers killed mid-turn in tests/server/test_workers.py.
+"""
 
 import asyncio
 import json

@@ -1,4 +1,7 @@
-"""Schema migrations versioned in code (PRAGMA user_version)."""
+"""Schema migrations versioned in code (PRAGMA user_version).
+
+SQLite only (the file and its pragmas); PostgreSQL's migrations table is in test_postgres.py.
+"""
 
 import sqlite3
 from pathlib import Path

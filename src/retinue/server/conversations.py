@@ -32,7 +32,9 @@ hold until the conversation is evicted here (``idle_s``), deleted, or sent a mes
 ``keep_sessions``: meanwhile another worker answers its messages at once with 409 (a
 :class:`ConversationHeld` error naming the worker that holds it); send them to that worker.
 Consolidations that failed are retried by whichever worker is free (its periodic task claims
-them with ``FOR UPDATE SKIP LOCKED``).
+them with ``FOR UPDATE SKIP LOCKED``). A worker stalled longer than ``lease_s`` (it could not
+renew) logs that it lost the lease; its turn's history is still saved when it ends, after
+whatever another worker saved meanwhile.
 """
 
 from __future__ import annotations
