@@ -33,8 +33,8 @@ hold until the conversation is evicted here (``idle_s``), deleted, or sent a mes
 :class:`ConversationHeld` error naming the worker that holds it); send them to that worker.
 Consolidations that failed are retried by whichever worker is free (its periodic task claims
 them with ``FOR UPDATE SKIP LOCKED``). A worker stalled longer than ``lease_s`` (it could not
-renew) logs that it lost the lease; its turn's history is still saved when it ends, after
-whatever another worker saved meanwhile.
+renew) logs that it lost the lease; its turn still saves the history when it ends, which
+replaces what another worker saved meanwhile (the last save wins).
 """
 
 from __future__ import annotations
