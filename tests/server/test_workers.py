@@ -5,7 +5,8 @@ One conversation's messages alternate between two workers and end with the same 
 on one worker; a conversation that keeps its sessions on one worker is refused by the other
 (409 naming the holder); a worker killed mid-turn leaves a lease that expires, and the other
 worker continues the conversation from its last saved turn. A consolidation that failed is
-retried once, by whichever of several workers claims it.
+retried once, by whichever of several workers claims it; a turn whose lease another worker
+took over is not saved.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from retinue.llm.loopback import LoopbackOpenAIServer
 from retinue.memory import ConsolidationOptions, PostgresMemory
 from retinue.messages import AssistantMessage, Message, UserMessage
 from retinue.runtime import Runtime
-from retinue.server.conversations import ConversationHost
+from retinue.server.conversations import ConversationHeld, ConversationHost
 from retinue.server.hub import EventHub
 from retinue.testing import ScriptedModel, call_tool
 
@@ -216,3 +217,33 @@ async def test_a_failed_consolidation_is_retried_once_by_whichever_worker_claims
 
 def memorize_passage(text: str) -> AssistantMessage:
     return call_tool("memorize", {"block_updates": [], "new_passages": [text]})
+
+
+async def test_a_turn_whose_lease_was_taken_over_is_not_saved(
+    pg_urls: tuple[str, str], tmp_path: Path
+) -> None:
+    url = pg_urls[0]
+    model = ScriptedModel(["first answer", "late answer"], delay=0.3)
+    settings = Settings(home=tmp_path, workspace=tmp_path, database_url=url)
+    host = ConversationHost(Runtime.create(settings, model=model), EventHub())
+    memory = host.runtime.memory
+    assert isinstance(memory, PostgresMemory)
+    try:
+        await host.send("taken", "one")
+        turn = asyncio.create_task(host.send("taken", "two"))
+        while model.call_count < 2:  # the second turn is in its model call
+            await asyncio.sleep(0.01)
+        async with memory.connection() as conn:  # as if this worker stalled past its lease
+            await conn.execute(
+                "UPDATE conversation_leases SET owner = 'other-worker', token = 'theirs' "
+                "WHERE id = 'taken'"
+            )
+        with pytest.raises(ConversationHeld, match="taken over by another worker"):
+            await turn
+        stored = await memory.conversations.load("default", "taken")
+        assert stored is not None
+        assert [m.content for m in stored if m.role != "system"] == ["one", "first answer"]
+        assert "taken" not in host.ids()
+    finally:
+        await host.close_all()
+        await memory.aclose()

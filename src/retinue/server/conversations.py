@@ -33,8 +33,8 @@ hold until the conversation is evicted here (``idle_s``), deleted, or sent a mes
 :class:`ConversationHeld` error naming the worker that holds it); send them to that worker.
 Consolidations that failed are retried by whichever worker is free (its periodic task claims
 them with ``FOR UPDATE SKIP LOCKED``). A worker stalled longer than ``lease_s`` (it could not
-renew) logs that it lost the lease; its turn still saves the history when it ends, which
-replaces what another worker saved meanwhile (the last save wins).
+renew) and lost its lease does not save that turn when it ends (it checks the lease first)
+and answers 409: the history stays what the worker that took the conversation over saved.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ import re
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
@@ -233,15 +233,23 @@ class ConversationHost:
         self._in_flight[cid] = self._in_flight.get(cid, 0) + 1
         self._last_used[cid] = time.monotonic()
         try:
-            async with self._lease(cid, keep_sessions):
+            async with self._lease(cid, keep_sessions) as held:
                 live = await self._open(cid)
                 try:
                     return await self._send(cid, live, text, keep_sessions, on_event)
                 finally:
                     live.updated_at = time.time()
-                    await self._save(cid, live)
-                    if self.leases is not None and not keep_sessions:
-                        await asyncio.shield(self._own(self._evict(cid)))  # next turn: anywhere
+                    if await held():
+                        await self._save(cid, live)
+                        if self.leases is not None and not keep_sessions:
+                            await asyncio.shield(self._own(self._evict(cid)))  # next: anywhere
+                    else:  # another worker has the conversation now: leave its history be
+                        await asyncio.shield(self._own(self._drop(cid, live)))
+                        raise ConversationHeld(
+                            f"conversation {cid!r} was taken over by another worker during "
+                            "this turn (this worker could not renew its lease); the turn was "
+                            "not saved"
+                        )
         finally:
             self._last_used[cid] = time.monotonic()
             self._in_flight[cid] -= 1
@@ -249,17 +257,27 @@ class ConversationHost:
                 del self._in_flight[cid]
 
     @contextlib.asynccontextmanager
-    async def _lease(self, cid: str, keep_sessions: bool) -> AsyncIterator[None]:
-        """Hold ``cid``'s lease for one turn (shared store only; see the module docstring)."""
+    async def _lease(
+        self, cid: str, keep_sessions: bool
+    ) -> AsyncIterator[Callable[[], Awaitable[bool]]]:
+        """Hold ``cid``'s lease for one turn (shared store only; see the module docstring).
+
+        Yields a check, made before the turn's history is saved: whether the lease is still
+        this turn's (it renews it once more); always true without a shared store.
+        """
         leases = self.leases
         if leases is None:
-            yield
+            yield _always
             return
         token = uuid.uuid4().hex
         await self._acquire(leases, cid, token)
         renewing = asyncio.create_task(self._renew(leases, cid, token))
+
+        async def held() -> bool:
+            return await leases.renew(self.tenant, cid, self.worker, token, self.limits.lease_s)
+
         try:
-            yield
+            yield held
         finally:
             renewing.cancel()
             hold = self.limits.idle_s if keep_sessions and cid in self._live else 0.0
@@ -295,6 +313,12 @@ class ConversationHost:
                     return
             except MemoryStoreError as exc:
                 log.warning("cannot renew the lease of conversation %s: %s", cid, exc)
+
+    async def _drop(self, cid: str, live: _Live) -> None:
+        """Close ``cid`` in memory without saving it (its history is another worker's now)."""
+        if self._live.get(cid) is live:
+            del self._live[cid]
+        await live.conversation.close()
 
     async def _unhold(self, cid: str) -> None:
         """Give up a sticky hold on ``cid`` (its sessions are gone from this worker)."""
@@ -485,6 +509,10 @@ class ConversationHost:
             await self._evict(cid)
         while self._background:
             await asyncio.wait(set(self._background))
+
+
+async def _always() -> bool:
+    return True
 
 
 def _succeeded(future: asyncio.Future[None]) -> bool:
