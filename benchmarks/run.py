@@ -110,6 +110,8 @@ def overhead_rounds(p: argparse.Namespace, peers: Sequence[str]) -> dict[str, An
                     cache[fw] = {"framework": fw, "turns": 10, **prefix_shares(wire)}
                 server.requests.clear()
                 print(f"  round {r + 1}/{p.rounds}: {fw} done", flush=True)
+            # what the rounds measured so far, kept should a later step fail
+            write_result("overhead_rounds", {"runs": runs, "loads": loads}, HERE / "out")
     finally:
         server.close()
     return {
@@ -161,10 +163,12 @@ def round_ratios(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     out: dict[str, Any] = {"peer": {"inproc": {}, "loopback": {}}, "floor": {}}
     peers = [fw for fw in runs if fw != "retinue"]
     for r, ret in enumerate(runs["retinue"]):
+        if any(len(runs[fw]) <= r for fw in peers):
+            break  # an unfinished round
         for variant in ("inproc", "loopback"):
             for label, mine in ret.get(variant, {}).items():
-                theirs = [runs[fw][r][variant][label] for fw in peers if len(runs[fw]) > r]
-                theirs = [t for t in theirs if t]
+                theirs = [runs[fw][r].get(variant, {}).get(label) for fw in peers]
+                theirs = [t for t in theirs if t]  # (the long grid is Retinue's and the floor's)
                 if not theirs:
                     continue
                 cell = out["peer"][variant].setdefault(label, {"wall": [], "cpu": []})

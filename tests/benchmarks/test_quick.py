@@ -80,8 +80,11 @@ def test_ratios_are_taken_within_each_round() -> None:
 
     rounds = [(4.0, 2.0, 80.0), (1.0, 0.5, 20.0), (1.0, 0.5, 20.0)]  # retinue, floor, peer
     runs = {
-        "retinue": [
-            {"loopback": {"t100": pair(r)}, "refs": {"http_client": {"t100": pair(f)}}}
+        "retinue": [  # t400: Retinue and the floor only
+            {
+                "loopback": {"t100": pair(r), "t400": pair(r)},
+                "refs": {"http_client": {"t100": pair(f), "t400": pair(f)}},
+            }
             for r, f, _ in rounds
         ],
         "peer": [{"loopback": {"t100": pair(p)}} for _, _, p in rounds],
@@ -90,6 +93,8 @@ def test_ratios_are_taken_within_each_round() -> None:
     assert ratios["floor"]["t100"]["wall"] == [2.0, 2.0, 2.0]
     assert ratios["floor"]["t100"]["cpu"] == [2.0, 2.0, 2.0]
     assert ratios["peer"]["loopback"]["t100"]["wall"] == [0.05, 0.05, 0.05]
+    assert ratios["floor"]["t400"]["cpu"] == [2.0, 2.0, 2.0]
+    assert "t400" not in ratios["peer"]["loopback"]
 
 
 async def test_cache_prefix_share_of_an_interactive_session() -> None:
