@@ -12,11 +12,12 @@ conversations (1,000) run at once, each sending ``--messages`` messages in turn;
 workers on every message. The model is a scripted one behind a loopback OpenAI server
 (answers at once), so the figures are the service's own cost: HTTP, the conversation lease,
 restoring and saving the history, the agent loop. Throughput is turns per second of wall
-time; latency is each request's, seen by the client.
+time; latency is each request's, seen by the client. Every worker count runs ``--rounds``
+times (3), the counts alternating, and the run of median throughput is reported.
 
 **Memory operations.** The same mix (set a core block, insert a passage, search) by 16
 concurrent tasks on distinct scopes, against SQLite in a temporary folder and against the
-PostgreSQL database, in operations per second.
+PostgreSQL database, in operations per second (median of 5 alternating rounds).
 
 Wall and CPU time (this process, and the workers' and the database's as children) and the
 machine's load average are written next to the figures: the machine is shared.
@@ -195,23 +196,40 @@ async def memory_ops(store: MemoryBackend, tasks: int, per_task: int) -> dict[st
     }
 
 
-def compare_stores(database_url: str, root: Path, per_task: int) -> dict[str, Any]:
-    out: dict[str, Any] = {"tasks": 16}
-    for name, url in (("sqlite", None), ("postgres", database_url)):
-        store = open_store(root / f"mem-{name}", url)
+def compare_stores(database_url: str, root: Path, per_task: int, rounds: int) -> dict[str, Any]:
+    """Alternating rounds on each store (a fresh scope set each round); the median round."""
+    runs: dict[str, list[dict[str, Any]]] = {"sqlite": [], "postgres": []}
+    for r in range(rounds):
+        for name, url in (("sqlite", None), ("postgres", database_url)):
+            store = open_store(root / f"mem-{name}-{r}", url)
+            if url is not None:
+                asyncio.run(_empty(url))
 
-        async def measure(s: MemoryBackend = store) -> dict[str, Any]:
-            try:
-                return await memory_ops(s, 16, per_task)
-            finally:
-                if isinstance(s, PostgresMemory):
-                    await s.aclose()
+            async def measure(s: MemoryBackend = store) -> dict[str, Any]:
+                try:
+                    return await memory_ops(s, 16, per_task)
+                finally:
+                    if isinstance(s, PostgresMemory):
+                        await s.aclose()
 
-        out[name] = asyncio.run(measure())
-        if not isinstance(store, PostgresMemory):
-            store.close()
-        out[name]["load_after"] = load_average()
+            runs[name].append(asyncio.run(measure()) | {"load_after": load_average()})
+            if not isinstance(store, PostgresMemory):
+                store.close()
+    out: dict[str, Any] = {"tasks": 16, "rounds": rounds}
+    for name, results in runs.items():
+        ranked = sorted(results, key=lambda m: m["ops_per_s"])
+        out[name] = ranked[len(ranked) // 2] | {"all_ops_per_s": [m["ops_per_s"] for m in results]}
     return out
+
+
+async def _empty(url: str) -> None:
+    """Start a round on empty tables (the store has migrated them before, or does now)."""
+    store = PostgresMemory(url)
+    try:
+        async with store.connection() as conn:
+            await conn.execute("TRUNCATE blocks, passages")
+    finally:
+        await store.aclose()
 
 
 def markdown(data: dict[str, Any]) -> str:
@@ -222,18 +240,26 @@ def markdown(data: dict[str, Any]) -> str:
         "message k of conversation c on worker (c + k) mod N; scripted loopback model "
         f"(no model time); {data['cpus']} CPUs, shared. `benchmarks/workers_bench.py`.",
         "",
+        f"Each worker count ran {data['rounds']} times, the counts alternating; the row is the "
+        "run of median throughput, the last column every run's turns/s.",
+        "",
         "| workers | turns | failed | wall s | turns/s | p50 ms | p95 ms | workers CPU s "
-        "| client + model CPU s | load before → after |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| client + model CPU s | load before → after | every run, turns/s |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
-    for r in data["runs"]:
-        failed = sum(r["failed"].values())
+    for count in dict.fromkeys(r["workers"] for r in data["runs"]):
+        runs = sorted(
+            (r for r in data["runs"] if r["workers"] == count), key=lambda r: r["turns_per_s"]
+        )
+        r = runs[len(runs) // 2]
+        every = ", ".join(str(x["turns_per_s"]) for x in data["runs"] if x["workers"] == count)
+        failed = sum(sum(x["failed"].values()) for x in runs)
         load = f"{r['load_before'][0] if r['load_before'] else '?'} → "
         load += f"{r['load_after'][0] if r['load_after'] else '?'}"
         lines.append(
             f"| {r['workers']} | {r['turns']} | {failed} | {r['wall_s']} | {r['turns_per_s']} "
             f"| {r['p50_ms']} | {r['p95_ms']} | {r['workers_cpu_s']} | {r['bench_cpu_s']} "
-            f"| {load} |"
+            f"| {load} | {every} |"
         )
     lines += [
         "",
@@ -248,15 +274,17 @@ def markdown(data: dict[str, Any]) -> str:
     lines += [
         "",
         f"Memory operations ({mem['tasks']} concurrent tasks, each: set a core block, insert a "
-        "passage, search; distinct scopes):",
+        f"passage, search; distinct scopes; the median of {mem['rounds']} alternating rounds, "
+        "all rounds' ops/s in the last column):",
         "",
-        "| store | operations | wall s | ops/s | process CPU s |",
-        "|---|---:|---:|---:|---:|",
+        "| store | operations | wall s | ops/s | process CPU s | every round, ops/s |",
+        "|---|---:|---:|---:|---:|---|",
     ]
     for name in ("sqlite", "postgres"):
         m = mem[name]
         lines.append(
-            f"| {name} | {m['ops']} | {m['wall_s']} | {m['ops_per_s']} | {m['process_cpu_s']} |"
+            f"| {name} | {m['ops']} | {m['wall_s']} | {m['ops_per_s']} | {m['process_cpu_s']} "
+            f"| {', '.join(str(x) for x in m['all_ops_per_s'])} |"
         )
     lines += [
         "",
@@ -276,9 +304,10 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=1000)
     parser.add_argument("--messages", type=int, default=2)
     parser.add_argument("--workers", default="1,2,4")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of every worker count")
     args = parser.parse_args()
     if args.quick:
-        args.conversations, args.workers = min(args.conversations, 100), "1,2"
+        args.conversations, args.workers, args.rounds = min(args.conversations, 100), "1,2", 1
     bin_dir = pgserver.find_bin_dir()
     if bin_dir is None:
         raise SystemExit("PostgreSQL is not installed (Debian: apt-get install postgresql)")
@@ -288,6 +317,7 @@ def main() -> None:
     data: dict[str, Any] = {
         "conversations": args.conversations,
         "messages": args.messages,
+        "rounds": args.rounds,
         "cpus": os.cpu_count(),
         "postgres": "15, fsync off (a throwaway server), on 127.0.0.1",
         "runs": [],
@@ -299,12 +329,15 @@ def main() -> None:
             tempfile.TemporaryDirectory() as tmp,
         ):
             base_env |= {"OPENAI_BASE_URL": provider.base_url, "OPENAI_API_KEY": "bench"}
-            for count in (int(n) for n in args.workers.split(",")):
-                url = server.create_database(f"workers{count}")
-                data["runs"].append(run_workers(count, Path(tmp), url, base_env, args))
-                print(json.dumps(data["runs"][-1]), file=sys.stderr)
+            for r in range(args.rounds):  # the worker counts alternate within each round
+                for count in (int(n) for n in args.workers.split(",")):
+                    url = server.create_database(f"workers{count}-{r}")
+                    root = Path(tmp) / f"round{r}"
+                    data["runs"].append(run_workers(count, root, url, base_env, args))
+                    print(json.dumps(data["runs"][-1]), file=sys.stderr)
             per_task = 20 if args.quick else 100
-            data["memory"] = compare_stores(server.create_database("memops"), Path(tmp), per_task)
+            memops = server.create_database("memops")
+            data["memory"] = compare_stores(memops, Path(tmp), per_task, 1 if args.quick else 5)
     finally:
         server.stop()
     data["wall_s"] = round(time.perf_counter() - started, 1)
