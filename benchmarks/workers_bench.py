@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import http.server
 import importlib
 import json
 import os
@@ -49,12 +48,6 @@ from retinue.testing import ScriptedModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 pgserver = importlib.import_module("pgserver")  # tests/pgserver.py: the tests' throwaway server
-
-
-# The loopback model server is the standard library's ThreadingHTTPServer, whose listen backlog
-# is 5: hundreds of connections at once would wait on SYN retries (1 s, 3 s, ...) and measure
-# the kernel's backoff instead of Retinue.
-http.server.ThreadingHTTPServer.request_queue_size = 1024
 
 
 def percentile(values: list[float], p: float) -> float:

@@ -11,7 +11,10 @@ import pytest
 from serverkit import Serve, ServerThread, wait_for
 
 from retinue.engine.session import INTERRUPTED_NOTE
+from retinue.errors import MemoryStoreError, ModelError, RoleError
 from retinue.events import Event
+from retinue.server.app import error_status
+from retinue.server.conversations import ConversationGone, ServerBusy
 from retinue.server.hub import EventHub
 from retinue.testing import ScriptedModel, call_tool
 
@@ -275,3 +278,16 @@ def test_deleting_a_conversation_mid_turn_cancels_the_turn(serve: Serve) -> None
         assert answer.status_code == 409
         assert answer.json() == {"error": "conversation 'x' was deleted during this turn"}
         assert client.get("/v1/conversations").json()["conversations"] == []
+
+
+def test_each_kind_of_turn_error_has_its_status() -> None:
+    cases: list[tuple[Exception, int]] = [
+        (ConversationGone("gone"), 409),
+        (ServerBusy("busy"), 429),
+        (ModelError("model down"), 502),
+        (MemoryStoreError("database down"), 503),
+        (RoleError("no such role"), 400),
+        (KeyError("bug"), 500),
+    ]
+    for exc, status in cases:
+        assert error_status(exc)[0] == status, exc

@@ -200,3 +200,36 @@ async def test_a_conversation_deleted_while_it_loads_is_not_brought_back(
         await sending
     assert await host2.history("c") is None
     await host2.close_all()
+
+
+async def test_a_store_that_fails_to_save_loses_neither_the_answer_nor_the_history(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    model = ScriptedModel(["first answer", "second answer"])
+    runtime = runtime_over(tmp_path / "home", tmp_path, model)
+    store = runtime.conversations
+    assert store is not None
+    real_save = store.save
+    failing = True
+
+    async def flaky_save(*args: object, **kwargs: object) -> None:
+        if failing:
+            raise OSError("disk full")
+        await real_save(*args, **kwargs)  # type: ignore[arg-type]
+
+    store.save = flaky_save  # type: ignore[method-assign]
+    host = ConversationHost(runtime, EventHub())
+    out = await host.send("c", "first")
+    assert out.content == "first answer"  # the answer reaches the client all the same
+    assert "could not save conversation 'c': disk full" in caplog.text
+    failing = False
+    await host.send("c", "second")  # the next save writes the unsaved tail too
+    await host.close_all()
+    stored = await store.load(runtime.settings.tenant, "c")
+    assert stored is not None
+    assert said(stored) == [
+        ("user", "first"),
+        ("assistant", "first answer"),
+        ("user", "second"),
+        ("assistant", "second answer"),
+    ]

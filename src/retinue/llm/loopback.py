@@ -79,6 +79,14 @@ def _cancel_all_and_stop(loop: asyncio.AbstractEventLoop) -> None:
     loop.call_soon(loop.stop)  # after the cancelled tasks have run their last step
 
 
+class _Listener(ThreadingHTTPServer):
+    """A threading HTTP server with room for bursts of connections (the default backlog
+    of 5 stalls a client that opens hundreds at once)."""
+
+    request_queue_size = 1024
+    daemon_threads = True
+
+
 class LoopbackServer:
     """HTTP machinery of a loopback model server; subclasses define the wire dialect."""
 
@@ -118,8 +126,7 @@ class LoopbackServer:
 
     def start(self) -> Self:
         handler = type("Handler", (_Handler,), {"loopback": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _Listener(("127.0.0.1", 0), handler)
         self._loop = asyncio.new_event_loop()
         self._threads = [
             threading.Thread(target=self._loop.run_forever, daemon=True),

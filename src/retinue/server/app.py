@@ -54,7 +54,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
-from retinue.errors import ModelError, RetinueError
+from retinue.errors import MemoryStoreError, ModelError, RetinueError
 from retinue.messages import to_dict
 from retinue.runtime import Runtime
 from retinue.server.conversations import (
@@ -121,6 +121,8 @@ def error_status(exc: BaseException) -> tuple[int, str]:
         return 429, str(exc)
     if isinstance(exc, ModelError):
         return 502, str(exc)
+    if isinstance(exc, MemoryStoreError):  # the store (its database) failed, not the request
+        return 503, str(exc)
     if isinstance(exc, RetinueError):
         return 400, str(exc)
     return 500, f"internal error: {type(exc).__name__}: {exc}"

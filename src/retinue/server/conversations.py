@@ -77,7 +77,7 @@ _CONVERSATION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 log = logging.getLogger("retinue.server")
 
 
-class ConversationGone(Exception):
+class ConversationGone(RetinueError):
     """The conversation was deleted while this turn waited or ran."""
 
 
@@ -86,7 +86,7 @@ class ConversationHeld(ConversationGone):
     The service answers it as it answers :class:`ConversationGone`: 409, with this line."""
 
 
-class ServerBusy(Exception):
+class ServerBusy(RetinueError):
     """Too many turns are in flight; this one was refused before it began."""
 
 
@@ -378,7 +378,8 @@ class ConversationHost:
     async def _save(self, cid: str, live: _Live, *, closed: bool = False) -> None:
         """Save what changed in ``live``'s history (unless it was deleted, or ``closed``: it
         is being evicted). Runs in a task of its own, so a cancelled caller cannot cut it
-        short."""
+        short. A store that fails is logged, not raised: the turn's answer still reaches
+        the client, and the next save writes the unsaved tail again."""
         if self.store is None or not _succeeded(live.restored):
             return
         store = self.store
@@ -391,7 +392,11 @@ class ConversationHost:
                 keep = _same_prefix(live.saved, messages)
                 if not messages or keep == len(messages) == len(live.saved):
                     return
-                await store.save(self.tenant, cid, messages, keep=keep)
+                try:
+                    await store.save(self.tenant, cid, messages, keep=keep)
+                except Exception as exc:  # the store's failure must not eat the answer
+                    log.error("could not save conversation %r: %s", cid, exc)
+                    return
                 live.saved = messages
 
         await asyncio.shield(self._own(write()))

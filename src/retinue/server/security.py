@@ -223,7 +223,9 @@ def _preflight(origin: str) -> dict[str, str]:
     return {
         "Access-Control-Allow-Origin": origin,
         "Access-Control-Allow-Methods": "GET, POST, DELETE",
-        "Access-Control-Allow-Headers": "Authorization, Content-Type, Accept",
+        "Access-Control-Allow-Headers": (
+            "Authorization, Content-Type, Accept, X-Retinue-Conversation"
+        ),
         "Access-Control-Max-Age": "600",
         "Vary": "Origin",
     }
