@@ -39,6 +39,7 @@ from retinue.cli.doctor import (
     check_gguf_file,
     check_local_extra,
     check_memory_db,
+    check_memory_server,
     check_model_file,
     check_provider,
     check_python,
@@ -452,6 +453,32 @@ def test_a_file_that_is_not_a_database_fails(tmp_path: Path) -> None:
     path.write_bytes(b"this is not sqlite\n" * 100)
     check = check_memory_db(path)
     assert check.status == "failed" and "not a database" in check.detail
+
+
+def test_a_reachable_postgresql_memory_database_passes() -> None:
+    from pgserver import PgServer, find_bin_dir
+
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        pytest.skip("PostgreSQL is not installed (.ci/run installs Debian's postgresql)")
+    server = PgServer(bin_dir).start()
+    try:
+        url = server.create_database("doctor_check")
+        check = check_memory_server(url)
+    finally:
+        server.stop()
+    assert check.status == "ok" and "schema up to date" in check.detail, check.detail
+    assert "no pgvector" in check.detail  # Debian 12 has no pgvector package
+
+
+def test_an_unreachable_postgresql_fails_in_one_line_without_its_password() -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    check = check_memory_server(f"postgresql://ada:s3cret-pw@127.0.0.1:{port}/mem", timeout=10)
+    assert check.status == "failed" and "database_url" in check.fix
+    assert f"127.0.0.1:{port}" in check.detail and "s3cret-pw" not in check.detail
+    one_line(check)
 
 
 # -- the shell sandbox ---------------------------------------------------------------------

@@ -422,6 +422,40 @@ def check_memory_db(path: Path) -> Check:
     return Check.failed(name, f"{path}: {len(rows)} problem(s), first: {rows[0]}", fix)
 
 
+def check_memory_server(url: str, *, timeout: float = 15.0) -> Check:
+    """That the PostgreSQL memory database at ``url`` answers (its schema migrated), and
+    whether it has pgvector; the password never appears in what it says."""
+    import asyncio
+
+    from retinue.errors import RetinueError
+    from retinue.memory import open_store
+    from retinue.memory.postgres import PostgresMemory, describe_url
+
+    name = "memory database"
+    fix = (
+        "check database_url (config.toml) or RETINUE_DATABASE_URL, that the server runs "
+        "and accepts this user; unset it to use SQLite in the data directory"
+    )
+
+    async def probe() -> bool:
+        store = open_store(Path("."), url)
+        assert isinstance(store, PostgresMemory)
+        try:
+            await asyncio.wait_for(store.passage_count("doctor", "doctor"), timeout)
+            return store.pgvector
+        finally:
+            await store.aclose()
+
+    try:
+        pgvector = asyncio.run(probe())
+    except TimeoutError:
+        return Check.failed(name, f"no answer in {timeout:g} s from {describe_url(url)}", fix)
+    except RetinueError as exc:
+        return Check.failed(name, _one_line(str(exc)), fix)
+    vectors = "pgvector" if pgvector else "no pgvector: vectors compared in Python"
+    return Check.passed(name, f"{describe_url(url)}: schema up to date, {vectors}")
+
+
 # -- the shell sandbox ---------------------------------------------------------------------
 
 
@@ -480,7 +514,10 @@ def checks(model: str | None = None) -> Iterator[Check]:
     for target in provider_targets(main, os.environ):
         yield target if isinstance(target, Check) else check_provider(target)
     yield check_data_dir(settings.home)
-    yield check_memory_db(settings.home / "memory.db")
+    if settings.database_url:
+        yield check_memory_server(settings.database_url)
+    else:
+        yield check_memory_db(settings.home / "memory.db")
     yield check_bubblewrap(platform.system(), _bwrap_problem())
 
 
