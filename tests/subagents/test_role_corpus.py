@@ -14,10 +14,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from claude_rules import Expected, expect
 
 from retinue.errors import RoleError
 from retinue.llm.tokens import estimate_text_tokens
-from retinue.subagents import Role, RoleCatalog, parse_role, role_dirs
+from retinue.subagents import RoleCatalog, parse_role, role_dirs
 from retinue.subagents.role_files import read_role_file
 from retinue.subagents.tools import roles_section
 from retinue.tools.builtin import builtin_tools
@@ -32,44 +33,107 @@ def corpus_files() -> list[Path]:
     return sorted(p for p in CORPUS.rglob("*.md") if p.name != "SOURCES.md")
 
 
-def load_each() -> tuple[dict[Path, Role], dict[Path, str]]:
-    loaded, refused = {}, {}
-    for path in corpus_files():
-        try:
-            loaded[path] = parse_role(path, read_role_file(path))
-        except RoleError as exc:
-            refused[path] = str(exc)
-    return loaded, refused
+def retinue_reading(path: Path) -> Expected:
+    """What Retinue makes of one file, in the oracle's terms (refusals: the reason's start)."""
+    try:
+        role = parse_role(path, read_role_file(path))
+    except RoleError as exc:
+        return Expected(False, str(exc).split(" (")[0])
+    catalog = RoleCatalog.of(role)
+    catalog.check_tools(KNOWN_TOOLS)  # no MCP server configured
+    if role.name not in catalog.roles:
+        return Expected(False, re.sub(r",.*", "", catalog.errors()[0].reason))
+    delegates = role.can("spawn_agent")
+    return Expected(
+        True,
+        name=role.name,
+        description=role.description,
+        tools=role.tools,
+        disallowed=role.disallowed,
+        model=role.model,
+        delegates=delegates,
+        delegates_to=role.delegates if delegates else None,
+    )
 
 
-def test_every_corpus_file_loads_exactly_when_claude_code_would() -> None:
-    loaded, refused = load_each()
-    assert len(loaded) + len(refused) == 645
-    assert {f"{p.parent.name}/{p.name}": r.split(" (")[0] for p, r in refused.items()} == {
-        "0xfurai__claude-code-subagents/sqs-expert.md": "no front matter",  # indented block
-        "AgentWorkforce__relay/planner-strategy.md": "no front matter",  # prompt fragments
-        "AgentWorkforce__relay/reviewer-criteria.md": "no front matter",
-        "AgentWorkforce__relay/worker-focus.md": "no front matter",
-    }
-    notes = Counter(n.split(" ")[0] for r in loaded.values() for n in r.notes)
-    assert notes == {"front": 18, "name": 5}  # unquoted ': ' read as text; names normalised
-    # models: full ids, aliases (fable and xbot's swift included) resolve; none is refused
-    assert Counter(r.model for r in loaded.values()) == {
-        "anthropic:claude-sonnet-4-5": 224,
-        None: 162,  # inherit or absent
-        "anthropic:claude-sonnet-4-20250514": 136,
-        "anthropic:claude-opus-4-1": 63,
-        "anthropic:claude-haiku-4-5": 56,
-    }
-    assert sum(r.tools is None for r in loaded.values()) == 360  # no allow-list: every tool
-    delegating = [p for p, r in loaded.items() if r.can("spawn_agent")]
-    assert len(delegating) == 42  # Task/Agent in tools (37 + Agent 1), xbot's default (4)
-    disallowing = {p.stem: r for p, r in loaded.items() if r.disallowed}
-    assert sorted(disallowing) == [
-        "arena--expert", "evidence-gatherer", "hypothesizer", "researcher", "think--expert",
-        "verifier",
-    ]  # fmt: skip
-    assert all({"Write", "Edit", "Bash"} <= set(r.disallowed) for r in disallowing.values())
+def oracle_reading(path: Path) -> Expected:
+    return expect(path, path.read_bytes().decode("utf-8"), KNOWN_TOOLS)
+
+
+@pytest.mark.parametrize(
+    "path", corpus_files(), ids=lambda p: f"{p.parent.name}/{p.name}"
+)  # fmt: skip
+def test_each_corpus_file_loads_as_the_documented_rules_say(path: Path) -> None:
+    """Per file: loads or not (and why), name, tool allow-list, disallowed tools, model and
+    delegation rights, against ``claude_rules`` (its own reading of the documented rules)."""
+    assert retinue_reading(path) == oracle_reading(path)
+
+
+# shapes the corpus lacks, read by both sides: (folder, front matter lines)
+SHAPES = {
+    "agent-named-roles": ("a", ["tools: Read, Agent(worker, researcher)"]),
+    "task-bare-and-named": ("a", ["tools: [Read, 'Task(x)', Task]"]),
+    "task-disallowed": ("a", ["tools: Read, Task", "disallowedTools: Task, Bash"]),
+    "only-mcp": ("a", ["tools: mcp__github__create_issue"]),
+    "dated-model": ("a", ["model: claude-opus-4-1-20250805"]),
+    "xbot-limited": ("CjiW__xbot", ["tools: [Read, Shell, 'Agent(tester)']"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_shapes_the_corpus_lacks_read_alike(shape: str, tmp_path: Path) -> None:
+    folder, lines = SHAPES[shape]
+    path = tmp_path / folder / f"{shape}.md"
+    path.parent.mkdir()
+    path.write_text("\n".join(["---", f"name: {shape}", "description: d", *lines, "---", "p"]))
+    assert retinue_reading(path) == oracle_reading(path)
+
+
+def test_the_oracle_reads_the_shapes_as_documented(tmp_path: Path) -> None:
+    """The oracle itself, on the shapes above (so agreement is not agreement on nothing)."""
+    got = {}
+    for shape, (folder, lines) in SHAPES.items():
+        path = tmp_path / folder / f"{shape}.md"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("\n".join(["---", f"name: {shape}", "description: d", *lines, "---"]))
+        got[shape] = oracle_reading(path)
+    assert got["agent-named-roles"].delegates_to == ("worker", "researcher")
+    assert got["agent-named-roles"].tools == ("Read",)
+    assert got["task-bare-and-named"].delegates and got["task-bare-and-named"].delegates_to is None
+    assert not got["task-disallowed"].delegates and got["task-disallowed"].disallowed == ("Bash",)
+    assert got["only-mcp"].reason == "no usable tool"
+    assert got["dated-model"].model == "anthropic:claude-opus-4-1-20250805"
+    assert got["xbot-limited"].tools == ("Read", "Bash")
+    assert got["xbot-limited"].delegates_to == ("tester",)
+
+
+def test_corpus_totals_as_the_readme_reports_them() -> None:
+    readings = {p: oracle_reading(p) for p in corpus_files()}
+    assert len(readings) == 645
+    skipped = Counter(e.reason for e in readings.values() if not e.loads)
+    assert skipped == {"no front matter": 4, "no usable tool": 2}
+    assert sorted(
+        f"{p.parent.name}/{p.name}" for p, e in readings.items() if e.reason == "no front matter"
+    ) == [
+        "0xfurai__claude-code-subagents/sqs-expert.md",  # the front matter is indented
+        "AgentWorkforce__relay/planner-strategy.md",  # prompt fragments, not agents
+        "AgentWorkforce__relay/reviewer-criteria.md",
+        "AgentWorkforce__relay/worker-focus.md",
+    ]
+    loaded = [e for e in readings.values() if e.loads]
+    assert sum(e.tools is None for e in loaded) == 360  # no allow-list: every tool
+    assert sum(e.delegates for e in loaded) == 42  # Task/Agent (37 + 1), xbot's default (4)
+    assert sum(bool(e.disallowed) for e in loaded) == 6
+    # what Retinue reads leniently: an unquoted ': ' (text), names normalised
+    notes = Counter(n.split(" ")[0] for p in corpus_files() for n in _notes(p))
+    assert notes == {"front": 18, "name": 5}
+
+
+def _notes(path: Path) -> tuple[str, ...]:
+    try:
+        return parse_role(path, read_role_file(path)).notes
+    except RoleError:
+        return ()
 
 
 def test_the_whole_corpus_as_one_catalog() -> None:
@@ -104,6 +168,7 @@ def test_xbot_role_files_keep_capabilities_tiers_and_tools() -> None:
     assert roles["explore"].tools == ("Grep", "Glob", "Read", "Bash", "Write", "Edit")
     for name in ("code-reviewer", "explore", "explorer", "tester"):
         assert roles[name].can("spawn_agent") and "Bash" in (roles[name].tools or ())
+        assert roles[name].may_delegate_to("brainstorm")  # to any role, as xbot's default
 
 
 def test_the_repositories_install_layouts_under_home_claude_agents_are_found(
@@ -122,3 +187,11 @@ def test_the_repositories_install_layouts_under_home_claude_agents_are_found(
     found = {str(d): n for d, n in catalog.searched}
     assert found[str(agents)] == 645
     assert len(catalog.errors()) == 4
+
+
+def test_spawn_agent_without_task_in_tools_may_delegate_to_any_role() -> None:
+    """The bug the per-file check found: spawn_agent from capabilities (xbot's default,
+    Retinue's list) with a ``tools`` list naming no Task/Agent allowed no role at all."""
+    text = "---\nname: lead\ndescription: d\ntools: [Read]\ncapabilities: [spawn_agent]\n---\n"
+    role = parse_role(Path("lead.md"), text)
+    assert role.can("spawn_agent") and role.may_delegate_to("tester")

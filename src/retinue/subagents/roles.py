@@ -267,7 +267,8 @@ def _tool_grant(
                 delegates.extend(a.strip() for a in args.split(",") if a.strip())
             continue
         names.append(TOOL_SYNONYMS.get(base, base) if args is None else entry)
-    return tuple(dict.fromkeys(names)), tuple(delegates) if delegates is not None else None, grants
+    limited = tuple(delegates) if grants and delegates is not None else None  # none named: any
+    return tuple(dict.fromkeys(names)), limited, grants
 
 
 def _is_xbot(meta: dict[str, Any], tools: tuple[str, ...] | None) -> bool:
