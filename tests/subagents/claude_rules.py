@@ -152,19 +152,21 @@ def _entries(f: _Field | None) -> list[str] | None:
     if f.items:
         if f.value:
             raise Unsupported("a value and list items together")
-        raw = [_unquote(i) for i in f.items]
+        raw = f.items
+    elif not f.value:
+        return None  # ``tools:`` with no value is YAML's null: as if omitted
     elif f.value.startswith("[") and f.value.endswith("]"):
-        raw = [_unquote(i.strip()) for i in f.value[1:-1].split(",")]
-    elif f.value[:1] in "[{\"'&*!|>#" or "#" in f.value:
+        raw = [f.value[1:-1]]
+    elif f.value[0] in "{\"'&*!|>#" or " #" in f.value:
         raise Unsupported(f"tools value not understood: {f.value!r}")
     else:
         raw = [f.value]
     out: list[str] = []
     for text in raw:
         # take the parenthesised groups out first, then split what is left on commas
-        groups = re.findall(r"\b(?:Agent|Task)\([^)]*\)", text)
+        groups = [g.strip("\"'") for g in re.findall(r"\b(?:Agent|Task)\([^)]*\)", text)]
         rest = re.sub(r"\b(?:Agent|Task)\([^)]*\)", ",", text)
-        out += groups + [t.strip() for t in rest.split(",") if t.strip()]
+        out += groups + [t.strip().strip("\"'") for t in rest.split(",") if t.strip("\"' ")]
     return out
 
 

@@ -4,6 +4,11 @@ from 9 public repositories and xbot's 5 role files) loads as those tools load it
 Claude Code skips a file without front matter and loads every other one that has a name and
 a description; so does Retinue, which refuses on top only a role whose tools are all
 unavailable here (two roles that list nothing but MCP tools), instead of running it bare.
+
+Each file is checked on its own against ``claude_rules``, an oracle that reads the front
+matter line by line by the documented rules (not with Retinue's parser), with Retinue's known
+differences written out there: whether it loads and why not, its name, description, tool
+allow-list, disallowed tools, model and delegation rights.
 """
 
 from __future__ import annotations
@@ -76,6 +81,8 @@ SHAPES = {
     "task-disallowed": ("a", ["tools: Read, Task", "disallowedTools: Task, Bash"]),
     "only-mcp": ("a", ["tools: mcp__github__create_issue"]),
     "dated-model": ("a", ["model: claude-opus-4-1-20250805"]),
+    "tools-null": ("a", ["tools:", "model: inherit"]),
+    "flow-agent": ("a", ["tools: [Read, 'Agent(a, b)', \"Grep\"]"]),
     "xbot-limited": ("CjiW__xbot", ["tools: [Read, Shell, 'Agent(tester)']"]),
 }  # fmt: skip
 
@@ -104,6 +111,9 @@ def test_the_oracle_reads_the_shapes_as_documented(tmp_path: Path) -> None:
     assert got["only-mcp"].reason == "no usable tool"
     assert got["dated-model"].model == "anthropic:claude-opus-4-1-20250805"
     assert got["xbot-limited"].tools == ("Read", "Bash")
+    assert got["tools-null"].tools is None and got["tools-null"].model is None
+    assert got["flow-agent"].tools == ("Read", "Grep")
+    assert got["flow-agent"].delegates_to == ("a", "b")
     assert got["xbot-limited"].delegates_to == ("tester",)
 
 
