@@ -138,3 +138,16 @@ def test_the_wire_encoder_matches_the_request_dict(max_bytes: int) -> None:
         "stream": True,
         "stream_options": {"x": 1},
     }
+
+
+def test_the_wire_encoder_sees_a_rewritten_history() -> None:
+    """The last body is reused only when the next starts with the very same messages: a
+    history rewritten in the middle (compression), or another conversation, is re-joined."""
+    encoder = WireEncoder()
+    messages = conversation(4)
+    encoder.body("m", messages, [])
+    summary = [*messages[:2], UserMessage("[summary of earlier turns]"), *messages[6:]]
+    other = conversation(2)
+    for history in (summary, other, messages, [*messages, UserMessage("more")]):
+        body = encoder.body("m", history, [])
+        assert json.loads(body) == build_request("m", history, [], stream=False)

@@ -20,7 +20,6 @@ POST of ready JSON bytes -- itself, and hands everything else back to the SDK:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -66,7 +65,150 @@ class Answer:
     retry_after: float | None = None  # seconds (``retry-after-ms`` / ``retry-after``)
 
 
-_Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+class _Conn(asyncio.Protocol):
+    """One kept-alive connection: the answer is parsed as its bytes arrive (no stream
+    reader, one wake-up of the waiting task per answer)."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.waiter: asyncio.Future[tuple[Answer, bool]] | None = None
+        self.buffer = bytearray()
+        self.head: tuple[int, int | None, bool, bool, bool | None, float | None] | None = None
+        self.body_at = 0
+        self.broken = False  # closed, or bytes nobody asked for: never reused
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.broken = True
+        waiter = self.waiter
+        if waiter is None or waiter.done():
+            return
+        if exc is None and self.head is not None and self.head[1] is None and not self.head[2]:
+            self._finish(bytes(self.buffer[self.body_at :]), keep=False)  # ends at close
+        else:
+            waiter.set_exception(exc or EOFError("the server closed the connection"))
+
+    def data_received(self, data: bytes) -> None:
+        if self.waiter is None or self.waiter.done():
+            self.broken = True  # an answer to nothing
+            return
+        self.buffer += data
+        try:
+            self._parse()
+        except (ValueError, _Malformed) as exc:
+            self.broken = True
+            self.waiter.set_exception(exc)
+
+    def exchange(self, request: bytes) -> asyncio.Future[tuple[Answer, bool]]:
+        """Send ``request``; the future is the answer (and whether to keep the connection)."""
+        assert self.transport is not None
+        self.waiter = asyncio.get_running_loop().create_future()
+        self.buffer.clear()
+        self.head = None
+        self.transport.write(request)
+        return self.waiter
+
+    def close(self) -> None:
+        self.broken = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def _parse(self) -> None:
+        buf = self.buffer
+        if self.head is None:
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                if len(buf) > MAX_HEAD:
+                    raise _Malformed("header section too large")
+                return
+            self.head = _parse_head(bytes(buf[:end]))
+            self.body_at = end + 4
+        _, length, chunked, keep, _, _ = self.head
+        if chunked:
+            done = _chunked(buf, self.body_at)
+            if done is not None:
+                self._finish(done[0], keep and done[1] == len(buf))
+        elif length is not None:
+            if len(buf) - self.body_at >= length:
+                end = self.body_at + length
+                self._finish(bytes(buf[self.body_at : end]), keep and end == len(buf))
+        elif len(buf) - self.body_at > MAX_BODY:
+            raise _Malformed("body too large")
+
+    def _finish(self, body: bytes, keep: bool) -> None:
+        assert self.head is not None and self.waiter is not None
+        status, _, _, _, should_retry, retry_after = self.head
+        if not keep:
+            self.broken = True
+        self.waiter.set_result((Answer(status, body, should_retry, retry_after), keep))
+
+
+def _parse_head(
+    head: bytes,
+) -> tuple[int, int | None, bool, bool, bool | None, float | None]:
+    """Status, content length, chunked, keep-alive, ``x-should-retry``, retry delay."""
+    lines = head.split(b"\r\n")
+    version, _, rest = lines[0].partition(b" ")
+    if not version.startswith(b"HTTP/1.") or len(lines) > MAX_HEADERS + 1:
+        raise _Malformed("not an HTTP/1.x answer")
+    status = int(rest[:3])
+    length: int | None = None
+    chunked = False
+    keep = version == b"HTTP/1.1"
+    should_retry: bool | None = None
+    retry_after: float | None = None
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        name = name.strip().lower()
+        value = value.strip().lower()
+        if name == b"content-length":
+            length = int(value)
+            if not 0 <= length <= MAX_BODY:
+                raise _Malformed(f"body of {length} bytes")
+        elif name == b"transfer-encoding":
+            chunked = value.endswith(b"chunked")
+        elif name == b"connection":
+            keep = value == b"keep-alive" or (keep and value != b"close")
+        elif name == b"x-should-retry":
+            should_retry = value == b"true"
+        elif name == b"retry-after-ms":
+            retry_after = _seconds(value, 1000)
+        elif name == b"retry-after" and retry_after is None:
+            retry_after = _seconds(value, 1)
+    if length is None and not chunked:
+        keep = False  # the body ends when the connection does
+    return status, length, chunked, keep, should_retry, retry_after
+
+
+def _chunked(buf: bytearray, at: int) -> tuple[bytes, int] | None:
+    """A complete chunked body from ``buf[at:]`` and where it ends; ``None`` if incomplete."""
+    parts: list[bytes] = []
+    total = 0
+    while True:
+        eol = buf.find(b"\r\n", at)
+        if eol < 0:
+            return None
+        size = int(bytes(buf[at:eol]).split(b";", 1)[0].strip(), 16)
+        at = eol + 2
+        if size == 0:
+            while True:  # trailers, up to the empty line
+                eol = buf.find(b"\r\n", at)
+                if eol < 0:
+                    return None
+                if eol == at:
+                    return b"".join(parts), eol + 2
+                at = eol + 2
+        total += size
+        if total > MAX_BODY:
+            raise _Malformed("body too large")
+        if len(buf) < at + size + 2:
+            return None
+        if buf[at + size : at + size + 2] != b"\r\n":
+            raise _Malformed("bad chunk")
+        parts.append(bytes(buf[at : at + size]))
+        at += size + 2
 
 
 class FastPoster:
@@ -90,97 +232,40 @@ class FastPoster:
             self._head,
             len(body),
         )
+        loop = asyncio.get_running_loop()
         while True:
-            reused = bool(self._idle)
-            conn = self._idle.pop() if reused else None
+            conn = self._idle.pop() if self._idle else None
+            reused = conn is not None
+            if conn is not None and conn.broken:  # closed by the server while it sat idle
+                conn.close()
+                continue
             try:
                 async with asyncio.timeout(self.timeout):
                     if conn is None:
-                        conn = await asyncio.open_connection(self.host, self.port, limit=MAX_HEAD)
-                    answer, keep = await self._exchange(conn, head + body)
+                        _, conn = await loop.create_connection(_Conn, self.host, self.port)
+                    answer, keep = await conn.exchange(head + body)
             except TimeoutError as exc:
                 _close(conn)
                 raise Unanswered(exc, timed_out=True) from exc
-            except (OSError, EOFError, asyncio.LimitOverrunError, ValueError, _Malformed) as exc:
+            except (OSError, EOFError, ValueError, _Malformed) as exc:
                 _close(conn)
-                if reused:  # closed by the server while it sat idle: a fresh one
+                if reused:  # closed by the server as the request went out: a fresh one
                     continue
                 raise Unanswered(exc, timed_out=False) from exc
             except BaseException:  # cancelled: the exchange is unfinished, the connection dead
                 _close(conn)
                 raise
-            if keep:
+            if keep and not conn.broken:
                 self._idle.append(conn)
             else:
-                _close(conn)
+                conn.close()
             return answer
-
-    async def _exchange(self, conn: _Conn, request: bytes) -> tuple[Answer, bool]:
-        reader, writer = conn
-        writer.write(request)
-        await writer.drain()
-        head = await reader.readuntil(b"\r\n\r\n")  # bounded by the reader's limit
-        lines = head.split(b"\r\n")
-        version, _, rest = lines[0].partition(b" ")
-        if not version.startswith(b"HTTP/1.") or len(lines) > MAX_HEADERS + 3:
-            raise _Malformed("not an HTTP/1.x answer")
-        status = int(rest[:3])
-        length: int | None = None
-        chunked = False
-        keep = version == b"HTTP/1.1"
-        should_retry: bool | None = None
-        retry_after: float | None = None
-        for line in lines[1:-2]:
-            name, _, value = line.partition(b":")
-            name = name.strip().lower()
-            value = value.strip().lower()
-            if name == b"content-length":
-                length = int(value)
-            elif name == b"transfer-encoding":
-                chunked = value.endswith(b"chunked")
-            elif name == b"connection":
-                keep = value == b"keep-alive" or (keep and value != b"close")
-            elif name == b"x-should-retry":
-                should_retry = value == b"true"
-            elif name == b"retry-after-ms":
-                retry_after = _seconds(value, 1000)
-            elif name == b"retry-after" and retry_after is None:
-                retry_after = _seconds(value, 1)
-        if chunked:
-            data = await _read_chunked(reader)
-        elif length is not None:
-            if not 0 <= length <= MAX_BODY:
-                raise _Malformed(f"body of {length} bytes")
-            data = await reader.readexactly(length)
-        else:  # delimited by the end of the connection
-            data = await reader.read(MAX_BODY + 1)
-            if len(data) > MAX_BODY:
-                raise _Malformed("body too large")
-            keep = False
-        return Answer(status, data, should_retry, retry_after), keep
 
     async def close(self) -> None:
         """Close the idle connections."""
         idle, self._idle = self._idle, []
         for conn in idle:
-            _close(conn)
-
-
-async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
-    parts: list[bytes] = []
-    total = 0
-    while True:
-        size = int((await reader.readuntil(b"\r\n")).split(b";", 1)[0].strip(), 16)
-        if size == 0:
-            while await reader.readuntil(b"\r\n") != b"\r\n":  # trailers
-                pass
-            return b"".join(parts)
-        total += size
-        if total > MAX_BODY:
-            raise _Malformed("body too large")
-        parts.append(await reader.readexactly(size))
-        if await reader.readexactly(2) != b"\r\n":
-            raise _Malformed("bad chunk")
+            conn.close()
 
 
 def _seconds(value: bytes, per_second: int) -> float | None:
@@ -192,5 +277,4 @@ def _seconds(value: bytes, per_second: int) -> float | None:
 
 def _close(conn: _Conn | None) -> None:
     if conn is not None:
-        with contextlib.suppress(Exception):
-            conn[1].close()
+        conn.close()

@@ -9,6 +9,7 @@ server.
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,16 +77,19 @@ class WireEncoder:
     a message's encoded form is kept (by identity, with the message held so its id is not
     reused) and a body is the join of the kept parts: building a request costs the new
     messages plus a copy, not a fresh encoding of the whole history. The cache is bounded
-    (``max_bytes``, two generations: the older is dropped when the newer fills up).
+    (``max_bytes``, two generations: the older is dropped when the newer fills up). The last
+    body's messages are kept joined too: when the next request starts with the very same
+    message objects (checked one by one, by identity), only its new messages are looked up.
     """
 
-    __slots__ = ("_max", "_new", "_new_bytes", "_old")
+    __slots__ = ("_last", "_max", "_new", "_new_bytes", "_old")
 
     def __init__(self, max_bytes: int = 8 * 2**20) -> None:
         self._max = max_bytes
         self._new: dict[int, tuple[object, bytes]] = {}
         self._old: dict[int, tuple[object, bytes]] = {}
         self._new_bytes = 0
+        self._last: tuple[tuple[Message, ...], bytes] = ((), b"")
 
     def body(
         self,
@@ -97,7 +101,7 @@ class WireEncoder:
         """The JSON of ``{"model", "messages", "tools"?, **extra}`` (as :func:`json.dumps`
         of the same dict would decode)."""
         parts = [b'{"model":', _encode(model).encode(), b',"messages":[']
-        parts.append(b",".join(self._parts(messages, message_to_openai)))
+        parts.append(self._messages(messages))
         parts.append(b"]")
         if tools:
             parts.append(b',"tools":[')
@@ -107,6 +111,19 @@ class WireEncoder:
             parts.append(b"," + _encode(key).encode() + b":" + _encode(value).encode())
         parts.append(b"}")
         return b"".join(parts)
+
+    def _messages(self, messages: Sequence[Message]) -> bytes:
+        """The messages joined, from the last body's when it is this one's beginning."""
+        before, joined = self._last
+        n = len(before)
+        if n and len(messages) >= n and all(map(operator.is_, before, messages)):
+            tail = messages[n:]
+            if tail:
+                joined += b"," + b",".join(self._parts(tail, message_to_openai))
+        else:
+            joined = b",".join(self._parts(messages, message_to_openai))
+        self._last = (tuple(messages), joined) if len(joined) <= self._max else ((), b"")
+        return joined
 
     def _parts(self, items: Sequence[Any], wire: Callable[[Any], Any]) -> list[bytes]:
         new, old = self._new, self._old
