@@ -16,6 +16,7 @@ import pytest
 
 from retinue.config import Settings
 from retinue.errors import ModelError
+from retinue.llm import _local_client
 from retinue.llm.local import LocalModel, local_progress
 from retinue.messages import UserMessage
 from retinue.runtime import Runtime
@@ -59,8 +60,11 @@ async def test_a_worker_killed_mid_generation_fails_the_call_and_the_next_call_w
 
 
 async def test_cancel_stops_generation_in_the_worker_without_killing_it(
-    model: LocalModel,
+    model: LocalModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A loaded machine may take longer than the 2 s grace to reach the next token; what is
+    # tested here is that the cancel stops generation, not how fast (no kill in between).
+    monkeypatch.setattr(_local_client, "CANCEL_GRACE", 60.0)
     await model.load()
     worker = model.worker()
     pid = worker.pid
