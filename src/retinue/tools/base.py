@@ -18,9 +18,9 @@ import contextvars
 import inspect
 import json
 import os
+import queue
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import UnionType
@@ -177,20 +177,90 @@ def _is_async(fn: Callable[..., Any]) -> bool:
 
 SYNC_TOOL_THREADS = min(32, (os.cpu_count() or 1) + 4)
 """How many plain ``def`` tools run at once (the pool's size, as ``asyncio.to_thread``'s)."""
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
+
+_Job = tuple[
+    asyncio.AbstractEventLoop,
+    "asyncio.Future[Any]",
+    contextvars.Context,
+    Callable[..., Any],
+    dict[str, Any],
+]
 
 
-def _sync_pool() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(SYNC_TOOL_THREADS, thread_name_prefix="retinue-tool")
-        return _pool
+class _ToolThreads:
+    """At most ``limit`` daemon threads fed from one ``SimpleQueue``, started as needed.
+
+    Leaner than ``ThreadPoolExecutor.submit`` (no ``concurrent.futures.Future``, no work
+    item, no semaphore): the hand-off of a plain ``def`` tool is on every turn that calls
+    one. ``idle`` threads wait on the queue with nothing promised to them; ``backlog`` jobs
+    wait for a busy thread; the counters change under one lock, so a job never waits while
+    a thread is idle and no more than ``limit`` threads ever start. The threads are daemons:
+    a tool still blocking when the process exits does not hold the exit up.
+    """
+
+    __slots__ = ("_backlog", "_idle", "_jobs", "_lock", "_started", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = self._backlog = self._started = 0
+
+    def submit(self, job: _Job) -> None:
+        name = ""
+        with self._lock:
+            if self._idle:
+                self._idle -= 1
+            elif self._started < self.limit:
+                self._started += 1
+                name = f"retinue-tool-{self._started}"
+            else:
+                self._backlog += 1
+        if name:  # a new thread for this job (it waits on the queue until the job is there)
+            try:
+                threading.Thread(target=self._work, name=name, daemon=True).start()
+            except BaseException:  # no thread to be had: the job is not queued either
+                with self._lock:
+                    self._started -= 1
+                raise
+        self._jobs.put(job)
+
+    def _work(self) -> None:
+        get, lock = self._jobs.get, self._lock
+        while True:
+            _run_job(get())
+            with lock:
+                if self._backlog:
+                    self._backlog -= 1
+                    continue
+                self._idle += 1
+
+
+def _run_job(job: _Job) -> None:
+    loop, future, context, fn, kwargs = job
+    if future.cancelled():  # abandoned before its turn came
+        return
+    try:
+        outcome: tuple[bool, Any] = (True, context.run(fn, **kwargs))
+    except BaseException as exc:  # delivered to the caller, as run_in_executor does
+        outcome = (False, exc)
+    with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to tell
+        loop.call_soon_threadsafe(_deliver, future, outcome)
+
+
+_threads = _ToolThreads(SYNC_TOOL_THREADS)
+
+
+def _after_fork() -> None:  # a forked child has none of its parent's threads
+    global _threads
+    _threads = _ToolThreads(SYNC_TOOL_THREADS)
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 async def run_sync(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-    """``fn(**kwargs)`` in the tool pool, with the caller's context variables.
+    """``fn(**kwargs)`` in the tool threads, with the caller's context variables.
 
     Cancelling the awaiting task returns at once: the thread cannot be stopped, so it
     finishes in the background and its result (or exception) is dropped. (The outcome comes
@@ -198,24 +268,12 @@ async def run_sync(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
     """
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
-    call = contextvars.copy_context().run
-
-    def work() -> None:
-        if future.cancelled():  # abandoned before its turn came
-            return
-        try:
-            outcome: tuple[bool, Any] = (True, call(fn, **kwargs))
-        except BaseException as exc:  # delivered to the caller, as run_in_executor does
-            outcome = (False, exc)
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to tell
-            loop.call_soon_threadsafe(_deliver, future, outcome)
-
-    _sync_pool().submit(work)
+    _threads.submit((loop, future, contextvars.copy_context(), fn, kwargs))
     return await future
 
 
 def _deliver(future: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:
-    """A pool thread's outcome, unless its caller has gone (then it is dropped)."""
+    """A tool thread's outcome, unless its caller has gone (then it is dropped)."""
     if future.done():
         return
     ok, value = outcome
