@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -34,21 +35,32 @@ from retinue.messages import AssistantMessage, Message, Usage
 from retinue.testing import ScriptedModel
 
 API = "from retinue import run, RunConfig, ToolRegistry, tool"
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def _child_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def _run(
+    argv: list[str], env: dict[str, str]
+) -> tuple[float, float, subprocess.CompletedProcess[bytes]]:
+    """Wall and CPU seconds of one run of ``argv``, and how it ended."""
+    cpu, started = _child_cpu(), time.perf_counter()
+    done = subprocess.run(argv, env=env, capture_output=True, timeout=60, check=False)
+    return time.perf_counter() - started, _child_cpu() - cpu, done
 
 
 def time_command(argv: list[str], repeats: int) -> dict[str, Any]:
-    def once() -> tuple[float, subprocess.CompletedProcess[bytes]]:
-        started = time.perf_counter()
-        done = subprocess.run(argv, capture_output=True, timeout=60, check=False)
-        return time.perf_counter() - started, done
-
-    once()
-    runs = [once() for _ in range(repeats)]
-    last = runs[-1][1]
+    _run(argv, ENV)
+    runs = [_run(argv, ENV) for _ in range(repeats)]
+    last = runs[-1][2]
     return {
         "command": " ".join(Path(a).name if i == 0 else a for i, a in enumerate(argv)),
         "median_s": median([r[0] for r in runs]),
         "min_s": min(r[0] for r in runs),
+        "cpu_s": median([r[1] for r in runs]),
         "returncode": last.returncode,
         "error": last.stderr.decode(errors="replace").strip().splitlines()[-1:]
         if last.returncode
@@ -64,10 +76,10 @@ def first_request(cli: str, repeats: int) -> dict[str, Any]:
         arrivals.append(time.perf_counter())
         return ModelResponse(AssistantMessage("done"), Usage(100, 1, 0, 1), "stop")
 
-    def once(server: LoopbackOpenAIServer) -> tuple[float, int, str]:
+    def once(server: LoopbackOpenAIServer) -> tuple[float, float, int, str]:
         with tempfile.TemporaryDirectory() as home:
             env = {
-                **os.environ,
+                **ENV,
                 "RETINUE_HOME": home,
                 "OPENAI_BASE_URL": server.base_url,
                 "OPENAI_API_KEY": "bench",
@@ -75,9 +87,9 @@ def first_request(cli: str, repeats: int) -> dict[str, Any]:
             argv = [cli, "run", "-q", "-m", "openai:bench", "-w", home, "say done"]
             arrivals.clear()
             started = time.perf_counter()
-            done = subprocess.run(argv, env=env, capture_output=True, timeout=60, check=False)
+            _wall, cpu, done = _run(argv, env)
             first = arrivals[0] - started if arrivals else float("nan")
-            return first, done.returncode, done.stderr.decode(errors="replace").strip()
+            return first, cpu, done.returncode, done.stderr.decode(errors="replace").strip()
 
     with LoopbackOpenAIServer(ScriptedModel(responder=answer, record=False)) as server:
         once(server)
@@ -87,8 +99,9 @@ def first_request(cli: str, repeats: int) -> dict[str, Any]:
         "command": "retinue run (to its first model request)",
         "median_s": median([r[0] for r in runs]),
         "min_s": min(r[0] for r in runs),
-        "returncode": last[1],
-        "error": last[2].splitlines()[-1:] if last[1] else [],
+        "cpu_s": median([r[1] for r in runs]),  # the whole run, not only to the request
+        "returncode": last[2],
+        "error": last[3].splitlines()[-1:] if last[2] else [],
     }
 
 

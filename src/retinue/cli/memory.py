@@ -20,13 +20,11 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import click
 import typer
 from rich.markup import escape
-from rich.panel import Panel
 
 from retinue.cli.term import console
-from retinue.config import Settings
 from retinue.errors import ConfigError, RetinueError
 
-if TYPE_CHECKING:  # the store and the providers load only when a command runs
+if TYPE_CHECKING:  # settings, the store and the providers load only when a command runs
     from retinue.llm.base import Model
     from retinue.memory import MemoryBackend
 
@@ -54,6 +52,7 @@ def _fail(message: str) -> typer.Exit:
 def _memory(sqlite: bool = False) -> Iterator[tuple[MemoryBackend, _Runner]]:
     """The configured store, and a runner for its coroutines (one event loop throughout,
     which a PostgreSQL connection pool needs)."""
+    from retinue.config import Settings
     from retinue.memory import open_store
 
     try:
@@ -94,6 +93,8 @@ class _Runner:
 @memory_app.command("show")
 def show(role: str, tenant: Tenant = "default") -> None:
     """Show a role's core blocks and how many archival passages it has."""
+    from rich.panel import Panel
+
     with _memory() as (store, run):
         blocks = run(lambda: store.blocks(tenant, role))
         count = run(lambda: store.passage_count(tenant, role))
@@ -108,6 +109,7 @@ def show(role: str, tenant: Tenant = "default") -> None:
 
 def _nothing_stored(role: str, tenant: str) -> None:
     """Say that ``role`` has no memory; an error when no role of that name exists here."""
+    from retinue.config import Settings
     from retinue.runtime import load_roles
 
     try:
@@ -174,6 +176,8 @@ def retry(
 ) -> None:
     """Re-run consolidations whose model call failed (transcripts kept in <home>/pending, or
     in the PostgreSQL database)."""
+    from retinue.config import Settings
+
     try:
         spec = model or Settings.load().model
     except RetinueError as exc:

@@ -30,21 +30,23 @@ the tool with a backend, :func:`make_web_fetch` one with other limits.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
-import socket
 import ssl
-from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from html.parser import HTMLParser
-from typing import Annotated, Any, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
 from urllib.parse import urlsplit
 
-import httpx
 from pydantic import Field
 
 from retinue.errors import ToolError
 from retinue.tools.base import Tool, tool
+from retinue.tools.builtin._netguard import Resolver, allowance, blocked_reason, system_resolve
+
+if TYPE_CHECKING:  # httpx loads on the first fetch or search, not with the tools
+    from collections.abc import Sequence
+
+    from retinue.tools.builtin._web_http import Fetched
 
 __all__ = [
     "SEARCH_MAX_BYTES",
@@ -120,164 +122,17 @@ def _check_url(url: str) -> None:
         raise ToolError(f"not an http(s) URL: {url!r}; WebFetch fetches http:// and https://")
 
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
-"""How a host name becomes addresses: ``await resolve(host, port)``."""
-_CGNAT = ipaddress.ip_network("100.64.0.0/10")
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
-
-
-def blocked_reason(ip: IPAddress) -> str | None:
-    """Why ``WebFetch`` may not connect to ``ip`` by default (None: it is public)."""
-    if isinstance(ip, ipaddress.IPv6Address):
-        inner = ip.ipv4_mapped or ip.sixtofour
-        if inner is None and ip in _NAT64:
-            inner = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-        if inner is not None and (why := blocked_reason(inner)):
-            return f"{why} (IPv4 {inner} in IPv6 form)"
-        if ip.teredo is not None:
-            return "a Teredo tunnel"
-    checks = (
-        (ip.is_unspecified, "unspecified"),
-        (ip.is_loopback, "loopback"),
-        (ip.is_link_local, "link-local (cloud metadata services answer there)"),
-        (ip.is_multicast, "multicast"),
-        (ip in _CGNAT, "shared (CGNAT)"),
-        (ip.is_private, "private"),
-        (isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local, "site-local"),
-        (ip.is_reserved or not ip.is_global, "reserved, not public"),
-    )
-    return next((f"a {what} address" for hit, what in checks if hit), None)
-
-
-def _allowance(allow: bool | Sequence[str]) -> Callable[[IPAddress], bool]:
-    """Which addresses are allowed although not public (a bad network is a ValueError)."""
-    if isinstance(allow, bool):
-        return lambda _ip: allow
-    networks = [ipaddress.ip_network(n, strict=False) for n in allow]
-    return lambda ip: any(ip in net for net in networks)
-
-
-async def _system_resolve(host: str, port: int) -> list[str]:
-    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return [str(info[4][0]) for info in infos]
-
-
-class _Refused(Exception):
-    def __init__(self, url: str, why: str) -> None:
-        super().__init__(why)
-        self.url, self.why = url, why
-
-
-class _PinnedTransport(httpx.AsyncBaseTransport):
-    """Each request goes to an address resolved once and checked, never to a name."""
-
-    def __init__(
-        self,
-        *,
-        allowed: Callable[[IPAddress], bool],
-        resolve: Resolver,
-        verify: ssl.SSLContext | None = None,
-    ) -> None:
-        self._inner = httpx.AsyncHTTPTransport(verify=verify or True)
-        self._allowed = allowed
-        self._resolve = resolve
-
-    async def _addresses(self, url: httpx.URL) -> list[str]:
-        host = url.host
-        try:
-            found = [str(ipaddress.ip_address(host))]  # a literal: no lookup at all
-        except ValueError:
-            try:
-                found = list(await self._resolve(host, url.port or _PORTS[url.scheme]))
-            except (OSError, UnicodeError) as exc:
-                raise httpx.ConnectError(f"{host} does not resolve ({exc})") from None
-        if not found:
-            raise httpx.ConnectError(f"{host} does not resolve")
-        for address in found:
-            ip = ipaddress.ip_address(address.partition("%")[0])
-            if not self._allowed(ip) and (why := blocked_reason(ip)):
-                named = "" if address == host else f"{host} resolves to "
-                raise _Refused(str(url), f"{named}{address}, {why}")
-        return list(dict.fromkeys(found))
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        url = request.url
-        extensions = dict(request.extensions)
-        if url.scheme == "https":
-            extensions["sni_hostname"] = url.host  # certificates are checked for the name
-        addresses = await self._addresses(url)
-        for n, address in enumerate(addresses, 1):  # the checked ones, in the resolver's order
-            pinned = httpx.Request(
-                request.method,
-                url.copy_with(host=address),
-                headers=request.headers,  # Host: still the name
-                stream=request.stream,
-                extensions=extensions,
-            )
-            try:
-                return await self._inner.handle_async_request(pinned)
-            except httpx.ConnectError:
-                if n == len(addresses):
-                    raise
-        raise AssertionError("unreachable: there is at least one address")
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-_PORTS = {"http": 80, "https": 443}
-
-
-async def _read_capped(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
-    """Up to ``max_bytes`` of the body, and whether it was cut."""
-    body = bytearray()
-    async for chunk in response.aiter_bytes():
-        body += chunk
-        if len(body) > max_bytes:
-            return bytes(body[:max_bytes]), True
-    return bytes(body), False
-
-
-async def _get(
-    url: str, max_bytes: int, timeout_s: float, transport: httpx.AsyncBaseTransport
-) -> tuple[httpx.Response, bytes, bool]:
-    """The response, up to ``max_bytes`` of its body, and whether the body was cut."""
-    headers = {"User-Agent": "retinue-webfetch/1", "Accept": "text/html, text/*;q=0.9, */*;q=0.5"}
-    async with (
-        httpx.AsyncClient(
-            follow_redirects=True,
-            max_redirects=WEB_MAX_REDIRECTS,
-            headers=headers,
-            timeout=httpx.Timeout(timeout_s),
-            transport=transport,
-        ) as client,
-        client.stream("GET", url) as response,
-    ):
-        body, cut = await _read_capped(response, max_bytes)
-        return response, body, cut
-
-
-def _unreachable(url: str, exc: Exception) -> ToolError:
-    host = urlsplit(url).netloc
-    return ToolError(
-        f"could not reach {host}: {exc or type(exc).__name__} (the network may be unreachable, "
-        "the name may not resolve, or nothing answers at that address)"
-    )
-
-
-def _as_text(response: httpx.Response, body: bytes) -> str:
-    kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
-    charset = response.charset_encoding or "utf-8"
+def _as_text(page: Fetched) -> str:
+    kind, body = page.content_type, page.body
     try:
-        text = body.decode(charset, errors="replace")
+        text = body.decode(page.charset or "utf-8", errors="replace")
     except LookupError:
         text = body.decode("utf-8", errors="replace")
     if kind in ("text/html", "application/xhtml+xml") or (not kind and "<html" in text[:2000]):
         return html_to_text(text)
     if kind.startswith("text/") or any(t in kind for t in _TEXT_TYPES) or not kind:
         return text
-    raise ToolError(f"{response.url} is {kind}, not text; WebFetch only returns text")
+    raise ToolError(f"{page.url} is {kind}, not text; WebFetch only returns text")
 
 
 def make_web_fetch(
@@ -295,8 +150,8 @@ def make_web_fetch(
     name resolution (tests); ``verify`` is the TLS context that checks certificates
     (default: the system's trusted authorities).
     """
-    resolver = resolve or _system_resolve
-    allowed = _allowance(allow_private)
+    resolver = resolve or system_resolve
+    allowed = allowance(allow_private)
 
     @tool("WebFetch")
     async def web_fetch(
@@ -312,33 +167,29 @@ def make_web_fetch(
         prompt asks.
         """
         _check_url(url)
-        transport = _PinnedTransport(allowed=allowed, resolve=resolver, verify=verify)
+        from retinue.tools.builtin._web_http import fetch
+
         try:
             async with asyncio.timeout(timeout_s):
-                response, body, cut = await _get(url, max_bytes, timeout_s, transport)
-        except _Refused as exc:
-            via = "" if exc.url == str(httpx.URL(url)) else f" (a redirect from {url})"
-            raise ToolError(
-                f"refused to fetch {exc.url}{via}: {exc.why}; WebFetch only fetches public "
-                "addresses (web_fetch_allow_private = true in config.toml allows the others)"
-            ) from None
-        except httpx.ConnectError as exc:
-            raise _unreachable(url, exc) from None
-        except (TimeoutError, httpx.TimeoutException):
+                page = await fetch(
+                    url,
+                    max_bytes=max_bytes,
+                    timeout_s=timeout_s,
+                    max_redirects=WEB_MAX_REDIRECTS,
+                    allowed=allowed,
+                    resolve=resolver,
+                    verify=verify,
+                )
+        except TimeoutError:
             raise ToolError(f"fetching {url} took longer than {timeout_s:g} s; gave up") from None
-        except httpx.TooManyRedirects:
-            raise ToolError(f"{url} redirects more than {WEB_MAX_REDIRECTS} times") from None
-        except httpx.HTTPError as exc:
-            raise ToolError(f"fetching {url} failed: {type(exc).__name__}: {exc}") from None
-        if response.status_code >= 400:
-            reason = response.reason_phrase or "error"
-            raise ToolError(f"{response.url} answered HTTP {response.status_code} {reason}")
-        text = await asyncio.to_thread(_as_text, response, body)  # parsing a page takes a while
-        notes = [f"(the body was cut after {max_bytes} bytes)"] if cut else []
+        if page.status >= 400:
+            raise ToolError(f"{page.url} answered HTTP {page.status} {page.reason or 'error'}")
+        text = await asyncio.to_thread(_as_text, page)  # parsing a page takes a while
+        notes = [f"(the body was cut after {max_bytes} bytes)"] if page.cut else []
         if len(text) > WEB_MAX_CHARS:
             notes.append(f"(text cut to {WEB_MAX_CHARS} of {len(text)} characters)")
             text = text[:WEB_MAX_CHARS]
-        head = f"{response.url} (HTTP {response.status_code})"
+        head = f"{page.url} (HTTP {page.status})"
         return "\n\n".join([head, text or "(no text content)", *notes])
 
     return web_fetch
@@ -385,26 +236,24 @@ class SearxngBackend:
         return base if base.endswith("/search") else base + "/search"
 
     async def search(self, query: str, *, limit: int) -> Sequence[SearchHit]:
+        from retinue.tools.builtin._web_http import get_capped
+
         where = f"the search service at {self.endpoint}"
-        params = {"q": query, "format": "json"}
-        headers = {"User-Agent": "retinue-websearch/1", "Accept": "application/json"}
-        try:
-            async with (
-                httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s), headers=headers) as c,
-                c.stream("GET", self.endpoint, params=params) as response,
-            ):
-                body, cut = await _read_capped(response, SEARCH_MAX_BYTES)
-        except httpx.TimeoutException:
-            raise ToolError(f"{where} took longer than {self.timeout_s:g} s; gave up") from None
-        except httpx.HTTPError as exc:
-            raise ToolError(f"{where} cannot be reached: {exc or type(exc).__name__}") from None
-        if response.status_code == 403:
+        status, body, cut = await get_capped(
+            self.endpoint,
+            params={"q": query, "format": "json"},
+            headers={"User-Agent": "retinue-websearch/1", "Accept": "application/json"},
+            timeout_s=self.timeout_s,
+            max_bytes=SEARCH_MAX_BYTES,
+            where=where,
+        )
+        if status == 403:
             raise ToolError(
                 f"{where} refused the JSON format (HTTP 403); a SearXNG instance must list "
                 "json in search.formats of its settings.yml"
             )
-        if response.is_error:
-            raise ToolError(f"{where} answered HTTP {response.status_code}")
+        if status >= 400:
+            raise ToolError(f"{where} answered HTTP {status}")
         return _searxng_hits(body, cut, where)[:limit]
 
 
