@@ -105,12 +105,29 @@ async def run(config: RunConfig) -> RunOutput:
         parent_id=ctx.parent_id,
         depth=ctx.depth,
     )
-    usage, tools_used, last_input = Usage(), list[str](), 0
-    repeats = RepeatedFailures()
+    # Made on first use (a run without tools makes neither): what a run holds while its
+    # model call is in flight is what the cyclic collector walks, thousands of runs at once.
+    usage, tools_used, last_input = _NO_USAGE, _NO_TOOLS, 0
+    repeats: RepeatedFailures | None = None
     out: RunOutput | None = None
     try:
         for iteration in range(1, config.max_iterations + 1):
-            response = await _call_model(config, last_input)
+            # the model is awaited here, not in a helper coroutine: one object less per run
+            await _before_call(config, last_input)
+            sink = ctx.events
+            started = _model_started(config)
+            on_text = _text_forwarder(sink, ctx.agent_id) if config.stream and sink else None
+            try:
+                response = await config.model.complete(
+                    messages, config.tools.specs(), on_text=on_text
+                )
+            except ContextTooLongError:
+                if not await _shortened(config):
+                    raise
+                response = await config.model.complete(
+                    messages, config.tools.specs(), on_text=on_text
+                )
+            _model_called(config, response, started)
             usage += response.usage
             if config.on_usage is not None:
                 config.on_usage(response.usage)
@@ -123,8 +140,12 @@ async def run(config: RunConfig) -> RunOutput:
             if isinstance(step, Final):
                 reason = "waiting_for_input" if step.waiting_for_input else "final"
                 content = step.content if step.content.strip() else no_answer(tools_used)
-                out = RunOutput(content, messages, reason, tools_used, usage, iteration, last_input)
+                out = RunOutput(
+                    content, messages, reason, _own(tools_used), usage, iteration, last_input
+                )
                 return out
+            if repeats is None:
+                tools_used, repeats = [], RepeatedFailures()
             tools_used.extend(c.name for c in step.calls)
             messages.extend(repeats.observe(step.calls, await _run_tools(config, step.calls)))
             if more:
@@ -135,7 +156,7 @@ async def run(config: RunConfig) -> RunOutput:
             f"(max_iterations={limit}).",
             messages,
             "max_iterations",
-            tools_used,
+            _own(tools_used),
             usage,
             limit,
             last_input,
@@ -162,34 +183,48 @@ async def run(config: RunConfig) -> RunOutput:
             )
 
 
-async def _call_model(config: RunConfig, last_input: int) -> ModelResponse:
-    ctx, messages, keeper = config.context, config.messages, config.context_keeper
-    if keeper is not None:
-        await keeper.before_call(messages, config.model, ctx, last_input)
-    await config.tools.refresh(ctx)  # tools listed at run time (MCP servers) start here
-    specs = config.tools.specs()
-    sink = ctx.events
-    on_text = _text_forwarder(sink, ctx.agent_id) if config.stream and sink else None
+_NO_USAGE = Usage()
+_NO_TOOLS: list[str] = []  # shared, never changed: a run's tools_used until it uses one
 
-    if sink is not None:  # (no event, no work: this runs on every step)
-        emit(sink, MODEL_STARTED, ctx.agent_id, model=config.model.name)
-    started = time.perf_counter()
-    try:
-        response = await config.model.complete(messages, specs, on_text=on_text)
-    except ContextTooLongError:
-        if keeper is None or not await keeper.on_context_too_long(messages, config.model, ctx):
-            raise
-        response = await config.model.complete(messages, specs, on_text=on_text)
-    if sink is not None:
+
+async def _before_call(config: RunConfig, last_input: int) -> None:
+    """Before each model call: let the context keeper shorten the history, refresh tools."""
+    keeper = config.context_keeper
+    if keeper is not None:
+        await keeper.before_call(config.messages, config.model, config.context, last_input)
+    await config.tools.refresh(config.context)  # tools listed at run time (MCP servers) start
+
+
+def _model_started(config: RunConfig) -> float:
+    ctx = config.context
+    if ctx.events is not None:  # (no event, no work: this runs on every step)
+        emit(ctx.events, MODEL_STARTED, ctx.agent_id, model=config.model.name)
+    return time.perf_counter()
+
+
+def _own(tools_used: list[str]) -> list[str]:
+    return [] if tools_used is _NO_TOOLS else tools_used
+
+
+async def _shortened(config: RunConfig) -> bool:
+    """The model said the history is too long: whether the context keeper shortened it."""
+    keeper = config.context_keeper
+    return keeper is not None and await keeper.on_context_too_long(
+        config.messages, config.model, config.context
+    )
+
+
+def _model_called(config: RunConfig, response: ModelResponse, started: float) -> None:
+    ctx = config.context
+    if ctx.events is not None:
         emit(
-            sink,
+            ctx.events,
             MODEL_CALLED,
             ctx.agent_id,
             input_tokens=response.usage.input_tokens,
             output_tokens=response.usage.output_tokens,
             seconds=round(time.perf_counter() - started, 4),
         )
-    return response
 
 
 async def _run_tools(config: RunConfig, calls: tuple[ToolCall, ...]) -> list[ToolResultMessage]:

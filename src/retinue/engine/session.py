@@ -36,6 +36,7 @@ memory goes) comes in as :class:`Lifecycle` hooks.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -160,7 +161,8 @@ class Session:
         self.last_reply = ""
         self.inbox: list[str] = []  # replies of background turns, not yet collected
         self.consolidation: Consolidation | None = None  # set once, by close()
-        self._queue: tuple[asyncio.Future[None], ...] = ()  # one ticket per turn, in order
+        # one ticket per turn, in order (None for a turn queued first: it need not wait)
+        self._queue: tuple[asyncio.Future[None] | None, ...] = ()
         self._turns: tuple[asyncio.Task[RunOutput], ...] = ()
         self._background: tuple[asyncio.Task[RunOutput], ...] = ()
         self._current: asyncio.Task[RunOutput] | None = None
@@ -355,39 +357,37 @@ class Session:
             raise SessionError(f"empty message for session {self.id}: say what it should do")
         if self._closing is not None:
             raise self._refused()
-        ticket = asyncio.get_running_loop().create_future()
-        if not self._queue:
-            ticket.set_result(None)
+        # a turn queued behind others waits for its ticket; the first one has none to wait for
+        ticket = asyncio.get_running_loop().create_future() if self._queue else None
         self._queue = _with(self._queue, ticket)
-        turn = asyncio.create_task(self._turn(text, ticket, on_start), name=f"turn of {self.id}")
+        # The turn's own context (what its tools see) also runs its done callback, which
+        # starts only once the turn is over: no context copied for it. The callback is a
+        # bound method, not a closure: fewer objects per turn in flight.
+        context = contextvars.copy_context()
+        turn = asyncio.create_task(
+            self._turn(text, ticket, on_start), name=f"turn of {self.id}", context=context
+        )
         self._turns = _with(self._turns, turn)
-        turn.add_done_callback(self._leave)  # (no closure: fewer objects per turn)
+        turn.add_done_callback(self._leave, context=context)
         return turn
 
     async def _turn(
-        self, text: str, ticket: asyncio.Future[None], on_start: Callable[[], None] | None
+        self, text: str, ticket: asyncio.Future[None] | None, on_start: Callable[[], None] | None
     ) -> RunOutput:
-        try:
-            await ticket  # the turns sent before this one are done
-        except asyncio.CancelledError:
-            if self._closing is not None:
-                raise self._refused() from None
-            raise  # its waiter went away before its time came
+        """One turn, in its own task (one coroutine: each level of a turn in flight is one
+        more object for the cyclic collector); whatever happens, the history stays valid."""
+        if ticket is not None:
+            try:
+                await ticket  # the turns sent before this one are done
+            except asyncio.CancelledError:
+                if self._closing is not None:
+                    raise self._refused() from None
+                raise  # its waiter went away before its time came
         if self._closing is not None:
             raise self._refused()
         self._check_budget()
         self._current = asyncio.current_task()  # type: ignore[assignment]
         _running.set(self)  # this task's own context: what its tools see
-        try:
-            return await self._run_turn(text, on_start)
-        finally:
-            self._current = None
-            self._steering = ()  # arrived as the turn ended; the sender was told it ran
-            if self.lifecycle.children_per_turn and self.lifecycle.end_children is not None:
-                await self.lifecycle.end_children()
-
-    async def _run_turn(self, text: str, on_start: Callable[[], None] | None) -> RunOutput:
-        """The running part of a turn; whatever happens, the history stays valid."""
         messages, began = self.config.messages, False
         try:
             if on_start is not None:
@@ -414,6 +414,11 @@ class Session:
             if began:
                 repair_history(messages, FAILED_NOTE.format(error=f"{type(exc).__name__}: {exc}"))
             raise
+        finally:
+            self._current = None
+            self._steering = ()  # arrived as the turn ended; the sender was told it ran
+            if self.lifecycle.children_per_turn and self.lifecycle.end_children is not None:
+                await self.lifecycle.end_children()
 
     def _refused(self) -> SessionClosedError:
         return SessionClosedError(f"session {self.id} was closed before this message")
@@ -428,12 +433,13 @@ class Session:
         """``turn`` is done (even if cancelled before it started): take its ticket out of the
         queue (``_turns`` and ``_queue`` are in step: a turn and its ticket at one index), if
         it was at the head let the next turn go, then wake the send() waiting for it."""
-        ticket = self._queue[self._turns.index(turn)]
+        at = self._turns.index(turn)
         self._turns = _without(self._turns, turn)
-        was_head = self._queue[0] is ticket
-        self._queue = _without(self._queue, ticket)
-        if was_head and self._queue and not self._queue[0].done():
-            self._queue[0].set_result(None)
+        self._queue = self._queue[:at] + self._queue[at + 1 :]
+        if at == 0 and self._queue:
+            head = self._queue[0]
+            if head is not None and not head.done():
+                head.set_result(None)
         asked = self._waiters.get(turn) if self._waiters else None
         if asked is not None and not asked.done():
             asked.set_result(None)

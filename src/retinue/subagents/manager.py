@@ -110,7 +110,8 @@ class SubAgentManager:
             cid = self.start_background(ctx, task, role, instance)
             return background_note(cid, role, instance)
         held = self._open(ctx, role, instance)
-        return self._reply(await self._send(held, task), held)
+        out = await held.session.send(task)  # (awaited here: one coroutine less in flight)
+        return self._reply(self._sent(held.session, out), held)
 
     async def steer(
         self, ctx: ToolContext, *, task: str, role: str, instance: str | None = None
@@ -192,7 +193,8 @@ class SubAgentManager:
         self, ctx: ToolContext, task: str, role_name: str, instance: str | None = None
     ) -> RunOutput:
         """Create the session ``parent/role[:instance]`` or continue it with ``task``."""
-        return await self._send(self._open(ctx, role_name, instance), task)
+        session = self._open(ctx, role_name, instance).session
+        return self._sent(session, await session.send(task))
 
     def start_background(
         self, ctx: ToolContext, task: str, role_name: str, instance: str | None = None
@@ -241,9 +243,9 @@ class SubAgentManager:
         budget = self.session_token_budget if interactive else None
         return Session(agent_id, config, lifecycle, token_budget=budget)
 
-    async def _send(self, held: Held, task: str) -> RunOutput:
-        session = held.session
-        out = await session.send(task)
+    @staticmethod
+    def _sent(session: Session, out: RunOutput) -> RunOutput:
+        """After a send to an interactive session: say it paused (or was interrupted)."""
         if not out.asking:  # (AskParent itself tells who asks what)
             emit(session.config.context.events, SESSION, session.id, conversation_id=session.id,
                  action="interrupted" if out.stop_reason == "interrupted" else "paused",
