@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 
 import pytest
 
-from retinue.llm._http11 import FastPoster, fast_path_allowed
-from retinue.llm._openai_wire import WireEncoder
+from retinue.llm._http11 import FastPoster, Unanswered, fast_path_allowed
+from retinue.llm._openai_wire import WireEncoder, _encode, _message_json, message_to_openai
 from retinue.llm.base import ToolSpec
 from retinue.llm.loopback import LoopbackOpenAIServer
 from retinue.llm.openai import OpenAIModel, build_request
@@ -116,6 +118,41 @@ async def test_chunked_answers_and_connections_closed_by_the_server() -> None:
     assert requests == [b'{"a":1}', b'{"a":2}']
 
 
+async def test_a_kept_alive_connection_times_out_on_its_own_deadline() -> None:
+    """The first answer comes at once, the second never: the second request times out
+    (its own deadline, not the first's timer) and its connection is not kept."""
+    seen: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError):  # (the client hangs up)
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+                seen.append(await reader.readexactly(length))
+                if len(seen) == 1:
+                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+                # later requests: no answer
+        writer.close()
+
+    raw = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = raw.sockets[0].getsockname()[1]
+    poster = FastPoster(f"http://127.0.0.1:{port}", {}, 0.3)
+    loop = asyncio.get_running_loop()
+    try:
+        first = await poster.post("/x", b"1")
+        await asyncio.sleep(0.2)  # the first exchange's timer is still pending
+        started = loop.time()
+        with pytest.raises(Unanswered) as caught:
+            await poster.post("/x", b"2")
+        waited = loop.time() - started
+    finally:
+        await poster.close()
+        raw.close()
+    assert (first.status, first.body) == (200, b"{}")
+    assert caught.value.timed_out and waited >= 0.25  # not cut short at the first's 0.3 s
+    assert poster._idle == [] and seen == [b"1", b"2"]
+
+
 def conversation(turns: int) -> list[Message]:
     out: list[Message] = [SystemMessage("sys é"), UserMessage("go")]
     for k in range(turns):
@@ -151,3 +188,33 @@ def test_the_wire_encoder_sees_a_rewritten_history() -> None:
     for history in (summary, other, messages, [*messages, UserMessage("more")]):
         body = encoder.body("m", history, [])
         assert json.loads(body) == build_request("m", history, [], stream=False)
+
+
+def test_the_direct_message_json_is_the_dict_encoding_byte_for_byte() -> None:
+    """Tool results and tool-calling replies are written without a dict: the same bytes."""
+    tricky = 'quote " backslash \\ newline \n tab \t nul \x00 é ✓ \u2028 😀'
+    calls = (ToolCall("c1", "add", '{"a": 1}'), ToolCall(tricky, tricky, tricky))
+    messages: list[Message] = [
+        ToolResultMessage("c1", "add", tricky),
+        ToolResultMessage("", "", "", is_error=True),
+        AssistantMessage("", calls),
+        AssistantMessage(tricky, calls[:1]),
+        AssistantMessage(tricky),
+        UserMessage(tricky),
+    ]
+    for m in messages:
+        assert _message_json(m) == _encode(message_to_openai(m))
+
+
+def test_the_wire_encoder_reuses_an_equal_history_and_follows_new_tools() -> None:
+    """Equal (not identical) messages have the same JSON, so the joined prefix serves; a
+    changed tool list is encoded again."""
+    encoder = WireEncoder()
+    messages = conversation(3)
+    encoder.body("m", messages, [ADD])
+    copies = [*(replace(m) for m in messages), UserMessage("next")]
+    other = ToolSpec("sub", "Subtract", {"type": "object"})
+    for history, tools in ((copies, [ADD]), (copies, [ADD, other]), (messages, [])):
+        body = encoder.body("m", history, tools)
+        assert json.loads(body) == build_request("m", history, tools, stream=False)
+    assert json.loads(encoder.body("n", messages, [other]))["model"] == "n"

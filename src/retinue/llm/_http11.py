@@ -76,6 +76,11 @@ class _Conn(asyncio.Protocol):
         self.head: tuple[int, int | None, bool, bool, bool | None, float | None] | None = None
         self.body_at = 0
         self.broken = False  # closed, or bytes nobody asked for: never reused
+        # the exchange's deadline (loop time), watched by one timer per connection that is
+        # moved on only when it fires: a request costs no timer of its own
+        self.deadline = 0.0
+        self.timer: asyncio.TimerHandle | None = None
+        self.timer_at = 0.0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -101,17 +106,43 @@ class _Conn(asyncio.Protocol):
             self.broken = True
             self.waiter.set_exception(exc)
 
-    def exchange(self, request: bytes) -> asyncio.Future[tuple[Answer, bool]]:
-        """Send ``request``; the future is the answer (and whether to keep the connection)."""
+    def exchange(
+        self, request: bytes, loop: asyncio.AbstractEventLoop, deadline: float
+    ) -> asyncio.Future[tuple[Answer, bool]]:
+        """Send ``request``; the future is the answer (and whether to keep the connection),
+        or :class:`TimeoutError` once the loop's clock passes ``deadline``."""
         assert self.transport is not None
-        self.waiter = asyncio.get_running_loop().create_future()
+        self.waiter = loop.create_future()
         self.buffer.clear()
         self.head = None
+        self.deadline = deadline
+        if self.timer is None or deadline < self.timer_at:
+            self._watch(loop, deadline)
         self.transport.write(request)
         return self.waiter
 
+    def _watch(self, loop: asyncio.AbstractEventLoop, at: float) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        self.timer = loop.call_at(at, self._timer_fired, loop)
+        self.timer_at = at
+
+    def _timer_fired(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.timer = None
+        waiter = self.waiter
+        if waiter is None or waiter.done():
+            return  # idle: the next exchange starts a timer
+        if self.deadline > self.timer_at:  # a later exchange's deadline: watch on
+            self._watch(loop, self.deadline)
+        else:
+            self.broken = True
+            waiter.set_exception(TimeoutError())
+
     def close(self) -> None:
         self.broken = True
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
         if self.transport is not None:
             self.transport.close()
 
@@ -149,20 +180,22 @@ def _parse_head(
     head: bytes,
 ) -> tuple[int, int | None, bool, bool, bool | None, float | None]:
     """Status, content length, chunked, keep-alive, ``x-should-retry``, retry delay."""
-    lines = head.split(b"\r\n")
+    lines = head.lower().split(b"\r\n")
     version, _, rest = lines[0].partition(b" ")
-    if not version.startswith(b"HTTP/1.") or len(lines) > MAX_HEADERS + 1:
+    if not version.startswith(b"http/1.") or len(lines) > MAX_HEADERS + 1:
         raise _Malformed("not an HTTP/1.x answer")
     status = int(rest[:3])
     length: int | None = None
     chunked = False
-    keep = version == b"HTTP/1.1"
+    keep = version == b"http/1.1"
     should_retry: bool | None = None
     retry_after: float | None = None
     for line in lines[1:]:
         name, _, value = line.partition(b":")
-        name = name.strip().lower()
-        value = value.strip().lower()
+        if name in _IGNORED:
+            continue
+        name = name.strip()
+        value = value.strip()
         if name == b"content-length":
             length = int(value)
             if not 0 <= length <= MAX_BODY:
@@ -180,6 +213,10 @@ def _parse_head(
     if length is None and not chunked:
         keep = False  # the body ends when the connection does
     return status, length, chunked, keep, should_retry, retry_after
+
+
+# the headers every answer carries that say nothing here (skipped without a closer look)
+_IGNORED = frozenset((b"content-type", b"date", b"server"))
 
 
 def _chunked(buf: bytearray, at: int) -> tuple[bytes, int] | None:
@@ -224,15 +261,25 @@ class FastPoster:
         lines = [f"Host: {host}", *(f"{k}: {v}" for k, v in headers.items())]
         self._head = "\r\n".join(lines).encode("latin-1")
         self._idle: list[_Conn] = []
+        self._starts: dict[str, bytes] = {}  # per path: the request up to its length
+
+    def _start(self, path: str) -> bytes:
+        start = b"POST %s HTTP/1.1\r\n%s\r\nContent-Length: " % (
+            (self.base_path + path).encode("latin-1"),
+            self._head,
+        )
+        if len(self._starts) < 16:
+            self._starts[path] = start
+        return start
 
     async def post(self, path: str, body: bytes) -> Answer:
         """``POST path`` with ``body``; the answer whatever its status, or ``Unanswered``."""
-        head = b"POST %s HTTP/1.1\r\n%s\r\nContent-Length: %d\r\n\r\n" % (
-            (self.base_path + path).encode("latin-1"),
-            self._head,
-            len(body),
-        )
+        start = self._starts.get(path)
+        if start is None:
+            start = self._start(path)
+        request = b"%s%d\r\n\r\n%s" % (start, len(body), body)
         loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout
         while True:
             conn = self._idle.pop() if self._idle else None
             reused = conn is not None
@@ -240,10 +287,10 @@ class FastPoster:
                 conn.close()
                 continue
             try:
-                async with asyncio.timeout(self.timeout):
-                    if conn is None:
+                if conn is None:
+                    async with asyncio.timeout_at(deadline):
                         _, conn = await loop.create_connection(_Conn, self.host, self.port)
-                    answer, keep = await conn.exchange(head + body)
+                answer, keep = await conn.exchange(request, loop, deadline)
             except TimeoutError as exc:
                 _close(conn)
                 raise Unanswered(exc, timed_out=True) from exc

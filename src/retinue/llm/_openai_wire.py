@@ -68,6 +68,26 @@ def tools_to_openai(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
 
 
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False).encode
+_string: Callable[[str], str] = json.encoder.encode_basestring  # a JSON string, as ``_encode``'s
+
+
+def _message_json(m: Message) -> str:
+    """``_encode(message_to_openai(m))``, the same text, written directly for the messages of
+    every turn (a tool result, an assistant's tool calls)."""
+    if type(m) is ToolResultMessage:
+        return (
+            f'{{"role":"tool","tool_call_id":{_string(m.tool_call_id)},'
+            f'"content":{_string(m.content)}}}'
+        )
+    if type(m) is AssistantMessage and m.tool_calls:
+        content = _string(m.content) if m.content else "null"
+        calls = ",".join(
+            f'{{"id":{_string(t.id)},"type":"function","function":{{"name":{_string(t.name)},'
+            f'"arguments":{_string(t.arguments)}}}}}'
+            for t in m.tool_calls
+        )
+        return f'{{"role":"assistant","content":{content},"tool_calls":[{calls}]}}'
+    return _encode(message_to_openai(m))
 
 
 class WireEncoder:
@@ -78,18 +98,21 @@ class WireEncoder:
     reused) and a body is the join of the kept parts: building a request costs the new
     messages plus a copy, not a fresh encoding of the whole history. The cache is bounded
     (``max_bytes``, two generations: the older is dropped when the newer fills up). The last
-    body's messages are kept joined too: when the next request starts with the very same
-    message objects (checked one by one, by identity), only its new messages are looked up.
+    body's messages are kept joined too: when the next request starts with the same messages
+    (the very same objects, or equal ones: equal messages have the same JSON), only its new
+    messages are looked up.
     """
 
-    __slots__ = ("_last", "_max", "_new", "_new_bytes", "_old")
+    __slots__ = ("_head", "_last", "_max", "_new", "_new_bytes", "_old", "_tools")
 
     def __init__(self, max_bytes: int = 8 * 2**20) -> None:
         self._max = max_bytes
         self._new: dict[int, tuple[object, bytes]] = {}
         self._old: dict[int, tuple[object, bytes]] = {}
         self._new_bytes = 0
-        self._last: tuple[tuple[Message, ...], bytes] = ((), b"")
+        self._last: tuple[list[Message], bytes] = ([], b"")
+        self._head = ("", b"")  # the last model name, and the body's start with it
+        self._tools: tuple[tuple[ToolSpec, ...], bytes] = ((), b"]")  # the last tools' part
 
     def body(
         self,
@@ -100,29 +123,39 @@ class WireEncoder:
     ) -> bytes:
         """The JSON of ``{"model", "messages", "tools"?, **extra}`` (as :func:`json.dumps`
         of the same dict would decode)."""
-        parts = [b'{"model":', _encode(model).encode(), b',"messages":[']
-        parts.append(self._messages(messages))
-        parts.append(b"]")
-        if tools:
-            parts.append(b',"tools":[')
-            parts.append(b",".join(self._parts(tools, _tool_to_openai)))
-            parts.append(b"]")
+        name, head = self._head
+        if name != model or not head:
+            head = b'{"model":%s,"messages":[' % _encode(model).encode()
+            self._head = (model, head)
+        parts = [head, self._messages(messages), self._tools_part(tools)]
         for key, value in (extra or {}).items():
             parts.append(b"," + _encode(key).encode() + b":" + _encode(value).encode())
         parts.append(b"}")
         return b"".join(parts)
 
+    def _tools_part(self, tools: Sequence[ToolSpec]) -> bytes:
+        """``]`` closing the messages, then the tools (the last ones' bytes when the very
+        same specs come again, as on every turn)."""
+        before, part = self._tools
+        if len(before) != len(tools) or not all(map(operator.is_, before, tools)):
+            part = b"]"
+            if tools:
+                part = b'],"tools":[%s]' % b",".join(self._parts(tools, _tool_to_openai))
+            self._tools = (tuple(tools), part)
+        return part
+
     def _messages(self, messages: Sequence[Message]) -> bytes:
         """The messages joined, from the last body's when it is this one's beginning."""
         before, joined = self._last
         n = len(before)
-        if n and len(messages) >= n and all(map(operator.is_, before, messages)):
+        # (a list comparison takes an identical element as equal without calling __eq__)
+        if n and len(messages) >= n and before == _as_list(messages[:n]):
             tail = messages[n:]
             if tail:
-                joined += b"," + b",".join(self._parts(tail, message_to_openai))
+                joined += b"," + b",".join(self._parts(tail, _message_json))
         else:
-            joined = b",".join(self._parts(messages, message_to_openai))
-        self._last = (tuple(messages), joined) if len(joined) <= self._max else ((), b"")
+            joined = b",".join(self._parts(messages, _message_json))
+        self._last = (list(messages), joined) if len(joined) <= self._max else ([], b"")
         return joined
 
     def _parts(self, items: Sequence[Any], wire: Callable[[Any], Any]) -> list[bytes]:
@@ -138,12 +171,17 @@ class WireEncoder:
         return kept
 
     def _encode(self, item: Any, wire: Callable[[Any], Any]) -> bytes:
-        data = _encode(wire(item)).encode()
+        data = wire(item)
+        data = (data if isinstance(data, str) else _encode(data)).encode()
         if self._new_bytes + len(data) > self._max:
             self._old, self._new, self._new_bytes = self._new, {}, 0
         self._new[id(item)] = (item, data)
         self._new_bytes += len(data)
         return data
+
+
+def _as_list(items: Sequence[Message]) -> list[Message]:
+    return items if isinstance(items, list) else list(items)
 
 
 def _tool_to_openai(t: ToolSpec) -> dict[str, Any]:
@@ -198,7 +236,7 @@ def reply_from_openai(message: Any) -> AssistantMessage:
         raise _bad("the message content must be a string or a list of parts", content)
     if tool_calls is not None and not isinstance(tool_calls, list):
         raise _bad("tool_calls must be a list", tool_calls)
-    calls = tuple(_reply_call(tc) for tc in tool_calls or ())
+    calls = tuple([_reply_call(tc) for tc in tool_calls]) if tool_calls else ()
     return AssistantMessage(_text(content), calls)
 
 

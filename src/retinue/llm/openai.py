@@ -31,7 +31,7 @@ from retinue.llm._openai_wire import (
     tools_to_openai,
 )
 from retinue.llm.base import ModelResponse, TextCallback, ToolSpec
-from retinue.llm.guard import check_request_allowed
+from retinue.llm.guard import check_request_allowed, is_loopback_url
 from retinue.messages import AssistantMessage, Message, Usage
 
 if TYPE_CHECKING:
@@ -82,6 +82,7 @@ class OpenAIModel:
         key = api_key_for(key, self.base_url, "api.openai.com", hint)
         self.max_retries = max_retries
         self.timeout = timeout
+        self._loopback = is_loopback_url(self.base_url)  # always allowed (the guard's rule)
         self._info = ProviderInfo("openai", KEY_VAR, URL_VAR, self.base_url, max_retries)
         self._clients: PerLoopClients[AsyncOpenAI] = PerLoopClients(lambda: _sdk_client(self, key))
         headers = {
@@ -112,7 +113,8 @@ class OpenAIModel:
         *,
         on_text: TextCallback | None = None,
     ) -> ModelResponse:
-        check_request_allowed(self.base_url)
+        if not self._loopback:
+            check_request_allowed(self.base_url)
         extra = STREAM_OPTIONS if on_text is not None else None
         body = self._wire.body(self._model, messages, tools, extra)  # sent as-is
         retries = self.max_retries
