@@ -360,10 +360,11 @@ class Session:
         # a turn queued behind others waits for its ticket; the first one has none to wait for
         ticket = asyncio.get_running_loop().create_future() if self._queue else None
         self._queue = _with(self._queue, ticket)
-        # The turn's own context (what its tools see) also runs its done callback, which
-        # starts only once the turn is over: no context copied for it. The callback is a
-        # bound method, not a closure: fewer objects per turn in flight.
+        # The turn's own context says which session runs it (what its tools see); it also
+        # runs the turn's done callback (which starts only once the turn is over), and that
+        # finds the session there: no context copy, no bound method, no closure per turn.
         context = contextvars.copy_context()
+        context.run(_running.set, self)
         turn = asyncio.create_task(
             self._turn(text, ticket, on_start), name=f"turn of {self.id}", context=context
         )
@@ -387,7 +388,6 @@ class Session:
             raise self._refused()
         self._check_budget()
         self._current = asyncio.current_task()  # type: ignore[assignment]
-        _running.set(self)  # this task's own context: what its tools see
         messages, began = self.config.messages, False
         try:
             if on_start is not None:
@@ -429,18 +429,23 @@ class Session:
         )
         return RunOutput(f"[turn of {self.id} {how}]", self.config.messages, "interrupted")
 
-    def _leave(self, turn: asyncio.Task[RunOutput]) -> None:
+    @staticmethod
+    def _leave(turn: asyncio.Task[RunOutput]) -> None:
         """``turn`` is done (even if cancelled before it started): take its ticket out of the
         queue (``_turns`` and ``_queue`` are in step: a turn and its ticket at one index), if
-        it was at the head let the next turn go, then wake the send() waiting for it."""
-        at = self._turns.index(turn)
-        self._turns = _without(self._turns, turn)
-        self._queue = self._queue[:at] + self._queue[at + 1 :]
-        if at == 0 and self._queue:
-            head = self._queue[0]
+        it was at the head let the next turn go, then wake the send() waiting for it.
+
+        It runs in the turn's own context, where its session is the running one."""
+        session = _running.get()
+        assert session is not None  # (set in that context before the turn was created)
+        at = session._turns.index(turn)
+        session._turns = _without(session._turns, turn)
+        session._queue = session._queue[:at] + session._queue[at + 1 :]
+        if at == 0 and session._queue:
+            head = session._queue[0]
             if head is not None and not head.done():
                 head.set_result(None)
-        asked = self._waiters.get(turn) if self._waiters else None
+        asked = session._waiters.get(turn) if session._waiters else None
         if asked is not None and not asked.done():
             asked.set_result(None)
 
