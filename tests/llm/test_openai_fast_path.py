@@ -7,6 +7,7 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
+from typing import cast
 
 import pytest
 
@@ -212,9 +213,15 @@ def test_the_wire_encoder_reuses_an_equal_history_and_follows_new_tools() -> Non
     encoder = WireEncoder()
     messages = conversation(3)
     encoder.body("m", messages, [ADD])
-    copies = [*(replace(m) for m in messages), UserMessage("next")]
+    kept = len(encoder._new)
     other = ToolSpec("sub", "Subtract", {"type": "object"})
-    for history, tools in ((copies, [ADD]), (copies, [ADD, other]), (messages, [])):
+    copies = [*(replace(m) for m in messages), UserMessage("next")]
+    rebuilt = [replace(m) for m in reversed(messages)]  # equal messages, not a prefix
+    for history, tools in ((copies, [ADD]), (rebuilt, [ADD, other]), (messages, [])):
         body = encoder.body("m", history, tools)
         assert json.loads(body) == build_request("m", history, tools, stream=False)
+    assert len(encoder._new) == kept + 1  # only "next" was encoded again
     assert json.loads(encoder.body("n", messages, [other]))["model"] == "n"
+    odd = UserMessage(cast(str, [{"type": "text", "text": "a list"}]))  # not hashable
+    body = json.loads(encoder.body("m", [*messages, odd], []))
+    assert body["messages"][-1] == {"role": "user", "content": [{"type": "text", "text": "a list"}]}

@@ -94,25 +94,27 @@ class WireEncoder:
     """Request bodies as JSON bytes, each message encoded once and its bytes reused.
 
     A conversation's messages are immutable and each request repeats the previous one's, so
-    a message's encoded form is kept (by identity, with the message held so its id is not
-    reused) and a body is the join of the kept parts: building a request costs the new
-    messages plus a copy, not a fresh encoding of the whole history. The cache is bounded
-    (``max_bytes``, two generations: the older is dropped when the newer fills up). The last
-    body's messages are kept joined too: when the next request starts with the same messages
-    (the very same objects, or equal ones: equal messages have the same JSON), only its new
-    messages are looked up.
+    a message's encoded form is kept and a body is the join of the kept parts: building a
+    request costs the new messages plus a copy, not a fresh encoding of the whole history.
+    Messages are kept by value (they are frozen records: equal messages have the same JSON),
+    so a history built again -- reloaded, or a sub-agent's system prompt on each delegation
+    -- is not encoded again either; the cache is bounded (``max_bytes``, two generations:
+    the older is dropped when the newer fills up). The last body's messages are kept joined
+    too: when the next request starts with the same messages, only its new ones are looked
+    up. Tool specs (whose schema is a dict) are kept by identity.
     """
 
-    __slots__ = ("_head", "_last", "_max", "_new", "_new_bytes", "_old", "_tools")
+    __slots__ = ("_head", "_last", "_max", "_new", "_new_bytes", "_old", "_specs", "_tools")
 
     def __init__(self, max_bytes: int = 8 * 2**20) -> None:
         self._max = max_bytes
-        self._new: dict[int, tuple[object, bytes]] = {}
-        self._old: dict[int, tuple[object, bytes]] = {}
+        self._new: dict[Message, bytes] = {}
+        self._old: dict[Message, bytes] = {}
         self._new_bytes = 0
         self._last: tuple[list[Message], bytes] = ([], b"")
         self._head = ("", b"")  # the last model name, and the body's start with it
         self._tools: tuple[tuple[ToolSpec, ...], bytes] = ((), b"]")  # the last tools' part
+        self._specs: dict[int, tuple[ToolSpec, bytes]] = {}
 
     def body(
         self,
@@ -140,9 +142,19 @@ class WireEncoder:
         if len(before) != len(tools) or not all(map(operator.is_, before, tools)):
             part = b"]"
             if tools:
-                part = b'],"tools":[%s]' % b",".join(self._parts(tools, _tool_to_openai))
+                part = b'],"tools":[%s]' % b",".join([self._spec(t) for t in tools])
             self._tools = (tuple(tools), part)
         return part
+
+    def _spec(self, spec: ToolSpec) -> bytes:
+        hit = self._specs.get(id(spec))
+        if hit is not None and hit[0] is spec:
+            return hit[1]
+        data = _encode(_tool_to_openai(spec)).encode()
+        if len(self._specs) >= MAX_KEPT_SPECS:
+            self._specs.clear()
+        self._specs[id(spec)] = (spec, data)  # (held, so that its id is not reused)
+        return data
 
     def _messages(self, messages: Sequence[Message]) -> bytes:
         """The messages joined, from the last body's when it is this one's beginning."""
@@ -152,32 +164,33 @@ class WireEncoder:
         if n and len(messages) >= n and before == _as_list(messages[:n]):
             tail = messages[n:]
             if tail:
-                joined += b"," + b",".join(self._parts(tail, _message_json))
+                joined += b"," + b",".join(self._parts(tail))
         else:
-            joined = b",".join(self._parts(messages, _message_json))
+            joined = b",".join(self._parts(messages))
         self._last = (list(messages), joined) if len(joined) <= self._max else ([], b"")
         return joined
 
-    def _parts(self, items: Sequence[Any], wire: Callable[[Any], Any]) -> list[bytes]:
+    def _parts(self, messages: Sequence[Message]) -> list[bytes]:
         new, old = self._new, self._old
-        # the common case in one pass: every item but the newest few is kept
-        kept = [
-            hit[1] if (hit := new.get(id(x)) or old.get(id(x))) is not None and hit[0] is x else b""
-            for x in items
-        ]
+        try:  # the common case in one pass: every message but the newest few is kept
+            kept = [new.get(m) or old.get(m) or b"" for m in messages]
+        except TypeError:  # a field that is not hashable (not a Message as typed): not kept
+            return [_message_json(m).encode() for m in messages]
         for i, part in enumerate(kept):
             if not part:
-                kept[i] = self._encode(items[i], wire)
+                kept[i] = self._encode(messages[i])
         return kept
 
-    def _encode(self, item: Any, wire: Callable[[Any], Any]) -> bytes:
-        data = wire(item)
-        data = (data if isinstance(data, str) else _encode(data)).encode()
+    def _encode(self, message: Message) -> bytes:
+        data = _message_json(message).encode()
         if self._new_bytes + len(data) > self._max:
             self._old, self._new, self._new_bytes = self._new, {}, 0
-        self._new[id(item)] = (item, data)
+        self._new[message] = data
         self._new_bytes += len(data)
         return data
+
+
+MAX_KEPT_SPECS = 1024  # tool specs' encoded forms kept (all dropped when full)
 
 
 def _as_list(items: Sequence[Message]) -> list[Message]:
