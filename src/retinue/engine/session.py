@@ -130,6 +130,7 @@ class Session:
         "_steered",
         "_steering",
         "_turns",
+        "_used",
         "_waiters",
         "_wakers",
         "config",
@@ -141,7 +142,6 @@ class Session:
         "question",
         "token_budget",
         "turns",
-        "usage",
     )
 
     def __init__(
@@ -157,7 +157,9 @@ class Session:
         self.lifecycle = lifecycle or Lifecycle()
         self.token_budget = token_budget
         self.turns = 0
-        self.usage = Usage()
+        # the usage figures as a tuple of ints, which the cyclic collector soon stops
+        # tracking (a Usage record per model call would be one more object it walks)
+        self._used = (0, 0, 0, 0)
         self.last_reply = ""
         self.inbox: list[str] = []  # replies of background turns, not yet collected
         self.consolidation: Consolidation | None = None  # set once, by close()
@@ -189,6 +191,11 @@ class Session:
         if self.question is not None:
             return "asking"
         return "running" if self._current is not None else "idle"
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens used by every model call of the session so far."""
+        return Usage(*self._used)
 
     @property
     def messages(self) -> list[Message]:
@@ -450,7 +457,7 @@ class Session:
             asked.set_result(None)
 
     def _check_budget(self) -> None:
-        budget, used = self.token_budget, self.usage.total_tokens
+        budget, used = self.token_budget, self._used[0] + self._used[1]
         if budget is not None and used >= budget:
             raise SessionError(
                 f"session {self.id} has used {used} tokens, its budget is {budget}: "
@@ -458,7 +465,13 @@ class Session:
             )
 
     def _count(self, usage: Usage) -> None:
-        self.usage += usage
+        i, o, c, r = self._used
+        self._used = (
+            i + usage.input_tokens,
+            o + usage.output_tokens,
+            c + usage.cache_read_tokens,
+            r + usage.requests,
+        )
 
     def _collect(self, turn: asyncio.Task[RunOutput]) -> None:
         if turn not in self._background:
