@@ -12,13 +12,18 @@ history's own objects (:func:`footprint`: the message list, the message records,
 strings and tool calls); the rest is what the session itself costs. After unloading them
 all (``cleanup``), what is still held beyond the baseline (a leak would show here).
 
-Run alone: ``uv run python benchmarks/sessions.py --scale 1000`` or ``--idle 1000``.
+``census`` (a diagnostic): the objects the cyclic collector tracks, by type, per turn in
+flight (what thousands of concurrent turns make it walk and promote) and per idle session.
+
+Run alone: ``uv run python benchmarks/sessions.py --scale 1000``, ``--idle 1000`` or
+``--census 2000``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import dataclasses
 import gc
 import resource
@@ -201,6 +206,44 @@ async def idle_memory(n: int, history_turns: int = 20) -> dict[str, Any]:
     }
 
 
+def tracked() -> collections.Counter[str]:
+    """Objects the cyclic collector tracks, by type name, after a full collection."""
+    gc.collect()
+    return collections.Counter(type(o).__name__ for o in gc.get_objects())
+
+
+async def census(n: int) -> dict[str, Any]:
+    """Tracked objects per turn in flight (``n`` turns waiting on the model; the turn's user
+    message and the benchmark's own driver task included) and per idle session (one turn
+    of history), by type."""
+    manager, _, ctx = build(0.5)
+    await drive(manager, ctx, n, 1)  # the sessions exist, idle
+    await settle()
+    before = tracked()
+    running = asyncio.ensure_future(drive(manager, ctx, n, 1))
+    await asyncio.sleep(0.2)  # every turn is in its model call now
+    busy = tracked()
+    await running
+    await manager.cleanup(PARENT)
+    await settle()
+    empty = tracked()
+
+    def per(more: collections.Counter[str], less: collections.Counter[str]) -> dict[str, float]:
+        diff = {k: (more[k] - less[k]) / n for k in more.keys() | less.keys()}
+        return dict(
+            sorted(((k, v) for k, v in diff.items() if abs(v) >= 0.5), key=lambda kv: -kv[1])
+        )
+
+    in_flight, held = per(busy, before), per(before, empty)
+    return {
+        "sessions": n,
+        "in_flight_per_turn": sum(in_flight.values()),
+        "in_flight_by_type": in_flight,
+        "per_idle_session": sum(held.values()),
+        "per_idle_session_by_type": held,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Retinue interactive sessions at scale")
     parser.add_argument("--scale", type=int, default=0, help="sessions for the throughput run")
@@ -209,6 +252,7 @@ def main() -> None:
     parser.add_argument("--no-gc", action="store_true", help="cyclic GC off (diagnostic)")
     parser.add_argument("--idle", type=int, default=0, help="sessions for the idle-memory run")
     parser.add_argument("--history-turns", type=int, default=20)
+    parser.add_argument("--census", type=int, default=0, help="sessions for the object census")
     args = parser.parse_args()
     out: dict[str, Any] = {}
     if args.scale:
@@ -217,6 +261,8 @@ def main() -> None:
         )
     if args.idle:
         out["idle"] = asyncio.run(idle_memory(args.idle, args.history_turns))
+    if args.census:
+        out["census"] = asyncio.run(census(args.census))
     emit_json(out)
 
 
