@@ -173,7 +173,7 @@ async def run(config: RunConfig) -> RunOutput:
         )
         raise
     finally:
-        if out is not None:
+        if out is not None and ctx.events is not None:  # (no listener: no usage dict)
             emit(
                 ctx.events,
                 RUN_FINISHED,
