@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -9,7 +10,7 @@ from anthropic.types import TextBlock, ToolUseBlock
 
 from retinue.errors import ModelError
 from retinue.llm._anthropic_wire import reply_from_anthropic
-from retinue.llm.openai import _from_completion
+from retinue.llm.openai import _from_completion, _json_body
 
 
 def completion(message: Any) -> dict[str, Any]:
@@ -91,3 +92,37 @@ def test_anthropic_sdk_blocks_parse() -> None:
     assert [(t.id, t.name, t.arguments) for t in reply.tool_calls] == [
         ("t1", "Read", '{"file_path": "x"}')
     ]
+
+
+ANSWER_BODIES = [
+    b'{"a": 1}',
+    b'{"a": 1}  \r\n\t',
+    b' \n{"a": "\xc3\xa9"}',
+    b'\xef\xbb\xbf{"a": 1}',  # UTF-8 byte order mark
+    '{"a": "é"}'.encode("utf-16"),
+    '{"a": 1}'.encode("utf-32-le"),
+    b'{"a": "\\ud800"}',  # a lone surrogate, escaped
+    b'{"a": "\xed\xa0\x80"}',  # and raw (json.loads lets it pass)
+    b'{"a": 1} x',
+    b'{"a": 1}{"b": 2}',
+    b'{"a": 1}\xc2\xa0',  # a non-breaking space: not JSON whitespace
+    b'{"a": \xff}',
+    b"{",
+    b"[1, 2]",
+    b"",
+]
+
+
+@pytest.mark.parametrize("body", ANSWER_BODIES)
+def test_an_answer_body_is_read_as_json_loads_reads_it(body: bytes) -> None:
+    """The quick reading of an answer body agrees with ``json.loads``: the same object, or
+    a one-line ``ModelError`` where ``json.loads`` fails or gives no object."""
+    try:
+        expected = json.loads(body)
+    except ValueError:
+        expected = None
+    if isinstance(expected, dict):
+        assert _json_body(body) == expected
+    else:
+        with pytest.raises(ModelError, match=r"not JSON|not a JSON object"):
+            _json_body(body)

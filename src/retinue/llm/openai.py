@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from retinue.errors import ModelError
 from retinue.llm._clients import PerLoopClients, api_key_for
 from retinue.llm._errors import ProviderInfo, connection_error, status_error
-from retinue.llm._http11 import FastPoster, Unanswered, fast_path_allowed
+from retinue.llm._http11 import Answer, FastPoster, Unanswered, fast_path_allowed
 from retinue.llm._openai_wire import (
     ToolCallAssembler,
     WireEncoder,
@@ -119,9 +119,14 @@ class OpenAIModel:
         body = self._wire.body(self._model, messages, tools, extra)  # sent as-is
         retries = self.max_retries
         if on_text is None and self._fast is not None:
-            answer = await self._fast_attempt(body)
-            if isinstance(answer, ModelResponse):
-                return answer
+            # the first attempt, over the lean path (see retinue.llm._http11)
+            try:
+                answer = await self._fast.get().post("/chat/completions", body)
+            except Unanswered as exc:
+                answer = exc
+            if type(answer) is Answer and answer.status == 200:
+                return _from_completion(_json_body(answer.body))
+            await self._after_first_attempt(answer)
             retries -= 1  # that attempt was the first
         return await self._sdk_complete(body, on_text, retries)
 
@@ -159,24 +164,19 @@ class OpenAIModel:
         except openai.OpenAIError as exc:
             raise ModelError(f"openai ({self.base_url}): {exc}") from None
 
-    async def _fast_attempt(self, body: bytes) -> ModelResponse | None:
-        """The first attempt, over the lean path (see :mod:`retinue.llm._http11`).
+    async def _after_first_attempt(self, answer: Answer | Unanswered) -> None:
+        """A first attempt (over the lean path) that did not answer ``200``.
 
-        A ``200`` is the response. A failure the SDK would retry returns ``None`` after the
-        SDK's delay (or the server's ``retry-after``), for the SDK to make the remaining
-        ``max_retries - 1`` attempts; any other failure, or one with no retries left, is
-        raised as the SDK path would raise it.
+        A failure the SDK would retry returns after the SDK's delay (or the server's
+        ``retry-after``), for the SDK to make the remaining ``max_retries - 1`` attempts;
+        any other failure, or one with no retries left, is raised as the SDK path would
+        raise it.
         """
-        assert self._fast is not None
-        try:
-            answer = await self._fast.get().post("/chat/completions", body)
-        except Unanswered as exc:
+        if isinstance(answer, Unanswered):
             if self.max_retries < 1:
-                raise connection_error(self._info, exc, timed_out=exc.timed_out) from None
+                raise connection_error(self._info, answer, timed_out=answer.timed_out)
             await asyncio.sleep(RETRY_DELAY)
-            return None
-        if answer.status == 200:
-            return _from_completion(_json_body(answer.body))
+            return
         retry = answer.should_retry
         if retry is None:
             retry = answer.status in (408, 409, 429) or answer.status >= 500
@@ -186,7 +186,6 @@ class OpenAIModel:
             raise status_error(self._info, answer.status, error, fallback)
         delay = answer.retry_after
         await asyncio.sleep(delay if delay is not None and 0 <= delay <= 60 else RETRY_DELAY)
-        return None
 
 
 def _sdk_client(model: OpenAIModel, key: str) -> AsyncOpenAI:
@@ -207,9 +206,19 @@ def _error_json(content: bytes) -> object:
         return content.decode("utf-8", "replace")[:500]
 
 
+_decode_json = json.JSONDecoder().raw_decode
+
+
 def _json_body(content: bytes) -> dict[str, Any]:
     try:
-        data = json.loads(content)
+        if content[:1] == b"{" and content[1:2] != b"\0":  # UTF-8, as json.loads would see
+            # json.loads less its encoding detection and whitespace scans: the same result
+            text = content.decode("utf-8", "surrogatepass")
+            data, end = _decode_json(text)
+            if end != len(text) and text[end:].strip(" \t\n\r"):
+                raise ValueError("extra data after the JSON object")
+        else:
+            data = json.loads(content)
     except ValueError:
         raise ModelError("openai: the server's answer is not JSON") from None
     if not isinstance(data, dict):
