@@ -186,7 +186,9 @@ def test_the_wire_encoder_sees_a_rewritten_history() -> None:
     encoder.body("m", messages, [])
     summary = [*messages[:2], UserMessage("[summary of earlier turns]"), *messages[6:]]
     other = conversation(2)
-    for history in (summary, other, messages, [*messages, UserMessage("more")]):
+    edited = [*messages[:3], UserMessage("edited"), *messages[4:], UserMessage("more")]
+    histories = (summary, other, messages, [*messages, UserMessage("more")], edited)
+    for history in (*histories, tuple(edited), [*edited, UserMessage("again")]):
         body = encoder.body("m", history, [])
         assert json.loads(body) == build_request("m", history, [], stream=False)
 

@@ -158,15 +158,21 @@ class WireEncoder:
 
     def _messages(self, messages: Sequence[Message]) -> bytes:
         """The messages joined, from the last body's when it is this one's beginning."""
-        before, joined = self._last
+        messages = _as_list(messages)
+        before, joined = self._last  # (``before`` is this encoder's own list)
         n = len(before)
-        # (a list comparison takes an identical element as equal without calling __eq__)
-        if n and len(messages) >= n and before == _as_list(messages[:n]):
+        if n and len(messages) >= n:
+            # Extended by the new messages only and compared as a whole: a list comparison
+            # takes an identical element as equal by its address alone, so a long history
+            # costs neither a copy nor a touch of each message (cold in memory by now).
             tail = messages[n:]
-            if tail:
-                joined += b"," + b",".join(self._parts(tail))
-        else:
-            joined = b",".join(self._parts(messages))
+            before.extend(tail)
+            if before == messages:
+                if tail:
+                    joined += b"," + b",".join(self._parts(tail))
+                    self._last = (before, joined) if len(joined) <= self._max else ([], b"")
+                return joined
+        joined = b",".join(self._parts(messages))
         self._last = (list(messages), joined) if len(joined) <= self._max else ([], b"")
         return joined
 
