@@ -294,8 +294,10 @@ def main() -> None:
     results["cache"] = script("cache.py")
     print("sessions ...", flush=True)
     results["sessions"] = [script("sessions.py", "--scale", n)["throughput"] for n in p.scales]
-    results["sessions"] += [  # diagnostic: the same without the cyclic garbage collector
-        script("sessions.py", "--scale", n, "--no-gc")["throughput"] for n in p.scales[-2:]
+    results["sessions"] += [  # as retinue serve sets the collector; and, a diagnostic, without it
+        script("sessions.py", "--scale", n, "--collector", mode)["throughput"]
+        for mode in ("serve", "off")
+        for n in p.scales[-2:]
     ]
     results["idle"] = script("sessions.py", "--idle", p.idle)["idle"]
     print("blocking tool ...", flush=True)

@@ -38,6 +38,7 @@ from _common import emit_json
 
 from retinue.llm.base import ModelResponse, ToolSpec
 from retinue.messages import AssistantMessage, Message, Usage, message_text_size
+from retinue.server.collector import tune_for_serving
 from retinue.subagents import Role, RoleCatalog, SubAgentManager
 from retinue.testing import ScriptedModel
 from retinue.tools import ToolContext, ToolRegistry
@@ -88,26 +89,35 @@ def peak_rss_kib() -> int:
     return 0
 
 
+COLLECTORS = ("default", "serve", "off")
+
+
 async def throughput(
-    n: int, turns: int = 5, delay: float = 0.02, *, collector: bool = True
+    n: int, turns: int = 5, delay: float = 0.02, *, collector: str = "default"
 ) -> dict[str, Any]:
     """Model calls per second over ``n`` concurrent sessions of ``turns`` turns.
 
-    ``collector=False`` turns Python's cyclic garbage collector off while they run (a
-    diagnostic: what is left is the runtime's own cost per call).
+    ``collector``: ``default`` keeps Python's cyclic garbage collector settings (a program
+    that embeds the library); ``serve`` sets them as ``retinue serve`` does
+    (:func:`~retinue.server.collector.tune_for_serving`); ``off`` turns the collector off
+    while they run (a diagnostic: what is left is the runtime's own cost per call).
     """
     manager, model, ctx = build(delay)
     gc.collect()
     base = rss_kib()
     full_before = gc.get_stats()[2]["collections"]
-    if not collector:
+    thresholds = gc.get_threshold()
+    if collector == "off":
         gc.disable()
+    elif collector == "serve":
+        tune_for_serving()
     started, cpu = time.perf_counter(), time.process_time()
     try:
         await drive(manager, ctx, n, turns)
     finally:
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu
         gc.enable()
+        gc.set_threshold(*thresholds)
     full = gc.get_stats()[2]["collections"] - full_before
     live = len(manager.sessions(PARENT))
     await manager.cleanup(PARENT)
@@ -121,7 +131,8 @@ async def throughput(
         "calls_per_s": model.call_count / wall,
         "cpu_s": cpu,
         "cpu_us_per_call": cpu * 1e6 / max(1, model.call_count),
-        "collector": collector,
+        "collector": collector != "off",
+        "collector_mode": collector,
         "full_collections": full,
         "ideal_calls_per_s": ideal,
         "live_sessions_before_cleanup": live,
@@ -249,7 +260,12 @@ def main() -> None:
     parser.add_argument("--scale", type=int, default=0, help="sessions for the throughput run")
     parser.add_argument("--turns", type=int, default=5)
     parser.add_argument("--delay", type=float, default=0.02)
-    parser.add_argument("--no-gc", action="store_true", help="cyclic GC off (diagnostic)")
+    parser.add_argument(
+        "--collector",
+        choices=COLLECTORS,
+        default="default",
+        help="Python's settings, retinue serve's, or the cyclic GC off (diagnostic)",
+    )
     parser.add_argument("--idle", type=int, default=0, help="sessions for the idle-memory run")
     parser.add_argument("--history-turns", type=int, default=20)
     parser.add_argument("--census", type=int, default=0, help="sessions for the object census")
@@ -257,7 +273,7 @@ def main() -> None:
     out: dict[str, Any] = {}
     if args.scale:
         out["throughput"] = asyncio.run(
-            throughput(args.scale, args.turns, args.delay, collector=not args.no_gc)
+            throughput(args.scale, args.turns, args.delay, collector=args.collector)
         )
     if args.idle:
         out["idle"] = asyncio.run(idle_memory(args.idle, args.history_turns))
