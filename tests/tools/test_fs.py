@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 
-from retinue.messages import ToolResultMessage
+from retinue.messages import ToolCall, ToolResultMessage
+from retinue.tools import ToolContext, ToolRegistry
 
 Call = Callable[..., Awaitable[ToolResultMessage]]
 
@@ -125,3 +128,47 @@ async def test_edit_keeps_crlf_line_endings(call: Call, ws: Path) -> None:
     result = await call("Edit", file_path="w.txt", old_string="two", new_string="2")
     assert not result.is_error
     assert (ws / "w.txt").read_bytes() == b"one\r\n2\r\n"
+
+
+async def test_write_refuses_to_replace_a_file_it_has_not_read(call: Call, ws: Path) -> None:
+    (ws / "data.csv").write_text("a,b\n1,2\n")
+    blind = await call("Write", file_path="data.csv", content="hello")
+    assert blind.is_error
+    assert "you have not read it" in blind.content and "Read it first" in blind.content
+    assert (ws / "data.csv").read_text() == "a,b\n1,2\n"  # nothing the user had is lost
+    assert not (await call("Read", file_path="data.csv")).is_error
+    after_read = await call("Write", file_path="data.csv", content="hello")
+    assert after_read.content.startswith("Updated")
+    assert (ws / "data.csv").read_text() == "hello"
+
+
+async def test_write_refuses_a_file_changed_since_it_was_read(call: Call, ws: Path) -> None:
+    target = ws / "notes.txt"
+    target.write_text("v1\n")
+    await call("Read", file_path="notes.txt")
+    target.write_text("v2, written by someone else\n")
+    stale = await call("Write", file_path="notes.txt", content="mine")
+    assert stale.is_error and "changed since you read it" in stale.content
+    assert target.read_text() == "v2, written by someone else\n"
+
+
+async def test_what_an_agent_wrote_or_edited_it_may_write_again(call: Call, ws: Path) -> None:
+    (ws / "empty.txt").write_text("")  # nothing to lose: no Read needed
+    assert not (await call("Write", file_path="empty.txt", content="one")).is_error
+    assert not (await call("Write", file_path="empty.txt", content="two")).is_error
+    (ws / "e.txt").write_text("x = 1\n")
+    assert not (await call("Edit", file_path="e.txt", old_string="1", new_string="2")).is_error
+    assert not (await call("Write", file_path="e.txt", content="x = 3\n")).is_error
+    assert (ws / "e.txt").read_text() == "x = 3\n"
+
+
+async def test_one_agents_read_does_not_let_another_write(
+    call: Call, registry: ToolRegistry, ctx: ToolContext, ws: Path
+) -> None:
+    (ws / "shared.txt").write_text("keep me\n")
+    await call("Read", file_path="shared.txt")
+    other = replace(ctx, agent_id="agent-2")
+    arguments = json.dumps({"file_path": "shared.txt", "content": "overwritten"})
+    result = await registry.execute(ToolCall("call-2", "Write", arguments), other)
+    assert result.is_error and "you have not read it" in result.content
+    assert (ws / "shared.txt").read_text() == "keep me\n"

@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 from retinue.errors import ToolError
 from retinue.tools.base import Tool, ToolContext, tool
 from retinue.tools.builtin._fsafe import OpenMode, open_dir, open_regular, read_head
+from retinue.tools.builtin._seen import Stamp, last_seen, note, stamp
 from retinue.tools.builtin.workspace import Target, locate
 
 __all__ = [
@@ -117,28 +118,36 @@ def _cut(head: bytes, length: int) -> str:
     return text[:MAX_LINE_CHARS] + f"... [line truncated, {total}]"
 
 
-def _read(t: Target, start: int, limit: int) -> tuple[list[str], str]:
-    """Numbered lines from ``start`` (1-based), at most ``limit``, and a closing note."""
+def _read(t: Target, start: int, limit: int) -> tuple[list[str], str, Stamp]:
+    """Numbered lines from ``start`` (1-based), at most ``limit``, a closing note, and the
+    stamp of the file read."""
     with os.fdopen(_open(t, "read"), "rb") as f:
-        if looks_binary(read_head(f.fileno())):
-            raise ToolError(f"{t.shown} is a binary file; Read only shows text files")
-        out: list[str] = []
-        chars = 0
-        lines = _Lines(f, READ_SCAN_BYTES)
-        for n, (head, length) in enumerate(lines, 1):
-            if n < start:
-                continue
-            if len(out) >= limit or chars >= READ_MAX_CHARS:
-                return out, f"(file continues; read more with offset={n})"
-            if looks_binary(head):
-                return out, f"(line {n} holds binary data (NUL bytes); it and the rest not shown)"
-            line = _cut(head, length)
-            out.append(f"{n:>6}\t{line}")
-            chars += len(line) + 8
-        if lines.cut_short:
-            mb = READ_SCAN_BYTES // (1024 * 1024)
-            return out, f"(stopped after scanning {mb} MB of the file; use Grep to find a place)"
-        return out, ""
+        seen = stamp(os.fstat(f.fileno()))
+        lines, closing = _numbered(t, f, start, limit)
+        return lines, closing, seen
+
+
+def _numbered(t: Target, f: IO[bytes], start: int, limit: int) -> tuple[list[str], str]:
+    """Numbered lines of the open file ``f`` (see :func:`_read`)."""
+    if looks_binary(read_head(f.fileno())):
+        raise ToolError(f"{t.shown} is a binary file; Read only shows text files")
+    out: list[str] = []
+    chars = 0
+    lines = _Lines(f, READ_SCAN_BYTES)
+    for n, (head, length) in enumerate(lines, 1):
+        if n < start:
+            continue
+        if len(out) >= limit or chars >= READ_MAX_CHARS:
+            return out, f"(file continues; read more with offset={n})"
+        if looks_binary(head):
+            return out, f"(line {n} holds binary data (NUL bytes); it and the rest not shown)"
+        line = _cut(head, length)
+        out.append(f"{n:>6}\t{line}")
+        chars += len(line) + 8
+    if lines.cut_short:
+        mb = READ_SCAN_BYTES // (1024 * 1024)
+        return out, f"(stopped after scanning {mb} MB of the file; use Grep to find a place)"
+    return out, ""
 
 
 @tool("Read")
@@ -163,14 +172,14 @@ async def read_tool(
     than 2000 characters are truncated. Binary files and directories are refused.
     """
     start = max(offset or 1, 1)
-    lines, note = await _in_thread(
-        file_path, _read, locate(ctx, file_path), start, limit or READ_DEFAULT_LIMIT
-    )
-    if not lines and not note:
+    t = locate(ctx, file_path)
+    lines, closing, seen = await _in_thread(file_path, _read, t, start, limit or READ_DEFAULT_LIMIT)
+    note(ctx.agent_id, str(t.real), seen)
+    if not lines and not closing:
         if start == 1:
             return f"(the file {file_path} exists but is empty)"
         return f"(the file {file_path} has fewer than {start} lines; nothing to show)"
-    return "\n".join([*lines, note] if note else lines)
+    return "\n".join([*lines, closing] if closing else lines)
 
 
 @tool("Write")
@@ -181,19 +190,24 @@ async def write_tool(
     ],
     content: Annotated[str, Field(description="The full content to write to the file")],
 ) -> str:
-    """Write a file in the workspace, replacing it if it exists.
+    """Write a file in the workspace, replacing it if it exists (Read it first then).
 
-    Parent directories are created as needed. To change part of an existing file, prefer
-    Edit.
+    Parent directories are created as needed. An existing file is replaced only after this
+    agent has read it with Read, and only if it has not changed since. To change part of an
+    existing file, prefer Edit.
     """
     t = locate(ctx, file_path)
     data = content.encode("utf-8", errors="replace")
-    created = await _in_thread(file_path, _write, t, data, "create")
+    expected = last_seen(ctx.agent_id, str(t.real))
+    created, seen = await _in_thread(file_path, _write, t, data, "create", expected)
+    note(ctx.agent_id, str(t.real), seen)
     return f"{'Created' if created else 'Updated'} {t.shown} ({len(data)} bytes)"
 
 
-def _write(t: Target, data: bytes, mode: OpenMode) -> bool:
-    """Replace the file's content with ``data``; whether the file was new."""
+def _write(t: Target, data: bytes, mode: OpenMode, expected: Stamp | None) -> tuple[bool, Stamp]:
+    """Replace the file's content with ``data``: whether the file was new, and its stamp now.
+
+    A file with content is replaced only if its stamp is ``expected`` (what the agent saw)."""
     existed = _exists(t)
     try:
         fd = _open(t, mode)
@@ -203,9 +217,18 @@ def _write(t: Target, data: bytes, mode: OpenMode) -> bool:
             "or use Write to replace the whole file"
         ) from None
     with os.fdopen(fd, "r+b") as f:
+        now = os.fstat(fd)
+        if now.st_size and stamp(now) != expected:
+            raise ToolError(
+                f"{t.shown} already exists and "
+                + ("you have not read it" if expected is None else "changed since you read it")
+                + ": Read it first, then Write the whole new content (or use Edit to change "
+                "part of it)"
+            )
         f.truncate()
         f.write(data)
-    return not existed
+        f.flush()
+        return not existed, stamp(os.fstat(fd))
 
 
 def _exists(t: Target) -> bool:
@@ -240,9 +263,10 @@ async def edit_tool(
     if old_string == "":
         return await _create_by_edit(ctx, file_path, new_string)
     t = locate(ctx, file_path)
-    [found] = await _in_thread(
+    [found], seen = await _in_thread(
         file_path, _edit, t, file_path, [(old_string, new_string, replace_all)]
     )
+    note(ctx.agent_id, str(t.real), seen)
     times = f"{found} occurrences" if found > 1 else "1 occurrence"
     return f"Edited {t.shown}: replaced {times}"
 
@@ -278,12 +302,16 @@ async def multi_edit_tool(
         if old == new:
             raise ToolError(f"edit {n}: old_string and new_string are the same; nothing to change")
     t = locate(ctx, file_path)
-    counts = await _in_thread(file_path, _edit, t, file_path, steps)
+    counts, seen = await _in_thread(file_path, _edit, t, file_path, steps)
+    note(ctx.agent_id, str(t.real), seen)
     return f"Edited {t.shown}: {len(steps)} edits, {sum(counts)} replacements"
 
 
-def _edit(t: Target, file_path: str, steps: Sequence[tuple[str, str, bool]]) -> list[int]:
-    """Apply each ``(old, new, replace_all)`` in order, all or none; the counts replaced."""
+def _edit(
+    t: Target, file_path: str, steps: Sequence[tuple[str, str, bool]]
+) -> tuple[list[int], Stamp]:
+    """Apply each ``(old, new, replace_all)`` in order, all or none: the counts replaced, and
+    the file's stamp after."""
     with os.fdopen(_open(t, "write"), "r+b") as f:
         size = os.fstat(f.fileno()).st_size
         if size > EDIT_MAX_BYTES:
@@ -312,13 +340,15 @@ def _edit(t: Target, file_path: str, steps: Sequence[tuple[str, str, bool]]) -> 
         f.seek(0)
         f.write(text.encode("utf-8", errors="replace"))
         f.truncate()
-    return counts
+        f.flush()
+        return counts, stamp(os.fstat(f.fileno()))
 
 
 async def _create_by_edit(ctx: ToolContext, file_path: str, content: str) -> str:
     t = locate(ctx, file_path)
     data = content.encode("utf-8", errors="replace")
-    await _in_thread(file_path, _write, t, data, "new")
+    _created, seen = await _in_thread(file_path, _write, t, data, "new", None)
+    note(ctx.agent_id, str(t.real), seen)
     return f"Created {t.shown} ({len(data)} bytes)"
 
 
