@@ -39,8 +39,10 @@ _GRAMMAR_CACHE = 32
 _EXAMPLES = (  # kinds of request, not the words of any benchmark task
     ("What is 7 times 6?", ANSWER),
     ("Show me what main.py does", "Read"),
+    ("Explain what a closure is", ANSWER),
     ("Fix the typo in utils.py", "Edit"),
     ("Make a file todo.md listing three chores", "Write"),
+    ("Thanks!", ANSWER),
     ("Run the tests", "Bash"),
     ("Which files mention TODO?", "Grep"),
     ("Have the tester check parser.py", "SubAgent"),
@@ -84,7 +86,14 @@ def _stops(template_stops: str | list[str] | None) -> list[str]:
     return [*stops, _BLANK_RUN]
 
 
-def _choose_prompt(functions: dict[str, dict[str, Any]]) -> str:
+def _with_steps(
+    messages: list[dict[str, Any]], functions: dict[str, dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """``messages`` with the step list added to the system prompt: the model starts every reply
+    with one word naming its next step (``answer`` or a tool). Asked there, before the
+    conversation, a small model reads the user's message last and decides on it; asked after
+    the message, it names the first tool of the list whatever the message was (measured).
+    Every step of a reply then shares this prompt's start, so llama.cpp evaluates it once."""
     lines = "\n".join(
         f"- {name}: {_first_line(f.get('description', ''))}" for name, f in functions.items()
     )
@@ -93,11 +102,15 @@ def _choose_prompt(functions: dict[str, dict[str, Any]]) -> str:
         for request, step in _EXAMPLES
         if step == ANSWER or step in functions
     )
-    return (
-        "What is your next step? Reply with one word from this list.\n"
-        f"- {ANSWER}: reply to my last message in words, now\n{lines}\n"
-        f"Examples:\n{examples}"
+    steps = (
+        "Start every reply with one word that names your next step, on a line of its own:\n"
+        f"- {ANSWER}: you reply in words now (questions, facts, maths, explanations, "
+        f"greetings); your reply follows on the next line\n{lines}\nExamples:\n{examples}"
     )
+    if messages and messages[0].get("role") == "system":
+        first = messages[0]
+        return [{**first, "content": f"{first.get('content') or ''}\n\n{steps}"}, *messages[1:]]
+    return [{"role": "system", "content": steps}, *messages]
 
 
 def _after_tool_results(messages: list[dict[str, Any]]) -> bool:
@@ -261,9 +274,11 @@ class Engine:
         Without tools (or unconstrained) this is one free completion with the tools in the
         template's own section. With tools it is two short steps over a prompt that leaves the
         tools' schemas out (a small model reads a long tool section slowly and then imitates
-        it): the model first names its next step in one word from a list with one line per
-        tool, then writes the answer, or the arguments of the chosen tool after a call prefix
-        written for it, with that one tool's schema shown; see :mod:`retinue.llm._grammar`.
+        it). The system prompt gets a list of steps, one line per tool (:func:`_with_steps`),
+        and the reply starts with one word naming its step; then it goes on with the answer
+        after that word, or the arguments of the chosen tool after a call prefix written for
+        it, with that one tool's schema shown; see :mod:`retinue.llm._grammar`. Right after
+        tool results the step is ``answer``.
         """
         if not (request.tools and request.constrain):
             prompt = self._tokens(request.messages, request.tools)
@@ -272,35 +287,35 @@ class Engine:
             text = run.complete(prompt.tokens, prompt.stops, None, stream=True)
             return run.result(text, len(prompt.tokens))
         functions = {t["function"]["name"]: t["function"] for t in request.tools}
-        if _after_tool_results(request.messages):
-            functions = {}  # a small model that has just used a tool answers with its result
+        messages = _with_steps(request.messages, functions)
+        prompt = self._tokens(messages, [])
+        emit({"progress": "prompt", "prompt_tokens": len(prompt.tokens)})
         run = _Run(self.llm, request, emit, cancelled)
-        choice, ask = ANSWER, {"role": "user", "content": _choose_prompt(functions)}
-        if functions:
-            question = self._tokens([*request.messages, ask], [])
-            emit({"progress": "prompt", "prompt_tokens": len(question.tokens)})
+        choice = ANSWER  # a small model that has just used a tool answers with its result
+        if not _after_tool_results(request.messages):
             grammar = self._grammar(choice_grammar(list(functions)))
-            choice = run.complete(question.tokens, question.stops, grammar, max_tokens=8).strip()
+            choice = run.complete(prompt.tokens, prompt.stops, grammar, max_tokens=8).strip()
             if cancelled():
-                return run.result("", len(question.tokens))
+                return run.result("", len(prompt.tokens))
         function = functions.get(choice)
         if function is None:
-            prompt = self._tokens(request.messages, [])
-            if not functions:
-                emit({"progress": "prompt", "prompt_tokens": len(prompt.tokens)})
+            tokens = prompt.tokens + self._words(f"{ANSWER}\n")
             grammar = self._grammar(ANSWER_GRAMMAR)
-            text = run.complete(prompt.tokens, prompt.stops, grammar, stream=True)
+            text = run.complete(tokens, prompt.stops, grammar, stream=True)
             return run.result(text, len(prompt.tokens))
         fill = {"role": "user", "content": _arguments_prompt(function)}
-        prompt = self._tokens(
-            [*request.messages, ask, {"role": "assistant", "content": choice}, fill], []
-        )
+        call = self._tokens([*messages, {"role": "assistant", "content": choice}, fill], [])
         prefix = call_prefix(choice)
-        tokens = prompt.tokens + self.llm.tokenize(prefix.encode(), add_bos=False, special=True)
         emit({"text": prefix})
         grammar = self._grammar(arguments_grammar(function))
-        text = prefix + run.complete(tokens, prompt.stops, grammar, stream=True)
-        return run.result(text, len(prompt.tokens))
+        text = prefix + run.complete(
+            call.tokens + self._words(prefix), call.stops, grammar, stream=True
+        )
+        return run.result(text, len(call.tokens))
+
+    def _words(self, text: str) -> list[int]:
+        """The tokens of ``text`` written into the reply (special tokens spelled as such)."""
+        return self.llm.tokenize(text.encode(), add_bos=False, special=True)
 
     def close(self) -> None:
         self.llm.close()
