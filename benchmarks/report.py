@@ -451,6 +451,14 @@ def render(r: dict[str, Any]) -> str:
             f"| load average at the time | {', '.join(f'{x:.2f}' for x in b.get('load', []))} |",
         ]
     out += ["", "## 3. Interactive sessions at scale (5 turns each, 20 ms simulated latency)", ""]
+    repeats = max((x.get("repeats", 1) for x in r["sessions"]), default=1)
+    if repeats > 1:
+        out += [
+            f"Each row is the median of {repeats} runs in one process (by CPU per call; every "
+            "run's figure is in `results/bench_sessions.json`); peak RSS growth is the first "
+            "run's.",
+            "",
+        ]
     out += [
         "| sessions | model calls | wall s | calls/s | ideal calls/s | CPU µs per call "
         "| full GC collections | peak RSS growth MiB |",

@@ -231,6 +231,7 @@ def params(quick: bool) -> argparse.Namespace:
             grid=["t100", "t10", "h10", "h200"],
             long_grid=[],
             scales=[1, 100],
+            session_repeats=1,
             idle=100,
             startup=2,
             blocking=20,
@@ -241,6 +242,7 @@ def params(quick: bool) -> argparse.Namespace:
         grid=list(GRID),
         long_grid=list(LONG_GRID),
         scales=[1, 100, 1000, 10000],
+        session_repeats=3,
         idle=10000,
         startup=7,
         blocking=100,
@@ -293,9 +295,12 @@ def main() -> None:
     print("cache ...", flush=True)
     results["cache"] = script("cache.py")
     print("sessions ...", flush=True)
-    results["sessions"] = [script("sessions.py", "--scale", n)["throughput"] for n in p.scales]
+    reps = ("--repeats", str(p.session_repeats))
+    results["sessions"] = [
+        script("sessions.py", "--scale", n, *reps)["throughput"] for n in p.scales
+    ]
     results["sessions"] += [  # as retinue serve sets the collector; and, a diagnostic, without it
-        script("sessions.py", "--scale", n, "--collector", mode)["throughput"]
+        script("sessions.py", "--scale", n, "--collector", mode, *reps)["throughput"]
         for mode in ("serve", "off")
         for n in p.scales[-2:]
     ]
