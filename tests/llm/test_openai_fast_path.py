@@ -227,3 +227,25 @@ def test_the_wire_encoder_reuses_an_equal_history_and_follows_new_tools() -> Non
     odd = UserMessage(cast(str, [{"type": "text", "text": "a list"}]))  # not hashable
     body = json.loads(encoder.body("m", [*messages, odd], []))
     assert body["messages"][-1] == {"role": "user", "content": [{"type": "text", "text": "a list"}]}
+
+
+def test_a_file_name_that_is_not_utf8_does_not_break_the_history() -> None:
+    """A tool result holding a lone surrogate (a file name that is not UTF-8, as Glob shows
+    it) is sent with ``?`` in its place, and every later body still carries every message."""
+    encoder = WireEncoder()
+    history: list[Message] = [SystemMessage("sys"), UserMessage("u1")]
+    encoder.body("m", history, [])
+    call = ToolCall("c1", "Glob", "{}")
+    history += [AssistantMessage("", (call,)), ToolResultMessage("c1", "Glob", "caf\udce9.txt")]
+    sent = json.loads(encoder.body("m", history, []))["messages"]
+    assert sent[-1]["content"] == "caf?.txt"
+    history += [AssistantMessage("ok"), UserMessage("u2")]
+    later = json.loads(encoder.body("m", history, []))["messages"]
+    assert [m["role"] for m in later] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+    ]

@@ -172,3 +172,14 @@ async def test_one_agents_read_does_not_let_another_write(
     result = await registry.execute(ToolCall("call-2", "Write", arguments), other)
     assert result.is_error and "you have not read it" in result.content
     assert (ws / "shared.txt").read_text() == "keep me\n"
+
+
+async def test_a_binary_file_it_tried_to_read_may_be_replaced(call: Call, ws: Path) -> None:
+    """Read refuses a binary file, but the agent has seen it is there: Write may replace it
+    (otherwise a corrupted file could never be regenerated)."""
+    (ws / "out.json").write_bytes(b'{"a": 1\x00}')
+    assert (await call("Write", file_path="out.json", content="{}")).is_error
+    refused = await call("Read", file_path="out.json")
+    assert refused.is_error and "binary" in refused.content
+    assert not (await call("Write", file_path="out.json", content="{}")).is_error
+    assert (ws / "out.json").read_text() == "{}"

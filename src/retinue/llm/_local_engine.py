@@ -89,8 +89,9 @@ def _stops(template_stops: str | list[str] | None) -> list[str]:
 def _with_steps(
     messages: list[dict[str, Any]], functions: dict[str, dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """``messages`` with the step list added to the system prompt: the model starts every reply
-    with one word naming its next step (``answer`` or a tool). Asked there, before the
+    """``messages`` with the step list added to the system prompt (or, without one, at the
+    start of the first user message): the model starts every reply with one word naming its
+    next step (``answer`` or a tool). Asked there, before the
     conversation, a small model reads the user's message last and decides on it; asked after
     the message, it names the first tool of the list whatever the message was (measured).
     Every step of a reply then shares this prompt's start, so llama.cpp evaluates it once."""
@@ -107,10 +108,18 @@ def _with_steps(
         f"- {ANSWER}: you reply in words now (questions, facts, maths, explanations, "
         f"greetings); your reply follows on the next line\n{lines}\nExamples:\n{examples}"
     )
-    if messages and messages[0].get("role") == "system":
-        first = messages[0]
+    first = messages[0] if messages else None
+    if (
+        first is None
+        or first.get("role") not in ("system", "user")
+        or not isinstance(first.get("content") or "", str)
+    ):
+        return [{"role": "system", "content": steps}, *messages]
+    if first.get("role") == "system":
         return [{**first, "content": f"{first.get('content') or ''}\n\n{steps}"}, *messages[1:]]
-    return [{"role": "system", "content": steps}, *messages]
+    # no system prompt: the steps open the first message, so no role is added (some chat
+    # templates refuse a system message, others a second user message in a row)
+    return [{**first, "content": f"{steps}\n\n{first.get('content') or ''}"}, *messages[1:]]
 
 
 def _after_tool_results(messages: list[dict[str, Any]]) -> bool:

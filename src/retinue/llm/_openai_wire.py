@@ -127,11 +127,11 @@ class WireEncoder:
         of the same dict would decode)."""
         name, head = self._head
         if name != model or not head:
-            head = b'{"model":%s,"messages":[' % _encode(model).encode()
+            head = b'{"model":%s,"messages":[' % _utf8(_encode(model))
             self._head = (model, head)
         parts = [head, self._messages(messages), self._tools_part(tools)]
         for key, value in (extra or {}).items():
-            parts.append(b"," + _encode(key).encode() + b":" + _encode(value).encode())
+            parts.append(b"," + _utf8(_encode(key)) + b":" + _utf8(_encode(value)))
         parts.append(b"}")
         return b"".join(parts)
 
@@ -150,7 +150,7 @@ class WireEncoder:
         hit = self._specs.get(id(spec))
         if hit is not None and hit[0] is spec:
             return hit[1]
-        data = _encode(_tool_to_openai(spec)).encode()
+        data = _utf8(_encode(_tool_to_openai(spec)))
         if len(self._specs) >= MAX_KEPT_SPECS:
             self._specs.clear()
         self._specs[id(spec)] = (spec, data)  # (held, so that its id is not reused)
@@ -160,6 +160,7 @@ class WireEncoder:
         """The messages joined, from the last body's when it is this one's beginning."""
         messages = _as_list(messages)
         before, joined = self._last  # (``before`` is this encoder's own list)
+        self._last = ([], b"")  # until this body is done: a failure must not leave it half-kept
         n = len(before)
         if n and len(messages) >= n:
             # Extended by the new messages only and compared as a whole: a list comparison
@@ -181,14 +182,14 @@ class WireEncoder:
         try:  # the common case in one pass: every message but the newest few is kept
             kept = [new.get(m) or old.get(m) or b"" for m in messages]
         except TypeError:  # a field that is not hashable (not a Message as typed): not kept
-            return [_message_json(m).encode() for m in messages]
+            return [_utf8(_message_json(m)) for m in messages]
         for i, part in enumerate(kept):
             if not part:
                 kept[i] = self._encode(messages[i])
         return kept
 
     def _encode(self, message: Message) -> bytes:
-        data = _message_json(message).encode()
+        data = _utf8(_message_json(message))
         if self._new_bytes + len(data) > self._max:
             self._old, self._new, self._new_bytes = self._new, {}, 0
         self._new[message] = data
@@ -197,6 +198,12 @@ class WireEncoder:
 
 
 MAX_KEPT_SPECS = 1024  # tool specs' encoded forms kept (all dropped when full)
+
+
+def _utf8(text: str) -> bytes:
+    """``text`` as UTF-8; a lone surrogate (a file name that is not UTF-8, as the file tools
+    show it) becomes ``?`` instead of failing the request."""
+    return text.encode("utf-8", "replace")
 
 
 def _as_list(items: Sequence[Message]) -> list[Message]:

@@ -1,11 +1,12 @@
 """Which version of each file an agent has seen, so that ``Write`` never replaces a file blind.
 
 ``Read``, ``Write`` and ``Edit`` note the file they touched, as its stamp (device, inode, size,
-modification time) right after; ``Write`` replaces an existing non-empty file only when the
-agent's last stamp of it is the file's current one: a file it never read, or one that changed
-since (a person, a command or another agent wrote it), is refused with a line that says to
-read it first, as Claude Code's ``Write`` does. Kept in memory for the process, bounded: the
-most recent :data:`MAX_AGENTS` agents, :data:`MAX_FILES` files each.
+modification time) right after (``Read`` also when it refuses a binary file: the agent knows
+what is there); ``Write`` replaces an existing non-empty file only when the agent's last stamp
+of it is the file's current one: a file it never read, or one that changed since (a person, a
+command or another agent wrote it), is refused with a line that says to read it first, as
+Claude Code's ``Write`` does. Kept in memory for the process, keyed by agent id, bounded: the
+:data:`MAX_KEPT` most recently touched (agent, file) pairs (a few megabytes at most).
 """
 
 from __future__ import annotations
@@ -13,17 +14,15 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 
-__all__ = ["MAX_AGENTS", "MAX_FILES", "Stamp", "last_seen", "note", "stamp"]
+__all__ = ["MAX_KEPT", "Stamp", "last_seen", "note", "stamp"]
 
-MAX_AGENTS = 4096
-"""Agents whose stamps are kept (the least recently active is forgotten first)."""
-MAX_FILES = 1024
-"""Files whose stamps are kept per agent (the least recently touched is forgotten first)."""
+MAX_KEPT = 16_384
+"""(agent, file) stamps kept; the least recently touched is forgotten first."""
 
 Stamp = tuple[int, int, int, int]
 """A file's device, inode, size and modification time (ns): a version of its content."""
 
-_seen: OrderedDict[str, OrderedDict[str, Stamp]] = OrderedDict()
+_seen: OrderedDict[tuple[str, str], Stamp] = OrderedDict()
 
 
 def stamp(st: os.stat_result) -> Stamp:
@@ -32,17 +31,13 @@ def stamp(st: os.stat_result) -> Stamp:
 
 def note(agent_id: str, path: str, seen: Stamp) -> None:
     """``agent_id`` has just read or written ``path`` (its real path), now at ``seen``."""
-    files = _seen.pop(agent_id, None) or OrderedDict()
-    files.pop(path, None)
-    files[path] = seen
-    while len(files) > MAX_FILES:
-        files.popitem(last=False)
-    _seen[agent_id] = files
-    while len(_seen) > MAX_AGENTS:
+    key = (agent_id, path)
+    _seen.pop(key, None)
+    _seen[key] = seen
+    while len(_seen) > MAX_KEPT:
         _seen.popitem(last=False)
 
 
 def last_seen(agent_id: str, path: str) -> Stamp | None:
     """The stamp ``path`` had when ``agent_id`` last read or wrote it, if it did."""
-    files = _seen.get(agent_id)
-    return files.get(path) if files is not None else None
+    return _seen.get((agent_id, path))

@@ -118,19 +118,19 @@ def _cut(head: bytes, length: int) -> str:
     return text[:MAX_LINE_CHARS] + f"... [line truncated, {total}]"
 
 
-def _read(t: Target, start: int, limit: int) -> tuple[list[str], str, Stamp]:
+def _read(t: Target, start: int, limit: int) -> tuple[list[str] | None, str, Stamp]:
     """Numbered lines from ``start`` (1-based), at most ``limit``, a closing note, and the
-    stamp of the file read."""
+    stamp of the file read; no lines for a binary file."""
     with os.fdopen(_open(t, "read"), "rb") as f:
         seen = stamp(os.fstat(f.fileno()))
-        lines, closing = _numbered(t, f, start, limit)
+        if looks_binary(read_head(f.fileno())):
+            return None, "", seen
+        lines, closing = _numbered(f, start, limit)
         return lines, closing, seen
 
 
-def _numbered(t: Target, f: IO[bytes], start: int, limit: int) -> tuple[list[str], str]:
-    """Numbered lines of the open file ``f`` (see :func:`_read`)."""
-    if looks_binary(read_head(f.fileno())):
-        raise ToolError(f"{t.shown} is a binary file; Read only shows text files")
+def _numbered(f: IO[bytes], start: int, limit: int) -> tuple[list[str], str]:
+    """Numbered lines of the open text file ``f`` (see :func:`_read`)."""
     out: list[str] = []
     chars = 0
     lines = _Lines(f, READ_SCAN_BYTES)
@@ -174,7 +174,9 @@ async def read_tool(
     start = max(offset or 1, 1)
     t = locate(ctx, file_path)
     lines, closing, seen = await _in_thread(file_path, _read, t, start, limit or READ_DEFAULT_LIMIT)
-    note(ctx.agent_id, str(t.real), seen)
+    _noted(ctx, t, seen)  # (a binary file too: Write may then replace it)
+    if lines is None:
+        raise ToolError(f"{t.shown} is a binary file; Read only shows text files")
     if not lines and not closing:
         if start == 1:
             return f"(the file {file_path} exists but is empty)"
@@ -200,7 +202,7 @@ async def write_tool(
     data = content.encode("utf-8", errors="replace")
     expected = last_seen(ctx.agent_id, str(t.real))
     created, seen = await _in_thread(file_path, _write, t, data, "create", expected)
-    note(ctx.agent_id, str(t.real), seen)
+    _noted(ctx, t, seen)
     return f"{'Created' if created else 'Updated'} {t.shown} ({len(data)} bytes)"
 
 
@@ -229,6 +231,11 @@ def _write(t: Target, data: bytes, mode: OpenMode, expected: Stamp | None) -> tu
         f.write(data)
         f.flush()
         return not existed, stamp(os.fstat(fd))
+
+
+def _noted(ctx: ToolContext, t: Target, seen: Stamp) -> None:
+    """The calling agent has just seen ``t`` at ``seen`` (see ``_seen``)."""
+    note(ctx.agent_id, str(t.real), seen)
 
 
 def _exists(t: Target) -> bool:
@@ -266,7 +273,7 @@ async def edit_tool(
     [found], seen = await _in_thread(
         file_path, _edit, t, file_path, [(old_string, new_string, replace_all)]
     )
-    note(ctx.agent_id, str(t.real), seen)
+    _noted(ctx, t, seen)
     times = f"{found} occurrences" if found > 1 else "1 occurrence"
     return f"Edited {t.shown}: replaced {times}"
 
@@ -303,7 +310,7 @@ async def multi_edit_tool(
             raise ToolError(f"edit {n}: old_string and new_string are the same; nothing to change")
     t = locate(ctx, file_path)
     counts, seen = await _in_thread(file_path, _edit, t, file_path, steps)
-    note(ctx.agent_id, str(t.real), seen)
+    _noted(ctx, t, seen)
     return f"Edited {t.shown}: {len(steps)} edits, {sum(counts)} replacements"
 
 
@@ -348,7 +355,7 @@ async def _create_by_edit(ctx: ToolContext, file_path: str, content: str) -> str
     t = locate(ctx, file_path)
     data = content.encode("utf-8", errors="replace")
     _created, seen = await _in_thread(file_path, _write, t, data, "new", None)
-    note(ctx.agent_id, str(t.real), seen)
+    _noted(ctx, t, seen)
     return f"Created {t.shown} ({len(data)} bytes)"
 
 
