@@ -2,7 +2,7 @@
 
 ``sessions`` concurrent runs each call one plain ``def`` tool that blocks for ``block_ms``
 (``time.sleep``, as a blocking library call would), then answer. Plain tools run in a bounded
-thread pool (``retinue.tools.base.SYNC_TOOL_THREADS`` threads), so the wall time should be
+thread pool (``retinue.tools._threads.SYNC_TOOL_THREADS`` threads), so the wall time should be
 close to ``ceil(sessions / threads) * block_ms``, not ``sessions * block_ms`` (what running the
 tool inline on the event loop costs). Meanwhile a lag probe sleeps ``probe_ms`` in a loop on the
 same event loop and records how late each wake-up is: the longest is the worst stall any other
@@ -26,7 +26,7 @@ from retinue.engine import RunConfig, run
 from retinue.messages import SystemMessage, UserMessage
 from retinue.testing import ScriptedModel, call_tool
 from retinue.tools import ToolContext, ToolRegistry, tool
-from retinue.tools.base import SYNC_TOOL_THREADS
+from retinue.tools._threads import SYNC_TOOL_THREADS
 
 
 def blocking_tool(block_s: float) -> Any:

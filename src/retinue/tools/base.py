@@ -6,20 +6,14 @@ builds the JSON schema the model sees and validates the arguments the model send
 that goes wrong inside a call becomes an error *result* the model reads (``is_error=True``):
 a bad tool call never crashes a run.
 
-A plain ``def`` tool runs in a bounded thread pool (:func:`run_sync`), so one that blocks
+A plain ``def`` tool runs in a bounded thread pool (``_threads.run_sync``), so one that blocks
 stalls only its own call, not every session of the process; ``async def`` tools run inline.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import contextvars
 import inspect
 import json
-import os
-import queue
-import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -40,6 +34,7 @@ from retinue.errors import RetinueError, ToolError
 from retinue.events import TOOL_FINISHED, TOOL_STARTED, EventSink, emit
 from retinue.llm.base import ToolSpec
 from retinue.messages import ToolCall, ToolResultMessage
+from retinue.tools._threads import run_sync
 
 if TYPE_CHECKING:
     import pydantic
@@ -141,6 +136,7 @@ class Tool:
     context_param: str | None = "ctx"  # the parameter that receives the ToolContext, if any
     _spec: ToolSpec | None = field(default=None, repr=False)
     _inline: bool | None = field(default=None, repr=False)  # async: run on the loop
+    _took: float | None = field(default=None, repr=False)  # a plain one's last call, seconds
 
     @property
     def spec(self) -> ToolSpec:
@@ -162,7 +158,10 @@ class Tool:
             kwargs[self.context_param] = ctx
         if self._inline is None:
             self._inline = _is_async(self.fn)
-        result = self.fn(**kwargs) if self._inline else await run_sync(self.fn, kwargs)
+        if self._inline:
+            result = self.fn(**kwargs)
+        else:
+            result, self._took = await run_sync(self.fn, kwargs, self._took)
         if inspect.isawaitable(result):
             result = await result
         return str(result)
@@ -173,114 +172,6 @@ def _is_async(fn: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
         getattr(fn, "__call__", None)  # noqa: B004 -- a callable object's method
     )
-
-
-SYNC_TOOL_THREADS = min(32, (os.cpu_count() or 1) + 4)
-"""How many plain ``def`` tools run at once (the pool's size, as ``asyncio.to_thread``'s)."""
-
-_Job = tuple[
-    asyncio.AbstractEventLoop,
-    "asyncio.Future[Any]",
-    contextvars.Context,
-    Callable[..., Any],
-    dict[str, Any],
-]
-
-
-class _ToolThreads:
-    """At most ``limit`` daemon threads fed from one ``SimpleQueue``, started as needed.
-
-    Leaner than ``ThreadPoolExecutor.submit`` (no ``concurrent.futures.Future``, no work
-    item, no semaphore): the hand-off of a plain ``def`` tool is on every turn that calls
-    one. ``idle`` threads wait on the queue with nothing promised to them; ``backlog`` jobs
-    wait for a busy thread; the counters change under one lock, so a job never waits while
-    a thread is idle and no more than ``limit`` threads ever start. The threads are daemons:
-    a tool still blocking when the process exits does not hold the exit up.
-    """
-
-    __slots__ = ("_backlog", "_idle", "_jobs", "_lock", "_started", "limit")
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._idle = self._backlog = self._started = 0
-
-    def submit(self, job: _Job) -> None:
-        name = ""
-        with self._lock:
-            if self._idle:
-                self._idle -= 1
-            elif self._started < self.limit:
-                self._started += 1
-                name = f"retinue-tool-{self._started}"
-            else:
-                self._backlog += 1
-        if name:  # a new thread for this job (it waits on the queue until the job is there)
-            try:
-                threading.Thread(target=self._work, name=name, daemon=True).start()
-            except BaseException:  # no thread to be had: the job is not queued either
-                with self._lock:
-                    self._started -= 1
-                raise
-        self._jobs.put(job)
-
-    def _work(self) -> None:
-        get, lock = self._jobs.get, self._lock
-        while True:
-            _run_job(get())
-            with lock:
-                if self._backlog:
-                    self._backlog -= 1
-                    continue
-                self._idle += 1
-
-
-def _run_job(job: _Job) -> None:
-    loop, future, context, fn, kwargs = job
-    if future.cancelled():  # abandoned before its turn came
-        return
-    try:
-        outcome: tuple[bool, Any] = (True, context.run(fn, **kwargs))
-    except BaseException as exc:  # delivered to the caller, as run_in_executor does
-        outcome = (False, exc)
-    with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to tell
-        loop.call_soon_threadsafe(_deliver, future, outcome)
-
-
-_threads = _ToolThreads(SYNC_TOOL_THREADS)
-
-
-def _after_fork() -> None:  # a forked child has none of its parent's threads
-    global _threads
-    _threads = _ToolThreads(SYNC_TOOL_THREADS)
-
-
-os.register_at_fork(after_in_child=_after_fork)
-
-
-async def run_sync(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-    """``fn(**kwargs)`` in the tool threads, with the caller's context variables.
-
-    Cancelling the awaiting task returns at once: the thread cannot be stopped, so it
-    finishes in the background and its result (or exception) is dropped. (The outcome comes
-    back with one ``call_soon_threadsafe``, without ``run_in_executor``'s future chaining.)
-    """
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
-    _threads.submit((loop, future, contextvars.copy_context(), fn, kwargs))
-    return await future
-
-
-def _deliver(future: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:
-    """A tool thread's outcome, unless its caller has gone (then it is dropped)."""
-    if future.done():
-        return
-    ok, value = outcome
-    if ok:
-        future.set_result(value)
-    else:
-        future.set_exception(value)
 
 
 def preview(text: str, limit: int = 200) -> str:
