@@ -3,9 +3,11 @@
 (a) in process: :class:`ScriptedModel` answers at once; (b) over loopback HTTP: an
 :class:`OpenAIModel` talks to the :class:`LoopbackOpenAIServer` the runner started (the same one
 the peers use). The scenario is in ``_common`` (``GRID``: 100 and 10 turns, and 10 turns after
-a seeded history of 10 or 200 messages). With ``--refs`` it also times the references on the
-same server: a bare ``http.client`` loop posting ready bodies (the floor), the ``openai`` SDK's
-``client.post`` with a ready body, and its ``chat.completions.create``. Every figure is a
+a seeded history of 10 or 200 messages). With ``--refs`` it also times the floor, a bare
+``http.client`` loop posting the same bodies ready-encoded, alternated run by run with the
+loopback runs (``--pairs`` of each, so both see the same moment of a shared machine; the
+floor ratio is the median of the pairs' ratios), and with ``--sdk-refs`` the ``openai``
+SDK's ``client.post`` with a ready body and its ``chat.completions.create``. Every figure is a
 (wall, CPU) pair of milliseconds per turn; CPU is this process's (all threads), so the server
 must live elsewhere (the runner's process) for the CPU figures to be the client's alone.
 
@@ -201,23 +203,52 @@ async def sdk_refs(
     return post, made
 
 
-async def references(
-    base_url: str, repeats: int, grid: dict[str, tuple[int, int]], sdk: bool
-) -> dict[str, dict[str, Pair]]:
-    """The floor on every grid point; the SDK's two paths too with ``sdk`` (not on the long
-    grid: ``chat.completions.create`` is slow there)."""
-    out: dict[str, dict[str, Pair]] = {"http_client": {}, "sdk_post": {}, "sdk_create": {}}
+async def paired(
+    model: Model, base_url: str, pairs: int, grid: dict[str, tuple[int, int]]
+) -> tuple[dict[str, Pair], dict[str, Pair], dict[str, dict[str, list[float]]]]:
+    """Retinue over loopback and the floor, alternated on every grid point.
+
+    Each pair is one Retinue run and one floor run back to back (which goes first alternates),
+    so both see the same moment of a shared machine; the ratio of a pair is Retinue's per-turn
+    time over the floor's per-request time. Returns Retinue's median (wall, CPU), the floor's,
+    and every pair's ratios.
+    """
+    mine: dict[str, Pair] = {}
+    floor: dict[str, Pair] = {}
+    ratios: dict[str, dict[str, list[float]]] = {}
     for label, (turns, history) in grid.items():
-        dicts = ready_bodies(turns, history)
-        raw = [json.dumps(b).encode() for b in dicts]
-        floor_http_client(base_url, raw)  # warm-up
-        out["http_client"][label] = median_pair(
-            [floor_http_client(base_url, raw) for _ in range(repeats)]
-        )
-        if sdk and label not in LONG_GRID:
-            post, made = await sdk_refs(base_url, dicts, create=True)
-            out["sdk_post"][label] = median_pair([post])
-            out["sdk_create"][label] = median_pair([made])
+        raw = [json.dumps(b).encode() for b in ready_bodies(turns, history)]
+        await time_run(model, turns, history, -1)  # warm-up, both
+        floor_http_client(base_url, raw)
+        runs: list[tuple[float, float]] = []
+        refs: list[tuple[float, float]] = []
+        for k in range(pairs):
+            if k % 2:
+                refs.append(floor_http_client(base_url, raw))
+                runs.append(await time_run(model, turns, history, k))
+            else:
+                runs.append(await time_run(model, turns, history, k))
+                refs.append(floor_http_client(base_url, raw))
+        mine[label], floor[label] = median_pair(runs), median_pair(refs)
+        ratios[label] = {
+            m: [r[i] / f[i] for r, f in zip(runs, refs, strict=True)]
+            for i, m in enumerate(("wall", "cpu"))
+        }
+    return mine, floor, ratios
+
+
+async def sdk_references(
+    base_url: str, grid: dict[str, tuple[int, int]]
+) -> dict[str, dict[str, Pair]]:
+    """The SDK's two paths on every grid point but the long one (``chat.completions.create``
+    is slow there)."""
+    out: dict[str, dict[str, Pair]] = {"sdk_post": {}, "sdk_create": {}}
+    for label, (turns, history) in grid.items():
+        if label in LONG_GRID:
+            continue
+        post, made = await sdk_refs(base_url, ready_bodies(turns, history), create=True)
+        out["sdk_post"][label] = median_pair([post])
+        out["sdk_create"][label] = median_pair([made])
     return out
 
 
@@ -229,11 +260,16 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         result: dict[str, Any] = {"framework": "retinue", "version": version("retinue")}
         if "inproc" in args.variants:
             result["inproc"] = await measure(inproc_model(), args.repeats, grid)
-        if "loopback" in args.variants:
-            model = OpenAIModel("bench", base_url=base_url, api_key="bench")
+        model = OpenAIModel("bench", base_url=base_url, api_key="bench")
+        if args.refs:  # Retinue over loopback alternated with the floor
+            pairs = max(args.pairs, args.repeats)
+            mine, floor, ratios = await paired(model, base_url, pairs, grid)
+            result["loopback"], result["floor_pairs"] = mine, ratios
+            result["refs"] = {"http_client": floor}
+            if args.sdk_refs:
+                result["refs"].update(await sdk_references(base_url, grid))
+        elif "loopback" in args.variants:
             result["loopback"] = await measure(model, args.repeats, grid)
-        if args.refs:
-            result["refs"] = await references(base_url, args.repeats, grid, sdk=args.sdk_refs)
         return result
     finally:
         if server is not None:
@@ -246,7 +282,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--grid", default=",".join(GRID), help=f"of {', '.join(ALL_GRID)}")
     parser.add_argument("--variants", default="inproc,loopback")
-    parser.add_argument("--refs", action="store_true", help="also time the floor")
+    parser.add_argument(
+        "--refs", action="store_true", help="also time the floor, alternated with the loopback runs"
+    )
+    parser.add_argument(
+        "--pairs", type=int, default=7, help="with --refs: (Retinue, floor) pairs per grid point"
+    )
     parser.add_argument("--sdk-refs", action="store_true", help="and the SDK's two paths")
     parser.add_argument("--serve", action="store_true", help="only run the server (Ctrl-C)")
     args = parser.parse_args()

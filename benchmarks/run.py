@@ -97,7 +97,16 @@ def overhead_rounds(p: argparse.Namespace, peers: Sequence[str]) -> dict[str, An
             for fw in order[r % len(order) :] + order[: r % len(order)]:
                 common = ["--base-url", server.base_url, "--repeats", p.repeats]
                 if fw == "retinue":
-                    res = script("overhead.py", *common, "--grid", own, "--refs", "--sdk-refs")
+                    res = script(
+                        "overhead.py",
+                        *common,
+                        "--grid",
+                        own,
+                        "--refs",
+                        "--sdk-refs",
+                        "--pairs",
+                        p.pairs,
+                    )
                     res["delegation"] = script("delegation.py", "--repeats", p.repeats)
                 else:
                     extra = ["--delegation", 20] if fw == "openai-agents" else []
@@ -174,12 +183,10 @@ def round_ratios(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
                 cell = out["peer"][variant].setdefault(label, {"wall": [], "cpu": []})
                 for m in ("wall", "cpu"):
                     cell[m].append(mine[m] / min(t[m] for t in theirs))
-        floor = ret.get("refs", {}).get("http_client", {})
-        for label, mine in ret.get("loopback", {}).items():
-            if label in floor:
-                cell = out["floor"].setdefault(label, {"wall": [], "cpu": []})
-                for m in ("wall", "cpu"):
-                    cell[m].append(mine[m] / floor[label][m])
+        for label, pairs in ret.get("floor_pairs", {}).items():  # alternated runs
+            cell = out["floor"].setdefault(label, {"wall": [], "cpu": []})
+            for m in ("wall", "cpu"):
+                cell[m].append(median(pairs[m]))
     return out
 
 
@@ -228,6 +235,7 @@ def params(quick: bool) -> argparse.Namespace:
         return argparse.Namespace(
             rounds=1,
             repeats=1,
+            pairs=1,
             grid=["t100", "t10", "h10", "h200"],
             long_grid=[],
             scales=[1, 100],
@@ -239,6 +247,7 @@ def params(quick: bool) -> argparse.Namespace:
     return argparse.Namespace(
         rounds=5,
         repeats=3,
+        pairs=7,
         grid=list(GRID),
         long_grid=list(LONG_GRID),
         scales=[1, 100, 1000, 10000],

@@ -33,16 +33,15 @@ async def test_overhead_over_loopback_and_references() -> None:
     server = overhead.start_server()
     try:
         model = overhead.OpenAIModel("bench", base_url=server.base_url, api_key="bench")
-        out = await overhead.measure(model, 1, {"t3": (3, 2)})
-        floor = overhead.floor_http_client(
-            server.base_url,
-            [overhead.json.dumps(b).encode() for b in overhead.ready_bodies(3, 2)],
-        )
+        mine, floor, ratios = await overhead.paired(model, server.base_url, 2, {"t3": (3, 2)})
     finally:
         server.close()
-    assert out["t3"]["wall"] > 0 and floor[0] > 0 and floor[1] > 0
-    # every request the run sent was answered by the shared server's responder
-    assert server.request_count >= 2 * 3 + 3
+    assert mine["t3"]["wall"] > 0 and floor["t3"]["wall"] > 0 and floor["t3"]["cpu"] >= 0
+    # one ratio per pair, each Retinue's run over the floor's run next to it
+    assert len(ratios["t3"]["wall"]) == len(ratios["t3"]["cpu"]) == 2
+    assert all(r > 0 for r in ratios["t3"]["wall"])
+    # warm-up and two pairs, each a 3-turn run and the floor's 3 requests
+    assert server.request_count == 3 * (3 + 3)
 
 
 async def test_delegation_interactive_and_one_shot() -> None:
@@ -73,10 +72,14 @@ async def test_blocking_tools_run_in_the_pool_while_the_loop_goes_on() -> None:
 
 def test_ratios_are_taken_within_each_round() -> None:
     """A round where everything ran 4x slower must not tilt the ratio (the old report divided
-    the median of all rounds by round 1's floor)."""
+    the median of all rounds by round 1's floor); within a round, the floor ratio is the
+    median of the alternated pairs' ratios (one odd pair does not move it)."""
 
     def pair(v: float) -> dict[str, float]:
         return {"wall": v, "cpu": v / 2}
+
+    def pairs(r: float, f: float) -> dict[str, list[float]]:  # three alternated pairs
+        return {"wall": [r / f, 9.0, r / f], "cpu": [r / f, r / f, 0.1]}
 
     rounds = [(4.0, 2.0, 80.0), (1.0, 0.5, 20.0), (1.0, 0.5, 20.0)]  # retinue, floor, peer
     runs = {
@@ -84,6 +87,7 @@ def test_ratios_are_taken_within_each_round() -> None:
             {
                 "loopback": {"t100": pair(r), "t400": pair(r)},
                 "refs": {"http_client": {"t100": pair(f), "t400": pair(f)}},
+                "floor_pairs": {"t100": pairs(r, f), "t400": pairs(r, f)},
             }
             for r, f, _ in rounds
         ],
