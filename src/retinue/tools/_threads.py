@@ -5,12 +5,13 @@ A plain tool may block (a file, a socket, a subprocess), so it runs in one of at
 meanwhile; cancelling the caller returns at once and the result is dropped when it comes.
 
 Most plain tools return in microseconds, and then the hand-off costs more than the tool: a
-wake-up of the loop through its self-pipe, an ``epoll`` round and a future's callbacks,
-about half of it kernel time. So a call whose tool took less than :data:`QUICK_S` last
-time, when a thread is idle, is waited for on the loop's own thread, with the GIL released,
-for at most :data:`WAIT_S`; a call that overruns is then awaited like any other (the thread
-delivers it to the loop instead). The loop is never held longer than ``WAIT_S`` per call,
-and a tool that is slow once is not waited for again until a call of it is quick.
+wake-up of the loop through its self-pipe, an ``epoll`` round and a future's callbacks. So a
+call of a tool whose last call took less than :data:`QUICK_S` is waited for on the loop's own
+thread, with the GIL released, for about :data:`WAIT_S` (plus the time to get the GIL back
+from other threads), when a thread is idle to take it. A call that overruns is then awaited
+like any other (the thread delivers it to the loop instead), and that tool is never waited
+for again in this process. Like an ``async def`` tool that does not await, a quick call
+gives no other task a turn while it runs.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["QUICK_S", "SYNC_TOOL_THREADS", "WAIT_S", "run_sync"]
+__all__ = ["QUICK_S", "SYNC_TOOL_THREADS", "WAIT_S", "Pace", "run_sync"]
 
 SYNC_TOOL_THREADS = min(32, (os.cpu_count() or 1) + 4)
 """How many plain ``def`` tools run at once (the pool's size, as ``asyncio.to_thread``'s)."""
@@ -36,29 +37,60 @@ QUICK_S = 0.0002
 WAIT_S = 0.001
 """The longest the loop's thread waits for a quick tool before awaiting it instead."""
 
-_handoff = threading.Lock()  # orders a job's outcome against its caller's switch to a future
+
+class Pace:
+    """How one plain tool's calls have gone: how long the last took in its thread (whatever
+    its outcome), and whether a call may still be waited for on the loop's thread."""
+
+    __slots__ = ("took", "waits")
+
+    def __init__(self) -> None:
+        self.took: float | None = None
+        self.waits = True  # until a call overruns the wait
+
+    def quick(self) -> bool:
+        return self.waits and self.took is not None and self.took < QUICK_S
 
 
 class _Job:
     """One call: what to run, and how its outcome reaches the caller -- ``ready`` released
     while the caller waits on the loop's thread, else ``future`` set through the loop."""
 
-    __slots__ = ("context", "fn", "future", "kwargs", "loop", "outcome", "ready", "took")
+    __slots__ = (
+        "context",
+        "fn",
+        "future",
+        "handoff",
+        "kwargs",
+        "loop",
+        "outcome",
+        "pace",
+        "ready",
+    )
 
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,
         fn: Callable[..., Any],
         kwargs: dict[str, Any],
+        pace: Pace | None = None,
     ) -> None:
         self.loop = loop
         self.fn = fn
         self.kwargs = kwargs
+        self.pace = pace
         self.context = contextvars.copy_context()
         self.future: asyncio.Future[Any] | None = None
         self.ready: threading.Lock | None = None
+        self.handoff: threading.Lock | None = None  # orders the outcome against a switch
         self.outcome: tuple[bool, Any] | None = None
-        self.took = 0.0
+
+    def wait_here(self) -> threading.Lock:
+        """Make the job one its caller waits for on the loop's thread: the lock to wait on."""
+        self.handoff = threading.Lock()
+        self.ready = ready = threading.Lock()
+        ready.acquire()
+        return ready
 
     def run(self) -> None:
         future = self.future
@@ -67,23 +99,31 @@ class _Job:
         started = time.perf_counter()
         try:
             outcome: tuple[bool, Any] = (True, self.context.run(self.fn, **self.kwargs))
+        except StopIteration as exc:  # a future cannot carry it (nor a coroutine raise it)
+            error = RuntimeError("the tool raised StopIteration")
+            error.__cause__ = exc
+            outcome = (False, error)
         except BaseException as exc:  # delivered to the caller, as run_in_executor does
             outcome = (False, exc)
-        self.took = time.perf_counter() - started
-        with _handoff:
-            self.outcome = outcome
-            future = self.future
-        if future is None:  # the caller is waiting on the loop's thread (or has stopped)
-            assert self.ready is not None
-            self.ready.release()
-            return
+        if self.pace is not None:
+            self.pace.took = time.perf_counter() - started
+        if self.handoff is not None:
+            with self.handoff:
+                self.outcome = outcome
+                future = self.future
+            if future is None:  # the caller is waiting on the loop's thread (or has stopped)
+                assert self.ready is not None
+                self.ready.release()
+                return
+        assert future is not None
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to tell
             self.loop.call_soon_threadsafe(_deliver, future, outcome)
 
     def switch_to_future(self) -> asyncio.Future[Any] | None:
         """From waiting on the loop's thread to awaiting: the future the outcome will be
         delivered to, or ``None`` when the outcome is already here."""
-        with _handoff:
+        assert self.handoff is not None
+        with self.handoff:
             if self.outcome is None:
                 self.future = self.loop.create_future()
             return self.future
@@ -164,32 +204,34 @@ def _after_fork() -> None:  # a forked child has none of its parent's threads
 os.register_at_fork(after_in_child=_after_fork)
 
 
-async def run_sync(
-    fn: Callable[..., Any], kwargs: dict[str, Any], last: float | None = None
-) -> tuple[Any, float]:
-    """``fn(**kwargs)`` in the tool threads, with the caller's context variables; its result
-    and how long it took there (seconds). ``last``: how long the same tool took last time
-    (a quick one is waited for on the loop's thread, see the module's text).
+async def run_sync(fn: Callable[..., Any], kwargs: dict[str, Any], pace: Pace | None = None) -> Any:
+    """``fn(**kwargs)`` in the tool threads, with the caller's context variables. ``pace``:
+    the tool's record (updated here), when a quick one may be waited for on the loop's thread.
 
     Cancelling the awaiting task returns at once: the thread cannot be stopped, so it
     finishes in the background and its result (or exception) is dropped.
     """
     loop = asyncio.get_running_loop()
-    job = _Job(loop, fn, kwargs)
-    if last is not None and last < QUICK_S:
-        job.ready = ready = threading.Lock()
-        ready.acquire()
-        if _threads.submit(job) and ready.acquire(timeout=WAIT_S):
-            future = None
-        else:
-            future = job.switch_to_future()
+    job = _Job(loop, fn, kwargs, pace)
+    if pace is not None and pace.quick():
+        ready = job.wait_here()
+        if _threads.submit(job):
+            if ready.acquire(timeout=WAIT_S):
+                return _unwrap(job)
+            pace.waits = False  # it overran: never held up for again
+        future = job.switch_to_future()
+        if future is None:  # it ended as the wait ran out
+            return _unwrap(job)
     else:
         job.future = future = loop.create_future()
         _threads.submit(job)
-    if future is not None:
-        return await future, job.took
+    return await future
+
+
+def _unwrap(job: _Job) -> Any:
     assert job.outcome is not None
     ok, value = job.outcome
+    job.outcome = None  # (a raised error's traceback holds this frame: no cycle through it)
     if not ok:
         raise value
-    return value, job.took
+    return value

@@ -34,7 +34,7 @@ from retinue.errors import RetinueError, ToolError
 from retinue.events import TOOL_FINISHED, TOOL_STARTED, EventSink, emit
 from retinue.llm.base import ToolSpec
 from retinue.messages import ToolCall, ToolResultMessage
-from retinue.tools._threads import run_sync
+from retinue.tools._threads import Pace, run_sync
 
 if TYPE_CHECKING:
     import pydantic
@@ -136,7 +136,7 @@ class Tool:
     context_param: str | None = "ctx"  # the parameter that receives the ToolContext, if any
     _spec: ToolSpec | None = field(default=None, repr=False)
     _inline: bool | None = field(default=None, repr=False)  # async: run on the loop
-    _took: float | None = field(default=None, repr=False)  # a plain one's last call, seconds
+    _pace: Pace = field(default_factory=Pace, repr=False, compare=False)  # a plain one's calls
 
     @property
     def spec(self) -> ToolSpec:
@@ -161,7 +161,7 @@ class Tool:
         if self._inline:
             result = self.fn(**kwargs)
         else:
-            result, self._took = await run_sync(self.fn, kwargs, self._took)
+            result = await run_sync(self.fn, kwargs, self._pace)
         if inspect.isawaitable(result):
             result = await result
         return str(result)
