@@ -107,9 +107,9 @@ async def test_chunked_answers_and_connections_closed_by_the_server() -> None:
     port = raw.sockets[0].getsockname()[1]
     poster = FastPoster(f"http://127.0.0.1:{port}/v1", {"Content-Type": "application/json"}, 5)
     try:
-        first = await poster.post("/x", b'{"a":1}')
+        first = await poster.post("/x", [b'{"a":1}'])
         await asyncio.sleep(0.05)  # the server's close reaches the idle connection
-        second = await poster.post("/x", b'{"a":2}')
+        second = await poster.post("/x", [b'{"a":2}'])
     finally:
         await poster.close()
         raw.close()
@@ -140,11 +140,11 @@ async def test_a_kept_alive_connection_times_out_on_its_own_deadline() -> None:
     poster = FastPoster(f"http://127.0.0.1:{port}", {}, 0.3)
     loop = asyncio.get_running_loop()
     try:
-        first = await poster.post("/x", b"1")
+        first = await poster.post("/x", [b"1"])
         await asyncio.sleep(0.2)  # the first exchange's timer is still pending
         started = loop.time()
         with pytest.raises(Unanswered) as caught:
-            await poster.post("/x", b"2")
+            await poster.post("/x", [b"2"])
         waited = loop.time() - started
     finally:
         await poster.close()
@@ -191,6 +191,19 @@ def test_the_wire_encoder_sees_a_rewritten_history() -> None:
     for history in (*histories, tuple(edited), [*edited, UserMessage("again")]):
         body = encoder.body("m", history, [])
         assert json.loads(body) == build_request("m", history, [], stream=False)
+
+
+def test_bodies_already_made_stay_as_they_were_while_the_history_grows() -> None:
+    """The joined messages are a buffer extended in place by the next body: what a caller
+    joined from the pieces before (a body, a request) never changes after."""
+    encoder = WireEncoder()
+    messages = conversation(5)
+    made = []
+    for n in range(1, len(messages) + 1):
+        pieces = encoder.parts("m", messages[:n], [ADD])
+        made.append((n, b"".join(pieces)))
+    for n, body in made:
+        assert json.loads(body) == build_request("m", messages[:n], [ADD], stream=False)
 
 
 def test_the_direct_message_json_is_the_dict_encoding_byte_for_byte() -> None:

@@ -20,6 +20,7 @@ POST of ready JSON bytes -- itself, and hands everything else back to the SDK:
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -272,12 +273,13 @@ class FastPoster:
             self._starts[path] = start
         return start
 
-    async def post(self, path: str, body: bytes) -> Answer:
-        """``POST path`` with ``body``; the answer whatever its status, or ``Unanswered``."""
+    async def post(self, path: str, body: Sequence[bytes | bytearray]) -> Answer:
+        """``POST path`` with the ``body`` pieces joined (at once: they may be a buffer the
+        caller reuses); the answer whatever its status, or ``Unanswered``."""
         start = self._starts.get(path)
         if start is None:
             start = self._start(path)
-        request = b"%s%d\r\n\r\n%s" % (start, len(body), body)
+        request = b"".join([start, b"%d\r\n\r\n" % sum(map(len, body)), *body])
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
         while True:

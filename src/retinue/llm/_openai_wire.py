@@ -111,7 +111,9 @@ class WireEncoder:
         self._new: dict[Message, bytes] = {}
         self._old: dict[Message, bytes] = {}
         self._new_bytes = 0
-        self._last: tuple[list[Message], bytes] = ([], b"")
+        # the last body's messages, and their JSON joined (extended in place by the next
+        # body when that one starts with them: a turn copies its new messages, not the rest)
+        self._last: tuple[list[Message], bytearray] = ([], bytearray())
         self._head = ("", b"")  # the last model name, and the body's start with it
         self._tools: tuple[tuple[ToolSpec, ...], bytes] = ((), b"]")  # the last tools' part
         self._specs: dict[int, tuple[ToolSpec, bytes]] = {}
@@ -125,15 +127,27 @@ class WireEncoder:
     ) -> bytes:
         """The JSON of ``{"model", "messages", "tools"?, **extra}`` (as :func:`json.dumps`
         of the same dict would decode)."""
+        return b"".join(self.parts(model, messages, tools, extra))
+
+    def parts(
+        self,
+        model: str,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        extra: dict[str, Any] | None = None,
+    ) -> list[bytes | bytearray]:
+        """:meth:`body` in pieces, for a caller that joins them with more (the HTTP request's
+        head): one copy of a long history instead of two. Join them before the next call:
+        the messages' piece is this encoder's own buffer, which the next call extends."""
         name, head = self._head
         if name != model or not head:
             head = b'{"model":%s,"messages":[' % _utf8(_encode(model))
             self._head = (model, head)
-        parts = [head, self._messages(messages), self._tools_part(tools)]
+        parts: list[bytes | bytearray] = [head, self._messages(messages), self._tools_part(tools)]
         for key, value in (extra or {}).items():
             parts.append(b"," + _utf8(_encode(key)) + b":" + _utf8(_encode(value)))
         parts.append(b"}")
-        return b"".join(parts)
+        return parts
 
     def _tools_part(self, tools: Sequence[ToolSpec]) -> bytes:
         """``]`` closing the messages, then the tools (the last ones' bytes when the very
@@ -156,11 +170,12 @@ class WireEncoder:
         self._specs[id(spec)] = (spec, data)  # (held, so that its id is not reused)
         return data
 
-    def _messages(self, messages: Sequence[Message]) -> bytes:
+    def _messages(self, messages: Sequence[Message]) -> bytearray:
         """The messages joined, from the last body's when it is this one's beginning."""
         messages = _as_list(messages)
-        before, joined = self._last  # (``before`` is this encoder's own list)
-        self._last = ([], b"")  # until this body is done: a failure must not leave it half-kept
+        before, joined = self._last  # (both this encoder's own)
+        # until this body is done: a failure must not leave it half-kept
+        self._last = ([], bytearray())
         n = len(before)
         if n and len(messages) >= n:
             # Extended by the new messages only and compared as a whole: a list comparison
@@ -171,10 +186,12 @@ class WireEncoder:
             if before == messages:
                 if tail:
                     joined += b"," + b",".join(self._parts(tail))
-                    self._last = (before, joined) if len(joined) <= self._max else ([], b"")
+                if len(joined) <= self._max:
+                    self._last = (before, joined)
                 return joined
-        joined = b",".join(self._parts(messages))
-        self._last = (list(messages), joined) if len(joined) <= self._max else ([], b"")
+        joined = bytearray(b",").join(self._parts(messages))
+        if len(joined) <= self._max:
+            self._last = (list(messages), joined)
         return joined
 
     def _parts(self, messages: Sequence[Message]) -> list[bytes]:

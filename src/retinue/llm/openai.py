@@ -116,18 +116,20 @@ class OpenAIModel:
         if not self._loopback:
             check_request_allowed(self.base_url)
         extra = STREAM_OPTIONS if on_text is not None else None
-        body = self._wire.body(self._model, messages, tools, extra)  # sent as-is
         retries = self.max_retries
         if on_text is None and self._fast is not None:
-            # the first attempt, over the lean path (see retinue.llm._http11)
+            # the first attempt, over the lean path (see retinue.llm._http11), whose request
+            # is joined from the body's pieces at once (one copy of a long history)
+            parts = self._wire.parts(self._model, messages, tools, extra)
             try:
-                answer = await self._fast.get().post("/chat/completions", body)
+                answer = await self._fast.get().post("/chat/completions", parts)
             except Unanswered as exc:
                 answer = exc
             if type(answer) is Answer and answer.status == 200:
                 return _from_completion(_json_body(answer.body))
             await self._after_first_attempt(answer)
             retries -= 1  # that attempt was the first
+        body = self._wire.body(self._model, messages, tools, extra)  # sent as-is
         return await self._sdk_complete(body, on_text, retries)
 
     async def _sdk_complete(
