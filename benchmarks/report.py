@@ -483,9 +483,9 @@ def render(r: dict[str, Any]) -> str:
         "they are promoted and trigger full collections, each of which walks every live "
         "session. The rows with the collector off show the runtime's own cost per call. "
         "`retinue serve` owns its process and raises the young-generation threshold to "
-        "10,000 (`retinue/server/collector.py`): most turns then finish before a collection "
+        "10,000 (`retinue/engine/collector.py`): most turns then finish before a collection "
         "sees them; a program that embeds the library keeps Python's settings unless it "
-        "calls `tune_for_serving()` itself.",
+        "calls `retinue.tune_for_serving()` itself.",
     ]
     i = r["idle"]
     beyond = i.get("beyond_messages_per_session")

@@ -36,9 +36,9 @@ from typing import Any
 
 from _common import emit_json
 
+from retinue.engine.collector import tune_for_serving
 from retinue.llm.base import ModelResponse, ToolSpec
 from retinue.messages import AssistantMessage, Message, Usage, message_text_size
-from retinue.server.collector import tune_for_serving
 from retinue.subagents import Role, RoleCatalog, SubAgentManager
 from retinue.testing import ScriptedModel
 from retinue.tools import ToolContext, ToolRegistry
@@ -99,7 +99,7 @@ async def throughput(
 
     ``collector``: ``default`` keeps Python's cyclic garbage collector settings (a program
     that embeds the library); ``serve`` sets them as ``retinue serve`` does
-    (:func:`~retinue.server.collector.tune_for_serving`); ``off`` turns the collector off
+    (:func:`~retinue.engine.collector.tune_for_serving`); ``off`` turns the collector off
     while they run (a diagnostic: what is left is the runtime's own cost per call).
     """
     manager, model, ctx = build(delay)

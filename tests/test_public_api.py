@@ -38,6 +38,7 @@ def test_public_api_is_pinned() -> None:
         "resolve_model",
         "run",
         "tool",
+        "tune_for_serving",
     ]
     for name in retinue.__all__:
         assert getattr(retinue, name) is not None

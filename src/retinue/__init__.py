@@ -12,6 +12,8 @@ An agent in two lines::
   tool; a parameter annotated :class:`ToolContext` receives the call's context.
 - :class:`Runtime` / :class:`Conversation` / :class:`Settings` — the layer ``Agent``, the CLI
   and the service are built on; :func:`run` / :class:`RunConfig` — the bare run loop.
+- :func:`tune_for_serving` — the cyclic collector's settings for a process that runs
+  thousands of sessions at once (``retinue serve`` calls it).
 - :class:`ScriptedModel` — the scripted fake model for tests (``retinue.testing`` has its
   helpers); :class:`RetinueError` is the root of every error Retinue raises.
 
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     from retinue.agent import Agent, AgentStream
     from retinue.config import Settings
     from retinue.engine import RunConfig, RunOutput, run
+    from retinue.engine.collector import tune_for_serving
     from retinue.errors import (
         ConfigError,
         ModelError,
@@ -60,6 +63,7 @@ _HOMES = {
     "retinue.runtime": ("Conversation", "Runtime"),
     "retinue.subagents.roles": ("Role",),
     "retinue.engine": ("RunConfig", "RunOutput", "run"),
+    "retinue.engine.collector": ("tune_for_serving",),
     "retinue.errors": (
         "ConfigError",
         "ModelError",
@@ -117,6 +121,7 @@ __all__ = [
     "resolve_model",
     "run",
     "tool",
+    "tune_for_serving",
 ]
 
 

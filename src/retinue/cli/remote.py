@@ -79,8 +79,8 @@ def serve(
     import uvicorn
 
     from retinue.cli.app import _one_line_errors, _runtime
+    from retinue.engine.collector import tune_for_serving
     from retinue.server import create_app
-    from retinue.server.collector import tune_for_serving
     from retinue.server.conversations import Limits
     from retinue.server.security import DEFAULT_MAX_BODY, Security
 
@@ -100,7 +100,7 @@ def serve(
     _say_how_to_use(runtime.settings.home, f"http://{host}:{bound}")
     limits = Limits(max_turns=max_turns, idle_s=idle_timeout, lease_s=lease)
     app = create_app(runtime, security, limits)
-    tune_for_serving()  # this process serves many sessions: see retinue.server.collector
+    tune_for_serving()  # this process serves many sessions: see retinue.engine.collector
     config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)
     server.run(sockets=[sock])

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from retinue.server.collector import YOUNG_THRESHOLD, tune_for_serving
+from retinue.engine.collector import YOUNG_THRESHOLD, tune_for_serving
 
 
 @pytest.fixture(autouse=True)
