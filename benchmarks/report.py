@@ -370,7 +370,8 @@ def render(r: dict[str, Any]) -> str:
         f"- Method: {p.get('rounds')} interleaved rounds (order rotated each round), each a fresh "
         f"process per framework running {p.get('repeats')} timed repeats after one warm-up. "
         "A ratio is computed within each round (Retinue and the fastest peer of that round; "
-        "Retinue and the floor of that round) and reported as the median of the rounds "
+        "Retinue and the floor of that round, their runs alternated, the median of "
+        f"{p.get('pairs', 1)} pairs' ratios) and reported as the median of the rounds "
         "(min–max in brackets). Times are wall / CPU (`time.process_time`, the benchmark "
         "process's every thread; the loopback server runs in the runner's process). Every "
         "seeded history is built before the clock starts, and every fake model (Retinue's and "
@@ -385,8 +386,9 @@ def render(r: dict[str, Any]) -> str:
         "Each framework's own fake model (Retinue `ScriptedModel`, openai-agents a `Model` "
         "subclass, pydantic-ai `FunctionModel` with an async function, LangGraph a minimal "
         "`BaseChatModel` with `_agenerate`); each turn the model asks for one no-op tool (a "
-        "plain `def` in every framework, so each runs it in a worker thread), the last turn "
-        "answers.",
+        "plain `def` in every framework, so each runs it in a worker thread; a tool this "
+        "quick Retinue waits for on the loop's thread, not through the event loop), the last "
+        "turn answers.",
         "",
         *overhead_table(r, "inproc"),
         "",
@@ -406,7 +408,8 @@ def render(r: dict[str, Any]) -> str:
             *refs_table(r),
             "",
             "Retinue against the floor (a bare keep-alive `http.client` loop posting the "
-            "same bodies, ready-encoded), ratio per round:",
+            "same bodies, ready-encoded), ratio per round (each round's the median of its "
+            "alternated Retinue and floor runs' ratios):",
             "",
             *floor_table(r),
             "",
