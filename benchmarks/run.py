@@ -255,7 +255,7 @@ def params(quick: bool) -> argparse.Namespace:
         session_repeats=3,
         small_repeats=9,
         idle=10000,
-        startup=7,
+        startup=11,
         blocking=100,
     )
 

@@ -1,16 +1,16 @@
 """Start-up wall time (issues 7 and 19): imports, ``retinue --help``, and the time from
 ``retinue run`` to its first model request.
 
-Each command runs ``repeats`` times as a fresh process (after one warm-up run that fills the
-OS file cache); the median wall time is reported, with the exit status of the last run (a CLI
-that does not work yet is recorded as such, not hidden). The imports timed are the package,
-the public API a script uses (``from retinue import run, RunConfig, ToolRegistry, tool``) and
-the OpenAI provider. ``first_request``: ``retinue run`` starts against a loopback
-OpenAI-compatible server in this process, which notes the moment the request arrives; the
-figure is that moment minus the moment the process was started (a fresh data directory each
-time, so no memory or config is found).
+Each command runs ``repeats`` times as a fresh process, the commands taking turns (after one
+warm-up round that fills the OS file cache); the median wall time is reported, with the exit
+status of the last run (a CLI that does not work yet is recorded as such, not hidden). The
+imports timed are the package, the public API a script uses (``from retinue import run,
+RunConfig, ToolRegistry, tool``) and the OpenAI provider. ``first_request``: ``retinue run``
+starts against a loopback OpenAI-compatible server in this process, which notes the moment
+the request arrives; the figure is that moment minus the moment the process was started (a
+fresh data directory each time, so no memory or config is found).
 
-Run alone: ``uv run python benchmarks/startup.py [--repeats 7]``.
+Run alone: ``uv run python benchmarks/startup.py [--repeats 11]``.
 """
 
 from __future__ import annotations
@@ -52,73 +52,86 @@ def _run(
     return time.perf_counter() - started, _child_cpu() - cpu, done
 
 
-def time_command(argv: list[str], repeats: int) -> dict[str, Any]:
-    _run(argv, ENV)
-    runs = [_run(argv, ENV) for _ in range(repeats)]
-    last = runs[-1][2]
+def summary(command: str, runs: Sequence[tuple[float, float, int, str]]) -> dict[str, Any]:
+    """Median wall and CPU seconds of ``runs`` (wall, CPU, exit status, stderr), with the
+    last run's exit status (a command that does not work is recorded as such, not hidden)."""
+    last = runs[-1]
     return {
-        "command": " ".join(Path(a).name if i == 0 else a for i, a in enumerate(argv)),
+        "command": command,
         "median_s": median([r[0] for r in runs]),
         "min_s": min(r[0] for r in runs),
         "cpu_s": median([r[1] for r in runs]),
-        "returncode": last.returncode,
-        "error": last.stderr.decode(errors="replace").strip().splitlines()[-1:]
-        if last.returncode
-        else [],
-    }
-
-
-def first_request(cli: str, repeats: int) -> dict[str, Any]:
-    """Seconds from starting ``retinue run`` to its first request reaching the model server."""
-    arrivals: list[float] = []
-
-    def answer(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
-        arrivals.append(time.perf_counter())
-        return ModelResponse(AssistantMessage("done"), Usage(100, 1, 0, 1), "stop")
-
-    def once(server: LoopbackOpenAIServer) -> tuple[float, float, int, str]:
-        with tempfile.TemporaryDirectory() as home:
-            env = {
-                **ENV,
-                "RETINUE_HOME": home,
-                "OPENAI_BASE_URL": server.base_url,
-                "OPENAI_API_KEY": "bench",
-            }
-            argv = [cli, "run", "-q", "-m", "openai:bench", "-w", home, "say done"]
-            arrivals.clear()
-            started = time.perf_counter()
-            _wall, cpu, done = _run(argv, env)
-            first = arrivals[0] - started if arrivals else float("nan")
-            return first, cpu, done.returncode, done.stderr.decode(errors="replace").strip()
-
-    with LoopbackOpenAIServer(ScriptedModel(responder=answer, record=False)) as server:
-        once(server)
-        runs = [once(server) for _ in range(repeats)]
-    last = runs[-1]
-    return {
-        "command": "retinue run (to its first model request)",
-        "median_s": median([r[0] for r in runs]),
-        "min_s": min(r[0] for r in runs),
-        "cpu_s": median([r[1] for r in runs]),  # the whole run, not only to the request
         "returncode": last[2],
         "error": last[3].splitlines()[-1:] if last[2] else [],
     }
 
 
+def run_command(argv: list[str]) -> tuple[float, float, int, str]:
+    wall, cpu, done = _run(argv, ENV)
+    return wall, cpu, done.returncode, done.stderr.decode(errors="replace").strip()
+
+
+def first_request(cli: str, server: LoopbackOpenAIServer) -> tuple[float, float, int, str]:
+    """Seconds from starting ``retinue run`` to its first request reaching ``server`` (and
+    the whole run's CPU seconds, exit status, stderr)."""
+    with tempfile.TemporaryDirectory() as home:
+        env = {
+            **ENV,
+            "RETINUE_HOME": home,
+            "OPENAI_BASE_URL": server.base_url,
+            "OPENAI_API_KEY": "bench",
+        }
+        argv = [cli, "run", "-q", "-m", "openai:bench", "-w", home, "say done"]
+        _ARRIVALS.clear()
+        started = time.perf_counter()
+        _wall, cpu, done = _run(argv, env)
+        first = _ARRIVALS[0] - started if _ARRIVALS else float("nan")
+        return first, cpu, done.returncode, done.stderr.decode(errors="replace").strip()
+
+
+_ARRIVALS: list[float] = []
+
+
+def _answer(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+    _ARRIVALS.append(time.perf_counter())
+    return ModelResponse(AssistantMessage("done"), Usage(100, 1, 0, 1), "stop")
+
+
 def measure(repeats: int) -> dict[str, Any]:
+    """Every command ``repeats`` times, in rounds (one run of each per round, after a round
+    that warms the OS file cache): a stretch of time when the shared machine is slow falls on
+    every command alike, not on one of them."""
     python = sys.executable
     cli = shutil.which("retinue", path=str(Path(python).parent)) or shutil.which("retinue")
-    out: dict[str, Any] = {
-        "python_baseline": time_command([python, "-c", "pass"], repeats),
-        "import_retinue": time_command([python, "-c", "import retinue"], repeats),
-        "import_api": time_command([python, "-c", API], repeats),
-        "import_openai_provider": time_command(
-            [python, "-c", "import retinue.llm.openai"], repeats
-        ),
+    commands = {
+        "python_baseline": [python, "-c", "pass"],
+        "import_retinue": [python, "-c", "import retinue"],
+        "import_api": [python, "-c", API],
+        "import_openai_provider": [python, "-c", "import retinue.llm.openai"],
     }
     if cli:
-        out["retinue_help"] = time_command([cli, "--help"], repeats)
-        out["first_request"] = first_request(cli, repeats)
+        commands["retinue_help"] = [cli, "--help"]
+    runs: dict[str, list[tuple[float, float, int, str]]] = {k: [] for k in commands}
+    firsts: list[tuple[float, float, int, str]] = []
+    with LoopbackOpenAIServer(ScriptedModel(responder=_answer, record=False)) as server:
+        for r in range(repeats + 1):
+            for name, argv in commands.items():
+                outcome = run_command(argv)
+                if r:  # round 0 warms up
+                    runs[name].append(outcome)
+            if cli:
+                outcome = first_request(cli, server)
+                if r:
+                    firsts.append(outcome)
+    out: dict[str, Any] = {
+        name: summary(
+            " ".join(Path(a).name if i == 0 else a for i, a in enumerate(argv)), runs[name]
+        )
+        for name, argv in commands.items()
+    }
+    if cli:
+        out["first_request"] = summary("retinue run (to its first model request)", firsts)
+        out["first_request"]["cpu_note"] = "the whole run, not only to the request"
     else:
         out["retinue_help"] = {"command": "retinue --help", "error": ["no retinue script"]}
     out["load"] = load_average()
@@ -127,7 +140,7 @@ def measure(repeats: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="Retinue start-up time")
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--repeats", type=int, default=11)
     emit_json(measure(parser.parse_args().repeats))
 
 
