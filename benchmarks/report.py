@@ -455,13 +455,16 @@ def render(r: dict[str, Any]) -> str:
         ]
     out += ["", "## 3. Interactive sessions at scale (5 turns each, 20 ms simulated latency)", ""]
     repeats = sorted({x.get("repeats", 1) for x in r["sessions"]})
+    rounds = (r["meta"].get("params") or {}).get("session_rounds", 1)
     if repeats[-1:] > [1]:
         said = " or ".join(str(k) for k in repeats)
         out += [
-            f"Each row is the median of {said} runs in one process (by CPU per call; every "
-            "run's figure is in `results/bench_sessions.json`; the runs under 10,000 sessions, "
-            "a few tenths of a second each, are repeated more); peak RSS growth is the first "
-            "run's.",
+            f"Each row: {rounds} rounds, a fresh process each, the scales taking turns (a slow "
+            "stretch of the shared machine falls on every scale alike); the row is the round "
+            f"whose median run is the median of the rounds' ({said} runs in all: the runs under "
+            "10,000 sessions, a few tenths of a second each, are repeated more; every run's CPU "
+            "per call is in `results/bench_sessions.json`); peak RSS growth is the first "
+            "round's.",
             "",
         ]
     out += [
