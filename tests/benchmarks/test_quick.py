@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,7 +20,8 @@ delegation = importlib.import_module("delegation")
 overhead = importlib.import_module("overhead")
 runner = importlib.import_module("run")
 sessions = importlib.import_module("sessions")
-render = importlib.import_module("report").render
+report = importlib.import_module("report")
+render = report.render
 
 
 async def test_overhead_in_process_runs_every_grid_point() -> None:
@@ -99,6 +101,25 @@ def test_ratios_are_taken_within_each_round() -> None:
     assert ratios["peer"]["loopback"]["t100"]["wall"] == [0.05, 0.05, 0.05]
     assert ratios["floor"]["t400"]["cpu"] == [2.0, 2.0, 2.0]
     assert "t400" not in ratios["peer"]["loopback"]
+
+
+def test_growth_with_history_is_taken_beyond_the_floors_own() -> None:
+    """Over loopback, 200 seeded messages are 20 times the bytes on the wire for the floor
+    too: Retinue's growth counts only beyond the floor's in the same round."""
+
+    def res(mine: tuple[float, float], floor: tuple[float, float]) -> dict[str, Any]:
+        def grid(pair: tuple[float, float]) -> dict[str, dict[str, float]]:
+            return {"h10": {"cpu": pair[0]}, "h200": {"cpu": pair[1]}}
+
+        return {"loopback": grid(mine), "refs": {"http_client": grid(floor)}}
+
+    rounds = [res((1.0, 2.0), (1.0, 2.0)), res((1.0, 3.0), (1.0, 1.5)), res((2.0, 2.2), (1.0, 1.0))]
+    found = report._growth_beyond_floor({"overhead": {"runs": {"retinue": rounds}}})
+    assert found is not None
+    beyond, _, mine, floor = found
+    assert beyond == pytest.approx(1.1)  # the rounds' 1.0, 2.0 and 1.1
+    assert mine == pytest.approx(2.0) and floor == pytest.approx(1.5)
+    assert report._growth_beyond_floor({"overhead": {}}) is None
 
 
 async def test_cache_prefix_share_of_an_interactive_session() -> None:
