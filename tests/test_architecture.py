@@ -1,5 +1,5 @@
-"""Dependencies point one way: cli/server -> runtime -> subagents/engine -> llm/tools/memory
--> messages/errors/events/config. Nothing imports from a layer above its own."""
+"""Dependencies point one way: cli/server -> runtime -> subagents/engine/mcp -> policy ->
+llm/tools/memory -> messages/errors/events/config. Nothing imports from a layer above its own."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ PACKAGE = Path(retinue.__file__).parent
 LAYERS = {
     "errors": 0, "messages": 0, "events": 0, "config": 0, "_tasks": 0,
     "llm": 1, "tools": 1, "memory": 1, "testing": 1,
-    "engine": 2, "subagents": 2, "mcp": 2,
-    "runtime": 3, "agent": 3,
-    "cli": 4, "server": 4, "__main__": 4, "__init__": 4,
+    "policy": 2,
+    "engine": 3, "subagents": 3, "mcp": 3,
+    "runtime": 4, "agent": 4,
+    "cli": 5, "server": 5, "__main__": 5, "__init__": 5,
 }  # fmt: skip
 
 

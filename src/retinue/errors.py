@@ -13,9 +13,11 @@ The whole tree::
     ├── SubAgentError          delegation refused: depth, cycle, unknown session, ...
     ├── SessionError           a session refused a turn (token budget spent, empty message)
     │   └── SessionClosedError     the session was closed before the turn could begin
-    └── MemoryStoreError       the memory store refused or failed a read or write
-        ├── BlockLimitError        a core-memory block would exceed its size limit
-        └── BlockConflictError     a core block changed meanwhile and the edits do not merge
+    ├── MemoryStoreError       the memory store refused or failed a read or write
+    │   ├── BlockLimitError        a core-memory block would exceed its size limit
+    │   └── BlockConflictError     a core block changed meanwhile and the edits do not merge
+    └── PolicyError            a permission rule, hook or trust definition is broken
+        └── UntrustedError         a command the workspace defines has not been approved
 
 Control flow is not an error: cancellation is plain :class:`asyncio.CancelledError`, and a
 run that stops at ``max_iterations`` returns normally with ``stop_reason`` saying so.
@@ -30,6 +32,7 @@ __all__ = [
     "ContextTooLongError",
     "MemoryStoreError",
     "ModelError",
+    "PolicyError",
     "RetinueError",
     "RoleError",
     "ScriptError",
@@ -37,6 +40,7 @@ __all__ = [
     "SessionError",
     "SubAgentError",
     "ToolError",
+    "UntrustedError",
     "WorkspaceError",
 ]
 
@@ -99,3 +103,12 @@ class BlockLimitError(MemoryStoreError):
 
 class BlockConflictError(MemoryStoreError):
     """A core block changed since it was read and the two edits could not be merged."""
+
+
+class PolicyError(RetinueError):
+    """A permission rule, a hook or a trust definition is broken; the message names its file."""
+
+
+class UntrustedError(PolicyError):
+    """A command that a workspace file defines (``.mcp.json``, a role's ``mcpServers``, a
+    project hook) has not been approved; the message names the file and how to approve it."""
