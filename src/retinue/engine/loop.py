@@ -228,10 +228,16 @@ def _model_called(config: RunConfig, response: ModelResponse, started: float) ->
 
 
 async def _run_tools(config: RunConfig, calls: tuple[ToolCall, ...]) -> list[ToolResultMessage]:
+    """Run the calls (in parallel), each through the context's gate when it has one."""
     registry, ctx = config.tools, config.context
+    gate = ctx.gate
+    if gate is None:
+        if len(calls) == 1:
+            return [await registry.execute(calls[0], ctx)]
+        return list(await asyncio.gather(*(registry.execute(c, ctx) for c in calls)))
     if len(calls) == 1:
-        return [await registry.execute(calls[0], ctx)]
-    return list(await asyncio.gather(*(registry.execute(c, ctx) for c in calls)))
+        return [await gate.execute(registry, calls[0], ctx)]
+    return list(await asyncio.gather(*(gate.execute(registry, c, ctx) for c in calls)))
 
 
 STEERING_NOTE = "[Your parent sent this while you were working; take it into account:]\n{text}"

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
     from retinue.memory.base import Memory
 
-__all__ = ["Delegator", "Tool", "ToolContext", "ToolRegistry", "ToolSource", "tool"]
+__all__ = ["CallGate", "Delegator", "Tool", "ToolContext", "ToolRegistry", "ToolSource", "tool"]
 
 
 class Delegator(Protocol):
@@ -68,6 +68,15 @@ class Delegator(Protocol):
     def find_roles(self, ctx: ToolContext, query: str) -> str: ...
 
 
+class CallGate(Protocol):
+    """What decides whether a call runs (:class:`retinue.policy.gate.Policy`): the run loop
+    hands every call to it instead of running it directly."""
+
+    async def execute(
+        self, registry: ToolRegistry, call: ToolCall, ctx: ToolContext
+    ) -> ToolResultMessage: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ToolContext:
     """Who is calling a tool, and with what.
@@ -88,6 +97,7 @@ class ToolContext:
     manager: Delegator | None = None
     memory: Memory | None = None
     events: EventSink | None = None
+    gate: CallGate | None = None  # None: every call runs (no policy configured)
 
     def child(self, *, agent_id: str, role: str) -> ToolContext:
         """The context of a sub-agent this agent spawns."""

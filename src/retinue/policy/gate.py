@@ -1,0 +1,274 @@
+"""The gate every tool call passes: hooks, rules, modes, and an approval where they say ask.
+
+:class:`Policy` is carried on the tool context (``ToolContext.gate``), so a sub-agent gets its
+parent's, narrowed by its role's ``permissionMode`` (:meth:`Policy.narrowed`); the run loop
+calls :meth:`Policy.execute` instead of running a call directly. A refused call never runs:
+the model reads a tool result that says why, and the same turn goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from retinue.events import TOOL_FINISHED, TOOL_STARTED, emit
+from retinue.messages import ToolCall, ToolResultMessage
+from retinue.policy.approvals import (
+    PREVIEW,
+    Approval,
+    ApprovalRequest,
+    Approver,
+    ask_approver,
+    new_request_id,
+)
+from retinue.policy.hooks import HookResult, Hooks
+from retinue.policy.modes import (
+    Decision,
+    Kind,
+    PermissionMode,
+    decide_by_mode,
+    kind_of,
+    strictest,
+)
+from retinue.policy.rules import RuleSet, parse_rule, rule_for
+
+if TYPE_CHECKING:
+    from retinue.tools.base import ToolContext, ToolRegistry
+
+__all__ = ["APPROVAL_ANSWERED", "APPROVAL_REQUESTED", "Policy"]
+
+APPROVAL_REQUESTED = "approval_requested"  # data: the request's fields
+APPROVAL_ANSWERED = "approval_answered"  # data: id, allow, always
+
+_MODE_DENIES_ALLOW_RULES: dict[str, frozenset[Kind]] = {
+    "plan": frozenset({"edit", "command", "mcp"}),
+}
+
+
+@dataclass(slots=True)
+class _Shared:
+    """What every policy of one session tree shares: "always" answers given so far."""
+
+    always: RuleSet = field(default_factory=RuleSet)
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """Modes from the top down to this agent, the rules, the hooks and the approver.
+
+    ``approver=None``: nobody can answer, so a call that would ask is refused with a message
+    that says how to allow it. ``sandboxed`` says whether ``Bash`` runs in bubblewrap here.
+    """
+
+    modes: tuple[PermissionMode, ...] = ("default",)
+    rules: RuleSet = field(default_factory=RuleSet)
+    approver: Approver | None = None
+    hooks: Hooks = field(default_factory=Hooks)
+    sandboxed: bool = False
+    _shared: _Shared = field(default_factory=_Shared)
+
+    @property
+    def mode(self) -> PermissionMode:
+        """The mode of the agent this policy is for (the last of its chain)."""
+        return self.modes[-1]
+
+    def narrowed(self, mode: PermissionMode | None, hooks: Hooks | None = None) -> Policy:
+        """A sub-agent's policy: its role's mode (if any) added to the chain, and its role's
+        hooks (if any) in place of the settings' own for its calls."""
+        if mode is None and hooks is None:
+            return self
+        return replace(
+            self,
+            modes=self.modes if mode is None else (*self.modes, mode),
+            hooks=self.hooks if hooks is None else hooks,
+        )
+
+    def with_approver(self, approver: Approver | None) -> Policy:
+        """The same policy answered by ``approver``: a fresh tree's own "always" answers."""
+        return replace(self, approver=approver, _shared=_Shared())
+
+    @property
+    def trivial(self) -> bool:
+        """Nothing to check: every call runs (bypass mode, no rules, no hooks)."""
+        return (
+            all(m == "bypassPermissions" for m in self.modes) and not self.rules and not self.hooks
+        )
+
+    def decide(self, tool: str, args: dict[str, Any], ctx: ToolContext) -> tuple[Decision, str]:
+        """Allow, ask or deny for one call, and why (a rule's text or the mode's name)."""
+        kind = kind_of(tool)
+        found = self.rules.match(tool, args, ctx.workspace) or self._shared.always.match(
+            tool, args, ctx.workspace
+        )
+        best: Decision | None = None
+        why = ""
+        for mode in self.modes:
+            decision = _under(mode, kind, found, sandboxed=self.sandboxed)
+            if best is None or strictest(decision, best) != best:
+                best, why = decision, _reason(mode, kind, found, decision, tool)
+        assert best is not None  # (a policy has at least one mode)
+        return best, why
+
+    async def execute(
+        self, registry: ToolRegistry, call: ToolCall, ctx: ToolContext
+    ) -> ToolResultMessage:
+        """Run ``call`` if the policy lets it, asking for approval where it must."""
+        if self.trivial:
+            return await registry.execute(call, ctx)
+        args = _arguments(call.arguments)
+        if args is None:  # not a JSON object: the tool refuses it without running anything
+            return await registry.execute(call, ctx)
+        verdict = await self._pre_hooks(call, args, ctx)
+        if verdict.block or verdict.permission == "deny":
+            return _refused(call, ctx, verdict.reason or "a PreToolUse hook blocked this call")
+        if verdict.updated_input is not None:
+            args = verdict.updated_input
+            call = replace(call, arguments=json.dumps(args))
+        decision, why = self.decide(call.name, args, ctx)
+        if verdict.permission == "allow" and decision == "ask":
+            decision = "allow"
+        elif verdict.permission == "ask" and decision == "allow":
+            decision, why = "ask", verdict.reason or "a PreToolUse hook asks for approval"
+        if decision == "deny":
+            return _refused(call, ctx, why)
+        if decision == "ask":
+            answer = await self._ask(call, args, ctx, why)
+            if not answer.allow:
+                said = f": {answer.message}" if answer.message else ""
+                return _refused(call, ctx, f"the user did not approve this call{said}")
+        result = await registry.execute(call, ctx)
+        if self.hooks:
+            result = await self._post_hooks(call, args, ctx, result)
+        return result
+
+    async def _ask(
+        self, call: ToolCall, args: dict[str, Any], ctx: ToolContext, why: str
+    ) -> Approval:
+        rule = rule_for(call.name, args, ctx.workspace)
+        if self.approver is None:
+            return Approval(False, message=_nobody(call.name, why, rule))
+        request = ApprovalRequest(
+            new_request_id(),
+            ctx.agent_id,
+            ctx.role,
+            ctx.depth,
+            call.name,
+            call.arguments[:PREVIEW],
+            why,
+            rule,
+        )
+        emit(ctx.events, APPROVAL_REQUESTED, ctx.agent_id, **request.to_dict())
+        answer = Approval(False, message="the request was withdrawn")
+        try:
+            answer = await ask_approver(self.approver, request)
+        finally:
+            emit(
+                ctx.events,
+                APPROVAL_ANSWERED,
+                ctx.agent_id,
+                id=request.id,
+                allow=answer.allow,
+                always=answer.always,
+                cancelled=_cancelling(),
+            )
+        if answer.allow and answer.always:
+            self._shared.always.allow.append(parse_rule(rule, ctx.workspace))
+        return answer
+
+    async def _pre_hooks(
+        self, call: ToolCall, args: dict[str, Any], ctx: ToolContext
+    ) -> HookResult:
+        if not self.hooks:
+            return HookResult()
+        payload = self._payload(ctx, "PreToolUse", tool_name=call.name, tool_input=args)
+        return await self.hooks.run("PreToolUse", payload, matcher_value=call.name)
+
+    def _payload(self, ctx: ToolContext, event: str, **fields: Any) -> dict[str, Any]:
+        """What a hook reads on stdin (Claude Code's fields, plus the agent's role)."""
+        return {
+            "session_id": ctx.agent_id,
+            "cwd": str(ctx.workspace),
+            "hook_event_name": event,
+            "permission_mode": self.mode,
+            "agent_role": ctx.role,
+            **fields,
+        }
+
+    async def _post_hooks(
+        self, call: ToolCall, args: dict[str, Any], ctx: ToolContext, result: ToolResultMessage
+    ) -> ToolResultMessage:
+        payload = self._payload(
+            ctx,
+            "PostToolUse",
+            tool_name=call.name,
+            tool_input=args,
+            tool_response={"content": result.content, "is_error": result.is_error},
+        )
+        said = await self.hooks.run("PostToolUse", payload, matcher_value=call.name)
+        notes = [n for n in (said.reason if said.block else "", said.context) if n]
+        if not notes:
+            return result
+        return replace(result, content=result.content + "\n\n" + "\n".join(notes))
+
+
+def _cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+def _under(
+    mode: PermissionMode, kind: Kind, found: tuple[Decision, str] | None, *, sandboxed: bool
+) -> Decision:
+    """One mode's answer, given the rule that matched (if any)."""
+    if found is None:
+        return decide_by_mode(mode, kind, sandboxed=sandboxed)
+    decision = found[0]
+    if decision == "ask" and mode == "dontAsk":
+        return "deny"
+    if decision == "allow" and kind in _MODE_DENIES_ALLOW_RULES.get(mode, ()):
+        return "deny"
+    return decision
+
+
+def _reason(
+    mode: PermissionMode,
+    kind: Kind,
+    found: tuple[Decision, str] | None,
+    decision: Decision,
+    tool: str,
+) -> str:
+    if found is not None and found[0] == decision:
+        return f"rule {found[0]}: {found[1]}"
+    if mode == "plan" and decision == "deny":
+        return "permission mode 'plan' lets an agent read and plan, not change or run anything"
+    if mode == "dontAsk" and decision == "deny":
+        return f"permission mode 'dontAsk' refuses {tool} unless a rule allows it"
+    return f"{tool} needs approval in permission mode '{mode}'"
+
+
+def _nobody(tool: str, why: str, rule: str) -> str:
+    return (
+        f"{why}, and nobody is here to approve it. To let it run, start with "
+        f'--permission-mode acceptEdits or bypassPermissions, or add the rule "{rule}" to '
+        "permissions.allow in .claude/settings.json"
+    )
+
+
+def _arguments(raw: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(raw or "{}")
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _refused(call: ToolCall, ctx: ToolContext, why: str) -> ToolResultMessage:
+    content = f"Error: permission denied: {why}. The call did not run."
+    if ctx.events is not None:
+        emit(ctx.events, TOOL_STARTED, ctx.agent_id, call_id=call.id, name=call.name,
+             arguments=call.arguments)  # fmt: skip
+        emit(ctx.events, TOOL_FINISHED, ctx.agent_id, call_id=call.id, name=call.name,
+             is_error=True, preview=content[:200])  # fmt: skip
+    return ToolResultMessage(call.id, call.name, content, True)

@@ -1,0 +1,275 @@
+"""Permission rules in Claude Code's syntax: ``Tool`` or ``Tool(specifier)``.
+
+=============================== ==========================================================
+rule                            matches
+=============================== ==========================================================
+``Bash``                        every command
+``Bash(npm run build)``         exactly that command
+``Bash(npm run test:*)``        a command starting with ``npm run test`` (``:*`` at the end)
+``Bash(git * main)``            ``*`` matches any text
+``Read(./secrets/**)``          a path, gitignore-style: ``./x`` and ``x/y`` from the
+                                workspace, ``/x`` from the settings file's folder, ``//x``
+                                absolute, ``~/x`` from home; a bare name (``*.env``) at any
+                                depth. ``Read`` covers ``Glob``, ``Grep`` and ``LS`` too
+``Edit(src/**)``                the same paths, for ``Write``, ``Edit``, ``MultiEdit``,
+                                ``NotebookEdit``
+``WebFetch(domain:example.com)`` a URL on that host or one of its subdomains
+``mcp__github`` / ``mcp__github__*`` every tool of the MCP server ``github``
+``mcp__github__get_issue``      one MCP tool
+``Agent(reviewer)``             delegating to the role ``reviewer`` (``Task(…)`` alike)
+=============================== ==========================================================
+
+A compound command (``a && b``, ``a; b``, ``a | b``) is allowed by rules only when every part
+is, and one with a command substitution (``$(…)``, backticks) never is; a deny or ask rule
+that matches any part applies. Deny wins over ask, and ask over allow. A rule that cannot be
+parsed is reported (file and line) and the others stay in force.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from retinue.policy.modes import EDIT_TOOLS, Decision
+
+__all__ = ["Rule", "RuleSet", "parse_rule", "rule_for"]
+
+_RULE = re.compile(r"^([A-Za-z_][\w\-]*)(?:\((.*)\))?$", re.DOTALL)
+_READ_FAMILY = frozenset({"Read", "Glob", "Grep", "LS", "NotebookRead"})
+_PATH_ARGS = ("file_path", "path", "notebook_path")
+_SPLIT = re.compile(r"\|\||&&|[;|&\n]")
+_ALIASES = {"Task": "Agent", "SubAgent": "Agent", "MultiEdit": "Edit", "Write": "Edit"}
+MAX_SPEC = 2_000  # characters of one rule's specifier
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One parsed rule: the tool it names and how its specifier matches a call."""
+
+    text: str
+    tool: str  # as written, ``Task`` → ``Agent``
+    spec: str | None  # None: every call of the tool
+    base: Path | None = None  # the settings file's folder (``/x`` patterns)
+    _regex: re.Pattern[str] | None = field(default=None, compare=False)
+
+    def matches(self, tool: str, args: Mapping[str, Any], workspace: Path) -> bool:
+        if not _names(self.tool, tool):
+            return False
+        if self.spec is None or self.spec in ("*", ""):
+            return True
+        if self.tool == "Bash":
+            return any(self._command(part) for part in _parts(str(args.get("command", ""))))
+        if self.tool == "WebFetch":
+            return _on_domain(str(args.get("url", "")), self.spec.removeprefix("domain:"))
+        if self.tool == "Agent":
+            return str(args.get("role", "")) == self.spec
+        if self.tool in EDIT_TOOLS or self.tool == "Edit" or self.tool in _READ_FAMILY:
+            return self._path(args, workspace)
+        return False
+
+    def allows_command(self, command: str) -> bool:
+        """For an allow rule: every part of ``command`` matches (and nothing is hidden)."""
+        if "$(" in command or "`" in command:
+            return False
+        parts = _parts(command)
+        return bool(parts) and all(self._command(p) for p in parts)
+
+    def _command(self, command: str) -> bool:
+        assert self.spec is not None and self._regex is not None
+        return self._regex.fullmatch(command.strip()) is not None
+
+    def _path(self, args: Mapping[str, Any], workspace: Path) -> bool:
+        raw = next((args[k] for k in _PATH_ARGS if isinstance(args.get(k), str)), None)
+        target = _absolute(raw or ".", workspace)
+        assert self._regex is not None
+        return any(self._regex.fullmatch(p) for p in (target, target + "/"))
+
+
+def _names(rule_tool: str, tool: str) -> bool:
+    if rule_tool.startswith("mcp__"):
+        server_wide = rule_tool.removesuffix("__*")
+        if server_wide.count("__") == 1:  # mcp__server or mcp__server__*
+            return tool.startswith(server_wide + "__")
+        return tool == rule_tool
+    if rule_tool == "Read":
+        return tool in _READ_FAMILY
+    if rule_tool == "Edit":
+        return tool in EDIT_TOOLS
+    return _ALIASES.get(tool, tool) == _ALIASES.get(rule_tool, rule_tool)
+
+
+def _parts(command: str) -> list[str]:
+    return [p.strip() for p in _SPLIT.split(command) if p.strip()]
+
+
+def _on_domain(url: str, domain: str) -> bool:
+    try:
+        host = (urlsplit(url).hostname or "").lower().rstrip(".")
+    except ValueError:
+        return False
+    domain = domain.lower().strip().rstrip(".")
+    return bool(domain) and (host == domain or host.endswith("." + domain))
+
+
+def _absolute(path: str, workspace: Path) -> str:
+    p = os.path.expanduser(path) if path.startswith("~") else path
+    return os.path.normpath(os.path.join(workspace, p))
+
+
+def _glob_regex(pattern: str) -> str:
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return "".join(out)
+
+
+def _path_regex(spec: str, workspace: Path, base: Path | None) -> re.Pattern[str]:
+    if spec.startswith("//"):
+        anchored = spec[1:]
+    elif spec.startswith("~/"):
+        anchored = os.path.expanduser(spec)
+    elif spec.startswith("/"):
+        anchored = os.path.join(base or workspace, spec[1:])
+    elif "/" in spec.rstrip("/").removeprefix("./") or spec.startswith("./"):
+        anchored = os.path.join(workspace, spec)
+    else:  # a bare name: at any depth below the workspace, as in .gitignore
+        anchored = os.path.join(workspace, "**", spec)
+    anchored = anchored.rstrip("/") if len(anchored) > 1 else anchored
+    if not anchored.endswith("**"):
+        anchored += "/**"  # a folder's rule covers what is inside it
+        return re.compile(_glob_regex(anchored[:-3]) + "(?:/.*)?")
+    return re.compile(_glob_regex(anchored))
+
+
+def _command_regex(spec: str) -> re.Pattern[str]:
+    if spec.endswith(":*"):
+        return re.compile(re.escape(spec[:-2].strip()) + r"(?:\s.*)?", re.DOTALL)
+    pieces = [re.escape(piece) for piece in spec.strip().split("*")]
+    return re.compile(".*".join(pieces), re.DOTALL)
+
+
+def parse_rule(text: str, workspace: Path, base: Path | None = None) -> Rule:
+    """One rule, or ``ValueError`` saying what is wrong with it."""
+    if not isinstance(text, str):
+        raise ValueError(f"a rule is a string, not {type(text).__name__}")
+    text = text.strip()
+    m = _RULE.match(text)
+    if m is None:
+        raise ValueError(f"{text!r} is not Tool or Tool(specifier)")
+    tool, spec = m.group(1), m.group(2)
+    tool = "Agent" if tool == "Task" else tool
+    if spec is None or spec.strip() in ("", "*"):
+        return Rule(text, tool, None, base)
+    if len(spec) > MAX_SPEC:
+        raise ValueError(f"{text[:40]!r}…: the specifier is longer than {MAX_SPEC} characters")
+    spec = spec.strip()
+    if tool == "Bash":
+        if ":*" in spec[:-2]:
+            raise ValueError(f"{text!r}: ':*' may stand only at the end")
+        return Rule(text, tool, spec, base, _command_regex(spec))
+    if tool == "WebFetch":
+        if not spec.startswith("domain:") or not spec.removeprefix("domain:").strip():
+            raise ValueError(f"{text!r}: WebFetch takes domain:<host>")
+        return Rule(text, tool, spec, base)
+    if tool == "Agent":
+        return Rule(text, tool, spec, base)
+    if tool == "Read" or tool in EDIT_TOOLS or tool in _READ_FAMILY:
+        return Rule(text, tool, spec, base, _path_regex(spec, workspace, base))
+    if tool.startswith("mcp__"):
+        raise ValueError(f"{text!r}: MCP rules take no specifier (mcp__server__tool)")
+    raise ValueError(f"{text!r}: {tool} takes no specifier")
+
+
+def rule_for(tool: str, args: Mapping[str, Any], workspace: Path) -> str:
+    """The rule an "always" answer adds for this call: narrow, as a person would write it."""
+    if tool == "Bash":
+        words = str(args.get("command", "")).split()
+        return f"Bash({' '.join(words[:2])}:*)" if words else "Bash"
+    if tool in EDIT_TOOLS:
+        path = next((args[k] for k in _PATH_ARGS if isinstance(args.get(k), str)), None)
+        if path:
+            rel = os.path.relpath(_absolute(path, workspace), workspace)
+            folder = os.path.dirname(rel)
+            if not rel.startswith(".."):
+                return f"Edit(./{folder}/**)" if folder else "Edit(./*)"
+        return "Edit"
+    if tool == "WebFetch":
+        host = urlsplit(str(args.get("url", ""))).hostname
+        return f"WebFetch(domain:{host})" if host else "WebFetch"
+    if tool in ("SubAgent", "Agent") and args.get("role"):
+        return f"Agent({args['role']})"
+    return tool
+
+
+@dataclass(slots=True)
+class RuleSet:
+    """Allow, ask and deny rules, with the problems found reading them."""
+
+    allow: list[Rule] = field(default_factory=list)
+    ask: list[Rule] = field(default_factory=list)
+    deny: list[Rule] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.allow or self.ask or self.deny)
+
+    def add(
+        self,
+        decision: Decision,
+        texts: Iterable[object],
+        workspace: Path,
+        *,
+        where: str = "",
+        base: Path | None = None,
+        line_of: Mapping[str, int] | None = None,
+    ) -> None:
+        bucket = getattr(self, decision)
+        for text in texts:
+            try:
+                bucket.append(parse_rule(text, workspace, base))  # type: ignore[arg-type]
+            except ValueError as exc:
+                line = (line_of or {}).get(text) if isinstance(text, str) else None
+                at = f"{where}:{line}" if where and line else where
+                self.problems.append(f"{at}: permissions.{decision}: {exc}" if at else str(exc))
+
+    def extend(self, other: RuleSet) -> None:
+        self.allow += other.allow
+        self.ask += other.ask
+        self.deny += other.deny
+        self.problems += other.problems
+
+    def match(
+        self, tool: str, args: Mapping[str, Any], workspace: Path
+    ) -> tuple[Decision, str] | None:
+        for rule in self.deny:
+            if rule.matches(tool, args, workspace):
+                return "deny", rule.text
+        for rule in self.ask:
+            if rule.matches(tool, args, workspace):
+                return "ask", rule.text
+        for rule in self.allow:
+            if tool == "Bash" and rule.tool == "Bash" and rule.spec not in (None, "*", ""):
+                if rule.allows_command(str(args.get("command", ""))):
+                    return "allow", rule.text
+            elif rule.matches(tool, args, workspace):
+                return "allow", rule.text
+        return None
