@@ -47,6 +47,7 @@ from retinue.subagents.tools import (
     waiting_note,
 )
 from retinue.tools.base import Tool, ToolContext, ToolRegistry
+from retinue.tools.builtin.todo import forget_todos
 
 __all__ = ["SubAgentManager"]
 
@@ -381,6 +382,7 @@ class _Hooks:
         held = registry.by_id(agent_id)
         if held is not None and held.session is session:
             registry.forget(held)
+        forget_todos(self.ctx.data_dir, agent_id)  # its TodoWrite list ends with it
         if self.keyed or held is not None:
             emit(self.ctx.events, SESSION, agent_id, action="unloaded", conversation_id=agent_id,
                  turns=session.turns, consolidation=session.consolidation)  # fmt: skip

@@ -7,6 +7,10 @@ as JSON in ``<data_dir>/todos/<agent id, percent-encoded>.json`` with the time i
 view do, through :class:`~retinue.subagents.SessionInfo`). The tool's result is the list as
 it now stands, which is how the agent reads it back. A list holds at most
 :data:`TODO_MAX_ITEMS` items of at most :data:`TODO_MAX_CHARS` characters each.
+
+A list goes with its agent: :func:`forget_todos` when a session ends, and
+:func:`forget_todo_tree` when a conversation is deleted (its main agent's list and those of
+every sub-agent under it).
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ __all__ = [
     "TODO_MAX_CHARS",
     "TODO_MAX_ITEMS",
     "TodoItem",
+    "forget_todo_tree",
+    "forget_todos",
     "format_todos",
     "load_todos",
     "todo_line",
@@ -65,6 +71,30 @@ def todo_path(data_dir: Path, agent_id: str) -> Path:
     if len(name) > 200:  # a lone "%" is in no encoded name: these never meet one
         name = name[:150] + "%" + hashlib.sha256(agent_id.encode()).hexdigest()[:32]
     return data_dir / "todos" / f"{name or '%'}.json"
+
+
+def forget_todos(data_dir: Path, agent_id: str) -> None:
+    """Delete the list of ``agent_id`` (its session ended); nothing if it kept none."""
+    with contextlib.suppress(OSError):
+        todo_path(data_dir, agent_id).unlink()
+
+
+def forget_todo_tree(data_dir: Path, root: str) -> int:
+    """Delete the lists of ``root`` and of every agent under it (``root/...``); how many."""
+    folder = data_dir / "todos"
+    own = todo_path(data_dir, root).name
+    below = quote(root + "/", safe="")  # what the encoded name of a descendant starts with
+    removed = 0
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return 0
+    for name in names:
+        if name == own or (name.startswith(below) and name.endswith(".json")):
+            with contextlib.suppress(OSError):
+                (folder / name).unlink()
+                removed += 1
+    return removed
 
 
 def load_todos(data_dir: Path, agent_id: str, *, since: float = 0.0) -> list[TodoItem]:
