@@ -57,6 +57,7 @@ from typing import Any
 from retinue.config import DEFAULT_MODEL_ALIASES
 from retinue.errors import ConfigError, RoleError
 from retinue.mcp.config import ServerConfig, role_servers
+from retinue.policy.modes import parse_mode
 from retinue.subagents.role_files import find_role_files, read_role_file, split_front_matter
 
 __all__ = [
@@ -86,7 +87,7 @@ WRITING_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit", "Bash")
 _XBOT_TIERS = frozenset({"vanguard", "balance", "swift"})
 _OWN_KEYS = frozenset(
     {"name", "description", "tools", "disallowedTools", "model", "capabilities", "memory",
-     "spawn_agent", "maxTurns", "permissionMode", "mcpServers"}
+     "spawn_agent", "maxTurns", "permissionMode", "mcpServers", "hooks"}
 )  # fmt: skip
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _TOOL = re.compile(r"^([A-Za-z_][\w.-]*)\s*\((.*)\)$", re.DOTALL)
@@ -131,6 +132,8 @@ class Role:
     ignored: tuple[str, ...] = ()  # front matter keys with no meaning here
     notes: tuple[str, ...] = ()  # what was read leniently or left out, for `retinue roles`
     mcp_servers: tuple[tuple[str, ServerConfig | None], ...] = ()  # None: a configured server
+    permission_mode: str | None = None  # Claude Code's permissionMode (retinue.policy.modes)
+    hooks: Mapping[str, Any] | None = None  # Claude Code's hooks front matter, as written
 
     def can(self, capability: str) -> bool:
         return capability in self.capabilities
@@ -173,6 +176,7 @@ def parse_role(path: Path, text: str, aliases: Mapping[str, str] | None = None) 
     denied = denied or ()
     if meta.get("permissionMode") == "plan":
         denied = (*denied, *WRITING_TOOLS)
+    mode = _permission_mode(meta.get("permissionMode"), notes)
     xbot = _is_xbot(meta, tools)
     caps, scope = _capabilities(meta, notes, xbot=xbot)
     if grants:
@@ -197,7 +201,19 @@ def parse_role(path: Path, text: str, aliases: Mapping[str, str] | None = None) 
         ignored=tuple(k for k in meta if k not in _OWN_KEYS),
         notes=tuple(notes),
         mcp_servers=_mcp_servers(meta.get("mcpServers")),
+        permission_mode=mode,
+        hooks=meta["hooks"] if isinstance(meta.get("hooks"), Mapping) else None,
     )
+
+
+def _permission_mode(value: object, notes: list[str]) -> str | None:
+    """``permissionMode`` checked against the modes (an unknown one is reported)."""
+    if value is None:
+        return None
+    mode, problem = parse_mode(value, where="permissionMode")
+    if problem:
+        notes.append(problem)
+    return mode
 
 
 def _mcp_servers(value: Any) -> tuple[tuple[str, ServerConfig | None], ...]:
