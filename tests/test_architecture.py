@@ -1,9 +1,21 @@
 """Dependencies point one way: cli/server -> runtime -> subagents/engine/mcp -> policy ->
-llm/tools/memory -> messages/errors/events/config. Nothing imports from a layer above its own."""
+llm/tools/memory -> messages/errors/events/config. Nothing imports from a layer above its own,
+and no module of retinue imports, directly or through others, a module that imports it back.
+
+Which imports count, for both rules: every ``import`` / ``from ... import`` statement of a
+module, wherever it stands: at module level, inside a function (a deferred import is still a
+dependency, only hidden), and under ``if TYPE_CHECKING:`` (a type-only import is a dependency
+of the design, and a circle of them is how a runtime circle starts). ``from retinue.pkg
+import name`` depends on the module ``retinue.pkg.name`` when there is one, else on the
+package ``retinue.pkg`` (its ``__init__``). The package a module sits in is not counted as
+one of its imports (Python loads it first, but a package's ``__init__`` is its face to
+the outside, and it may re-export its own modules).
+"""
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import retinue
@@ -52,3 +64,134 @@ def test_no_module_imports_from_a_layer_above_its_own() -> None:
             if layer_of(target) > layer_of(own):
                 upward.append(f"{own} imports {target}")
     assert upward == []
+
+
+# -- import circles ----------------------------------------------------------------------
+
+# Circles known and being fixed: none. A circle listed here must name its modules exactly.
+KNOWN_CIRCLES: list[frozenset[str]] = []
+
+
+def module_names() -> dict[str, Path]:
+    """Every module of the package by dotted name (a package by its own name)."""
+    names = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        names[".".join(parts)] = path
+    return names
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each module of retinue -> the modules of retinue it imports (see the docstring)."""
+    modules = module_names()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets.update(a.name for a in node.names if a.name in modules)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative: from the package, up level - 1 packages
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*up, *([node.module] if node.module else [])])
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}"
+                    if sub in modules:
+                        targets.add(sub)
+                    elif base in modules:
+                        targets.add(base)
+        targets.discard(name)
+        graph[name] = targets
+    return graph
+
+
+def circles(graph: Mapping[str, Iterable[str]]) -> list[frozenset[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[frozenset[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                members = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    members.add(member)
+                    if member == node:
+                        break
+                if len(members) > 1:
+                    found.append(frozenset(members))
+    return found
+
+
+def a_path(graph: Mapping[str, Iterable[str]], members: frozenset[str]) -> str:
+    """One circle through ``members``, as ``a -> b -> a``, to say where it is."""
+    start = min(members)
+    paths = {start: [start]}
+    todo = [start]
+    while todo:
+        node = todo.pop(0)
+        for nxt in sorted(graph[node]):
+            if nxt == start:
+                return " -> ".join([*paths[node], start])
+            if nxt in members and nxt not in paths:
+                paths[nxt] = [*paths[node], nxt]
+                todo.append(nxt)
+    raise AssertionError("not a circle")
+
+
+def test_the_circle_finder_finds_circles_and_only_circles() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": {"e"}, "e": set(), "f": {"f"}}
+    assert circles(graph) == [frozenset({"a", "b", "c"})]
+    assert a_path(graph, frozenset({"a", "b", "c"})) == "a -> b -> c -> a"
+    assert circles({"x": {"y"}, "y": set()}) == []
+
+
+def test_the_import_graph_sees_every_kind_of_import() -> None:
+    graph = import_graph()
+    assert "retinue.memory.base" in graph["retinue.memory.consolidate"]  # module level
+    assert "retinue.memory.consolidate" in graph["retinue.memory.common"]  # in a function
+    assert "retinue.llm.base" in graph["retinue.memory.base"]  # under TYPE_CHECKING
+    assert "retinue.events" in graph["retinue.cli.render"]  # from retinue import events
+
+
+def test_no_import_circles() -> None:
+    graph = import_graph()
+    found = circles(graph)
+    unknown = [a_path(graph, c) for c in found if c not in KNOWN_CIRCLES]
+    assert unknown == [], "import circles (move the shared part below both):\n" + "\n".join(unknown)
+    assert [c for c in KNOWN_CIRCLES if c not in found] == [], "fixed: drop from KNOWN_CIRCLES"
+
+
+def test_consolidation_depends_on_the_store_protocol_not_on_a_store() -> None:
+    imported = import_graph()["retinue.memory.consolidate"]
+    assert "retinue.memory.base" in imported
+    assert not imported & {"retinue.memory.sqlite", "retinue.memory.postgres"}

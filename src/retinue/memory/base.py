@@ -1,21 +1,70 @@
-"""What the runtime needs from long-term memory, as a protocol.
+"""What the runtime and the consolidation step need from long-term memory, as protocols.
 
 The sub-agent manager only ever talks to :class:`Memory`: it asks for the text to put into a
 role's system prompt when a run starts, and hands over a finished session's conversation for
 consolidation. Stores (SQLite, PostgreSQL) and the consolidation step live behind it.
+
+:mod:`retinue.memory.consolidate` works on any :class:`ConsolidationStore` (both stores are
+one), so it imports neither concrete store and they can import it. :data:`MAX_PASSAGE_CHARS`
+bounds one archival passage wherever one is written (the memory tools, an import), since
+passages similar to a session are sent with every consolidation request of their role.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from retinue.errors import MemoryStoreError
 from retinue.messages import Message
 
 if TYPE_CHECKING:
     from retinue.llm.base import Model
+    from retinue.memory.store import Block, Passage
 
-__all__ = ["Memory"]
+__all__ = [
+    "MAX_PASSAGE_CHARS",
+    "ConsolidationOptions",
+    "ConsolidationStore",
+    "Memory",
+    "NewPassage",
+    "PendingQueue",
+    "check_passage",
+]
+
+MAX_PASSAGE_CHARS = 4_000  # one archival passage (as the largest core block); a consolidation
+# request carries up to `similar_passages` of them
+
+
+def check_passage(content: str) -> None:
+    """Raise :class:`MemoryStoreError` if ``content`` is empty or too long for one passage."""
+    if not content:
+        raise MemoryStoreError("a passage needs some text")
+    if len(content) > MAX_PASSAGE_CHARS:
+        raise MemoryStoreError(
+            f"a passage of {len(content):,} characters is over the limit of "
+            f"{MAX_PASSAGE_CHARS:,}: store shorter, self-contained facts"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class NewPassage:
+    """A passage to write: its text, where it came from, and its vector when embedded."""
+
+    content: str
+    source: str
+    vector: Sequence[float] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsolidationOptions:
+    """``token_budget`` bounds the transcript sent; ``attempts`` counts model calls."""
+
+    token_budget: int = 12_000
+    attempts: int = 3
+    retry_delay: float = 0.5
+    similar_passages: int = 8
 
 
 @runtime_checkable
@@ -39,3 +88,46 @@ class Memory(Protocol):
         (the store keeps the transcript for a retry), so callers can say what happened.
         """
         ...
+
+
+class PendingQueue(Protocol):
+    """Where a store keeps a transcript from before its consolidation's model call until the
+    commit. SQLite's steps are plain functions (files in ``pending/``), PostgreSQL's are
+    coroutine functions (a table); the consolidation step calls either kind."""
+
+    @property
+    def write_inflight(self) -> Callable[..., Any]: ...
+
+    @property
+    def mark_failed(self) -> Callable[..., Any]: ...
+
+    @property
+    def remove(self) -> Callable[..., Any]: ...
+
+    @property
+    def ready(self) -> Callable[..., Any]: ...
+
+
+class ConsolidationStore(Protocol):
+    """What :mod:`retinue.memory.consolidate` needs from a store (SQLite or PostgreSQL).
+
+    ``apply_consolidation`` writes one result in one transaction (a plain function for
+    SQLite, run in a worker thread; a coroutine function for PostgreSQL)."""
+
+    @property
+    def options(self) -> ConsolidationOptions: ...
+
+    @property
+    def block_limits(self) -> Mapping[str, int]: ...
+
+    @property
+    def pending(self) -> PendingQueue: ...
+
+    @property
+    def apply_consolidation(self) -> Callable[..., Any]: ...
+
+    async def blocks(self, tenant: str, role: str) -> list[Block]: ...
+
+    async def search(self, tenant: str, role: str, query: str, limit: int = 5) -> list[Passage]: ...
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]] | None: ...

@@ -30,10 +30,10 @@ import pydantic
 from retinue.errors import BlockConflictError, MemoryStoreError
 from retinue.llm.base import ToolSpec
 from retinue.llm.tokens import estimate_text_tokens
+from retinue.memory.base import ConsolidationOptions, ConsolidationStore, NewPassage
 from retinue.memory.pending import PendingTranscript
-from retinue.memory.sqlite import NewPassage, normalize
 from retinue.memory.store import Block, Passage
-from retinue.memory.text import scrub
+from retinue.memory.text import normalize, scrub
 from retinue.messages import (
     AssistantMessage,
     Message,
@@ -44,10 +44,8 @@ from retinue.messages import (
 
 if TYPE_CHECKING:
     from retinue.llm.base import Model
-    from retinue.memory.postgres import PostgresMemory
-    from retinue.memory.sqlite import SQLiteMemory
 
-    Store: TypeAlias = SQLiteMemory | PostgresMemory
+Store: TypeAlias = ConsolidationStore  # any store: this module imports no concrete one
 
 __all__ = [
     "MEMORIZE_TOOL",
@@ -111,16 +109,6 @@ limits. To change a block, give its complete new text.
 preferences, decisions, results). Do not store what is already stored.
 - If nothing is worth remembering, call memorize with empty lists.
 Answer only by calling the memorize tool exactly once."""
-
-
-@dataclass(frozen=True, slots=True)
-class ConsolidationOptions:
-    """``token_budget`` bounds the transcript sent; ``attempts`` counts model calls."""
-
-    token_budget: int = 12_000
-    attempts: int = 3
-    retry_delay: float = 0.5
-    similar_passages: int = 8
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,15 +19,17 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from retinue.errors import MemoryStoreError
 from retinue.memory.conversations import ConversationSummary, title_of
+from retinue.memory.text import pg_text
 from retinue.messages import Message, from_dict, to_dict
 
 if TYPE_CHECKING:
-    from retinue.memory.postgres import PostgresMemory
+    from psycopg import AsyncConnection
 
 __all__ = ["ConversationLeases", "LeaseHolder", "PgConversations"]
 
@@ -64,16 +66,20 @@ class ConversationLeases(Protocol):
         ...
 
 
-def _body(message: Message) -> str:
-    from retinue.memory.postgres import pg_text
+class _Connects(Protocol):
+    """The store these tables live in (a ``PostgresMemory``): pooled connections."""
 
+    def connection(self) -> AbstractAsyncContextManager[AsyncConnection]: ...
+
+
+def _body(message: Message) -> str:
     return pg_text(json.dumps(to_dict(message), ensure_ascii=False))
 
 
 class PgConversations:
     """Conversations and their leases in the memory database of a :class:`PostgresMemory`."""
 
-    def __init__(self, store: PostgresMemory) -> None:
+    def __init__(self, store: _Connects) -> None:
         self.store = store
 
     async def load(self, tenant: str, cid: str) -> list[Message] | None:

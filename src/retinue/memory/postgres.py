@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from retinue.errors import MemoryStoreError
 from retinue.memory._pg_schema import enable_pgvector, migrate
+from retinue.memory.base import ConsolidationOptions, NewPassage, check_passage
 from retinue.memory.common import (
     NEAR_DUPLICATE,
     StoreCommon,
@@ -57,18 +58,15 @@ from retinue.memory.common import (
 from retinue.memory.embeddings import VECTOR_SCAN_LIMIT, Embedder, pack, top_by_cosine
 from retinue.memory.pending import PendingTranscript
 from retinue.memory.pg_conversations import PgConversations
-from retinue.memory.sqlite import NewPassage, normalize
 from retinue.memory.store import DEFAULT_BLOCK_LIMITS, Block, Passage, render_memory
-from retinue.memory.text import scrub
+from retinue.memory.text import normalize, pg_text
 from retinue.messages import Message, from_dict, to_dict
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
     from psycopg_pool import AsyncConnectionPool
 
-    from retinue.memory.consolidate import ConsolidationOptions
-
-__all__ = ["PgPendingQueue", "PostgresMemory", "describe_url"]
+__all__ = ["PgPendingQueue", "PostgresMemory", "describe_url", "pg_text"]
 
 log = logging.getLogger("retinue.memory")
 
@@ -89,11 +87,6 @@ def describe_url(url: str) -> str:
         return "PostgreSQL (unparsable URL)"
     host, port = info.get("host", "localhost"), info.get("port", 5432)
     return f"PostgreSQL {host}:{port}/{info.get('dbname', '')}"
-
-
-def pg_text(text: str) -> str:
-    """``text`` as PostgreSQL stores it: lone surrogates and NUL characters replaced."""
-    return scrub(text).replace("\x00", "\ufffd")
 
 
 def _hash(text: str) -> str:
@@ -121,8 +114,6 @@ class PostgresMemory(StoreCommon):
         options: ConsolidationOptions | None = None,
         pool_size: int = 10,
     ) -> None:
-        from retinue.memory.consolidate import ConsolidationOptions
-
         self.url = url
         self.where = describe_url(url)
         self.embedder = embedder
@@ -269,8 +260,7 @@ class PostgresMemory(StoreCommon):
         self, tenant: str, role: str, content: str, *, source: str = "agent"
     ) -> Passage | None:
         content = content.strip()
-        if not content:
-            raise MemoryStoreError("a passage needs some text")
+        check_passage(content)
         vectors = await self.embed([content])
         added = await self.insert_passages(
             tenant, role, [NewPassage(content, source, vectors[0] if vectors else None)]

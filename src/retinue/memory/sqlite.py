@@ -19,11 +19,10 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from retinue.errors import MemoryStoreError
+from retinue.memory.base import ConsolidationOptions, NewPassage, check_passage
 from retinue.memory.common import (
     NEAR_DUPLICATE,
     StoreCommon,
@@ -39,21 +38,13 @@ from retinue.memory.pending import PendingStore
 from retinue.memory.schema import migrate
 from retinue.memory.sqlite_conversations import SQLiteConversations
 from retinue.memory.store import DEFAULT_BLOCK_LIMITS, Block, Passage, render_memory
-from retinue.memory.text import scrub
+from retinue.memory.text import normalize, scrub
 
-if TYPE_CHECKING:
-    from retinue.memory.consolidate import ConsolidationOptions
-
-__all__ = ["SQLiteMemory", "fts_query", "normalize"]
+__all__ = ["NewPassage", "SQLiteMemory", "fts_query", "normalize"]
 
 log = logging.getLogger("retinue.memory")
 
 _WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def normalize(text: str) -> str:
-    """Lower-case words only: two passages with the same normal form are duplicates."""
-    return " ".join(_WORD.findall(text.lower()))
 
 
 def fts_query(text: str, max_terms: int = 64) -> str:
@@ -64,13 +55,6 @@ def fts_query(text: str, max_terms: int = 64) -> str:
 
 def _hash(text: str) -> str:
     return hashlib.sha256(normalize(text).encode()).hexdigest()
-
-
-@dataclass(frozen=True, slots=True)
-class NewPassage:
-    content: str
-    source: str
-    vector: Sequence[float] | None = None
 
 
 class SQLiteMemory(StoreCommon):
@@ -91,8 +75,6 @@ class SQLiteMemory(StoreCommon):
         pending_dir: Path | None = None,
         options: ConsolidationOptions | None = None,
     ) -> None:
-        from retinue.memory.consolidate import ConsolidationOptions
-
         self.path = path
         self.embedder = embedder
         self.block_limits = dict(block_limits)
@@ -186,8 +168,7 @@ class SQLiteMemory(StoreCommon):
         self, tenant: str, role: str, content: str, *, source: str = "agent"
     ) -> Passage | None:
         content = content.strip()
-        if not content:
-            raise MemoryStoreError("a passage needs some text")
+        check_passage(content)
         vectors = await self.embed([content])
         item = NewPassage(content, source, vectors[0] if vectors else None)
         added = await asyncio.to_thread(self.insert_passages_sync, tenant, role, [item])
