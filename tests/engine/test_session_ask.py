@@ -145,5 +145,79 @@ async def test_steering_on_the_last_iteration_leaves_the_history_valid(tmp_path:
     session_ref.append(session)
     out = await session.send("go")
     assert out.content == "the end" and not history_problems(session.messages)
-    assert (await session.send("again")).content == "next turn"
+    out = await session.send("again")  # the steering the model never saw comes with it
+    assert out.content.startswith("next turn") and "1 steering message(s)" in out.content
+    [request] = model.calls[-1:]
+    assert request.messages[-1].content.startswith("again")
+    assert "one more thing" in request.messages[-1].content
     assert not history_problems(session.messages)
+
+
+async def test_steering_sent_as_the_turn_starts_reaches_its_first_model_call(
+    tmp_path: Path,
+) -> None:
+    model = ScriptedModel(["on port 8080"])  # one call only: a second would be unscripted
+    session = make_session(tmp_path, model)
+
+    def steer() -> None:  # as the turn's time comes, before it does anything
+        assert session.steer("use 8080")
+
+    out = await session.send("set up the server", on_start=steer)
+    assert out.stop_reason == "final" and out.content.startswith("on port 8080")
+    assert "1 steering message(s)" in out.content
+    [request] = model.calls
+    turn = request.messages[-1]  # the turn's message and the steering, one user message
+    assert isinstance(turn, UserMessage) and turn.content.startswith("set up the server")
+    assert "use 8080" in turn.content
+    assert not history_problems(session.messages)
+
+
+async def test_steering_sent_just_before_an_interrupt_goes_with_the_next_turn(
+    tmp_path: Path,
+) -> None:
+    model = ScriptedModel(["never said"], delay=10)
+    session = make_session(tmp_path, model)
+    waiter = asyncio.create_task(session.send("look around"))
+    while model.call_count < 1:
+        await asyncio.sleep(0)
+    assert session.steer("also look in tests/")
+    assert session.interrupt()
+    out = await waiter
+    assert out.stop_reason == "interrupted"
+    assert "1 steering message(s) not seen yet, kept for its next turn" in out.content
+    assert not history_problems(session.messages)
+    model.delay = 0
+    model.add("tests/ has it")
+    out = await session.send("go on")
+    assert out.content.startswith("tests/ has it") and "1 steering message(s)" in out.content
+    turn = model.calls[-1].messages[-1]
+    assert turn.content.startswith("go on") and "also look in tests/" in turn.content
+    assert not history_problems(session.messages)
+
+
+async def test_steering_is_dropped_when_the_session_closes(tmp_path: Path) -> None:
+    model = ScriptedModel(["never said"], delay=10)
+    session = make_session(tmp_path, model)
+    waiter = asyncio.create_task(session.send("look around"))
+    while model.call_count < 1:
+        await asyncio.sleep(0)
+    assert session.steer("also look in tests/")
+    await session.close()
+    assert "steering" not in (await waiter).content and session.state == "closed"
+
+
+async def test_a_question_reports_the_tokens_its_turn_used_so_far(tmp_path: Path) -> None:
+    model = ScriptedModel([ask("which port?"), ask("which host?"), answered])
+    session = make_session(tmp_path, model)
+    out = await session.send("set up the server")
+    assert out.asking and out.usage.requests == 1 and out.usage.input_tokens > 0
+    assert out.usage == session.usage  # the only turn so far
+    out = await session.send("8080")  # the same turn goes on: its usage so far
+    assert out.asking and out.usage.requests == 2 and out.usage == session.usage
+    out = await session.send("localhost")
+    assert out.stop_reason == "final" and out.usage.requests == 3
+    before = session.usage
+    model.add(ask("and the TLS certificate?"))
+    out = await session.send("one more thing")  # a new turn: its own usage only
+    assert out.asking and out.usage.requests == 1
+    assert out.usage.input_tokens == session.usage.input_tokens - before.input_tokens

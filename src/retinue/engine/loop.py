@@ -114,6 +114,7 @@ async def run(config: RunConfig) -> RunOutput:
         for iteration in range(1, config.max_iterations + 1):
             # the model is awaited here, not in a helper coroutine: one object less per run
             await _before_call(config, last_input)
+            _steer(config)  # what arrived since the last step (the turn's start included)
             sink = ctx.events
             started = _model_started(config)
             on_text = _text_forwarder(sink, ctx.agent_id) if config.stream and sink else None
@@ -148,8 +149,6 @@ async def run(config: RunConfig) -> RunOutput:
                 tools_used, repeats = [], RepeatedFailures()
             tools_used.extend(c.name for c in step.calls)
             messages.extend(repeats.observe(step.calls, await _run_tools(config, step.calls)))
-            if more:
-                _steer(config)
         limit = config.max_iterations
         out = RunOutput(
             f"Stopped: the agent made {limit} model calls without a final answer "
@@ -246,8 +245,10 @@ STEERING_NOTE = "[Your parent sent this while you were working; take it into acc
 def _steer(config: RunConfig) -> bool:
     """At a step boundary: show the model the steering messages that arrived meanwhile.
 
-    Only where a user message may follow (after a reply or after all tool results); True if
-    one was added.
+    Before every model call (the first one included: steering sent as the turn began joins
+    the turn's own message, never two user messages in a row), and after a reply that came
+    with steering pending. Only where a user message may follow (not between a tool call and
+    its result); True if one was added.
     """
     messages = config.messages
     last = messages[-1] if messages else None
@@ -256,7 +257,11 @@ def _steer(config: RunConfig) -> bool:
     texts = config.steering()
     if not texts:
         return False
-    messages.append(UserMessage(STEERING_NOTE.format(text="\n\n".join(texts))))
+    note = STEERING_NOTE.format(text="\n\n".join(texts))
+    if isinstance(last, UserMessage):
+        messages[-1] = UserMessage(f"{last.content}\n\n{note}")
+    else:
+        messages.append(UserMessage(note))
     return True
 
 

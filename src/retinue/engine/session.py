@@ -17,7 +17,10 @@ sub-agent are a :class:`Session`. It owns its history (``config.messages``) and:
   ``stop_reason="asking"``; a background turn's question goes to :attr:`inbox`), and the next
   message sent is the answer: the same turn goes on, no new turn starts;
 * takes **steering** (:meth:`~Session.steer`) for the running turn: the run shows it to the
-  model at its next step boundary, and the turn's reply says it was received;
+  model before its next model call, and the turn's reply says it was received; steering the
+  model has not seen when the turn ends (interrupted, or after its last model call) goes
+  with the next turn's message, and the interrupted turn's reply says so;
+* reports, with a question (``stop_reason="asking"``), the tokens its turn used so far;
 * has an explicit state machine::
 
       idle ⇄ running ⇄ asking
@@ -67,6 +70,7 @@ INTERRUPTED_NOTE = "[This turn was interrupted before it finished.]"
 FAILED_NOTE = "[This turn failed before it finished: {error}]"
 ASKS_NOTE = "[session {id} asks: {question}]"
 STEERED_NOTE = "[{n} steering message(s) received during this turn]"
+STEERING_KEPT_NOTE = "{n} steering message(s) not seen yet, kept for its next turn"
 
 _running: ContextVar[Session | None] = ContextVar("retinue_running_session", default=None)
 
@@ -129,6 +133,7 @@ class Session:
         "_queue",
         "_steered",
         "_steering",
+        "_turn_used",
         "_turns",
         "_used",
         "_waiters",
@@ -160,6 +165,7 @@ class Session:
         # the usage figures as a tuple of ints, which the cyclic collector soon stops
         # tracking (a Usage record per model call would be one more object it walks)
         self._used = (0, 0, 0, 0)
+        self._turn_used = self._used  # the figures when the running turn began
         self.last_reply = ""
         self.inbox: list[str] = []  # replies of background turns, not yet collected
         self.consolidation: Consolidation | None = None  # set once, by close()
@@ -250,8 +256,9 @@ class Session:
                 del waiters[turn]
                 if not waiters:
                     self._waiters = None
-        if question is not None:
-            return RunOutput(question, self.config.messages, "asking")
+        if question is not None:  # with what the turn has used so far
+            used = (a - b for a, b in zip(self._used, self._turn_used, strict=True))
+            return RunOutput(question, self.config.messages, "asking", usage=Usage(*used))
         if not turn.cancelled():
             return turn.result()
         # cancelled before it could start (only close() does that), or on its very last step
@@ -395,6 +402,7 @@ class Session:
             raise self._refused()
         self._check_budget()
         self._current = asyncio.current_task()  # type: ignore[assignment]
+        self._turn_used = self._used
         messages, began = self.config.messages, False
         try:
             if on_start is not None:
@@ -423,7 +431,10 @@ class Session:
             raise
         finally:
             self._current = None
-            self._steering = ()  # arrived as the turn ended; the sender was told it ran
+            if self._closing is not None:
+                self._steering = ()  # no next turn to show it to
+            # else steering the model has not seen (it came as the turn was interrupted, or
+            # after its last model call) stays for the next turn's first model call
             if self.lifecycle.children_per_turn and self.lifecycle.end_children is not None:
                 await self.lifecycle.end_children()
 
@@ -434,6 +445,8 @@ class Session:
         how = (
             "ended: the session was closed" if self._closing else "interrupted; the session is kept"
         )
+        if self._steering and self._closing is None:
+            how += f"; {STEERING_KEPT_NOTE.format(n=len(self._steering))}"
         return RunOutput(f"[turn of {self.id} {how}]", self.config.messages, "interrupted")
 
     @staticmethod
