@@ -4,6 +4,7 @@ memory, line for line; importing twice adds nothing; bad input is one line namin
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,9 @@ from typer.testing import CliRunner
 
 from memory.backends import empty_database
 from retinue.cli.memory import memory_app
+from retinue.errors import MemoryStoreError
 from retinue.memory import open_memory
+from retinue.memory.base import MAX_PASSAGE_CHARS
 from retinue.memory.sqlite import NewPassage
 from retinue.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 
@@ -92,3 +95,52 @@ def test_bad_input_is_one_line_naming_the_line(tmp_path: Path) -> None:
         memory_app, ["import", str(headless)], env={"RETINUE_HOME": str(tmp_path)}
     )
     assert result.exit_code == 1 and "not a Retinue memory export" in result.output
+
+
+def test_an_oversized_passage_is_refused_by_line_and_the_rest_is_imported(tmp_path: Path) -> None:
+    huge = "The build log says " + "x" * (15 * 1024 * 1024)
+    lines = [
+        {"kind": "header", "format": "retinue-memory/1"},
+        {"kind": "block", "tenant": "acme", "role": "coder", "name": "human", "value": "Ann"},
+        {"kind": "passage", "tenant": "acme", "role": "coder", "content": huge,
+         "source": "agent", "created_at": 1.0},
+        {"kind": "passage", "tenant": "acme", "role": "coder", "content": "   ",
+         "source": "agent", "created_at": 1.0},
+        {"kind": "passage", "tenant": "acme", "role": "coder",
+         "content": "CI runs on self-hosted runners", "source": "agent", "created_at": 2.0},
+        {"kind": "conversation", "tenant": "acme", "id": "c1",
+         "messages": [{"role": "user", "content": "hi"}]},
+    ]  # fmt: skip
+    source = tmp_path / "m.jsonl"
+    source.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    home = tmp_path / "home"
+    result = runner.invoke(memory_app, ["import", str(source)], env={"RETINUE_HOME": str(home)})
+
+    assert result.exit_code == 1  # something was left out: a script notices
+    assert "Traceback" not in result.output
+    assert "1 blocks" in result.stdout and "1 passages" in result.stdout
+    assert "1 conversations" in result.stdout and "refused 2" in result.stdout
+    refusals = [line for line in result.stderr.splitlines() if line.startswith("refused:")]
+    assert len(refusals) == 2
+    assert "line 3" in refusals[0] and "'coder'" in refusals[0] and "over the limit" in refusals[0]
+    assert "line 4" in refusals[1] and "needs some text" in refusals[1]
+
+    store = open_memory(home)
+    try:
+        assert asyncio.run(store.passage_count("acme", "coder")) == 1
+        hits = asyncio.run(store.search("acme", "coder", "build log runners", 10))
+        assert [h.content for h in hits] == ["CI runs on self-hosted runners"]
+    finally:
+        store.close()
+
+
+async def test_the_stores_and_the_import_share_one_passage_bound(tmp_path: Path) -> None:
+    store = open_memory(tmp_path)
+    try:
+        longest = "y" * MAX_PASSAGE_CHARS
+        assert await store.insert_passage("t", "r", longest) is not None
+        with pytest.raises(MemoryStoreError, match="over the limit"):
+            await store.insert_passage("t", "r", longest + "y")  # what archival_memory_insert calls
+        assert await store.passage_count("t", "r") == 1
+    finally:
+        store.close()

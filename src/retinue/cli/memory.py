@@ -255,4 +255,9 @@ def import_(
             except (OSError, UnicodeDecodeError) as exc:
                 raise _fail(f"cannot read {source}: {exc}") from None
     done = ", ".join(f"{n} {kind}s" for kind, n in sorted(counts.written.items())) or "nothing"
-    _out.print(f"imported {done}; skipped {counts.skipped}")
+    refused = f"; refused {len(counts.refused)}" if counts.refused else ""
+    _out.print(f"imported {done}; skipped {counts.skipped}{refused}")
+    for line in counts.refused:  # the rest is imported; these need splitting by hand
+        _err.print(f"[red]refused:[/red] {escape(line)}")
+    if counts.refused:
+        raise typer.Exit(1)

@@ -44,7 +44,7 @@ def check_passage(content: str) -> None:
     if len(content) > MAX_PASSAGE_CHARS:
         raise MemoryStoreError(
             f"a passage of {len(content):,} characters is over the limit of "
-            f"{MAX_PASSAGE_CHARS:,}: store shorter, self-contained facts"
+            f"{MAX_PASSAGE_CHARS:,}; split it into shorter, self-contained passages"
         )
 
 

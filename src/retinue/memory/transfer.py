@@ -6,8 +6,10 @@ retry of a committed run stays a no-op after the move) and stored conversations.
 :func:`import_lines` reads them back into any store: blocks are overwritten (a new
 version), passages already present (same normalised text) are skipped, so importing twice
 changes nothing. Every line is checked (:class:`Record`) and bounded in size; a bad one is
-an error naming its line. Transcripts waiting for a retry are not moved: run ``retinue
-memory retry`` before moving.
+an error naming its line. A passage over :data:`~retinue.memory.base.MAX_PASSAGE_CHARS` (the
+memory tools' bound: similar passages go into every consolidation request of their role) is
+refused, named by its line in :attr:`ImportCounts.refused`, and the rest is imported.
+Transcripts waiting for a retry are not moved: run ``retinue memory retry`` before moving.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Annotated, Any, Literal
 import pydantic
 
 from retinue.errors import MemoryStoreError
+from retinue.memory.base import check_passage
 from retinue.memory.embeddings import unpack
 from retinue.memory.postgres import PostgresMemory, pg_text
 from retinue.memory.sqlite import SQLiteMemory, normalize
@@ -92,10 +95,12 @@ _RECORD: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(Record)
 
 @dataclass(slots=True)
 class ImportCounts:
-    """What an import wrote, per kind (skipped: passages already there, other tenants)."""
+    """What an import wrote, per kind (skipped: passages already there, other tenants;
+    refused: one line per record not imported, saying which and why)."""
 
     written: dict[str, int] = field(default_factory=dict[str, int])
     skipped: int = 0
+    refused: list[str] = field(default_factory=list[str])
 
     def add(self, kind: str) -> None:
         self.written[kind] = self.written.get(kind, 0) + 1
@@ -227,6 +232,12 @@ async def import_lines(
         if tenant is not None and record.tenant != tenant:
             counts.skipped += 1
             continue
+        if isinstance(record, PassageRecord) and (problem := _passage_problem(record)):
+            counts.refused.append(
+                f"line {number}: a passage of role {record.role!r} (tenant {record.tenant!r}) "
+                f"was not imported: {problem}"
+            )
+            continue
         if await _write(store, db, record, number):
             counts.add(record.kind)
         else:
@@ -234,6 +245,15 @@ async def import_lines(
     if not seen_header:
         raise MemoryStoreError("not a Retinue memory export (empty input)")
     return counts
+
+
+def _passage_problem(record: PassageRecord) -> str | None:
+    """Why the passage cannot be stored (empty, too long), or None."""
+    try:
+        check_passage(pg_text(record.content).strip())
+    except MemoryStoreError as exc:
+        return str(exc)
+    return None
 
 
 def _parse(number: int, text: str) -> Any:
