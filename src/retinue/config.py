@@ -6,9 +6,8 @@ Environment names other tools rely on: ``RETINUE_MODEL`` (the main agent's model
 sub-agent session may spend, input and output together; 0 = unlimited),
 ``keep_conversations`` (whether ``retinue serve`` stores its chats, default true) and
 ``conversation_retention_days`` (a stored chat unused this long is forgotten; 0 = never;
-default 30), and a
-``[model_aliases]`` table (Claude Code's ``sonnet`` / ``opus`` / ``haiku`` names for role
-files) and ``[mcp_servers.<name>]`` tables (MCP servers, see :mod:`retinue.mcp.config`).
+default 30), and a ``[model_aliases]`` table (names for models, see :func:`canonical_model`)
+and ``[mcp_servers.<name>]`` tables (MCP servers, see :mod:`retinue.mcp.config`).
 Every value is checked by a strict pydantic model (:class:`FileSettings`): its type
 (a boolean is not an integer) and its range; a bad one is a ``ConfigError`` naming the setting.
 ``database_url`` (a ``postgresql://`` URL; ``RETINUE_DATABASE_URL`` wins over it) keeps memory
@@ -16,12 +15,22 @@ in PostgreSQL, shared by several workers, instead of SQLite in the data director
 ``web_search_url`` (a SearXNG instance, ``http://127.0.0.1:8888``) turns ``WebSearch`` on;
 ``web_fetch_allow_private = true`` lets ``WebFetch`` reach loopback and private addresses
 (see :mod:`retinue.tools.builtin.web`).
+
+A model is named the same way everywhere (``--model``, ``RETINUE_MODEL``, ``config.toml``, a
+role file's ``model:``, ``Agent(model=...)``): :func:`canonical_model` turns ``provider:model``,
+a bare model id (``gpt-4o``, ``claude-sonnet-4-5``) or an alias (``sonnet``, ``strong``) into
+``provider:model``, and refuses anything else with one message.
+
+The data directory holds conversations and memory: a directory Retinue creates in it is
+private to the user (:func:`make_private_dir`, mode 0700), and so are its files (0600).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -31,13 +40,90 @@ from pydantic import Field
 
 from retinue.errors import ConfigError
 
-__all__ = ["DEFAULT_MODEL_ALIASES", "FileSettings", "Settings", "default_home"]
+__all__ = [
+    "DEFAULT_MODEL_ALIASES",
+    "MODEL_TIERS",
+    "FileSettings",
+    "Settings",
+    "canonical_model",
+    "create_private_file",
+    "default_home",
+    "make_private_dir",
+]
 
 DEFAULT_MODEL_ALIASES = {
     "sonnet": "anthropic:claude-sonnet-4-5",
     "opus": "anthropic:claude-opus-4-1",
     "haiku": "anthropic:claude-haiku-4-5",
 }
+# aliases that name another alias (xbot's tiers and their plain names)
+MODEL_TIERS = {
+    "vanguard": "opus", "strong": "opus",
+    "balance": "sonnet", "medium": "sonnet", "fable": "sonnet",
+    "swift": "haiku", "weak": "haiku",
+}  # fmt: skip
+_OPENAI_ID = re.compile(r"^(gpt-|o\d|chatgpt-|codex-)")
+_SQUASHED_GPT = re.compile(r"^gpt[\s_]*(\d[\w.-]*)$", re.IGNORECASE)  # gpt4, GPT 4o
+
+
+def canonical_model(
+    name: str, aliases: Mapping[str, str] | None = None, *, where: str | None = None
+) -> str:
+    """The ``provider:model`` string that ``name`` stands for, or :class:`ConfigError`.
+
+    ``provider:model`` is kept as it is; an alias (``aliases`` over :data:`MODEL_TIERS` and
+    :data:`DEFAULT_MODEL_ALIASES`, any case, one alias may name another) is followed; a bare
+    id gets its provider (``claude-…`` Anthropic; ``gpt-…``, ``o1…``, ``chatgpt-…``,
+    ``codex-…`` OpenAI). ``where`` says where the name was set, for the error message.
+    """
+    table = {**MODEL_TIERS, **DEFAULT_MODEL_ALIASES, **(aliases or {})}
+    spec = name.strip()
+    for _ in range(8):  # tiers name aliases, aliases may name each other; no loops
+        key = spec if spec in table else spec.lower()
+        if key not in table:
+            break
+        spec = table[key].strip()
+    provider, colon, model = spec.partition(":")
+    if colon and provider and model:
+        return spec
+    if not colon and spec.startswith("claude-"):
+        return f"anthropic:{spec}"
+    if not colon and _OPENAI_ID.match(spec):
+        return f"openai:{spec}"
+    raise ConfigError(_not_a_model(name, table, where))
+
+
+def _not_a_model(name: str, table: Mapping[str, str], where: str | None) -> str:
+    what = (
+        f"model {name!r} is not of the form provider:model (e.g. openai:gpt-4o-mini), "
+        "a model id (gpt-4o, claude-sonnet-4-5) or an alias"
+    )
+    if squashed := _SQUASHED_GPT.fullmatch(name.strip()):
+        fix = f"did you mean openai:gpt-{squashed.group(1).lower()}?"
+    else:
+        what += f" ({', '.join(sorted(table))})"
+        fix = ""
+    if where:
+        fix = f"{fix} (from {where})" if fix else f"check {where}"
+    return f"{what}; {fix}" if fix else what
+
+
+def make_private_dir(path: Path) -> Path:
+    """Create ``path`` (and missing parents) if it does not exist; ``path`` itself is made
+    mode 0700, as the data directory and its folders are: they hold conversations and
+    memory. An existing directory keeps its mode (``retinue doctor`` warns about it)."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return path
+
+
+def create_private_file(path: Path) -> None:
+    """Create ``path`` empty with mode 0600 if it does not exist (an existing one is left
+    as it is). SQLite gives a database's ``-wal`` and ``-shm`` files the database's mode."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)
 
 
 class FileSettings(pydantic.BaseModel):
@@ -56,6 +142,8 @@ class FileSettings(pydantic.BaseModel):
     database_url: Annotated[str, Field(pattern=r"^postgres(ql)?://")] | None = None
     web_search_url: Annotated[str, Field(pattern=r"^https?://\S+$", max_length=2000)] | None = None
     web_fetch_allow_private: bool | None = None
+    permission_mode: Annotated[str, Field(min_length=1, max_length=40)] | None = None
+    permissions: dict[str, list[str]] | None = None  # allow / ask / deny, Claude Code's syntax
 
 
 _KINDS = {"int": "an integer", "string": "a string", "dict": "a table"}
@@ -97,6 +185,8 @@ class Settings:
     database_url: str | None = None  # PostgreSQL for memory (several workers); None = SQLite
     web_search_url: str | None = None  # a SearXNG instance for WebSearch; None = off
     web_fetch_allow_private: bool = False  # WebFetch may reach loopback/private addresses
+    permission_mode: str | None = None  # retinue.policy.modes; None: the surface's default
+    permissions: dict[str, list[str]] = field(default_factory=dict)  # allow / ask / deny rules
 
     @property
     def config_file(self) -> Path:
@@ -114,7 +204,11 @@ class Settings:
         """Settings for this process: explicit arguments win, then env, then the TOML file."""
         s = cls(home=(home or default_home()).expanduser().resolve())
         s._apply_file()
-        s.model = model or os.environ.get("RETINUE_MODEL") or s.model
+        sources = [(model, "--model"), (os.environ.get("RETINUE_MODEL"), "RETINUE_MODEL")]
+        for raw, where in [*sources, (s.model, f"model in {s.config_file}")]:
+            if raw:  # the first one set wins, named the one way every surface accepts
+                s.model = canonical_model(raw, s.model_aliases, where=where)
+                break
         s.database_url = os.environ.get("RETINUE_DATABASE_URL") or s.database_url
         if tenant:
             s.tenant = tenant

@@ -87,7 +87,7 @@ def test_parent_holds_an_interactive_session_across_two_turns_and_unloads_it(
 
 
 def test_run_failures_are_one_line_with_a_nonzero_exit(tmp_path: Path) -> None:
-    bad_model = retinue(["run", "--model", "gpt-4o", "hi"], None, tmp_path)
+    bad_model = retinue(["run", "--model", "gpt4", "hi"], None, tmp_path)
     assert bad_model.returncode == 1
     assert bad_model.stdout == ""
     assert "not of the form provider:model" in bad_model.stderr

@@ -6,6 +6,7 @@ fast and an optional provider's missing extra only matters when it is asked for.
 
 from __future__ import annotations
 
+from retinue.config import canonical_model
 from retinue.errors import ConfigError
 from retinue.llm.base import Model
 
@@ -15,13 +16,10 @@ PROVIDERS = ("openai", "anthropic", "local")
 
 
 def resolve_model(spec: str) -> Model:
-    """Build the model named by ``provider:model``; raise :class:`ConfigError` if it is wrong."""
-    provider, sep, name = spec.partition(":")
-    if not sep or not name:
-        raise ConfigError(
-            f"model {spec!r} is not of the form provider:model "
-            f"(e.g. openai:gpt-4o-mini); set --model or RETINUE_MODEL"
-        )
+    """Build the model named by ``spec`` (``provider:model``, or a model id or alias that
+    :func:`~retinue.config.canonical_model` accepts); raise :class:`ConfigError` if wrong."""
+    spec = canonical_model(spec, where="--model or RETINUE_MODEL")
+    provider, _, name = spec.partition(":")
     if provider == "openai":
         from retinue.llm.openai import OpenAIModel
 

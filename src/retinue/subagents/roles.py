@@ -54,9 +54,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from retinue.config import DEFAULT_MODEL_ALIASES
+from retinue.config import MODEL_TIERS, canonical_model
 from retinue.errors import ConfigError, RoleError
-from retinue.mcp.config import ServerConfig, role_servers
+from retinue.mcp.servers import ServerConfig, role_servers
 from retinue.policy.modes import parse_mode
 from retinue.subagents.role_files import find_role_files, read_role_file, split_front_matter
 
@@ -75,12 +75,6 @@ __all__ = [
 ]
 
 CAPABILITIES = frozenset({"memory", "spawn_agent", "ask_parent"})  # ask_parent: one-shot too
-# aliases that name another alias; Claude Code's own resolve through DEFAULT_MODEL_ALIASES
-MODEL_TIERS = {
-    "vanguard": "opus", "strong": "opus",
-    "balance": "sonnet", "medium": "sonnet", "fable": "sonnet",
-    "swift": "haiku", "weak": "haiku",
-}  # fmt: skip
 DELEGATION_TOOLS = frozenset({"Task", "Agent"})
 TOOL_SYNONYMS = {"Shell": "Bash", "FileCreate": "Write", "FileReplace": "Edit"}  # xbot's names
 WRITING_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit", "Bash")
@@ -91,7 +85,6 @@ _OWN_KEYS = frozenset(
 )  # fmt: skip
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _TOOL = re.compile(r"^([A-Za-z_][\w.-]*)\s*\((.*)\)$", re.DOTALL)
-_OPENAI_ID = re.compile(r"^(gpt-|o\d|chatgpt-|codex-)")
 PACKAGED_ROLES = Path(__file__).resolve().parent.parent / "roles"
 
 
@@ -300,30 +293,18 @@ def _is_xbot(meta: dict[str, Any], tools: tuple[str, ...] | None) -> bool:
 def resolve_role_model(
     value: Any, aliases: Mapping[str, str] | None
 ) -> tuple[str | None, str | None]:
-    """``(model string or None for inherit, a note when it could not be used)``."""
+    """``(model string or None for inherit, a note when it could not be used)``: the names
+    ``--model`` accepts (:func:`retinue.config.canonical_model`), and ``inherit``."""
     if value is None:
         return None, None
     if not isinstance(value, str) or not value.strip():
         return None, f"model {value!r} is not a model name; the role runs on its parent's model"
-    table = {**MODEL_TIERS, **DEFAULT_MODEL_ALIASES, **(aliases or {})}
-    spec = value.strip()
-    for _ in range(8):  # tiers name aliases, aliases may name each other; no loops
-        if spec.lower() == "inherit":
-            return None, None
-        if spec not in table and spec.lower() not in table:
-            break
-        spec = table.get(spec, table.get(spec.lower(), spec))
-    if ":" in spec:
-        return spec, None
-    if spec.startswith("claude-"):
-        return f"anthropic:{spec}", None
-    if _OPENAI_ID.match(spec):
-        return f"openai:{spec}", None
-    known = ", ".join(sorted({*table, "inherit"}))
-    return None, (
-        f"model {value!r} is neither provider:model, a model id, nor an alias ({known}); "
-        "the role runs on its parent's model"
-    )
+    if value.strip().lower() == "inherit":
+        return None, None
+    try:
+        return canonical_model(value, aliases), None
+    except ConfigError as exc:
+        return None, f"{exc}; the role runs on its parent's model"
 
 
 def _capabilities(
