@@ -113,6 +113,7 @@ def test_serve_answers_a_conversation_and_stops_on_ctrl_c(tmp_path: Path) -> Non
             assert banner.startswith("retinue serving openai:test on http://127.0.0.1:")
             url = banner.split()[-1]
             assert "Authorization: Bearer $(cat " in proc.stderr.readline()
+            assert proc.stderr.readline().startswith(f"web page: {url}/ ")
             token_file = tmp_path / "home" / "server-token"
             assert token_file.stat().st_mode & 0o777 == 0o600
             auth = {"Authorization": f"Bearer {token_file.read_text().strip()}"}

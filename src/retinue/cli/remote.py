@@ -139,6 +139,7 @@ def _say_how_to_use(home: Path, url: str) -> None:
         f"(e.g. curl -H ... {url}/v1/conversations)",
         err=True,
     )
+    typer.echo(f"web page: {url}/ (sign in with the same token)", err=True)
 
 
 def _listen(host: str, port: int) -> socket.socket:
