@@ -49,7 +49,7 @@ __all__ = [
 
 TRUST_FILE = "trust.json"
 MAX_TRUST_BYTES = 4 * 1024 * 1024  # a trust file larger than this is refused, not parsed
-APPROVE_HINTS = {"mcp": "retinue mcp approve {name}"}
+APPROVE_HINTS = {"mcp": "retinue mcp approve {name}", "hook": "retinue hooks approve {name}"}
 """The command that approves a definition of each kind (``{name}`` is shell-quoted)."""
 
 
