@@ -144,6 +144,7 @@ class FileSettings(pydantic.BaseModel):
     web_fetch_allow_private: bool | None = None
     permission_mode: Annotated[str, Field(min_length=1, max_length=40)] | None = None
     permissions: dict[str, list[str]] | None = None  # allow / ask / deny, Claude Code's syntax
+    hooks: dict[str, Any] | None = None  # Claude Code's hooks; env, pass_env (retinue.policy.hooks)
 
 
 _KINDS = {"int": "an integer", "string": "a string", "dict": "a table"}
@@ -187,6 +188,7 @@ class Settings:
     web_fetch_allow_private: bool = False  # WebFetch may reach loopback/private addresses
     permission_mode: str | None = None  # retinue.policy.modes; None: the surface's default
     permissions: dict[str, list[str]] = field(default_factory=dict)  # allow / ask / deny rules
+    hooks: dict[str, Any] = field(default_factory=dict)  # checked by retinue.policy.hooks
 
     @property
     def config_file(self) -> Path:
