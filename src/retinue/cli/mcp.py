@@ -98,7 +98,7 @@ def serve(
     http: Annotated[
         bool, typer.Option("--http", help="streamable HTTP on 127.0.0.1 instead of stdio")
     ] = False,
-    port: Annotated[int, typer.Option(help="the port for --http")] = 8766,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="the port for --http")] = 8766,
 ) -> None:
     """Serve the roles over MCP: SubAgent, UnloadSubAgent, SubAgentStatus.
 
