@@ -40,12 +40,38 @@ class ConversationSummary:
 
 
 def title_of(messages: Sequence[Message]) -> str:
-    """The title of a history: its first user message on one line, cut short ("" if none)."""
+    """The title of a history: its first user message on one line, cut short ("" if none).
+
+    A first message that opens with a note alone on its line (``[Earlier in this
+    conversation…:]``: a transcript a client sent to begin the chat, as the OpenAI-compatible
+    endpoint seeds one) is titled by what its user said first: the first ``[user] …`` line,
+    else the first line after the last such note (the new message); tagged lines such as
+    ``[instructions] …`` are not a title.
+    """
     for message in messages:
         if isinstance(message, UserMessage):
-            line = " ".join(message.content.split())
+            line = " ".join(_first_said(message.content).split())
             return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1] + "…"
     return ""
+
+
+def _first_said(text: str) -> str:
+    lines = text.strip().splitlines()
+    if not lines or not _is_note(lines[0]):
+        return text
+    for line in lines:
+        if line.startswith(_USER_TAG):
+            return line[len(_USER_TAG) :]
+    after = [i for i, line in enumerate(lines) if _is_note(line)][-1] + 1
+    return next((line for line in lines[after:] if line.strip()), text)
+
+
+_USER_TAG = "[user] "
+
+
+def _is_note(line: str) -> bool:
+    s = line.strip()
+    return len(s) > 2 and s[0] == "[" and s[-1] == "]" and "]" not in s[1:-1]
 
 
 @runtime_checkable
