@@ -28,6 +28,8 @@ from retinue.engine.config import RunOutput
 from retinue.errors import RoleError
 from retinue.events import Event, EventSink
 from retinue.llm.base import Model
+from retinue.policy.approvals import Approver
+from retinue.policy.modes import PermissionMode
 from retinue.runtime import Conversation, Runtime
 from retinue.subagents.roles import Role, valid_name
 from retinue.subagents.tools import NO_ANSWER, ask_parent, subagent_tools
@@ -47,6 +49,14 @@ class Agent:
     on or off; ``builtin_tools=False`` leaves out the file and shell tools, so the model sees
     only yours. ``workspace`` (default: the current directory) is where file and shell
     tools work and where ``.retinue/agents/`` role files are looked for.
+
+    Permissions: with ``approver`` (a function, sync or async, given a
+    :class:`~retinue.policy.approvals.ApprovalRequest`, answering ``True`` / ``False`` or an
+    :class:`~retinue.policy.approvals.Approval`) the agent runs in ``default`` mode and every
+    call that needs a yes, at any depth, is put to it. Without one, the program embedding
+    the agent is taken to have chosen its tools: calls run unasked (``bypassPermissions``),
+    except what the settings' deny and ask rules or ``permission_mode`` say (a call that
+    would ask with nobody to answer is refused, and the model is told how to allow it).
     """
 
     def __init__(
@@ -61,8 +71,12 @@ class Agent:
         workspace: str | Path | None = None,
         home: str | Path | None = None,
         on_event: EventSink | None = None,
+        permission_mode: PermissionMode | None = None,
+        approver: Approver | None = None,
     ) -> None:
         self.model = model
+        self.permission_mode = permission_mode
+        self.approver = approver
         self.instructions = instructions
         self.tools = [t if isinstance(t, Tool) else tool(t) for t in tools]
         self.roles = list(roles)
@@ -90,6 +104,9 @@ class Agent:
                 builtins=self.builtin_tools,
                 roles=self.roles,
                 instructions=self.instructions,
+                permission_mode=self.permission_mode,
+                default_mode="default" if self.approver is not None else "bypassPermissions",
+                approver=self.approver,
             )
             self._check_roles(self._runtime)
         return self._runtime

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from retinue.events import TOOL_FINISHED, TOOL_STARTED, emit
@@ -109,6 +111,8 @@ class Policy:
             if best is None or strictest(decision, best) != best:
                 best, why = decision, _reason(mode, kind, found, decision, tool)
         assert best is not None  # (a policy has at least one mode)
+        if kind == "edit" and best == "allow" and _protected(args, ctx.workspace):
+            return "ask", f"{tool} would change the workspace's own settings or commands"
         return best, why
 
     async def execute(
@@ -211,6 +215,18 @@ class Policy:
         if not notes:
             return result
         return replace(result, content=result.content + "\n\n" + "\n".join(notes))
+
+
+PROTECTED = (".claude", ".retinue", ".mcp.json", ".git")
+"""What an edit may change only with a person's yes, in every mode (what they hold runs)."""
+
+
+def _protected(args: dict[str, Any], workspace: Path) -> bool:
+    raw = args.get("file_path") or args.get("notebook_path")
+    if not isinstance(raw, str):
+        return False
+    rel = os.path.relpath(os.path.normpath(os.path.join(workspace, raw)), workspace)
+    return rel.split(os.sep, 1)[0] in PROTECTED
 
 
 def _cancelling() -> bool:

@@ -7,10 +7,10 @@ rule                            matches
 ``Bash(npm run build)``         exactly that command
 ``Bash(npm run test:*)``        a command starting with ``npm run test`` (``:*`` at the end)
 ``Bash(git * main)``            ``*`` matches any text
-``Read(./secrets/**)``          a path, gitignore-style: ``./x`` and ``x/y`` from the
-                                workspace, ``/x`` from the settings file's folder, ``//x``
-                                absolute, ``~/x`` from home; a bare name (``*.env``) at any
-                                depth. ``Read`` covers ``Glob``, ``Grep`` and ``LS`` too
+``Read(./secrets/**)``          a path, gitignore-style: ``./x``, ``x/y`` and ``/x`` from the
+                                workspace (the project root), ``//x`` absolute, ``~/x`` from
+                                home; a bare name (``*.env``) at any depth. ``Read``
+                                covers ``Glob``, ``Grep`` and ``LS`` too
 ``Edit(src/**)``                the same paths, for ``Write``, ``Edit``, ``MultiEdit``,
                                 ``NotebookEdit``
 ``WebFetch(domain:example.com)`` a URL on that host or one of its subdomains
@@ -39,7 +39,7 @@ from retinue.policy.modes import EDIT_TOOLS, Decision
 
 __all__ = ["Rule", "RuleSet", "parse_rule", "rule_for"]
 
-_RULE = re.compile(r"^([A-Za-z_][\w\-]*)(?:\((.*)\))?$", re.DOTALL)
+_RULE = re.compile(r"^([A-Za-z_][\w\-]*(?:__\*)?)(?:\((.*)\))?$", re.DOTALL)
 _READ_FAMILY = frozenset({"Read", "Glob", "Grep", "LS", "NotebookRead"})
 _PATH_ARGS = ("file_path", "path", "notebook_path")
 _SPLIT = re.compile(r"\|\||&&|[;|&\n]")
@@ -54,7 +54,6 @@ class Rule:
     text: str
     tool: str  # as written, ``Task`` → ``Agent``
     spec: str | None  # None: every call of the tool
-    base: Path | None = None  # the settings file's folder (``/x`` patterns)
     _regex: re.Pattern[str] | None = field(default=None, compare=False)
 
     def matches(self, tool: str, args: Mapping[str, Any], workspace: Path) -> bool:
@@ -71,13 +70,6 @@ class Rule:
         if self.tool in EDIT_TOOLS or self.tool == "Edit" or self.tool in _READ_FAMILY:
             return self._path(args, workspace)
         return False
-
-    def allows_command(self, command: str) -> bool:
-        """For an allow rule: every part of ``command`` matches (and nothing is hidden)."""
-        if "$(" in command or "`" in command:
-            return False
-        parts = _parts(command)
-        return bool(parts) and all(self._command(p) for p in parts)
 
     def _command(self, command: str) -> bool:
         assert self.spec is not None and self._regex is not None
@@ -142,18 +134,18 @@ def _glob_regex(pattern: str) -> str:
     return "".join(out)
 
 
-def _path_regex(spec: str, workspace: Path, base: Path | None) -> re.Pattern[str]:
+def _path_regex(spec: str, workspace: Path) -> re.Pattern[str]:
     if spec.startswith("//"):
         anchored = spec[1:]
     elif spec.startswith("~/"):
         anchored = os.path.expanduser(spec)
     elif spec.startswith("/"):
-        anchored = os.path.join(base or workspace, spec[1:])
+        anchored = os.path.join(workspace, spec[1:])
     elif "/" in spec.rstrip("/").removeprefix("./") or spec.startswith("./"):
         anchored = os.path.join(workspace, spec)
     else:  # a bare name: at any depth below the workspace, as in .gitignore
         anchored = os.path.join(workspace, "**", spec)
-    anchored = anchored.rstrip("/") if len(anchored) > 1 else anchored
+    anchored = os.path.normpath(anchored)
     if not anchored.endswith("**"):
         anchored += "/**"  # a folder's rule covers what is inside it
         return re.compile(_glob_regex(anchored[:-3]) + "(?:/.*)?")
@@ -167,7 +159,7 @@ def _command_regex(spec: str) -> re.Pattern[str]:
     return re.compile(".*".join(pieces), re.DOTALL)
 
 
-def parse_rule(text: str, workspace: Path, base: Path | None = None) -> Rule:
+def parse_rule(text: str, workspace: Path) -> Rule:
     """One rule, or ``ValueError`` saying what is wrong with it."""
     if not isinstance(text, str):
         raise ValueError(f"a rule is a string, not {type(text).__name__}")
@@ -178,22 +170,22 @@ def parse_rule(text: str, workspace: Path, base: Path | None = None) -> Rule:
     tool, spec = m.group(1), m.group(2)
     tool = "Agent" if tool == "Task" else tool
     if spec is None or spec.strip() in ("", "*"):
-        return Rule(text, tool, None, base)
+        return Rule(text, tool, None)
     if len(spec) > MAX_SPEC:
         raise ValueError(f"{text[:40]!r}…: the specifier is longer than {MAX_SPEC} characters")
     spec = spec.strip()
     if tool == "Bash":
         if ":*" in spec[:-2]:
             raise ValueError(f"{text!r}: ':*' may stand only at the end")
-        return Rule(text, tool, spec, base, _command_regex(spec))
+        return Rule(text, tool, spec, _command_regex(spec))
     if tool == "WebFetch":
         if not spec.startswith("domain:") or not spec.removeprefix("domain:").strip():
             raise ValueError(f"{text!r}: WebFetch takes domain:<host>")
-        return Rule(text, tool, spec, base)
+        return Rule(text, tool, spec)
     if tool == "Agent":
-        return Rule(text, tool, spec, base)
+        return Rule(text, tool, spec)
     if tool == "Read" or tool in EDIT_TOOLS or tool in _READ_FAMILY:
-        return Rule(text, tool, spec, base, _path_regex(spec, workspace, base))
+        return Rule(text, tool, spec, _path_regex(spec, workspace))
     if tool.startswith("mcp__"):
         raise ValueError(f"{text!r}: MCP rules take no specifier (mcp__server__tool)")
     raise ValueError(f"{text!r}: {tool} takes no specifier")
@@ -239,13 +231,12 @@ class RuleSet:
         workspace: Path,
         *,
         where: str = "",
-        base: Path | None = None,
         line_of: Mapping[str, int] | None = None,
     ) -> None:
         bucket = getattr(self, decision)
         for text in texts:
             try:
-                bucket.append(parse_rule(text, workspace, base))  # type: ignore[arg-type]
+                bucket.append(parse_rule(text, workspace))  # type: ignore[arg-type]
             except ValueError as exc:
                 line = (line_of or {}).get(text) if isinstance(text, str) else None
                 at = f"{where}:{line}" if where and line else where
@@ -266,10 +257,25 @@ class RuleSet:
         for rule in self.ask:
             if rule.matches(tool, args, workspace):
                 return "ask", rule.text
+        if tool == "Bash":
+            return self._allows_command(str(args.get("command", "")))
         for rule in self.allow:
-            if tool == "Bash" and rule.tool == "Bash" and rule.spec not in (None, "*", ""):
-                if rule.allows_command(str(args.get("command", ""))):
-                    return "allow", rule.text
-            elif rule.matches(tool, args, workspace):
+            if rule.matches(tool, args, workspace):
                 return "allow", rule.text
         return None
+
+    def _allows_command(self, command: str) -> tuple[Decision, str] | None:
+        """Allowed when every part of ``command`` is (and nothing is hidden in it)."""
+        rules = [r for r in self.allow if r.tool == "Bash"]
+        whole = next((r for r in rules if r.spec in (None, "*", "")), None)
+        if whole is not None:
+            return "allow", whole.text
+        if "$(" in command or "`" in command or not rules:
+            return None
+        first = ""
+        for part in _parts(command) or [""]:
+            rule = next((r for r in rules if r.spec and r._command(part)), None)
+            if rule is None:
+                return None
+            first = first or rule.text
+        return "allow", first

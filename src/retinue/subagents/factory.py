@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import cast
 
 from retinue.engine.config import ContextKeeper, RunConfig
 from retinue.engine.session import Consolidation
@@ -13,6 +15,8 @@ from retinue.events import CONSOLIDATED, NOTICE, EventSink, emit
 from retinue.llm.base import Model
 from retinue.memory.base import Memory
 from retinue.messages import Message
+from retinue.policy.gate import Policy
+from retinue.policy.modes import PermissionMode
 from retinue.subagents.roles import Role, RoleCatalog
 from retinue.subagents.tools import (
     ASK_TOOL_NAME,
@@ -58,6 +62,9 @@ class AgentFactory:
     def config(self, role: Role, ctx: ToolContext, *, interactive: bool) -> RunConfig:
         """A run of ``role`` as the agent ``ctx`` describes, with an empty history."""
         model = self.model(role, ctx.events)
+        gate = ctx.gate
+        if isinstance(gate, Policy) and role.permission_mode is not None:
+            ctx = replace(ctx, gate=gate.narrowed(cast(PermissionMode, role.permission_mode)))
         return RunConfig(
             model=model,
             messages=[],

@@ -1,0 +1,72 @@
+"""One process's policy, made from its settings: the mode, the rules, whether Bash is
+sandboxed here, and the problems to report once."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from retinue.policy.approvals import Approver
+from retinue.policy.gate import Policy
+from retinue.policy.hooks import Hooks
+from retinue.policy.modes import PermissionMode, parse_mode
+from retinue.policy.settings import load_permissions
+
+__all__ = ["make_policy"]
+
+
+def make_policy(
+    workspace: Path,
+    *,
+    mode: str | None = None,
+    default_mode: PermissionMode = "default",
+    config_permissions: Mapping[str, Any] | None = None,
+    config_mode: str | None = None,
+    config_path: Path | None = None,
+    approver: Approver | None = None,
+    hooks: Hooks | None = None,
+    user_home: Path | None = None,
+    trusted: Any = None,
+    sandboxed: bool | None = None,
+) -> tuple[Policy, list[str]]:
+    """The policy and the problems found reading its sources (see
+    :mod:`retinue.policy.settings` for the order). ``mode`` is the caller's (a flag, an
+    argument) and wins; ``default_mode`` is the surface's, used when nothing else says."""
+    found = load_permissions(
+        workspace,
+        config=config_permissions,
+        config_path=config_path,
+        config_mode=config_mode,
+        user_home=user_home,
+        trusted=trusted,
+    )
+    problems = list(found.problems)
+    problems += [
+        f"{path}: its allow rules and defaultMode wait for your approval "
+        "(retinue mcp approve); its deny and ask rules apply"
+        for path in found.untrusted
+    ]
+    chosen: PermissionMode = found.mode or default_mode
+    if mode is not None:
+        chosen, problem = parse_mode(mode, where="--permission-mode")
+        if problem:
+            problems.append(problem)
+    if sandboxed is None:
+        sandboxed = _sandboxed()
+    policy = Policy(
+        modes=(chosen,),
+        rules=found.rules,
+        approver=approver,
+        hooks=hooks or Hooks(),
+        sandboxed=sandboxed,
+    )
+    return policy, problems
+
+
+def _sandboxed() -> bool:
+    """Whether ``Bash`` runs inside bubblewrap here (checked once per process)."""
+    from retinue.tools.builtin.sandbox import BWRAP_ENV, bwrap_problem
+
+    return bwrap_problem(os.environ.get(BWRAP_ENV) or "bwrap") is None
