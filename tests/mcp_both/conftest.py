@@ -1,4 +1,5 @@
-"""A workspace whose ``.mcp.json`` names the test's echo server and the published time server."""
+"""A workspace whose ``.mcp.json`` names the test's echo server and the published time server,
+approved in the data directory ``<tmp>/home``."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from mcp_kit import echo_def
+from mcp_kit import echo_def, trust_all
 
 from retinue.config import Settings
 
@@ -28,6 +29,7 @@ def workspace(tmp_path: Path, marks: Path) -> Path:
         "time": {"command": sys.executable, "args": ["-m", "mcp_server_time"]},
     }
     (ws / ".mcp.json").write_text(json.dumps({"mcpServers": servers}))
+    trust_all(tmp_path / "home", ws)  # as the user would, once (see tests/policy for trust)
     return ws
 
 

@@ -5,6 +5,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from retinue.config import Settings
+from retinue.mcp.config import configured_servers
+from retinue.policy.trust import TrustStore
+from retinue.runtime import load_roles
+
 ECHO = Path(__file__).with_name("echo_server.py")
 
 
@@ -26,3 +31,12 @@ def alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return "\nState:\tZ" not in state
+
+
+def trust_all(home: Path, workspace: Path) -> int:
+    """Approve every server the workspace's files define (as ``retinue mcp approve --yes``)."""
+    settings = Settings.load(home=home, workspace=workspace)
+    found = configured_servers(settings, load_roles(settings).roles.values())
+    defs = [d for c in found if (d := c.definition()) is not None]
+    TrustStore(home).approve(defs)
+    return len(defs)

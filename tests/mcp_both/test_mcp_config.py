@@ -7,11 +7,12 @@ from pathlib import Path
 
 import mcp_types as types
 import pytest
-from mcp_kit import echo_def, role
+from mcp_kit import echo_def, role, trust_all
 
 from retinue.config import Settings
 from retinue.errors import ConfigError
 from retinue.mcp.config import HttpServer, StdioServer, load_servers, parse_server
+from retinue.mcp.servers import expanded
 from retinue.mcp.tools import MAX_RESULT, render_result, server_of, tool_name
 from retinue.runtime import Runtime, load_roles
 from retinue.subagents.roles import Role, RoleCatalog, parse_role
@@ -28,9 +29,14 @@ def test_mcp_json_and_config_toml_merge_with_toml_winning(
               "headers": {"Authorization": "Bearer ${TOKEN}", "X": "${UNSET:-dflt}"}},
     }}))  # fmt: skip
     servers = load_servers(tmp_path, {"b": {"command": "b-local"}})
-    assert servers["a"] == StdioServer(command="a-server", args=["--x"], env={"K": "s3cret"})
+    # as written: ${VAR}s are expanded only when an approved server starts
+    assert servers["a"] == StdioServer(command="a-server", args=["--x"], env={"K": "${TOKEN}"})
+    assert expanded(servers["a"]) == StdioServer(command="a-server", args=["--x"],
+                                                 env={"K": "s3cret"})  # fmt: skip
     assert servers["b"] == StdioServer(command="b-local")
     web = load_servers(tmp_path, None)["b"]
+    assert isinstance(web, HttpServer) and web.headers["Authorization"] == "Bearer ${TOKEN}"
+    web = expanded(web)
     assert isinstance(web, HttpServer)
     assert web.headers == {"Authorization": "Bearer s3cret", "X": "dflt"}
 
@@ -106,6 +112,7 @@ async def test_a_role_s_inline_server_is_its_own(
     settings: Settings, workspace: Path, marks: Path
 ) -> None:
     role(workspace, "pinger", f"mcpServers:\n  own: {json.dumps(echo_def(marks))}\ntools: mcp__own")
+    trust_all(settings.home, workspace)
     offered: list[list[str]] = []
 
     def sub(messages, tools):

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from mcp_kit import ECHO, alive, role
+from mcp_kit import ECHO, alive, role, trust_all
 
 from retinue.config import Settings
 from retinue.messages import ToolResultMessage
@@ -113,7 +113,7 @@ async def test_a_timed_out_call_is_cancelled_on_the_server(
     tmp_path: Path, marks: Path, workspace: Path
 ) -> None:
     home = tmp_path / "home"
-    home.mkdir()
+    home.mkdir(exist_ok=True)
     (home / "config.toml").write_text(
         "[mcp_servers.slow]\n"
         f"command = {_toml(sys.executable)}\n"
@@ -211,6 +211,7 @@ async def test_a_server_over_streamable_http_and_sse(
     (workspace / ".mcp.json").write_text(
         json.dumps({"mcpServers": {"web": {"type": kind, "url": url}}})
     )
+    trust_all(tmp_path / "home", workspace)
     settings = Settings.load(home=tmp_path / "home", workspace=workspace, model="scripted:model")
     model = ScriptedModel([call_tool("mcp__web__echo", {"text": "over http"}), "done"])
     rt = Runtime.create(settings, model=model, with_memory=False)

@@ -1,4 +1,5 @@
-"""``retinue mcp list`` (the MCP servers agents use: state and tools) and ``retinue mcp
+"""``retinue mcp list`` (the MCP servers agents use: trust, state and tools), ``retinue mcp
+approve`` / ``revoke`` (trust for the servers workspace files define) and ``retinue mcp
 serve`` (Retinue's roles served to other agents over MCP, on stdio)."""
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import typer
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
+    from retinue.config import Settings
     from retinue.mcp.client import McpHub
+    from retinue.mcp.config import Configured
 
 __all__ = ["mcp_app"]
 
@@ -40,6 +43,21 @@ def _one_line_errors() -> Iterator[None]:
         raise typer.Exit(1) from None
 
 
+def _load(workspace: Path | None) -> tuple[Settings, list[Configured]]:
+    """The settings and every configured server (shared ones, then roles' inline ones)."""
+    from retinue.config import Settings
+    from retinue.mcp.config import configured_servers
+    from retinue.runtime import load_roles
+
+    settings = Settings.load(workspace=workspace)
+    catalog = load_roles(settings)
+    return settings, configured_servers(settings, catalog.roles.values())
+
+
+def _where(c: Configured) -> str:
+    return f"{c.source or 'code'}" + (f", role {c.role}" if c.role else "")
+
+
 @mcp_app.command("list")
 def list_servers(
     workspace: WorkspaceOpt = None,
@@ -47,32 +65,43 @@ def list_servers(
         bool, typer.Option("--start/--no-start", help="start each server to list its tools")
     ] = True,
 ) -> None:
-    """The configured MCP servers (.mcp.json, config.toml, role files), their state and tools."""
-    from retinue.config import Settings
-    from retinue.mcp.config import attach_servers
-    from retinue.runtime import load_roles
-    from retinue.tools.base import ToolRegistry
+    """The configured MCP servers (.mcp.json, config.toml, role files), whether each is
+    approved, their state and tools. A server a workspace file defines starts only once
+    approved (`retinue mcp approve`); this command never starts one that is not."""
+    from retinue.mcp.config import build_hub, trust_state
+    from retinue.policy.trust import TrustStore, untrusted_line
 
     with _one_line_errors():
-        settings = Settings.load(workspace=workspace)
-        catalog = load_roles(settings)
-        hub = attach_servers(ToolRegistry(), settings, catalog.roles.values())
-    if hub is None:
+        settings, found = _load(workspace)
+        store = TrustStore(settings.home)
+        states = [(c, trust_state(c, settings, store)) for c in found]
+        hub = build_hub(settings, [c for c, state in states if state != "untrusted"])
+    if not found:
         typer.echo("No MCP servers configured (.mcp.json, [mcp_servers] in config.toml, "
                    "or a role's mcpServers).")  # fmt: skip
         return
-    for line in asyncio.run(_survey(hub, start=start)):
-        typer.echo(line)
+    started = asyncio.run(_survey(hub, start=start)) if hub is not None else {}
+    for c, state in states:
+        owner = f" (role {c.role})" if c.role else ""
+        if state == "untrusted":
+            d = c.definition()
+            assert d is not None
+            typer.echo(f"{c.name}{owner}: {c.config.describe()} [not approved]\n"
+                       f"    {untrusted_line(d)}")  # fmt: skip
+            continue
+        trust = " approved" if state == "approved" else ""
+        typer.echo(f"{c.name}{owner}: {c.config.describe()}{trust} "
+                   f"{started.get((c.role, c.name), '[not started]')}")  # fmt: skip
 
 
-async def _survey(hub: McpHub, *, start: bool) -> list[str]:
+async def _survey(hub: McpHub, *, start: bool) -> dict[tuple[str | None, str], str]:
+    """``(role, name) -> "[state]" and its tools`` for every server of ``hub``."""
     from retinue.mcp.client import McpError
     from retinue.mcp.tools import tool_name
 
-    lines: list[str] = []
+    out: dict[tuple[str | None, str], str] = {}
     try:
         for role, server in hub.all():
-            owner = f" (role {role})" if role else ""
             tools = ""
             if start:
                 try:
@@ -82,10 +111,81 @@ async def _survey(hub: McpHub, *, start: bool) -> list[str]:
                 except McpError as exc:
                     tools = f"\n    {exc}"
             state = server.state if start else "not started"
-            lines.append(f"{server.name}{owner}: {server.config.describe()} [{state}]{tools}")
+            out[(role, server.name)] = f"[{state}]{tools}"
     finally:
         await hub.close()
-    return lines
+    return out
+
+
+@mcp_app.command("approve")
+def approve(
+    names: Annotated[
+        list[str] | None, typer.Argument(help="the servers to approve (default: every one)")
+    ] = None,
+    workspace: WorkspaceOpt = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="approve without asking (needed off a terminal)")
+    ] = False,
+) -> None:
+    """Approve MCP servers that workspace files define (.mcp.json, a role's mcpServers), so
+    that they may start. The approval is of that exact definition (command, arguments,
+    environment names and values as written) in that file: a changed one needs approval
+    again. Without NAMES: every one not approved yet, after showing them."""
+    import sys
+
+    from retinue.mcp.config import trust_state
+    from retinue.policy.trust import TrustStore
+
+    with _one_line_errors():
+        settings, found = _load(workspace)
+        store = TrustStore(settings.home)
+        states = [(c, trust_state(c, settings, store)) for c in found]
+        if names:
+            unknown = sorted(set(names) - {c.name for c, _ in states})
+            if unknown:
+                known = ", ".join(sorted({c.name for c, s in states if s != "own"})) or "none"
+                typer.echo(f"error: no MCP server named {', '.join(unknown)} is defined here "
+                           f"(workspace servers: {known})", err=True)  # fmt: skip
+                raise typer.Exit(1)
+            states = [(c, s) for c, s in states if c.name in names]
+            for c, s in states:
+                if s != "untrusted":
+                    why = "approved already" if s == "approved" else "needs no approval"
+                    typer.echo(f"{c.name} ({_where(c)}): {why}")
+        chosen = [c for c, s in states if s == "untrusted"]
+        if not chosen:
+            if not names:
+                typer.echo("Nothing to approve: every MCP server defined here is approved.")
+            return
+        for c in chosen:
+            typer.echo(f"{c.name} ({_where(c)}): {c.config.describe()}")
+        if not names and not yes:
+            if not sys.stdin.isatty():
+                typer.echo("error: not a terminal: pass --yes to approve these, or name them",
+                           err=True)  # fmt: skip
+                raise typer.Exit(1)
+            if not typer.confirm(f"Approve these {len(chosen)}?", default=False):
+                typer.echo("Nothing approved.")
+                raise typer.Exit(1)
+        store.approve(d for c in chosen if (d := c.definition()) is not None)
+    typer.echo(f"Approved {len(chosen)} (kept in {store.path}).")
+
+
+@mcp_app.command("revoke")
+def revoke(
+    names: Annotated[list[str], typer.Argument(help="the servers whose approval to forget")],
+    workspace: WorkspaceOpt = None,
+) -> None:
+    """Forget the approval of workspace-defined MCP servers: they will not start again
+    until approved."""
+    from retinue.policy.trust import TrustStore
+
+    with _one_line_errors():
+        settings, found = _load(workspace)
+        store = TrustStore(settings.home)
+        defs = [d for c in found if c.name in names and (d := c.definition()) is not None]
+        gone = store.revoke(defs)
+    typer.echo(f"Revoked {gone} approval(s).")
 
 
 @mcp_app.command("serve")

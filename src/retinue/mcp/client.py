@@ -31,7 +31,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from retinue.errors import RetinueError
-from retinue.mcp.config import HttpServer, ServerConfig, StdioServer
+from retinue.mcp.servers import HttpServer, ServerConfig, StdioServer, expanded
 
 __all__ = ["McpError", "McpHub", "McpServer"]
 
@@ -192,7 +192,7 @@ class McpServer:
         return files.enter_context(open(self._log_dir / f"{self.name}.log", "a", encoding="utf-8"))
 
     def _connect(self, errlog: TextIO | None) -> Client:
-        cfg = self.config
+        cfg = expanded(self.config)  # ${VAR}s: only now, for a server allowed to start
         options: dict[str, Any] = {"message_handler": self._on_message, "cache": None}
         if isinstance(cfg, StdioServer):
             params = StdioServerParameters(

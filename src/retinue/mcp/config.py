@@ -1,4 +1,4 @@
-"""Where MCP servers are configured, and what a definition may say.
+"""Where MCP servers are configured, which of them may start, and the hub they start in.
 
 Three places, in the format users already keep (Claude Code's):
 
@@ -8,106 +8,72 @@ Three places, in the format users already keep (Claude Code's):
 - a role's ``mcpServers`` front matter: names of configured servers, or inline definitions
   (a mapping, or a list mixing names and one-entry mappings) that only that role sees.
 
-A definition is either stdio, ``{"command", "args", "env", "cwd"}`` (``"type": "stdio"``
-optional), or remote, ``{"type": "http" | "sse", "url", "headers"}``; ``timeout`` (seconds
-one tool call may take, default 120) is accepted for both. ``${VAR}`` and ``${VAR:-default}``
-in strings are expanded from the environment, as Claude Code does. A bad definition is an
+What a definition may say is :mod:`retinue.mcp.servers`. A bad one is a
 :class:`~retinue.errors.ConfigError` of one line naming the file and the server.
+
+**Trust.** A definition read from a file inside the workspace (``.mcp.json``, a role file
+under ``.retinue/agents`` or ``.claude/agents``) starts only once the user approved it
+(:mod:`retinue.policy.trust`; ``retinue mcp approve``). Remote servers too: they run no
+code here, but the workspace would choose where the user's headers (``${VAR}`` expanded)
+and the model's tool calls go. An unapproved one is reported in one line and left out of
+the hub, before anything in it is expanded.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import re
-from collections.abc import Iterable, Mapping
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
-
-import pydantic
-from pydantic import Field
+from typing import TYPE_CHECKING, Any, Protocol
 
 from retinue.errors import ConfigError
+from retinue.mcp.servers import (
+    HttpServer,
+    ServerConfig,
+    StdioServer,
+    parse_server,
+    role_servers,
+    valid_server_name,
+)
+from retinue.policy.trust import Definition, TrustStore, extra_digest, needs_trust, untrusted_line
 
 if TYPE_CHECKING:
     from retinue.config import Settings
     from retinue.mcp.client import McpHub
-    from retinue.subagents.roles import Role
     from retinue.tools.base import ToolRegistry
 
 __all__ = [
+    "Configured",
     "HttpServer",
     "ServerConfig",
     "StdioServer",
     "attach_servers",
+    "build_hub",
+    "configured_servers",
+    "definition_of",
     "load_servers",
     "parse_server",
+    "role_servers",
+    "startable",
+    "trust_state",
     "valid_server_name",
 ]
 
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+log = logging.getLogger("retinue.mcp")
+MAX_MCP_JSON = 1024 * 1024
 
 
-class StdioServer(pydantic.BaseModel):
-    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
-    type: Literal["stdio"] = "stdio"
-    command: Annotated[str, Field(min_length=1)]
-    args: list[str] = []
-    env: dict[str, str] = {}
-    cwd: str | None = None
-    timeout: Annotated[float, Field(gt=0, le=86_400)] = 120.0
+class RoleLike(Protocol):
+    """What this module reads of a role (:class:`retinue.subagents.roles.Role`)."""
 
-    def describe(self) -> str:
-        return " ".join([self.command, *self.args])
-
-
-class HttpServer(pydantic.BaseModel):
-    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
-    type: Literal["http", "sse", "streamable-http"]
-    url: Annotated[str, Field(pattern=r"^https?://")]
-    headers: dict[str, str] = {}
-    timeout: Annotated[float, Field(gt=0, le=86_400)] = 120.0
-
-    def describe(self) -> str:
-        return f"{self.type} {self.url}"
-
-
-ServerConfig = StdioServer | HttpServer
-
-
-def valid_server_name(name: str) -> bool:
-    """Letters, digits, ``_`` and ``-``: the name sits inside ``mcp__<server>__<tool>``."""
-    return _NAME.fullmatch(name) is not None
-
-
-def _expand(value: Any) -> Any:
-    if isinstance(value, str):
-        return _VAR.sub(lambda m: os.environ.get(m.group(1), m.group(2) or ""), value)
-    if isinstance(value, list):
-        return [_expand(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _expand(v) for k, v in value.items()}
-    return value
-
-
-def parse_server(name: str, raw: Any, where: str) -> ServerConfig:
-    """One definition; raise ``ConfigError`` saying which server in which file is wrong."""
-    if not valid_server_name(name):
-        raise ConfigError(f"{where}: MCP server name {name!r} may only use letters, digits, _ -")
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: MCP server {name!r} must be a table/object")
-    data = _expand(raw)
-    kind = data.get("type", "stdio" if "command" in data else None)
-    model: type[pydantic.BaseModel] = StdioServer if kind == "stdio" else HttpServer
-    if kind is None:
-        raise ConfigError(f"{where}: MCP server {name!r} needs a 'command' or a 'type' and 'url'")
-    try:
-        return model.model_validate(data)  # type: ignore[return-value]
-    except pydantic.ValidationError as exc:
-        err = exc.errors()[0]
-        key = ".".join(str(p) for p in err["loc"]) or "definition"
-        raise ConfigError(f"{where}: MCP server {name!r}: {key}: {err['msg']}") from None
+    @property
+    def name(self) -> str: ...
+    @property
+    def source(self) -> Path | None: ...
+    @property
+    def mcp_servers(self) -> tuple[tuple[str, ServerConfig | None], ...]: ...
 
 
 def _servers_of(table: Any, where: str) -> dict[str, ServerConfig]:
@@ -117,11 +83,20 @@ def _servers_of(table: Any, where: str) -> dict[str, ServerConfig]:
 
 
 def read_mcp_json(path: Path) -> dict[str, ServerConfig]:
-    """The servers of a Claude Code ``.mcp.json`` (none when the file does not exist)."""
+    """The servers of a Claude Code ``.mcp.json`` (none when the file does not exist or is
+    empty: the Bash sandbox leaves an empty one while a command runs, see
+    :mod:`retinue.tools.builtin.sandbox`)."""
     if not path.is_file():
         return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with open(path, "rb") as f:
+            raw = f.read(MAX_MCP_JSON + 1)
+        if len(raw) > MAX_MCP_JSON:
+            raise ConfigError(f"{path}: larger than {MAX_MCP_JSON} bytes; not read")
+        text = raw.decode("utf-8")
+        if not text.strip():
+            return {}
+        data = json.loads(text)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}") from None
     if not isinstance(data, dict):
@@ -133,56 +108,115 @@ def load_servers(
     workspace: Path, toml_servers: Mapping[str, Any] | None, config_file: Path | None = None
 ) -> dict[str, ServerConfig]:
     """Every configured server by name: ``.mcp.json`` first, ``config.toml`` over it."""
-    servers = read_mcp_json(workspace / ".mcp.json")
+    return {c.name: c.config for c in _shared(workspace, toml_servers, config_file)}
+
+
+def _shared(
+    workspace: Path, toml_servers: Mapping[str, Any] | None, config_file: Path | None
+) -> list[Configured]:
+    mcp_json = workspace / ".mcp.json"
+    found = {n: Configured(n, c, mcp_json) for n, c in read_mcp_json(mcp_json).items()}
     where = f"{config_file or 'config.toml'} [mcp_servers]"
-    servers.update(_servers_of(dict(toml_servers or {}), where))
-    return servers
+    for name, config in _servers_of(dict(toml_servers or {}), where).items():
+        found[name] = Configured(name, config, config_file)
+    return list(found.values())
 
 
-def role_servers(value: Any, where: str) -> tuple[dict[str, ServerConfig], list[str]]:
-    """A role's ``mcpServers``: ``(inline definitions, names of configured servers)``.
+@dataclass(frozen=True, slots=True)
+class Configured:
+    """One server definition and where it came from (``source`` ``None``: written in code;
+    ``role`` ``None``: shared by every agent)."""
 
-    Entries are names, ``{name: definition}`` (or ``{name: null}`` for a configured one), or
-    the whole field is a mapping of names to definitions.
-    """
-    inline: dict[str, ServerConfig] = {}
-    named: list[str] = []
-    items = list(value.items()) if isinstance(value, dict) else value
-    if not isinstance(items, list):
-        raise ConfigError(f"{where}: 'mcpServers' must be a list or a mapping")
-    for item in items:
-        if isinstance(item, str):
-            named.append(item)
-        elif isinstance(item, tuple) and item[1] is None:
-            named.append(str(item[0]))
-        elif isinstance(item, tuple):
-            inline[str(item[0])] = parse_server(str(item[0]), item[1], where)
-        elif isinstance(item, dict) and len(item) == 1:
-            ((name, raw),) = item.items()
-            if raw is None:
-                named.append(str(name))
-            else:
-                inline[str(name)] = parse_server(str(name), raw, where)
-        else:
-            raise ConfigError(f"{where}: 'mcpServers' entries are names or {{name: definition}}")
-    return inline, named
+    name: str
+    config: ServerConfig
+    source: Path | None
+    role: str | None = None
+
+    def definition(self) -> Definition | None:
+        """What trust is asked for (``None`` for one written in code)."""
+        return None if self.source is None else definition_of(self.name, self.config, self.source)
 
 
-def attach_servers(tools: ToolRegistry, settings: Settings, roles: Iterable[Role]) -> McpHub | None:
-    """Give ``tools`` the MCP servers of ``settings`` and of ``roles`` (``None`` when there
-    are none; the SDK is only loaded when there are some)."""
-    role_defs = {
-        r.name: {n: c for n, c in r.mcp_servers if c is not None}
-        for r in roles
-        if any(c is not None for _, c in r.mcp_servers)
-    }
-    servers = load_servers(settings.workspace, settings.mcp_servers, settings.config_file)
-    if not servers and not role_defs:
+def definition_of(name: str, config: ServerConfig, source: Path) -> Definition:
+    """``config`` as a :class:`~retinue.policy.trust.Definition`: values as written,
+    unexpanded; env and header values only hashed."""
+    if isinstance(config, StdioServer):
+        extra = extra_digest({"env": config.env, "cwd": config.cwd})
+        return Definition("mcp", name, config.command, tuple(config.args),
+                          tuple(sorted(config.env)), source, extra)  # fmt: skip
+    extra = extra_digest({"type": config.type, "headers": config.headers})
+    return Definition("mcp", name, config.url, (), tuple(sorted(config.headers)), source, extra)
+
+
+def configured_servers(settings: Settings, roles: Iterable[RoleLike]) -> list[Configured]:
+    """Every server these settings and roles define: the shared ones, then each role's
+    inline ones."""
+    found = _shared(settings.workspace, settings.mcp_servers, settings.config_file)
+    for role in roles:
+        for name, config in role.mcp_servers:
+            if config is not None:
+                found.append(Configured(name, config, role.source, role.name))
+    return found
+
+
+def trust_state(c: Configured, settings: Settings, store: TrustStore) -> str:
+    """``"own"`` (the user's file or code: no approval needed), ``"approved"`` or
+    ``"untrusted"``."""
+    d = c.definition()
+    if d is None or not needs_trust(d, settings.workspace, settings.home):
+        return "own"
+    return "approved" if store.is_trusted(d) else "untrusted"
+
+
+Ask = Callable[[Definition], bool]
+"""Asked about each unapproved definition before it is left out; ``True`` approves it."""
+
+
+def startable(
+    settings: Settings, roles: Iterable[RoleLike], ask: Ask | None = None
+) -> tuple[list[Configured], list[Configured]]:
+    """``(may start, not approved)``; each one ``ask`` approves is recorded as approved."""
+    store = TrustStore(settings.home)
+    ok: list[Configured] = []
+    refused: list[Configured] = []
+    for c in configured_servers(settings, roles):
+        state = trust_state(c, settings, store)
+        d = c.definition()
+        if state == "untrusted" and d is not None and ask is not None and ask(d):
+            store.approve([d])
+            state = "approved"
+        (refused if state == "untrusted" else ok).append(c)
+    return ok, refused
+
+
+def attach_servers(
+    tools: ToolRegistry, settings: Settings, roles: Iterable[RoleLike], ask: Ask | None = None
+) -> McpHub | None:
+    """Give ``tools`` the MCP servers of ``settings`` and of ``roles`` that may start
+    (``None`` when there are none; the SDK is only loaded when there are some). Each one
+    not approved is logged as a warning of one line and left out."""
+    ok, refused = startable(settings, roles, ask)
+    for c in refused:
+        d = c.definition()
+        assert d is not None
+        log.warning("%s", untrusted_line(d))
+    hub = build_hub(settings, ok)
+    if hub is not None:
+        from retinue.mcp.tools import McpSource
+
+        tools.add_source(McpSource(hub))
+    return hub
+
+
+def build_hub(settings: Settings, servers: Iterable[Configured]) -> McpHub | None:
+    """The hub of ``servers`` (checked by :func:`startable` first), ``None`` for none."""
+    shared: dict[str, ServerConfig] = {}
+    private: dict[str, dict[str, ServerConfig]] = {}
+    for c in servers:
+        (shared if c.role is None else private.setdefault(c.role, {}))[c.name] = c.config
+    if not shared and not private:
         return None
     from retinue.mcp.client import McpHub
-    from retinue.mcp.tools import McpSource
 
     log_dir = settings.home / "logs" / "mcp"
-    hub = McpHub(servers, cwd=settings.workspace, log_dir=log_dir, role_servers=role_defs)
-    tools.add_source(McpSource(hub))
-    return hub
+    return McpHub(shared, cwd=settings.workspace, log_dir=log_dir, role_servers=private)
