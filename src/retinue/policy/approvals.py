@@ -39,6 +39,12 @@ class ApprovalRequest:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def event_data(self) -> dict[str, Any]:
+        """The fields an ``approval_requested`` event carries (its agent is the event's)."""
+        data = asdict(self)
+        del data["agent_id"]
+        return data
+
     def describe(self) -> str:
         """One line for a person: who wants to do what, and why it asks."""
         who = "the main agent" if self.depth == 0 else f"sub-agent {self.agent_id}"

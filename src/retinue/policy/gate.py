@@ -163,7 +163,7 @@ class Policy:
             why,
             rule,
         )
-        emit(ctx.events, APPROVAL_REQUESTED, ctx.agent_id, **request.to_dict())
+        emit(ctx.events, APPROVAL_REQUESTED, ctx.agent_id, **request.event_data())
         answer = Approval(False, message="the request was withdrawn")
         try:
             answer = await ask_approver(self.approver, request)
