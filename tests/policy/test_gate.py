@@ -4,6 +4,7 @@ hooks' verdicts, and cancellation while a request is pending."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import replace
 from pathlib import Path
 
@@ -186,10 +187,8 @@ async def test_cancelling_a_turn_that_waits_for_approval_withdraws_the_request(
         await asyncio.sleep(0.01)
     [pending] = broker.pending()
     turn.cancel()
-    try:
+    with contextlib.suppress(asyncio.CancelledError):
         await turn
-    except asyncio.CancelledError:
-        pass
     assert broker.pending() == [] and not broker.answer(pending.id, Approval(True))
     assert WRITTEN == []
     assert isinstance(config.messages[-1], ToolResultMessage)  # the history stays valid
