@@ -109,6 +109,12 @@ def show(role: str, tenant: Tenant = "default") -> None:
 
 def _nothing_stored(role: str, tenant: str) -> None:
     """Say that ``role`` has no memory; an error when no role of that name exists here."""
+    _known_role(role, tenant)
+    _out.print(f"{escape(role)} has no memory yet (tenant {escape(tenant)!r})")
+
+
+def _known_role(role: str, tenant: str) -> None:
+    """Exit 1 with the roles there are when no role named ``role`` exists here."""
     from retinue.config import Settings
     from retinue.runtime import load_roles
 
@@ -119,7 +125,6 @@ def _nothing_stored(role: str, tenant: str) -> None:
     if role not in known:
         names = ", ".join(sorted(known)[:20]) or "none"
         raise _fail(f"no role named {role!r} has memory (tenant {tenant!r}); roles here: {names}")
-    _out.print(f"{escape(role)} has no memory yet (tenant {escape(tenant)!r})")
 
 
 @memory_app.command("search")
@@ -132,7 +137,10 @@ def search(
     """Search a role's archival memory."""
     with _memory() as (store, run):
         hits = run(lambda: store.search(tenant, role, query, limit))
+        count = 0 if hits else run(lambda: store.passage_count(tenant, role))
     if not hits:
+        if not count:
+            _known_role(role, tenant)  # an error for a role that does not exist here
         _out.print(f"no passages match {escape(query)!r}")
         return
     for p in hits:

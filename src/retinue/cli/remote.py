@@ -17,10 +17,20 @@ import json
 import os
 import socket
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import quote
 
 import typer
+
+from retinue.cli.common import (
+    ModelOpt,
+    TenantOpt,
+    WorkspaceOpt,
+    fail,
+    make_runtime,
+    one_line_errors,
+    port_option,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -45,14 +55,10 @@ TokenOpt = Annotated[
 
 def serve(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="port to listen on (0: any free port)")] = 8765,
-    model: Annotated[
-        str | None, typer.Option("--model", "-m", help="provider:model (default: RETINUE_MODEL)")
-    ] = None,
-    workspace: Annotated[
-        Path | None, typer.Option("--workspace", "-w", help="workspace root (default: cwd)")
-    ] = None,
-    tenant: Annotated[str | None, typer.Option("--tenant", help="whose memory to use")] = None,
+    port: Annotated[int, port_option("port to listen on (0: any free port)")] = 8765,
+    model: ModelOpt = None,
+    workspace: WorkspaceOpt = None,
+    tenant: TenantOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no event log on stderr")] = False,
     allow_host: Annotated[
         list[str] | None,
@@ -78,14 +84,13 @@ def serve(
     """Serve the main agent over HTTP (conversations, SSE progress, live sessions)."""
     import uvicorn
 
-    from retinue.cli.app import _one_line_errors, _runtime
     from retinue.engine.collector import tune_for_serving
     from retinue.server import create_app
     from retinue.server.conversations import Limits
     from retinue.server.security import DEFAULT_MAX_BODY, Security
 
-    with _one_line_errors():
-        runtime = _runtime(model, workspace, tenant, quiet=quiet)
+    with one_line_errors():
+        runtime = make_runtime(model, workspace, tenant, quiet=quiet)
     token = _serve_token(runtime.settings.home, host)
     security = Security.build(
         token,
@@ -117,14 +122,14 @@ def _serve_token(home: Path, host: str) -> str:
     )
 
     if not is_loopback(host) and configured_token(home) is None:
-        _fail(
+        fail(
             f"refusing to listen on {host} without a token: set {TOKEN_ENV}, or create "
             f"{home / TOKEN_FILE} (mode 0600) by starting `retinue serve` once on 127.0.0.1"
         )
     try:
         return ensure_token(home)[0]
     except OSError as exc:
-        _fail(f"cannot create the token file in {home}: {exc.strerror or exc}")
+        fail(f"cannot create the token file in {home}: {exc.strerror or exc}")
 
 
 def _say_how_to_use(home: Path, url: str) -> None:
@@ -152,7 +157,7 @@ def _listen(host: str, port: int) -> socket.socket:
         sock.listen(2048)  # connections made before uvicorn runs wait instead of failing
     except OSError as exc:
         sock.close()
-        _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
     sock.set_inheritable(True)
     return sock
 
@@ -201,7 +206,9 @@ def sessions(
 
 
 def interrupt(
-    session_id: Annotated[str, typer.Argument(help="the session id, e.g. conv-a/researcher")],
+    session_id: Annotated[
+        str, typer.Argument(metavar="SESSION_ID", help="the session id, e.g. conv-a/researcher")
+    ],
     url: UrlOpt = DEFAULT_URL,
     token: TokenOpt = None,
 ) -> None:
@@ -228,13 +235,6 @@ def _one_line(text: str, limit: int = 60) -> str:
     return one_line(text, limit)
 
 
-def _fail(message: str) -> NoReturn:
-    from retinue.cli.app import EXIT_FAILED, _err
-
-    _err(message)
-    raise typer.Exit(EXIT_FAILED)
-
-
 def _call(method: str, url: str, path: str, *, token: str | None, **kwargs: Any) -> Any:
     """One request to the server; its JSON answer, or one line on stderr and exit 1."""
     import httpx
@@ -248,22 +248,22 @@ def _call(method: str, url: str, path: str, *, token: str | None, **kwargs: Any)
     try:
         response = httpx.request(method, base + path, timeout=30, headers=headers, **kwargs)
     except (httpx.ConnectError, httpx.ConnectTimeout):
-        _fail(f"no retinue server at {base}; start one with `retinue serve`")
+        fail(f"no retinue server at {base}; start one with `retinue serve`")
     except (httpx.InvalidURL, httpx.UnsupportedProtocol):
-        _fail(f"bad --url {url!r}: expected something like {DEFAULT_URL}")
+        fail(f"bad --url {url!r}: expected something like {DEFAULT_URL}")
     except httpx.HTTPError as exc:
-        _fail(f"request to {base} failed: {type(exc).__name__}: {exc}")
+        fail(f"request to {base} failed: {type(exc).__name__}: {exc}")
     if response.status_code == 401:
-        _fail(
+        fail(
             f"{base} refused the token: pass --token or set RETINUE_TOKEN "
             "(the server's token is in its data directory, file server-token)"
         )
     if response.is_error:
-        _fail(f"{base} answered {response.status_code}: {_error_text(response)}")
+        fail(f"{base} answered {response.status_code}: {_error_text(response)}")
     try:
         return response.json()
     except ValueError:
-        _fail(f"{base} did not answer with JSON; is it a retinue server?")
+        fail(f"{base} did not answer with JSON; is it a retinue server?")
 
 
 def _error_text(response: httpx.Response) -> str:
