@@ -190,3 +190,81 @@ def test_a_code_role_with_memory_remembers_what_it_learned(tmp_path: Path) -> No
         hits = asyncio.run(memory.search("default", "keeper", "tea"))
     assert [h.content for h in hits] == ["Ada likes tea"]
     model.assert_done()
+
+
+# -- issue 25: builtin_tools=False means only the caller's tools; max_iterations; unload ------
+
+DELEGATION = {"SubAgent", "UnloadSubAgent", "SubAgentStatus", "FindRole"}
+MEMORY_TOOLS = {"core_memory_append", "core_memory_replace", "archival_memory_insert",
+                "archival_memory_search"}  # fmt: skip
+
+
+def test_builtin_tools_false_offers_only_the_callers_tools(tmp_path: Path) -> None:
+    model = ScriptedModel(["hi"])
+    with Agent(model, tools=[add], builtin_tools=False, workspace=tmp_path) as a:  # memory on
+        assert a.run_sync("hello").content == "hi"
+    [call] = model.calls
+    assert call.tool_names == ["add"]
+    prompt = str(call.messages[0].content)
+    assert "long-term memory" not in prompt and "code-reviewer" not in prompt  # no roles
+
+
+def test_builtin_tools_false_with_roles_adds_delegation_to_those_roles_only(
+    tmp_path: Path,
+) -> None:
+    model = ScriptedModel(["hi"])
+    with Agent(model, tools=[add], roles=[CALCULATOR], builtin_tools=False,
+               workspace=tmp_path) as a:  # fmt: skip
+        a.run_sync("hello")
+        assert list(a.runtime.catalog.roles) == ["calculator"]  # no role files, no examples
+    names = set(model.calls[0].tool_names)
+    assert names == {"add", *DELEGATION}
+    prompt = str(model.calls[0].messages[0].content)
+    assert "calculator" in prompt and "code-reviewer" not in prompt
+
+
+def test_builtin_tools_on_offers_files_shell_delegation_questions_and_memory(
+    tmp_path: Path,
+) -> None:
+    model = ScriptedModel(["hi"])
+    with Agent(model, tools=[add], workspace=tmp_path) as a:
+        a.run_sync("hello")
+    names = set(model.calls[0].tool_names)
+    assert {"add", "Read", "Bash", "AskParent", *DELEGATION, *MEMORY_TOOLS} <= names
+
+
+def test_run_sync_at_max_iterations_returns_and_says_so_in_stop_reason(tmp_path: Path) -> None:
+    model = ScriptedModel(responder=lambda messages, tools: call_tool("add", {"a": 1, "b": 1}))
+    with agent(model, tmp_path, tools=[add], max_iterations=3, memory=False) as a:
+        out = a.run_sync("add forever")
+    assert out.stop_reason == "max_iterations" and out.content.startswith("Stopped:")
+    assert model.call_count == 3
+    with pytest.raises(retinue.RetinueError, match="at least 1"):
+        Agent(model, max_iterations=0)
+
+
+async def test_unloading_a_session_that_never_started_says_nothing_was_consolidated(
+    tmp_path: Path,
+) -> None:
+    model = ScriptedModel(["5"])
+    with agent(model, tmp_path, tools=[add], roles=[CALCULATOR]) as a:  # memory on
+        runtime = a.runtime
+        ctx = runtime.context("main")
+        runtime.manager.start_background(ctx, "add 2 and 3", "calculator")  # not begun yet
+        confirm = await runtime.manager.unload_subagent("main", "calculator")
+        assert "nothing to consolidate" in confirm and "was consolidated" not in confirm
+        assert model.call_count == 0
+        # one that worked is consolidated (the memorize call), and says so
+        model.add("5", call_tool("memorize", {"block_updates": [], "new_passages": []}))
+        await runtime.manager.interactive_subagent(ctx, "add 2 and 3", "calculator")
+        confirm = await runtime.manager.unload_subagent("main", "calculator")
+        assert "after 1 turn(s); what it learned was consolidated" in confirm
+    model.assert_done()
+
+
+def test_a_test_gets_a_temporary_data_directory_by_default(tmp_path: Path) -> None:
+    with Agent(ScriptedModel(["hi"]), workspace=tmp_path) as a:  # no home= given
+        a.run_sync("hello")
+        home = a.runtime.settings.home
+    assert home != Path.home() / ".retinue"  # tests/conftest.py set RETINUE_HOME
+    assert home.name.startswith("retinue-home") and (home / "memory.db").is_file()

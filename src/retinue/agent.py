@@ -7,7 +7,9 @@ An agent is a :class:`~retinue.runtime.Runtime` (model, tools, roles, memory, su
 manager) built on first use, plus one main-agent conversation per run. ``roles`` are
 :class:`~retinue.subagents.roles.Role` objects defined in code; they sit beside the role
 files found in the workspace and home (a code role wins over a file of the same name), and
-the main agent delegates to them with its ``SubAgent`` tool.
+the main agent delegates to them with its ``SubAgent`` tool. With ``builtin_tools=False`` the
+model sees only the tools given, plus ``SubAgent`` & co. when ``roles`` are given (then the
+only roles: role files are not read).
 
 Each :meth:`Agent.run` is a fresh conversation (its interactive sub-agent sessions end with
 it); :meth:`Agent.conversation` keeps one across messages. :meth:`Agent.stream` yields the
@@ -25,7 +27,7 @@ from typing import Any
 
 from retinue.config import Settings
 from retinue.engine.config import RunOutput
-from retinue.errors import RoleError
+from retinue.errors import ConfigError, RoleError
 from retinue.events import Event, EventSink
 from retinue.llm.base import Model
 from retinue.policy.approvals import Approver
@@ -45,10 +47,21 @@ class Agent:
     ``model`` is a string such as ``openai:gpt-4o-mini`` or a :class:`~retinue.llm.Model`
     (e.g. :class:`~retinue.testing.ScriptedModel`); ``None`` picks one as ``retinue run``
     does. ``tools`` are :class:`Tool` objects or plain typed functions (wrapped with
-    :func:`~retinue.tools.tool`). ``memory`` turns long-term memory (SQLite under ``home``)
-    on or off; ``builtin_tools=False`` leaves out the file and shell tools, so the model sees
-    only yours. ``workspace`` (default: the current directory) is where file and shell
-    tools work and where ``.retinue/agents/`` role files are looked for.
+    :func:`~retinue.tools.tool`). ``memory`` turns long-term memory (SQLite under ``home``,
+    default ``RETINUE_HOME`` or ``~/.retinue``) on or off. ``workspace`` (default: the
+    current directory) is where file and shell tools work and where ``.retinue/agents/``
+    role files are looked for.
+
+    ``builtin_tools=False`` means the model sees only ``tools``: no file, shell or web
+    tools, no ``AskParent`` and no memory tools. Delegation is there only when asked for:
+    with ``roles``, the main agent also gets ``SubAgent``, ``UnloadSubAgent``,
+    ``SubAgentStatus`` and ``FindRole``, and those roles are the only ones (role files are
+    not read); a role's own memory still works when it has the ``memory`` capability.
+
+    ``max_iterations`` (default: the settings', 50) bounds the model calls of one run, and
+    of each sub-agent's. A run that reaches it returns, it does not raise: its ``content``
+    says it stopped and ``stop_reason`` is ``"max_iterations"`` (``"final"`` for an answer),
+    so check :attr:`RunOutput.stop_reason`.
 
     Permissions: with ``approver`` (a function, sync or async, given a
     :class:`~retinue.policy.approvals.ApprovalRequest`, answering ``True`` / ``False`` or an
@@ -73,8 +86,12 @@ class Agent:
         on_event: EventSink | None = None,
         permission_mode: PermissionMode | None = None,
         approver: Approver | None = None,
+        max_iterations: int | None = None,
     ) -> None:
+        if max_iterations is not None and max_iterations < 1:
+            raise ConfigError(f"max_iterations must be at least 1, not {max_iterations}")
         self.model = model
+        self.max_iterations = max_iterations
         self.permission_mode = permission_mode
         self.approver = approver
         self.instructions = instructions
@@ -95,6 +112,8 @@ class Agent:
         if self._runtime is None:
             spec = self.model if isinstance(self.model, str) else None
             settings = Settings.load(home=self.home, workspace=self.workspace, model=spec)
+            if self.max_iterations is not None:
+                settings.max_iterations = self.max_iterations
             self._runtime = Runtime.create(
                 settings,
                 model=self.model if isinstance(self.model, Model) else None,
@@ -108,6 +127,11 @@ class Agent:
                 default_mode="default" if self.approver is not None else "bypassPermissions",
                 approver=self.approver,
             )
+            if not self.builtin_tools:  # only what the caller gave: its tools, its roles
+                self._runtime.bare = True
+                roles = self._runtime.catalog.roles
+                roles.clear()
+                roles.update({role.name: role for role in self.roles})
             self._check_roles(self._runtime)
         return self._runtime
 

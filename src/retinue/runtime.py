@@ -88,6 +88,8 @@ class Runtime:
     events: EventSink | None = None
     notice: str | None = None
     instructions: str | None = None  # the main agent's own system prompt (library ``Agent``)
+    bare: bool = False  # the main agent gets no AskParent, no memory tools, and the
+    # delegation tools only when the catalog has roles (Agent(builtin_tools=False))
 
     @classmethod
     def create(
@@ -194,8 +196,13 @@ class Conversation:
 
     def _new_session(self) -> Session:
         rt = self.runtime
-        memory = rt.memory is not None and not self.compact
-        own = [*subagent_tools(), ask_parent, *(memory_tools() if memory else [])]  # asks: user
+        delegates, extras = not rt.bare or bool(rt.catalog.roles), not rt.bare
+        memory = rt.memory is not None and not self.compact and extras
+        own = [
+            *(subagent_tools() if delegates else ()),
+            *((ask_parent,) if extras else ()),  # asks: the user
+            *(memory_tools() if memory else ()),
+        ]
         tools = merge(rt.tools, own)
         config = RunConfig(
             model=rt.model,
@@ -232,7 +239,7 @@ class Conversation:
             parts = [rt.instructions or MAIN_PROMPT.format(workspace=workspace)]
             if rt.catalog.roles:
                 parts.append(roles_section(rt.catalog))
-        if rt.memory is not None and not self.compact:  # compact: no memory tools either
+        if rt.memory is not None and not self.compact and not rt.bare:  # else no memory tools
             rendered = await rt.memory.render(rt.settings.tenant, "main")
             if rendered:
                 parts.append(rendered)

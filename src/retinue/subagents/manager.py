@@ -32,7 +32,7 @@ from retinue.errors import SubAgentError
 from retinue.events import SESSION, emit
 from retinue.llm.base import Model
 from retinue.memory.base import Memory
-from retinue.messages import Message
+from retinue.messages import Message, UserMessage
 from retinue.subagents.factory import AgentFactory
 from retinue.subagents.registry import Held, SessionInfo, SessionKey, SessionRegistry
 from retinue.subagents.roles import Role, RoleCatalog
@@ -287,7 +287,8 @@ class SubAgentManager:
         """End one session: cancel its turns, end its children, consolidate, confirm."""
         held = self._known(parent_id, role, instance)
         outcome = await held.session.close()
-        return unload_confirmation(held.id, held.session.turns, outcome)
+        began = _began(held.session.messages)
+        return unload_confirmation(held.id, held.session.turns, outcome, began=began)
 
     async def cleanup(self, parent_id: str) -> list[str]:
         """End every session ``parent_id`` still holds (its run or session ended)."""
@@ -386,3 +387,8 @@ class _Hooks:
         if self.keyed or held is not None:
             emit(self.ctx.events, SESSION, agent_id, action="unloaded", conversation_id=agent_id,
                  turns=session.turns, consolidation=session.consolidation)  # fmt: skip
+
+
+def _began(messages: Sequence[Message]) -> bool:
+    """Whether a session's first turn began (its task reached the history)."""
+    return any(isinstance(m, UserMessage) for m in messages)

@@ -292,8 +292,10 @@ def status_text(cid: str, state: str, turns: int, pending: int, replies: list[st
     return f"{head}. New replies:\n\n{numbered}"
 
 
-def unload_confirmation(cid: str, turns: int, outcome: Consolidation) -> str:
+def unload_confirmation(cid: str, turns: int, outcome: Consolidation, *, began: bool = True) -> str:
     """What the parent reads after an unload: what really happened to the memory."""
+    if not began:
+        return f"Session {cid} ended before its first turn began; there was nothing to consolidate."
     head = f"Session {cid} ended after {turns} turn(s); "
     if outcome == "done":
         return head + "what it learned was consolidated into its memory."
