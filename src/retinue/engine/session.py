@@ -50,6 +50,14 @@ from retinue.engine.config import RunConfig, RunOutput
 from retinue.engine.loop import close_pending_calls, run
 from retinue.errors import SessionClosedError, SessionError
 from retinue.messages import AssistantMessage, Message, SystemMessage, Usage, UserMessage
+from retinue.policy.hooks import (
+    MAX_STOP_BLOCKS,
+    hooks_of,
+    prompt_submitted,
+    session_began,
+    session_ended,
+    stop_hooks,
+)
 
 __all__ = [
     "ASKS_NOTE",
@@ -105,6 +113,20 @@ class Lifecycle:
     consolidate: Callable[[Sequence[Message]], Awaitable[Consolidation]] | None = None
     closed: Callable[[Session], None] | None = None
     children_per_turn: bool = False
+
+
+async def _until_hooks_let_stop(config: RunConfig, out: RunOutput) -> RunOutput:
+    """Stop / SubagentStop hooks that block the stop with a reason send the agent back to
+    work with it as a user message, at most ``MAX_STOP_BLOCKS`` times a turn."""
+    for n in range(MAX_STOP_BLOCKS):
+        if out.stop_reason not in ("final", "waiting_for_input"):
+            break
+        more = await stop_hooks(config.context, out.content, active=n > 0)
+        if more is None:
+            break
+        config.messages.append(UserMessage(more))
+        out = await run(config)
+    return out
 
 
 def repair_history(messages: list[Message], note: str) -> None:
@@ -407,13 +429,20 @@ class Session:
         try:
             if on_start is not None:
                 on_start()
+            hooked = hooks_of(self.config.context) is not None  # Claude Code hooks
             if not messages and self.lifecycle.system_prompt is not None:
                 prompt = await self.lifecycle.system_prompt()
+                if hooked:  # SessionStart / SubagentStart: their context joins the prompt
+                    prompt += await session_began(self.config.context)
                 messages.append(SystemMessage(prompt))
+            if hooked:  # UserPromptSubmit (the main agent's): may add context, or refuse
+                text = await prompt_submitted(self.config.context, text)
             messages.append(UserMessage(text))
             began = True
             steered = self._steered
             out = await run(self.config)
+            if hooked:  # Stop / SubagentStop: may send the agent back to work
+                out = await _until_hooks_let_stop(self.config, out)
             if self._steered > steered:
                 out.content += "\n\n" + STEERED_NOTE.format(n=self._steered - steered)
             self.turns += 1
@@ -525,6 +554,8 @@ class Session:
             if self.lifecycle.consolidate is not None:
                 outcome = await self.lifecycle.consolidate(list(self.config.messages))
             self.consolidation = outcome
+            if self.config.messages and hooks_of(self.config.context) is not None:
+                await session_ended(self.config.context)  # SessionEnd (the main agent's)
             return outcome
         finally:
             self._closed = True

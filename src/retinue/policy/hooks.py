@@ -1,25 +1,104 @@
 """Claude Code hooks: commands run at named events, speaking its JSON protocol.
 
-(Placeholder interface; the runner is being written.) :class:`HookResult` is what one event's
-hooks decided, merged; :class:`Hooks` runs the hooks configured for an event.
+A hook is a shell command (``bash -c``) from the ``hooks`` of a settings file, of Retinue's
+``config.toml`` or of a role's front matter (see :mod:`retinue.policy._hook_config` for the
+shape). It runs with the user's rights, outside the sandbox, in the workspace, with the event
+as JSON on stdin (``session_id``, ``cwd``, ``hook_event_name``, ``permission_mode`` and the
+event's own fields) and an environment without secrets (:mod:`retinue.policy._hook_run`).
+
+What it says, as Claude Code reads it:
+
+* exit 0: fine; stdout may be a JSON object with ``continue`` / ``stopReason``,
+  ``decision: "block"`` + ``reason``, ``systemMessage`` and ``hookSpecificOutput``
+  (``permissionDecision`` allow / deny / ask + ``permissionDecisionReason``,
+  ``updatedInput``, ``additionalContext``). Plain text on stdout is context for
+  ``UserPromptSubmit`` and ``SessionStart`` and ignored elsewhere;
+* exit 2: block; stderr is the reason (the model reads it for ``PreToolUse``,
+  ``PostToolUse``, ``Stop`` and ``SubagentStop``; the user for ``UserPromptSubmit``);
+* any other exit code, a timeout, or stdout that starts like JSON but is not: the hook failed.
+  That is reported (logged, a ``notice`` event where there is a sink, and
+  :attr:`HookResult.problems`) and the turn goes on as if it had said nothing.
+
+The hooks an event matches run in parallel; their answers merge: any block blocks, deny beats
+ask beats allow, contexts and reasons join in the order the hooks are configured.
+
+Where hooks come from, and trust (:func:`load_hooks`, :meth:`Hooks.for_role`): the user's
+``~/.claude/settings.json`` and ``config.toml`` ``[hooks]`` run as they are. Hooks defined by
+files inside the workspace (``.claude/settings.json``, ``.claude/settings.local.json``, a role
+file under the workspace) stay inert until the user approved that exact definition
+(``retinue hooks approve``), as every command the workspace defines
+(:mod:`retinue.policy.trust`). A hook's environment holds only the ``Bash`` tool's
+allow-list, ``CLAUDE_PROJECT_DIR``, the ``env`` object of the user's own
+``~/.claude/settings.json`` and, from ``config.toml``'s ``[hooks]``, ``env`` (values) and
+``pass_env`` (names of variables taken from Retinue's environment). A project file's ``env``
+never reaches a hook.
+
+The events other modules fire go through the helpers at the end of this module
+(:func:`prompt_submitted`, :func:`stop_hooks`, :func:`session_began`, ...): each finds the
+hooks on ``ctx.gate`` and does nothing when there are none.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
+import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
-__all__ = ["HookResult", "Hooks"]
+from retinue.errors import PolicyError, SessionError
+from retinue.events import NOTICE, EventSink, emit
+from retinue.policy._hook_config import HookCommand, parse_hooks
+from retinue.policy._hook_run import OUTPUT_LIMIT, Outcome, hook_environment, run_hook_command
+from retinue.policy.trust import Definition, TrustStore, needs_trust, untrusted_line
+
+if TYPE_CHECKING:
+    from retinue.tools.base import ToolContext
+
+__all__ = [
+    "MAX_STOP_BLOCKS",
+    "HookCommand",
+    "HookResult",
+    "Hooks",
+    "definition",
+    "hook_input",
+    "hooks_of",
+    "load_hooks",
+    "notify",
+    "pre_compact",
+    "prompt_submitted",
+    "session_began",
+    "session_ended",
+    "stop_hooks",
+]
+
+log = logging.getLogger("retinue.policy.hooks")
+
+MAX_STOP_BLOCKS = 3
+"""How many times in one turn ``Stop`` / ``SubagentStop`` hooks may send the agent back to
+work; after that the turn ends whatever they say."""
+STOP_NOTE = "[A {event} hook did not let you stop yet:]\n{reason}"
+MAX_TEXT = 10_000  # characters of a reason or context kept from one hook
+Permission = Literal["allow", "deny", "ask"]
+_PERMISSIONS: tuple[Permission, ...] = ("deny", "ask", "allow")  # strongest first
+_PLAIN_CONTEXT = frozenset({"UserPromptSubmit", "SessionStart"})
+_STOPS = frozenset({"Stop", "SubagentStop"})
 
 
 @dataclass(frozen=True, slots=True)
 class HookResult:
     """What the hooks of one event said, merged.
 
-    ``block``: a hook exited 2 or decided ``block`` / ``deny``; ``reason`` is what the model
-    (or the user, for ``UserPromptSubmit``) is told. ``permission`` is a ``PreToolUse`` hook's
+    ``block``: a hook exited 2 or decided ``block`` / ``deny`` (or, outside ``Stop`` and
+    ``SubagentStop``, said ``continue: false``); ``reason`` is what the model (or the user,
+    for ``UserPromptSubmit``) is told. ``permission`` is a ``PreToolUse`` hook's
     ``permissionDecision``; ``context`` its ``additionalContext``; ``updated_input`` replaces
-    the tool's arguments.
+    the tool's arguments. ``stop``: a hook said ``continue: false`` (``reason`` holds its
+    ``stopReason``). ``problems``: hooks that failed, timed out or printed invalid JSON (one
+    line each); ``messages``: their ``systemMessage`` lines, for the user.
     """
 
     block: bool = False
@@ -27,18 +106,466 @@ class HookResult:
     permission: Literal["allow", "deny", "ask"] | None = None
     context: str = ""
     updated_input: dict[str, Any] | None = None
+    stop: bool = False
+    problems: tuple[str, ...] = ()
+    messages: tuple[str, ...] = ()
 
 
 NOTHING = HookResult()
 
 
 class Hooks:
-    """The hooks configured for each event (none here yet)."""
+    """The command hooks in force, with the environment they run in.
+
+    ``untrusted`` are project hooks not approved yet: listed, never run. ``problems`` are the
+    lines about entries that were skipped (by file).
+    """
+
+    __slots__ = ("_by_event", "_roles", "commands", "env", "problems", "untrusted", "workspace")
+
+    def __init__(
+        self,
+        commands: Iterable[HookCommand] = (),
+        *,
+        workspace: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        problems: Iterable[str] = (),
+        untrusted: Iterable[HookCommand] = (),
+    ) -> None:
+        self.commands = tuple(commands)
+        self.workspace = workspace
+        self.env = dict(env or {})
+        self.problems = tuple(problems)
+        self.untrusted = tuple(untrusted)
+        self._by_event: dict[str, tuple[HookCommand, ...]] = {}
+        for c in self.commands:
+            self._by_event[c.event] = (*self._by_event.get(c.event, ()), c)
+        self._roles: dict[tuple[str, int], Hooks] = {}
 
     def __bool__(self) -> bool:
-        return False
+        return bool(self.commands)
+
+    def __repr__(self) -> str:
+        return f"Hooks({len(self.commands)} commands, {len(self.untrusted)} not approved)"
+
+    def has(self, event: str) -> bool:
+        return event in self._by_event
+
+    # -- building --------------------------------------------------------------------------
+
+    @classmethod
+    def from_settings(
+        cls,
+        data: Mapping[str, Any],
+        *,
+        source: Path | None = None,
+        workspace: Path | None = None,
+        data_dir: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        renames: Mapping[str, str] | None = None,
+        where: str | None = None,
+    ) -> Hooks:
+        """The hooks of one settings object (its ``hooks`` key). With ``workspace``, those
+        its file (``source``) defines from inside the workspace wait for approval (kept in
+        ``data_dir``; without one nothing is approved). ``where`` names it in problems."""
+        where = where or (str(source) if source is not None else "settings")
+        commands, problems = parse_hooks(data.get("hooks"), where, source=source,
+                                         renames=renames)  # fmt: skip
+        untrusted: list[HookCommand] = []
+        if workspace is not None and source is not None and commands:
+            commands, untrusted, trouble = _trusted_only(commands, source, workspace, data_dir)
+            problems.extend(trouble)
+        return cls(commands, workspace=workspace, env=env, problems=problems,
+                   untrusted=untrusted)  # fmt: skip
+
+    def merged(self, *others: Hooks) -> Hooks:
+        """These hooks and ``others``' together (this one's environment and workspace)."""
+        every = (self, *others)
+        return Hooks(
+            [c for h in every for c in h.commands],
+            workspace=self.workspace or next((h.workspace for h in others if h.workspace), None),
+            env={k: v for h in reversed(every) for k, v in h.env.items()},
+            problems=[p for h in every for p in h.problems],
+            untrusted=[d for h in every for d in h.untrusted],
+        )
+
+    def for_role(
+        self,
+        section: Mapping[str, Any] | None,
+        source: Path | None,
+        *,
+        data_dir: Path | None = None,
+    ) -> Hooks:
+        """A sub-agent's hooks: these, and its role's ``hooks`` front matter (whose ``Stop``
+        hooks become ``SubagentStop``, as Claude Code documents), which wait for approval when
+        the role file lies in the workspace. Untrusted ones are reported once."""
+        if not section:
+            return self
+        key = (str(source), id(section))
+        cached = self._roles.get(key)
+        if cached is not None:
+            return cached
+        own = Hooks.from_settings(
+            {"hooks": section},
+            source=source,
+            workspace=self.workspace if source is not None else None,
+            data_dir=data_dir,
+            renames={"Stop": "SubagentStop"},
+        )
+        for line in [*own.problems, *(untrusted_line(definition(c)) for c in own.untrusted)]:
+            log.warning("%s", line)
+        merged = self.merged(own) if own else self
+        self._roles[key] = merged
+        return merged
+
+    # -- running ---------------------------------------------------------------------------
 
     async def run(
-        self, event: str, payload: dict[str, Any], *, matcher_value: str | None = None
+        self,
+        event: str,
+        payload: dict[str, Any],
+        *,
+        matcher_value: str | None = None,
+        events: EventSink | None = None,
+        agent_id: str = "",
     ) -> HookResult:
+        """Run the hooks of ``event`` that match ``matcher_value`` (all of them when it is
+        ``None``) in parallel, and merge what they say. Problems are logged, and emitted as
+        ``notice`` events on ``events``; they never raise. Cancelling kills the hooks."""
+        chosen = [c for c in self._by_event.get(event, ()) if c.matches(matcher_value)]
+        chosen = list({c.command: c for c in reversed(chosen)}.values())[::-1]  # once each
+        if not chosen:
+            return NOTHING
+        stdin = json.dumps(payload, ensure_ascii=False, default=str).encode("utf-8")
+        cwd = _cwd(payload, self.workspace)
+        env = hook_environment(cwd if self.workspace is None else self.workspace, self.env)
+        outcomes = await asyncio.gather(
+            *(run_hook_command(c.command, stdin, cwd=cwd, env=env, timeout=c.timeout)
+              for c in chosen)
+        )  # fmt: skip
+        result = _merge(event, [_read(event, c, o) for c, o in zip(chosen, outcomes, strict=True)])
+        for line in result.problems:
+            log.warning("%s", line)
+            emit(events, NOTICE, agent_id, text=line)
+        for line in result.messages:
+            emit(events, NOTICE, agent_id, text=line)
+        return result
+
+
+def _cwd(payload: Mapping[str, Any], workspace: Path | None) -> Path:
+    where = payload.get("cwd")
+    if isinstance(where, str) and where and os.path.isdir(where):
+        return Path(where)
+    return workspace or Path.cwd()
+
+
+def _trusted_only(
+    commands: list[HookCommand], source: Path, workspace: Path, data_dir: Path | None
+) -> tuple[list[HookCommand], list[HookCommand], list[str]]:
+    """The commands that may run (those outside the workspace, and the approved ones), and
+    those that wait for approval."""
+    store = TrustStore(data_dir) if data_dir is not None else None
+    keep: list[HookCommand] = []
+    held: list[HookCommand] = []
+    problems: list[str] = []
+    for c in commands:
+        d = definition(c)
+        if not needs_trust(d, workspace, data_dir):
+            keep.append(c)
+            continue
+        try:
+            approved = store is not None and store.is_trusted(d)
+        except PolicyError as exc:
+            problems.append(str(exc))
+            approved = False
+        (keep if approved else held).append(c)
+    return keep, held, problems
+
+
+def definition(c: HookCommand) -> Definition:
+    """What an approval of hook ``c`` binds: its event, matcher, place, command and file."""
+    assert c.source is not None
+    return Definition(kind="hook", name=c.name, command=c.command, args=(), env_keys=(),
+                      source=c.source)  # fmt: skip
+
+
+# -- one hook's answer, and the merge ---------------------------------------------------------
+
+
+def _who(c: HookCommand) -> str:
+    where = f" ({c.source})" if c.source is not None else ""
+    return f"{c.event} hook {c.name}{where}"
+
+
+def _clip(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + " [... cut]"
+
+
+def _read(event: str, c: HookCommand, o: Outcome) -> HookResult:
+    """One hook's outcome as a :class:`HookResult` (see the module text)."""
+    problems: list[str] = []
+    if o.dropped_stdout or o.dropped_stderr:
+        dropped = o.dropped_stdout + o.dropped_stderr
+        problems.append(f"{_who(c)} printed more than {OUTPUT_LIMIT} bytes; {dropped} bytes "
+                        "were dropped")  # fmt: skip
+    if o.error:
+        return HookResult(problems=(f"{_who(c)} {o.error}",))
+    if o.code is None:
+        return HookResult(problems=(*problems, f"{_who(c)} timed out after {c.timeout:g} s and "
+                                    "was killed"))  # fmt: skip
+    if o.code == 2:
+        reason = _clip(o.stderr) or f"blocked by {_who(c)}"
+        return HookResult(block=event not in _STOPS or bool(o.stderr.strip()), reason=reason,
+                          problems=tuple(problems))  # fmt: skip
+    if o.code != 0:
+        said = _clip(o.stderr or o.stdout)[:300]
+        return HookResult(problems=(*problems, f"{_who(c)} failed (exit code {o.code})"
+                                    + (f": {said}" if said else "")))  # fmt: skip
+    text = o.stdout.strip()
+    if not text.startswith("{"):
+        plain = _clip(text) if event in _PLAIN_CONTEXT else ""
+        return HookResult(context=plain, problems=tuple(problems))
+    try:
+        answer = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        problems.append(f"{_who(c)} printed invalid JSON ({str(exc)[:120]}); it was ignored")
+        return HookResult(problems=tuple(problems))
+    if not isinstance(answer, dict):
+        return HookResult(problems=tuple(problems))
+    return _answer(event, c, answer, problems)
+
+
+def _answer(event: str, c: HookCommand, a: dict[str, Any], problems: list[str]) -> HookResult:
+    """A hook's JSON answer (exit code 0)."""
+    text = _texts(a, problems, c)
+    block = a.get("decision") == "block"
+    reason = text("reason")
+    permission: Permission | None = None
+    if event == "PreToolUse" and a.get("decision") in ("approve", "block"):  # the older form
+        permission, block = ("allow" if a["decision"] == "approve" else "deny"), False
+    specific = a.get("hookSpecificOutput")
+    context, updated = "", None
+    if isinstance(specific, dict):
+        named = specific.get("hookEventName", event)
+        if named != event:
+            problems.append(f"{_who(c)} answered for {str(named)[:40]!r}; that part was ignored")
+            specific = {}
+        said = specific.get("permissionDecision")
+        if event == "PreToolUse" and said in _PERMISSIONS:
+            permission = said
+            reason = _clip(str(specific.get("permissionDecisionReason") or "")) or reason
+        elif said is not None:
+            problems.append(f"{_who(c)}: permissionDecision {str(said)[:40]!r} ignored")
+        context = _clip(str(specific.get("additionalContext") or ""))
+        raw = specific.get("updatedInput")
+        if event == "PreToolUse" and isinstance(raw, dict):
+            updated = raw
+    stop = a.get("continue") is False
+    if stop:
+        reason = text("stopReason") or reason or f"stopped by {_who(c)}"
+        block = block or event not in _STOPS
+    if block and not reason:
+        reason = f"blocked by {_who(c)}"
+    message = text("systemMessage")
+    return HookResult(block, reason, permission, context, updated, stop, tuple(problems),
+                      (message,) if message else ())  # fmt: skip
+
+
+def _texts(a: dict[str, Any], problems: list[str], c: HookCommand) -> Any:
+    def text(key: str) -> str:
+        value = a.get(key)
+        if value is None:
+            return ""
+        if not isinstance(value, str):
+            problems.append(f"{_who(c)}: {key!r} should be a string")
+            value = json.dumps(value)[:MAX_TEXT]
+        return _clip(value)
+
+    return text
+
+
+def _merge(event: str, results: Sequence[HookResult]) -> HookResult:
+    """Several hooks' answers as one (in the order the hooks are configured)."""
+    if len(results) == 1:
+        return results[0]
+    said: set[Permission | None] = {r.permission for r in results}
+    permission: Permission | None = next((p for p in _PERMISSIONS if p in said), None)
+    blocking = [r for r in results if r.block or r.stop]
+    if permission in ("deny", "ask") and not blocking:
+        blocking = [r for r in results if r.permission == permission]
+    return HookResult(
+        block=any(r.block for r in results),
+        reason="\n".join(dict.fromkeys(r.reason for r in blocking if r.reason)),
+        permission=permission,
+        context="\n".join(r.context for r in results if r.context),
+        updated_input=next((r.updated_input for r in results if r.updated_input is not None), None),
+        stop=any(r.stop for r in results),
+        problems=tuple(p for r in results for p in r.problems),
+        messages=tuple(m for r in results for m in r.messages),
+    )
+
+
+# -- loading -------------------------------------------------------------------------------
+
+
+def load_hooks(
+    workspace: Path,
+    data_dir: Path,
+    *,
+    config: Mapping[str, Any] | None = None,
+    config_path: Path | None = None,
+    user_home: Path | None = None,
+    environ: Mapping[str, str] = os.environ,
+) -> Hooks:
+    """Every hook in force for ``workspace``: ``~/.claude/settings.json``, ``config.toml``'s
+    ``[hooks]`` (``config``), then the project's ``.claude/settings.json`` and
+    ``.claude/settings.local.json`` (approved definitions only). A file that cannot be read
+    is reported and the others count."""
+    from retinue.policy.settings import read_settings, settings_files
+
+    parts: list[Hooks] = []
+    problems: list[str] = []
+    env: dict[str, str] = {}
+    files = settings_files(workspace, user_home)
+    for path, project in sorted(files, key=lambda f: f[1]):  # the user's own first
+        if project and config:
+            parts.append(_config_hooks(config, config_path, env, environ, problems))
+            config = None
+        data, _, problem = read_settings(path)
+        if problem:
+            problems.append(problem)
+        if data is None:
+            continue
+        if not project:  # a project file's env never reaches a hook
+            env.update(_env(data.get("env"), f"{path}: env", problems))
+        parts.append(Hooks.from_settings(data, source=path, workspace=workspace,
+                                         data_dir=data_dir))  # fmt: skip
+    if config:
+        parts.append(_config_hooks(config, config_path, env, environ, problems))
+    return Hooks(workspace=workspace, env=env, problems=problems).merged(*parts)
+
+
+def _config_hooks(
+    config: Mapping[str, Any],
+    path: Path | None,
+    env: dict[str, str],
+    environ: Mapping[str, str],
+    problems: list[str],
+) -> Hooks:
+    """``[hooks]`` of config.toml: the events, plus ``env`` (values) and ``pass_env``
+    (names of Retinue's own variables a hook may see)."""
+    where = f"{path or 'config.toml'}: [hooks]"
+    section = dict(config)
+    env.update(_env(section.pop("env", None), f"{where} env", problems))
+    names = section.pop("pass_env", None)
+    if names is not None:
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            problems.append(f"{where} pass_env must be a list of variable names")
+        else:
+            env.update({n: environ[n] for n in names if n in environ})
+    return Hooks.from_settings({"hooks": section}, where=where)
+
+
+def _env(value: object, where: str, problems: list[str]) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        problems.append(f"{where} must be an object of strings")
+        return {}
+    good = {str(k): v for k, v in value.items() if isinstance(v, str)}
+    if len(good) != len(value):
+        problems.append(f"{where}: only string values are passed to hooks")
+    return good
+
+
+# -- the events other modules fire ---------------------------------------------------------
+
+
+def hooks_of(ctx: ToolContext | None) -> Hooks | None:
+    """The hooks on ``ctx``'s gate (a :class:`~retinue.policy.gate.Policy`), if any."""
+    hooks = getattr(ctx.gate, "hooks", None) if ctx is not None else None
+    return hooks if isinstance(hooks, Hooks) and hooks else None
+
+
+def hook_input(ctx: ToolContext, event: str, **fields: Any) -> dict[str, Any]:
+    """What a hook reads on stdin for ``event`` (Claude Code's common fields, the role)."""
+    return {
+        "session_id": ctx.agent_id,
+        "cwd": str(ctx.workspace),
+        "hook_event_name": event,
+        "permission_mode": getattr(ctx.gate, "mode", "default"),
+        "agent_role": ctx.role,
+        **fields,
+    }
+
+
+async def _fire(
+    ctx: ToolContext, event: str, matcher_value: str | None = None, **fields: Any
+) -> HookResult:
+    hooks = hooks_of(ctx)
+    if hooks is None or not hooks.has(event):
         return NOTHING
+    return await hooks.run(event, hook_input(ctx, event, **fields), matcher_value=matcher_value,
+                           events=ctx.events, agent_id=ctx.agent_id)  # fmt: skip
+
+
+async def prompt_submitted(ctx: ToolContext, prompt: str) -> str:
+    """``UserPromptSubmit`` (the main agent's turns only): the prompt to send, with the
+    hooks' context added, or :class:`~retinue.errors.SessionError` saying why a hook blocked
+    it (it is dropped: nothing joins the history)."""
+    if ctx.depth > 0:
+        return prompt
+    said = await _fire(ctx, "UserPromptSubmit", prompt=prompt)
+    if said.block:
+        raise SessionError(f"a UserPromptSubmit hook blocked this message: {said.reason}")
+    return f"{prompt}\n\n{said.context}" if said.context else prompt
+
+
+async def stop_hooks(ctx: ToolContext, last_message: str, *, active: bool) -> str | None:
+    """``Stop`` (the main agent) or ``SubagentStop`` (a sub-agent) when its turn ends: the
+    message that sends it back to work, when a hook blocks the stop with a reason; ``None``
+    to let the turn end. ``active``: a hook sent it back already in this turn."""
+    if ctx.depth == 0:
+        event = "Stop"
+        said = await _fire(ctx, event, stop_hook_active=active,
+                           last_assistant_message=last_message)  # fmt: skip
+    else:
+        event = "SubagentStop"
+        said = await _fire(ctx, event, ctx.role, stop_hook_active=active, agent_id=ctx.agent_id,
+                           agent_type=ctx.role, last_assistant_message=last_message)  # fmt: skip
+    if said.stop or not said.block or not said.reason:
+        return None
+    return STOP_NOTE.format(event=event, reason=said.reason)
+
+
+async def session_began(ctx: ToolContext) -> str:
+    """``SessionStart`` (``source`` startup) for the main agent, ``SubagentStart`` for a
+    sub-agent, as its first turn begins: what its hooks add to its system prompt (with the
+    blank line before it), or ``""``."""
+    if ctx.depth == 0:
+        said = await _fire(ctx, "SessionStart", "startup", source="startup")
+    else:
+        said = await _fire(ctx, "SubagentStart", ctx.role, agent_id=ctx.agent_id,
+                           agent_type=ctx.role)  # fmt: skip
+    return f"\n\n{said.context}" if said.context else ""
+
+
+async def session_ended(ctx: ToolContext, reason: str = "other") -> None:
+    """``SessionEnd`` (the main agent's conversation; ``reason``: clear, logout,
+    prompt_input_exit, other)."""
+    if ctx.depth == 0:
+        await _fire(ctx, "SessionEnd", reason, reason=reason)
+
+
+async def pre_compact(ctx: ToolContext, trigger: str, custom_instructions: str = "") -> None:
+    """``PreCompact`` (``trigger``: manual or auto), before a conversation is compressed."""
+    await _fire(ctx, "PreCompact", trigger, trigger=trigger,
+                custom_instructions=custom_instructions)  # fmt: skip
+
+
+async def notify(ctx: ToolContext, message: str, notification_type: str) -> None:
+    """``Notification``: an approval is requested (``permission_prompt``), or an agent asks
+    its parent a question (``agent_question``)."""
+    await _fire(ctx, "Notification", notification_type, message=message, title="Retinue",
+                notification_type=notification_type)  # fmt: skip

@@ -86,7 +86,9 @@ def ensure_token(home: Path) -> tuple[str, bool]:
         path.chmod(0o600)
     if token := configured_token(home):
         return token, False
-    home.mkdir(parents=True, exist_ok=True)
+    from retinue.config import make_private_dir
+
+    make_private_dir(home)
     token = secrets.token_urlsafe(32)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
