@@ -71,3 +71,24 @@ def test_every_error_derives_from_the_root() -> None:
 
     for name in errors.__all__:
         assert issubclass(getattr(errors, name), errors.RetinueError)
+
+
+def test_scripted_models_recorded_requests_are_documented_and_are_what_they_say() -> None:
+    import asyncio
+    import inspect
+
+    import retinue.llm.testing
+    import retinue.testing
+    from retinue.messages import UserMessage
+
+    for doc in (retinue.ScriptedModel.__doc__, retinue.testing.__doc__):
+        assert doc and ".calls" in doc.replace("``calls``", ".calls") and "ModelCall" in doc
+    module_doc = inspect.getdoc(retinue.llm.testing) or ""
+    for name in ("model.calls", ".messages", ".tools", ".tool_names", "call_count", "assert_done"):
+        assert name in module_doc, name
+    model = retinue.ScriptedModel(["hi"])
+    spec = retinue.ToolSpec("Echo", "echo", {"type": "object", "properties": {}})
+    asyncio.run(model.complete([UserMessage("hello")], [spec]))
+    [call] = model.calls
+    assert isinstance(call, retinue.testing.ModelCall) and call.tool_names == ["Echo"]
+    assert call.messages == (UserMessage("hello"),) and call.tools == (spec,)

@@ -11,6 +11,17 @@ a call nobody scripted. A step is one of:
 
 ``ScriptedModel(responder=fn)`` answers every call with ``fn`` instead of a queue. ``delay``
 adds simulated latency (an ``asyncio.sleep``) before each answer.
+
+What a test checks afterwards:
+
+* ``model.calls`` — every request, oldest first, as a :class:`ModelCall`: ``.messages`` (the
+  whole history the model was sent, system prompt first) and ``.tools`` (the
+  :class:`~retinue.llm.base.ToolSpec` objects offered), with ``.tool_names`` for short.
+  Sub-agents that run on the same model object add their requests to the same list.
+  ``record=False`` keeps nothing (for benchmarks);
+* ``model.call_count`` — how many requests came (recorded or not);
+* ``model.remaining`` and ``model.assert_done()`` — scripted steps not used yet (raises
+  :class:`~retinue.errors.ScriptError` if any).
 """
 
 from __future__ import annotations
@@ -74,7 +85,10 @@ class ModelCall:
 
 
 class ScriptedModel:
-    """A deterministic in-process model driven by a script (see the module docstring)."""
+    """A deterministic in-process model driven by a script (see the module docstring).
+
+    ``calls`` is the list of recorded requests (:class:`ModelCall`: ``messages``, ``tools``,
+    ``tool_names``), ``call_count`` their number."""
 
     def __init__(
         self,
