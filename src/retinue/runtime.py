@@ -4,11 +4,14 @@ agent's conversation on top of them. The CLI and the HTTP service both start her
 The main agent's "run" is the handling of one user message (as in the design): when it ends,
 every interactive session it opened is consolidated and closed. ``keep_sessions=True`` keeps
 them for the whole conversation instead (until ``reset`` / ``close``) — an explicit option,
-never the default.
+never the default. ``consolidate_later=True`` (the chat) lets a turn end without waiting for
+those closes: they run on in tasks the conversation owns (:meth:`Conversation.consolidating`
+names them, :meth:`Conversation.settled` waits for them, ``close`` and ``reset`` finish them).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -22,7 +25,13 @@ from retinue.engine.compact import (
 )
 from retinue.engine.compress import AutoCompressor, CompressionResult
 from retinue.engine.config import RunConfig, RunOutput
-from retinue.engine.session import INTERRUPTED_NOTE, Lifecycle, Session, repair_history
+from retinue.engine.session import (
+    INTERRUPTED_NOTE,
+    Consolidation,
+    Lifecycle,
+    Session,
+    repair_history,
+)
 from retinue.events import EventSink
 from retinue.llm.base import Model
 from retinue.llm.profiles import profile_for
@@ -31,6 +40,10 @@ from retinue.mcp.config import attach_servers, load_servers
 from retinue.memory import MemoryBackend, open_store
 from retinue.memory.conversations import ConversationStore
 from retinue.messages import Message, SystemMessage
+from retinue.policy.approvals import Approver
+from retinue.policy.build import make_policy
+from retinue.policy.gate import Policy
+from retinue.policy.modes import PermissionMode
 from retinue.subagents import Role, RoleCatalog, SubAgentManager, role_dirs, roles_section
 from retinue.subagents.tools import ask_parent, subagent_tools
 from retinue.tools.base import Tool, ToolContext, ToolRegistry, merge
@@ -88,6 +101,8 @@ class Runtime:
     events: EventSink | None = None
     notice: str | None = None
     instructions: str | None = None  # the main agent's own system prompt (library ``Agent``)
+    policy: Policy | None = None  # what may run (None: everything; see retinue.policy)
+    problems: list[str] = field(default_factory=list)  # settings problems to report once
     bare: bool = False  # the main agent gets no AskParent, no memory tools, and the
     # delegation tools only when the catalog has roles (Agent(builtin_tools=False))
 
@@ -105,10 +120,15 @@ class Runtime:
         builtins: bool = True,
         roles: Sequence[Role] = (),
         instructions: str | None = None,
+        permission_mode: str | None = None,
+        default_mode: PermissionMode = "bypassPermissions",
+        approver: Approver | None = None,
     ) -> Runtime:
         """``builtins=False`` leaves out the file and shell tools; ``roles`` are defined in
         code and win over role files of the same name; ``instructions`` replace the main
-        agent's default system prompt."""
+        agent's default system prompt. ``permission_mode`` (a flag's) wins over the
+        settings' mode, and ``default_mode`` (the surface's) applies when neither says;
+        ``approver`` answers the calls that ask (each conversation may have its own)."""
         notice = None
         if model is None:
             spec, notice = choose_model(settings)
@@ -134,9 +154,18 @@ class Runtime:
             session_token_budget=settings.session_token_budget or None,
             stream=stream,
         )
+        policy, problems = make_policy(
+            settings.workspace,
+            mode=permission_mode,
+            default_mode=default_mode,
+            config_permissions=settings.permissions,
+            config_mode=settings.permission_mode,
+            config_path=settings.config_file,
+            approver=approver,
+        )
         return cls(
             settings, model, catalog, tools, manager, memory, compressor, events, notice,
-            instructions,
+            instructions, None if policy.trivial else policy, problems,
         )  # fmt: skip
 
     def context(self, agent_id: str) -> ToolContext:
@@ -152,6 +181,7 @@ class Runtime:
             manager=self.manager,
             memory=self.memory,
             events=self.events,
+            gate=self.policy,
         )
 
     @property
@@ -163,9 +193,18 @@ class Runtime:
         return self.memory.conversations
 
     def conversation(
-        self, agent_id: str = "main", *, keep_sessions: bool = False, stream: bool = False
+        self,
+        agent_id: str = "main",
+        *,
+        keep_sessions: bool = False,
+        stream: bool = False,
+        consolidate_later: bool = False,
+        approver: Approver | None = None,
     ) -> Conversation:
-        return Conversation(self, agent_id, keep_sessions=keep_sessions, stream=stream)
+        return Conversation(
+            self, agent_id, keep_sessions=keep_sessions, stream=stream,
+            consolidate_later=consolidate_later, approver=approver,
+        )  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -174,16 +213,27 @@ class Conversation:
 
     It is a :class:`~retinue.engine.session.Session` whose children (interactive sessions)
     end after every message, unless ``keep_sessions``; ``keep_sessions`` and ``stream`` are
-    read when each message's turn begins.
+    read when each message's turn begins. With ``consolidate_later`` a turn does not wait
+    for the sessions it ends: each leaves the manager's registry at once (so the next
+    message may open a session of the same role and instance) and closes, consolidating
+    its memory, in a task this conversation owns.
     """
 
     runtime: Runtime
     agent_id: str = "main"
     keep_sessions: bool = False
     stream: bool = False
+    consolidate_later: bool = False
+    approver: Approver | None = None  # answers this conversation's calls that ask
     session: Session = field(init=False)
+    gate: Policy | None = field(init=False, default=None)
+    _ending: dict[asyncio.Task[Consolidation], str] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
+        policy = self.runtime.policy
+        if policy is not None and self.approver is not None:
+            policy = policy.with_approver(self.approver)
+        self.gate = policy
         self.session = self._new_session()
 
     @property
@@ -192,7 +242,8 @@ class Conversation:
 
     @property
     def context(self) -> ToolContext:
-        return self.runtime.context(self.agent_id)
+        ctx = self.runtime.context(self.agent_id)
+        return ctx if ctx.gate is self.gate else replace(ctx, gate=self.gate)
 
     def _new_session(self) -> Session:
         rt = self.runtime
@@ -213,11 +264,36 @@ class Conversation:
             stream=self.stream,
             context_keeper=rt.compressor,
         )
-        lifecycle = Lifecycle(
-            system_prompt=self.system_prompt,
-            end_children=lambda: rt.manager.cleanup(self.agent_id),
-        )
+        lifecycle = Lifecycle(system_prompt=self.system_prompt, end_children=self._end_children)
         return Session(self.agent_id, config, lifecycle)
+
+    async def _end_children(self) -> None:
+        """End the sessions this conversation holds: after a turn with ``consolidate_later``
+        without waiting (see the class docstring); at close, waiting for every one of them,
+        those still closing from earlier turns included."""
+        registry = self.runtime.manager.registry
+        if self.consolidate_later and self.session.state != "closing":
+            for held in registry.held_by(self.agent_id):
+                task = held.session.closing()  # begins now, before anything awaits
+                registry.forget(held)
+                self._ending[task] = held.id
+                task.add_done_callback(self._ended)
+            return
+        await self.runtime.manager.cleanup(self.agent_id)
+        await self.settled()
+
+    def _ended(self, task: asyncio.Task[Consolidation]) -> None:
+        self._ending.pop(task, None)
+
+    def consolidating(self) -> list[str]:
+        """The ids of the sessions still closing after their turn (``consolidate_later``)."""
+        return list(self._ending.values())
+
+    async def settled(self) -> None:
+        """Wait until the sessions closing after earlier turns are closed. Cancelling the
+        wait leaves them closing."""
+        if self._ending:
+            await asyncio.wait(list(self._ending))
 
     def _compact_tools(self, tools: ToolRegistry) -> ToolRegistry:
         return with_role_choices(tools.without(COMPACT_OMITS), list(self.runtime.catalog.roles))

@@ -16,6 +16,7 @@ from retinue.llm.base import Model
 from retinue.memory.base import Memory
 from retinue.messages import Message
 from retinue.policy.gate import Policy
+from retinue.policy.hooks import Hooks
 from retinue.policy.modes import PermissionMode
 from retinue.subagents.roles import Role, RoleCatalog
 from retinue.subagents.tools import (
@@ -63,8 +64,13 @@ class AgentFactory:
         """A run of ``role`` as the agent ``ctx`` describes, with an empty history."""
         model = self.model(role, ctx.events)
         gate = ctx.gate
-        if isinstance(gate, Policy) and role.permission_mode is not None:
-            ctx = replace(ctx, gate=gate.narrowed(cast(PermissionMode, role.permission_mode)))
+        if role.hooks and gate is None:  # its own hooks: a gate that runs them and no more
+            gate = Policy(modes=("bypassPermissions",), hooks=Hooks(workspace=ctx.workspace))
+        if isinstance(gate, Policy) and (role.permission_mode is not None or role.hooks):
+            hooks = gate.hooks.for_role(role.hooks, role.source, workspace=ctx.workspace,
+                                        data_dir=ctx.data_dir)  # fmt: skip
+            mode = cast("PermissionMode | None", role.permission_mode)
+            ctx = replace(ctx, gate=gate.narrowed(mode, hooks))
         return RunConfig(
             model=model,
             messages=[],
