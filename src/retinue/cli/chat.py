@@ -5,35 +5,49 @@ with ``--keep-sessions`` live across messages. Ctrl-C during a turn cancels that
 (the runner cancels the running task; the conversation stays usable); Ctrl-C at the prompt
 just shows how to leave, Ctrl-D leaves on a fresh line.
 
+The sessions a turn opened end with it, but the turn does not wait for their memory to be
+consolidated (``consolidate_later``): the conversation owns those closes, and while the user
+types at the prompt the event loop runs them in a helper thread (:class:`_LoopWhileReading`);
+what they print meanwhile waits until the line is read (:class:`~retinue.cli.term.Deferred`),
+so it never runs into the line being edited. ``/exit`` (and ``/new``) wait for them with a
+spinner; Ctrl-C then stops every consolidation at once, each transcript kept in ``pending/``
+for ``retinue memory retry``.
+
 The prompt is a line editor with history (see :mod:`retinue.cli.lineedit`). The main agent's
-text streams to stdout; progress, token counts and warnings go to stderr, each on a line of
-its own (:class:`~retinue.cli.term.LineDiscipline`), and all of it is escaped.
+text streams to stdout, wrapped at word boundaries on a terminal; progress, token counts and
+warnings go to stderr, each on a line of its own (:class:`~retinue.cli.term.LineDiscipline`),
+and all of it is escaped. What is typed while a turn runs is not echoed (it would run into the
+spinner): it stays in the terminal's input and the next prompt reads it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
-from collections.abc import Coroutine
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from rich.markdown import Markdown
 from rich.markup import escape
 from rich.table import Table
 
+from retinue._tasks import cancel_and_wait
 from retinue.cli.lineedit import HISTORY_FILE, LineReader
-from retinue.cli.render import EventPrinter, one_line, todos_cell
-from retinue.cli.term import LineDiscipline, console, route_logs
+from retinue.cli.render import EventPrinter, ModelSpinner, one_line, todos_cell
+from retinue.cli.term import Deferred, LineDiscipline, console, quiet_input, route_logs
 from retinue.errors import RetinueError
 from retinue.events import TEXT_DELTA, Event, EventSink
+from retinue.memory.consolidate import ConsolidationScope, consolidation_scope
 from retinue.runtime import Conversation, Runtime
 
-__all__ = ["ChatRepl"]
+__all__ = ["ChatRepl", "consolidating_text"]
 
 T = TypeVar("T")
 
 HELP = """\
-/exit        leave (sessions are consolidated first)
+/exit        leave (sessions are consolidated first; Ctrl-C there keeps them for retry)
 /new         start a new conversation
 /sessions    list live interactive sub-agent sessions (with their task lists)
 /compress    summarise the older part of the conversation now
@@ -42,6 +56,19 @@ Ctrl-C cancels the running turn; Ctrl-D leaves. Up/Down recall earlier messages.
 End a line with \\ to go on with the next, or put \"\"\" alone on a line to start and end a
 multi-line message."""
 
+ABANDONED = (
+    "[yellow]consolidation stopped: the transcripts are kept in pending/ "
+    "(run `retinue memory retry`)[/]"
+)
+
+
+def consolidating_text(session_ids: list[str]) -> str:
+    """``consolidating archivist's memory`` for sessions ``main/archivist:a``, ... (plain
+    text: escape it for markup)."""
+    roles = dict.fromkeys(sid.rpartition("/")[2].partition(":")[0] for sid in session_ids)
+    names = " and ".join(f"{role}'s" for role in roles) or "the"
+    return f"consolidating {names} memory"
+
 
 class ChatRepl:
     def __init__(self, runtime: Runtime, *, keep_sessions: bool = False) -> None:
@@ -49,16 +76,24 @@ class ChatRepl:
         self.out = console()
         self.err = console(stderr=True)
         self.conversation: Conversation = runtime.conversation(
-            keep_sessions=keep_sessions, stream=True
+            keep_sessions=keep_sessions, stream=True, consolidate_later=True
         )
-        self.lines = LineDiscipline()
+        self.lines = LineDiscipline(wrap=True)
         self.reader = LineReader(runtime.settings.home / HISTORY_FILE)
+        self.deferred = Deferred()
+        self.scope = ConsolidationScope()
         self._streamed = False
+        self._announced: set[str] = set()
         printer = runtime.events
         if isinstance(printer, EventPrinter):
             printer.before_line = self.lines.end_line
-        route_logs(self.err, self.lines.end_line)
-        self.runtime.events = lambda event: self._on_event(event, printer)
+            self.spinner = printer.spinner
+        else:
+            self.spinner = ModelSpinner(self.err)
+        route_logs(self.err, self.lines.end_line, deferred=self.deferred)
+        self.runtime.events = lambda event: self.deferred.run(
+            lambda: self._on_event(event, printer)
+        )
 
     def _on_event(self, event: Event, downstream: EventSink | None) -> None:
         """The main agent's text goes to stdout as it streams; the rest to the tree."""
@@ -76,10 +111,12 @@ class ChatRepl:
             f"workspace {escape(str(self.runtime.settings.workspace))} · /help[/]",
             highlight=False,
         )
+        prepare_model(self.runtime)
+        consolidation_scope.set(self.scope)  # (the runner's context is a copy of this one)
         with asyncio.Runner() as runner:
             while True:
                 try:
-                    message = self.reader.read()
+                    message = self._read(runner)
                 except KeyboardInterrupt:
                     self.err.print("\n[dim](/exit or Ctrl-D to leave)[/]")
                     continue
@@ -95,12 +132,28 @@ class ChatRepl:
                         break
                     continue
                 self._turn(runner, line)
-            self._finish(runner, self.conversation.close(), "closing")
+            self._settle(runner, self.conversation.close(), "closing")
+
+    def _read(self, runner: asyncio.Runner) -> str | None:
+        """The next message; meanwhile the sessions ended by earlier turns go on closing."""
+        ending = self.conversation.consolidating()
+        if fresh := [sid for sid in ending if sid not in self._announced]:
+            self._announced.update(fresh)
+            text = escape(consolidating_text(fresh))
+            self.err.print(f"[dim]{text} in the background…[/]", highlight=False)
+        try:
+            if not ending:
+                return self.reader.read()
+            with self.deferred.holding(), _LoopWhileReading(runner, self.conversation.settled):
+                return self.reader.read()
+        finally:
+            self._announced.intersection_update(self.conversation.consolidating())
 
     def _turn(self, runner: asyncio.Runner, line: str) -> None:
         self._streamed = False
         try:
-            out = runner.run(self.conversation.send(line))
+            with quiet_input():
+                out = runner.run(self.conversation.send(line))
         except KeyboardInterrupt:
             self._end_stream()
             self.err.print("[yellow]turn cancelled[/]")
@@ -126,7 +179,7 @@ class ChatRepl:
         if cmd in ("/exit", "/quit"):
             return False
         if cmd == "/new":
-            ended = self._finish(runner, self.conversation.reset(), "resetting")
+            ended = self._settle(runner, self.conversation.reset(), "resetting")
             self.err.print(f"[dim]new conversation ({len(ended or [])} session(s) ended)[/]")
         elif cmd == "/sessions":
             self._sessions()
@@ -142,20 +195,64 @@ class ChatRepl:
 
     def _finish(self, runner: asyncio.Runner, coro: Coroutine[Any, Any, T], what: str) -> T | None:
         try:
-            return runner.run(coro)
+            with quiet_input():
+                return runner.run(coro)
         except KeyboardInterrupt:
             self.err.print(f"[yellow]{what} interrupted[/]")
         except RetinueError as exc:
             self.err.print(f"[red]error while {what}:[/] {escape(str(exc))}", highlight=False)
         return None
 
+    def _settle(self, runner: asyncio.Runner, coro: Coroutine[Any, Any, T], what: str) -> T | None:
+        """Run ``coro`` (a close or reset, which consolidates sessions) with a spinner naming
+        the memory being consolidated; Ctrl-C stops every consolidation at once, keeping
+        their transcripts for ``retinue memory retry``, and lets ``coro`` finish."""
+        ending = [s.id for s in self.runtime.manager.sessions(self.conversation.agent_id)]
+        ending += self.conversation.consolidating()
+        if not ending or self.runtime.memory is None:
+            return self._finish(runner, coro, what)
+        doing = f"{consolidating_text(ending)}… (Ctrl-C keeps it for later)"
+        self.lines.end_line()
+        if not self.err.is_terminal:  # (the spinner shows only on a terminal)
+            self.err.print(f"[dim]{escape(doing)}[/]", highlight=False)
+        self.spinner.start("", doing)
+        try:
+            result = self._finish(runner, self._abandoning_on_cancel(coro), what)
+        finally:
+            self.spinner.stop()
+        if result is None:
+            return None
+        value, abandoned = result
+        if abandoned:
+            self.err.print(ABANDONED)
+        return value
+
+    async def _abandoning_on_cancel(self, coro: Coroutine[Any, Any, T]) -> tuple[T, bool]:
+        """``coro``'s result, and whether a cancellation (Ctrl-C) abandoned the
+        consolidations on the way: ``coro`` itself is never cut short."""
+        work = asyncio.ensure_future(coro)
+        try:
+            return await asyncio.shield(work), False
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            self.scope.abandon()
+            try:
+                await asyncio.wait({work})
+            finally:
+                self.scope.resume()
+            return work.result(), True
+
     def _sessions(self) -> None:
         infos = self.runtime.manager.sessions()
-        if not infos:
+        ending = self.conversation.consolidating()
+        if not infos and not ending:
             self.err.print("[dim]no live interactive sessions[/]")
             return
         table = Table()
-        table.add_column("session", no_wrap=True, min_width=max(len(s.id) for s in infos))
+        widest = max([len(s.id) for s in infos] + [len(sid) for sid in ending])
+        table.add_column("session", no_wrap=True, min_width=widest)
         for header in ("role", "state", "turns", "tokens", "background", "tasks", "last reply"):
             table.add_column(header)
         for s in infos:
@@ -164,4 +261,50 @@ class ChatRepl:
                 escape(s.id), escape(s.role), s.state, str(s.turns), str(s.tokens), bg,
                 todos_cell(s.todos), escape(one_line(s.last_reply)),
             )  # fmt: skip
+        for sid in ending:
+            role = sid.rpartition("/")[2].partition(":")[0]
+            table.add_row(escape(sid), escape(role), "consolidating", "", "", "", "", "")
         console(file=sys.stderr).print(table)
+
+
+def prepare_model(runtime: Runtime) -> None:
+    """Assemble the embedded model's file now, if that is still to do, so that its progress
+    bar has the terminal to itself (the first model call would show it under the spinner)."""
+    model_path = getattr(runtime.model, "model_path", None)
+    if callable(model_path):
+        with contextlib.suppress(RetinueError, OSError):  # the first call reports it again
+            model_path()
+
+
+class _LoopWhileReading:
+    """Runs ``runner``'s event loop in a helper thread while the main thread reads a line, so
+    that ``work()`` (and every task the loop holds) goes on meanwhile. Leaving stops the
+    loop (``work`` is only waited for, never cancelled) and joins the thread, so the main
+    thread has the loop to itself again."""
+
+    def __init__(self, runner: asyncio.Runner, work: Callable[[], Awaitable[None]]) -> None:
+        self._runner, self._work = runner, work
+        self._stop: asyncio.Future[None] = runner.get_loop().create_future()
+        self._thread = threading.Thread(target=self._run, name="retinue chat loop", daemon=True)
+
+    def __enter__(self) -> None:
+        self._thread.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self._runner.get_loop().call_soon_threadsafe(self._stopped)
+        self._thread.join()
+
+    def _stopped(self) -> None:
+        if not self._stop.done():
+            self._stop.set_result(None)
+
+    def _run(self) -> None:
+        with contextlib.suppress(Exception):  # (work() only waits: nothing of it is lost)
+            self._runner.run(self._until_stopped())
+
+    async def _until_stopped(self) -> None:
+        job = asyncio.ensure_future(self._work())
+        try:
+            await asyncio.wait({job, self._stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            await cancel_and_wait(job)

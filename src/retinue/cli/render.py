@@ -7,6 +7,7 @@ Indentation follows the agent id: ``main`` at the left, ``main/reviewer`` one st
 from __future__ import annotations
 
 import json
+import reprlib
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -27,13 +28,28 @@ def _depth(agent_id: str) -> int:
     return agent_id.count("/")
 
 
+_ARGS_PARSED = 64_000  # characters of arguments parsed for a preview (beyond: shown raw, cut)
+_ARGS_REPR = reprlib.Repr()
+_ARGS_REPR.maxlevel, _ARGS_REPR.maxstring, _ARGS_REPR.maxother = 3, 60, 60
+_ARGS_REPR.maxlist = _ARGS_REPR.maxdict = _ARGS_REPR.maxtuple = 6
+
+
 def _args_preview(arguments: str, limit: int = 80) -> str:
+    """A tool call's arguments on one line of at most ``limit`` characters. Model output:
+    bounded before it is parsed, nesting shown to three levels, never a recursion."""
     try:
+        if len(arguments) > _ARGS_PARSED:
+            raise ValueError("too long to parse for a preview")
         data = json.loads(arguments)
-    except json.JSONDecodeError:
-        return arguments[:limit]
-    items = data.items() if isinstance(data, dict) else ()
-    text = ", ".join(f"{k}={v!r}" for k, v in items) if items else str(data)
+        items = data.items() if isinstance(data, dict) else ()
+        text = (
+            ", ".join(f"{k[:40]}={_ARGS_REPR.repr(v)}" for k, v in items)
+            if items
+            else _ARGS_REPR.repr(data)
+        )
+    except (ValueError, RecursionError):  # not JSON, too long, or nested too deeply
+        text = arguments[: limit + 1]
+    text = one_line(text, 10 * limit)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -91,6 +107,7 @@ class ModelSpinner:
         self.console = console
         self._status: Status | None = None
         self._agent = ""
+        self._doing = "thinking…"
         self._since = 0.0
         self._detail = ""
 
@@ -100,24 +117,31 @@ class ModelSpinner:
         elif event.kind in _SPINNER_STOPS:
             self.stop()
 
-    def start(self, agent_id: str) -> None:
-        self._agent, self._since, self._detail = agent_id, time.monotonic(), ""
+    def start(self, agent_id: str, doing: str = "thinking…") -> None:
+        """Show ``<agent_id> <doing> <seconds>s`` (plain text, never markup)."""
+        self._agent, self._doing = agent_id, doing
+        self._since, self._detail = time.monotonic(), ""
         if self._status is None and self.console.is_terminal:
             self._status = Status(self, console=self.console, spinner="dots")
             self._status.start()
 
     def progress(self, report: dict[str, Any]) -> None:
+        """Counts as the token line will show them: ``1,234`` prompt tokens (the prompt the
+        reply answers, the last one reported), generated tokens so far."""
         stage = report.get("progress")
+        tokens = report.get("prompt_tokens")
         if stage == "prompt":
-            self._detail = f"reading the prompt ({report.get('prompt_tokens', '?')} tokens)"
+            count = f"{tokens:,}" if isinstance(tokens, int) else "?"
+            self._detail = f"reading the prompt ({count} tokens)"
         elif stage == "generating":
-            tokens, seconds = report.get("tokens"), report.get("seconds")
+            made, seconds = report.get("tokens"), report.get("seconds")
+            count = f", {made:,} tokens" if isinstance(made, int) else ""
             rate = (
-                f", {tokens / seconds:.1f} tokens/s"
-                if isinstance(tokens, int) and isinstance(seconds, float) and seconds > 0
+                f", {made / seconds:.1f} tokens/s"
+                if isinstance(made, int) and isinstance(seconds, float) and seconds > 0
                 else ""
             )
-            self._detail = f"generating{rate}"
+            self._detail = f"generating{count}{rate}"
 
     def stop(self) -> None:
         if self._status is not None:
@@ -127,7 +151,8 @@ class ModelSpinner:
     def __rich__(self) -> Text:
         elapsed = time.monotonic() - self._since
         detail = f" · {self._detail}" if self._detail else ""
-        return Text(f"{self._agent} thinking… {elapsed:.0f}s{detail}", style="dim")
+        who = f"{self._agent} " if self._agent else ""
+        return Text(f"{who}{self._doing} {elapsed:.0f}s{detail}", style="dim")
 
 
 _SPINNER_STOPS = frozenset({ev.TEXT_DELTA, ev.MODEL_CALLED, ev.RUN_FINISHED, ev.TOOL_STARTED})
@@ -142,6 +167,13 @@ class EventPrinter:
         self.streamed = False
         self.spinner = ModelSpinner(console)
         self.before_line: Callable[[], None] | None = None  # e.g. end a streamed text line
+
+    def pause(self) -> None:
+        """Before a question on the terminal (an approval): end a streamed line, stop the
+        spinner (the next model call starts it again)."""
+        if self.before_line is not None:
+            self.before_line()
+        self.spinner.stop()
 
     def __call__(self, event: Event) -> None:
         line = self.describe(event)
@@ -169,12 +201,14 @@ class EventPrinter:
             case ev.COMPRESSED:
                 before, after = d.get("before_tokens"), d.get("after_tokens")
                 return f"[blue]⇣[/] {who} compressed its context: {before} → {after} tokens"
+            case ev.CONSOLIDATED if d.get("ok"):
+                return f"[green]✓[/] {who} memory consolidated"
             case ev.CONSOLIDATED:
-                ok = d.get("ok")
-                state = "memory consolidated" if ok else f"consolidation failed: {d.get('error')}"
-                return f"[green]✓[/] {who} {escape(state)}"
+                return f"[red]✗[/] {who} consolidation failed: {escape(str(d.get('error')))}"
             case ev.MODEL_CALLED if isinstance(d.get("input_tokens"), int):
-                return f"[dim]· {_tokens(d)}[/]"
+                # a sub-agent's line names it: parallel instances (a:x, a:y) read apart
+                whose = f"{who} " if _depth(event.agent_id) else ""
+                return f"[dim]· {whose}{_tokens(d)}[/]"
             case ev.NOTICE:
                 return f"[dim]{escape(str(d.get('text')))}[/]"
             case ev.RUN_FINISHED if d.get("stop_reason") in ("cancelled", "max_iterations"):

@@ -1,6 +1,7 @@
 """Terminal plumbing shared by the commands: consoles that never interpret what users, models
-or files wrote, a line discipline between streamed text and progress lines, and log records
-routed through it.
+or files wrote, a line discipline between streamed text and progress lines, log records
+routed through it, output held back while the user edits a line, and a quiet terminal while a
+turn runs.
 
 Rich applies markup (``[bold]``) and emoji codes (``:b:``) to what it prints: every text that
 comes from outside goes through :func:`escape` and every console is made by :func:`console`
@@ -9,15 +10,19 @@ comes from outside goes through :func:`escape` and every console is made by :fun
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import sys
-from collections.abc import Callable
-from typing import TextIO
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, TextIO
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 
-__all__ = ["LineDiscipline", "console", "escape", "route_logs"]
+__all__ = ["Deferred", "LineDiscipline", "console", "escape", "quiet_input", "route_logs"]
 
 
 def console(*, stderr: bool = False, file: TextIO | None = None) -> Console:
@@ -27,11 +32,28 @@ def console(*, stderr: bool = False, file: TextIO | None = None) -> Console:
 
 class LineDiscipline:
     """Tracks whether stdout holds a partial line (streamed text not yet ended), so that a
-    progress or log line always starts on a line of its own."""
+    progress or log line always starts on a line of its own.
 
-    def __init__(self, out: TextIO | None = None) -> None:
+    With ``wrap`` (and a terminal, or ``width`` given) streamed text is wrapped at word
+    boundaries: a word that would cross the right edge starts the next line instead of being
+    cut there by the terminal. A word is written once it is complete (a space, a line end,
+    or :meth:`end_line` follows), and only one wider than the screen is cut. A pipe gets the
+    text unchanged.
+    """
+
+    def __init__(
+        self,
+        out: TextIO | None = None,
+        *,
+        wrap: bool = False,
+        width: Callable[[], int | None] | None = None,
+    ) -> None:
         self._out = out
         self.open = False
+        self.wrap = wrap
+        self._width = width
+        self._column = 0
+        self._word = ""  # the word being streamed, not written yet
 
     @property
     def out(self) -> TextIO:
@@ -40,38 +62,163 @@ class LineDiscipline:
     def text(self, chunk: str) -> None:
         if not chunk:
             return
-        self.out.write(chunk)
+        width = self._columns()
+        if width is None:
+            self.out.write(self._word + chunk)
+            self._word = ""
+            self.open = not chunk.endswith("\n")
+        else:
+            self.out.write(self._wrapped(chunk, width))
+            self.open = self._column > 0 or bool(self._word)
         self.out.flush()
-        self.open = not chunk.endswith("\n")
 
     def end_line(self) -> None:
         """Finish the partial line, if there is one."""
         if self.open:
-            self.out.write("\n")
+            width = self._columns()
+            self.out.write(self._place(width or 0) + "\n")
             self.out.flush()
             self.open = False
+            self._column = 0
+
+    def _columns(self) -> int | None:
+        """The terminal's width when wrapping (``None``: write the text as it comes)."""
+        if not self.wrap:
+            return None
+        if self._width is not None:
+            width = self._width()
+        else:
+            try:
+                fd = self.out.fileno()
+                width = os.get_terminal_size(fd).columns if os.isatty(fd) else None
+            except (OSError, ValueError, AttributeError):
+                width = None
+        return width if width is not None and width >= 8 else None
+
+    def _wrapped(self, chunk: str, width: int) -> str:
+        parts: list[str] = []
+        for ch in chunk:
+            if ch == "\n":
+                parts.append(self._place(width) + "\n")
+                self._column = 0
+            elif ch in " \t":
+                parts.append(self._place(width))
+                if self._column + 1 > width:
+                    parts.append("\n")  # the space falls at the edge: a new line instead
+                    self._column = 0
+                else:
+                    parts.append(ch if ch == " " else " ")
+                    self._column += 1
+            else:
+                self._word += ch
+                if cell_len(self._word) >= width:  # wider than the screen: cut it here
+                    parts.append(self._place(width))
+        return "".join(parts)
+
+    def _place(self, width: int) -> str:
+        """The held word, after a line break if it would cross the edge."""
+        word, self._word = self._word, ""
+        if not word:
+            return ""
+        size = cell_len(word)
+        lead = ""
+        if width and self._column > 0 and self._column + size > width:
+            lead, self._column = "\n", 0
+        self._column += size
+        return lead + word
+
+
+class Deferred:
+    """Output held back while the user edits a line at the prompt (printed from another
+    thread then, it would run into that line), and let out, in order, when the line is read."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: list[Callable[[], None]] | None = None
+
+    def run(self, show: Callable[[], None]) -> None:
+        """``show()`` now, or once the line is read."""
+        with self._lock:
+            if self._held is not None:
+                self._held.append(show)
+                return
+        show()
+
+    @contextlib.contextmanager
+    def holding(self) -> Iterator[None]:
+        with self._lock:
+            self._held = []
+        try:
+            yield
+        finally:
+            with self._lock:
+                held, self._held = self._held or [], None
+            for show in held:
+                show()
+
+
+@contextlib.contextmanager
+def quiet_input(stream: TextIO | None = None) -> Iterator[None]:
+    """While the block runs, what is typed on the terminal is not echoed (it would run into
+    the spinner's line) but kept: it stays in the terminal's input, and the next prompt reads
+    it as if it were typed there. Ctrl-C still interrupts. Not a terminal: nothing changes."""
+    saved = _terminal_settings(stream or sys.stdin)
+    if saved is None:
+        yield
+        return
+    import termios
+
+    fd, settings = saved
+    quiet = list(settings)
+    quiet[3] &= ~termios.ECHO  # lflag: echo off; canonical input and signals stay
+    termios.tcsetattr(fd, termios.TCSANOW, quiet)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(termios.error, OSError):
+            termios.tcsetattr(fd, termios.TCSANOW, settings)
+
+
+def _terminal_settings(stream: TextIO) -> tuple[int, list[Any]] | None:
+    """The file descriptor and termios settings of ``stream``, if it is a terminal."""
+    try:
+        import termios
+
+        fd = stream.fileno()
+        return (fd, termios.tcgetattr(fd)) if os.isatty(fd) else None
+    except Exception:  # no termios, no file descriptor, termios.error: leave it alone
+        return None
 
 
 class _ConsoleHandler(logging.Handler):
-    def __init__(self, err: Console, before: Callable[[], None]) -> None:
+    def __init__(self, err: Console, before: Callable[[], None], deferred: Deferred | None) -> None:
         super().__init__(logging.WARNING)
-        self._err, self._before = err, before
+        self._err, self._before, self._deferred = err, before, deferred
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
             text = self.format(record)
-            self._before()
             colour = "red" if record.levelno >= logging.ERROR else "yellow"
-            self._err.print(f"[{colour}]{escape(text)}[/]")
+
+            def show() -> None:
+                self._before()
+                self._err.print(f"[{colour}]{escape(text)}[/]")
+
+            if self._deferred is not None:
+                self._deferred.run(show)
+            else:
+                show()
         except Exception:
             self.handleError(record)
 
 
-def route_logs(err: Console, before: Callable[[], None] = lambda: None) -> None:
+def route_logs(
+    err: Console, before: Callable[[], None] = lambda: None, *, deferred: Deferred | None = None
+) -> None:
     """Print Retinue's warnings on ``err``, escaped, after ``before`` (e.g. ending a line),
-    instead of Python's bare last-resort handler."""
+    instead of Python's bare last-resort handler; held back while ``deferred`` holds."""
     logger = logging.getLogger("retinue")
     for handler in [h for h in logger.handlers if isinstance(h, _ConsoleHandler)]:
         logger.removeHandler(handler)
-    logger.addHandler(_ConsoleHandler(err, before))
+    logger.addHandler(_ConsoleHandler(err, before, deferred))
     logger.propagate = False

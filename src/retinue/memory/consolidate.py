@@ -11,16 +11,26 @@ The transcript is kept (on disk in ``pending/`` for SQLite, in a table for Postg
 before the model call until the commit, so a failure, a cancellation or a killed process
 never loses it: ``retry_pending`` re-runs it. The store's steps are synchronous for SQLite
 (run in a worker thread) and coroutines for PostgreSQL (awaited); :func:`_step` runs both.
+
+The embedded local model (``local:...``) reads a long prompt slowly on a CPU, so its
+consolidation is bounded (:data:`LOCAL_BOUNDS`): a shorter transcript, fewer and shorter
+similar passages, a cap on the tokens it writes, fewer attempts, and a time limit; one that
+runs out keeps its transcript like any failure. Consolidations begun under a
+:class:`ConsolidationScope` (:data:`consolidation_scope`) can be abandoned at once, each
+keeping its transcript: the chat does so when the user will not wait.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
+import dataclasses
 import inspect
 import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -48,14 +58,18 @@ if TYPE_CHECKING:
 Store: TypeAlias = ConsolidationStore  # any store: this module imports no concrete one
 
 __all__ = [
+    "LOCAL_BOUNDS",
     "MEMORIZE_TOOL",
     "BlockUpdate",
     "ConsolidationOptions",
     "ConsolidationResult",
+    "ConsolidationScope",
+    "LocalBounds",
     "Memorize",
     "RetryReport",
     "build_request",
     "consolidate_session",
+    "consolidation_scope",
     "render_transcript",
     "retry_pending",
 ]
@@ -112,6 +126,68 @@ Answer only by calling the memorize tool exactly once."""
 
 
 @dataclass(frozen=True, slots=True)
+class LocalBounds:
+    """How far a local model's consolidation may go: transcript tokens, similar passages
+    (and characters of each), tokens written, model calls, and seconds in all."""
+
+    token_budget: int = 1_500
+    similar_passages: int = 3
+    passage_chars: int = 400
+    max_tokens: int = 384
+    attempts: int = 2
+    seconds: float = 180.0
+
+
+LOCAL_BOUNDS = LocalBounds()
+
+_ABANDONED = "abandoned before the model answered (the user did not wait)"
+
+
+class ConsolidationScope:
+    """Consolidations begun while :data:`consolidation_scope` holds this scope can be stopped
+    together: :meth:`abandon` ends each at once as a failure (its transcript kept for
+    ``retry_pending``), and fails any that begins before :meth:`resume` the same way."""
+
+    def __init__(self) -> None:
+        self.abandoned = False
+        self._running: set[asyncio.Task[Any]] = set()
+
+    def abandon(self) -> int:
+        """Stop the consolidations under way; returns how many there were."""
+        self.abandoned = True
+        for task in self._running:
+            task.cancel()
+        return len(self._running)
+
+    def resume(self) -> None:
+        self.abandoned = False
+
+    async def run(self, step: Callable[[], Awaitable[Any]]) -> Any:
+        """``step()`` in a task :meth:`abandon` may cancel; abandoned, it raises
+        :class:`MemoryStoreError` (a cancellation of the caller propagates as usual)."""
+        if self.abandoned:
+            raise MemoryStoreError(_ABANDONED)
+        task = asyncio.ensure_future(step())
+        self._running.add(task)
+        try:
+            return await task
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if self.abandoned and task.cancelled() and (me is None or not me.cancelling()):
+                raise MemoryStoreError(_ABANDONED) from None
+            raise
+        finally:
+            self._running.discard(task)
+
+
+consolidation_scope: ContextVar[ConsolidationScope | None] = ContextVar(
+    "retinue_consolidation_scope", default=None
+)
+"""The scope the consolidations begun in this context belong to (none: they cannot be
+abandoned, only cancelled)."""
+
+
+@dataclass(frozen=True, slots=True)
 class ConsolidationResult:
     ok: bool
     run_id: str
@@ -165,14 +241,21 @@ def _line(m: Message) -> str:
 
 
 def build_request(
-    role: str, blocks: Sequence[Block], similar: Sequence[Passage], transcript: str
+    role: str,
+    blocks: Sequence[Block],
+    similar: Sequence[Passage],
+    transcript: str,
+    passage_chars: int | None = None,
 ) -> list[Message]:
-    """The messages of the consolidation call."""
+    """The messages of the consolidation call (each similar passage cut to
+    ``passage_chars`` when given)."""
     parts = ["# Current core memory"]
     for b in blocks:
         parts.append(f'<{b.name} limit="{b.limit} chars">\n{b.value}\n</{b.name}>')
     parts.append("# Stored archival passages related to this session")
-    parts.extend(f"- {p.content}" for p in similar)
+    for p in similar:
+        cut = passage_chars is not None and len(p.content) > passage_chars
+        parts.append(f"- {p.content[:passage_chars] + '…' if cut else p.content}")
     if not similar:
         parts.append("(none)")
     parts.append("# The session's conversation")
@@ -206,10 +289,48 @@ def _parse(reply: AssistantMessage, limits: Mapping[str, int]) -> Memorize:
     return result
 
 
+def _for_model(
+    model: Model, options: ConsolidationOptions
+) -> tuple[Model, ConsolidationOptions, LocalBounds | None]:
+    """The model and options to consolidate with: a local model's bounded (see
+    :data:`LOCAL_BOUNDS`; a copy of the model writes fewer tokens), others' as they are."""
+    if not model.name.startswith("local:"):
+        return model, options, None
+    bounds = LOCAL_BOUNDS
+    options = dataclasses.replace(
+        options,
+        token_budget=min(options.token_budget, bounds.token_budget),
+        similar_passages=min(options.similar_passages, bounds.similar_passages),
+        attempts=min(options.attempts, bounds.attempts),
+    )
+    writes = getattr(model, "max_tokens", None)
+    if isinstance(writes, int) and writes > bounds.max_tokens:
+        model = copy.copy(model)  # (shares the original's worker and lock)
+        model.max_tokens = bounds.max_tokens  # type: ignore[attr-defined]
+    return model, options, bounds
+
+
 async def _ask(
+    model: Model,
+    request: list[Message],
+    options: ConsolidationOptions,
+    limits: Mapping[str, int],
+    seconds: float | None = None,
+) -> Memorize:
+    """Call the model until it gives a valid ``memorize`` call, within ``seconds`` in all;
+    raise the last failure."""
+    try:
+        async with asyncio.timeout(seconds):
+            return await _attempts(model, request, options, limits)
+    except TimeoutError:
+        raise TimeoutError(
+            f"{model.name} did not finish the consolidation within {seconds:.0f} s"
+        ) from None
+
+
+async def _attempts(
     model: Model, request: list[Message], options: ConsolidationOptions, limits: Mapping[str, int]
 ) -> Memorize:
-    """Call the model until it gives a valid ``memorize`` call; raise the last failure."""
     messages = list(request)
     last: Exception = RuntimeError("no attempt made")
     for attempt in range(max(1, options.attempts)):
@@ -265,8 +386,11 @@ async def consolidate_session(
                 model=model.name,
                 messages=messages,
             )
+        scope = consolidation_scope.get()
         written = await _reread_on_conflict(
-            lambda: _consolidate(store, tenant, role, session_id, messages, model, run_id), role
+            lambda: _consolidate(store, tenant, role, session_id, messages, model, run_id),
+            role,
+            scope,
         )
     except asyncio.CancelledError:
         if path is not None:
@@ -292,12 +416,15 @@ async def consolidate_session(
 
 
 async def _reread_on_conflict(
-    step: Callable[[], Awaitable[tuple[int, int] | None]], role: str
+    step: Callable[[], Awaitable[tuple[int, int] | None]],
+    role: str,
+    scope: ConsolidationScope | None = None,
 ) -> tuple[int, int] | None:
-    """Run ``step``; when a block changed meanwhile and will not merge, read and ask again."""
+    """Run ``step`` (within ``scope``); when a block changed meanwhile and will not merge,
+    read and ask again."""
     for attempt in range(_CONFLICT_ATTEMPTS):
         try:
-            return await step()
+            return await (scope.run(step) if scope is not None else step())
         except BlockConflictError:
             if attempt == _CONFLICT_ATTEMPTS - 1:
                 raise
@@ -314,12 +441,14 @@ async def _consolidate(
     model: Model,
     run_id: str,
 ) -> tuple[int, int] | None:
-    options = store.options
+    model, options, bounds = _for_model(model, store.options)
     transcript = render_transcript(messages, options.token_budget)
     blocks = await store.blocks(tenant, role)
     similar = await store.search(tenant, role, _similar_query(transcript), options.similar_passages)
-    request = build_request(role, blocks, similar, transcript)
-    result = await _ask(model, request, options, store.block_limits)
+    cut = bounds.passage_chars if bounds is not None else None
+    request = build_request(role, blocks, similar, transcript, cut)
+    seconds = bounds.seconds if bounds is not None else None
+    result = await _ask(model, request, options, store.block_limits, seconds)
     texts = [p.strip() for p in result.new_passages if p.strip()]
     vectors = await store.embed(texts) if texts else None
     passages = [
