@@ -40,6 +40,10 @@ from retinue.mcp.config import attach_servers, load_servers
 from retinue.memory import MemoryBackend, open_store
 from retinue.memory.conversations import ConversationStore
 from retinue.messages import Message, SystemMessage
+from retinue.policy.approvals import Approver
+from retinue.policy.build import make_policy
+from retinue.policy.gate import Policy
+from retinue.policy.modes import PermissionMode
 from retinue.subagents import Role, RoleCatalog, SubAgentManager, role_dirs, roles_section
 from retinue.subagents.tools import ask_parent, subagent_tools
 from retinue.tools.base import Tool, ToolContext, ToolRegistry, merge
@@ -97,6 +101,10 @@ class Runtime:
     events: EventSink | None = None
     notice: str | None = None
     instructions: str | None = None  # the main agent's own system prompt (library ``Agent``)
+    policy: Policy | None = None  # what may run (None: everything; see retinue.policy)
+    problems: list[str] = field(default_factory=list)  # settings problems to report once
+    bare: bool = False  # the main agent gets no AskParent, no memory tools, and the
+    # delegation tools only when the catalog has roles (Agent(builtin_tools=False))
 
     @classmethod
     def create(
@@ -112,10 +120,15 @@ class Runtime:
         builtins: bool = True,
         roles: Sequence[Role] = (),
         instructions: str | None = None,
+        permission_mode: str | None = None,
+        default_mode: PermissionMode = "bypassPermissions",
+        approver: Approver | None = None,
     ) -> Runtime:
         """``builtins=False`` leaves out the file and shell tools; ``roles`` are defined in
         code and win over role files of the same name; ``instructions`` replace the main
-        agent's default system prompt."""
+        agent's default system prompt. ``permission_mode`` (a flag's) wins over the
+        settings' mode, and ``default_mode`` (the surface's) applies when neither says;
+        ``approver`` answers the calls that ask (each conversation may have its own)."""
         notice = None
         if model is None:
             spec, notice = choose_model(settings)
@@ -141,9 +154,18 @@ class Runtime:
             session_token_budget=settings.session_token_budget or None,
             stream=stream,
         )
+        policy, problems = make_policy(
+            settings.workspace,
+            mode=permission_mode,
+            default_mode=default_mode,
+            config_permissions=settings.permissions,
+            config_mode=settings.permission_mode,
+            config_path=settings.config_file,
+            approver=approver,
+        )
         return cls(
             settings, model, catalog, tools, manager, memory, compressor, events, notice,
-            instructions,
+            instructions, None if policy.trivial else policy, problems,
         )  # fmt: skip
 
     def context(self, agent_id: str) -> ToolContext:
@@ -159,6 +181,7 @@ class Runtime:
             manager=self.manager,
             memory=self.memory,
             events=self.events,
+            gate=self.policy,
         )
 
     @property
@@ -176,10 +199,11 @@ class Runtime:
         keep_sessions: bool = False,
         stream: bool = False,
         consolidate_later: bool = False,
+        approver: Approver | None = None,
     ) -> Conversation:
         return Conversation(
             self, agent_id, keep_sessions=keep_sessions, stream=stream,
-            consolidate_later=consolidate_later,
+            consolidate_later=consolidate_later, approver=approver,
         )  # fmt: skip
 
 
@@ -200,10 +224,16 @@ class Conversation:
     keep_sessions: bool = False
     stream: bool = False
     consolidate_later: bool = False
+    approver: Approver | None = None  # answers this conversation's calls that ask
     session: Session = field(init=False)
+    gate: Policy | None = field(init=False, default=None)
     _ending: dict[asyncio.Task[Consolidation], str] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
+        policy = self.runtime.policy
+        if policy is not None and self.approver is not None:
+            policy = policy.with_approver(self.approver)
+        self.gate = policy
         self.session = self._new_session()
 
     @property
@@ -212,12 +242,18 @@ class Conversation:
 
     @property
     def context(self) -> ToolContext:
-        return self.runtime.context(self.agent_id)
+        ctx = self.runtime.context(self.agent_id)
+        return ctx if ctx.gate is self.gate else replace(ctx, gate=self.gate)
 
     def _new_session(self) -> Session:
         rt = self.runtime
-        memory = rt.memory is not None and not self.compact
-        own = [*subagent_tools(), ask_parent, *(memory_tools() if memory else [])]  # asks: user
+        delegates, extras = not rt.bare or bool(rt.catalog.roles), not rt.bare
+        memory = rt.memory is not None and not self.compact and extras
+        own = [
+            *(subagent_tools() if delegates else ()),
+            *((ask_parent,) if extras else ()),  # asks: the user
+            *(memory_tools() if memory else ()),
+        ]
         tools = merge(rt.tools, own)
         config = RunConfig(
             model=rt.model,
@@ -279,7 +315,7 @@ class Conversation:
             parts = [rt.instructions or MAIN_PROMPT.format(workspace=workspace)]
             if rt.catalog.roles:
                 parts.append(roles_section(rt.catalog))
-        if rt.memory is not None and not self.compact:  # compact: no memory tools either
+        if rt.memory is not None and not self.compact and not rt.bare:  # else no memory tools
             rendered = await rt.memory.render(rt.settings.tenant, "main")
             if rendered:
                 parts.append(rendered)
