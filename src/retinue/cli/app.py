@@ -18,6 +18,7 @@ from retinue.cli.common import (
     EXIT_INCOMPLETE,
     EXIT_INTERRUPTED,
     ModelOpt,
+    PermissionOpt,
     PlainUsage,
     TenantOpt,
     WorkspaceOpt,
@@ -75,13 +76,20 @@ def run(
     workspace: WorkspaceOpt = None,
     tenant: TenantOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress on stderr")] = False,
+    permission_mode: PermissionOpt = None,
 ) -> None:
-    """Run the main agent once on TASK; print only its final answer on stdout."""
+    """Run the main agent once on TASK; print only its final answer on stdout.
+
+    A call that needs approval is asked on the terminal; without one (a pipe, CI) it is
+    refused unless --permission-mode or a rule allows it."""
     if not task.strip():
         err('the task is empty: say what the agent should do, e.g. retinue run "list the TODOs"')
         raise typer.Exit(EXIT_FAILED)
     with one_line_errors():
-        runtime = make_runtime(model, workspace, tenant, quiet=quiet)
+        runtime = make_runtime(
+            model, workspace, tenant, quiet=quiet, permission_mode=permission_mode,
+            ask=sys.stdin.isatty() and sys.stderr.isatty(),
+        )  # fmt: skip
         try:
             out = asyncio.run(_answering(runtime, task))
         except KeyboardInterrupt:
@@ -119,12 +127,15 @@ def chat(
             help="keep interactive sub-agent sessions across messages (until /new or exit)",
         ),
     ] = False,
+    permission_mode: PermissionOpt = None,
 ) -> None:
     """Chat with the main agent. /help lists the commands; Ctrl-C cancels a turn."""
     from retinue.cli.chat import ChatRepl
 
     with one_line_errors():
-        runtime = make_runtime(model, workspace, tenant)
+        runtime = make_runtime(
+            model, workspace, tenant, permission_mode=permission_mode, ask=sys.stdin.isatty()
+        )
         ChatRepl(runtime, keep_sessions=keep_sessions).loop()
 
 

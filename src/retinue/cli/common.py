@@ -25,6 +25,7 @@ __all__ = [
     "EXIT_INCOMPLETE",
     "EXIT_INTERRUPTED",
     "ModelOpt",
+    "PermissionOpt",
     "PlainUsage",
     "TenantOpt",
     "WorkspaceOpt",
@@ -47,6 +48,14 @@ WorkspaceOpt = Annotated[
     Path | None, typer.Option("--workspace", "-w", help="workspace root (default: cwd)")
 ]
 TenantOpt = Annotated[str | None, typer.Option("--tenant", help="whose memory to use")]
+PermissionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--permission-mode",
+        help="default, acceptEdits, plan, dontAsk or bypassPermissions "
+        "(default: the settings' mode, else default)",
+    ),
+]
 
 
 def port_option(help: str) -> Any:
@@ -81,9 +90,17 @@ def one_line_errors() -> Iterator[None]:
 
 
 def make_runtime(
-    model: str | None, workspace: Path | None, tenant: str | None, *, quiet: bool = False
+    model: str | None,
+    workspace: Path | None,
+    tenant: str | None,
+    *,
+    quiet: bool = False,
+    permission_mode: str | None = None,
+    ask: bool = False,
 ) -> Runtime:
-    """The runtime a command runs on, progress printed on stderr unless ``quiet``."""
+    """The runtime a command runs on, progress printed on stderr unless ``quiet``. Calls
+    that need approval are asked on the terminal with ``ask``, else refused (nobody to ask);
+    ``permission_mode`` is the ``--permission-mode`` flag's."""
     from retinue.cli.render import EventPrinter
     from retinue.cli.term import console, escape, route_logs
     from retinue.config import Settings
@@ -96,9 +113,22 @@ def make_runtime(
     printer = None if quiet else EventPrinter(stderr)
     if printer is not None:
         local_progress.set(printer.spinner.progress)
-    runtime = Runtime.create(settings, events=printer)
+    approver = None
+    if ask:
+        from retinue.cli.approve import TerminalApprover
+
+        approver = TerminalApprover(stderr, before=printer.pause if printer else None)
+    runtime = Runtime.create(
+        settings,
+        events=printer,
+        permission_mode=permission_mode,
+        default_mode="default",
+        approver=approver,
+    )
     if runtime.notice:
         stderr.print(f"[dim]{escape(runtime.notice)}[/]")
+    for problem in runtime.problems:
+        stderr.print(f"[yellow]{escape(problem)}[/]")
     if problems := _worth_a_line(runtime):
         files, skipped = len({p.path for p in problems}), len(runtime.catalog.errors())
         stderr.print(f"[yellow]{files} role file(s) have problems ({skipped} not loaded): "

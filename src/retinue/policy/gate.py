@@ -25,7 +25,7 @@ from retinue.policy.approvals import (
     ask_approver,
     new_request_id,
 )
-from retinue.policy.hooks import HookResult, Hooks
+from retinue.policy.hooks import HookResult, Hooks, hook_input, notify
 from retinue.policy.modes import (
     Decision,
     Kind,
@@ -164,6 +164,7 @@ class Policy:
             rule,
         )
         emit(ctx.events, APPROVAL_REQUESTED, ctx.agent_id, **request.event_data())
+        await notify(ctx, f"Retinue needs your permission to use {call.name}", "permission_prompt")
         answer = Approval(False, message="the request was withdrawn")
         try:
             answer = await ask_approver(self.approver, request)
@@ -187,18 +188,12 @@ class Policy:
         if not self.hooks:
             return HookResult()
         payload = self._payload(ctx, "PreToolUse", tool_name=call.name, tool_input=args)
-        return await self.hooks.run("PreToolUse", payload, matcher_value=call.name)
+        return await self.hooks.run("PreToolUse", payload, matcher_value=call.name,
+                                    events=ctx.events, agent_id=ctx.agent_id)  # fmt: skip
 
     def _payload(self, ctx: ToolContext, event: str, **fields: Any) -> dict[str, Any]:
         """What a hook reads on stdin (Claude Code's fields, plus the agent's role)."""
-        return {
-            "session_id": ctx.agent_id,
-            "cwd": str(ctx.workspace),
-            "hook_event_name": event,
-            "permission_mode": self.mode,
-            "agent_role": ctx.role,
-            **fields,
-        }
+        return hook_input(ctx, event, permission_mode=self.mode, **fields)
 
     async def _post_hooks(
         self, call: ToolCall, args: dict[str, Any], ctx: ToolContext, result: ToolResultMessage
@@ -210,7 +205,8 @@ class Policy:
             tool_input=args,
             tool_response={"content": result.content, "is_error": result.is_error},
         )
-        said = await self.hooks.run("PostToolUse", payload, matcher_value=call.name)
+        said = await self.hooks.run("PostToolUse", payload, matcher_value=call.name,
+                                    events=ctx.events, agent_id=ctx.agent_id)  # fmt: skip
         notes = [n for n in (said.reason if said.block else "", said.context) if n]
         if not notes:
             return result
