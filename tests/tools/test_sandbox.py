@@ -191,3 +191,85 @@ async def test_cancelling_a_sandboxed_command_leaves_nothing_behind(
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 5)
     assert await _wait_for(lambda: _pids_running("sleep", "31.273") == [], 3.0)
+
+
+# -- what the workspace runs later: read-only inside the writable workspace ------------------
+
+ESCAPES = {
+    ".mcp.json": "echo '{\"mcpServers\": {}}' > .mcp.json",
+    ".retinue": "mkdir -p .retinue/agents && echo x > .retinue/agents/evil.md",
+    ".claude": "mkdir -p .claude/agents && echo x > .claude/agents/evil.md",
+    ".claude/settings.json": "mkdir -p .claude && echo '{}' > .claude/settings.json",
+    ".git": "git init -q . 2>&1 || mkdir -p .git/hooks",
+}
+
+
+@needs_bwrap
+@pytest.mark.parametrize("target", list(ESCAPES))
+async def test_what_the_workspace_runs_cannot_be_created_from_the_sandbox(
+    call: Call, ws: Path, target: str
+) -> None:
+    command = f"if {ESCAPES[target]}; then echo WROTE; fi; echo ok > elsewhere.txt"
+    result = await call("Bash", command=command)
+    assert "WROTE" not in result.content and not result.is_error, result.content
+    assert (ws / "elsewhere.txt").read_text() == "ok\n"  # and every other write worked
+    assert not (ws / target).exists()  # nothing made, and no placeholder left behind
+    assert os.listdir(ws) == ["elsewhere.txt"]
+
+
+@needs_bwrap
+async def test_what_exists_is_read_only_and_readable(call: Call, ws: Path) -> None:
+    (ws / ".mcp.json").write_text('{"mcpServers": {}}')
+    (ws / ".claude" / "agents").mkdir(parents=True)
+    (ws / ".claude" / "agents" / "a.md").write_text("role\n")
+    (ws / ".git" / "hooks").mkdir(parents=True)
+    (ws / ".git" / "config").write_text("[core]\n")
+    (ws / "src").mkdir()
+    attempts = [
+        "echo x >> .mcp.json",
+        "rm -f .mcp.json",
+        "mv .claude gone",
+        "echo x > .claude/agents/a.md",
+        "echo '#!/bin/sh' > .git/hooks/pre-commit",
+        "git config core.hooksPath evil",
+        "echo x >> .git/config",
+    ]
+    for attempt in attempts:
+        result = await call("Bash", command=attempt)
+        assert result.is_error, (attempt, result.content)
+    shown = await call("Bash", command="cat .mcp.json .claude/agents/a.md; echo y > src/b.py")
+    assert not shown.is_error and '{"mcpServers": {}}' in shown.content
+    assert (ws / ".mcp.json").read_text() == '{"mcpServers": {}}'
+    assert (ws / ".claude" / "agents" / "a.md").read_text() == "role\n"
+    assert os.listdir(ws / ".git" / "hooks") == []
+    assert (ws / ".git" / "config").read_text() == "[core]\n"
+    assert (ws / "src" / "b.py").read_text() == "y\n"
+
+
+@needs_bwrap
+async def test_a_data_directory_inside_the_workspace_is_hidden_even_before_it_exists(
+    ws: Path, registry: ToolRegistry
+) -> None:
+    data = ws / ".retinue-data"
+    ctx = ToolContext(agent_id="a", workspace=ws, data_dir=data)
+    command = "mkdir -p .retinue-data && echo '{}' > .retinue-data/trust.json; ls -a .retinue-data"
+    await registry.execute(ToolCall("c", "Bash", json.dumps({"command": command})), ctx)
+    assert data.is_dir() and os.listdir(data) == []  # made by Retinue, written by nobody
+    (data / "trust.json").write_text("approved\n")
+    seen = await registry.execute(
+        ToolCall("c", "Bash", json.dumps({"command": "cat .retinue-data/trust.json"})), ctx
+    )
+    assert "approved" not in seen.content
+
+
+@needs_bwrap
+async def test_placeholders_stay_while_another_command_runs(call: Call, ws: Path) -> None:
+    wait = "touch started; while [ ! -e go ]; do sleep 0.05; done"
+    slow = asyncio.create_task(call("Bash", command=f"{wait}; echo x > .mcp.json"))
+    assert await _wait_for(lambda: (ws / "started").exists(), 20.0)
+    quick = await call("Bash", command="echo x > .mcp.json")
+    assert quick.is_error
+    assert (ws / ".mcp.json").exists()  # not removed from under the slow command's mount
+    (ws / "go").touch()
+    assert (await slow).is_error  # still read-only for it
+    assert not (ws / ".mcp.json").exists()

@@ -27,6 +27,7 @@ from retinue.cli.common import (
     one_line_errors,
 )
 from retinue.cli.doctor import doctor
+from retinue.cli.hooks import hooks_app
 from retinue.cli.mcp import mcp_app
 from retinue.cli.memory import memory_app
 from retinue.cli.remote import interrupt, serve, sessions
@@ -47,6 +48,7 @@ app = typer.Typer(
 )
 app.add_typer(memory_app)
 app.add_typer(mcp_app)
+app.add_typer(hooks_app)
 
 
 def _version(value: bool) -> None:

@@ -39,6 +39,7 @@ from retinue.messages import (
     ToolResultMessage,
     UserMessage,
 )
+from retinue.policy.hooks import pre_compact
 from retinue.tools.base import ToolContext
 
 __all__ = [
@@ -274,6 +275,7 @@ class AutoCompressor:
             return None
         summary = ""
         if cut is not None:
+            await pre_compact(ctx, "manual" if reason == "manual" else "auto")  # PreCompact hooks
             if self.memorize:
                 await self._memorize(body[:cut], model, ctx)
             summary = await self._summarise(body[:cut], model, budget, ctx)

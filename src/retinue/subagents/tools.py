@@ -16,6 +16,7 @@ from pydantic import Field
 from retinue.engine.session import ASKS_NOTE, current_session
 from retinue.errors import ToolError
 from retinue.events import SESSION, emit
+from retinue.policy.hooks import notify
 from retinue.tools.base import Delegator, Tool, ToolContext, tool
 
 if TYPE_CHECKING:
@@ -176,6 +177,7 @@ async def ask_parent(
         raise ToolError("the question is empty")
     emit(ctx.events, SESSION, session.id, action="asking", conversation_id=session.id,
          question=question)  # fmt: skip
+    await notify(ctx, f"{session.id} asks: {question[:500]}", "agent_question")  # hooks
     answer = await session.ask(question)
     emit(ctx.events, SESSION, session.id, action="answered", conversation_id=session.id)
     return answer

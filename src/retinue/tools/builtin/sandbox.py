@@ -4,7 +4,13 @@ A sandboxed command runs as ``bwrap ... -- bash -c COMMAND`` with
 
 - the whole filesystem mounted read-only, a fresh ``/dev``, ``/proc``, ``/tmp`` and
   ``/run`` (whose sockets, such as ``docker.sock``, would otherwise be reachable);
-- the workspace mounted read-write at its own path;
+- the workspace mounted read-write at its own path, except what decides what Retinue,
+  Claude Code or git will run later, outside the sandbox (:data:`PROTECTED`: ``.mcp.json``,
+  ``.retinue/``, ``.claude/``, ``.git/hooks`` and ``.git/config``, or the whole ``.git`` when
+  there is none yet), mounted read-only, also when it does not exist yet: bubblewrap then
+  leaves an empty placeholder on the host (an empty file or directory, which every loader
+  reads as nothing) that :meth:`Sandbox.release` removes once no command of this process
+  runs in that workspace any more;
 - the data directory (``RETINUE_HOME``) and the user's secrets (:data:`SECRET_PATHS` under
   ``$HOME``: ``~/.ssh``, ``~/.aws``, ``~/.config``, ...) hidden behind empty mounts, even when
   they lie inside the workspace;
@@ -21,10 +27,13 @@ command runs unsandboxed, with the reduced environment.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
 import subprocess
+import threading
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +41,7 @@ from pathlib import Path
 __all__ = [
     "BWRAP_ENV",
     "NETWORK_ENV",
+    "PROTECTED",
     "SAFE_ENV",
     "SECRET_PATHS",
     "Sandbox",
@@ -61,6 +71,11 @@ SECRET_PATHS = (
     ".retinue",
 )
 """Paths under ``$HOME`` that a sandboxed command cannot see."""
+
+PROTECTED = (".mcp.json", ".retinue", ".claude", ".git/hooks", ".git/config")
+"""Paths in the workspace that a sandboxed command may read but not write, create, rename or
+remove: a command could otherwise make the next ``retinue run`` (or ``git commit``) start a
+program of its choosing outside the sandbox. Without a ``.git`` directory, ``.git`` itself."""
 
 NETWORK_ENV = "RETINUE_SHELL_NETWORK"
 """Set to ``1`` to give sandboxed commands the network (they have none by default)."""
@@ -105,6 +120,7 @@ class Sandbox:
     hidden: tuple[Path, ...] = ()
     network: bool = False
     bwrap: str = "bwrap"
+    data_dir: Path | None = None  # hidden (in ``hidden``); made first when in the workspace
 
     @classmethod
     def for_workspace(
@@ -118,10 +134,12 @@ class Sandbox:
             hidden=tuple(dict.fromkeys(p.resolve() for p in hidden)),
             network=environ.get(NETWORK_ENV, "") == "1",
             bwrap=environ.get(BWRAP_ENV) or "bwrap",
+            data_dir=data_dir.resolve(),
         )
 
     def argv(self, command: str) -> list[str]:
-        """``bwrap ... -- bash -c command``."""
+        """``bwrap ... -- bash -c command``. Call :meth:`release` once the command has
+        ended: this counts it as running in the workspace until then."""
         args = [shutil.which(self.bwrap) or self.bwrap, "--die-with-parent", "--unshare-all"]
         if self.network:
             args.append("--share-net")
@@ -133,11 +151,61 @@ class Sandbox:
         inside = [p for p in self.hidden if p not in around]
         args += _hide(around)
         args += ["--bind", str(self.workspace), str(self.workspace)]
+        args += self._protect()
         args += _hide(inside)
         args += ["--chdir", str(self.workspace), "--", "bash", "-c", command]
         return args
 
+    def _protect(self) -> list[str]:
+        """Read-only mounts over :data:`PROTECTED`; empty read-only ones where absent."""
+        ws = self.workspace
+        if self.data_dir is not None and self.data_dir.is_relative_to(ws):
+            with contextlib.suppress(OSError):  # hidden below; must exist to be hidden
+                self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        git = ws / ".git"
+        wanted = [ws / p for p in PROTECTED if not p.startswith(".git/") or git.is_dir()]
+        if not git.is_dir():
+            wanted.append(git)  # a worktree's .git file, or none yet: no repository to make
+        args: list[str] = []
+        made: list[Path] = []
+        for path in wanted:
+            if path.exists():
+                args += ["--ro-bind", str(path), str(path)]
+            elif path.relative_to(ws).as_posix() in _FILES:  # an empty, unwritable file
+                args += ["--ro-bind", "/dev/null", str(path)]
+                made.append(path)
+            else:
+                args += ["--tmpfs", str(path), "--remount-ro", str(path)]
+                made.append(path)
+        with _LOCK:
+            _RUNNING[ws] += 1
+            _PLACEHOLDERS.setdefault(ws, set()).update(made)
+        return args
 
+    def release(self) -> None:
+        """The command started by :meth:`argv` has ended: when it was the last one in this
+        workspace, remove the placeholders bubblewrap left that are still empty (not while
+        another runs: removing a mount point on the host unmounts it in every sandbox)."""
+        with _LOCK:
+            _RUNNING[self.workspace] -= 1
+            if _RUNNING[self.workspace] > 0:
+                return
+            del _RUNNING[self.workspace]
+            made = _PLACEHOLDERS.pop(self.workspace, set())
+        for path in sorted(made, key=lambda p: len(p.parts), reverse=True):
+            with contextlib.suppress(OSError):  # gone, not empty, or written since: kept
+                if path.is_symlink():
+                    continue
+                if path.is_dir():
+                    path.rmdir()
+                elif path.is_file() and path.stat().st_size == 0:
+                    path.unlink()
+
+
+_FILES = frozenset({".mcp.json", ".git/config"})  # the rest of PROTECTED are directories
+_LOCK = threading.Lock()
+_RUNNING: Counter[Path] = Counter()  # sandboxed commands running, per workspace
+_PLACEHOLDERS: dict[Path, set[Path]] = {}  # what bubblewrap may have created, per workspace
 _RESOLVED = "/run/systemd/resolve"  # where /etc/resolv.conf points on systemd machines
 
 

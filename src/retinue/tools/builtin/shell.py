@@ -156,16 +156,21 @@ async def run_command(
     loop = asyncio.get_running_loop()
     sink = CappedOutput(limit)
     argv = sandbox.argv(command) if sandbox else ["bash", "-c", command]
-    transport, proto = await loop.subprocess_exec(
-        lambda: _Collector(sink, loop),
-        *argv,
-        cwd=cwd,
-        env=safe_environment(os.environ),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    try:
+        transport, proto = await loop.subprocess_exec(
+            lambda: _Collector(sink, loop),
+            *argv,
+            cwd=cwd,
+            env=safe_environment(os.environ),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except BaseException:
+        if sandbox is not None:
+            sandbox.release()
+        raise
     pid = transport.get_pid()
     live_groups.add(pid)
     _kill_groups_on_signals()
@@ -183,6 +188,8 @@ async def run_command(
         # (setsid) may keep it open, so wait only briefly.
         await asyncio.wait({proto.exited, proto.closed}, timeout=_DRAIN_GRACE_S)
         transport.close()
+        if sandbox is not None:
+            sandbox.release()  # the read-only mounts' placeholders, once no command runs
     return code, sink.text()
 
 
