@@ -43,6 +43,7 @@ from retinue.messages import Message, SystemMessage
 from retinue.policy.approvals import Approver
 from retinue.policy.build import make_policy
 from retinue.policy.gate import Policy
+from retinue.policy.hooks import load_hooks
 from retinue.policy.modes import PermissionMode
 from retinue.subagents import Role, RoleCatalog, SubAgentManager, role_dirs, roles_section
 from retinue.subagents.tools import ask_parent, subagent_tools
@@ -154,6 +155,8 @@ class Runtime:
             session_token_budget=settings.session_token_budget or None,
             stream=stream,
         )
+        hooks = load_hooks(settings.workspace, settings.home, config=settings.hooks,
+                           config_path=settings.config_file)  # fmt: skip
         policy, problems = make_policy(
             settings.workspace,
             mode=permission_mode,
@@ -162,7 +165,9 @@ class Runtime:
             config_mode=settings.permission_mode,
             config_path=settings.config_file,
             approver=approver,
+            hooks=hooks,
         )
+        problems += hooks.report()  # skipped entries, project hooks not approved
         return cls(
             settings, model, catalog, tools, manager, memory, compressor, events, notice,
             instructions, None if policy.trivial else policy, problems,

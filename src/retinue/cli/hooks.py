@@ -6,13 +6,13 @@ the workspace). A project hook runs only once its exact definition is approved."
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
+
+from retinue.cli.common import WorkspaceOpt, one_line_errors
 
 if TYPE_CHECKING:
     from retinue.config import Settings
@@ -27,9 +27,6 @@ hooks_app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode=None,
 )
-WorkspaceOpt = Annotated[
-    Path | None, typer.Option("--workspace", "-w", help="workspace root (default: cwd)")
-]
 State = Literal["own", "approved", "untrusted"]
 
 
@@ -48,17 +45,6 @@ class _Row:
         from retinue.policy.hooks import definition
 
         return definition(self.command) if self.command.source is not None else None
-
-
-@contextmanager
-def _errors() -> Iterator[None]:
-    from retinue.errors import RetinueError
-
-    try:
-        yield
-    except (RetinueError, OSError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
 
 
 def _survey(workspace: Path | None) -> tuple[Settings, list[_Row], list[str]]:
@@ -96,7 +82,7 @@ def _survey(workspace: Path | None) -> tuple[Settings, list[_Row], list[str]]:
 def list_hooks(workspace: WorkspaceOpt = None) -> None:
     """The hooks in force: event, matcher, command, where each is defined, and whether it
     may run (a hook a workspace file defines runs only once approved)."""
-    with _errors():
+    with one_line_errors():
         _, rows, problems = _survey(workspace)
     for line in problems:
         typer.echo(f"problem: {line}", err=True)
@@ -133,7 +119,7 @@ def approve(
     approval again. Without NAMES: every one not approved yet, after showing them."""
     from retinue.policy.trust import TrustStore
 
-    with _errors():
+    with one_line_errors():
         settings, rows, _ = _survey(workspace)
         if names:
             unknown = sorted(set(names) - {r.command.name for r in rows})
@@ -175,7 +161,7 @@ def revoke(
     """Forget the approval of workspace-defined hooks: they stay inert until approved."""
     from retinue.policy.trust import TrustStore
 
-    with _errors():
+    with one_line_errors():
         settings, rows, _ = _survey(workspace)
         defs = [d for r in rows if r.command.name in names and (d := r.definition()) is not None]
         gone = TrustStore(settings.home).revoke(defs)

@@ -121,7 +121,16 @@ class Hooks:
     lines about entries that were skipped (by file).
     """
 
-    __slots__ = ("_by_event", "_roles", "commands", "env", "problems", "untrusted", "workspace")
+    __slots__ = (
+        "_base",
+        "_by_event",
+        "_roles",
+        "commands",
+        "env",
+        "problems",
+        "untrusted",
+        "workspace",
+    )
 
     def __init__(
         self,
@@ -140,7 +149,8 @@ class Hooks:
         self._by_event: dict[str, tuple[HookCommand, ...]] = {}
         for c in self.commands:
             self._by_event[c.event] = (*self._by_event.get(c.event, ()), c)
-        self._roles: dict[tuple[str, int], Hooks] = {}
+        self._roles: dict[tuple[str, str, int], Hooks] = {}
+        self._base: Hooks | None = None  # for a role's hooks: the settings' own
 
     def __bool__(self) -> bool:
         return bool(self.commands)
@@ -194,29 +204,40 @@ class Hooks:
         section: Mapping[str, Any] | None,
         source: Path | None,
         *,
+        workspace: Path,
         data_dir: Path | None = None,
     ) -> Hooks:
         """A sub-agent's hooks: these, and its role's ``hooks`` front matter (whose ``Stop``
         hooks become ``SubagentStop``, as Claude Code documents), which wait for approval when
-        the role file lies in the workspace. Untrusted ones are reported once."""
+        the role file (``source``) lies in ``workspace``. A role's hooks are its own: a
+        sub-agent it starts has the settings' hooks and its own role's. Problems and hooks
+        that wait are logged once per role file."""
+        base = self._base or self
         if not section:
-            return self
-        key = (str(source), id(section))
-        cached = self._roles.get(key)
+            return base
+        key = (str(source), str(workspace), id(section))
+        cached = base._roles.get(key)
         if cached is not None:
             return cached
         own = Hooks.from_settings(
             {"hooks": section},
             source=source,
-            workspace=self.workspace if source is not None else None,
+            workspace=workspace,
             data_dir=data_dir,
             renames={"Stop": "SubagentStop"},
         )
-        for line in [*own.problems, *(untrusted_line(definition(c)) for c in own.untrusted)]:
+        for line in own.report():
             log.warning("%s", line)
-        merged = self.merged(own) if own else self
-        self._roles[key] = merged
+        merged = base
+        if own:
+            merged = base.merged(own)
+            merged._base = base
+        base._roles[key] = merged
         return merged
+
+    def report(self) -> list[str]:
+        """One line per problem and per hook that waits for approval (to show once)."""
+        return [*self.problems, *(untrusted_line(definition(c)) for c in self.untrusted)]
 
     # -- running ---------------------------------------------------------------------------
 
