@@ -49,9 +49,12 @@ from retinue.messages import (
     UserMessage,
     history_problems,
 )
+from retinue.policy.approvals import Approval, ApprovalRequest
+from retinue.policy.gate import Policy
+from retinue.policy.rules import RuleSet
 from retinue.subagents import Role, RoleCatalog, SubAgentManager, subagent_tools
 from retinue.testing import ScriptedModel, call_tool
-from retinue.tools import ToolContext, ToolRegistry
+from retinue.tools import ToolContext, ToolRegistry, tool
 
 RESULTS = Path(__file__).resolve().parent / "results" / "lifecycle_fuzz.json"
 SPAWN = frozenset({"spawn_agent"})
@@ -64,6 +67,12 @@ def _i(role: str, **kw: Any) -> AssistantMessage:
 
 def _ask(question: str) -> AssistantMessage:
     return call_tool("AskParent", {"question": question})
+
+
+@tool("Guarded")
+async def guarded(note: str) -> str:
+    """A call that needs a person's yes when the scenario runs with approvals."""
+    return f"guarded: {note}"
 
 
 # per role: the steps of each turn (the last turn's plan repeats); a str ends the turn
@@ -89,10 +98,15 @@ PLANS: dict[str, list[list[Any]]] = {
         ],
     ],
     "b": [
-        [_i("c", task="c, hello"), _i("c", task="c, the answer is b"), "b paused"],
+        [
+            call_tool("Guarded", {"note": "b"}),
+            _i("c", task="c, hello"),
+            _i("c", task="c, the answer is b"),
+            "b paused",
+        ],
         [call_tool("UnloadSubAgent", {"role": "c"}), "b done"],
     ],
-    "c": [[_ask("c, which answer?"), "c says hi"]],
+    "c": [[call_tool("Guarded", {"note": "c"}), _ask("c, which answer?"), "c says hi"]],
 }
 
 
@@ -148,6 +162,7 @@ class Run:
     invalid: list[str] = field(default_factory=list)  # histories with problems
     sessions: int = 0
     model_calls: int = 0
+    approvals: int = 0  # approval requests answered (the approvals attack)
 
     @property
     def ok(self) -> bool:
@@ -164,8 +179,9 @@ class Run:
 class Scenario:
     """The models, manager and main session of one run."""
 
-    def __init__(self, faults: Faults, workspace: Path) -> None:
+    def __init__(self, faults: Faults, workspace: Path, *, approvals: bool = False) -> None:
         self.faults = faults
+        self.approvals = 0
         self.memory = FuzzMemory(faults)
         self.events: list[Event] = []
         self.main_task: asyncio.Task[Any] | None = None
@@ -177,7 +193,7 @@ class Scenario:
         ]
         self.manager = SubAgentManager(
             RoleCatalog.of(*roles),
-            ToolRegistry([]),
+            ToolRegistry([guarded]),
             default_model=self.models["main"],
             model_for=lambda spec: self.models[spec.removeprefix("scripted:")],
             memory=self.memory,
@@ -190,6 +206,7 @@ class Scenario:
             call_chain=("main",),
             manager=self.manager,
             events=self.events.append,
+            gate=self._policy(workspace) if approvals else None,
         )
         config = RunConfig(
             self.models["main"], [], ToolRegistry(list(subagent_tools())), ctx, max_iterations=20
@@ -200,6 +217,18 @@ class Scenario:
             children_per_turn=True,
         )
         self.main = Session("main", config, lifecycle)
+
+    def _policy(self, workspace: Path) -> Policy:
+        """Every ``Guarded`` call, at any depth, waits for an answer that comes after a
+        random moment: a yes or a no."""
+        rules = RuleSet()
+        rules.add("ask", ["Guarded"], workspace)
+        return Policy(modes=("bypassPermissions",), rules=rules, approver=self._approve)
+
+    async def _approve(self, request: ApprovalRequest) -> Approval:
+        self.approvals += 1
+        await asyncio.sleep(self.faults.rng.uniform(0, 0.01))
+        return Approval(self.faults.rng.random() < 0.5, message="denied by the fuzz")
 
     async def _main_prompt(self) -> str:
         await asyncio.sleep(self.faults.delay())
@@ -269,7 +298,7 @@ class Scenario:
         if attacker is not None:
             attacker.cancel()
             await asyncio.wait({attacker})
-        run = Run(hung=not done, model_calls=self.faults.calls)
+        run = Run(hung=not done, model_calls=self.faults.calls, approvals=self.approvals)
         if done and not self.main_task.cancelled():
             self.main_task.exception()  # retrieved: a failed run is a normal outcome here
         await self.main.close()
@@ -314,10 +343,10 @@ async def one_run(seed: int, kind: str, k: int = 0, max_delay: float = 0.002) ->
         faults.interrupt_at = k
     elif kind in ("random1", "random2"):
         moments, horizon = (1 if kind == "random1" else 2), rng.uniform(0.001, 0.08)
-    elif kind == "talk":
+    elif kind in ("talk", "approvals"):
         moments, horizon = 3, rng.uniform(0.001, 0.08)
     with tempfile.TemporaryDirectory() as tmp:
-        scenario = Scenario(faults, Path(tmp))
+        scenario = Scenario(faults, Path(tmp), approvals=kind == "approvals")
         return await scenario.play(moments, horizon, talk=kind == "talk")
 
 
@@ -333,6 +362,7 @@ class Tally:
     invalid_histories: int = 0
     sessions: int = 0
     model_calls: int = 0
+    approvals: int = 0
     examples: list[str] = field(default_factory=list)
 
     def add(self, run: Run, label: str) -> None:
@@ -346,6 +376,7 @@ class Tally:
         self.invalid_histories += len(run.invalid)
         self.sessions += run.sessions
         self.model_calls += run.model_calls
+        self.approvals += run.approvals
         if not run.ok and len(self.examples) < 5:
             self.examples.append(f"{label}: {run}")
 
@@ -367,6 +398,7 @@ async def campaign(random_runs: int, seed: int = 11, max_delay: float = 0.002) -
         ("random1", "one cancel/interrupt"),
         ("random2", "two cancel/interrupt"),
         ("talk", "three cancel/interrupt/steering/outside answer"),
+        ("approvals", "random approvals and denials, three cancel/interrupt"),
     ):
         tally = tallies[f"{label} at a random moment"] = Tally()
         for i in range(random_runs):

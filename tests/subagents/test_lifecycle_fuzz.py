@@ -27,3 +27,6 @@ async def test_every_attack_leaves_nothing_behind_and_consolidates_once() -> Non
         assert t.invalid_histories == 0, (name, t.examples)
         # the attacks bite: runs were cut short, so the checks above were not vacuous
         assert t.model_calls < t.runs * undisturbed.model_calls, name
+    # the approvals attack asked and answered (yes and no at random) at every depth
+    approvals = next(t for name, t in tallies.items() if name.startswith("random approvals"))
+    assert approvals.approvals > 0
