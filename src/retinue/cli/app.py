@@ -133,8 +133,10 @@ def chat(
 ) -> None:
     """Chat with the main agent. /help lists the commands; Ctrl-C cancels a turn."""
     from retinue.cli.chat import ChatRepl
+    from retinue.cli.trust_prompt import ask_workspace_trust
 
     with one_line_errors():
+        ask_workspace_trust(workspace)  # the workspace's own MCP servers: y/n on first use
         runtime = make_runtime(
             model, workspace, tenant, permission_mode=permission_mode, ask=sys.stdin.isatty()
         )

@@ -55,7 +55,16 @@ def _load(workspace: Path | None) -> tuple[Settings, list[Configured]]:
 
 
 def _where(c: Configured) -> str:
-    return f"{c.source or 'code'}" + (f", role {c.role}" if c.role else "")
+    from retinue.policy.trust import printable
+
+    return printable(f"{c.source or 'code'}" + (f", role {c.role}" if c.role else ""))
+
+
+def _what(c: Configured) -> str:
+    """The server's command or URL as written, escaped for a terminal."""
+    from retinue.policy.trust import printable
+
+    return printable(c.config.describe())
 
 
 @mcp_app.command("list")
@@ -86,11 +95,11 @@ def list_servers(
         if state == "untrusted":
             d = c.definition()
             assert d is not None
-            typer.echo(f"{c.name}{owner}: {c.config.describe()} [not approved]\n"
+            typer.echo(f"{c.name}{owner}: {_what(c)} [not approved]\n"
                        f"    {untrusted_line(d)}")  # fmt: skip
             continue
         trust = " approved" if state == "approved" else ""
-        typer.echo(f"{c.name}{owner}: {c.config.describe()}{trust} "
+        typer.echo(f"{c.name}{owner}: {_what(c)}{trust} "
                    f"{started.get((c.role, c.name), '[not started]')}")  # fmt: skip
 
 
@@ -158,7 +167,7 @@ def approve(
                 typer.echo("Nothing to approve: every MCP server defined here is approved.")
             return
         for c in chosen:
-            typer.echo(f"{c.name} ({_where(c)}): {c.config.describe()}")
+            typer.echo(f"{c.name} ({_where(c)}): {_what(c)}")
         if not names and not yes:
             if not sys.stdin.isatty():
                 typer.echo("error: not a terminal: pass --yes to approve these, or name them",

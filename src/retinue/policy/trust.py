@@ -43,6 +43,7 @@ __all__ = [
     "TrustStore",
     "UntrustedError",
     "needs_trust",
+    "printable",
     "refuse",
     "untrusted_line",
 ]
@@ -73,9 +74,18 @@ class Definition:
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
     def describe(self) -> str:
-        """The command line as a person reads it (bounded)."""
-        text = " ".join(shlex.quote(p) for p in (self.command, *self.args))
+        """The command line as a person reads it (bounded, control characters escaped)."""
+        text = printable(" ".join(shlex.quote(p) for p in (self.command, *self.args)))
         return text if len(text) <= 200 else text[:199] + "…"
+
+
+def printable(text: str) -> str:
+    """``text`` with every character a terminal would act on (escape sequences, carriage
+    returns, newlines) written as ``\\xNN`` / ``\\uNNNN``: a file's text must not redraw
+    the prompt that asks about it."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def extra_digest(value: Any) -> str:
@@ -115,7 +125,7 @@ def untrusted_line(d: Definition) -> str:
     """One line: which file defines what, that it was not started, and how to approve it."""
     hint = APPROVE_HINTS.get(d.kind, APPROVE_HINTS["mcp"]).format(name=shlex.quote(d.name))
     what = "MCP server" if d.kind == "mcp" else d.kind
-    return (
+    return printable(
         f"{d.source}: {what} {d.name!r} ({d.describe()}) is not approved and was not started; "
         f"to allow it: {hint}"
     )
