@@ -1,16 +1,19 @@
 """``retinue memory``: show, search, edit, retry, and one-line errors."""
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from retinue.cli.memory import memory_app
+from retinue.config import Settings
 from retinue.errors import ModelError
 from retinue.memory import ConsolidationOptions, open_memory
-from retinue.messages import UserMessage
-from retinue.testing import ScriptedModel
+from retinue.messages import AssistantMessage, Message, UserMessage
+from retinue.runtime import LOCAL_DEFAULT, choose_model
+from retinue.testing import ScriptedModel, call_tool
 
 runner = CliRunner()
 
@@ -73,25 +76,66 @@ def test_edit_in_editor(home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: P
     assert "Edited in editor" in shown.output
 
 
-def test_retry_needs_a_model(home: Path) -> None:
-    result = runner.invoke(memory_app, ["retry"])
-    assert result.exit_code == 1
-    assert "error: no model to consolidate with: pass --model or set RETINUE_MODEL" in result.output
-    bad = runner.invoke(memory_app, ["retry", "--model", "nonsense"])
-    assert bad.exit_code == 1 and "not of the form provider:model" in bad.output
-
-
-def test_retry_reports_failures_with_exit_code_1(home: Path) -> None:
-    # A kept transcript, retried against a provider the test guard refuses at once.
+def _kept_transcript(home: Path, session_id: str) -> None:
+    """A consolidation whose model failed: its transcript waits in pending/."""
     store = open_memory(home, options=ConsolidationOptions(retry_delay=0))
     asyncio.run(
         store.consolidate(
-            tenant="acme", role="coder", session_id="s9",
-            messages=[UserMessage("remember me")],
+            tenant="acme", role="coder", session_id=session_id,
+            messages=[UserMessage(f"remember {session_id}")],
             model=ScriptedModel([ModelError("down")] * 3),
         )
     )  # fmt: skip
     store.close()
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [({}, LOCAL_DEFAULT), ({"OPENAI_API_KEY": "k"}, "openai:gpt-4o-mini")],
+)
+def test_retry_without_a_model_uses_chats_default_and_reports_each_transcript(
+    home: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str], expected: str
+) -> None:
+    for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    _kept_transcript(home, "s1")
+    _kept_transcript(home, "s2")
+    asked: list[str] = []
+
+    def memorize(messages: Sequence[Message], _tools: object) -> AssistantMessage:
+        fact = "fact about s1" if "remember s1" in messages[-1].content else "fact about s2"
+        return call_tool("memorize", {"new_passages": [fact]})
+
+    def resolve(spec: str) -> ScriptedModel:
+        asked.append(spec)
+        return ScriptedModel(responder=memorize, name=spec)
+
+    monkeypatch.setattr("retinue.llm.resolve.resolve_model", resolve)
+    result = runner.invoke(memory_app, ["retry"])
+    assert result.exit_code == 0, result.output
+    assert asked == [expected] == [choose_model(Settings.load())[0]]  # what chat would use
+    lines = result.output.splitlines()
+    for n in (1, 2):
+        begins = [ln for ln in lines if ln.startswith(f"[{n}/2] ")]
+        assert len(begins) == 1 and "coder's memory" in begins[0]
+        assert f"consolidating with {expected}" in begins[0]
+    assert (
+        sum(ln.startswith("applied s") and "(1 passage(s), 0 block(s)," in ln for ln in lines) == 2
+    )
+    assert not list((home / "pending").iterdir())
+
+
+def test_retry_with_a_bad_model_name(home: Path) -> None:
+    bad = runner.invoke(memory_app, ["retry", "--model", "nonsense"])
+    assert bad.exit_code == 1 and "error:" in bad.output and "nonsense" in bad.output
+    assert "Traceback" not in bad.output
+
+
+def test_retry_reports_failures_with_exit_code_1(home: Path) -> None:
+    # A kept transcript, retried against a provider the test guard refuses at once.
+    _kept_transcript(home, "s9")
     result = runner.invoke(
         memory_app,
         ["retry", "--model", "openai:gpt-4o-mini"],

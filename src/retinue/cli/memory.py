@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -22,11 +23,13 @@ import typer
 from rich.markup import escape
 
 from retinue.cli.term import console
-from retinue.errors import ConfigError, RetinueError
+from retinue.errors import RetinueError
 
 if TYPE_CHECKING:  # settings, the store and the providers load only when a command runs
     from retinue.llm.base import Model
     from retinue.memory import MemoryBackend
+    from retinue.memory.consolidate import ConsolidationResult
+    from retinue.memory.pending import PendingTranscript
 
 __all__ = ["memory_app"]
 
@@ -175,7 +178,8 @@ def edit(
 @memory_app.command("retry")
 def retry(
     model: Annotated[
-        str | None, typer.Option("--model", help="provider:model (default: RETINUE_MODEL)")
+        str | None,
+        typer.Option("--model", help="provider:model (default: the model chat and run use)"),
     ] = None,
     stale_after: Annotated[
         float,
@@ -183,31 +187,69 @@ def retry(
     ] = 3600.0,
 ) -> None:
     """Re-run consolidations whose model call failed (transcripts kept in <home>/pending, or
-    in the PostgreSQL database)."""
+    in the PostgreSQL database), with the model chat and run would use unless --model says.
+    Each transcript gets a line as it starts and as it ends (a spinner on a terminal)."""
     from retinue.config import Settings
+    from retinue.llm.local import local_progress
+    from retinue.llm.resolve import resolve_model
+    from retinue.memory.consolidate import retry_pending
+    from retinue.runtime import choose_model
 
     try:
-        spec = model or Settings.load().model
+        spec, notice = (model, None) if model else choose_model(Settings.load())
+        chosen: Model = resolve_model(spec)
     except RetinueError as exc:
         raise _fail(str(exc)) from None
-    if not spec:
-        raise _fail("no model to consolidate with: pass --model or set RETINUE_MODEL")
-    from retinue.llm.resolve import resolve_model
-
-    try:
-        chosen: Model = resolve_model(spec)
-    except ConfigError as exc:
-        raise _fail(str(exc)) from None
+    if notice:
+        _err.print(f"[dim]{escape(notice)}[/dim]")
+    shown = _RetryLines(chosen.name)
+    local_progress.set(shown.spinner.progress)  # (before the runner copies this context)
     with _memory() as (store, run):
-        report = run(lambda: store.retry_pending(lambda _: chosen, stale_after=stale_after))
-    for session_id in report.applied:
-        _out.print(f"[green]applied[/green] {escape(session_id)}")
-    for session_id, error in report.failed:
-        _err.print(f"[red]failed[/red] {escape(session_id)}: {escape(error)}")
+        try:
+            report = run(
+                lambda: retry_pending(
+                    store, lambda _: chosen, stale_after=stale_after, progress=shown
+                )
+            )
+        finally:
+            shown.spinner.stop()
     if not report.applied and not report.failed:
         _out.print("nothing to retry")
     if report.failed:
         raise typer.Exit(1)
+
+
+class _RetryLines:
+    """``retinue memory retry``'s progress: one line per kept transcript as it begins (a
+    spinner with the elapsed time on a terminal), one as it ends."""
+
+    def __init__(self, model: str) -> None:
+        from retinue.cli.render import ModelSpinner
+
+        self.model = model
+        self.spinner = ModelSpinner(_err)
+        self._began = 0.0
+
+    def __call__(
+        self, n: int, total: int, item: PendingTranscript, result: ConsolidationResult | None
+    ) -> None:
+        if result is None:
+            self._began = time.monotonic()
+            doing = f"[{n}/{total}] {item.session_id} ({item.role}'s memory, tenant "
+            doing += f"{item.tenant}): consolidating with {self.model}…"
+            if _err.is_terminal:
+                self.spinner.start("", doing)
+            else:
+                _err.print(escape(doing), highlight=False)
+            return
+        self.spinner.stop()
+        took = f"{time.monotonic() - self._began:.1f} s"
+        who = escape(item.session_id)
+        if result.ok:
+            wrote = f"{result.passages_added} passage(s), {result.blocks_updated} block(s)"
+            _out.print(f"[green]applied[/green] {who} ({wrote}, {took})")
+        else:
+            _err.print(f"[red]failed[/red] {who}: {escape(result.error)} ({took})")
 
 
 @memory_app.command("export")

@@ -66,6 +66,7 @@ __all__ = [
     "ConsolidationScope",
     "LocalBounds",
     "Memorize",
+    "RetryProgress",
     "RetryReport",
     "build_request",
     "consolidate_session",
@@ -492,13 +493,27 @@ async def _keep(store: Store, path: Path, error: str) -> Path | None:
         return path if on_disk else None
 
 
+RetryProgress: TypeAlias = Callable[[int, int, PendingTranscript, ConsolidationResult | None], None]
+"""Told ``(n, total, transcript, None)`` as the n-th kept transcript's retry begins (from 1),
+then ``(n, total, transcript, result)`` when it ends."""
+
+
 async def retry_pending(
-    store: Store, model_for: Callable[[str], Model], *, stale_after: float = 3600.0
+    store: Store,
+    model_for: Callable[[str], Model],
+    *,
+    stale_after: float = 3600.0,
+    progress: RetryProgress | None = None,
 ) -> RetryReport:
     """Re-run every kept transcript; a success deletes its file."""
     report = RetryReport()
-    for item in await _step(store.pending.ready, stale_after=stale_after):
+    items = await _step(store.pending.ready, stale_after=stale_after)
+    for n, item in enumerate(items, 1):
+        if progress is not None:
+            progress(n, len(items), item, None)
         result = await _retry_one(store, item, model_for)
+        if progress is not None:
+            progress(n, len(items), item, result)
         if result.ok:
             report.applied.append(item.session_id)
         else:
