@@ -149,24 +149,6 @@ def test_roles_defined_in_code_are_checked(tmp_path: Path) -> None:
         a.run_sync("hi")
 
 
-def test_the_readme_library_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## As a library", 1)[1].split("\n## ", 1)[0]
-    blocks = [b.split("```", 1)[0] for b in section.split("```python\n")[1:]]
-    assert len(blocks) == 4
-    monkeypatch.setenv("RETINUE_HOME", str(tmp_path / "home"))
-    monkeypatch.chdir(tmp_path)
-    model = ScriptedModel(responder=lambda messages, tools: "ok")
-    namespace: dict[str, Any] = {"__name__": "readme"}
-    for block in blocks:
-        code = block.replace('"openai:gpt-4o-mini"', "_model")
-        if "async for" in code:
-            body = "".join(f"    {line}\n" for line in code.splitlines())
-            code = f"import asyncio\nasync def _main():\n{body}asyncio.run(_main())\n"
-        exec(compile(code, "README.md", "exec"), {**namespace, "_model": model}, namespace)
-    assert model.call_count == 3  # the two-line agent, the delegation, the stream
-
-
 def test_a_code_role_with_memory_remembers_what_it_learned(tmp_path: Path) -> None:
     keeper = Role(
         name="keeper",
