@@ -338,3 +338,34 @@ async def test_config_toml_hooks_and_the_keys_the_user_passes(
     env = dump.read_text()
     assert "GITHUB_TOKEN=ghp-from-env\n" in env and "TEAM=blue\n" in env and "LEVEL=3\n" in env
     assert "sk-canary" not in env and "NOT_SET" not in env
+
+
+# -- the whole runtime: hooks from the settings files ------------------------------------------
+
+
+async def test_the_runtime_runs_the_users_hooks_and_reports_the_projects(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from retinue.config import Settings
+    from retinue.runtime import Runtime
+
+    ws, user = tmp_path / "ws", tmp_path / "user"
+    (user / ".claude").mkdir(parents=True)
+    ws.mkdir()
+    monkeypatch.setenv("HOME", str(user))
+    guard = "grep -q 'rm -rf' && { echo 'Blocked by your guard' >&2; exit 2; }; exit 0"
+    user_settings = settings(("PreToolUse", "Bash", guard),
+                             ("UserPromptSubmit", "", "echo 'Team: platform'"))  # fmt: skip
+    (user / ".claude" / "settings.json").write_text(json.dumps(user_settings))
+    _project(ws, f"touch {tmp_path}/project-ran")
+    model = ScriptedModel([call_tool("Bash", {"command": "rm -rf src"}), "refused, fine"])
+    runtime = Runtime.create(Settings.load(home=tmp_path / "data", workspace=ws), model=model,
+                             with_memory=False)  # fmt: skip
+    assert any("PreToolUse:Bash#0" in p and "retinue hooks approve" in p
+               for p in runtime.problems)  # fmt: skip
+    out = await runtime.conversation().send("clean up")
+    assert out.content == "refused, fine"
+    assert model.calls[0].messages[1].content == "clean up\n\nTeam: platform"
+    [refused] = [m for m in model.calls[1].messages if isinstance(m, ToolResultMessage)]
+    assert refused.is_error and "Blocked by your guard" in refused.content
+    assert not (tmp_path / "project-ran").exists()
