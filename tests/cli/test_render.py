@@ -53,3 +53,45 @@ def test_memory_commands_print_names_as_written(
     result = CliRunner().invoke(memory_app, ["show", "archivist:b:[bold]"])
     assert result.exit_code == 1
     assert "no role named 'archivist:b:[bold]' has memory" in result.output
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        "[" * 10_000 + "]" * 10_000,  # 10,000 levels: json.loads itself recurses too deeply
+        '{"path": "a", "content": ' + "[" * 10_000 + "]" * 10_000 + "}",
+        '{"deep": ' + '{"x": ' * 400 + "1" + "}" * 400 + "}",  # parses; repr() would recurse
+        '{"content": "' + "x" * 2_000_000 + '"}',  # 2 MB of arguments
+        "[" * 10_000,  # not even JSON
+    ],
+)
+def test_deeply_nested_or_huge_tool_arguments_print_one_bounded_line(arguments: str) -> None:
+    err = io.StringIO()
+    printer = EventPrinter(Console(file=err, emoji=False, highlight=False, width=500))
+    printer(Event(TOOL_STARTED, "main", {"name": "Write", "arguments": arguments}))
+    (line,) = err.getvalue().splitlines()
+    assert line.startswith("→ Write(") and len(line) <= 100
+
+
+def test_token_lines_of_parallel_instances_say_which_is_which() -> None:
+    printer = EventPrinter(Console(file=io.StringIO()))
+    data = {"input_tokens": 1234, "output_tokens": 56, "seconds": 2.04}
+    lines = [printer.describe(Event(MODEL_CALLED, f"main/archivist:{i}", data)) for i in ("a", "b")]
+    assert lines == [
+        "[dim]· main/archivist:a 1,234 in / 56 out tokens, 2.0s[/]",
+        "[dim]· main/archivist:b 1,234 in / 56 out tokens, 2.0s[/]",
+    ]
+
+
+def test_the_spinner_counts_tokens_as_the_token_line_does() -> None:
+    printer = EventPrinter(Console(file=io.StringIO()))
+    spinner = printer.spinner
+    spinner.start("main")
+    spinner.progress({"progress": "prompt", "prompt_tokens": 1234})
+    assert "reading the prompt (1,234 tokens)" in str(spinner.__rich__())
+    spinner.progress({"progress": "generating", "tokens": 56, "seconds": 7.0})
+    assert "generating, 56 tokens, 8.0 tokens/s" in str(spinner.__rich__())
+    line = printer.describe(
+        Event(MODEL_CALLED, "main", {"input_tokens": 1234, "output_tokens": 56})
+    )
+    assert line == "[dim]· 1,234 in / 56 out tokens[/]"

@@ -325,7 +325,7 @@ async def _ask(
             return await _attempts(model, request, options, limits)
     except TimeoutError:
         raise TimeoutError(
-            f"{model.name} did not finish the consolidation within {seconds:.0f} s"
+            f"{model.name} did not finish the consolidation within {seconds:g} s"
         ) from None
 
 
