@@ -1,7 +1,16 @@
 """The grammars of the two-step constrained reply: built from real tool schemas, accepted by
-llama.cpp's parser, and strict where they must be."""
+llama.cpp's parser, and strict where they must be.
+
+Parsing and matching use llama.cpp itself, with the embedded model's vocabulary (the
+``vocab_model`` and ``grammar_accepts`` fixtures): ``LlamaGrammar.from_string`` only stores the
+text, so it cannot tell a broken grammar from a good one.
+"""
 
 from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -17,25 +26,34 @@ from retinue.subagents.tools import subagent_tools
 from retinue.tools.builtin import builtin_tools
 from retinue.tools.builtin.memory import memory_tools
 
-llama_cpp = pytest.importorskip("llama_cpp")
+pytest.importorskip("llama_cpp")
+
+from retinue.llm._local_engine import grammar_parses  # (needs llama_cpp)
+
+GrammarAccepts = Callable[[str, str], bool]  # the conftest's grammar_accepts fixture
+
+END = "}\n</tool_call>"  # what closes the call after its arguments
 
 
-def parses(source: str) -> bool:
-    return llama_cpp.LlamaGrammar.from_string(source, verbose=False) is not None
+@pytest.fixture
+def parses(vocab_model: Any) -> Any:
+    return lambda source: grammar_parses(vocab_model, source)
 
 
 def function(name: str, parameters: dict[str, object]) -> dict[str, object]:
     return {"name": name, "parameters": parameters}
 
 
-def test_the_choice_is_one_word_answer_or_an_offered_tool() -> None:
+def test_the_choice_is_one_word_answer_or_an_offered_tool(parses: Any) -> None:
     source = choice_grammar(["Read", "mcp__db__query"])
     assert source == f'root ::= "{ANSWER}" | "Read" | "mcp__db__query"'
     assert parses(source)
 
 
 @pytest.mark.parametrize("compact", [False, True])
-def test_every_builtin_tool_gives_an_arguments_grammar_llama_cpp_accepts(compact: bool) -> None:
+def test_every_builtin_tool_gives_an_arguments_grammar_llama_cpp_accepts(
+    compact: bool, parses: Any
+) -> None:
     tools = [*builtin_tools(), *subagent_tools(), *memory_tools()]
     for rendered in render_tools([t.spec for t in tools], compact=compact):
         source = arguments_grammar(rendered["function"])
@@ -47,7 +65,7 @@ def test_the_call_prefix_and_the_arguments_make_the_models_own_call_format() -> 
     assert call_prefix("Read") == '<tool_call>\n{"name": "Read", "arguments": '
 
 
-def test_parameters_named_like_annotations_are_kept_and_refs_inlined() -> None:
+def test_parameters_named_like_annotations_are_kept_and_refs_inlined(parses: Any) -> None:
     schema = {
         "type": "object",
         "properties": {
@@ -62,7 +80,7 @@ def test_parameters_named_like_annotations_are_kept_and_refs_inlined() -> None:
     assert '"\\"description\\""' in source and '"\\"title\\""' in source
 
 
-def test_a_recursive_schema_still_gives_a_grammar() -> None:
+def test_a_recursive_schema_still_gives_a_grammar(parses: Any) -> None:
     schema = {
         "type": "object",
         "properties": {"node": {"$ref": "#/$defs/Node"}},
@@ -71,8 +89,120 @@ def test_a_recursive_schema_still_gives_a_grammar() -> None:
     assert parses(arguments_grammar(function("Tree", schema)))
 
 
-def test_answers_may_not_open_a_tag_nor_start_blank_or_as_json() -> None:
+def test_answers_may_not_open_a_tag_nor_start_blank_or_as_json(parses: Any) -> None:
     assert parses(ANSWER_GRAMMAR)
     first = next(line for line in ANSWER_GRAMMAR.splitlines() if line.startswith("rt-first ::="))
     assert "[^<{`\\x00 \\t\\r\\n]" in first and '"```" [^j`\\x00]' in first
     assert 'rt-char ::= [^<\\x00] | "<" [^t\\x00]' in ANSWER_GRAMMAR
+
+
+def test_llama_cpps_parser_is_really_consulted(parses: Any) -> None:
+    assert not parses("root ::= (")
+    assert not parses('root ::= undefined-rule "x"')
+
+
+OPTIONAL = {
+    "type": "object",
+    "properties": {
+        "verbose": {"type": "boolean", "description": "optional, listed first"},
+        "name": {"type": "string", "description": "required"},
+        "count": {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": None},
+        "size": {"type": "integer"},
+    },
+    "required": ["name", "size"],
+}
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        '{"name": "a", "size": 1}',
+        '{"name":"a","size":1}',
+        '{"name": "a", "size": 1, "verbose": true}',
+        '{"name": "a", "size": 1, "count": 3}',
+        '{"name": "a", "size": 1, "count": null}',
+        '{"name": "a", "size": 1, "verbose": false, "count": 2}',
+    ],
+)
+def test_optional_parameters_may_be_left_out_or_given_after_the_required_ones(
+    grammar_accepts: GrammarAccepts, arguments: str
+) -> None:
+    source = arguments_grammar(function("Make", OPTIONAL))
+    assert grammar_accepts(source, arguments + END)
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        '{"size": 1}',  # a required one missing
+        '{"name": "a"}',
+        '{"verbose": true, "name": "a", "size": 1}',  # an optional one before the required
+        '{"size": 1, "name": "a"}',  # required ones in another order than the schema's
+        '{"name": "a", "size": 1, "colour": "red"}',  # not a parameter
+        '{"name": "a", "size": "1"}',  # wrong type
+        '{"name": "a", "size": 1, "verbose": true, "verbose": true}',  # twice
+        '{"name": "a", "size": 1,}',  # started an optional one and gave none
+    ],
+)
+def test_wrong_arguments_cannot_be_generated(
+    grammar_accepts: GrammarAccepts, arguments: str
+) -> None:
+    source = arguments_grammar(function("Make", OPTIONAL))
+    assert not grammar_accepts(source, arguments + END)
+
+
+def test_a_call_must_be_closed(grammar_accepts: GrammarAccepts) -> None:
+    source = arguments_grammar(function("Make", OPTIONAL))
+    assert not grammar_accepts(source, '{"name": "a", "size": 1}')
+    assert not grammar_accepts(source, '{"name": "a", "size": 1}}\n</tool_call> more')
+
+
+def _minimal(schema: dict[str, Any]) -> Any:
+    """The smallest value of a simple schema: only its required properties, first choices."""
+    if "enum" in schema:
+        return schema["enum"][0]
+    if "anyOf" in schema:
+        return _minimal(schema["anyOf"][0])
+    kind = schema.get("type")
+    if kind == "object":
+        props = schema.get("properties", {})
+        return {name: _minimal(props[name]) for name in schema.get("required", [])}
+    return {"string": "x", "integer": 1, "number": 1, "boolean": False}[str(kind)]
+
+
+SMALL_MODEL_TOOLS = ("Read", "Write", "Edit", "Glob", "Grep", "Bash", "SubAgent", "UnloadSubAgent")
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_every_tool_a_small_model_is_offered_may_be_called_with_its_required_arguments_alone(
+    grammar_accepts: GrammarAccepts, compact: bool
+) -> None:
+    tools = [t.spec for t in (*builtin_tools(), *subagent_tools()) if t.name in SMALL_MODEL_TOOLS]
+    assert len(tools) == len(SMALL_MODEL_TOOLS)
+    for rendered in render_tools(tools, compact=compact):
+        fn = rendered["function"]
+        arguments = _minimal(fn["parameters"])
+        assert set(arguments) == set(fn["parameters"].get("required", [])), fn["name"]
+        source = arguments_grammar(fn)
+        assert grammar_accepts(source, json.dumps(arguments) + END), fn["name"]
+        assert not grammar_accepts(source, json.dumps({**arguments, "zzz": 1}) + END)
+
+
+def test_arguments_llama_cpp_refuses_fall_back_to_any_json_object(
+    vocab_model: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from retinue.errors import ModelError
+    from retinue.llm import _local_engine
+
+    real = _local_engine.arguments_grammar
+    monkeypatch.setattr(
+        _local_engine,
+        "arguments_grammar",
+        lambda f: "root ::= (" if f.get("parameters") else real(f),
+    )
+    engine = object.__new__(_local_engine.Engine)  # only the vocabulary: no weights loaded
+    engine.llm, engine._grammars = vocab_model, {}
+    with pytest.raises(ModelError, match=r"llama\.cpp rejected it"):
+        engine._grammar("root ::= (")
+    grammar = engine._arguments_grammar(function("Make", OPTIONAL))
+    assert grammar._grammar == real({"name": "Make", "parameters": None})

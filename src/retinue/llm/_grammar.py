@@ -27,6 +27,11 @@ ANSWER = "answer"
 
 _MAX_REF_DEPTH = 8
 _ANNOTATIONS = frozenset({"$defs", "title", "description", "examples", "default"})
+_COUNTS = frozenset({"minLength", "maxLength", "minItems", "maxItems"})
+_MAX_COUNT = 16
+"""Length and item bounds above this are left to the tool's own validation: the converter
+spells a bound out as that many nested optional rules, and llama.cpp refuses a grammar with
+too many (a URL's ``maxLength`` of 2,048 made WebFetch's grammar unusable)."""
 
 ANSWER_GRAMMAR = r"""
 root ::= rt-first rt-char*
@@ -85,7 +90,9 @@ def _inline(node: Any, defs: dict[str, Any], depth: int) -> Any:
         return _inline(target, defs, depth + 1)
     out: dict[str, Any] = {}
     for key, value in node.items():
-        if key in _ANNOTATIONS:
+        if key in _ANNOTATIONS or (
+            key in _COUNTS and isinstance(value, int) and value > _MAX_COUNT
+        ):
             continue
         if key in ("properties", "patternProperties") and isinstance(value, dict):
             out[key] = {name: _inline(sub, defs, depth) for name, sub in value.items()}

@@ -17,6 +17,8 @@ from llama_cpp import (  # pyright: ignore[reportMissingImports]
     Llama,
     LlamaGrammar,
     StoppingCriteriaList,
+    llama_sampler_free,
+    llama_sampler_init_grammar,
 )
 from llama_cpp.llama_chat_format import (  # pyright: ignore[reportMissingImports]
     Jinja2ChatFormatter,
@@ -31,7 +33,7 @@ from retinue.llm._grammar import (
     choice_grammar,
 )
 
-__all__ = ["Engine", "GenerateRequest"]
+__all__ = ["Engine", "GenerateRequest", "grammar_parses"]
 
 _BLANK_RUN = "\n\n\n\n"
 _REPORT_EVERY = 0.5  # seconds between tokens/s reports
@@ -140,6 +142,16 @@ def _first_line(text: str, limit: int = 90) -> str:
     return first if len(first) <= limit else first[: limit - 1] + "…"
 
 
+def grammar_parses(llm: Llama, source: str) -> bool:
+    """Whether llama.cpp's grammar parser accepts ``source`` (it needs the model's vocabulary;
+    ``LlamaGrammar.from_string`` only stores the text)."""
+    sampler = llama_sampler_init_grammar(llm._model.vocab, source.encode(), b"root")
+    if not sampler:
+        return False
+    llama_sampler_free(sampler)
+    return True
+
+
 @dataclass(slots=True)
 class _Prompt:
     tokens: list[int]
@@ -246,13 +258,16 @@ class Engine:
         return self.llm.detokenize([token], special=True).decode("utf-8", "replace")
 
     def _grammar(self, source: str) -> Any:
-        """A compiled grammar, built once per source."""
+        """A compiled grammar, built once per source and checked by llama.cpp's own parser
+        (an unparsable grammar would otherwise fail only once sampling starts)."""
         grammar = self._grammars.get(source)
         if grammar is None:
             try:
                 grammar = LlamaGrammar.from_string(source, verbose=False)
             except (ValueError, RuntimeError) as exc:
                 raise ModelError(f"cannot build the tool-call grammar: {exc}") from None
+            if not grammar_parses(self.llm, source):
+                raise ModelError("cannot build the tool-call grammar: llama.cpp rejected it")
             if len(self._grammars) >= _GRAMMAR_CACHE:
                 self._grammars.clear()
             self._grammars[source] = grammar
@@ -316,11 +331,18 @@ class Engine:
         call = self._tokens([*messages, {"role": "assistant", "content": choice}, fill], [])
         prefix = call_prefix(choice)
         emit({"text": prefix})
-        grammar = self._grammar(arguments_grammar(function))
+        grammar = self._arguments_grammar(function)
         text = prefix + run.complete(
             call.tokens + self._words(prefix), call.stops, grammar, stream=True
         )
         return run.result(text, len(call.tokens))
+
+    def _arguments_grammar(self, function: dict[str, Any]) -> Any:
+        """The grammar of ``function``'s arguments; any JSON object if llama.cpp refuses it."""
+        try:
+            return self._grammar(arguments_grammar(function))
+        except ModelError:
+            return self._grammar(arguments_grammar({**function, "parameters": None}))
 
     def _words(self, text: str) -> list[int]:
         """The tokens of ``text`` written into the reply (special tokens spelled as such)."""
