@@ -7,6 +7,12 @@ Each task gets a scratch workspace with a few files, and the tasks share one dat
 (so memory written when a session is unloaded is there for the recall task). A task passes
 when its effect is right: a file's content, or an answer that contains the right fact. The
 prompts are what a new user would type; nothing names the tool to use.
+
+Each result also lists the calls made (by any agent) with their arguments, cut to
+``ARGUMENT_CHARS``, and the argument values that are not values at all: a placeholder path
+(``path/to/...``) or a piece of a parameter description the model copied (``copied``). The
+summary counts them (``calls``, ``calls_with_copies``) and records the machine's load average
+before and after, since the wall times depend on it.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import argparse
 import ast
 import asyncio
 import json
+import os
 import platform
 import re
 import tempfile
@@ -27,8 +34,13 @@ from typing import Any
 from retinue.config import Settings
 from retinue.events import SESSION, TOOL_STARTED, Event
 from retinue.runtime import Conversation, Runtime
+from retinue.subagents.tools import subagent_tools
+from retinue.tools.builtin import builtin_tools
+from retinue.tools.builtin.memory import memory_tools
 
 RESULTS = Path(__file__).parent / "results"
+ARGUMENT_CHARS = 300
+MIN_COPY_CHARS = 4  # shorter values ("py", "a") say nothing about copying
 
 FILES = {
     "pricing.py": (
@@ -168,11 +180,16 @@ async def run_task(name: str, check: Check, model: str, home: Path) -> dict[str,
         for file, content in FILES.items():
             (workspace / file).write_text(content)
         tools: list[tuple[str, str]] = []
+        calls: list[dict[str, Any]] = []
         sessions: list[dict[str, Any]] = []
 
         def sink(event: Event) -> None:
             if event.kind == TOOL_STARTED:
-                tools.append((str(event.data["name"]), str(event.data.get("arguments", ""))))
+                name, arguments = str(event.data["name"]), str(event.data.get("arguments", ""))
+                tools.append((name, arguments))
+                calls.append(
+                    {"agent": event.agent_id, "name": name, "arguments": arguments[:ARGUMENT_CHARS]}
+                )
             elif event.kind == SESSION:
                 sessions.append(dict(event.data))
 
@@ -192,11 +209,52 @@ async def run_task(name: str, check: Check, model: str, home: Path) -> dict[str,
             "ok": ok,
             "seconds": round(time.perf_counter() - started, 1),
             "tools": [n for n, _ in tools],
+            "calls": calls,
             "answer": detail[:400],
         }
 
 
+def parameter_descriptions() -> list[str]:
+    """The parameter descriptions of every tool the suite's agents can be offered."""
+    tools = (*builtin_tools(), *subagent_tools(), *memory_tools())
+    found: list[str] = []
+    for tool in tools:
+        for prop in (tool.spec.parameters.get("properties") or {}).values():
+            if isinstance(prop, dict) and isinstance(prop.get("description"), str):
+                found.append(prop["description"].lower())
+    return found
+
+
+def copied_values(arguments: str, descriptions: list[str]) -> list[str]:
+    """The string values of a call's arguments that are a placeholder path or a piece of a
+    parameter description rather than a value of the task."""
+    try:
+        value = json.loads(arguments)
+    except json.JSONDecodeError:
+        return []
+    found: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            low = item.strip().lower()
+            if "path/to/" in low or (
+                len(low) >= MIN_COPY_CHARS and any(low in d for d in descriptions)
+            ):
+                found.append(item[:80])
+    return found
+
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
 async def main(model: str, only: list[str]) -> dict[str, Any]:
+    load_before = _load()
     results = []
     with tempfile.TemporaryDirectory(prefix="retinue-home-") as home:
         for name, check in TASKS.items():
@@ -206,11 +264,21 @@ async def main(model: str, only: list[str]) -> dict[str, Any]:
             print(json.dumps(result), flush=True)
             results.append(result)
     passed = sum(r["ok"] for r in results)
+    calls = [c for r in results for c in r["calls"]]
+    descriptions = parameter_descriptions()
+    for call in calls:
+        call["copied"] = copied_values(call["arguments"], descriptions)
     return {
         "model": model,
-        "machine": {"cpu": platform.processor() or platform.machine()},
+        "machine": {
+            "cpu": platform.processor() or platform.machine(),
+            "cores": os.cpu_count(),
+        },
         "passed": passed,
         "tasks": len(results),
+        "calls": len(calls),
+        "calls_with_copies": sum(bool(c["copied"]) for c in calls),
+        "load_average": {"before": load_before, "after": _load()},
         "median_seconds": sorted(r["seconds"] for r in results)[len(results) // 2]
         if results
         else 0,
