@@ -326,3 +326,15 @@ def test_malformed_entries_are_reported_by_file_and_the_others_stay(tmp_path: Pa
         "hooks.Stop must be a list",
     ):
         assert part in problems, part  # fmt: skip
+
+
+async def test_exit_2_of_an_event_that_cannot_block_is_a_notice_for_the_user(
+    tmp_path: Path,
+) -> None:
+    events: list[Event] = []
+    hooks = hooks_for("SessionStart", "echo 'index is stale' >&2; exit 2")
+    result = await hooks.run("SessionStart", {}, events=events.append, agent_id="main")
+    assert not result.block and result.problems == ()
+    assert [e.data["text"] for e in events if e.kind == NOTICE] == [
+        "SessionStart hook SessionStart:*#0: index is stale"
+    ]

@@ -14,7 +14,9 @@ What it says, as Claude Code reads it:
   ``updatedInput``, ``additionalContext``). Plain text on stdout is context for
   ``UserPromptSubmit`` and ``SessionStart`` and ignored elsewhere;
 * exit 2: block; stderr is the reason (the model reads it for ``PreToolUse``,
-  ``PostToolUse``, ``Stop`` and ``SubagentStop``; the user for ``UserPromptSubmit``);
+  ``PostToolUse``, ``Stop`` and ``SubagentStop``; the user for ``UserPromptSubmit``). The
+  events that cannot block (``SessionStart``, ``SessionEnd``, ``SubagentStart``,
+  ``PreCompact``, ``Notification``) show it to the user as a notice;
 * any other exit code, a timeout, or stdout that starts like JSON but is not: the hook failed.
   That is reported (logged, a ``notice`` event where there is a sink, and
   :attr:`HookResult.problems`) and the turn goes on as if it had said nothing.
@@ -86,6 +88,9 @@ Permission = Literal["allow", "deny", "ask"]
 _PERMISSIONS: tuple[Permission, ...] = ("deny", "ask", "allow")  # strongest first
 _PLAIN_CONTEXT = frozenset({"UserPromptSubmit", "SessionStart"})
 _STOPS = frozenset({"Stop", "SubagentStop"})
+_CANNOT_BLOCK = frozenset(
+    {"SessionStart", "SessionEnd", "SubagentStart", "PreCompact", "Notification"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,7 +259,7 @@ class Hooks:
         ``None``) in parallel, and merge what they say. Problems are logged, and emitted as
         ``notice`` events on ``events``; they never raise. Cancelling kills the hooks."""
         chosen = [c for c in self._by_event.get(event, ()) if c.matches(matcher_value)]
-        chosen = list({c.command: c for c in reversed(chosen)}.values())[::-1]  # once each
+        chosen = list({c.command: c for c in chosen}.values())  # an identical command runs once
         if not chosen:
             return NOTHING
         stdin = json.dumps(payload, ensure_ascii=False, default=str).encode("utf-8")
@@ -337,6 +342,8 @@ def _read(event: str, c: HookCommand, o: Outcome) -> HookResult:
                                     "was killed"))  # fmt: skip
     if o.code == 2:
         reason = _clip(o.stderr) or f"blocked by {_who(c)}"
+        if event in _CANNOT_BLOCK:  # its stderr is for the user
+            return HookResult(problems=tuple(problems), messages=(f"{_who(c)}: {reason}",))
         return HookResult(block=event not in _STOPS or bool(o.stderr.strip()), reason=reason,
                           problems=tuple(problems))  # fmt: skip
     if o.code != 0:
