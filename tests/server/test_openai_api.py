@@ -38,7 +38,9 @@ def test_models_are_the_main_agent_and_each_role(serve: Serve) -> None:
         client.models.retrieve("gpt-4o")
 
 
-def test_a_completion_and_its_continuation_are_one_conversation(serve: Serve, tmp_path) -> None:
+def test_a_completion_continued_with_its_echoed_key_is_one_conversation(
+    serve: Serve, tmp_path
+) -> None:
     (tmp_path / "notes.txt").write_text("the code is 42")
     model = ScriptedModel(
         [call_tool("Read", {"file_path": "notes.txt"}), "The code is 42.", "You asked for it."]
@@ -58,7 +60,11 @@ def test_a_completion_and_its_continuation_are_one_conversation(serve: Serve, tm
         {"role": "assistant", "content": first.choices[0].message.content},
         {"role": "user", "content": "Why?"},
     ]
-    second = client.chat.completions.create(model="retinue", messages=history)
+    second = client.chat.completions.create(  # the key the server handed out, echoed
+        model="retinue",
+        messages=history,
+        extra_headers={"X-Retinue-Conversation": extra["conversation"]},
+    )
     assert second.choices[0].message.content == "You asked for it."
     assert (second.model_extra or {})["retinue"]["conversation"] == extra["conversation"]
     assert (

@@ -25,7 +25,7 @@ from retinue.llm.base import ToolSpec
 from retinue.messages import Message
 from retinue.runtime import Runtime
 from retinue.server import create_app
-from retinue.server.openai_api import is_openai_path
+from retinue.server.openai_errors import is_openai_path
 from retinue.server.security import Security
 from retinue.testing import ScriptedModel
 

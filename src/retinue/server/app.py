@@ -30,6 +30,12 @@ checked first (see :mod:`retinue.server.security`)::
 
 Conversation ``abc`` is served by the main agent ``conv-abc``; its sessions are
 ``conv-abc/<role>[:instance]`` (the ``/`` needs no escaping in session URLs).
+
+**Tenants.** Each token is a tenant (see :mod:`retinue.server.tokens` and
+:mod:`retinue.server.tenants`): every route above but ``/healthz`` and ``/v1/models`` shows
+and changes only the tenant's own conversations and sessions (another tenant's are 404, as
+if they did not exist), and its agents use the tenant's memory. ``/healthz`` answers from
+counters, never reading a session's files, so it costs the same however many sessions live.
 Status codes: 400 bad request or a refused turn, 401 no or a wrong token, 403 a foreign
 Origin, 404 unknown conversation or session, 409 conversation deleted during the turn,
 413 body too large, 421 a Host not allowed, 422 malformed body, 429 too many turns in
@@ -59,16 +65,17 @@ from retinue.messages import to_dict
 from retinue.runtime import Runtime
 from retinue.server.conversations import (
     ConversationGone,
-    ConversationHost,
     Limits,
     ServerBusy,
     valid_conversation_id,
 )
 from retinue.server.hub import EventHub
-from retinue.server.openai_api import is_openai_path, openai_error, openai_router
+from retinue.server.openai_api import openai_router
+from retinue.server.openai_errors import is_openai_path, openai_error
 from retinue.server.page import add_page_routes
 from retinue.server.security import Guard, Security
 from retinue.server.sse import output_json, stream_turn
+from retinue.server.tenants import Space, Spaces, TenantSpace
 from retinue.subagents.registry import SessionInfo
 
 __all__ = ["MessageIn", "create_app"]
@@ -89,27 +96,29 @@ def create_app(runtime: Runtime, security: Security, limits: Limits | None = Non
     sink's fan-out point."""
     hub = EventHub(runtime.events)
     runtime.events = hub
-    host = ConversationHost(runtime, hub, limits)
+    spaces = Spaces(runtime, hub, limits)
+    host = spaces.own.host
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        evictor = asyncio.create_task(host.evict_forever())
+        evictor = asyncio.create_task(host.evict_forever(spaces.others))
         try:
             yield
         finally:
             evictor.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await evictor
-            await host.close_all()
+            for space in spaces:
+                await space.host.close_all()
 
     app = FastAPI(title="Retinue", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.add_middleware(Guard, security=security)
-    app.state.runtime, app.state.host = runtime, host
+    app.state.runtime, app.state.host, app.state.spaces = runtime, host, spaces
     _error_handlers(app)
-    _conversation_routes(app, host)
+    _conversation_routes(app)
     _session_routes(app, runtime)
     add_page_routes(app)
-    app.include_router(openai_router(host, runtime, error_status))
+    app.include_router(openai_router(runtime, error_status))
     return app
 
 
@@ -168,7 +177,7 @@ class AnswerIn(BaseModel):
     content: str = Field(min_length=1)
 
 
-def _conversation_routes(app: FastAPI, host: ConversationHost) -> None:
+def _conversation_routes(app: FastAPI) -> None:
     def check(cid: str) -> None:
         if not valid_conversation_id(cid):
             raise HTTPException(
@@ -176,12 +185,13 @@ def _conversation_routes(app: FastAPI, host: ConversationHost) -> None:
             )
 
     @app.get("/v1/conversations")
-    async def list_conversations() -> dict[str, Any]:
-        return {"conversations": [asdict(v) for v in await host.views()]}
+    async def list_conversations(space: Space) -> dict[str, Any]:
+        return {"conversations": [asdict(v) for v in await space.host.views()]}
 
     @app.get("/v1/conversations/{cid}")
-    async def get_conversation(cid: str) -> dict[str, Any]:
+    async def get_conversation(cid: str, space: Space) -> dict[str, Any]:
         check(cid)
+        host = space.host
         history = await host.history(cid)
         if history is None:
             raise HTTPException(404, f"no conversation {cid!r}")
@@ -194,12 +204,13 @@ def _conversation_routes(app: FastAPI, host: ConversationHost) -> None:
 
     @app.post("/v1/conversations/{cid}/messages", response_model=None)
     async def post_message(
-        cid: str, body: MessageIn, request: Request, stream: bool = False
+        cid: str, body: MessageIn, request: Request, space: Space, stream: bool = False
     ) -> dict[str, Any] | StreamingResponse:
         check(cid)
+        host = space.host
         if stream or "text/event-stream" in request.headers.get("accept", ""):
             events = stream_turn(
-                host, cid, body.content, keep_sessions=body.keep_sessions, errors=error_status
+                space, cid, body.content, keep_sessions=body.keep_sessions, errors=error_status
             )
             return StreamingResponse(
                 events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
@@ -208,45 +219,51 @@ def _conversation_routes(app: FastAPI, host: ConversationHost) -> None:
         return output_json(out)
 
     @app.delete("/v1/conversations/{cid}")
-    async def delete_conversation(cid: str) -> dict[str, Any]:
+    async def delete_conversation(cid: str, space: Space) -> dict[str, Any]:
         check(cid)
-        ended = await host.delete(cid)
+        ended = await space.host.delete(cid)
         if ended is None:
             raise HTTPException(404, f"no conversation {cid!r}")
-        return {"deleted": cid, "ended_sessions": ended}
+        return {"deleted": cid, "ended_sessions": [space.outside(s) for s in ended]}
 
 
-def session_json(info: SessionInfo) -> dict[str, Any]:
-    return {**asdict(info), "tokens": info.tokens}
+def session_json(info: SessionInfo, space: TenantSpace | None = None) -> dict[str, Any]:
+    data = {**asdict(info), "tokens": info.tokens}
+    return space.shown(data) if space is not None else data
 
 
 def _session_routes(app: FastAPI, runtime: Runtime) -> None:
     manager = runtime.manager
 
-    def known(sid: str) -> SessionInfo:
-        info = manager.session(sid)
+    def known(sid: str, space: TenantSpace) -> str:
+        """The internal id of the caller's live session ``sid``, or 404."""
+        info = space.held(sid)
         if info is None:
-            live = ", ".join(s.id for s in manager.sessions()) or "none"
+            live = ", ".join(space.outside(s.id) for s in space.sessions()) or "none"
             raise HTTPException(404, f"no live session {sid!r} (live sessions: {live})")
-        return info
+        return info.id
 
     @app.get("/healthz")
-    async def healthz() -> dict[str, Any]:
-        return {"status": "ok", "model": runtime.model.name, "sessions": len(manager.sessions())}
+    async def healthz() -> dict[str, Any]:  # counts only: no session's files are read
+        sessions = len(manager.registry.held_by())
+        return {"status": "ok", "model": runtime.model.name, "sessions": sessions}
 
     @app.get("/v1/sessions")
-    async def list_sessions(parent: str | None = None) -> dict[str, Any]:
-        return {"sessions": [session_json(s) for s in manager.sessions(parent)]}
+    async def list_sessions(space: Space, parent: str | None = None) -> dict[str, Any]:
+        return {"sessions": [session_json(s, space) for s in space.sessions(parent)]}
 
     @app.get("/v1/sessions/{sid:path}")
-    async def get_session(sid: str) -> dict[str, Any]:
-        info = known(sid)
-        return {**session_json(info), "history": [to_dict(m) for m in manager.history(sid)]}
+    async def get_session(sid: str, space: Space) -> dict[str, Any]:
+        inner = known(sid, space)
+        info = manager.session(inner)
+        if info is None:
+            raise HTTPException(404, f"no live session {sid!r}")
+        history = [to_dict(m) for m in manager.history(inner)]
+        return {**session_json(info, space), "history": history}
 
     @app.post("/v1/sessions/{sid:path}/interrupt")
-    async def interrupt(sid: str) -> dict[str, Any]:
-        known(sid)
-        return {"id": sid, "interrupted": manager.interrupt(sid)}
+    async def interrupt(sid: str, space: Space) -> dict[str, Any]:
+        return {"id": sid, "interrupted": manager.interrupt(known(sid, space))}
 
     def delivered(sid: str, done: bool, what: str, refusal: str) -> dict[str, Any]:
         if not done:
@@ -254,13 +271,11 @@ def _session_routes(app: FastAPI, runtime: Runtime) -> None:
         return {"id": sid, what: True}
 
     @app.post("/v1/sessions/{sid:path}/answer")
-    async def answer(sid: str, body: AnswerIn) -> dict[str, Any]:
-        known(sid)
-        done = manager.answer(sid, body.content)
+    async def answer(sid: str, body: AnswerIn, space: Space) -> dict[str, Any]:
+        done = manager.answer(known(sid, space), body.content)
         return delivered(sid, done, "answered", "is not asking a question")
 
     @app.post("/v1/sessions/{sid:path}/steer")
-    async def steer(sid: str, body: AnswerIn) -> dict[str, Any]:
-        known(sid)
-        done = manager.steer_session(sid, body.content)
+    async def steer(sid: str, body: AnswerIn, space: Space) -> dict[str, Any]:
+        done = manager.steer_session(known(sid, space), body.content)
         return delivered(sid, done, "steered", "has no running turn to steer")

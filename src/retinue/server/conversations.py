@@ -2,11 +2,15 @@
 
 Conversation ``abc`` is served by the main agent ``conv-abc``, so its sub-agents' ids are
 ``conv-abc/<role>...`` and its events can be told apart from other conversations' by prefix.
+A host serves one tenant (see :mod:`retinue.server.tenants`): another tenant's host puts its
+``prefix`` (``@<tenant>/``) before these agent ids, so two tenants' conversations ``abc``
+never share an agent, a session or a task list.
 Each conversation is a session: deleting it cancels its running turn, and a streaming client
 that goes away cancels only its turn, whose cleanup (session consolidation) still finishes.
 
 :class:`Limits` bounds the host: at most ``max_turns`` turns in flight (running or queued)
-across all conversations, beyond which a turn is refused at once (:class:`ServerBusy`); and
+across all conversations (of every tenant's host that shares a :class:`TurnBudget`), beyond
+which a turn is refused at once (:class:`ServerBusy`); and
 a conversation without a turn for ``idle_s`` seconds is evicted (closed, kept in the store).
 
 **Persistence.** With a store (:attr:`Runtime.conversations
@@ -60,6 +64,7 @@ from retinue.memory.pg_conversations import ConversationLeases
 from retinue.messages import Message
 from retinue.runtime import Conversation, Runtime
 from retinue.server.hub import EventHub
+from retinue.tools.builtin.todo import forget_todo_tree
 
 __all__ = [
     "ConversationGone",
@@ -68,6 +73,7 @@ __all__ = [
     "ConversationView",
     "Limits",
     "ServerBusy",
+    "TurnBudget",
     "agent_id_for",
     "valid_conversation_id",
 ]
@@ -144,9 +150,19 @@ def _same_prefix(a: Sequence[Message], b: Sequence[Message]) -> int:
     return n
 
 
-def agent_id_for(cid: str) -> str:
-    """The main agent id that serves conversation ``cid``."""
-    return f"conv-{cid}"
+def agent_id_for(cid: str, prefix: str = "") -> str:
+    """The main agent id that serves conversation ``cid`` (of the tenant whose agent ids
+    begin with ``prefix``)."""
+    return f"{prefix}conv-{cid}"
+
+
+class TurnBudget:
+    """Turns in flight (running or queued) across the hosts that share it."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
 
 
 class ConversationHost:
@@ -159,8 +175,18 @@ class ConversationHost:
 
     PRUNE_EVERY_S = 600.0
 
-    def __init__(self, runtime: Runtime, hub: EventHub, limits: Limits | None = None) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        hub: EventHub,
+        limits: Limits | None = None,
+        *,
+        prefix: str = "",
+        budget: TurnBudget | None = None,
+    ) -> None:
         self.runtime = runtime
+        self.prefix = prefix
+        self.budget = budget or TurnBudget()
         self.hub = hub
         self.limits = limits or Limits()
         self.store = runtime.conversations
@@ -172,6 +198,10 @@ class ConversationHost:
         self._background: set[asyncio.Task[Any]] = set()
         self._in_flight: dict[str, int] = {}  # turns running or queued, per conversation
         self._last_used: dict[str, float] = {}  # monotonic time a turn last began or ended
+
+    def agent_id(self, cid: str) -> str:
+        """The main agent id that serves ``cid`` here."""
+        return agent_id_for(cid, self.prefix)
 
     def ids(self) -> list[str]:
         """The conversations in memory."""
@@ -228,8 +258,9 @@ class ConversationHost:
         deleted meanwhile, :class:`ServerBusy` when too many turns are in flight, and the
         turn's own errors as they are.
         """
-        if sum(self._in_flight.values()) >= self.limits.max_turns:
+        if self.budget.count >= self.limits.max_turns:
             raise ServerBusy(f"{self.limits.max_turns} turns are already in progress; retry later")
+        self.budget.count += 1
         self._in_flight[cid] = self._in_flight.get(cid, 0) + 1
         self._last_used[cid] = time.monotonic()
         try:
@@ -251,6 +282,7 @@ class ConversationHost:
                             "not saved"
                         )
         finally:
+            self.budget.count -= 1
             self._last_used[cid] = time.monotonic()
             self._in_flight[cid] -= 1
             if not self._in_flight[cid]:
@@ -329,7 +361,7 @@ class ConversationHost:
         """The live conversation ``cid``, restored from the store on first use."""
         live = self._live.get(cid)
         if live is None:
-            conversation = self.runtime.conversation(agent_id_for(cid))
+            conversation = self.runtime.conversation(self.agent_id(cid))
             live = self._live[cid] = _Live(conversation, asyncio.Future())
             self._own(self._restore(cid, live), live.restored)
         await asyncio.shield(live.restored)  # a waiter that goes away leaves it to finish
@@ -364,7 +396,7 @@ class ConversationHost:
             conversation.stream = on_event is not None
             live.updated_at = time.time()
             if on_event is not None:
-                watching.enter_context(self.hub.subscribe(agent_id_for(cid), on_event))
+                watching.enter_context(self.hub.subscribe(self.agent_id(cid), on_event))
 
         with watching:
             try:
@@ -426,7 +458,7 @@ class ConversationHost:
 
     async def delete(self, cid: str) -> list[str] | None:
         """Forget ``cid``: cancel its running turn, end its sessions (consolidated), and
-        delete its stored history.
+        delete its stored history and its agents' task lists (TodoWrite).
 
         Returns the ids of the sessions it ended, or None if there is no such conversation
         (neither in memory nor stored).
@@ -435,6 +467,7 @@ class ConversationHost:
         self._last_used.pop(cid, None)
         ended = await live.conversation.close() if live is not None else None
         await self._unhold(cid)
+        await asyncio.to_thread(forget_todo_tree, self.runtime.settings.home, self.agent_id(cid))
         if self.store is None:
             return ended
         lock = live.lock if live is not None else asyncio.Lock()
@@ -477,9 +510,12 @@ class ConversationHost:
         now = time.time() if now is None else now
         return await self.store.prune(now - days * 86400.0)
 
-    async def evict_forever(self) -> None:
-        """Evict idle conversations every little while, and prune old stored ones now and
-        then (a task of the app's lifespan)."""
+    async def evict_forever(
+        self, others: Callable[[], Sequence[ConversationHost]] = lambda: ()
+    ) -> None:
+        """Evict idle conversations every little while (here and in ``others()``: the other
+        tenants' hosts), and prune old stored ones now and then (a task of the app's
+        lifespan)."""
         pruned = retried = -self.PRUNE_EVERY_S
         while True:
             if time.monotonic() - pruned >= self.PRUNE_EVERY_S:
@@ -489,7 +525,8 @@ class ConversationHost:
                 retried = time.monotonic()
                 await self.retry_consolidations()
             await asyncio.sleep(min(max(self.limits.idle_s / 4, 0.05), 60.0))
-            await self.evict_idle()
+            for host in (self, *others()):
+                await host.evict_idle()
 
     async def retry_consolidations(self) -> None:
         """Retry the shared store's failed consolidations this worker can claim."""

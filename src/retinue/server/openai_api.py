@@ -6,34 +6,36 @@
     GET  /v1/models/{model}      one of them
     POST /v1/chat/completions    one turn; "stream": true answers with SSE chunks
 
-Both need the service's bearer token, which is what ``OpenAI(api_key=token, base_url=
-"http://127.0.0.1:8765/v1")`` sends. Errors from these routes are one-line JSON in OpenAI's
-shape, ``{"error": {"message": "...", "type": "...", "code": <status>}}``, with the service's
-status codes (404 for an unknown model), so the SDK raises its usual exceptions with the
-message; the front door's refusals (401 without the token, 413 for a huge body) keep the
-service's ``{"error": "..."}``. A failure after a stream began is a last chunk
-``data: {"error": {...}}`` of the same shape, which the SDK raises as an ``APIError``.
+Both need a bearer token (the service's, or a named one: each token is a tenant and sees
+only its own conversations), which is what ``OpenAI(api_key=token, base_url=
+"http://127.0.0.1:8765/v1")`` sends. Every error from these routes, the front door's
+refusals included (401 without the token, 413 for a huge body), is one-line JSON in OpenAI's
+shape (see :mod:`retinue.server.openai_errors`), so the SDK raises its usual exceptions with
+the message. A failure after a stream began is a last chunk ``data: {"error": {...}}`` of
+the same shape, which the SDK raises as an ``APIError``.
+
+**What is refused.** A request's ``tools`` (or ``functions``: client-side function tools)
+are refused with 400: Retinue's agents run their own tools and would never call the
+client's. ``n`` above 1 is refused with 400: a turn has one answer. Sampling settings are
+accepted and unused.
 
 **Which conversation.** The client's message list is the conversation; its last message
-must be the user's, and it is the new turn.
+must be the user's, and it is the new turn. Conversations are joined only by what a client
+sends on purpose, never by the content of its messages:
 
-* With a header ``X-Retinue-Conversation: <id>``, the turn goes to that conversation (the
-  same as ``POST /v1/conversations/<id>/messages``), whose stored history is authoritative:
-  the earlier messages of the list are not read again.
-* Without it, the conversation is found by the list's earlier messages: a digest of the
-  model and each earlier message's role and text (tool messages aside). After each turn the
-  service remembers that the digest of the list plus the reply it sent leads to the same
-  conversation, so a client that resends its whole history each time continues one Retinue
-  conversation (tool calls and results included). A first message starts a new
-  conversation ``oai-<random>``; a list whose earlier part nobody has seen starts
-  ``oai-<digest>``. These links live in this process: after a restart, or on another
-  worker, a continued list starts a new conversation. Send the header to keep a chat's full
-  history across restarts.
+* With a header ``X-Retinue-Conversation: <id>``, the turn goes to that conversation of the
+  token's tenant (the same as ``POST /v1/conversations/<id>/messages``), whose stored
+  history is authoritative: the earlier messages of the list are not read again. Every
+  response names its conversation in that header (and in ``retinue.conversation``), so a
+  client keeps a chat by echoing it.
+* Without it, the request is a conversation of its own, ``oai-<random>`` (Chat Completions
+  is stateless): two clients that send the same messages never share one.
 * A new conversation whose list holds earlier messages (system messages, a chat begun
-  elsewhere, or one continued after a restart) gets them as a transcript before the new
+  elsewhere, or every request without the header) gets them as a transcript before the new
   message, system messages as the client's instructions, so nothing the user saw is lost.
-
-Every response carries the conversation in a header ``X-Retinue-Conversation``.
+* A turn's interactive sub-agent sessions end with the turn, unless the request also sends
+  ``X-Retinue-Keep-Sessions: true`` (with the conversation header): then they are kept for
+  that conversation's next requests, as ``keep_sessions`` does on the conversation routes.
 
 **Which agent.** ``model: "retinue"`` talks to the main agent, which delegates to
 sub-agents as it sees fit. ``model: "retinue/<role>"`` hands the conversation to that role
@@ -50,61 +52,34 @@ completion (or the last chunk) ``{"conversation", "stop_reason", "tools_used"}``
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import itertools
 import json
 import secrets
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from fastapi import APIRouter, Header, Response
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
 from retinue.engine.config import RunOutput
 from retinue.events import TEXT_DELTA, TOOL_STARTED, EventSink
 from retinue.runtime import Runtime
-from retinue.server.conversations import (
-    ConversationHost,
-    ServerBusy,
-    agent_id_for,
-    valid_conversation_id,
-)
+from retinue.server.conversations import ServerBusy, valid_conversation_id
+from retinue.server.openai_errors import openai_error
 from retinue.server.sse import ErrorMapper, TurnFeed, jsonable
+from retinue.server.tenants import Space, TenantSpace
 
-__all__ = ["ChatRequest", "is_openai_path", "openai_error", "openai_router"]
+__all__ = ["ChatRequest", "openai_router"]
 
 MODEL = "retinue"
 HEADER = "X-Retinue-Conversation"
-MAX_LINKS = 10_000  # prefix digests remembered (the oldest forgotten first)
+KEEP_HEADER = "X-Retinue-Keep-Sessions"
 _FINISH = {"max_iterations": "length"}
-_PATHS = frozenset({"/v1/models", "/v1/chat/completions"})
-_ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    404: "not_found_error",
-    409: "conflict_error",
-    422: "invalid_request_error",
-    429: "rate_limit_error",
-}
-
-
-def is_openai_path(path: str) -> bool:
-    """Whether ``path`` is one of the OpenAI-compatible routes (their errors differ)."""
-    return path in _PATHS
-
-
-def openai_error(status: int, message: str) -> dict[str, Any]:
-    """An error in OpenAI's shape."""
-    kind = _ERROR_TYPES.get(status, "api_error" if status >= 500 else "retinue_error")
-    return {"error": {"message": message, "type": kind, "code": status}}
-
-
 _role_runs = itertools.count(1)
 
 
@@ -136,8 +111,8 @@ class StreamOptions(BaseModel):
 
 
 class ChatRequest(BaseModel):
-    """The body of ``POST /v1/chat/completions``. Sampling settings are accepted and unused,
-    and so are the client's ``tools``: the agents use their own."""
+    """The body of ``POST /v1/chat/completions``. Sampling settings are accepted and unused;
+    ``tools``, ``functions`` and ``n`` > 1 are refused (see :func:`refusal`)."""
 
     model_config = ConfigDict(
         extra="allow",
@@ -157,34 +132,22 @@ class ChatRequest(BaseModel):
     messages: list[ChatMessage] = Field(min_length=1, max_length=10_000)
     stream: bool = False
     stream_options: StreamOptions | None = None
+    n: int | None = None
+    tools: list[Any] | None = None
+    functions: list[Any] | None = None
 
 
-class _Links:
-    """Prefix digest -> conversation id, the most recently used kept (see module doc)."""
-
-    def __init__(self, limit: int = MAX_LINKS) -> None:
-        self.limit = limit
-        self._ids: OrderedDict[str, str] = OrderedDict()
-
-    def get(self, digest: str) -> str | None:
-        cid = self._ids.get(digest)
-        if cid is not None:
-            self._ids.move_to_end(digest)
-        return cid
-
-    def put(self, digest: str, cid: str) -> None:
-        self._ids[digest] = cid
-        self._ids.move_to_end(digest)
-        while len(self._ids) > self.limit:
-            self._ids.popitem(last=False)
-
-
-def digest(model: str, messages: list[ChatMessage]) -> str:
-    """What identifies a list's conversation: the model and every message's role and text
-    (tool messages left out, text stripped)."""
-    said = [(m.role, m.text.strip()) for m in messages if m.role not in ("tool", "function")]
-    raw = json.dumps([model, said], ensure_ascii=False)
-    return hashlib.sha256(raw.encode()).hexdigest()
+def refusal(body: ChatRequest) -> tuple[str, str] | None:
+    """What of ``body`` this endpoint does not do, as (the field, why), or None."""
+    for field in ("tools", "functions"):
+        if getattr(body, field):
+            return field, (
+                f"'{field}' is not supported: Retinue's agents run their own tools and never "
+                "call a client's function tools; send the request without them"
+            )
+    if body.n is not None and body.n != 1:
+        return "n", f"'n' must be 1 (got {body.n}): a Retinue turn has one answer"
+    return None
 
 
 def transcript(messages: list[ChatMessage], last: str) -> str:
@@ -197,25 +160,18 @@ def transcript(messages: list[ChatMessage], last: str) -> str:
     return "\n".join(lines)
 
 
-def _ignore(_reply: str) -> None:
-    pass
-
-
 @dataclass(slots=True)
 class _Turn:
-    """One request's turn: how to start it, whose text deltas are the answer's, and what to
-    do with the reply the client got."""
+    """One request's turn: how to start it, and whose text deltas are the answer's."""
 
     conversation: str | None
     speaker: Callable[[str], bool]
     start: Callable[[EventSink | None], asyncio.Task[RunOutput]]
-    answered: Callable[[str], None] = _ignore
 
 
-def openai_router(host: ConversationHost, runtime: Runtime, errors: ErrorMapper) -> APIRouter:
+def openai_router(runtime: Runtime, errors: ErrorMapper) -> APIRouter:
     """The routes of the OpenAI-compatible endpoint (see the module docstring)."""
     router = APIRouter()
-    links = _Links()
     running: set[asyncio.Task[RunOutput]] = set()  # role runs
 
     def models() -> list[str]:
@@ -234,42 +190,38 @@ def openai_router(host: ConversationHost, runtime: Runtime, errors: ErrorMapper)
             raise unknown(model)
         return _model(model)
 
-    def conversation_for(body: ChatRequest, header: str | None) -> str:
-        if header is not None:
-            if not valid_conversation_id(header):
-                raise HTTPException(
-                    400, f"bad {HEADER} header {header!r}: use 1-64 letters, digits, '_', '.', '-'"
-                )
-            return header
-        earlier = body.messages[:-1]
-        if not any(m.role in ("user", "assistant") for m in earlier):
-            return f"oai-{secrets.token_hex(16)}"  # a new chat
-        key = digest(body.model, earlier)
-        return links.get(key) or f"oai-{key[:32]}"
+    def conversation_for(header: str | None) -> str:
+        if header is None:
+            return f"oai-{secrets.token_hex(16)}"  # stateless: a conversation of its own
+        if not valid_conversation_id(header):
+            raise HTTPException(
+                400, f"bad {HEADER} header {header!r}: use 1-64 letters, digits, '_', '.', '-'"
+            )
+        return header
 
-    async def main_turn(body: ChatRequest, header: str | None) -> _Turn:
-        cid = conversation_for(body, header)
+    async def main_turn(
+        space: TenantSpace, body: ChatRequest, header: str | None, keep: bool
+    ) -> _Turn:
+        host = space.host
+        cid = conversation_for(header)
         *earlier, last = body.messages
         text = last.text
-        if earlier and await host.history(cid) is None:
+        if earlier and (header is None or await host.history(cid) is None):
             text = transcript(earlier, text)  # instructions, or a chat begun elsewhere
-        root = agent_id_for(cid)
-
-        def answered(reply: str) -> None:
-            if header is None:
-                links.put(digest(body.model, [*body.messages, _reply(reply)]), cid)
+        root = host.agent_id(cid)
 
         def start(sink: EventSink | None) -> asyncio.Task[RunOutput]:
-            return host.start(cid, text, on_event=sink)
+            return host.start(cid, text, keep_sessions=keep and header is not None, on_event=sink)
 
-        return _Turn(cid, lambda agent: agent == root, start, answered)
+        return _Turn(cid, lambda agent: agent == root, start)
 
-    def role_turn(body: ChatRequest, role: str) -> _Turn:
+    def role_turn(space: TenantSpace, body: ChatRequest, role: str) -> _Turn:
+        host = space.host
         if len(running) >= host.limits.max_turns:
             raise ServerBusy(f"{host.limits.max_turns} role runs are in progress; retry later")
         *earlier, last = body.messages
         task_text = transcript(earlier, last.text) if earlier else last.text
-        root = f"oai-{role}-{next(_role_runs)}"
+        root = f"{space.prefix}oai-{role}-{next(_role_runs)}"
 
         async def delegate(sink: EventSink | None) -> RunOutput:
             with ExitStack() as watching:
@@ -277,7 +229,7 @@ def openai_router(host: ConversationHost, runtime: Runtime, errors: ErrorMapper)
                     watching.enter_context(host.hub.subscribe(root, sink))
                 try:
                     return await runtime.manager.run_subagent(
-                        runtime.context(root), task_text, role
+                        space.runtime.context(root), task_text, role
                     )
                 finally:
                     await runtime.manager.cleanup(root)  # one that asked is held: end it
@@ -293,27 +245,35 @@ def openai_router(host: ConversationHost, runtime: Runtime, errors: ErrorMapper)
 
         return _Turn(None, speaker, start)
 
-    async def turn_for(body: ChatRequest, header: str | None) -> _Turn:
+    async def turn_for(
+        space: TenantSpace, body: ChatRequest, header: str | None, keep: bool
+    ) -> _Turn:
         if body.messages[-1].role != "user":
             raise HTTPException(400, "the last message must be the user's: it is the new turn")
         if not body.messages[-1].text.strip():
             raise HTTPException(400, "the last user message is empty: say what to do")
         if body.model == MODEL:
-            return await main_turn(body, header)
+            return await main_turn(space, body, header, keep)
         role = body.model.removeprefix(f"{MODEL}/")
         if body.model.startswith(f"{MODEL}/") and role in runtime.catalog.roles:
-            return role_turn(body, role)
+            return role_turn(space, body, role)
         raise unknown(body.model)
 
     @router.post("/v1/chat/completions", response_model=None)
     async def chat_completions(
         body: ChatRequest,
         response: Response,
+        space: Space,
         x_retinue_conversation: str | None = Header(default=None, max_length=200),
-    ) -> dict[str, Any] | StreamingResponse:
-        turn = await turn_for(body, x_retinue_conversation)
+        x_retinue_keep_sessions: str | None = Header(default=None, max_length=10),
+    ) -> dict[str, Any] | StreamingResponse | JSONResponse:
+        if (refused := refusal(body)) is not None:
+            field, why = refused
+            return JSONResponse(openai_error(400, why, field), status_code=400)
+        keep = (x_retinue_keep_sessions or "").strip().lower() in ("1", "true", "yes")
+        turn = await turn_for(space, body, x_retinue_conversation, keep)
         headers = {HEADER: turn.conversation} if turn.conversation else {}
-        chat = _Completion(body.model, turn.conversation)
+        chat = _Completion(body.model, turn.conversation, space)
         if body.stream:
             usage = body.stream_options is not None and body.stream_options.include_usage
             return StreamingResponse(
@@ -322,7 +282,6 @@ def openai_router(host: ConversationHost, runtime: Runtime, errors: ErrorMapper)
                 headers={"Cache-Control": "no-cache", **headers},
             )
         out = await turn.start(None)
-        turn.answered(out.content)
         response.headers.update(headers)
         return chat.completion(out)
 
@@ -333,14 +292,11 @@ def _model(name: str) -> dict[str, Any]:
     return {"id": name, "object": "model", "created": 0, "owned_by": "retinue"}
 
 
-def _reply(text: str) -> ChatMessage:
-    return ChatMessage(role="assistant", content=text)
-
-
 class _Completion:
     """The JSON of one completion, whole or as chunks."""
 
-    def __init__(self, model: str, conversation: str | None) -> None:
+    def __init__(self, model: str, conversation: str | None, space: TenantSpace) -> None:
+        self.space = space
         self.id = f"chatcmpl-{secrets.token_hex(12)}"
         self.created = int(time.time())
         self.model = model
@@ -405,7 +361,7 @@ class _Completion:
                 step_ended = step_ended or (
                     event.kind == TOOL_STARTED and turn.speaker(event.agent_id)
                 )
-                yield self.chunk({}, extra={"event": event.to_dict()})
+                yield self.chunk({}, extra={"event": self.space.shown(event.to_dict())})
             outcome = feed.outcome(errors)
             if not isinstance(outcome, RunOutput):
                 yield _data(openai_error(*outcome))
@@ -415,7 +371,6 @@ class _Completion:
                 rest = ("\n\n" if spoken else "") + outcome.content
                 spoken += rest
                 yield self.chunk({"content": rest})
-            turn.answered(spoken)
             yield self.chunk({}, _finish(outcome), self._extra(outcome))
             if usage:
                 yield _data({**self._base("chat.completion.chunk"), "choices": [],

@@ -8,13 +8,17 @@
    origin (403 otherwise). Only configured CORS origins get CORS headers; by default none.
 3. Every path except ``/healthz`` and the web page's files (``GET``/``HEAD`` of
    :data:`~retinue.server.page.PAGE_PATHS`: ``/`` and its script and style sheet, which
-   hold no data) needs ``Authorization: Bearer <token>`` (401 otherwise). The token is
-   compared in constant time; the page asks for it and sends it with every API call.
+   hold no data) needs ``Authorization: Bearer <token>`` (401 otherwise): the service's
+   token, compared in constant time, or a named token of :mod:`retinue.server.tokens`
+   (found by its SHA-256). The request's :class:`~retinue.server.tokens.Principal` is put in
+   ``scope["state"]["principal"]`` (``request.state.principal``), which decides the tenant
+   it sees. The page asks for a token and sends it with every API call.
 4. A body longer than the limit is refused with 413 as soon as its ``Content-Length`` says
    so, and otherwise as soon as that many bytes have arrived: it is never read in full.
 
 The token lives in ``<data dir>/server-token`` (mode 0600), created on first start;
-``RETINUE_TOKEN`` overrides it.
+``RETINUE_TOKEN`` overrides it. On the OpenAI-compatible routes every refusal is in OpenAI's
+error shape (see :func:`retinue.server.openai_errors.openai_error`).
 """
 
 from __future__ import annotations
@@ -33,11 +37,14 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from retinue.server.openai_errors import is_openai_path, openai_error
 from retinue.server.page import PAGE_PATHS
+from retinue.server.tokens import Principal, TokenBook
 
 __all__ = [
     "DEFAULT_MAX_BODY",
     "LOOPBACK_HOSTS",
+    "SERVICE",
     "TOKEN_ENV",
     "TOKEN_FILE",
     "Guard",
@@ -115,6 +122,7 @@ class Security:
     allowed_hosts: frozenset[str] = LOOPBACK_HOSTS
     cors_origins: frozenset[str] = field(default_factory=frozenset)
     max_body: int = DEFAULT_MAX_BODY
+    tokens: TokenBook | None = None  # named tokens, each a tenant (None: the token only)
 
     @classmethod
     def build(
@@ -125,13 +133,14 @@ class Security:
         allow_hosts: Iterable[str] = (),
         cors_origins: Iterable[str] = (),
         max_body: int = DEFAULT_MAX_BODY,
+        tokens: TokenBook | None = None,
     ) -> Security:
         """The loopback names, the address listened on (unless a wildcard) and ``allow_hosts``."""
         hosts = set(LOOPBACK_HOSTS) | {host_name(h) for h in allow_hosts}
         if listen_host not in ("0.0.0.0", "::", ""):
             hosts.add(host_name(listen_host) if ":" not in listen_host else listen_host.lower())
         origins = frozenset(o.rstrip("/").lower() for o in cors_origins)
-        return cls(token, frozenset(hosts), origins, max_body)
+        return cls(token, frozenset(hosts), origins, max_body, tokens)
 
     def host_allowed(self, host: str) -> bool:
         return "*" in self.allowed_hosts or host_name(host) in self.allowed_hosts
@@ -143,10 +152,22 @@ class Security:
         return parts.scheme in ("http", "https") and (parts.hostname or "") in self.allowed_hosts
 
     def authorized(self, header: str | None) -> bool:
+        return self.principal(header) is not None
+
+    def principal(self, header: str | None) -> Principal | None:
+        """Whose token ``Authorization: Bearer <token>`` carries, or None for no token or a
+        wrong one."""
         scheme, _, given = (header or "").partition(" ")
-        if scheme.lower() != "bearer":
-            return False
-        return hmac.compare_digest(given.strip().encode(), self.token.encode())
+        given = given.strip()
+        if scheme.lower() != "bearer" or not given or len(given) > 512:
+            return None
+        if hmac.compare_digest(given.encode(), self.token.encode()):
+            return SERVICE
+        return self.tokens.find(given) if self.tokens is not None else None
+
+
+SERVICE = Principal()
+"""The holder of the service's own token."""
 
 
 class Guard:
@@ -163,6 +184,8 @@ class Guard:
         headers = Headers(scope=scope)
         origin = headers.get("origin")
         refusal = self._refusal(scope, headers, origin)
+        if refusal is not None and is_openai_path(scope["path"]):
+            refusal = _openai(refusal)
         if refusal is not None:
             await refusal(scope, receive, send)
             return
@@ -172,7 +195,7 @@ class Guard:
             return
         await self.app(scope, self._limited(receive), _with_cors(send, origin) if cors else send)
 
-    def _refusal(self, scope: Scope, headers: Headers, origin: str | None) -> Response | None:
+    def _refusal(self, scope: Scope, headers: Headers, origin: str | None) -> _Refusal | None:
         sec = self.security
         host = headers.get("host", "")
         if not sec.host_allowed(host):
@@ -183,7 +206,9 @@ class Guard:
             return _error(403, f"origin {origin!r} is not allowed (see --cors-origin)")
         if scope["method"] == "OPTIONS" and origin and origin.lower() in sec.cors_origins:
             return None  # a CORS preflight carries no credentials
-        if not _public(scope) and not sec.authorized(headers.get("authorization")):
+        principal = sec.principal(headers.get("authorization"))
+        scope.setdefault("state", {})["principal"] = principal
+        if not _public(scope) and principal is None:
             return _error(
                 401,
                 "missing or wrong bearer token: send 'Authorization: Bearer <token>' "
@@ -217,8 +242,19 @@ def _public(scope: Scope) -> bool:
     return path == "/healthz" or (scope["method"] in ("GET", "HEAD") and path in PAGE_PATHS)
 
 
-def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    return JSONResponse({"error": message}, status_code=status, headers=headers)
+class _Refusal(JSONResponse):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None) -> None:
+        super().__init__({"error": message}, status_code=status, headers=headers)
+        self.message, self.extra = message, headers
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> _Refusal:
+    return _Refusal(status, message, headers)
+
+
+def _openai(refusal: _Refusal) -> Response:
+    status = refusal.status_code
+    return JSONResponse(openai_error(status, refusal.message), status, headers=refusal.extra)
 
 
 def _preflight(origin: str) -> dict[str, str]:

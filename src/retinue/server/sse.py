@@ -2,7 +2,8 @@
 
 Each event is a frame ``event: <kind>`` with the JSON of :meth:`Event.to_dict`; the turn
 ends with ``event: result`` (the same JSON as the non-streaming answer) or ``event: error``
-(``{"error": ..., "status": ...}``). A client that disconnects cancels its turn.
+(``{"error": ..., "status": ...}``). A client that disconnects cancels its turn. Agent ids
+are shown as the tenant's clients see them (see :mod:`retinue.server.tenants`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from retinue.engine.config import RunOutput
 from retinue.events import Event, EventSink
-from retinue.server.conversations import ConversationHost
+from retinue.server.tenants import TenantSpace
 
 __all__ = ["ErrorMapper", "TurnFeed", "frame", "jsonable", "output_json", "stream_turn"]
 
@@ -75,7 +76,7 @@ class TurnFeed:
 
 
 async def stream_turn(
-    host: ConversationHost,
+    space: TenantSpace,
     cid: str,
     text: str,
     *,
@@ -83,10 +84,11 @@ async def stream_turn(
     errors: ErrorMapper,
 ) -> AsyncIterator[str]:
     """Run one turn of ``cid`` and yield its events as they happen, then its result."""
+    host = space.host
     feed = TurnFeed(lambda sink: host.start(cid, text, keep_sessions=keep_sessions, on_event=sink))
     try:
         async for event in feed.events():
-            yield frame(event.kind, event.to_dict())
+            yield frame(event.kind, space.shown(event.to_dict()))
         outcome = feed.outcome(errors)
         if isinstance(outcome, RunOutput):
             yield frame("result", output_json(outcome))
