@@ -34,7 +34,7 @@ from retinue.policy.modes import (
     kind_of,
     strictest,
 )
-from retinue.policy.rules import RuleSet, parse_rule, rule_for
+from retinue.policy.rules import Rule, RuleSet, parse_rule, rule_for, rule_names
 
 if TYPE_CHECKING:
     from retinue.tools.base import ToolContext, ToolRegistry
@@ -54,6 +54,15 @@ class _Shared:
     """What every policy of one session tree shares: "always" answers given so far."""
 
     always: RuleSet = field(default_factory=RuleSet)
+    version: int = 0  # bumped with each "always": what a policy remembered may be stale
+
+    def add(self, rule: Rule) -> None:
+        self.always.allow_rule(rule)
+        self.version += 1
+
+
+_NO_VERDICT = HookResult()
+MEMO_NAMES = 1_000  # tool names a policy remembers a quick decision for
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +79,9 @@ class Policy:
     hooks: Hooks = field(default_factory=Hooks)
     sandboxed: bool = False
     _shared: _Shared = field(default_factory=_Shared)
+    _memo: dict[str, tuple[int, Decision | None]] = field(
+        init=False, default_factory=dict, repr=False, compare=False
+    )
 
     @property
     def mode(self) -> PermissionMode:
@@ -119,7 +131,7 @@ class Policy:
         self, registry: ToolRegistry, call: ToolCall, ctx: ToolContext
     ) -> ToolResultMessage:
         """Run ``call`` if the policy lets it, asking for approval where it must."""
-        if self.trivial:
+        if self.trivial or self._quick(call.name) == "allow":
             return await registry.execute(call, ctx)
         args = _arguments(call.arguments)
         if args is None:  # not a JSON object: the tool refuses it without running anything
@@ -146,6 +158,29 @@ class Policy:
         if self.hooks:
             result = await self._post_hooks(call, args, ctx, result)
         return result
+
+    def _quick(self, tool: str) -> Decision | None:
+        """The decision for any call of ``tool`` when nothing can look at its arguments (no
+        rule or hook names it, it edits no file), remembered per name; None: look closer."""
+        memo = self._memo.get(tool)
+        if memo is not None and memo[0] == self._shared.version:
+            return memo[1]
+        kind = kind_of(tool)
+        decision: Decision | None = None
+        if not self.hooks and kind != "edit" and not self._named(tool):
+            by_mode: list[Decision] = [
+                decide_by_mode(m, kind, sandboxed=self.sandboxed) for m in self.modes
+            ]
+            decision = strictest(*by_mode)
+        if len(self._memo) >= MEMO_NAMES:
+            self._memo.clear()
+        self._memo[tool] = (self._shared.version, decision)
+        return decision
+
+    def _named(self, tool: str) -> bool:
+        """Whether any rule (or "always" answer) names ``tool``."""
+        sets = (self.rules, self._shared.always)
+        return any(rule_names(r.tool, tool) for rs in sets for r in (*rs.deny, *rs.ask, *rs.allow))
 
     async def _ask(
         self, call: ToolCall, args: dict[str, Any], ctx: ToolContext, why: str
@@ -179,14 +214,14 @@ class Policy:
                 cancelled=_cancelling(),
             )
         if answer.allow and answer.always:
-            self._shared.always.allow.append(parse_rule(rule, ctx.workspace))
+            self._shared.add(parse_rule(rule, ctx.workspace))
         return answer
 
     async def _pre_hooks(
         self, call: ToolCall, args: dict[str, Any], ctx: ToolContext
     ) -> HookResult:
         if not self.hooks:
-            return HookResult()
+            return _NO_VERDICT
         payload = self._payload(ctx, "PreToolUse", tool_name=call.name, tool_input=args)
         return await self.hooks.run("PreToolUse", payload, matcher_value=call.name,
                                     events=ctx.events, agent_id=ctx.agent_id)  # fmt: skip

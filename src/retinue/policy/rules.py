@@ -37,7 +37,7 @@ from urllib.parse import urlsplit
 
 from retinue.policy.modes import EDIT_TOOLS, Decision
 
-__all__ = ["Rule", "RuleSet", "parse_rule", "rule_for"]
+__all__ = ["Rule", "RuleSet", "parse_rule", "rule_for", "rule_names"]
 
 _RULE = re.compile(r"^([A-Za-z_][\w\-]*(?:__\*)?)(?:\((.*)\))?$", re.DOTALL)
 _READ_FAMILY = frozenset({"Read", "Glob", "Grep", "LS", "NotebookRead"})
@@ -57,7 +57,7 @@ class Rule:
     _regex: re.Pattern[str] | None = field(default=None, compare=False)
 
     def matches(self, tool: str, args: Mapping[str, Any], workspace: Path) -> bool:
-        if not _names(self.tool, tool):
+        if not rule_names(self.tool, tool):
             return False
         if self.spec is None or self.spec in ("*", ""):
             return True
@@ -82,7 +82,8 @@ class Rule:
         return any(self._regex.fullmatch(p) for p in (target, target + "/"))
 
 
-def _names(rule_tool: str, tool: str) -> bool:
+def rule_names(rule_tool: str, tool: str) -> bool:
+    """Whether a rule written for ``rule_tool`` can apply to a call of ``tool``."""
     if rule_tool.startswith("mcp__"):
         server_wide = rule_tool.removesuffix("__*")
         if server_wide.count("__") == 1:  # mcp__server or mcp__server__*
@@ -220,6 +221,9 @@ class RuleSet:
     ask: list[Rule] = field(default_factory=list)
     deny: list[Rule] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    _index: dict[str, tuple[list[Rule], list[Rule], list[Rule]]] = field(
+        default_factory=dict, repr=False, compare=False
+    )  # per tool name: the deny, ask and allow rules that can apply to it
 
     def __bool__(self) -> bool:
         return bool(self.allow or self.ask or self.deny)
@@ -234,6 +238,7 @@ class RuleSet:
         line_of: Mapping[str, int] | None = None,
     ) -> None:
         bucket = getattr(self, decision)
+        self._index.clear()
         for text in texts:
             try:
                 bucket.append(parse_rule(text, workspace))  # type: ignore[arg-type]
@@ -242,7 +247,13 @@ class RuleSet:
                 at = f"{where}:{line}" if where and line else where
                 self.problems.append(f"{at}: permissions.{decision}: {exc}" if at else str(exc))
 
+    def allow_rule(self, rule: Rule) -> None:
+        """Add one parsed allow rule (an "always" answer)."""
+        self.allow.append(rule)
+        self._index.clear()
+
     def extend(self, other: RuleSet) -> None:
+        self._index.clear()
         self.allow += other.allow
         self.ask += other.ask
         self.deny += other.deny
@@ -251,22 +262,35 @@ class RuleSet:
     def match(
         self, tool: str, args: Mapping[str, Any], workspace: Path
     ) -> tuple[Decision, str] | None:
-        for rule in self.deny:
+        deny, ask, allow = self._for(tool)
+        for rule in deny:
             if rule.matches(tool, args, workspace):
                 return "deny", rule.text
-        for rule in self.ask:
+        for rule in ask:
             if rule.matches(tool, args, workspace):
                 return "ask", rule.text
         if tool == "Bash":
-            return self._allows_command(str(args.get("command", "")))
-        for rule in self.allow:
+            return self._allows_command(allow, str(args.get("command", "")))
+        for rule in allow:
             if rule.matches(tool, args, workspace):
                 return "allow", rule.text
         return None
 
-    def _allows_command(self, command: str) -> tuple[Decision, str] | None:
+    def _for(self, tool: str) -> tuple[list[Rule], list[Rule], list[Rule]]:
+        found = self._index.get(tool)
+        if found is None:
+            if len(self._index) >= 1_000:  # tool names a model made up, say
+                self._index.clear()
+            found = self._index[tool] = tuple(  # type: ignore[assignment]
+                [r for r in rules if rule_names(r.tool, tool)]
+                for rules in (self.deny, self.ask, self.allow)
+            )
+        return found  # type: ignore[return-value]
+
+    @staticmethod
+    def _allows_command(allow: list[Rule], command: str) -> tuple[Decision, str] | None:
         """Allowed when every part of ``command`` is (and nothing is hidden in it)."""
-        rules = [r for r in self.allow if r.tool == "Bash"]
+        rules = [r for r in allow if r.tool == "Bash"]
         whole = next((r for r in rules if r.spec in (None, "*", "")), None)
         if whole is not None:
             return "allow", whole.text
