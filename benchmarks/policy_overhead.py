@@ -76,7 +76,7 @@ async def measure(rounds: int) -> dict[str, Any]:
         "rules50_named": Policy(modes=("default",), rules=fifty_rules(Path.cwd(), named=True)),
     }
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
-    for name, gate in variants.items():  # warm-up
+    for gate in variants.values():  # warm-up
         await one_run(model, gate, -1)
     for k in range(rounds):
         order = list(variants) if k % 2 == 0 else list(reversed(variants))
