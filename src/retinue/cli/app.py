@@ -31,6 +31,7 @@ from retinue.cli.hooks import hooks_app
 from retinue.cli.mcp import mcp_app
 from retinue.cli.memory import memory_app
 from retinue.cli.remote import interrupt, serve, sessions
+from retinue.cli.tokens import token_app
 
 if TYPE_CHECKING:
     from retinue.engine.config import RunOutput
@@ -48,6 +49,7 @@ app = typer.Typer(
 )
 app.add_typer(memory_app)
 app.add_typer(mcp_app)
+app.add_typer(token_app)
 app.add_typer(hooks_app)
 
 

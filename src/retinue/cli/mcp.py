@@ -212,8 +212,9 @@ def serve(
     """Serve the roles over MCP: SubAgent, UnloadSubAgent, SubAgentStatus.
 
     On stdio (default) the client's sessions end when it disconnects. With --http, on
-    loopback behind the service's bearer token, all clients share one parent: sessions end
-    when unloaded or when the server stops."""
+    loopback behind the service's bearer token or a named one (`retinue token issue`), each
+    token is a parent of its own in its tenant: sessions end when unloaded or when the
+    server stops."""
     from retinue.config import Settings
     from retinue.runtime import Runtime
     from retinue.server.mcp_serve import build_server
@@ -234,10 +235,12 @@ def _serve_http(server: MCPServer[Any], home: Path, port: int) -> None:
     import uvicorn
 
     from retinue.server.security import TOKEN_FILE, Guard, Security, ensure_token
+    from retinue.server.tokens import TokenBook
 
     with _one_line_errors():
         token, _ = ensure_token(home)
-    app = Guard(server.streamable_http_app(host="127.0.0.1"), Security.build(token))
+    security = Security.build(token, tokens=TokenBook(home))  # `retinue token issue`
+    app = Guard(server.streamable_http_app(host="127.0.0.1"), security)
     typer.echo(f"retinue MCP on http://127.0.0.1:{port}/mcp; send "
                f'"Authorization: Bearer $(cat {home / TOKEN_FILE})"', err=True)  # fmt: skip
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=5)

@@ -88,6 +88,7 @@ def serve(
     from retinue.server import create_app
     from retinue.server.conversations import Limits
     from retinue.server.security import DEFAULT_MAX_BODY, Security
+    from retinue.server.tokens import TokenBook
 
     with one_line_errors():
         runtime = make_runtime(model, workspace, tenant, quiet=quiet)
@@ -98,6 +99,7 @@ def serve(
         allow_hosts=allow_host or (),
         cors_origins=cors_origin or (),
         max_body=max_body or DEFAULT_MAX_BODY,
+        tokens=TokenBook(runtime.settings.home),  # named tokens: `retinue token issue`
     )
     sock = _listen(host, port)
     bound = sock.getsockname()[1]

@@ -11,6 +11,12 @@ resource, ``retinue://roles`` (JSON: name and description of each). While a call
 client that asked for progress gets one notification per event of the sub-agent tree (its
 message is the event as JSON: ``kind``, ``agent_id``, and the event's data, ``parent_id``
 included, from which the tree is built).
+
+**Who the client is.** On stdio the client is one parent, ``mcp-client``. Over HTTP each
+request's token decides (see :mod:`retinue.server.tokens`): the service's own token is the
+parent ``mcp-client`` in the service's tenant, and a named token ``bo`` is the parent
+``mcp-client-bo`` in its own tenant: its sessions, its memory and its progress notifications
+are its own, and another token's holder can neither see nor unload them.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from pydantic import Field
 from retinue.errors import RetinueError
 from retinue.events import TEXT_DELTA, Event
 from retinue.runtime import Runtime
+from retinue.server.tokens import Principal
 from retinue.subagents.tools import subagent, subagent_status, unload_subagent
 from retinue.tools.base import Tool, ToolContext
 
@@ -92,10 +99,49 @@ class Progress:
                 queue.put_nowait(None)
 
 
-async def _run(
-    t: Tool, ctx: ToolContext, progress: Progress, mcp_ctx: Context[Any, Any], **arguments: Any
-) -> str:
-    """One of Retinue's own tools, its events as progress, its failures as MCP tool errors."""
+class Clients:
+    """The parents the MCP clients are: one per token (one in all on stdio), each with its
+    tool context and its progress sink, made on its first call."""
+
+    def __init__(self, runtime: Runtime, parent_id: str = PARENT_ID) -> None:
+        self.runtime = runtime
+        self.parent_id = parent_id
+        self._by_key: dict[tuple[str | None, str | None], tuple[ToolContext, Progress]] = {}
+
+    def of(self, principal: Principal | None) -> tuple[ToolContext, Progress]:
+        """The context and progress sink of the client ``principal`` (None: stdio, or the
+        service's own token)."""
+        who = principal or Principal()
+        key = (who.name, who.tenant)
+        found = self._by_key.get(key)
+        if found is None:
+            parent = self.parent_id if who.name is None else f"{self.parent_id}-{who.name}"
+            progress = Progress()
+            base = client_context(self.runtime, parent)
+            ctx = replace(base, tenant=who.tenant or base.tenant, events=progress)
+            found = self._by_key[key] = (ctx, progress)
+        return found
+
+    def parents(self) -> list[str]:
+        return [ctx.agent_id for ctx, _ in self._by_key.values()] or [self.parent_id]
+
+
+def principal_of(mcp_ctx: Context[Any, Any]) -> Principal | None:
+    """The token's principal of an HTTP call (the Guard put it in the request's scope)."""
+    try:
+        request = mcp_ctx.request_context.request
+    except ValueError:
+        return None
+    scope = getattr(request, "scope", None)
+    state = scope.get("state") if isinstance(scope, dict) else None
+    found = state.get("principal") if isinstance(state, dict) else None
+    return found if isinstance(found, Principal) else None
+
+
+async def _run(t: Tool, clients: Clients, mcp_ctx: Context[Any, Any], **arguments: Any) -> str:
+    """One of Retinue's own tools, run as the calling client, its events as progress, its
+    failures as MCP tool errors."""
+    ctx, progress = clients.of(principal_of(mcp_ctx))
     try:
         async with progress.reporting(mcp_ctx):
             return await t.invoke(ctx, json.dumps({k: v for k, v in arguments.items() if v}))
@@ -105,15 +151,15 @@ async def _run(
 
 def build_server(runtime: Runtime, parent_id: str = PARENT_ID) -> MCPServer[Any]:
     """The MCP server of ``runtime``'s roles; its lifespan ends the client's sessions."""
-    progress = Progress()
-    ctx = replace(client_context(runtime, parent_id), events=progress)
+    clients = Clients(runtime, parent_id)
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer[Any]) -> AsyncIterator[None]:
         try:
             yield
         finally:
-            await runtime.manager.cleanup(parent_id)
+            for parent in clients.parents():
+                await runtime.manager.cleanup(parent)
             await runtime.tools.close_sources()
 
     roles = "\n".join(f"- {r.name}: {r.description}" for r in runtime.catalog.roles.values())
@@ -134,20 +180,20 @@ def build_server(runtime: Runtime, parent_id: str = PARENT_ID) -> MCPServer[Any]
         *,
         mcp_ctx: Context[Any, Any],
     ) -> str:
-        return await _run(subagent, ctx, progress, mcp_ctx, task=task, role=role,
+        return await _run(subagent, clients, mcp_ctx, task=task, role=role,
                           interactive=interactive, instance=instance)  # fmt: skip
 
     @server.tool(name="UnloadSubAgent", description=unload_subagent.description)
     async def unload(
         role: RoleArg, instance: InstanceArg = None, *, mcp_ctx: Context[Any, Any]
     ) -> str:
-        return await _run(unload_subagent, ctx, progress, mcp_ctx, role=role, instance=instance)
+        return await _run(unload_subagent, clients, mcp_ctx, role=role, instance=instance)
 
     @server.tool(name="SubAgentStatus", description=subagent_status.description)
     async def status(
         role: RoleArg, instance: InstanceArg = None, *, mcp_ctx: Context[Any, Any]
     ) -> str:
-        return await _run(subagent_status, ctx, progress, mcp_ctx, role=role, instance=instance)
+        return await _run(subagent_status, clients, mcp_ctx, role=role, instance=instance)
 
     @server.resource("retinue://roles", name="roles", mime_type="application/json")
     def role_list() -> str:
