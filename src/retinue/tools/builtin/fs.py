@@ -190,7 +190,7 @@ async def write_tool(
     file_path: Annotated[
         str, Field(description="Path of the file to write (relative to the workspace, or absolute)")
     ],
-    content: Annotated[str, Field(description="The full content to write to the file")],
+    content: Annotated[str, Field(description="Every line the file is to hold once written")],
 ) -> str:
     """Write a file in the workspace, replacing it if it exists (Read it first then).
 

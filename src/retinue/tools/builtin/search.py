@@ -177,7 +177,8 @@ async def glob_tool(
     pattern: Annotated[
         str,
         Field(
-            description='Glob pattern to match files against, e.g. "**/*.py" or "src/*.{ts,tsx}"'
+            description="Glob pattern the file paths must match: * stands for any part of a "
+            "name, ** for any number of folders"
         ),
     ],
     path: Annotated[
@@ -256,7 +257,7 @@ async def grep_tool(
     ] = None,
     glob: Annotated[
         str | None,
-        Field(description='Only search files matching this glob, e.g. "*.py", "*.{ts,tsx}"'),
+        Field(description="Only search files whose paths match this glob pattern"),
     ] = None,
     output_mode: Annotated[
         Literal["files_with_matches", "content", "count"],
@@ -287,7 +288,7 @@ async def grep_tool(
     ] = None,
     file_type: Annotated[
         str | None,
-        Field(alias="type", description='File type to search, e.g. "py", "js", "ts", "go", "rust"'),
+        Field(alias="type", description="Only search files of this type, named by its extension"),
     ] = None,
     head_limit: Annotated[
         int | None,
