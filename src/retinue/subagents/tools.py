@@ -82,7 +82,10 @@ async def subagent(
     ] = False,
     instance: Annotated[
         str | None,
-        Field(description="Optional name to hold several interactive sessions of one role"),
+        Field(
+            description="A name for this session, needed only to keep several sessions of "
+            "one role open at once"
+        ),
     ] = None,
     background: Annotated[
         bool,
@@ -155,7 +158,7 @@ async def subagent_status(
 @tool("FindRole")
 async def find_role(
     ctx: ToolContext,
-    query: Annotated[str, Field(description="Words describing the work, e.g. 'rust async review'")],
+    query: Annotated[str, Field(description="A few words about the work to hand over")],
 ) -> str:
     """Search the roles you can delegate to by name and description; returns the best
     matches with what each is for."""
