@@ -67,14 +67,13 @@ def _survey(workspace: Path | None) -> tuple[Settings, list[_Row], list[str]]:
                                         renames={"Stop": "SubagentStop"})  # fmt: skip
             problems.extend(every.problems)
             sources.append((every, role.name))
-    rows: list[_Row] = []
+    rows = [_Row(c, "untrusted") for c in loaded.untrusted]
     for hooks, role in sources:
         for c in hooks.commands:
             state: State = "own"
             if c.source is not None and needs_trust(d := definition(c), ws, home):
                 state = "approved" if store.is_trusted(d) else "untrusted"
             rows.append(_Row(c, state, role))
-    rows.extend(_Row(c, "untrusted") for c in loaded.untrusted)
     return settings, rows, problems
 
 
@@ -85,7 +84,7 @@ def list_hooks(workspace: WorkspaceOpt = None) -> None:
     with one_line_errors():
         _, rows, problems = _survey(workspace)
     for line in problems:
-        typer.echo(f"problem: {line}", err=True)
+        typer.echo(f"problem: {_safe(line)}", err=True)
     if not rows:
         typer.echo(
             "No hooks configured (~/.claude/settings.json, .claude/settings.json, "
@@ -95,11 +94,20 @@ def list_hooks(workspace: WorkspaceOpt = None) -> None:
     label = {"own": "", "approved": " [approved]", "untrusted": " [not approved: inert]"}
     for row in rows:
         c = row.command
-        typer.echo(f"{c.name}{label[row.state]}: {_short(c.command)}\n    {row.where}")
+        typer.echo(f"{_short(c.name)}{label[row.state]}: {_short(c.command)}\n"
+                   f"    {_short(row.where)}")  # fmt: skip
 
 
-def _short(command: str) -> str:
-    flat = " ".join(command.split())
+def _safe(text: str) -> str:
+    """``text`` (from a file, or typed) with nothing in it that a terminal acts on."""
+    from retinue.policy.trust import printable
+
+    return printable(text)
+
+
+def _short(text: str) -> str:
+    """A command (or a name a file gave) on one line, bounded, made safe."""
+    flat = _safe(" ".join(text.split()))
     return flat if len(flat) <= 160 else flat[:159] + "…"
 
 
@@ -124,22 +132,24 @@ def approve(
         if names:
             unknown = sorted(set(names) - {r.command.name for r in rows})
             if unknown:
-                known = ", ".join(sorted({r.command.name for r in rows if r.state != "own"}))
-                typer.echo(f"error: no hook named {', '.join(unknown)} is defined here "
+                known = ", ".join(sorted({_short(r.command.name) for r in rows
+                                          if r.state != "own"}))  # fmt: skip
+                typer.echo(f"error: no hook named {_safe(', '.join(unknown))} is defined here "
                            f"(workspace hooks: {known or 'none'})", err=True)  # fmt: skip
                 raise typer.Exit(1)
             rows = [r for r in rows if r.command.name in names]
             for r in rows:
                 if r.state != "untrusted":
                     why = "approved already" if r.state == "approved" else "needs no approval"
-                    typer.echo(f"{r.command.name} ({r.where}): {why}")
+                    typer.echo(f"{_short(r.command.name)} ({_short(r.where)}): {why}")
         chosen = [r for r in rows if r.state == "untrusted"]
         if not chosen:
             if not names:
                 typer.echo("Nothing to approve: every hook defined here may run.")
             return
         for r in chosen:
-            typer.echo(f"{r.command.name} ({r.where}): {_short(r.command.command)}")
+            typer.echo(f"{_short(r.command.name)} ({_short(r.where)}): "
+                       f"{_short(r.command.command)}")  # fmt: skip
         if not names and not yes:
             if not sys.stdin.isatty():
                 typer.echo("error: not a terminal: pass --yes to approve these, or name them",
