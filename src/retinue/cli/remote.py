@@ -24,6 +24,7 @@ import typer
 
 from retinue.cli.common import (
     ModelOpt,
+    PermissionOpt,
     TenantOpt,
     WorkspaceOpt,
     fail,
@@ -60,6 +61,7 @@ def serve(
     workspace: WorkspaceOpt = None,
     tenant: TenantOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no event log on stderr")] = False,
+    permission_mode: PermissionOpt = None,
     allow_host: Annotated[
         list[str] | None,
         typer.Option(help="a Host name clients may use besides the loopback ones ('*': any)"),
@@ -91,7 +93,9 @@ def serve(
     from retinue.server.tokens import TokenBook
 
     with one_line_errors():
-        runtime = make_runtime(model, workspace, tenant, quiet=quiet)
+        runtime = make_runtime(
+            model, workspace, tenant, quiet=quiet, permission_mode=permission_mode
+        )
     token = _serve_token(runtime.settings.home, host)
     security = Security.build(
         token,

@@ -17,6 +17,11 @@ checked first (see :mod:`retinue.server.security`)::
            ?stream=true or Accept: text/event-stream  -> SSE (see ``retinue.server.sse``)
     DELETE /v1/conversations/{id}                     end its sessions, forget it (stored
                                                       history included)
+    GET    /v1/conversations/{id}/approvals           calls of its agents, at any depth, that
+                                                      wait for a person's yes (their turns wait)
+    POST   /v1/conversations/{id}/approvals/{aid}     answer one: that call runs (allow) or the
+           body {"allow": bool, "always": bool = false, "message": str = ""}   model reads
+                                                      the refusal; the same turn goes on
     GET    /v1/sessions[?parent=AGENT_ID]             live interactive sessions
     GET    /v1/sessions/{session_id}                  one session with its history
     POST   /v1/sessions/{session_id}/interrupt        cancel its running turn, keep it
@@ -62,6 +67,7 @@ from starlette.exceptions import HTTPException
 
 from retinue.errors import MemoryStoreError, ModelError, RetinueError
 from retinue.messages import to_dict
+from retinue.policy.approvals import Approval
 from retinue.runtime import Runtime
 from retinue.server.conversations import (
     ConversationGone,
@@ -170,6 +176,15 @@ def _error_handlers(app: FastAPI) -> None:
         return _error(*error_status(exc), request)
 
 
+class ApprovalIn(BaseModel):
+    """The body of ``POST /v1/conversations/{id}/approvals/{aid}``."""
+
+    model_config = ConfigDict(extra="forbid")
+    allow: bool
+    always: bool = False
+    message: str = Field(default="", max_length=2000)
+
+
 class AnswerIn(BaseModel):
     """The body of ``POST /v1/sessions/{id}/answer``."""
 
@@ -200,7 +215,21 @@ def _conversation_routes(app: FastAPI) -> None:
             "messages": [to_dict(m) for m in history],
             "running": host.running(cid),
             "question": host.question(cid),
+            "approvals": [a.to_dict() for a in host.approvals(cid)],
         }
+
+    @app.get("/v1/conversations/{cid}/approvals")
+    async def list_approvals(cid: str, space: Space) -> dict[str, Any]:
+        check(cid)
+        return {"approvals": [a.to_dict() for a in space.host.approvals(cid)]}
+
+    @app.post("/v1/conversations/{cid}/approvals/{aid}")
+    async def answer_approval(cid: str, aid: str, body: ApprovalIn, space: Space) -> dict[str, Any]:
+        check(cid)
+        approval = Approval(body.allow, always=body.allow and body.always, message=body.message)
+        if not space.host.approve(cid, aid, approval):
+            raise HTTPException(404, f"no pending approval {aid!r} in conversation {cid!r}")
+        return {"answered": aid, "allow": body.allow}
 
     @app.post("/v1/conversations/{cid}/messages", response_model=None)
     async def post_message(

@@ -62,6 +62,7 @@ from retinue.events import EventSink
 from retinue.memory.conversations import ConversationSummary, title_of
 from retinue.memory.pg_conversations import ConversationLeases
 from retinue.messages import Message
+from retinue.policy.approvals import Approval, ApprovalBroker, ApprovalRequest
 from retinue.runtime import Conversation, Runtime
 from retinue.server.hub import EventHub
 from retinue.tools.builtin.todo import forget_todo_tree
@@ -135,6 +136,7 @@ class _Live:
 
     conversation: Conversation
     restored: asyncio.Future[None]
+    approvals: ApprovalBroker = field(default_factory=ApprovalBroker)  # calls waiting for a yes
     saved: list[Message] = field(default_factory=list[Message])
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     updated_at: float = field(default_factory=time.time)
@@ -216,6 +218,16 @@ class ConversationHost:
         conversation's next message)."""
         live = self._live.get(cid)
         return live.conversation.session.question if live is not None else None
+
+    def approvals(self, cid: str) -> list[ApprovalRequest]:
+        """The calls of ``cid``'s agents (at any depth) waiting for a person's yes or no."""
+        live = self._live.get(cid)
+        return live.approvals.pending() if live is not None else []
+
+    def approve(self, cid: str, request_id: str, approval: Approval) -> bool:
+        """Answer one pending call of ``cid``; False if it is not pending (any more)."""
+        live = self._live.get(cid)
+        return live is not None and live.approvals.answer(request_id, approval)
 
     def message_count(self, cid: str) -> int:
         live = self._live.get(cid)
@@ -361,8 +373,9 @@ class ConversationHost:
         """The live conversation ``cid``, restored from the store on first use."""
         live = self._live.get(cid)
         if live is None:
-            conversation = self.runtime.conversation(self.agent_id(cid))
-            live = self._live[cid] = _Live(conversation, asyncio.Future())
+            broker = ApprovalBroker()
+            conversation = self.runtime.conversation(self.agent_id(cid), approver=broker)
+            live = self._live[cid] = _Live(conversation, asyncio.Future(), approvals=broker)
             self._own(self._restore(cid, live), live.restored)
         await asyncio.shield(live.restored)  # a waiter that goes away leaves it to finish
         return live
