@@ -15,6 +15,7 @@ import pytest
 from playwright.sync_api import Browser, Locator, Page, expect
 
 from retinue.engine.session import INTERRUPTED_NOTE
+from retinue.llm.testing import Step
 from retinue.server.conversations import Limits
 from retinue.testing import ScriptedModel, call_tool
 
@@ -189,7 +190,7 @@ def test_the_sub_agent_tree_grows_opens_histories_and_interrupts(
     shot(page, "tree-running.png")
     history.locator("#session-input").fill("Also look in tests/.")
     history.locator("#session-send").click()
-    expect(history.locator("#session-sent")).to_have_text("Steering message sent.")
+    expect(history.locator("#session-sent")).to_contain_text("Steering message sent")
 
     scout.get_by_role("button", name="Interrupt").click()
     expect(scout).to_have_attribute("data-state", "idle")
@@ -220,6 +221,9 @@ def test_the_stop_button_cancels_the_main_turn(serve: Serve, pages: Callable[[],
         expect(page.locator("#send")).to_be_enabled()
         main_node = page.locator(f'li.node[data-id="conv-{cid}"]')
         expect(main_node).to_have_attribute("data-state", "stopped")
+        meta = main_node.locator(".node-meta")  # not "0 turns · thinking" forever
+        expect(meta).to_contain_text("1 turn")
+        expect(meta).not_to_contain_text("thinking")
 
         def idle() -> bool:
             [c] = client.get("/v1/conversations").json()["conversations"]
@@ -269,3 +273,152 @@ def test_errors_are_shown_plainly(serve: Serve, pages: Callable[[], Page]) -> No
     page.reload()
     expect(page.locator("#login")).to_be_visible()
     expect(page.locator("#login-error")).to_contain_text("refused")
+
+
+def console_errors(page: Page) -> list[str]:
+    """The page's console errors from now on (a failed request shows there as one)."""
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    return errors
+
+
+def scout_chat(serve: Serve, pages: Callable[[], Page], *then: Step) -> tuple[Any, Page, str]:
+    """A conversation whose main agent opened an interactive scout session (and said
+    ``then`` after); the server, the page and the conversation's id."""
+    main = ScriptedModel(
+        [
+            call_tool("SubAgent", {"task": "Look around.", "role": "scout", "interactive": True}),
+            "The scout found the loader.",
+            *then,
+        ]
+    )
+    scout = ScriptedModel(["Found it: config.py."], name="scripted:slow")
+    server = serve(main, scout)
+    page = signed_in(pages(), server)
+    cid = say(page, "Look around with the scout.")
+    expect(page.locator("#messages .msg-assistant .text").last).to_have_text(
+        "The scout found the loader."
+    )
+    return server, page, cid
+
+
+def test_the_live_chat_shows_tool_calls_collapsed_as_a_reloaded_one_does(
+    serve: Serve, pages: Callable[[], Page]
+) -> None:
+    _server, page, _cid = scout_chat(serve, pages)
+    for when in ("live", "reloaded"):
+        call = page.locator("#messages details.msg-tool")
+        expect(call).to_have_count(1)
+        expect(call).to_have_attribute("data-tool", "SubAgent")
+        expect(call.locator("summary")).to_contain_text("→ SubAgent")
+        expect(call.locator("summary")).to_contain_text('"role": "scout"')
+        expect(call).not_to_have_attribute("open", "")  # collapsed
+        expect(call.locator(".tool-detail.result")).to_be_hidden()
+        call.locator("summary").click()
+        expect(call.locator(".tool-detail.result")).to_contain_text("Found it: config.py.")
+        # the call comes before the answer, as in the stored history
+        kinds = page.locator("#messages > *").evaluate_all("els => els.map(e => e.className)")
+        assert [k.split()[1] for k in kinds] == ["msg-user", "msg-tool", "msg-assistant"], when
+        page.reload()
+
+
+def test_an_ended_session_shows_as_ended_without_a_404(
+    serve: Serve, pages: Callable[[], Page]
+) -> None:
+    unload = call_tool("UnloadSubAgent", {"role": "scout"})
+    _server, page, cid = scout_chat(serve, pages, unload, "The scout has gone.")
+    errors = console_errors(page)
+    node = page.locator(f'li.node[data-id="conv-{cid}/scout"]')
+    expect(node).to_have_attribute("data-state", "idle")
+    node.locator(".node-name").click()
+    meta = page.locator("#history-meta")
+    expect(meta).to_contain_text("idle · 1 turn")
+    say(page, "Let the scout go.")  # the open panel follows the session's end
+    expect(node).to_have_attribute("data-state", "ended")
+    expect(meta).to_contain_text("This session has ended")
+    expect(meta).not_to_contain_text("idle")
+    page.click("#history-close")
+    node.locator(".node-name").click()  # an ended session: no request for its history
+    expect(meta).to_contain_text("This session has ended")
+    page.wait_for_load_state("networkidle")
+    assert errors == []
+
+
+def test_the_tree_is_drawn_again_from_the_history_after_a_restart(
+    serve: Serve, pages: Callable[[], Page]
+) -> None:
+    server, _page, cid = scout_chat(serve, pages)
+    server.stop()  # a new server on the same data directory: the events are gone
+    page = signed_in(pages(), serve(ScriptedModel()))
+    errors = console_errors(page)
+    conversation_item(page, cid).click()
+    node = page.locator(f'li.node[data-id="conv-{cid}/scout"]')
+    expect(node).to_have_attribute("data-state", "ended")  # sessions are not stored
+    expect(node.locator(".node-reply")).to_have_text("Found it: config.py.")
+    expect(node.locator(".node-meta")).to_contain_text("1 turn")
+    expect(page.locator("#tree-empty")).to_be_hidden()
+    node.locator(".node-name").click()
+    expect(page.locator("#history-meta")).to_contain_text("This session has ended")
+    shot(page, "tree-after-restart.png")
+    page.wait_for_load_state("networkidle")
+    assert errors == []
+
+
+def test_an_unreachable_server_is_said_once(serve: Serve, pages: Callable[[], Page]) -> None:
+    server = serve(ScriptedModel())
+    page = signed_in(pages(), server)
+    server.stop()
+    page.click("#refresh")
+    expect(page.locator("#error-text")).to_have_text("The server cannot be reached.")
+
+
+def test_on_a_phone_the_chat_fills_the_screen(serve: Serve, pages: Callable[[], Page]) -> None:
+    server = serve(ScriptedModel(["Hello from a phone."]))
+    page = pages()
+    page.set_viewport_size({"width": 390, "height": 844})
+    signed_in(page, server)
+    say(page, "hi")
+    expect(page.locator("#messages .msg-assistant .text")).to_have_text("Hello from a phone.")
+    chat = page.locator("#messages").bounding_box()
+    composer = page.locator("#composer").bounding_box()
+    assert chat is not None and composer is not None
+    assert chat["height"] >= 844 / 2, chat  # was 112 px
+    assert chat["width"] >= 300 and composer["y"] + composer["height"] <= 844, composer
+    shot(page, "phone.png")
+
+
+def test_openai_endpoint_chats_are_titled_by_their_user_and_hidden_until_asked_for(
+    serve: Serve, pages: Callable[[], Page]
+) -> None:
+    server = serve(ScriptedModel(["Paris.", "Rome.", "Hello."]))
+    with server.client() as client:
+        for question in ("What is the capital of France?", "And of Italy?"):
+            sdk = client.post(
+                "/v1/chat/completions",
+                json={
+                    "model": "retinue",
+                    "messages": [
+                        {"role": "system", "content": "You are terse."},
+                        {"role": "user", "content": question},
+                    ],
+                },
+            )
+            assert sdk.status_code == 200, sdk.text
+        listed = client.get("/v1/conversations").json()["conversations"]
+    titles = {c["title"] for c in listed}
+    assert titles == {"What is the capital of France?", "And of Italy?"}, titles
+    page = signed_in(pages(), server)
+    say(page, "A chat of my own")
+    expect(page.locator("#messages .msg-assistant .text")).to_have_text("Hello.")
+    items = page.locator("#conversation-list button")
+    expect(items).to_have_count(1)
+    expect(items.first).to_have_attribute("data-source", "chat")
+    expect(page.locator("label.filter")).to_contain_text("2 hidden")
+    page.check("#show-api")
+    expect(items).to_have_count(3)
+    api = page.locator('#conversation-list button[data-source="api"]')
+    expect(api).to_have_count(2)
+    expect(api.locator(".name")).to_have_text(["And of Italy?", "What is the capital of France?"])
+    expect(api.first).to_contain_text("API")
+    page.reload()  # the choice is kept in this tab
+    expect(page.locator("#conversation-list button")).to_have_count(3)

@@ -7,6 +7,9 @@
 (() => {
   const TOKEN_KEY = "retinue.token";
   const CURRENT_KEY = "retinue.conversation";
+  const SHOW_API_KEY = "retinue.showApi";
+  const API_PREFIX = "oai-"; // conversations the OpenAI-compatible endpoint started
+  const ENDED = new Set(["ended", "closed"]);
   const MAX_BUFFER = 4_000_000; // characters of one unfinished SSE frame
   const POLL_MS = 1500;
 
@@ -21,6 +24,8 @@
     trees: new Map(), // conversation id -> Map(agent id -> node)
     turn: null, // {cid, controller, reply}: the turn this tab streams
     historyOf: null, // the agent whose history is open
+    historyKey: null, // its state and turns when its history was last shown
+    showApi: sessionStorage.getItem(SHOW_API_KEY) === "1", // list the OpenAI endpoint's chats
     ticker: null,
     drawing: false,
   };
@@ -47,6 +52,7 @@
   }
 
   const agentId = (cid) => `conv-${cid}`;
+  const fromApi = (cid) => cid.startsWith(API_PREFIX);
   const sessionPath = (sid) => sid.split("/").map(encodeURIComponent).join("/");
   const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
 
@@ -94,12 +100,17 @@
   // -- errors and signing in -----------------------------------------------------------
 
   function explain(status, message) {
-    if (status === 0) return `The server cannot be reached: ${message}.`;
+    if (status === 0) return sentence(message); // the page's own words ("the server cannot be reached")
     if (status === 401) return "The server refused the token.";
     if (status === 429) return `The server is busy: ${message}`;
     if (status === 502) return `The model is unreachable: ${message}`;
     if (/budget/i.test(message)) return `Budget reached: ${message}`;
     return `${message} (HTTP ${status})`;
+  }
+
+  function sentence(text) {
+    const s = String(text || "something went wrong").trim();
+    return `${s.charAt(0).toUpperCase()}${s.slice(1)}${/[.!?]$/.test(s) ? "" : "."}`;
   }
 
   function showError(err) {
@@ -134,7 +145,8 @@
     health();
     const remembered = sessionStorage.getItem(CURRENT_KEY);
     const listed = state.conversations.map((c) => c.id);
-    const first = listed.includes(remembered) ? remembered : listed[0];
+    const shown = listed.filter((id) => state.showApi || !fromApi(id));
+    const first = listed.includes(remembered) ? remembered : shown[0];
     await select(first || newId());
     if (state.ticker === null) state.ticker = setInterval(tick, POLL_MS);
   }
@@ -173,8 +185,15 @@
   function drawConversations() {
     const rows = [...state.conversations];
     for (const id of state.local) rows.push({ id, messages: 0, running: false, fresh: true });
-    const items = rows.map((c) => {
+    // The OpenAI-compatible endpoint makes a conversation of every client's chat (each
+    // one-shot call one): hidden unless asked for, marked "API" when shown.
+    const hidden = rows.filter((c) => fromApi(c.id) && !state.showApi && c.id !== state.current);
+    $("show-api").checked = state.showApi;
+    $("show-api-count").textContent = state.showApi ? "" : ` (${hidden.length} hidden)`;
+    const visible = rows.filter((c) => !hidden.includes(c));
+    const items = visible.map((c) => {
       const facts = c.fresh ? ["new"] : [plural(c.messages, "message")];
+      if (fromApi(c.id)) facts.unshift("API");
       if (c.running) facts.push("running");
       if (c.question) facts.push("asks you");
       const button = el(
@@ -184,6 +203,7 @@
         el("span", { className: "muted small", textContent: facts.join(" · ") }),
       );
       button.dataset.cid = c.id;
+      button.dataset.source = fromApi(c.id) ? "api" : "chat";
       button.title = c.id;
       button.addEventListener("click", () => select(c.id));
       return el("li", { className: c.id === state.current ? "current" : "" }, button);
@@ -221,23 +241,83 @@
     if (listed) await refreshSessions();
   }
 
+  // A tool call in the chat (live or reloaded alike): one collapsed line, its arguments
+  // and result inside.
+  function toolItem(callId, name, args) {
+    return { role: "tool", callId, name: String(name || "?"), args: String(args ?? ""), result: null, error: false };
+  }
+
   function fromMessages(messages) {
     const out = [];
+    const calls = new Map();
     for (const m of messages) {
       if (m.role === "user") out.push({ role: "user", text: m.content });
+      if (m.role === "tool" && calls.has(m.tool_call_id)) {
+        Object.assign(calls.get(m.tool_call_id), { result: m.content, error: Boolean(m.is_error) });
+      }
       if (m.role !== "assistant") continue;
       if (m.content) out.push({ role: "assistant", text: m.content });
       for (const t of m.tool_calls || []) {
-        out.push({ role: "tool", text: `→ ${t.name} ${clip(t.arguments, 160)}` });
+        const item = toolItem(t.id, t.name, t.arguments);
+        calls.set(t.id, item);
+        out.push(item);
       }
     }
     return out;
+  }
+
+  function parsed(json) {
+    try {
+      const value = JSON.parse(json);
+      return value && typeof value === "object" ? value : {};
+    } catch (_) {
+      return {};
+    }
+  }
+
+  // After a reload or a restart the events are gone: the tree is drawn again from the
+  // conversation's own SubAgent calls and their results (the live sessions' states come
+  // from /v1/sessions next). Sub-agents' own sub-agents are not in this history.
+  function treeFromHistory(cid, messages) {
+    const tree = treeOf(cid);
+    const main = agentId(cid);
+    if ([...tree.keys()].some((id) => id !== main)) return; // this tab saw them live
+    const top = Object.assign(node(tree, main, null), { role: "main", state: "idle", session: false });
+    top.turns = messages.filter((m) => m.role === "user").length;
+    const calls = new Map();
+    let oneShots = 0;
+    for (const m of messages) {
+      if (m.role === "tool" && calls.has(m.tool_call_id)) {
+        const n = calls.get(m.tool_call_id);
+        const reply = String(m.content || "").replace(/\n\n\[[^\]]*\]\s*$/, ""); // less the note to the parent
+        if (m.is_error) n.problem = problem("SubAgent", reply);
+        else if (reply) n.lastReply = clip(reply, 300);
+      }
+      if (m.role !== "assistant") continue;
+      for (const t of m.tool_calls || []) {
+        const args = parsed(t.arguments);
+        if (typeof args.role !== "string" || !args.role) continue;
+        const where = `${main}/${args.role}${args.instance ? `:${args.instance}` : ""}`;
+        if (t.name === "UnloadSubAgent") {
+          if (tree.has(where)) tree.get(where).state = "ended";
+          continue;
+        }
+        if (t.name !== "SubAgent") continue;
+        const kept = Boolean(args.interactive || args.background || args.steer);
+        const id = kept ? where : `${main}/${args.role}#${++oneShots}`;
+        const n = Object.assign(node(tree, id, main), { role: args.role, session: kept });
+        n.state = kept ? "ended" : "done";
+        if (!args.steer) n.turns += 1;
+        calls.set(t.id, n);
+      }
+    }
   }
 
   async function loadTranscript(cid) {
     try {
       const data = await api("GET", `/v1/conversations/${encodeURIComponent(cid)}`);
       state.transcripts.set(cid, fromMessages(data.messages || []));
+      treeFromHistory(cid, data.messages || []);
       if (data.running) transcriptOf(cid).push({ role: "note", text: "A turn is running…" });
     } catch (err) {
       if (err.status !== 404) return showError(err);
@@ -265,8 +345,29 @@
 
   // -- the chat ------------------------------------------------------------------------
 
+  function toolBubble(m) {
+    const summary = el(
+      "summary",
+      null,
+      el("span", { className: "tool-name", textContent: `→ ${m.name}` }),
+      el("span", { className: "tool-args muted", textContent: ` ${clip(m.args, 120)}` }),
+    );
+    const box = el("details", { className: `msg msg-tool${m.error ? " failed" : ""}` }, summary);
+    box.append(el("pre", { className: "tool-detail", textContent: clip(m.args, 4000) }));
+    if (m.result !== null) {
+      box.append(el("pre", { className: `tool-detail result${m.error ? " bad" : ""}`, textContent: clip(m.result, 4000) }));
+    }
+    box.dataset.tool = m.name;
+    box.open = Boolean(m.open); // collapsed unless the user opened it (kept across redraws)
+    box.addEventListener("toggle", () => {
+      m.open = box.open;
+    });
+    return box;
+  }
+
   function bubble(m) {
-    const who = { user: "You", assistant: "Agent", tool: "tool", note: "" }[m.role] ?? m.role;
+    if (m.role === "tool") return toolBubble(m);
+    const who = { user: "You", assistant: "Agent", note: "" }[m.role] ?? m.role;
     const text = el("div", { className: "text", textContent: m.text || (m.pending ? "…" : "") });
     const box = el("div", { className: `msg msg-${m.role}` });
     if (who) box.append(el("div", { className: "who", textContent: who }));
@@ -392,8 +493,31 @@
       reply.error = explain(data.status, data.error);
       showError(new ApiError(data.status, data.error));
     } else {
+      if (data.agent_id === agentId(cid)) liveTool(cid, reply, kind, data);
       treeEvent(cid, kind, data);
     }
+  }
+
+  // The main agent's tool calls join the live chat as they start, as a reloaded chat
+  // shows them: what it said before the calls, then the calls, then the rest of its reply.
+  function liveTool(cid, reply, kind, data) {
+    const transcript = transcriptOf(cid);
+    if (kind === "tool_started") {
+      const at = transcript.indexOf(reply);
+      if (at < 0) return;
+      const items = [toolItem(data.call_id, data.name, data.arguments)];
+      if (reply.text.trim()) items.unshift({ role: "assistant", text: reply.text });
+      reply.text = "";
+      transcript.splice(at, 0, ...items);
+    } else if (kind === "tool_finished") {
+      const item = transcript.find((m) => m.role === "tool" && m.callId === data.call_id && m.result === null);
+      if (!item) return;
+      item.result = data.preview ?? "";
+      item.error = Boolean(data.is_error);
+    } else {
+      return;
+    }
+    redrawIfCurrent(cid);
   }
 
   // -- the sub-agent tree --------------------------------------------------------------
@@ -441,13 +565,15 @@
     const n = node(treeOf(cid), data.agent_id, data.parent_id);
     if (kind === "run_started") {
       n.state = "running";
+      n.started = true; // until its run_finished
       if (data.role) n.role = data.role;
     } else if (kind === "run_finished") {
       n.turns += 1;
+      n.started = false;
       n.activity = "";
       const kept = n.session || n.id === agentId(cid);
       n.state = data.stop_reason === "asking" ? "asking" : kept ? "idle" : "done";
-      if (n.id === state.historyOf) openHistory(n.id);
+      if (n.id === state.historyOf) showHistory(n.id);
     } else if (kind === "model_started") {
       n.activity = "thinking";
     } else if (kind === "model_called") {
@@ -470,9 +596,14 @@
 
   function settle(cid, outcome) {
     // The turn is over: whatever its events left running (the main agent, one-shot runs)
-    // is not; sessions are told apart by the refresh that follows.
+    // is not, and does nothing any more; a run whose end the stream did not bring (Stop
+    // closed it) still counts as a turn. Sessions are told apart by the refresh that follows.
     for (const n of treeOf(cid).values()) {
-      if (n.state === "running" && !n.session) n.state = outcome;
+      if (n.session) continue;
+      if (n.state === "running") n.state = outcome;
+      if (n.started) n.turns += 1;
+      n.started = false;
+      n.activity = "";
     }
     if (cid === state.current) scheduleTree();
   }
@@ -503,8 +634,15 @@
         question: info.question,
       });
     }
-    for (const n of tree.values()) if (n.session && !live.has(n.id)) n.state = "ended";
-    if (cid === state.current) drawTree();
+    for (const n of tree.values()) {
+      if (n.session && !live.has(n.id)) {
+        n.state = "ended";
+        n.question = null;
+      }
+    }
+    if (cid !== state.current) return;
+    drawTree();
+    syncHistory();
   }
 
   function scheduleTree() {
@@ -579,6 +717,7 @@
 
   function closeHistory() {
     state.historyOf = null;
+    state.historyKey = null;
     $("history").hidden = true;
     $("session-sent").textContent = "";
     offerMessage(null);
@@ -608,7 +747,8 @@
     try {
       await api("POST", `/v1/sessions/${sessionPath(sid)}/${mode}`, { content: text });
       $("session-input").value = "";
-      $("session-sent").textContent = mode === "answer" ? "Answer sent." : "Steering message sent.";
+      $("session-sent").textContent =
+        mode === "answer" ? "Answer sent." : "Steering message sent: the agent sees it before its next model call.";
     } catch (err) {
       showError(err);
     }
@@ -624,13 +764,32 @@
     return li;
   }
 
+  const historyKey = (n) => (n ? `${n.state}|${n.turns}` : "");
+
+  // Open an agent's history: with the tree's states fetched first, so that an ended
+  // session is shown as ended without asking the server for it (a 404).
   async function openHistory(id) {
     const n = treeOf(state.current).get(id);
     if (state.historyOf !== id) $("session-sent").textContent = "";
     state.historyOf = id;
+    state.historyKey = null;
     $("history").hidden = false;
     $("history-title").textContent = n ? label(n) : id;
+    if (n && n.session && !ENDED.has(n.state)) await refreshSessions(); // shows it, if still open
+    if (state.historyOf === id && state.historyKey === null) await showHistory(id);
+  }
+
+  // The open history, shown again when its agent's state or turns changed since.
+  function syncHistory() {
+    const id = state.historyOf;
+    if (id && historyKey(treeOf(state.current).get(id)) !== state.historyKey) showHistory(id);
+  }
+
+  async function showHistory(id) {
+    const n = treeOf(state.current).get(id);
+    state.historyKey = historyKey(n);
     $("history-list").replaceChildren();
+    offerMessage(null);
     const meta = $("history-meta");
     if (id === agentId(state.current)) {
       meta.textContent = "The main agent's conversation is the chat.";
@@ -640,8 +799,11 @@
       meta.textContent = "A one-shot run: its history is not kept after it ends.";
       return;
     }
+    if (n && ENDED.has(n.state)) {
+      meta.textContent = `${id} · ended · ${plural(n.turns, "turn")}. This session has ended: what it learned went into its role's memory.`;
+      return;
+    }
     meta.textContent = "Loading…";
-    offerMessage(null);
     try {
       const data = await api("GET", `/v1/sessions/${sessionPath(id)}`);
       if (state.historyOf !== id) return;
@@ -650,7 +812,9 @@
       offerMessage(data.state);
     } catch (err) {
       if (err.status !== 404) return showError(err);
-      meta.textContent = "This session has ended: what it learned went into its role's memory.";
+      if (n) n.state = "ended"; // it ended since the last refresh
+      if (state.historyOf === id) showHistory(id);
+      scheduleTree();
     }
   }
 
@@ -674,6 +838,11 @@
     $("logout").addEventListener("click", () => signOut(""));
     $("error-close").addEventListener("click", clearError);
     $("new-conversation").addEventListener("click", () => select(newId()));
+    $("show-api").addEventListener("change", () => {
+      state.showApi = $("show-api").checked;
+      sessionStorage.setItem(SHOW_API_KEY, state.showApi ? "1" : "0");
+      drawConversations();
+    });
     $("delete-conversation").addEventListener("click", deleteConversation);
     $("refresh").addEventListener("click", refreshSessions);
     $("history-close").addEventListener("click", closeHistory);
