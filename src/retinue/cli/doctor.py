@@ -1,11 +1,17 @@
 """``retinue doctor``: check the environment a user asks about when something fails.
 
-Each check is a small function that returns a :class:`Check` (passed, failed or skipped, a
-one-line detail, and a one-line fix when it failed). The ones that inspect something take it
-as an argument (the ``/proc/cpuinfo`` text, a path, a URL and key, a worker), so tests feed
-them directly. :func:`checks` runs them in order for this machine's settings; the command
-prints one line per check (``✓`` passed, ``✗`` failed with its fix below, ``–`` skipped) and
-exits 0 only when nothing failed.
+Each check is a small function that returns a :class:`Check` (passed, warning, failed or
+skipped, a one-line detail, and a one-line fix for a warning or a failure). The ones that
+inspect something take it as an argument (the ``/proc/cpuinfo`` text, a path, a URL and key,
+a worker), so tests feed them directly. :func:`checks` runs them in order for this machine's
+settings; the command prints one line per check (``✓`` passed, ``!`` warning, ``✗`` failed,
+each of those two with its fix below, ``–`` skipped) and a summary line.
+
+A *failure* is something that stops Retinue from working as configured (a model it cannot
+reach, a data directory it cannot write); a *warning* is an optional component missing or a
+risk worth knowing (no bubblewrap: shell commands run unsandboxed; a data directory other
+users can read; transcripts waiting in ``pending/``). Exit status: 0 when nothing failed
+(warnings or not), 1 when a check failed.
 
 The embedded model's checks (model file, a 1-token generation in a worker process) run when
 the main model is a ``local:`` one (the default when nothing is configured). A provider is
@@ -44,6 +50,7 @@ __all__ = [
     "check_local_extra",
     "check_memory_db",
     "check_model_file",
+    "check_pending",
     "check_provider",
     "check_python",
     "checks",
@@ -54,7 +61,7 @@ __all__ = [
     "redact",
 ]
 
-Status = Literal["ok", "failed", "skipped"]
+Status = Literal["ok", "warning", "failed", "skipped"]
 
 REQUIRED_X86_FLAGS = ("sse4_2", "avx", "avx2", "bmi2", "fma", "f16c")
 """What the portable llama.cpp build (pyproject.toml) compiles in: ggml turns SSE4.2 and BMI2
@@ -83,8 +90,19 @@ class Check:
         return cls(name, "ok", _one_line(detail))
 
     @classmethod
+    def warning(cls, name: str, detail: str, fix: str) -> Check:
+        return cls(name, "warning", _one_line(detail), _one_line(fix))
+
+    @classmethod
     def failed(cls, name: str, detail: str, fix: str) -> Check:
         return cls(name, "failed", _one_line(detail), _one_line(fix))
+
+    @classmethod
+    def failed_with(cls, name: str, message: str, fix: str = "see the message above") -> Check:
+        """A failure whose message may end with its own fix (``…; do this``): the fix is
+        said once, on the fix line, and ``fix`` is used only when the message has none."""
+        detail, own_fix = _split_fix(message)
+        return cls.failed(name, detail, own_fix or fix)
 
     @classmethod
     def skipped(cls, name: str, detail: str) -> Check:
@@ -94,6 +112,16 @@ class Check:
 def _one_line(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= _MAX_DETAIL else text[: _MAX_DETAIL - 1] + "…"
+
+
+def _split_fix(message: str) -> tuple[str, str]:
+    """``(what is wrong, the fix it states)`` of a message written ``…; do this``."""
+    head, sep, tail = message.rpartition("; ")
+    return (head, tail) if sep and head else (message, "")
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 # -- Python and packages -------------------------------------------------------------------
@@ -193,7 +221,7 @@ def check_model_file(model: GGUFModel, home: Path) -> Check:
         with path.open("rb") as f:
             digest = hashlib.file_digest(f, "sha256").hexdigest()
     except RetinueError as exc:
-        return Check.failed(name, str(exc), _fix_of(str(exc)))
+        return Check.failed_with(name, str(exc))
     except OSError as exc:
         return Check.failed(name, f"cannot read {path}: {exc.strerror or exc}", _fix_home(home))
     if digest != model.sha256:
@@ -217,12 +245,6 @@ def check_gguf_file(path: Path) -> Check:
     if magic != b"GGUF":
         return Check.failed("model file", f"{path} is not a GGUF file", "check the path in --model")
     return Check.passed("model file", f"{path} ({path.stat().st_size:,} bytes)")
-
-
-def _fix_of(message: str) -> str:
-    """The fix a message already states (``…; do this``), else a generic one."""
-    head, sep, tail = message.rpartition("; ")
-    return tail if sep and head else "see the message above"
 
 
 _SIGNAL_FIXES = {
@@ -255,10 +277,11 @@ def check_generation(worker: LocalWorker) -> Check:
     finally:
         worker.close()
     took = time.monotonic() - loaded
+    tokens = _plural(int(done.get("output_tokens", 0)), "token")
     return Check.passed(
         "1-token generation",
-        f"{took:.2f} s in a worker process ({done.get('output_tokens', 0)} token; "
-        f"model loaded in {loaded - started:.2f} s)",
+        f"{took:.2f} s in a worker process ({tokens} out; model loaded in "
+        f"{loaded - started:.2f} s)",
     )
 
 
@@ -380,22 +403,59 @@ def _fix_url(provider: Provider) -> str:
 
 
 def check_data_dir(home: Path) -> Check:
-    """``home`` exists (or can be made) and a file can be written there."""
+    """``home`` exists (or can be made, mode 0700) and a file can be written there; a
+    warning when other users may read it (it holds conversations and memory)."""
+    import stat
     import tempfile
 
+    from retinue.config import make_private_dir
+
+    name = "data directory"
     try:
-        home.mkdir(parents=True, exist_ok=True)
+        make_private_dir(home)
         with tempfile.NamedTemporaryFile(dir=home, prefix=".doctor-"):
             pass
+        mode = stat.S_IMODE(home.stat().st_mode)
     except OSError as exc:
-        return Check.failed(
-            "data directory", f"{home} is not writable: {exc.strerror or exc}", _fix_home(home)
+        return Check.failed(name, f"{home} is not writable: {exc.strerror or exc}", _fix_home(home))
+    if mode & 0o077:
+        return Check.warning(
+            name,
+            f"{home} is open to other users (mode {mode:04o}): they can read its "
+            "conversations and memory",
+            f"chmod 700 {home}",
         )
-    return Check.passed("data directory", f"{home} is writable")
+    return Check.passed(name, f"{home} is writable, and private (mode {mode:04o})")
 
 
 def _fix_home(home: Path) -> str:
     return f"make {home} writable by you, or set RETINUE_HOME to a directory that is"
+
+
+_STALE_INFLIGHT_S = 3600.0  # as `retinue memory retry` counts a transcript left in flight
+
+
+def check_pending(root: Path, *, now: float | None = None) -> Check:
+    """Transcripts waiting in ``<home>/pending``: consolidations that failed, or whose
+    process stopped midway; what those sessions learned reaches memory only on a retry."""
+    name = "pending transcripts"
+    now = time.time() if now is None else now
+    try:
+        failed = sum(1 for _ in root.glob("*.failed.json"))
+        stale = sum(
+            1 for p in root.glob("*.inflight.json") if now - p.stat().st_mtime >= _STALE_INFLIGHT_S
+        )
+    except OSError as exc:
+        return Check.warning(name, f"cannot read {root}: {exc.strerror or exc}", _fix_home(root))
+    if not failed + stale:
+        return Check.passed(name, f"none waiting in {root}")
+    why = [f"{failed} failed" if failed else "", f"{stale} interrupted" if stale else ""]
+    return Check.warning(
+        name,
+        f"{_plural(failed + stale, 'transcript')} waiting in {root} "
+        f"({', '.join(w for w in why if w)}): what those sessions learned is not in memory yet",
+        "run `retinue memory retry` (add --model when RETINUE_MODEL is not set)",
+    )
 
 
 def check_memory_db(path: Path) -> Check:
@@ -466,9 +526,10 @@ def check_bubblewrap(system: str, problem: str | None) -> Check:
         return Check.skipped(name, f"no sandbox on {system}: Bash runs with a reduced environment")
     if problem is None:
         return Check.passed(name, "Bash commands run in a bubblewrap sandbox")
-    return Check.failed(
+    problem = problem.split(" (Debian: ")[0]  # the fix line says how to install it
+    return Check.warning(  # optional: everything works, with a weaker shell
         name,
-        f"{problem}; Bash commands run unsandboxed",
+        f"{problem}: Bash commands run unsandboxed (secrets still dropped from their environment)",
         "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap); in a container, "
         "allow user namespaces",
     )
@@ -481,16 +542,24 @@ def _settings(model: str | None) -> tuple[Settings, Check]:
     """The settings (defaults when the file is broken, which fails this check) and the model."""
     from retinue.config import Settings, default_home
     from retinue.errors import ConfigError
+    from retinue.llm.resolve import PROVIDERS
     from retinue.runtime import choose_model
 
     problem = None
     try:
         settings = Settings.load(model=model)
-    except ConfigError as exc:
+    except ConfigError as exc:  # the checks below still run, on what was asked for
         settings = Settings(home=default_home().resolve())
         settings.model = model or os.environ.get("RETINUE_MODEL")
-        problem = Check.failed("settings", str(exc), f"fix {settings.config_file}")
+        problem = Check.failed_with("settings", str(exc), f"fix {settings.config_file}")
     settings.model, notice = choose_model(settings)
+    provider = settings.model.partition(":")[0]
+    if problem is None and provider not in PROVIDERS:
+        problem = Check.failed(
+            "settings",
+            f"model {settings.model}: unknown provider {provider!r}",
+            f"use one of {', '.join(PROVIDERS)} (--model, RETINUE_MODEL or config.toml)",
+        )
     why = " (none configured: picked by default)" if notice else ""
     detail = f"model {settings.model}{why}, data in {settings.home}"
     return settings, problem or Check.passed("settings", detail)
@@ -518,6 +587,7 @@ def checks(model: str | None = None) -> Iterator[Check]:
         yield check_memory_server(settings.database_url)
     else:
         yield check_memory_db(settings.home / "memory.db")
+        yield check_pending(settings.home / "pending")
     yield check_bubblewrap(platform.system(), _bwrap_problem())
 
 
@@ -534,7 +604,7 @@ def _local_checks(local: str | None, home: Path, extra: Check) -> Iterator[Check
     from retinue.llm.local import LocalModel
 
     if local is None:
-        why = "the main model is not a local: one (try --model local:qwen2.5-coder-0.5b)"
+        why = "not needed: the main model is not a local one (try --model local:qwen2.5-coder-0.5b)"
         yield Check.skipped("model file", why)
         yield Check.skipped("1-token generation", why)
         return
@@ -547,15 +617,21 @@ def _local_checks(local: str | None, home: Path, extra: Check) -> Iterator[Check
             "check --model, RETINUE_MODEL or model in config.toml",
         )
         return
+    if spec is not None and extra.status != "ok":  # its parts come with the extra
+        why = "needs the local extra (its fix is above)"
+        yield Check.skipped("model file", why)
+        yield Check.skipped("1-token generation", why)
+        return
     file = check_model_file(spec, home) if spec else check_gguf_file(Path(local).expanduser())
     yield file
     if file.status != "ok" or extra.status != "ok":
-        yield Check.skipped("1-token generation", "needs the model file and the local extra")
+        why = "needs the model file and the local extra (the fix is above)"
+        yield Check.skipped("1-token generation", why)
         return
     try:
         worker = LocalModel(local, home=home).worker()
     except RetinueError as exc:
-        yield Check.failed("1-token generation", str(exc), _fix_of(str(exc)))
+        yield Check.failed_with("1-token generation", str(exc))
         return
     yield check_generation(worker)
 
@@ -567,7 +643,12 @@ def _read_cpuinfo() -> str | None:
         return None
 
 
-_MARKS = {"ok": "[green]✓[/]", "failed": "[red]✗[/]", "skipped": "[dim]–[/]"}
+_MARKS = {
+    "ok": "[green]✓[/]",
+    "warning": "[yellow]![/]",
+    "failed": "[red]✗[/]",
+    "skipped": "[dim]–[/]",
+}
 
 
 def _guarded(found: Iterator[Check]) -> Iterator[Check]:
@@ -583,20 +664,33 @@ def _guarded(found: Iterator[Check]) -> Iterator[Check]:
 def doctor(
     model: Annotated[
         str | None,
-        typer.Option("--model", "-m", help="check this provider:model instead of the configured"),
+        typer.Option(
+            "--model",
+            "-m",
+            help="check this model (provider:model, a model id or an alias) instead",
+        ),
     ] = None,
 ) -> None:
-    """Check Python, the local model, CPU, providers, data and memory; exit 1 on a failure."""
+    """Check Python, the local model, CPU, providers, data and memory. Exit 0 when nothing
+    failed (warnings, marked !, name optional parts missing), 1 when a check failed."""
     from retinue.cli.term import console as make_console
     from retinue.cli.term import escape
 
     console = make_console()  # emoji codes off: details quote paths and errors verbatim
-    failures = 0
+    counts = {"failed": 0, "warning": 0}
     for check in _guarded(checks(model)):
         console.print(f"{_MARKS[check.status]} {escape(check.name)}: {escape(check.detail)}")
-        if check.status == "failed":
-            failures += 1
+        if check.status in counts:
+            counts[check.status] += 1
             console.print(f"    [yellow]fix:[/] {escape(check.fix)}")
-    if failures:
-        console.print(f"[red]{failures} check(s) failed[/]")
-    raise typer.Exit(1 if failures else 0)
+    console.print(_summary(counts["failed"], counts["warning"]))
+    raise typer.Exit(1 if counts["failed"] else 0)
+
+
+def _summary(failed: int, warnings: int) -> str:
+    also = f", {_plural(warnings, 'warning')}" if warnings else ""
+    if failed:
+        return f"[red]{_plural(failed, 'check')} failed[/]{also}"
+    if warnings:
+        return f"[yellow]no check failed, {_plural(warnings, 'warning')}[/]"
+    return "[green]all checks passed[/]"

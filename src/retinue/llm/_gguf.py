@@ -143,7 +143,8 @@ def ensure_model_file(model: GGUFModel, home: Path) -> Path:
 
 @contextlib.contextmanager
 def _progress_bar(description: str, total: int) -> Iterator[Progress]:
-    """A rich progress bar on stderr; yields a function that advances it by n bytes."""
+    """A rich progress bar on stderr; yields a function that advances it by n bytes. Not
+    on a non-terminal (a pipe, a log file), where a bar's redraws are noise."""
     import rich.progress
     from rich.console import Console
     from rich.progress import (
@@ -161,6 +162,10 @@ def _progress_bar(description: str, total: int) -> Iterator[Progress]:
         TransferSpeedColumn(),
         TimeRemainingColumn(),
     )
-    with rich.progress.Progress(*columns, console=Console(stderr=True)) as bar:
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield lambda _n: None
+        return
+    with rich.progress.Progress(*columns, console=console) as bar:
         task = bar.add_task(description, total=total)
         yield lambda n: bar.advance(task, n)

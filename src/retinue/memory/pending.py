@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from retinue.config import make_private_dir
 from retinue.memory.text import scrub
 from retinue.messages import Message, from_dict, to_dict
 
@@ -155,10 +156,11 @@ class PendingStore:
         )
 
     def _write(self, path: Path, data: dict[str, Any]) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
+        make_private_dir(self.root)  # transcripts are the user's alone: 0700, files 0600
         tmp = path.with_name(path.name + _TMP)
         text = scrub(json.dumps(data, ensure_ascii=False))
-        with tmp.open("w", encoding="utf-8") as f:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())

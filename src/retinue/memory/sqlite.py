@@ -81,8 +81,11 @@ class SQLiteMemory(StoreCommon):
         self.pending = PendingStore(pending_dir or path.parent / "pending")
         self.options = options or ConsolidationOptions()
         self._lock = threading.Lock()
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+        from retinue.config import create_private_file, make_private_dir
+
+        try:  # conversations and memory are the user's alone: a new folder 0700, files 0600
+            make_private_dir(path.parent)
+            create_private_file(path)  # SQLite gives the -wal and -shm files this file's mode
             self._conn = sqlite3.connect(
                 path, isolation_level=None, check_same_thread=False, timeout=30.0
             )

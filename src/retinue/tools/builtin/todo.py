@@ -29,6 +29,7 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, Field, ValidationError
 
+from retinue.config import make_private_dir
 from retinue.errors import ToolError
 from retinue.tools.base import Tool, ToolContext, tool
 
@@ -110,7 +111,7 @@ def load_todos(data_dir: Path, agent_id: str, *, since: float = 0.0) -> list[Tod
 
 
 def _save(path: Path, items: list[TodoItem]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dir(path.parent)  # the data directory's folders are 0700, files 0600
     todos = [item.model_dump(exclude_none=True) for item in items]
     data = {"written_at": time.time(), "todos": todos}
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
