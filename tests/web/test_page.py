@@ -205,7 +205,11 @@ def test_the_sub_agent_tree_grows_opens_histories_and_interrupts(
     shot(page, "tree-done.png")
     with server.client() as client:
         kept = client.get(f"/v1/sessions/{scout_id}").json()
+        lead_history = client.get(f"/v1/sessions/{lead_id}").json()["history"]
     assert kept["state"] == "idle" and kept["history"][-1]["content"] == INTERRUPTED_NOTE
+    # the steering sent just before the interrupt is not lost: it waits for the next turn
+    [scouted] = [m for m in lead_history if m["role"] == "tool"]
+    assert "1 steering message(s) not seen yet, kept for its next turn" in scouted["content"]
 
 
 def test_the_stop_button_cancels_the_main_turn(serve: Serve, pages: Callable[[], Page]) -> None:

@@ -189,7 +189,8 @@
     // one-shot call one): hidden unless asked for, marked "API" when shown.
     const hidden = rows.filter((c) => fromApi(c.id) && !state.showApi && c.id !== state.current);
     $("show-api").checked = state.showApi;
-    $("show-api-count").textContent = state.showApi ? "" : ` (${hidden.length} hidden)`;
+    $("show-api-count").textContent = hidden.length ? ` (${hidden.length} hidden)` : "";
+    $("show-api").parentElement.hidden = !rows.some((c) => fromApi(c.id));
     const visible = rows.filter((c) => !hidden.includes(c));
     const items = visible.map((c) => {
       const facts = c.fresh ? ["new"] : [plural(c.messages, "message")];
@@ -282,7 +283,8 @@
     const tree = treeOf(cid);
     const main = agentId(cid);
     if ([...tree.keys()].some((id) => id !== main)) return; // this tab saw them live
-    const top = Object.assign(node(tree, main, null), { role: "main", state: "idle", session: false });
+    // (what they used is not in the history: no token count)
+    const top = Object.assign(node(tree, main, null), { role: "main", state: "idle", session: false, tokens: null });
     top.turns = messages.filter((m) => m.role === "user").length;
     const calls = new Map();
     let oneShots = 0;
@@ -305,7 +307,7 @@
         if (t.name !== "SubAgent") continue;
         const kept = Boolean(args.interactive || args.background || args.steer);
         const id = kept ? where : `${main}/${args.role}#${++oneShots}`;
-        const n = Object.assign(node(tree, id, main), { role: args.role, session: kept });
+        const n = Object.assign(node(tree, id, main), { role: args.role, session: kept, tokens: null });
         n.state = kept ? "ended" : "done";
         if (!args.steer) n.turns += 1;
         calls.set(t.id, n);
@@ -577,7 +579,7 @@
     } else if (kind === "model_started") {
       n.activity = "thinking";
     } else if (kind === "model_called") {
-      n.tokens += (data.input_tokens || 0) + (data.output_tokens || 0);
+      n.tokens = (n.tokens || 0) + (data.input_tokens || 0) + (data.output_tokens || 0);
     } else if (kind === "tool_started") {
       n.activity = `→ ${data.name}`;
     } else if (kind === "tool_finished") {
@@ -669,7 +671,8 @@
       stop.addEventListener("click", () => interrupt(n.id, stop));
       row.append(stop);
     }
-    const facts = [plural(n.turns, "turn"), plural(n.tokens, "token")];
+    const facts = [plural(n.turns, "turn")];
+    if (n.tokens !== null) facts.push(plural(n.tokens, "token"));
     if (n.activity) facts.push(n.activity);
     const li = el("li", { className: "node" }, row, el("div", { className: "node-meta muted", textContent: facts.join(" · ") }));
     li.dataset.id = n.id;
