@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from retinue.cli.common import PermissionOpt
+
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
@@ -140,44 +142,17 @@ def approve(
     that they may start. The approval is of that exact definition (command, arguments,
     environment names and values as written) in that file: a changed one needs approval
     again. Without NAMES: every one not approved yet, after showing them."""
-    import sys
-
+    from retinue.cli.approving import Candidate, approve_candidates
     from retinue.mcp.config import trust_state
     from retinue.policy.trust import TrustStore
 
     with _one_line_errors():
         settings, found = _load(workspace)
         store = TrustStore(settings.home)
-        states = [(c, trust_state(c, settings, store)) for c in found]
-        if names:
-            unknown = sorted(set(names) - {c.name for c, _ in states})
-            if unknown:
-                known = ", ".join(sorted({c.name for c, s in states if s != "own"})) or "none"
-                typer.echo(f"error: no MCP server named {', '.join(unknown)} is defined here "
-                           f"(workspace servers: {known})", err=True)  # fmt: skip
-                raise typer.Exit(1)
-            states = [(c, s) for c, s in states if c.name in names]
-            for c, s in states:
-                if s != "untrusted":
-                    why = "approved already" if s == "approved" else "needs no approval"
-                    typer.echo(f"{c.name} ({_where(c)}): {why}")
-        chosen = [c for c, s in states if s == "untrusted"]
-        if not chosen:
-            if not names:
-                typer.echo("Nothing to approve: every MCP server defined here is approved.")
-            return
-        for c in chosen:
-            typer.echo(f"{c.name} ({_where(c)}): {_what(c)}")
-        if not names and not yes:
-            if not sys.stdin.isatty():
-                typer.echo("error: not a terminal: pass --yes to approve these, or name them",
-                           err=True)  # fmt: skip
-                raise typer.Exit(1)
-            if not typer.confirm(f"Approve these {len(chosen)}?", default=False):
-                typer.echo("Nothing approved.")
-                raise typer.Exit(1)
-        store.approve(d for c in chosen if (d := c.definition()) is not None)
-    typer.echo(f"Approved {len(chosen)} (kept in {store.path}).")
+        shown = [Candidate(c.name, _where(c), _what(c), trust_state(c, settings, store),
+                           c.definition()) for c in found]  # fmt: skip
+        approve_candidates(shown, names, yes=yes, store=store, noun="MCP server",
+                           plural="servers")  # fmt: skip
 
 
 @mcp_app.command("revoke")
@@ -208,22 +183,26 @@ def serve(
         bool, typer.Option("--http", help="streamable HTTP on 127.0.0.1 instead of stdio")
     ] = False,
     port: Annotated[int, typer.Option(min=1, max=65535, help="the port for --http")] = 8766,
+    permission_mode: PermissionOpt = None,
 ) -> None:
     """Serve the roles over MCP: SubAgent, UnloadSubAgent, SubAgentStatus.
 
     On stdio (default) the client's sessions end when it disconnects. With --http, on
     loopback behind the service's bearer token or a named one (`retinue token issue`), each
     token is a parent of its own in its tenant: sessions end when unloaded or when the
-    server stops."""
+    server stops. A sub-agent's call that needs approval is asked of the client by
+    elicitation where it declares it, and refused (saying how to allow it) where not."""
     from retinue.config import Settings
     from retinue.runtime import Runtime
     from retinue.server.mcp_serve import build_server
 
     with _one_line_errors():
         settings = Settings.load(model=model, workspace=workspace, tenant=tenant)
-        runtime = Runtime.create(settings)
+        runtime = Runtime.create(settings, permission_mode=permission_mode, default_mode="default")
         if runtime.notice:
             typer.echo(runtime.notice, err=True)
+        for problem in runtime.problems:
+            typer.echo(problem, err=True)
         server = build_server(runtime)
     if not http:
         asyncio.run(server.run_stdio_async())
