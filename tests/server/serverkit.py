@@ -13,6 +13,7 @@ from retinue.runtime import Runtime
 from retinue.server import create_app
 from retinue.server.conversations import Limits
 from retinue.server.security import Security, ensure_token
+from retinue.server.tokens import TokenBook
 
 __all__ = ["Serve", "ServerThread", "wait_for"]
 
@@ -21,14 +22,15 @@ class ServerThread:
     """uvicorn serving ``create_app(runtime)`` on a free port until :meth:`stop`.
 
     Its token is the runtime's data directory's (created as ``retinue serve`` creates it);
-    :meth:`client` sends it.
+    :meth:`client` sends it. :meth:`issue` makes a named token (a tenant) the server takes.
     """
 
     def __init__(
         self, runtime: Runtime, limits: Limits | None = None, *, cors: tuple[str, ...] = ()
     ) -> None:
         self.token = ensure_token(runtime.settings.home)[0]
-        security = Security.build(self.token, cors_origins=cors)
+        self.tokens = TokenBook(runtime.settings.home)
+        security = Security.build(self.token, cors_origins=cors, tokens=self.tokens)
         config = uvicorn.Config(
             create_app(runtime, security, limits),
             host="127.0.0.1",
@@ -54,9 +56,15 @@ class ServerThread:
         port = self.server.servers[0].sockets[0].getsockname()[1]
         return f"http://127.0.0.1:{port}"
 
-    def client(self, *, token: bool = True) -> httpx.Client:
-        headers = {"Authorization": f"Bearer {self.token}"} if token else {}
+    def client(self, *, token: bool | str = True) -> httpx.Client:
+        """A client sending the service's token (``token=True``), none, or the one given."""
+        bearer = self.token if token is True else token or None
+        headers = {"Authorization": f"Bearer {bearer}"} if bearer else {}
         return httpx.Client(base_url=self.url, timeout=20, headers=headers)
+
+    def issue(self, name: str, tenant: str | None = None) -> str:
+        """A new named token (as ``retinue token issue NAME --tenant T`` makes one)."""
+        return self.tokens.issue(name, tenant)
 
     def stop(self) -> None:
         self.server.should_exit = True

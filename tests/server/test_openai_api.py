@@ -213,3 +213,104 @@ def test_a_bad_conversation_header_and_a_huge_body_are_refused(serve: Serve) -> 
         client.chat.completions.create(model="retinue", messages=huge)
     assert refused.value.status_code == 413
     assert "request body over" in refused.value.response.text
+
+
+# -- issue 25, item 7: conversations are joined only by a key a client sends on purpose ----
+
+
+def test_two_sdk_clients_that_said_the_same_never_share_a_conversation(serve: Serve) -> None:
+    seen: list[str] = []
+
+    def answer(messages: Sequence[Message], _tools: Sequence[ToolSpec]) -> str:
+        seen.append("\n".join(m.content for m in messages))
+        return "hello"
+
+    server = serve(ScriptedModel(responder=answer))
+    alice, bob = sdk(server), sdk(server)
+    first = [{"role": "user", "content": "hi"}]
+    cids = []
+    for client in (alice, bob):
+        reply = client.chat.completions.create(model="retinue", messages=first)  # type: ignore[arg-type]
+        assert reply.choices[0].message.content == "hello"
+        cids.append((reply.model_extra or {})["retinue"]["conversation"])
+    assert cids[0] != cids[1]
+    said_so_far: Any = [*first, {"role": "assistant", "content": "hello"}]
+    alice.chat.completions.create(
+        model="retinue", messages=[*said_so_far, {"role": "user", "content": "my PIN is 4711"}]
+    )
+    reply = bob.chat.completions.create(
+        model="retinue", messages=[*said_so_far, {"role": "user", "content": "what did I say?"}]
+    )
+    assert "4711" not in seen[-1]  # bob's turn never saw alice's
+    assert seen[-1].count("[user] hi\n") == 1 and seen[-1].endswith("what did I say?")
+    # each request without the key is a conversation of its own, seeded with its messages
+    second = (reply.model_extra or {})["retinue"]["conversation"]
+    assert second not in cids
+    # a fixed few-shot prefix joins nobody either
+    prefix: Any = [
+        {"role": "system", "content": "Translate."},
+        {"role": "user", "content": "cat"},
+        {"role": "assistant", "content": "chat"},
+    ]
+    ids = set()
+    for client, word in ((alice, "dog"), (bob, "secret word")):
+        asked = [*prefix, {"role": "user", "content": word}]
+        reply = client.chat.completions.create(model="retinue", messages=asked)
+        ids.add((reply.model_extra or {})["retinue"]["conversation"])
+    assert len(ids) == 2 and "secret word" not in seen[-2]
+
+
+def test_a_client_keeps_its_sub_agent_sessions_by_echoing_the_key(serve: Serve) -> None:
+    opening = call_tool("SubAgent", {"task": "count", "role": "slowpoke", "interactive": True})
+    main = ScriptedModel([opening, "opened", "still there"])
+    server = serve(main, ScriptedModel(["one"], name="scripted:slow"))
+    client = sdk(server)
+    keep = {"X-Retinue-Conversation": "kept", "X-Retinue-Keep-Sessions": "true"}
+    user: Any = [{"role": "user", "content": "open a session"}]
+    client.chat.completions.create(model="retinue", messages=user, extra_headers=keep)
+    with server.client() as http:
+        assert [s["id"] for s in http.get("/v1/sessions").json()["sessions"]] == [
+            "conv-kept/slowpoke"
+        ]
+        client.chat.completions.create(
+            model="retinue", messages=[{"role": "user", "content": "next"}], extra_headers=keep
+        )
+        assert len(http.get("/v1/sessions").json()["sessions"]) == 1
+
+
+# -- issue 25, item 9: OpenAI-shaped errors, and nothing ignored silently -------------------
+
+
+def test_the_front_doors_refusals_and_unknown_models_carry_their_message(serve: Serve) -> None:
+    server = serve(ScriptedModel())
+    with pytest.raises(openai.AuthenticationError, match="bearer token") as denied:
+        sdk(server, token="wrong").models.list()
+    body = denied.value.response.json()["error"]
+    assert body["type"] == "authentication_error" and set(body) == {
+        "message", "type", "param", "code"
+    }  # fmt: skip
+    with pytest.raises(openai.NotFoundError, match="'gpt-4o' not found") as unknown:
+        sdk(server).models.retrieve("gpt-4o")
+    assert unknown.value.response.json()["error"]["type"] == "not_found_error"
+    huge: Any = [{"role": "user", "content": "x" * 1_100_000}]
+    with pytest.raises(openai.APIStatusError, match="request body over") as refused:
+        sdk(server).chat.completions.create(model="retinue", messages=huge)
+    assert refused.value.status_code == 413
+    assert refused.value.response.json()["error"]["message"].startswith("request body over")
+
+
+def test_client_tools_and_several_choices_are_refused_with_400(serve: Serve) -> None:
+    model = ScriptedModel()
+    client = sdk(serve(model))
+    user: Any = [{"role": "user", "content": "weather in Paris?"}]
+    weather: Any = {
+        "type": "function",
+        "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}},
+    }
+    with pytest.raises(openai.BadRequestError, match="'tools' is not supported") as tools:
+        client.chat.completions.create(model="retinue", messages=user, tools=[weather])
+    assert tools.value.response.json()["error"]["param"] == "tools"
+    with pytest.raises(openai.BadRequestError, match="'n' must be 1") as several:
+        client.chat.completions.create(model="retinue", messages=user, n=2)
+    assert several.value.response.json()["error"]["param"] == "n"
+    assert model.call_count == 0  # refused before any turn
