@@ -23,17 +23,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import replace
 from typing import Annotated, Any, TypeAlias
 
+from mcp import types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError as McpToolError
-from pydantic import Field
+from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel, Field
 
 from retinue.errors import RetinueError
 from retinue.events import TEXT_DELTA, Event
+from retinue.policy.approvals import Approval, ApprovalRequest
 from retinue.runtime import Runtime
 from retinue.server.tokens import Principal
 from retinue.subagents.tools import subagent, subagent_status, unload_subagent
@@ -106,9 +109,11 @@ class Clients:
     def __init__(self, runtime: Runtime, parent_id: str = PARENT_ID) -> None:
         self.runtime = runtime
         self.parent_id = parent_id
-        self._by_key: dict[tuple[str | None, str | None], tuple[ToolContext, Progress]] = {}
+        self._by_key: dict[
+            tuple[str | None, str | None], tuple[ToolContext, Progress, Approvals]
+        ] = {}
 
-    def of(self, principal: Principal | None) -> tuple[ToolContext, Progress]:
+    def of(self, principal: Principal | None) -> tuple[ToolContext, Progress, Approvals]:
         """The context and progress sink of the client ``principal`` (None: stdio, or the
         service's own token)."""
         who = principal or Principal()
@@ -116,14 +121,69 @@ class Clients:
         found = self._by_key.get(key)
         if found is None:
             parent = self.parent_id if who.name is None else f"{self.parent_id}-{who.name}"
-            progress = Progress()
+            progress, approvals = Progress(), Approvals()
             base = client_context(self.runtime, parent)
-            ctx = replace(base, tenant=who.tenant or base.tenant, events=progress)
-            found = self._by_key[key] = (ctx, progress)
+            policy = self.runtime.policy
+            gate = policy.with_approver(approvals) if policy is not None else None
+            ctx = replace(base, tenant=who.tenant or base.tenant, events=progress, gate=gate)
+            found = self._by_key[key] = (ctx, progress, approvals)
         return found
 
     def parents(self) -> list[str]:
-        return [ctx.agent_id for ctx, _ in self._by_key.values()] or [self.parent_id]
+        return [ctx.agent_id for ctx, _, _ in self._by_key.values()] or [self.parent_id]
+
+
+class ApprovalForm(BaseModel):
+    """What an MCP client is asked when a sub-agent's call needs a person's yes."""
+
+    allow: bool = Field(description="Let this call run")
+    always: bool = Field(default=False, description="Allow calls like it from now on")
+    reason: str = Field(default="", description="If not: why (the sub-agent is told)")
+
+
+class Approvals:
+    """The approver of one client's agents: asks the client, by elicitation, in the call
+    of that client that is running now (the latest, when several are)."""
+
+    def __init__(self) -> None:
+        self._calls: list[Context[Any, Any]] = []
+
+    @contextmanager
+    def calling(self, mcp_ctx: Context[Any, Any]) -> Iterator[None]:
+        self._calls.append(mcp_ctx)
+        try:
+            yield
+        finally:
+            self._calls.remove(mcp_ctx)
+
+    async def __call__(self, request: ApprovalRequest) -> Approval:
+        mcp_ctx = self._calls[-1] if self._calls else None
+        if mcp_ctx is None or not _can_elicit(mcp_ctx):
+            return Approval(False, message=NO_ELICITATION)
+        try:
+            result = await mcp_ctx.elicit(f"Approve? {request.describe()}", ApprovalForm)
+        except (MCPError, ValueError) as exc:
+            return Approval(False, message=f"the MCP client could not be asked: {exc}")
+        data = result.data if result.action == "accept" else None
+        if data is None or not data.allow:
+            why = data.reason if data is not None else f"the client answered {result.action!r}"
+            return Approval(False, message=why[:500])
+        return Approval(True, always=data.always)
+
+
+NO_ELICITATION = (
+    "the MCP client cannot be asked (it does not declare elicitation): allow the call with a "
+    "rule in .claude/settings.json or start `retinue mcp serve --permission-mode acceptEdits`"
+)
+
+
+def _can_elicit(mcp_ctx: Context[Any, Any]) -> bool:
+    try:
+        session = mcp_ctx.request_context.session
+        wanted = types.ClientCapabilities(elicitation=types.ElicitationCapability())
+        return session.check_client_capability(wanted)
+    except Exception:  # no session (stateless HTTP), or an SDK that moved: cannot ask
+        return False
 
 
 def principal_of(mcp_ctx: Context[Any, Any]) -> Principal | None:
@@ -141,10 +201,11 @@ def principal_of(mcp_ctx: Context[Any, Any]) -> Principal | None:
 async def _run(t: Tool, clients: Clients, mcp_ctx: Context[Any, Any], **arguments: Any) -> str:
     """One of Retinue's own tools, run as the calling client, its events as progress, its
     failures as MCP tool errors."""
-    ctx, progress = clients.of(principal_of(mcp_ctx))
+    ctx, progress, approvals = clients.of(principal_of(mcp_ctx))
     try:
         async with progress.reporting(mcp_ctx):
-            return await t.invoke(ctx, json.dumps({k: v for k, v in arguments.items() if v}))
+            with approvals.calling(mcp_ctx):
+                return await t.invoke(ctx, json.dumps({k: v for k, v in arguments.items() if v}))
     except RetinueError as exc:
         raise McpToolError(str(exc)) from None
 
