@@ -705,8 +705,10 @@ def test_doctor_draws_no_progress_bar_when_stderr_is_not_a_terminal(
 @pytest.mark.timeout(600)
 @pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="needs 'local' extra")
 def test_retinue_doctor_runs_the_embedded_model_end_to_end(tmp_path: Path) -> None:
+    """As on a fresh machine with only what the README asks for: no bubblewrap (a warning)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
     env |= {"RETINUE_HOME": str(tmp_path / "home"), "RETINUE_MODEL": "local:qwen2.5-coder-0.5b"}
+    env["RETINUE_BWRAP"] = "/nonexistent/retinue-doctor-bwrap"
     proc = subprocess.run(
         [sys.executable, "-m", "retinue", "doctor"],
         env=env,
@@ -717,4 +719,6 @@ def test_retinue_doctor_runs_the_embedded_model_end_to_end(tmp_path: Path) -> No
     )
     assert "✓ model file:" in proc.stdout, proc.stdout + proc.stderr
     assert "✓ 1-token generation:" in proc.stdout, proc.stdout + proc.stderr
+    assert "! bubblewrap:" in proc.stdout and "✗" not in proc.stdout, proc.stdout
     assert proc.returncode == 0, proc.stdout
+    assert proc.stderr == ""  # not a terminal: no progress bar while the model is assembled
