@@ -20,7 +20,8 @@ pytestmark = [
 
 
 def test_chat_asks_before_a_write_and_takes_yes_and_no(
-    tmp_path: Path, pane_for: Callable[..., Pane]
+    tmp_path: Path,
+    pane_for: Callable[..., Pane],  # noqa: F811 -- the fixture imported above
 ) -> None:
     model = ScriptedModel(
         [
