@@ -80,6 +80,8 @@ ASKS_NOTE = "[session {id} asks: {question}]"
 STEERED_NOTE = "[{n} steering message(s) received during this turn]"
 STEERING_KEPT_NOTE = "{n} steering message(s) not seen yet, kept for its next turn"
 
+_NO_STEERING: list[str] = []  # shared, never changed
+
 _running: ContextVar[Session | None] = ContextVar("retinue_running_session", default=None)
 
 T = TypeVar("T")
@@ -369,6 +371,8 @@ class Session:
                 waker.set_result(None)
 
     def _take_steering(self) -> list[str]:
+        if not self._steering:  # (before every model call: the usual case costs nothing)
+            return _NO_STEERING
         texts, self._steering = self._steering, ()
         self._steered += len(texts)
         return list(texts)
