@@ -17,6 +17,7 @@ from retinue.llm.loopback import LoopbackOpenAIServer
 from retinue.testing import ScriptedModel, call_tool
 
 pytestmark = pytest.mark.timeout(90)
+ALLOW_ALL = ["--permission-mode", "bypassPermissions"]  # nobody at a terminal to ask
 
 
 def env_for(tmp_path: Path, server: LoopbackOpenAIServer | None = None) -> dict[str, str]:
@@ -66,7 +67,9 @@ def test_no_server_process_survives_the_cli(tmp_path: Path, workspace: Path, mar
     model = ScriptedModel([call_tool("mcp__echo__pid"), "done"])
     with LoopbackOpenAIServer(model) as server:
         proc = retinue(
-            ["run", "--model", "openai:test", "go"], workspace, env_for(tmp_path, server)
+            ["run", "--model", "openai:test", *ALLOW_ALL, "go"],
+            workspace,
+            env_for(tmp_path, server),
         )
     assert proc.returncode == 0, proc.stderr
     (pid,) = server_pids(marks)
@@ -77,7 +80,7 @@ def test_no_server_process_survives_the_cli(tmp_path: Path, workspace: Path, mar
 def test_no_server_process_survives_sigterm(tmp_path: Path, workspace: Path, marks: Path) -> None:
     model = ScriptedModel([call_tool("mcp__echo__sleep", {"seconds": 60}), "done"])
     with LoopbackOpenAIServer(model) as server:
-        cmd = [sys.executable, "-m", "retinue", "run", "--model", "openai:test", "go"]
+        cmd = [sys.executable, "-m", "retinue", "run", "--model", "openai:test", *ALLOW_ALL, "go"]
         proc = subprocess.Popen(cmd, env=env_for(tmp_path, server), cwd=workspace,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
         try:
