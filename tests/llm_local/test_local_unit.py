@@ -122,7 +122,7 @@ def test_compact_tools_keep_types_and_required_descriptions_only() -> None:
     assert tool["function"]["parameters"] == {
         "type": "object",
         "properties": {
-            "path": {"type": "string", "description": "Where."},
+            "path": {"type": "string", "description": "Where"},
             "limit": {"type": "integer", "minimum": 1},
         },
         "required": ["path"],

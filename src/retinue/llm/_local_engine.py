@@ -51,6 +51,7 @@ _EXAMPLES = (  # kinds of request, not the words of any benchmark task
     ("We are done with the tester session", "UnloadSubAgent"),
 )
 _RESULTS = "<tool_response>"  # how a small model is shown tool results (local.py)
+_REQUEST_CHARS = 400  # of the user's request, repeated before a call's arguments
 
 Emit = Callable[[dict[str, Any]], None]
 """Sends one event to the parent (text deltas and progress)."""
@@ -132,9 +133,63 @@ def _after_tool_results(messages: list[dict[str, Any]]) -> bool:
     )
 
 
-def _arguments_prompt(function: dict[str, Any]) -> str:
-    schema = json.dumps(function.get("parameters") or {"type": "object"}, ensure_ascii=False)
-    return f"Call {function['name']} now. Its arguments are JSON of this form: {schema}"
+def _arguments_prompt(function: dict[str, Any], messages: list[dict[str, Any]]) -> str:
+    """What the model reads before it writes a call's arguments.
+
+    One line per parameter, the required ones first with what they mean, the optional ones
+    by name and type only, then the request again: a small model copies text it has just
+    read into the values (a description, a schema's example), and takes what the user asked
+    for only when it is the last thing it read.
+    """
+    params: dict[str, Any] = function.get("parameters") or {}
+    props = params.get("properties")
+    props = props if isinstance(props, dict) else {}
+    required = [n for n in params.get("required") or [] if n in props]
+    optional = [n for n in props if n not in required]
+    lines = [f"Call {function['name']} now. Its arguments are one JSON object:"]
+    for name in required:
+        prop = props[name] if isinstance(props[name], dict) else {}
+        about = prop.get("description")
+        meaning = f" - {about}" if isinstance(about, str) and about else ""
+        lines.append(f'- "{name}" ({_kind(prop)}, required){meaning}')
+    if optional:
+        listed = ", ".join(f'"{n}" ({_kind(props[n])})' for n in optional)
+        lines.append(f"Optional, only if the request asks for them: {listed}.")
+    lines.append("Take the values from the request and the conversation, not from this list.")
+    request = _last_request(messages)
+    if request:
+        lines.append(f"The request: {request}")
+    return "\n".join(lines)
+
+
+def _kind(prop: Any) -> str:
+    """A parameter's type in a few words: ``string``, ``one of "a", "b"``, ``JSON array``."""
+    if not isinstance(prop, dict):
+        return "any JSON value"
+    if isinstance(prop.get("enum"), list):
+        return "one of " + ", ".join(json.dumps(v, ensure_ascii=False) for v in prop["enum"])
+    kind = prop.get("type")
+    if isinstance(kind, str) and kind in ("array", "object"):
+        return f"JSON {kind}"
+    if isinstance(kind, str):
+        return kind
+    options = [o for o in prop.get("anyOf") or [] if isinstance(o, dict) and "type" in o]
+    kinds = [str(o["type"]) for o in options if o["type"] != "null"]
+    return " or ".join(kinds) if kinds else "any JSON value"
+
+
+def _last_request(messages: list[dict[str, Any]], limit: int = _REQUEST_CHARS) -> str:
+    """The user's own words in their last message: its first paragraph (not the file contents
+    the compact prompt appends, nor tool results), cut to ``limit`` characters."""
+    for message in reversed(messages):
+        content = message.get("content")
+        if message.get("role") != "user" or not isinstance(content, str):
+            continue
+        if content.startswith(_RESULTS):
+            return ""
+        words = " ".join(content.strip().split("\n\n", 1)[0].split())
+        return words if len(words) <= limit else words[: limit - 1] + "…"
+    return ""
 
 
 def _first_line(text: str, limit: int = 90) -> str:
@@ -327,7 +382,7 @@ class Engine:
             grammar = self._grammar(ANSWER_GRAMMAR)
             text = run.complete(tokens, prompt.stops, grammar, stream=True)
             return run.result(text, len(prompt.tokens))
-        fill = {"role": "user", "content": _arguments_prompt(function)}
+        fill = {"role": "user", "content": _arguments_prompt(function, request.messages)}
         call = self._tokens([*messages, {"role": "assistant", "content": choice}, fill], [])
         prefix = call_prefix(choice)
         emit({"text": prefix})

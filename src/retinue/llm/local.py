@@ -299,20 +299,23 @@ def render_tools(tools: Sequence[ToolSpec], *, compact: bool = False) -> list[di
 
 
 def _compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """Only what a small model needs: types, enums, required names; a description for required
-    parameters only; ``anyOf [X, null]`` (an optional value) shown as plain ``X``."""
+    """Only what a small model needs: types, enums, required names, the required parameters
+    first; a description for required parameters only, its first clause without examples or
+    asides (a small model copies them into the values); ``anyOf [X, null]`` (an optional
+    value) shown as plain ``X``."""
     properties = schema.get("properties")
     if not isinstance(properties, dict):
         return schema
-    required = schema.get("required") or []
+    required = [n for n in schema.get("required") or [] if n in properties]
     out: dict[str, Any] = {"type": "object", "properties": {}}
-    for name, prop in properties.items():
+    for name in [*required, *(n for n in properties if n not in required)]:
+        prop = properties[name]
         if not isinstance(prop, dict):
             continue
         kept = _without_null(prop)
         kept = {k: v for k, v in kept.items() if k not in ("title", "description", "default")}
         if name in required and isinstance(prop.get("description"), str):
-            kept["description"] = _first_sentence(prop["description"], limit=60)
+            kept["description"] = _first_clause(prop["description"])
         out["properties"][name] = kept
     if required:
         out["required"] = required
@@ -331,6 +334,17 @@ def _without_null(prop: dict[str, Any]) -> dict[str, Any]:
     merged = {k: v for k, v in prop.items() if k != "anyOf"}
     merged.update(rest[0])
     return merged
+
+
+_EXAMPLES = re.compile(r"[\s,;:(]*(?:e\.g\.|i\.e\.|\bfor example\b|\bsuch as\b).*", re.I | re.S)
+_ASIDES = re.compile(r"\s+\([^()]*\)")
+
+
+def _first_clause(text: str, limit: int = 60) -> str:
+    """``text`` up to its first ``;`` or sentence end, without examples or parentheses."""
+    plain = _ASIDES.sub("", _EXAMPLES.sub("", text.strip()))
+    first = re.split(r";|\n|(?<=[.!?])\s", plain, maxsplit=1)[0].strip().rstrip(".,:")
+    return first if len(first) <= limit else first[: limit - 1] + "…"
 
 
 def _first_sentence(text: str, limit: int = 120) -> str:
