@@ -9,15 +9,17 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from test_chat_consolidation import GatedModel  # (tests/cli is on the path)
 
 from retinue.llm.loopback import LoopbackOpenAIServer
 from retinue.messages import AssistantMessage, ToolCall
-from retinue.testing import ScriptedModel
+from retinue.testing import ScriptedModel, call_tool
 
 pytestmark = [
     pytest.mark.timeout(90),
@@ -31,9 +33,9 @@ MARKUP_ROLE = "---\nname: marked\ndescription: [bold red\n---\nbody\n"
 class Pane:
     """One tmux window on a private server, driven by keys and read as text."""
 
-    def __init__(self, socket: Path, command: str) -> None:
+    def __init__(self, socket: Path, command: str, width: int = 160) -> None:
         self.socket = socket
-        self._tmux("new-session", "-d", "-x", "160", "-y", "50", command)
+        self._tmux("new-session", "-d", "-x", str(width), "-y", "50", command)
 
     def _tmux(self, *args: str) -> str:
         return subprocess.run(
@@ -45,6 +47,10 @@ class Pane:
 
     def text(self) -> str:
         return self._tmux("capture-pane", "-p", "-J", "-S", "-200", "-t", "0")
+
+    def rows(self) -> list[str]:
+        """The screen's rows as shown (wrapped lines not joined)."""
+        return self._tmux("capture-pane", "-p", "-S", "-200", "-t", "0").splitlines()
 
     def wait_for(self, found: Callable[[str], bool], timeout: float = 30) -> str:
         deadline = time.monotonic() + timeout
@@ -67,7 +73,7 @@ def pane_for(tmp_path: Path) -> Iterator[Callable[[LoopbackOpenAIServer], Pane]]
     (tmp_path / ".retinue" / "agents" / "markup.md").write_text(MARKUP_ROLE)
     (tmp_path / "notes.txt").write_text("forty-two\n")
 
-    def start(server: LoopbackOpenAIServer, command: str = "chat") -> Pane:
+    def start(server: LoopbackOpenAIServer, command: str = "chat", width: int = 160) -> Pane:
         env = {
             "PATH": os.environ["PATH"],
             "HOME": str(tmp_path),
@@ -78,13 +84,15 @@ def pane_for(tmp_path: Path) -> Iterator[Callable[[LoopbackOpenAIServer], Pane]]
             "OPENAI_API_KEY": "test-key",
             "RETINUE_MODEL": "openai:test",
         }
+        if "PYTHONPATH" in os.environ:  # (to run these tests against another checkout)
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         python = shlex.quote(sys.executable)
         script = (
             f"cd {shlex.quote(str(tmp_path))} && {python} -m retinue roles >/dev/null; "
             f"{python} -m retinue {command}; echo EXITED $?; sleep 30"
         )
         command = "env -i " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-        pane = Pane(tmp_path / "tmux.sock", f"{command} sh -c {shlex.quote(script)}")
+        pane = Pane(tmp_path / "tmux.sock", f"{command} sh -c {shlex.quote(script)}", width)
         panes.append(pane)
         return pane
 
@@ -140,3 +148,74 @@ def test_run_shows_a_spinner_on_a_terminal_and_only_the_answer_on_stdout(
     assert "EXITED 0" in screen and "All done." in screen
     assert "thinking…" not in screen
     assert any(ln.startswith("· ") and "out tokens" in ln for ln in screen.splitlines())
+
+
+STORY = (
+    "Retinue keeps every streamed word whole: a narrow terminal wraps this sentence between "
+    "words, never inside one, however the chunks happen to fall across the screen's edge."
+)
+
+
+def test_streamed_text_wraps_between_words(tmp_path: Path, pane_for: Callable[..., Pane]) -> None:
+    model = ScriptedModel([STORY])
+    with LoopbackOpenAIServer(model, chunk_size=7) as server:  # chunks cut words anywhere
+        pane = pane_for(server, width=40)
+        pane.wait_for(lambda t: "›" in t)
+        pane.keys("tell me", "Enter")
+        pane.wait_for(lambda t: "anywhere across" in t.replace("\n", " ") or t.count("›") >= 2)
+        rows = pane.rows()
+    words = set(STORY.split())
+    story_rows = [r.rstrip() for r in rows if r.strip() and set(r.split()) <= words]
+    assert len(story_rows) >= 4  # it did wrap
+    assert " ".join(story_rows) == STORY  # each row ends at a word's end
+
+
+def test_text_typed_during_a_turn_is_not_echoed_and_waits_at_the_next_prompt(
+    tmp_path: Path, pane_for: Callable[..., Pane]
+) -> None:
+    wait = "while [ ! -f go ]; do sleep 0.05; done"  # the tool runs until the test says
+    model = ScriptedModel([call_tool("Bash", {"command": wait}), "First answer.", "Second answer."])
+    with LoopbackOpenAIServer(model) as server:
+        pane = pane_for(server)
+        pane.wait_for(lambda t: "›" in t)
+        pane.keys("first question", "Enter")
+        pane.wait_for(lambda t: "→ Bash(" in t)  # no spinner while the tool runs
+        pane.keys("typed ahead")
+        deadline = time.monotonic() + 1.5  # an echo shows within this (tmux redraws at once)
+        while time.monotonic() < deadline:
+            assert "typed ahead" not in pane.text(), "echoed while the turn runs"
+            time.sleep(0.1)
+        (tmp_path / "go").touch()
+        screen = pane.wait_for(lambda t: "› typed ahead" in t)  # the next prompt holds it
+        assert "First answer." in [ln.rstrip() for ln in screen.splitlines()]
+        pane.keys("Enter")
+        pane.wait_for(lambda t: "Second answer." in t)
+        pane.keys("C-d")
+        pane.wait_for(lambda t: "EXITED" in t)
+    users = [m.content for m in model.calls[2].messages if m.role == "user"]
+    assert users == ["first question", "typed ahead"]
+
+
+def test_a_sessions_memory_is_consolidated_while_the_prompt_waits(
+    tmp_path: Path, pane_for: Callable[..., Pane]
+) -> None:
+    gate = threading.Event()
+    model = GatedModel(gate)  # its consolidation answers once the gate opens
+    with LoopbackOpenAIServer(model) as server:
+        pane = pane_for(server)
+        pane.wait_for(lambda t: "›" in t)
+        pane.keys("check it", "Enter")
+        pane.wait_for(lambda t: "in the background…" in t and t.rstrip().endswith("›"))
+        assert "consolidating researcher's memory in the background…" in pane.text()
+        assert model.memorize_asked.wait(30)  # it goes on while the prompt waits
+        pane.keys("and now?", "Enter")
+        pane.wait_for(lambda t: "done two." in t)
+        pane.keys("/exit", "Enter")
+        pane.wait_for(
+            lambda t: "consolidating researcher's memory… (Ctrl-C keeps it for later)" in t
+        )
+        gate.set()
+        screen = pane.wait_for(lambda t: "EXITED" in t)
+    assert "EXITED 0" in screen
+    assert "✓ main/researcher memory consolidated" in screen
+    assert "Ctrl-C keeps it for later" not in screen  # the spinner is gone
