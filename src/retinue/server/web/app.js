@@ -277,19 +277,27 @@
   }
 
   // After a reload or a restart the events are gone: the tree is drawn again from the
-  // conversation's own SubAgent calls and their results (the live sessions' states come
-  // from /v1/sessions next). Sub-agents' own sub-agents are not in this history.
+  // conversation's own SubAgent calls and their results, once per page load, unless this tab
+  // saw its events. What /v1/sessions said of a live session is kept (it comes next anyway);
+  // the others show as ended. Sub-agents' own sub-agents are not in this history.
   function treeFromHistory(cid, messages) {
     const tree = treeOf(cid);
+    if (tree.seen || tree.derived) return;
+    tree.derived = true;
     const main = agentId(cid);
-    if ([...tree.keys()].some((id) => id !== main)) return; // this tab saw them live
-    // (what they used is not in the history: no token count)
-    const top = Object.assign(node(tree, main, null), { role: "main", state: "idle", session: false, tokens: null });
-    top.turns = messages.filter((m) => m.role === "user").length;
+    const made = new Set(); // the nodes drawn from the history (no token count: not stored)
+    const draw = (id, fields) => {
+      if (!tree.has(id)) made.add(id);
+      const n = node(tree, id, main === id ? null : main);
+      if (made.has(id)) Object.assign(n, fields, { tokens: null });
+      return made.has(id) ? n : null;
+    };
+    const top = draw(main, { role: "main", state: "idle", session: false });
+    if (top) top.turns = messages.filter((m) => m.role === "user").length;
     const calls = new Map();
     let oneShots = 0;
     for (const m of messages) {
-      if (m.role === "tool" && calls.has(m.tool_call_id)) {
+      if (m.role === "tool" && calls.get(m.tool_call_id)) {
         const n = calls.get(m.tool_call_id);
         const reply = String(m.content || "").replace(/\n\n\[[^\]]*\]\s*$/, ""); // less the note to the parent
         if (m.is_error) n.problem = problem("SubAgent", reply);
@@ -300,16 +308,15 @@
         const args = parsed(t.arguments);
         if (typeof args.role !== "string" || !args.role) continue;
         const where = `${main}/${args.role}${args.instance ? `:${args.instance}` : ""}`;
-        if (t.name === "UnloadSubAgent") {
-          if (tree.has(where)) tree.get(where).state = "ended";
-          continue;
-        }
+        if (t.name === "UnloadSubAgent" && made.has(where)) tree.get(where).state = "ended";
         if (t.name !== "SubAgent") continue;
         const kept = Boolean(args.interactive || args.background || args.steer);
-        const id = kept ? where : `${main}/${args.role}#${++oneShots}`;
-        const n = Object.assign(node(tree, id, main), { role: args.role, session: kept, tokens: null });
-        n.state = kept ? "ended" : "done";
-        if (!args.steer) n.turns += 1;
+        const n = draw(kept ? where : `${main}/${args.role}#${++oneShots}`, {
+          role: args.role,
+          session: kept,
+          state: kept ? "ended" : "done",
+        });
+        if (n && !args.steer) n.turns += 1;
         calls.set(t.id, n);
       }
     }
@@ -564,7 +571,9 @@
 
   function treeEvent(cid, kind, data) {
     if (typeof data.agent_id !== "string") return;
-    const n = node(treeOf(cid), data.agent_id, data.parent_id);
+    const tree = treeOf(cid);
+    tree.seen = true; // this tab follows it live: no need to draw it from the history
+    const n = node(tree, data.agent_id, data.parent_id);
     if (kind === "run_started") {
       n.state = "running";
       n.started = true; // until its run_finished
