@@ -4,6 +4,7 @@ tenant never sees or changes another's conversations, sessions or memory."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import stat
@@ -246,3 +247,68 @@ def test_the_openai_endpoint_of_a_tenant_sees_only_its_own_memory(
         assert content.startswith("ok; I recall:") and set(SECRET.findall(content)) == {
             f"SECRET-{who}"
         }
+
+
+# -- mcp serve --http: each token is a parent of its own, in its tenant -----------------------
+
+
+async def test_each_mcp_http_token_is_its_own_parent(tmp_path: Path) -> None:
+    import threading
+
+    import uvicorn
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from retinue.config import Settings
+    from retinue.runtime import Runtime
+    from retinue.server.mcp_serve import build_server
+    from retinue.server.security import Guard, Security, ensure_token
+
+    agents = tmp_path / ".retinue" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "helper.md").write_text("---\nname: helper\ndescription: helps\n---\nYou help.\n")
+    home = tmp_path / "home"
+    runtime = Runtime.create(
+        Settings.load(home=home, workspace=tmp_path),
+        model=ScriptedModel(responder=role_model),
+        with_memory=False,
+    )
+    token = ensure_token(home)[0]
+    book = TokenBook(home)
+    tokens = {"service": token, "alice": book.issue("alice"), "bob": book.issue("bob")}
+    app = Guard(build_server(runtime).streamable_http_app(host="127.0.0.1"),
+                Security.build(token, tokens=book))  # fmt: skip
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            await asyncio.sleep(0.02)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        url = f"http://127.0.0.1:{port}/mcp"
+
+        async def call(who: str, tool: str, **args: Any) -> str:
+            http = create_mcp_http_client(headers={"Authorization": f"Bearer {tokens[who]}"})
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                result = await client.call_tool(tool, {"role": "helper", **args})
+                return "\n".join(getattr(b, "text", "") for b in result.content)
+
+        await call("alice", "SubAgent", task="SECRET-alice", interactive=True)
+        await call("service", "SubAgent", task="SECRET-service", interactive=True)
+        held = {s.id: s.parent_id for s in runtime.manager.sessions()}
+        assert held == {"mcp-client-alice/helper": "mcp-client-alice",
+                        "mcp-client/helper": "mcp-client"}  # fmt: skip
+        contexts = {s.id: s.session.config.context.tenant
+                    for s in runtime.manager.registry.held_by()}  # fmt: skip
+        assert contexts == {"mcp-client-alice/helper": "alice", "mcp-client/helper": "default"}
+        status = await call("bob", "SubAgentStatus")
+        assert "SECRET" not in status and "mcp-client-alice" not in status
+        await call("bob", "UnloadSubAgent")  # bob has no helper: nothing of alice's ends
+        assert "mcp-client-alice/helper" in {s.id for s in runtime.manager.sessions()}
+        again = await call("alice", "SubAgent", task="second", interactive=True)
+        assert "second" in again
+        assert "2 turn(s)" in await call("alice", "SubAgentStatus")  # alice's, untouched
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)

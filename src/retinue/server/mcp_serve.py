@@ -202,12 +202,14 @@ async def _run(t: Tool, clients: Clients, mcp_ctx: Context[Any, Any], **argument
     """One of Retinue's own tools, run as the calling client, its events as progress, its
     failures as MCP tool errors."""
     ctx, progress, approvals = clients.of(principal_of(mcp_ctx))
-    try:
-        async with progress.reporting(mcp_ctx):
-            with approvals.calling(mcp_ctx):
-                return await t.invoke(ctx, json.dumps({k: v for k, v in arguments.items() if v}))
-    except RetinueError as exc:
-        raise McpToolError(str(exc)) from None
+    raw = json.dumps({k: v for k, v in arguments.items() if v})
+    async with progress.reporting(mcp_ctx):  # (a task group: what it raises comes grouped)
+        with approvals.calling(mcp_ctx):
+            try:
+                return await t.invoke(ctx, raw)
+            except RetinueError as exc:
+                failure = str(exc)
+    raise McpToolError(failure)
 
 
 def build_server(runtime: Runtime, parent_id: str = PARENT_ID) -> MCPServer[Any]:
