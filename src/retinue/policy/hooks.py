@@ -154,7 +154,7 @@ class Hooks:
         self._by_event: dict[str, tuple[HookCommand, ...]] = {}
         for c in self.commands:
             self._by_event[c.event] = (*self._by_event.get(c.event, ()), c)
-        self._roles: dict[tuple[str, str, int], Hooks] = {}
+        self._roles: dict[tuple[str, str, str], Hooks] = {}
         self._base: Hooks | None = None  # for a role's hooks: the settings' own
 
     def __bool__(self) -> bool:
@@ -220,7 +220,7 @@ class Hooks:
         base = self._base or self
         if not section:
             return base
-        key = (str(source), str(workspace), id(section))
+        key = (str(source), str(workspace), json.dumps(section, sort_keys=True, default=str))
         cached = base._roles.get(key)
         if cached is not None:
             return cached
