@@ -73,7 +73,12 @@ def pane_for(tmp_path: Path) -> Iterator[Callable[[LoopbackOpenAIServer], Pane]]
     (tmp_path / ".retinue" / "agents" / "markup.md").write_text(MARKUP_ROLE)
     (tmp_path / "notes.txt").write_text("forty-two\n")
 
-    def start(server: LoopbackOpenAIServer, command: str = "chat", width: int = 160) -> Pane:
+    def start(
+        server: LoopbackOpenAIServer,
+        command: str = "chat",
+        width: int = 160,
+        env_overrides: dict[str, str] | None = None,
+    ) -> Pane:
         env = {
             "PATH": os.environ["PATH"],
             "HOME": str(tmp_path),
@@ -84,6 +89,7 @@ def pane_for(tmp_path: Path) -> Iterator[Callable[[LoopbackOpenAIServer], Pane]]
             "OPENAI_API_KEY": "test-key",
             "RETINUE_MODEL": "openai:test",
         }
+        env.update(env_overrides or {})
         if "PYTHONPATH" in os.environ:  # (to run these tests against another checkout)
             env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         python = shlex.quote(sys.executable)
@@ -219,3 +225,23 @@ def test_a_sessions_memory_is_consolidated_while_the_prompt_waits(
     assert "EXITED 0" in screen
     assert "✓ main/researcher memory consolidated" in screen
     assert "Ctrl-C keeps it for later" not in screen  # the spinner is gone
+
+
+def test_the_embedded_model_is_assembled_before_the_first_prompt(
+    tmp_path: Path, pane_for: Callable[..., Pane]
+) -> None:
+    """Its progress bar has the terminal to itself: assembled at the first model call, it
+    shared a line with the spinner."""
+    pytest.importorskip("llama_cpp")
+    from retinue.llm._gguf import MODELS
+
+    model = MODELS["qwen2.5-coder-0.5b"]
+    with LoopbackOpenAIServer(ScriptedModel()) as server:  # (not asked)
+        pane = pane_for(server, env_overrides={"RETINUE_MODEL": "local:qwen2.5-coder-0.5b"})
+        screen = pane.wait_for(lambda t: "›" in t, timeout=120)
+        rows = [ln.rstrip() for ln in screen.splitlines()]
+        bar = [ln for ln in rows if ln.startswith(f"Assembling {model.file_name}")]
+        assert len(bar) == 1 and "thinking" not in bar[0]
+        assert (tmp_path / "home" / "models" / model.file_name).stat().st_size == model.size
+        pane.keys("C-d")
+        assert "EXITED 0" in pane.wait_for(lambda t: "EXITED" in t)
