@@ -266,7 +266,7 @@ class _Run:
                     self.emit(
                         {
                             "progress": "generating",
-                            "tokens": len(pieces),
+                            "tokens": self.generated,  # the request's, as its usage
                             "seconds": now - self.first,
                         }
                     )
@@ -384,6 +384,7 @@ class Engine:
             return run.result(text, len(prompt.tokens))
         fill = {"role": "user", "content": _arguments_prompt(function, request.messages)}
         call = self._tokens([*messages, {"role": "assistant", "content": choice}, fill], [])
+        emit({"progress": "prompt", "prompt_tokens": len(call.tokens)})  # what usage counts
         prefix = call_prefix(choice)
         emit({"text": prefix})
         grammar = self._arguments_grammar(function)
