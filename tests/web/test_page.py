@@ -348,6 +348,22 @@ def test_an_ended_session_shows_as_ended_without_a_404(
     assert errors == []
 
 
+def test_an_open_history_follows_its_session_ended_by_another_client(
+    serve: Serve, pages: Callable[[], Page]
+) -> None:
+    unload = call_tool("UnloadSubAgent", {"role": "scout"})
+    server, page, cid = scout_chat(serve, pages, unload, "The scout has gone.")
+    node = page.locator(f'li.node[data-id="conv-{cid}/scout"]')
+    node.locator(".node-name").click()
+    meta = page.locator("#history-meta")
+    expect(meta).to_contain_text("idle · 1 turn")
+    with server.client() as client:  # not from this page: no events reach it
+        sent = client.post(f"/v1/conversations/{cid}/messages", json={"content": "Unload it."})
+        assert sent.json()["content"] == "The scout has gone."
+    expect(meta).to_contain_text("This session has ended")
+    expect(node).to_have_attribute("data-state", "ended")
+
+
 def test_the_tree_is_drawn_again_from_the_history_after_a_restart(
     serve: Serve, pages: Callable[[], Page]
 ) -> None:

@@ -837,7 +837,8 @@
     const tree = treeOf(state.current);
     const listed = state.conversations.find((c) => c.id === state.current);
     const busy = state.turn || (listed && listed.running) || [...tree.values()].some((n) => n.state === "running");
-    if (!busy) return;
+    const open = tree.get(state.historyOf); // a live session's open history follows it
+    if (!busy && !(open && open.session && !ENDED.has(open.state))) return;
     refreshSessions();
     if (!state.turn) loadConversations().catch(() => {});
   }
