@@ -45,6 +45,7 @@ from retinue.policy.build import make_policy
 from retinue.policy.gate import Policy
 from retinue.policy.hooks import load_hooks
 from retinue.policy.modes import PermissionMode
+from retinue.policy.trust import TrustStore, settings_trust
 from retinue.subagents import Role, RoleCatalog, SubAgentManager, role_dirs, roles_section
 from retinue.subagents.tools import ask_parent, subagent_tools
 from retinue.tools.base import Tool, ToolContext, ToolRegistry, merge
@@ -166,6 +167,7 @@ class Runtime:
             config_path=settings.config_file,
             approver=approver,
             hooks=hooks,
+            trusted=settings_trust(TrustStore(settings.home)),  # `retinue mcp approve`
         )
         problems += hooks.report()  # skipped entries, project hooks not approved
         return cls(

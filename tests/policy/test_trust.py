@@ -18,7 +18,15 @@ import pytest
 from retinue.cli.trust_prompt import ask_on_terminal
 from retinue.config import Settings
 from retinue.mcp.config import attach_servers, configured_servers, startable, trust_state
-from retinue.policy.trust import Definition, TrustStore, needs_trust, untrusted_line
+from retinue.policy.settings import load_permissions
+from retinue.policy.trust import (
+    Definition,
+    TrustStore,
+    needs_trust,
+    settings_definition,
+    settings_trust,
+    untrusted_line,
+)
 from retinue.runtime import Runtime, load_roles
 from retinue.testing import ScriptedModel, call_tool
 from retinue.tools import ToolRegistry
@@ -284,3 +292,25 @@ def test_the_chat_prompt_shows_the_definition_and_reads_y_or_n(
     shown = out.getvalue()
     assert "/w/.mcp.json defines MCP server 'evil'" in shown and "environment: A, B" in shown
     assert "\x1b" not in shown and "[y/N]" in shown
+
+
+def test_a_project_settings_file_loosens_only_once_approved(
+    tmp_path: Path, ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    path = ws / ".claude" / "settings.json"
+    path.parent.mkdir()
+    section = {"allow": ["Bash(make:*)"], "deny": ["Read(./secrets/**)"],
+               "defaultMode": "acceptEdits"}  # fmt: skip
+    path.write_text(json.dumps({"permissions": section}))
+    store = TrustStore(tmp_path / "data")
+    waiting = load_permissions(ws, trusted=settings_trust(store))
+    assert waiting.mode is None and waiting.untrusted == [path]
+    d = settings_definition(path, section)
+    assert untrusted_line(d).endswith("retinue mcp approve settings.json")
+    store.approve([d])
+    approved = load_permissions(ws, trusted=settings_trust(store))
+    assert approved.mode == "acceptEdits" and approved.untrusted == []
+    section["allow"] = ["Bash(*)"]  # changed: waits again
+    path.write_text(json.dumps({"permissions": section}))
+    assert load_permissions(ws, trusted=settings_trust(store)).untrusted == [path]

@@ -145,3 +145,16 @@ def test_approve_from_the_command_line(tmp_path: Path) -> None:
     assert "Nothing to approve" in retinue(["mcp", "approve"], ws, env).stdout
     (ws / ".mcp.json").write_text(json.dumps({"mcpServers": {"a": payload(marks / "c")}}))
     assert "[not approved]" in retinue(["mcp", "list", "--no-start"], ws, env).stdout
+
+
+def test_approve_a_project_settings_file_by_its_name(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / ".claude").mkdir(parents=True)
+    settings = {"permissions": {"allow": ["Bash(make:*)"], "defaultMode": "acceptEdits"}}
+    (ws / ".claude" / "settings.json").write_text(json.dumps(settings))
+    with LoopbackOpenAIServer(ScriptedModel([])) as server:
+        env = env_for(tmp_path, server, sandbox=True)
+    shown = retinue(["mcp", "approve", "--yes"], ws, env)
+    assert shown.returncode == 0, shown.stderr
+    assert "settings.json (" in shown.stdout and "Bash(make:*)" in shown.stdout
+    assert "Nothing to approve" in retinue(["mcp", "approve"], ws, env).stdout

@@ -17,9 +17,11 @@ from retinue.cli.common import PermissionOpt
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
+    from retinue.cli.approving import Candidate
     from retinue.config import Settings
     from retinue.mcp.client import McpHub
     from retinue.mcp.config import Configured
+    from retinue.policy.trust import TrustStore
 
 __all__ = ["mcp_app"]
 
@@ -141,7 +143,9 @@ def approve(
     """Approve MCP servers that workspace files define (.mcp.json, a role's mcpServers), so
     that they may start. The approval is of that exact definition (command, arguments,
     environment names and values as written) in that file: a changed one needs approval
-    again. Without NAMES: every one not approved yet, after showing them."""
+    again. A project's .claude/settings.json (or settings.local.json) whose allow rules or
+    defaultMode wait for approval is approved by its file name. Without NAMES: every one not
+    approved yet, after showing them."""
     from retinue.cli.approving import Candidate, approve_candidates
     from retinue.mcp.config import trust_state
     from retinue.policy.trust import TrustStore
@@ -151,8 +155,27 @@ def approve(
         store = TrustStore(settings.home)
         shown = [Candidate(c.name, _where(c), _what(c), trust_state(c, settings, store),
                            c.definition()) for c in found]  # fmt: skip
+        shown += _settings_candidates(settings, store)
         approve_candidates(shown, names, yes=yes, store=store, noun="MCP server",
                            plural="servers")  # fmt: skip
+
+
+def _settings_candidates(settings: Settings, store: TrustStore) -> list[Candidate]:
+    """The project settings files (``.claude/settings*.json``) whose allow rules or
+    ``defaultMode`` wait for approval, or have it."""
+    from retinue.cli.approving import Candidate
+    from retinue.policy.settings import load_permissions, read_settings
+    from retinue.policy.trust import printable, settings_definition
+
+    out: list[Candidate] = []
+    for path in load_permissions(settings.workspace).untrusted:  # those that loosen anything
+        data, _, _ = read_settings(path)
+        section = (data or {}).get("permissions")
+        if isinstance(section, dict):
+            d = settings_definition(path, section)
+            state = "approved" if store.is_trusted(d) else "untrusted"
+            out.append(Candidate(d.name, printable(str(path)), d.describe(), state, d))
+    return out
 
 
 @mcp_app.command("revoke")

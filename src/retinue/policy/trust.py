@@ -30,7 +30,7 @@ import os
 import shlex
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,12 +45,18 @@ __all__ = [
     "needs_trust",
     "printable",
     "refuse",
+    "settings_definition",
+    "settings_trust",
     "untrusted_line",
 ]
 
 TRUST_FILE = "trust.json"
 MAX_TRUST_BYTES = 4 * 1024 * 1024  # a trust file larger than this is refused, not parsed
-APPROVE_HINTS = {"mcp": "retinue mcp approve {name}", "hook": "retinue hooks approve {name}"}
+APPROVE_HINTS = {
+    "mcp": "retinue mcp approve {name}",
+    "hook": "retinue hooks approve {name}",
+    "settings": "retinue mcp approve {name}",
+}
 """The command that approves a definition of each kind (``{name}`` is shell-quoted)."""
 
 
@@ -129,6 +135,28 @@ def untrusted_line(d: Definition) -> str:
         f"{d.source}: {what} {d.name!r} ({d.describe()}) is not approved and was not started; "
         f"to allow it: {hint}"
     )
+
+
+def settings_definition(path: Path, section: Mapping[str, Any]) -> Definition:
+    """What approving a project settings file (``.claude/settings*.json``) lets it do: its
+    ``permissions.allow`` rules and ``defaultMode``, which loosen what may run (its ``deny``
+    and ``ask`` rules apply without approval; see :mod:`retinue.policy.settings`). Named by
+    the file's name, so ``retinue mcp approve settings.json`` approves it."""
+    allow, mode = section.get("allow"), section.get("defaultMode")
+    rules = tuple(str(r) for r in allow) if isinstance(allow, list) else ()
+    command = f"defaultMode={mode}" if mode is not None else "allow"
+    extra = extra_digest({"allow": allow, "defaultMode": mode})
+    return Definition("settings", path.name, command, rules, (), path, extra)
+
+
+def settings_trust(store: TrustStore) -> Callable[[Path, Any], bool]:
+    """The ``trusted(path, section)`` that :func:`retinue.policy.settings.load_permissions`
+    asks: whether the user approved that file's loosening as it is now."""
+
+    def trusted(path: Path, section: Any) -> bool:
+        return isinstance(section, Mapping) and store.is_trusted(settings_definition(path, section))
+
+    return trusted
 
 
 def refuse(d: Definition) -> UntrustedError:
