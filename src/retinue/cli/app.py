@@ -94,6 +94,9 @@ def run(
             model, workspace, tenant, quiet=quiet, permission_mode=permission_mode,
             ask=sys.stdin.isatty() and sys.stderr.isatty(),
         )  # fmt: skip
+        from retinue.cli.render import prepare_model
+
+        prepare_model(runtime.model)  # (its progress bar before any spinner)
         try:
             out = asyncio.run(_answering(runtime, task))
         except KeyboardInterrupt:

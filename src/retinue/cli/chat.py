@@ -35,7 +35,7 @@ from rich.table import Table
 
 from retinue._tasks import cancel_and_wait
 from retinue.cli.lineedit import HISTORY_FILE, LineReader
-from retinue.cli.render import EventPrinter, ModelSpinner, one_line, todos_cell
+from retinue.cli.render import EventPrinter, ModelSpinner, one_line, prepare_model, todos_cell
 from retinue.cli.term import Deferred, LineDiscipline, console, quiet_input, route_logs
 from retinue.errors import RetinueError
 from retinue.events import TEXT_DELTA, Event, EventSink
@@ -111,7 +111,7 @@ class ChatRepl:
             f"workspace {escape(str(self.runtime.settings.workspace))} · /help[/]",
             highlight=False,
         )
-        prepare_model(self.runtime)
+        prepare_model(self.runtime.model)
         consolidation_scope.set(self.scope)  # (the runner's context is a copy of this one)
         with asyncio.Runner() as runner:
             while True:
@@ -265,15 +265,6 @@ class ChatRepl:
             role = sid.rpartition("/")[2].partition(":")[0]
             table.add_row(escape(sid), escape(role), "consolidating", "", "", "", "", "")
         console(file=sys.stderr).print(table)
-
-
-def prepare_model(runtime: Runtime) -> None:
-    """Assemble the embedded model's file now, if that is still to do, so that its progress
-    bar has the terminal to itself (the first model call would show it under the spinner)."""
-    model_path = getattr(runtime.model, "model_path", None)
-    if callable(model_path):
-        with contextlib.suppress(RetinueError, OSError):  # the first call reports it again
-            model_path()
 
 
 class _LoopWhileReading:

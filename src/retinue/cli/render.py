@@ -6,6 +6,7 @@ Indentation follows the agent id: ``main`` at the left, ``main/reviewer`` one st
 
 from __future__ import annotations
 
+import contextlib
 import json
 import reprlib
 import time
@@ -18,10 +19,18 @@ from rich.status import Status
 from rich.text import Text
 
 from retinue import events as ev
+from retinue.errors import RetinueError
 from retinue.events import Event
 from retinue.tools.builtin.todo import TodoItem, todo_line, todos_done
 
-__all__ = ["EventPrinter", "ModelSpinner", "one_line", "parse_todos", "todos_cell"]
+__all__ = [
+    "EventPrinter",
+    "ModelSpinner",
+    "one_line",
+    "parse_todos",
+    "prepare_model",
+    "todos_cell",
+]
 
 
 def _depth(agent_id: str) -> int:
@@ -93,6 +102,16 @@ def todos_cell(todos: Sequence[TodoItem], limit: int = 6, width: int = 50) -> st
     if len(open_) > limit:
         lines.append(f"… {len(open_) - limit} more")
     return "\n".join(lines)
+
+
+def prepare_model(model: object) -> None:
+    """Assemble the embedded model's file now (``LocalModel.model_path``), if that is still
+    to do, so that its progress bar has the terminal to itself: done by the first model
+    call, it ran under that call's spinner, on the same line."""
+    model_path = getattr(model, "model_path", None)
+    if callable(model_path):
+        with contextlib.suppress(RetinueError, OSError):  # the first call reports it again
+            model_path()
 
 
 class ModelSpinner:
