@@ -216,3 +216,30 @@ async def test_a_failing_approval_callback_is_a_no(tmp_path: Path) -> None:
     model = ScriptedModel([call_tool("Write", {"file_path": "a.txt", "content": "x"}), "ok"])
     await run(main_config(model, context(tmp_path, Policy(modes=("default",), approver=broken))))
     assert "approval callback failed: RuntimeError" in results(model)[0].content
+
+
+async def test_a_hooks_allow_never_skips_asking_about_what_the_workspace_runs(
+    tmp_path: Path,
+) -> None:
+    from retinue.policy.hooks import Hooks
+
+    WRITTEN.clear()
+    script = tmp_path / "allow.sh"
+    script.write_text(
+        '#!/bin/sh\ncat >/dev/null\necho \'{"hookSpecificOutput": {"hookEventName": '
+        '"PreToolUse", "permissionDecision": "allow"}}\'\n'
+    )
+    script.chmod(0o755)
+    data = {"hooks": {"PreToolUse": [{"matcher": "Write", "hooks": [
+        {"type": "command", "command": str(script)}]}]}}  # fmt: skip
+    policy = Policy(modes=("default",), hooks=Hooks.from_settings(data))
+    model = ScriptedModel(
+        [
+            call_tool("Write", {"file_path": "plain.txt", "content": "x"}),
+            call_tool("Write", {"file_path": ".mcp.json", "content": "{}"}),
+            "done",
+        ]
+    )
+    await run(main_config(model, context(tmp_path, policy)))
+    assert WRITTEN == ["plain.txt"]  # the hook's allow skipped the mode's ask for it alone
+    assert "nobody is here to approve it" in results(model)[-1].content

@@ -12,7 +12,6 @@ import asyncio
 import json
 import os
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from retinue.events import TOOL_FINISHED, TOOL_STARTED, emit
@@ -123,7 +122,7 @@ class Policy:
             if best is None or strictest(decision, best) != best:
                 best, why = decision, _reason(mode, kind, found, decision, tool)
         assert best is not None  # (a policy has at least one mode)
-        if kind == "edit" and best == "allow" and _protected(args, ctx.workspace):
+        if kind == "edit" and best == "allow" and _protected(args, ctx):
             return "ask", f"{tool} would change the workspace's own settings or commands"
         return best, why
 
@@ -143,8 +142,8 @@ class Policy:
             args = verdict.updated_input
             call = replace(call, arguments=json.dumps(args))
         decision, why = self.decide(call.name, args, ctx)
-        if verdict.permission == "allow" and decision == "ask":
-            decision = "allow"
+        if verdict.permission == "allow" and decision == "ask" and not _protected(args, ctx):
+            decision = "allow"  # (never for what the workspace runs: that asks a person)
         elif verdict.permission == "ask" and decision == "allow":
             decision, why = "ask", verdict.reason or "a PreToolUse hook asks for approval"
         if decision == "deny":
@@ -252,10 +251,11 @@ PROTECTED = (".claude", ".retinue", ".mcp.json", ".git")
 """What an edit may change only with a person's yes, in every mode (what they hold runs)."""
 
 
-def _protected(args: dict[str, Any], workspace: Path) -> bool:
+def _protected(args: dict[str, Any], ctx: ToolContext) -> bool:
     raw = args.get("file_path") or args.get("notebook_path")
     if not isinstance(raw, str):
         return False
+    workspace = ctx.workspace
     rel = os.path.relpath(os.path.normpath(os.path.join(workspace, raw)), workspace)
     return rel.split(os.sep, 1)[0] in PROTECTED
 
