@@ -243,3 +243,46 @@ async def test_a_hooks_allow_never_skips_asking_about_what_the_workspace_runs(
     await run(main_config(model, context(tmp_path, policy)))
     assert WRITTEN == ["plain.txt"]  # the hook's allow skipped the mode's ask for it alone
     assert "nobody is here to approve it" in results(model)[-1].content
+
+
+class CountingMemory:
+    """Counts consolidations per session (no store behind it)."""
+
+    def __init__(self) -> None:
+        self.consolidated: list[str] = []
+
+    async def render(self, tenant: str, role: str) -> str:
+        return ""
+
+    async def consolidate(self, *, tenant, role, session_id, messages, model) -> bool:  # type: ignore[no-untyped-def]
+        self.consolidated.append(session_id)
+        return True
+
+
+async def test_unloading_a_session_whose_call_waits_for_approval_ends_it_once(
+    tmp_path: Path,
+) -> None:
+    WRITTEN.clear()
+    broker = ApprovalBroker()
+    memory = CountingMemory()
+    writer = ScriptedModel([call_tool("Write", {"file_path": "w.txt", "content": "x"})])
+    role = Role("w", "writes", "You write.", None, "scripted:w", frozenset({"memory"}))
+    manager = SubAgentManager(
+        RoleCatalog.of(role),
+        ToolRegistry([fake_write]),
+        default_model=ScriptedModel(name="scripted:default"),
+        model_for=lambda _name: writer,
+        memory=memory,  # type: ignore[arg-type]
+    )
+    ctx = context(tmp_path, Policy(modes=("default",), approver=broker), manager)
+    turn = asyncio.create_task(manager.interactive_subagent(ctx, "write it", "w"))
+    while not broker.pending():
+        await asyncio.sleep(0.01)
+    said = await manager.unload_subagent("main", "w")
+    assert "consolidated" in said
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await turn
+    assert broker.pending() == [] and WRITTEN == []
+    assert memory.consolidated == ["main/w"]  # exactly once
+    await manager.cleanup("main")
+    assert memory.consolidated == ["main/w"]
