@@ -14,6 +14,8 @@ from retinue.policy.trust import Definition, printable
 
 __all__ = ["ask_on_terminal", "ask_workspace_trust"]
 
+MAX_SHOWN = 20_000  # the whole command, as long as a person could still read it
+
 
 def ask_on_terminal(
     d: Definition, *, read: Callable[[], str] | None = None, out: TextIO | None = None
@@ -24,7 +26,7 @@ def ask_on_terminal(
     env = f"\n  environment: {printable(', '.join(d.env_keys))}" if d.env_keys else ""
     to.write(
         f"{printable(str(d.source))} defines {what} {printable(d.name)!r}, which runs "
-        f"outside the sandbox with your rights:\n  {d.describe()}{env}\n"
+        f"outside the sandbox with your rights:\n  {d.describe(limit=MAX_SHOWN)}{env}\n"
         "Start it, and remember this approval? [y/N] "
     )
     to.flush()

@@ -79,10 +79,11 @@ class Definition:
         blob = json.dumps(parts, ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
-    def describe(self) -> str:
-        """The command line as a person reads it (bounded, control characters escaped)."""
+    def describe(self, limit: int = 200) -> str:
+        """The command line as a person reads it (control characters escaped), cut at
+        ``limit`` characters (ask about it with a limit that shows all of it)."""
         text = printable(" ".join(shlex.quote(p) for p in (self.command, *self.args)))
-        return text if len(text) <= 200 else text[:199] + "…"
+        return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def printable(text: str) -> str:
