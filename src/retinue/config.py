@@ -58,8 +58,8 @@ DEFAULT_MODEL_ALIASES = {
 }
 # aliases that name another alias (xbot's tiers and their plain names)
 MODEL_TIERS = {
-    "vanguard": "opus", "strong": "opus",
-    "balance": "sonnet", "medium": "sonnet", "fable": "sonnet",
+    "vanguard": "opus", "strong": "opus", "fable": "opus",  # fable: Claude Code's top tier
+    "balance": "sonnet", "medium": "sonnet",
     "swift": "haiku", "weak": "haiku",
 }  # fmt: skip
 _OPENAI_ID = re.compile(r"^(gpt-|o\d|chatgpt-|codex-)")

@@ -10,6 +10,7 @@ short placeholder, resources by their text or their address; an error result is 
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import json
 import logging
 import re
@@ -136,7 +137,7 @@ class McpSource:
         for server, listed in zip(usable, listings, strict=True):
             for spec in listed:
                 t = McpTool(server, spec)
-                if all(admits(a, t.name) for a in allows) and t.name not in drops:
+                if all(admits(a, t.name) for a in allows) and not _dropped(t.name, drops):
                     out.append(t)
         return out
 
@@ -159,9 +160,14 @@ class McpSource:
         emit(ctx.events, NOTICE, ctx.agent_id, text=text)
 
 
+def _dropped(name: str, drops: frozenset[str]) -> bool:
+    """By name, or by a ``*`` pattern of a role's disallowedTools (``mcp__github__delete_*``)."""
+    return name in drops or any("*" in d and fnmatch.fnmatchcase(name, d) for d in drops)
+
+
 def _may_use(server: str, allows: Iterable[frozenset[str]], drops: frozenset[str]) -> bool:
     """Whether some tool of ``server`` could pass every allow-list (so it is worth starting)."""
     whole = f"{PREFIX}{server}"
-    if whole in drops:
+    if whole in drops or f"{PREFIX}*" in drops:  # a role's disallowedTools: mcp__*
         return False
     return all(any(e == whole or e.startswith(whole + "__") for e in a) for a in allows)
