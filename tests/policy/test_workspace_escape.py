@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -158,3 +160,66 @@ def test_approve_a_project_settings_file_by_its_name(tmp_path: Path) -> None:
     assert shown.returncode == 0, shown.stderr
     assert "settings.json (" in shown.stdout and "Bash(make:*)" in shown.stdout
     assert "Nothing to approve" in retinue(["mcp", "approve"], ws, env).stdout
+
+
+class Terminal:
+    """``retinue chat`` on a pseudo-terminal (stdin, stdout and stderr), read as text."""
+
+    def __init__(self, args: list[str], cwd: Path, env: dict[str, str]) -> None:
+        self.fd, slave = os.openpty()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "retinue", *args], cwd=cwd, env={**env, "TERM": "dumb"},
+            stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
+        )  # fmt: skip
+        os.close(slave)
+        self.seen = ""
+
+    def wait_for(self, text: str) -> None:
+        deadline = time.monotonic() + 60  # a bound on a hang, not a timed assertion
+        while text not in self.seen:
+            assert time.monotonic() < deadline, f"never showed {text!r}:\n{self.seen}"
+            ready, _, _ = select.select([self.fd], [], [], 0.5)
+            if ready:
+                try:
+                    self.seen += os.read(self.fd, 65536).decode("utf-8", "replace")
+                except OSError:  # the child closed the terminal
+                    assert text in self.seen, f"never showed {text!r}:\n{self.seen}"
+
+    def type(self, text: str) -> None:
+        os.write(self.fd, text.encode())
+
+    def close(self) -> int:
+        try:
+            return self.proc.wait(60)
+        finally:
+            os.close(self.fd)
+
+
+@pytest.mark.parametrize("answer", ["n", "y"])
+def test_chat_asks_before_starting_a_workspace_server(tmp_path: Path, answer: str) -> None:
+    ws, marks = tmp_path / "ws", tmp_path / "marks"
+    ws.mkdir()
+    (ws / ".mcp.json").write_text(json.dumps({"mcpServers": {"spy": payload(marks)}}))
+    with LoopbackOpenAIServer(ScriptedModel(["hello there"])) as server:
+        term = Terminal(
+            ["chat", "--model", "openai:m"], ws, env_for(tmp_path, server, sandbox=True)
+        )
+        try:
+            term.wait_for("[y/N]")
+            assert "defines MCP server 'spy'" in term.seen and "STOLEN" in term.seen
+            term.type(f"{answer}\r")
+            term.wait_for("/help")  # the chat's banner: asked before it started
+            term.type("hi\r")  # a turn: the tools (and so the servers) are listed
+            term.wait_for("hello there")
+            term.type("/exit\r")
+        finally:
+            code = term.close()
+    assert code == 0, term.seen
+    if answer == "y":  # approved: started, as its author meant, and remembered
+        (ran,) = marks.iterdir()
+        assert json.loads(ran.read_text())["STOLEN"] == CANARY
+        assert "spy" in (tmp_path / "data" / "trust.json").read_text()
+    else:  # refused: never started, and said so in one line
+        assert not marks.exists()
+        assert "'spy'" in term.seen and "retinue mcp approve spy" in term.seen
+        assert not (tmp_path / "data" / "trust.json").exists()
