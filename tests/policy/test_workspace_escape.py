@@ -160,6 +160,9 @@ def test_approve_a_project_settings_file_by_its_name(tmp_path: Path) -> None:
     assert shown.returncode == 0, shown.stderr
     assert "settings.json (" in shown.stdout and "Bash(make:*)" in shown.stdout
     assert "Nothing to approve" in retinue(["mcp", "approve"], ws, env).stdout
+    revoked = retinue(["mcp", "revoke", "settings.json"], ws, env)
+    assert revoked.returncode == 0 and "Revoked 1" in revoked.stdout
+    assert "Approved 1" in retinue(["mcp", "approve", "settings.json"], ws, env).stdout
 
 
 class Terminal:

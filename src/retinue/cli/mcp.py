@@ -191,6 +191,8 @@ def revoke(
         settings, found = _load(workspace)
         store = TrustStore(settings.home)
         defs = [d for c in found if c.name in names and (d := c.definition()) is not None]
+        defs += [c.definition for c in _settings_candidates(settings, store)
+                 if c.name in names and c.definition is not None]  # fmt: skip
         gone = store.revoke(defs)
     typer.echo(f"Revoked {gone} approval(s).")
 
