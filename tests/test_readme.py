@@ -11,6 +11,7 @@
   exists, and so do its options and arguments (parsed by the CLI itself, not run); each
   ``python FILE`` names a file of the repository;
 - ``markdown``: a role file, parsed as Retinue reads role files;
+- ``json``: valid JSON; a ``permissions`` example's rules must each parse as a rule;
 - ``text``: the model file's SHA-256, which must be the one the code checks.
 
 A block of any other kind fails the test until a check is added here.
@@ -18,6 +19,7 @@ A block of any other kind fails the test until a check is added here.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -33,6 +35,7 @@ import typer
 import retinue
 from retinue.cli.app import app
 from retinue.llm._gguf import MODELS
+from retinue.policy.rules import parse_rule
 from retinue.subagents.roles import parse_role
 from retinue.testing import ScriptedModel
 
@@ -76,7 +79,8 @@ def of_kind(*kinds: str) -> list[Block]:
 
 def test_every_block_is_of_a_kind_this_test_checks() -> None:
     assert len(BLOCKS) >= 14  # the fences were found
-    unchecked = [b.where for b in BLOCKS if b.kind not in {"python", "sh", "markdown", "text"}]
+    checked = {"python", "sh", "markdown", "json", "text"}
+    unchecked = [b.where for b in BLOCKS if b.kind not in checked]
     assert unchecked == [], "give these README blocks a language this test checks"
 
 
@@ -230,6 +234,18 @@ def test_the_role_file_examples_load() -> None:
     for block in roles:
         role = parse_role(Path("example.md"), block.code)
         assert role.name and role.description and role.prompt, block.where
+
+
+def test_the_json_examples_parse_and_their_permission_rules_too(tmp_path: Path) -> None:
+    for block in of_kind("json"):
+        data = json.loads(block.code)
+        rules = data.get("permissions", {}) if isinstance(data, dict) else {}
+        for kind in ("allow", "ask", "deny"):
+            for rule in rules.get(kind, []):
+                try:
+                    parse_rule(rule, tmp_path)
+                except ValueError as exc:
+                    raise AssertionError(f"{block.where}: {exc}") from exc
 
 
 def test_the_quoted_checksum_is_the_one_checked() -> None:
