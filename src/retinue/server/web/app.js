@@ -22,6 +22,7 @@
     current: null,
     transcripts: new Map(), // conversation id -> [{role, text, meta, error, pending}]
     trees: new Map(), // conversation id -> Map(agent id -> node)
+    approvals: new Map(), // conversation id -> Map(request id -> a call waiting for a yes)
     turn: null, // {cid, controller, reply}: the turn this tab streams
     historyOf: null, // the agent whose history is open
     historyKey: null, // its state and turns when its history was last shown
@@ -177,7 +178,10 @@
 
   async function loadConversations() {
     const data = await api("GET", "/v1/conversations");
+    const was = state.conversations.find((c) => c.id === state.current);
     state.conversations = data.conversations;
+    const now = state.conversations.find((c) => c.id === state.current);
+    if (was && was.running && now && !now.running && !state.turn) loadTranscript(now.id); // another client's turn ended
     for (const c of state.conversations) state.local.delete(c.id);
     drawConversations();
   }
@@ -238,6 +242,7 @@
     drawConversations();
     drawMessages();
     drawTree();
+    drawApprovals();
     if (listed && !(state.turn && state.turn.cid === cid)) await loadTranscript(cid);
     if (listed) await refreshSessions();
   }
@@ -327,6 +332,7 @@
       const data = await api("GET", `/v1/conversations/${encodeURIComponent(cid)}`);
       state.transcripts.set(cid, fromMessages(data.messages || []));
       treeFromHistory(cid, data.messages || []);
+      setApprovals(cid, data.approvals || []);
       if (data.running) transcriptOf(cid).push({ role: "note", text: "A turn is running…" });
     } catch (err) {
       if (err.status !== 404) return showError(err);
@@ -501,10 +507,109 @@
       reply.done = true;
       reply.error = explain(data.status, data.error);
       showError(new ApiError(data.status, data.error));
+    } else if (kind === "approval_requested" || kind === "approval_answered") {
+      approvalEvent(cid, kind, data);
     } else {
       if (data.agent_id === agentId(cid)) liveTool(cid, reply, kind, data);
       treeEvent(cid, kind, data);
     }
+  }
+
+  // -- approvals: calls (at any depth) that wait for a person's yes or no ---------------
+
+  function approvalsOf(cid) {
+    if (!state.approvals.has(cid)) state.approvals.set(cid, new Map());
+    return state.approvals.get(cid);
+  }
+
+  function setApprovals(cid, list) {
+    const pending = approvalsOf(cid);
+    const ids = new Set(list.map((a) => a.id));
+    for (const id of pending.keys()) if (!ids.has(id)) pending.delete(id);
+    for (const a of list) if (!pending.has(a.id)) pending.set(a.id, a);
+    if (cid === state.current) drawApprovals();
+  }
+
+  function approvalEvent(cid, kind, data) {
+    if (typeof data.id !== "string") return;
+    if (kind === "approval_requested") approvalsOf(cid).set(data.id, data);
+    else approvalsOf(cid).delete(data.id);
+    const n = typeof data.agent_id === "string" && treeOf(cid).get(data.agent_id);
+    if (n) n.activity = kind === "approval_requested" ? "waits for your approval" : "";
+    if (cid === state.current) {
+      drawApprovals();
+      scheduleTree();
+    }
+  }
+
+  async function refreshApprovals(cid) {
+    try {
+      const data = await api("GET", `/v1/conversations/${encodeURIComponent(cid)}/approvals`);
+      setApprovals(cid, data.approvals);
+    } catch (err) {
+      if (err.status !== 404) showError(err);
+    }
+  }
+
+  function whoAsks(a) {
+    if (!a.depth) return "The main agent";
+    return `Sub-agent ${a.role} (${a.agent_id || "?"}, depth ${a.depth})`;
+  }
+
+  function approvalCard(cid, a) {
+    const args = String(a.arguments ?? "");
+    const shown = args.length > 160 || args.includes("\n")
+      ? el("details", null, el("summary", { textContent: clip(args, 120) }), el("pre", { textContent: args }))
+      : el("pre", { textContent: args });
+    const reason = el("input", { placeholder: "Why not (optional, for Deny)", maxLength: 2000 });
+    const answer = (allow, always) => answerApproval(cid, a.id, { allow, always, message: allow ? "" : reason.value.trim() }, card);
+    const button = (text, cls, allow, always) => {
+      const b = el("button", { type: "button", className: `small ${cls}`, textContent: text });
+      b.addEventListener("click", () => answer(allow, always));
+      return b;
+    };
+    const card = el(
+      "div",
+      { className: "approval" },
+      el("div", { className: "who", textContent: `${whoAsks(a)} wants to run ${a.tool}` }),
+      shown,
+      el("div", { className: "muted small", textContent: `Why it asks: ${a.reason}` }),
+      el("div", { className: "muted small approval-rule", textContent: `Always adds the rule ${a.rule} for this conversation.` }),
+      el(
+        "div",
+        { className: "approval-actions" },
+        button("Allow", "", true, false),
+        button("Always", "quiet", true, true),
+        reason,
+        button("Deny", "danger", false, false),
+      ),
+    );
+    card.dataset.id = a.id;
+    card.dataset.tool = a.tool;
+    return card;
+  }
+
+  // Cards still pending keep their element (and what was typed in them).
+  function drawApprovals() {
+    const box = $("approvals");
+    const have = new Map([...box.children].map((c) => [c.dataset.id, c]));
+    const pending = [...approvalsOf(state.current).values()];
+    box.replaceChildren(...pending.map((a) => have.get(a.id) || approvalCard(state.current, a)));
+    box.hidden = !pending.length;
+  }
+
+  async function answerApproval(cid, id, body, card) {
+    for (const b of card.querySelectorAll("button")) b.disabled = true;
+    try {
+      await api("POST", `/v1/conversations/${encodeURIComponent(cid)}/approvals/${encodeURIComponent(id)}`, body);
+    } catch (err) {
+      if (err.status !== 404) { // 404: answered already (elsewhere), or withdrawn
+        for (const b of card.querySelectorAll("button")) b.disabled = false;
+        return showError(err);
+      }
+    }
+    approvalsOf(cid).delete(id);
+    if (cid === state.current) drawApprovals();
   }
 
   // The main agent's tool calls join the live chat as they start, as a reloaded chat
@@ -836,9 +941,14 @@
     if (!state.token || !state.current || document.hidden) return;
     const tree = treeOf(state.current);
     const listed = state.conversations.find((c) => c.id === state.current);
-    const busy = state.turn || (listed && listed.running) || [...tree.values()].some((n) => n.state === "running");
+    const asked = approvalsOf(state.current).size > 0;
+    const busy = state.turn || asked || (listed && listed.running) || [...tree.values()].some((n) => n.state === "running");
     const open = tree.get(state.historyOf); // a live session's open history follows it
     if (!busy && !(open && open.session && !ENDED.has(open.state))) return;
+    // Approvals come as events to the tab that streams the turn; any other tab asks.
+    if (!(state.turn && state.turn.cid === state.current) && (asked || (listed && listed.running))) {
+      refreshApprovals(state.current);
+    }
     refreshSessions();
     if (!state.turn) loadConversations().catch(() => {});
   }
