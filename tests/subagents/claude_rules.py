@@ -9,20 +9,33 @@ anything else, so a file it cannot read fails the test instead of being guessed 
 The rules, and where each comes from:
 
 - Claude Code's sub-agent documentation (code.claude.com/docs/en/sub-agents, "Supported
-  frontmatter fields"): a file is Markdown whose YAML front matter opens on the first line
-  with ``---``; ``name`` and ``description`` are required; ``tools`` is a comma-separated
-  string or a list, and when omitted the agent inherits every tool; ``disallowedTools`` is
-  removed from what ``tools`` gives; ``model`` is an alias (``sonnet``, ``opus``,
-  ``haiku``), a full model id, or ``inherit`` (the default); ``Agent(agent_type, ...)`` in
-  ``tools`` restricts which sub-agents may be spawned, and ``Task(...)`` is its older name.
-  ``tools: []`` is an empty tool set (anthropics/claude-code#82562: the spawn path gives
-  such an agent no tools).
-- Where Retinue knowingly differs from Claude Code (issue 12, README "Roles and
-  sub-agents"), said again at each place below:
-  * Claude Code's sub-agents cannot spawn sub-agents ("Subagents cannot spawn other
-    subagents"; ``Agent(...)`` matters only for ``claude --agent``). Retinue lets a role
-    that names ``Task``/``Agent`` in ``tools`` delegate, to the named roles only when
-    ``Agent(a, b)`` names them; a role whose ``tools`` is omitted does not delegate.
+  frontmatter fields", 16 of them: ``name``, ``description``, ``tools``,
+  ``disallowedTools``, ``model``, ``permissionMode``, ``maxTurns``, ``skills``,
+  ``mcpServers``, ``hooks``, ``memory``, ``background``, ``effort``, ``isolation``,
+  ``color``, ``initialPrompt``): a file is Markdown whose YAML front matter opens on the
+  first line with ``---``; ``name`` and ``description`` are required, and a name with a
+  ``:`` or a leading ``-`` makes Claude Code skip the file; ``tools`` is a comma-separated
+  string or a list, and when omitted the agent inherits every tool, ``Agent`` included
+  (sub-agents delegate, nested to a depth limit); ``mcp__<server>__*`` in it is the whole
+  server; ``disallowedTools`` is removed from what ``tools`` gives; ``permissionMode:
+  plan`` is read-only; ``model`` is an alias (``sonnet``, ``opus``, ``haiku``; ``fable``
+  is the top tier, with ``opus``), a full model id, or ``inherit`` (the default);
+  ``Task(...)`` is ``Agent(...)``'s older name; ``skills`` are preloaded, ``background:
+  true`` always runs in the background, ``maxTurns`` bounds the turns. ``tools: []`` is an
+  empty tool set (anthropics/claude-code#82562: the spawn path gives such an agent no
+  tools).
+- Where Retinue knowingly differs from Claude Code (README "Roles and sub-agents"), said
+  again at each place below:
+  * ``Agent(a, b)`` in a sub-agent's own ``tools``: Claude Code honours the restriction only
+    when the agent is the main thread (``claude --agent``). Retinue keeps it: a role that
+    delegates is the main thread of its own children, and its author wrote whom it may
+    start.
+  * ``color`` (a terminal colour), ``effort`` (no provider here takes a reasoning effort
+    from a role yet) and ``isolation`` (no worktree per sub-agent yet) have no effect;
+    Retinue lists them as ignored (:data:`NO_EFFECT`).
+  * Retinue also reads its own and xbot's keys (``capabilities``, ``spawn_agent``), and a
+    ``capabilities`` mapping that is not xbot's may say ``restricted_tools``, read as
+    ``disallowedTools`` (Claude Code ignores ``capabilities``).
   * A role whose allow-list leaves no tool Retinue has (only MCP tools of servers not
     configured, for example) is refused ("no usable tool") rather than run bare; Claude
     Code refuses to spawn such an agent too (#82562: "the zero-tool spawn refusal only
@@ -30,9 +43,9 @@ The rules, and where each comes from:
   * Role names must be identifiers here: a name with spaces or other characters is
     lowercased with every run of them turned into ``-``.
   * Models resolve through Retinue's tier table (configuration, not parsing): the default
-    ``[model_aliases]`` of ``config.toml`` (README "Roles and sub-agents"; ``fable`` is
-    ``sonnet``'s tier by issue 12), written out in :data:`MODEL_TABLE`; ``claude-…`` ids
-    are Anthropic's, ``provider:model`` is taken as written.
+    ``[model_aliases]`` of ``config.toml`` (README "Roles and sub-agents"), written out in
+    :data:`MODEL_TABLE`; ``claude-…`` ids are Anthropic's, ``provider:model`` is taken as
+    written.
 - xbot's role files (``CjiW__xbot/``, not Claude Code files; SOURCES.md says so): xbot's
   tool names ``Shell`` / ``FileCreate`` / ``FileReplace`` are Bash / Write / Edit, its
   tiers ``vanguard`` / ``balance`` / ``swift`` are opus / sonnet / haiku, and
@@ -46,13 +59,22 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["MODEL_TABLE", "Expected", "Unsupported", "expect", "front_matter"]
+__all__ = ["MODEL_TABLE", "NO_EFFECT", "Expected", "Unsupported", "expect", "front_matter"]
+
+DOCUMENTED = frozenset(
+    {"name", "description", "tools", "disallowedTools", "model", "permissionMode", "maxTurns",
+     "skills", "mcpServers", "hooks", "memory", "background", "effort", "isolation", "color",
+     "initialPrompt"}
+)  # fmt: skip
+NO_EFFECT = frozenset({"color", "effort", "isolation"})  # Retinue's differences (see above)
+RETINUE_KEYS = frozenset({"capabilities", "spawn_agent"})
+WRITING_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit", "Bash")
 
 MODEL_TABLE = {
     "sonnet": "anthropic:claude-sonnet-4-5",
     "opus": "anthropic:claude-opus-4-1",
     "haiku": "anthropic:claude-haiku-4-5",
-    "fable": "anthropic:claude-sonnet-4-5",  # issue 12: an alias at sonnet's tier
+    "fable": "anthropic:claude-opus-4-1",  # Claude Code's top tier
     # xbot's tiers (xbot files only)
     "vanguard": "anthropic:claude-opus-4-1",
     "balance": "anthropic:claude-sonnet-4-5",
@@ -84,6 +106,10 @@ class Expected:
     model: str | None = None  # None: the parent's model
     delegates: bool = False
     delegates_to: tuple[str, ...] | None = None  # with delegates: None = any role
+    skills: tuple[str, ...] = ()
+    background: bool = False
+    max_turns: int | None = None
+    ignored: tuple[str, ...] = ()  # keys with no effect here, in file order
 
 
 @dataclass
@@ -204,14 +230,15 @@ def expect(path: Path, text: str, available: Iterable[str]) -> Expected:
     name = _text(fields.get("name"))
     if not name:
         return Expected(False, "'name' is required")
+    if ":" in name or name.startswith("-"):
+        return Expected(False, "role name has a ':' or begins with '-'")
     description = " ".join(_text(fields.get("description")).split())
     if not description:
         return Expected(False, "'description' is required")
-    if "permissionMode" in fields:
-        raise Unsupported("permissionMode is not modelled")
 
     def tool_names(entries: list[str]) -> tuple[str, ...]:
         names = [e for e in entries if not _DELEGATION.match(e)]
+        names = [n[:-3] if re.fullmatch(r"mcp__\w+__\*", n) else n for n in names]
         if xbot:
             names = [XBOT_TOOLS.get(n, n) for n in names]
         return tuple(dict.fromkeys(names))
@@ -219,16 +246,21 @@ def expect(path: Path, text: str, available: Iterable[str]) -> Expected:
     listed = _entries(fields.get("tools"))
     denied = _entries(fields.get("disallowedTools")) or []
     granting = [m for e in listed or () if (m := _DELEGATION.match(e))]
-    delegates = bool(granting)  # Retinue's rule: Claude Code's sub-agents never delegate
+    delegates = bool(granting) or listed is None  # no allow-list: every tool, Agent too
     if xbot:
         caps = _mapping(fields.get("capabilities"))
         delegates = delegates or caps.get("spawn_agent", "true") != "false"
+        delegates = delegates and caps.get("spawn_agent") != "false"
+    elif "capabilities" in fields and fields["capabilities"].more:
+        raise Unsupported("a capabilities mapping outside xbot's folder")
     if any(_DELEGATION.match(e) for e in denied):
         delegates = False
     named = [a.strip() for m in granting for a in (m.group(2) or "").split(",") if a.strip()]
     bare = any(m.group(2) is None or not m.group(2).strip() for m in granting)
     tools = None if listed is None else tool_names(listed)
     disallowed = tool_names(denied)
+    if _text(fields.get("permissionMode")) == "plan":
+        disallowed = tuple(dict.fromkeys([*disallowed, *WRITING_TOOLS]))
     model_field = fields.get("model")
     model = _model(model_field.value, xbot) if model_field else None
     usable = [t for t in tools or () if t in set(available) and t not in disallowed]
@@ -243,6 +275,10 @@ def expect(path: Path, text: str, available: Iterable[str]) -> Expected:
         model=model,
         delegates=delegates,
         delegates_to=tuple(named) if delegates and granting and not bare else None,
+        skills=tuple(_entries(fields.get("skills")) or ()),
+        background=_text(fields.get("background")) == "true",
+        max_turns=int(t) if (t := _text(fields.get("maxTurns"))).isdigit() else None,
+        ignored=tuple(k for k in fields if k in NO_EFFECT or k not in DOCUMENTED | RETINUE_KEYS),
     )
 
 

@@ -1,37 +1,55 @@
 """Roles: Markdown files with YAML front matter that define a sub-agent.
 
 Three dialects load alike: Retinue's own, Claude Code's sub-agent files and xbot's role files.
-Front matter keys and what they mean here:
+Front matter keys and what they mean here (Claude Code's 16 documented fields and ours):
 
-- ``name`` (required; spaces and other characters are normalised to ``-`` and reported),
-  ``description`` (required); the body is the role's system prompt.
-- ``tools``: the allow-list, a YAML list or a comma string; absent = every tool. ``Task`` or
-  ``Agent`` grants delegation (``Agent(worker, researcher)`` only to those roles); xbot's
-  ``Shell`` / ``FileCreate`` / ``FileReplace`` are Bash / Write / Edit. Claude Code's ``LS``,
-  ``MultiEdit``, ``TodoWrite``, ``WebFetch`` and ``WebSearch`` are built-in tools here
-  (:mod:`retinue.tools.builtin`), so roles that name them get them. Names no tool answers
-  to are reported by :meth:`RoleCatalog.check_tools`; a role left with no usable tool at all
-  does not load.
+- ``name`` (required; spaces and other characters are normalised to ``-`` and reported; a
+  name with ``:`` or a leading ``-`` makes Claude Code skip the file, and Retinue skips it
+  too, reported), ``description`` (required); the body is the role's system prompt.
+- ``tools``: the allow-list, a YAML list or a comma string; absent = every tool, delegation
+  (``SubAgent``) included, as in Claude Code, nested up to the depth limit. ``Task`` or
+  ``Agent`` grants delegation; ``Agent(worker, researcher)`` only to those roles (a
+  deliberate difference: Claude Code honours that restriction only for the main thread; a
+  Retinue role that delegates is the main thread of its own children, so the restriction
+  its author wrote is kept). xbot's ``Shell`` / ``FileCreate`` / ``FileReplace`` are Bash /
+  Write / Edit. Claude Code's ``LS``, ``MultiEdit``, ``TodoWrite``, ``WebFetch`` and
+  ``WebSearch`` are built-in tools here (:mod:`retinue.tools.builtin`). ``mcp__<server>__*``
+  (and ``mcp__<server>``) admits every tool of one server. Names no tool answers to are
+  reported by :meth:`RoleCatalog.check_tools`; a role left with no usable tool at all does
+  not load.
 - ``disallowedTools``: removed from whatever ``tools`` gives (a reviewer that disallows
-  Write, Edit and Bash never gets them). ``permissionMode: plan`` disallows every tool that
-  writes or runs commands.
+  Write, Edit and Bash never gets them); ``mcp__<server>__*`` removes a whole server,
+  ``mcp__*`` every MCP tool, other ``*`` patterns the MCP tools they match.
+  ``permissionMode`` is the role's permission mode (:mod:`retinue.policy.modes`); ``plan``
+  also disallows every tool that writes or runs commands.
 - ``model``: ``provider:model``, ``inherit``, a full model id (``claude-…`` is Anthropic,
   ``gpt-…`` / ``o1…`` OpenAI), or an alias resolved through one tier table: Claude Code's
-  ``sonnet`` / ``opus`` / ``haiku`` / ``fable`` and xbot's tiers ``vanguard`` / ``balance`` /
-  ``swift`` (also ``strong`` / ``medium`` / ``weak``), all settable in ``config.toml``'s
-  ``[model_aliases]``. An unknown model is reported and the role runs on its parent's model.
-- ``maxTurns``: the role's iteration limit.
+  ``sonnet`` / ``opus`` / ``haiku`` / ``fable`` (the top tier, with ``opus``) and xbot's
+  tiers ``vanguard`` / ``balance`` / ``swift`` (also ``strong`` / ``medium`` / ``weak``),
+  all settable in ``config.toml``'s ``[model_aliases]``. An unknown model is reported and
+  the role runs on its parent's model.
+- ``maxTurns``: the role's iteration limit. ``hooks``: the role's own hooks
+  (:mod:`retinue.policy.hooks`).
 - ``mcpServers``: MCP servers the role uses, by name (configured in ``.mcp.json`` or
   ``config.toml``) or defined inline (only this role sees those); their tools are
-  ``mcp__<server>__<tool>``, and ``mcp__<server>`` in ``tools`` admits every tool of one.
+  ``mcp__<server>__<tool>``.
+- ``skills``: skills whose bodies are preloaded into the role's system prompt
+  (:mod:`retinue.skills`).
+- ``initialPrompt``: the start of the role's first user turn (before the task it is given).
+  ``background: true``: the role always runs as a background session (interactive, the
+  parent collects its replies with ``SubAgentStatus``).
 - capabilities: ``capabilities: [memory, spawn_agent]`` (Retinue), a mapping
-  ``{memory: true, spawn_agent: false}`` (xbot; ``spawn_agent`` defaults to on for xbot
-  files), ``memory: true`` / ``spawn_agent: true``, or Claude Code's ``memory: user |
-  project | local``, which turns the role's memory on (Retinue keeps it per tenant and role in
-  its data directory, whatever the scope). Free-text ``capabilities`` are accepted, ignored
-  and reported.
-- Every other key (``color``, ``hooks``, ``skills``, ``effort``, ``isolation``…) is accepted
-  and listed as ignored.
+  ``{memory: true, spawn_agent: false}`` (xbot's, when every key is one of
+  :data:`CAPABILITIES`; ``spawn_agent`` defaults to on for xbot files), ``memory: true`` /
+  ``spawn_agent: true``, or Claude Code's ``memory: user | project | local``, which turns
+  the role's memory on (Retinue keeps it per tenant and role in its data directory,
+  whatever the scope). A mapping with other keys is not xbot's: its known keys still count,
+  ``restricted_tools`` is read as ``disallowedTools`` (its authors' plain meaning: seven
+  real files say ``restricted_tools: Task  # No delegation``), the rest is reported.
+  Free-text ``capabilities`` are accepted, ignored and reported.
+- ``effort`` and ``isolation`` are read and kept on the role, but have no effect yet
+  (README "Roles and sub-agents"); every other key (``color``…) is accepted and listed as
+  ignored.
 
 Search order, recursively in each directory: the first definition of a name wins, and every
 later definition of that name is reported as *shadowed* (never dropped silently):
@@ -81,8 +99,11 @@ WRITING_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit", "Bash")
 _XBOT_TIERS = frozenset({"vanguard", "balance", "swift"})
 _OWN_KEYS = frozenset(
     {"name", "description", "tools", "disallowedTools", "model", "capabilities", "memory",
-     "spawn_agent", "maxTurns", "permissionMode", "mcpServers", "hooks"}
+     "spawn_agent", "maxTurns", "permissionMode", "mcpServers", "hooks", "skills",
+     "initialPrompt", "background"}
 )  # fmt: skip
+KEPT_UNUSED = ("effort", "isolation")  # read and kept, no effect yet (README)
+MAX_INITIAL_PROMPT = 20_000
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _TOOL = re.compile(r"^([A-Za-z_][\w.-]*)\s*\((.*)\)$", re.DOTALL)
 PACKAGED_ROLES = Path(__file__).resolve().parent.parent / "roles"
@@ -127,6 +148,11 @@ class Role:
     mcp_servers: tuple[tuple[str, ServerConfig | None], ...] = ()  # None: a configured server
     permission_mode: str | None = None  # Claude Code's permissionMode (retinue.policy.modes)
     hooks: Mapping[str, Any] | None = None  # Claude Code's hooks front matter, as written
+    skills: tuple[str, ...] = ()  # skills preloaded into its prompt (retinue.skills)
+    initial_prompt: str | None = None  # the start of its first user turn
+    background: bool = False  # always a background session
+    effort: str | None = None  # kept, not used yet
+    isolation: str | None = None  # kept, not used yet
 
     def can(self, capability: str) -> bool:
         return capability in self.capabilities
@@ -165,15 +191,19 @@ def parse_role(path: Path, text: str, aliases: Mapping[str, str] | None = None) 
     if not isinstance(description, str) or not description.strip():
         raise RoleError("'description' is required (one line saying what the role is for)")
     tools, delegates, grants = _tool_grant(meta.get("tools"), "tools")
-    denied, _, denies_delegation = _tool_grant(meta.get("disallowedTools"), "disallowedTools")
+    restricted = _restricted_tools(meta.get("capabilities"), notes)
+    denied, _, denies_delegation = _tool_grant(
+        [*split_tools(meta.get("disallowedTools"), "disallowedTools"), *restricted],
+        "disallowedTools",
+    )
     denied = denied or ()
     if meta.get("permissionMode") == "plan":
         denied = (*denied, *WRITING_TOOLS)
     mode = _permission_mode(meta.get("permissionMode"), notes)
     xbot = _is_xbot(meta, tools)
     caps, scope = _capabilities(meta, notes, xbot=xbot)
-    if grants:
-        caps.add("spawn_agent")
+    if grants or (tools is None and not _spawn_turned_off(meta)):
+        caps.add("spawn_agent")  # Claude Code: no allow-list is every tool, Agent included
     if denies_delegation:
         caps.discard("spawn_agent")
     model, model_note = resolve_role_model(meta.get("model"), aliases)
@@ -196,7 +226,67 @@ def parse_role(path: Path, text: str, aliases: Mapping[str, str] | None = None) 
         mcp_servers=_mcp_servers(meta.get("mcpServers")),
         permission_mode=mode,
         hooks=meta["hooks"] if isinstance(meta.get("hooks"), Mapping) else None,
+        skills=_skill_names(meta.get("skills"), notes),
+        initial_prompt=_initial_prompt(meta.get("initialPrompt"), notes),
+        background=_flag(meta.get("background"), "background", notes),
+        effort=_kept_text(meta.get("effort")),
+        isolation=_kept_text(meta.get("isolation")),
     )
+
+
+def _spawn_turned_off(meta: dict[str, Any]) -> bool:
+    """``spawn_agent: false`` said outright (xbot's mapping, or the top-level key)."""
+    caps = meta.get("capabilities")
+    return meta.get("spawn_agent") is False or (
+        isinstance(caps, dict) and caps.get("spawn_agent") is False
+    )
+
+
+def _restricted_tools(caps: Any, notes: list[str]) -> list[str]:
+    """A non-xbot ``capabilities`` mapping's ``restricted_tools``, read as disallowed tools."""
+    if not isinstance(caps, dict) or "restricted_tools" not in caps:
+        return []
+    try:
+        names = split_tools(caps["restricted_tools"], "restricted_tools")
+    except RoleError:
+        notes.append("capabilities.restricted_tools is not a list of tools (ignored)")
+        return []
+    notes.append(f"capabilities.restricted_tools {names} read as disallowedTools")
+    return names
+
+
+def _skill_names(value: Any, notes: list[str]) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    try:
+        names = split_tools(value, "skills")
+    except RoleError:
+        notes.append("'skills' is not a list of skill names (ignored)")
+        return ()
+    return tuple(dict.fromkeys(names))
+
+
+def _initial_prompt(value: Any, notes: list[str]) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        notes.append("initialPrompt is not text (ignored)")
+        return None
+    if len(value) > MAX_INITIAL_PROMPT:
+        notes.append(f"initialPrompt cut to {MAX_INITIAL_PROMPT} characters")
+    return value.strip()[:MAX_INITIAL_PROMPT]
+
+
+def _flag(value: Any, key: str, notes: list[str]) -> bool:
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    notes.append(f"{key} {value!r} is not true or false (ignored)")
+    return False
+
+
+def _kept_text(value: Any) -> str | None:
+    """Kept on the role; the key stays listed as ignored (``retinue roles`` says so)."""
+    return None if value is None else str(value)[:100]
 
 
 def _permission_mode(value: object, notes: list[str]) -> str | None:
@@ -224,6 +314,10 @@ def _name(meta: dict[str, Any], notes: list[str]) -> str:
     if not isinstance(raw, str | int) or not str(raw).strip():
         raise RoleError("'name' is required (Claude Code skips files without one)")
     name = str(raw).strip()
+    if ":" in name or name.startswith("-"):
+        raise RoleError(
+            f"role name {name!r} has a ':' or begins with '-'; Claude Code skips such a file"
+        )
     if valid_name(name):
         return name
     fixed = normalise_name(name)
@@ -275,16 +369,24 @@ def _tool_grant(
             elif delegates is not None:
                 delegates.extend(a.strip() for a in args.split(",") if a.strip())
             continue
+        if args is None and base.startswith("mcp__") and base.endswith("__*") and len(base) > 8:
+            base = base[: -len("__*")]  # mcp__server__*: the whole server, as mcp__server
         names.append(TOOL_SYNONYMS.get(base, base) if args is None else entry)
     limited = tuple(delegates) if grants and delegates is not None else None  # none named: any
     return tuple(dict.fromkeys(names)), limited, grants
 
 
 def _is_xbot(meta: dict[str, Any], tools: tuple[str, ...] | None) -> bool:
-    """xbot's dialect: a capabilities mapping, an xbot tier, or xbot's tool names."""
+    """xbot's dialect: a capabilities mapping of xbot's keys only (``memory``,
+    ``spawn_agent``…, each true or false), an xbot tier, or xbot's tool names."""
     raw_tools = split_tools(meta.get("tools")) if tools is not None else []
+    caps = meta.get("capabilities")
     return (
-        isinstance(meta.get("capabilities"), dict)
+        (
+            isinstance(caps, dict)
+            and bool(caps)
+            and all(k in CAPABILITIES and isinstance(v, bool) for k, v in caps.items())
+        )
         or meta.get("model") in _XBOT_TIERS
         or any(t in TOOL_SYNONYMS for t in raw_tools)
     )
@@ -316,7 +418,7 @@ def _capabilities(
         for key, on in listed.items():
             if key in CAPABILITIES:
                 (caps.add if on else caps.discard)(str(key))
-            else:
+            elif key != "restricted_tools":
                 notes.append(f"capability {key!r} is not one Retinue knows (ignored)")
     elif listed is not None:
         items = split_tools(listed, "capabilities") if isinstance(listed, str | list) else []
