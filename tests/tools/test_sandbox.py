@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import socket
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -233,6 +234,8 @@ async def test_what_exists_is_read_only_and_readable(call: Call, ws: Path) -> No
         "echo '#!/bin/sh' > .git/hooks/pre-commit",
         "git config core.hooksPath evil",
         "echo x >> .git/config",
+        "mv .git .git-old",  # and make a repository of its own in its place
+        "mkdir -p .git/modules/sub/hooks",  # a submodule's hooks
     ]
     for attempt in attempts:
         result = await call("Bash", command=attempt)
@@ -244,6 +247,19 @@ async def test_what_exists_is_read_only_and_readable(call: Call, ws: Path) -> No
     assert os.listdir(ws / ".git" / "hooks") == []
     assert (ws / ".git" / "config").read_text() == "[core]\n"
     assert (ws / "src" / "b.py").read_text() == "y\n"
+    assert sorted(os.listdir(ws / ".git")) == ["config", "hooks"]  # no placeholder left
+
+
+@needs_bwrap
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+async def test_git_still_commits_in_the_sandbox(call: Call, ws: Path) -> None:
+    refused = await call("Bash", command="git init -q .")
+    assert refused.is_error and not (ws / ".git").exists()  # no repository made from inside
+    init = ["git", "init", "-q", str(ws)]
+    await asyncio.to_thread(subprocess.run, init, check=True)
+    commit = "echo a > a.txt && git add a.txt && git -c user.name=a -c user.email=a@b "
+    done = await call("Bash", command=commit + "commit -qm one && git log --format=%s")
+    assert not done.is_error and "one" in done.content, done.content
 
 
 @needs_bwrap
@@ -265,7 +281,7 @@ async def test_a_data_directory_inside_the_workspace_is_hidden_even_before_it_ex
 @needs_bwrap
 async def test_placeholders_stay_while_another_command_runs(call: Call, ws: Path) -> None:
     wait = "touch started; while [ ! -e go ]; do sleep 0.05; done"
-    slow = asyncio.create_task(call("Bash", command=f"{wait}; echo x > .mcp.json"))
+    slow = asyncio.ensure_future(call("Bash", command=f"{wait}; echo x > .mcp.json"))
     assert await _wait_for(lambda: (ws / "started").exists(), 20.0)
     quick = await call("Bash", command="echo x > .mcp.json")
     assert quick.is_error

@@ -6,8 +6,9 @@ A sandboxed command runs as ``bwrap ... -- bash -c COMMAND`` with
   ``/run`` (whose sockets, such as ``docker.sock``, would otherwise be reachable);
 - the workspace mounted read-write at its own path, except what decides what Retinue,
   Claude Code or git will run later, outside the sandbox (:data:`PROTECTED`: ``.mcp.json``,
-  ``.retinue/``, ``.claude/``, ``.git/hooks`` and ``.git/config``, or the whole ``.git`` when
-  there is none yet), mounted read-only, also when it does not exist yet: bubblewrap then
+  ``.retinue/``, ``.claude/``, ``.git/hooks``, ``.git/config`` and ``.git/modules``, or the
+  whole ``.git`` when there is none yet), mounted read-only, also when it does not exist
+  yet: bubblewrap then
   leaves an empty placeholder on the host (an empty file or directory, which every loader
   reads as nothing) that :meth:`Sandbox.release` removes once no command of this process
   runs in that workspace any more;
@@ -72,10 +73,11 @@ SECRET_PATHS = (
 )
 """Paths under ``$HOME`` that a sandboxed command cannot see."""
 
-PROTECTED = (".mcp.json", ".retinue", ".claude", ".git/hooks", ".git/config")
+PROTECTED = (".mcp.json", ".retinue", ".claude", ".git/hooks", ".git/config", ".git/modules")
 """Paths in the workspace that a sandboxed command may read but not write, create, rename or
 remove: a command could otherwise make the next ``retinue run`` (or ``git commit``) start a
-program of its choosing outside the sandbox. Without a ``.git`` directory, ``.git`` itself."""
+program of its choosing outside the sandbox (``.git/modules`` holds submodules' hooks and
+configs). ``.git`` itself cannot be renamed; without a ``.git`` directory, it is read-only."""
 
 NETWORK_ENV = "RETINUE_SHELL_NETWORK"
 """Set to ``1`` to give sandboxed commands the network (they have none by default)."""
@@ -163,11 +165,15 @@ class Sandbox:
             with contextlib.suppress(OSError):  # hidden below; must exist to be hidden
                 self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         git = ws / ".git"
-        wanted = [ws / p for p in PROTECTED if not p.startswith(".git/") or git.is_dir()]
-        if not git.is_dir():
-            wanted.append(git)  # a worktree's .git file, or none yet: no repository to make
         args: list[str] = []
         made: list[Path] = []
+        if git.is_dir() and not git.is_symlink():
+            # .git itself becomes a mount point, so it cannot be renamed away and replaced
+            # by a repository of the command's making; inside, only what runs is read-only
+            args += ["--bind", str(git), str(git)]
+            wanted = [ws / p for p in PROTECTED]
+        else:  # a worktree's .git file, or none yet: no repository to make
+            wanted = [ws / p for p in PROTECTED if not p.startswith(".git/")] + [git]
         for path in wanted:
             if path.exists():
                 args += ["--ro-bind", str(path), str(path)]
