@@ -124,6 +124,7 @@ def test_the_python_examples_are_valid_python_as_written() -> None:
         compile(block.code, block.where, "exec")
 
 
+@pytest.mark.timeout(240)  # a second pytest starting on a loaded machine
 def test_a_test_file_example_passes_under_pytest(tmp_path: Path) -> None:
     [block] = [b for b in of_kind("python") if _is_test_file(b)]
     (tmp_path / "test_example.py").write_text(block.code, encoding="utf-8")
@@ -137,7 +138,7 @@ def test_a_test_file_example_passes_under_pytest(tmp_path: Path) -> None:
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=200,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert re.search(r"\b[1-9]\d* passed\b", proc.stdout) and "failed" not in proc.stdout
