@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -17,6 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
+from test_chat import start_chat  # (tests/cli is on the path)
 
 from retinue.llm.base import ModelResponse, TextCallback, ToolSpec
 from retinue.llm.loopback import LoopbackOpenAIServer
@@ -89,26 +88,6 @@ class Output:
     def join(self) -> str:
         self._thread.join(timeout=20)
         return self.text
-
-
-def start_chat(server: LoopbackOpenAIServer, tmp_path: Path) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RETINUE_"))}
-    env.update(
-        RETINUE_HOME=str(tmp_path / "home"),
-        RETINUE_BLOCK_REAL_MODELS="1",
-        OPENAI_BASE_URL=server.base_url,
-        OPENAI_API_KEY="test-key",
-        RETINUE_MODEL="openai:test",
-    )
-    return subprocess.Popen(
-        [sys.executable, "-m", "retinue", "chat"],
-        env=env,
-        cwd=tmp_path,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 def type_in(chat: subprocess.Popen[str], text: str) -> None:

@@ -13,12 +13,13 @@ import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TextIO
 
 from rich.console import Console
 from rich.markup import escape
 
+from retinue.cli.term import local_modes
 from retinue.policy.approvals import Approval, ApprovalRequest
 
 __all__ = ["TerminalApprover", "parse_answer"]
@@ -105,25 +106,6 @@ def _discard_typed_ahead(fd: int) -> None:
             termios.tcflush(fd, termios.TCIFLUSH)
 
 
-@contextlib.contextmanager
-def _echo(fd: int) -> Iterator[None]:
+def _echo(fd: int) -> contextlib.AbstractContextManager[None]:
     """Echo on (a turn runs with it off) and canonical input, for the answer's line."""
-    try:
-        import termios
-
-        saved = termios.tcgetattr(fd) if os.isatty(fd) else None
-    except Exception:
-        saved = None
-    if saved is None:
-        yield
-        return
-    import termios
-
-    shown = list(saved)
-    shown[3] |= termios.ECHO | termios.ICANON
-    termios.tcsetattr(fd, termios.TCSANOW, shown)
-    try:
-        yield
-    finally:
-        with contextlib.suppress(termios.error, OSError):
-            termios.tcsetattr(fd, termios.TCSANOW, saved)
+    return local_modes(fd, on=("ECHO", "ICANON"))

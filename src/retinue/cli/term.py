@@ -22,7 +22,15 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 
-__all__ = ["Deferred", "LineDiscipline", "console", "escape", "quiet_input", "route_logs"]
+__all__ = [
+    "Deferred",
+    "LineDiscipline",
+    "console",
+    "escape",
+    "local_modes",
+    "quiet_input",
+    "route_logs",
+]
 
 
 def console(*, stderr: bool = False, file: TextIO | None = None) -> Console:
@@ -162,16 +170,30 @@ def quiet_input(stream: TextIO | None = None) -> Iterator[None]:
     """While the block runs, what is typed on the terminal is not echoed (it would run into
     the spinner's line) but kept: it stays in the terminal's input, and the next prompt reads
     it as if it were typed there. Ctrl-C still interrupts. Not a terminal: nothing changes."""
-    saved = _terminal_settings(stream or sys.stdin)
+    with local_modes(stream or sys.stdin, off=("ECHO",)):  # canonical input, signals stay
+        yield
+
+
+@contextlib.contextmanager
+def local_modes(
+    terminal: TextIO | int, *, on: tuple[str, ...] = (), off: tuple[str, ...] = ()
+) -> Iterator[None]:
+    """Turn the terminal's local modes named ``on`` on and ``off`` off (termios names:
+    ``"ECHO"``, ``"ICANON"``) while the block runs, then put them back as they were. Not a
+    terminal, or no termios: nothing changes."""
+    saved = _terminal_settings(terminal)
     if saved is None:
         yield
         return
     import termios
 
     fd, settings = saved
-    quiet = list(settings)
-    quiet[3] &= ~termios.ECHO  # lflag: echo off; canonical input and signals stay
-    termios.tcsetattr(fd, termios.TCSANOW, quiet)
+    changed = list(settings)
+    for name in on:
+        changed[3] |= getattr(termios, name)
+    for name in off:
+        changed[3] &= ~getattr(termios, name)
+    termios.tcsetattr(fd, termios.TCSANOW, changed)
     try:
         yield
     finally:
@@ -179,12 +201,12 @@ def quiet_input(stream: TextIO | None = None) -> Iterator[None]:
             termios.tcsetattr(fd, termios.TCSANOW, settings)
 
 
-def _terminal_settings(stream: TextIO) -> tuple[int, list[Any]] | None:
-    """The file descriptor and termios settings of ``stream``, if it is a terminal."""
+def _terminal_settings(terminal: TextIO | int) -> tuple[int, list[Any]] | None:
+    """The file descriptor and termios settings of ``terminal``, if it is one."""
     try:
         import termios
 
-        fd = stream.fileno()
+        fd = terminal if isinstance(terminal, int) else terminal.fileno()
         return (fd, termios.tcgetattr(fd)) if os.isatty(fd) else None
     except Exception:  # no termios, no file descriptor, termios.error: leave it alone
         return None
