@@ -5,14 +5,13 @@ serve`` (Retinue's roles served to other agents over MCP, on stdio)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from retinue.cli.common import PermissionOpt
+from retinue.cli.common import PermissionOpt, WorkspaceOpt
+from retinue.cli.common import one_line_errors as _one_line_errors
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -31,20 +30,6 @@ mcp_app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode=None,
 )
-WorkspaceOpt = Annotated[
-    Path | None, typer.Option("--workspace", "-w", help="workspace root (default: cwd)")
-]
-
-
-@contextmanager
-def _one_line_errors() -> Iterator[None]:
-    from retinue.errors import RetinueError
-
-    try:
-        yield
-    except (RetinueError, OSError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
 
 
 def _load(workspace: Path | None) -> tuple[Settings, list[Configured]]:
