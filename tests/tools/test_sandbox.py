@@ -289,3 +289,17 @@ async def test_placeholders_stay_while_another_command_runs(call: Call, ws: Path
     (ws / "go").touch()
     assert (await slow).is_error  # still read-only for it
     assert not (ws / ".mcp.json").exists()
+
+
+@needs_bwrap
+async def test_a_nested_data_directory_cannot_be_swapped_for_one_of_the_command_s(
+    ws: Path, registry: ToolRegistry
+) -> None:
+    data = ws / "a" / "b" / "data"
+    ctx = ToolContext(agent_id="a", workspace=ws, data_dir=data)
+    swap = "mv a a2; mv a/b a/b2; mkdir -p x/b/data && echo planted > x/b/data/trust.json"
+    swap += " && mv x a; echo done"
+    result = await registry.execute(ToolCall("c", "Bash", json.dumps({"command": swap})), ctx)
+    assert "done" in result.content or result.is_error
+    assert not (ws / "a2").exists() and not (ws / "a" / "b2").exists()  # neither renamed
+    assert os.listdir(data) == []  # the data directory is still Retinue's, and empty

@@ -161,12 +161,17 @@ class Sandbox:
     def _protect(self) -> list[str]:
         """Read-only mounts over :data:`PROTECTED`; empty read-only ones where absent."""
         ws = self.workspace
+        args: list[str] = []
+        made: list[Path] = []
         if self.data_dir is not None and self.data_dir.is_relative_to(ws):
             with contextlib.suppress(OSError):  # hidden below; must exist to be hidden
                 self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            # each directory above it a mount point too: none can be renamed away and
+            # replaced by one holding a data directory (and approvals) of the command's own
+            between = [p for p in self.data_dir.parents if p.is_relative_to(ws) and p != ws]
+            for parent in reversed(between):
+                args += ["--bind", str(parent), str(parent)]
         git = ws / ".git"
-        args: list[str] = []
-        made: list[Path] = []
         if git.is_dir() and not git.is_symlink():
             # .git itself becomes a mount point, so it cannot be renamed away and replaced
             # by a repository of the command's making; inside, only what runs is read-only
