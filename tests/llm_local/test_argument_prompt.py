@@ -105,6 +105,9 @@ def _compact(name: str) -> dict[str, Any]:
     return tool["function"]
 
 
+REQUEST_WORDS = (
+    "Open an interactive session with the researcher and tell it: the codename is BLUEFIN."
+)
 REQUEST = [
     {"role": "system", "content": "You help."},
     {
@@ -115,23 +118,34 @@ REQUEST = [
 ]
 
 
-def test_the_arguments_prompt_lists_required_parameters_then_optional_ones_by_name(
+def test_the_arguments_prompt_lists_the_required_parameters_and_the_chosen_optional_one(
     engine: Any,
 ) -> None:
     prompt = engine._arguments_prompt(_compact("SubAgent"), REQUEST)
     lines = prompt.splitlines()
     assert lines[0] == "Call SubAgent now. Its arguments are one JSON object:"
-    assert lines[1].startswith('- "task" (string, required) - ')
-    assert lines[2].startswith('- "role" (string, required) - ')
-    assert lines[3] == (
-        'Optional, only if the request asks for them: "interactive" (boolean), '
-        '"instance" (string), "background" (boolean), "steer" (boolean).'
+    assert lines[1].startswith('- "task" (string) - ')
+    assert lines[2].startswith('- "role" (string) - ')
+    assert lines[3] == "Take the values from the request and the conversation, not from this list."
+    assert "interactive" not in prompt.replace(REQUEST_WORDS, "")  # an optional one, not given
+    assert lines[-1] == f"The request: {REQUEST_WORDS}"  # not the file content appended
+    given = engine._arguments_prompt(_compact("SubAgent"), REQUEST, ("interactive",))
+    assert given.splitlines()[3] == '- "interactive" (boolean)'
+
+
+def test_the_option_question_lists_the_optional_parameters_with_none_first(
+    engine: Any,
+) -> None:
+    function = _compact("SubAgent")
+    optional = ["interactive", "instance", "background", "steer"]
+    prompt = engine._options_prompt(function, optional, REQUEST)
+    assert prompt.splitlines()[0] == (
+        "Before you call SubAgent: does the request need one of its optional arguments "
+        '"interactive" (boolean), "instance" (string), "background" (boolean), "steer" '
+        "(boolean)? Reply with one word: none (the usual answer), or the name of the one it "
+        "needs."
     )
-    assert "several sessions" not in prompt  # an optional parameter's description
-    assert lines[-1] == (
-        "The request: Open an interactive session with the researcher and tell it: the "
-        "codename is BLUEFIN."
-    )  # the user's words, not the file content appended to them
+    assert prompt.splitlines()[1] == f"The request: {REQUEST_WORDS}"
 
 
 def test_an_enum_is_shown_as_its_choices(engine: Any) -> None:
@@ -144,13 +158,16 @@ def test_an_enum_is_shown_as_its_choices(engine: Any) -> None:
         },
     }
     prompt = engine._arguments_prompt(function, REQUEST)
-    assert '- "role" (one of "researcher", "tester", required)' in prompt
+    assert '- "role" (one of "researcher", "tester")' in prompt
 
 
 def test_nothing_the_model_reads_before_arguments_offers_a_sample_value(engine: Any) -> None:
     for rendered in render_tools(_all_specs(), compact=True):
-        prompt = engine._arguments_prompt(rendered["function"], REQUEST)
+        function = rendered["function"]
+        optional = engine.optional_parameters(function)
+        prompt = engine._arguments_prompt(function, REQUEST, tuple(optional))
         assert not SAMPLES.search(prompt), prompt
+        assert not SAMPLES.search(engine._options_prompt(function, optional, REQUEST))
         assert "{" not in prompt, prompt  # no JSON schema to imitate
 
 

@@ -17,9 +17,12 @@ import pytest
 from retinue.llm._grammar import (
     ANSWER,
     ANSWER_GRAMMAR,
+    NO_OPTION,
     arguments_grammar,
     call_prefix,
     choice_grammar,
+    option_grammar,
+    optional_parameters,
 )
 from retinue.llm.local import render_tools
 from retinue.subagents.tools import subagent_tools
@@ -198,7 +201,7 @@ def test_arguments_llama_cpp_refuses_fall_back_to_any_json_object(
     monkeypatch.setattr(
         _local_engine,
         "arguments_grammar",
-        lambda f: "root ::= (" if f.get("parameters") else real(f),
+        lambda f, given=None: "root ::= (" if f.get("parameters") else real(f, given),
     )
     engine = object.__new__(_local_engine.Engine)  # only the vocabulary: no weights loaded
     engine.llm, engine._grammars = vocab_model, {}
@@ -206,3 +209,31 @@ def test_arguments_llama_cpp_refuses_fall_back_to_any_json_object(
         engine._grammar("root ::= (")
     grammar = engine._arguments_grammar(function("Make", OPTIONAL))
     assert grammar._grammar == real({"name": "Make", "parameters": None})
+
+
+def test_the_optional_parameters_are_a_one_word_choice_with_none_first(parses: Any) -> None:
+    assert optional_parameters(function("Make", OPTIONAL)) == ["verbose", "count"]
+    source = option_grammar(["verbose", "count"])
+    assert source == f'root ::= "{NO_OPTION}" | "verbose" | "count"'
+    assert parses(source)
+
+
+def test_only_the_chosen_optional_parameter_can_be_written_and_then_must_be(
+    grammar_accepts: GrammarAccepts,
+) -> None:
+    none = arguments_grammar(function("Make", OPTIONAL), ())
+    assert grammar_accepts(none, '{"name": "a", "size": 1}' + END)
+    assert not grammar_accepts(none, '{"name": "a", "size": 1, "verbose": true}' + END)
+    count = arguments_grammar(function("Make", OPTIONAL), ("count",))
+    assert grammar_accepts(count, '{"name": "a", "size": 1, "count": 2}' + END)
+    assert not grammar_accepts(count, '{"name": "a", "size": 1}' + END)
+    assert not grammar_accepts(count, '{"name": "a", "size": 1, "verbose": true}' + END)
+    assert not grammar_accepts(count, '{"count": 2, "name": "a", "size": 1}' + END)
+
+
+def test_a_tool_without_required_parameters_may_be_called_with_none(
+    grammar_accepts: GrammarAccepts,
+) -> None:
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}}
+    assert grammar_accepts(arguments_grammar(function("LS", schema), ()), "{}" + END)
+    assert not grammar_accepts(arguments_grammar(function("LS", schema), ()), '{"path": "a"}' + END)

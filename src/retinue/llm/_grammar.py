@@ -5,10 +5,14 @@ that only looks like a call, or invents a tool. So a constrained reply is made i
 (see :mod:`retinue.llm._local_engine`), each decoded under one of these grammars:
 
 1. :func:`choice_grammar` - one word: ``answer``, or the name of an offered tool;
-2. either :data:`ANSWER_GRAMMAR` - free text that starts with a visible character (so it is
+2. for a tool with optional parameters, :func:`option_grammar` - one word: :data:`NO_OPTION`,
+   or the one optional parameter the call is to give;
+3. either :data:`ANSWER_GRAMMAR` - free text that starts with a visible character (so it is
    never empty) other than ``{`` or a code fence, and opens no tag (no ``<t``, so no stray
    ``<tool_call>``) - or :func:`arguments_grammar` - that tool's arguments, matching its JSON
-   schema, closing the ``<tool_call>`` whose start the engine wrote itself.
+   schema, closing the ``<tool_call>`` whose start the engine wrote itself. Its optional
+   parameters are left out, but for the one named in step 2: a small model otherwise fills
+   every property it is shown, with whatever text it has just read.
 
 A hallucinated tool name or malformed arguments therefore cannot be generated. The JSON part is
 converted by llama-cpp-python's JSON-schema converter; references (``$ref`` to ``$defs``) are
@@ -20,10 +24,21 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["ANSWER", "ANSWER_GRAMMAR", "arguments_grammar", "call_prefix", "choice_grammar"]
+__all__ = [
+    "ANSWER",
+    "ANSWER_GRAMMAR",
+    "NO_OPTION",
+    "arguments_grammar",
+    "call_prefix",
+    "choice_grammar",
+    "option_grammar",
+    "optional_parameters",
+]
 
 ANSWER = "answer"
 """The choice that means "reply in text, no tool"."""
+NO_OPTION = "none"
+"""The choice that means "no optional argument"; listed first, so it is the default."""
 
 _MAX_REF_DEPTH = 8
 _ANNOTATIONS = frozenset({"$defs", "title", "description", "examples", "default"})
@@ -46,13 +61,34 @@ def choice_grammar(names: list[str]) -> str:
     return f"root ::= {words}"
 
 
+def option_grammar(names: list[str]) -> str:
+    """One word: :data:`NO_OPTION` or one of the optional parameters ``names``."""
+    words = " | ".join(_literal(n) for n in [NO_OPTION, *names])
+    return f"root ::= {words}"
+
+
+def optional_parameters(function: dict[str, Any]) -> list[str]:
+    """The names of ``function``'s optional parameters, in the schema's order."""
+    params = function.get("parameters") or {}
+    props = params.get("properties")
+    if not isinstance(props, dict):
+        return []
+    required = params.get("required") or []
+    return [name for name in props if name not in required]
+
+
 def call_prefix(name: str) -> str:
     """The start of a call in the model's own format, up to where its arguments begin."""
     return f'<tool_call>\n{{"name": {json.dumps(name)}, "arguments": '
 
 
-def arguments_grammar(function: dict[str, Any]) -> str:
-    """The arguments of a call to ``function`` (OpenAI function form) and the call's end."""
+def arguments_grammar(function: dict[str, Any], given: tuple[str, ...] | None = None) -> str:
+    """The arguments of a call to ``function`` (OpenAI function form) and the call's end.
+
+    The required parameters come first, in the schema's order. ``given``: the optional
+    top-level parameters the call gives (then required too); the others cannot be written.
+    ``None`` leaves every optional one optional: the object may close after the required ones.
+    """
     from llama_cpp.llama_grammar import (  # pyright: ignore[reportMissingImports]
         json_schema_to_gbnf,
     )
@@ -60,6 +96,8 @@ def arguments_grammar(function: dict[str, Any]) -> str:
     params: dict[str, Any] = function.get("parameters") or {"type": "object"}
     defs = params.get("$defs")
     schema = _inline(params, defs if isinstance(defs, dict) else {}, 0)
+    if given is not None:
+        schema = _only(schema, given)
     try:
         body = json_schema_to_gbnf(json.dumps(schema))
     except Exception:  # the converter rejects some schemas: any JSON object will do
@@ -70,6 +108,19 @@ def arguments_grammar(function: dict[str, Any]) -> str:
             line = "rt-args ::= " + line.removeprefix("root ::= ")
         lines.append(line)
     return "\n".join(lines)
+
+
+def _only(schema: dict[str, Any], given: tuple[str, ...]) -> dict[str, Any]:
+    """``schema`` with its optional properties other than ``given`` removed, ``given`` required."""
+    props = schema.get("properties")
+    if not isinstance(props, dict):
+        return schema
+    required = [n for n in schema.get("required") or [] if n in props]
+    keep = [*required, *(n for n in props if n in given and n not in required)]
+    out = {**schema, "properties": {n: props[n] for n in keep}, "required": keep}
+    if not keep:
+        out.pop("required")
+    return out
 
 
 def _literal(text: str) -> str:

@@ -28,9 +28,12 @@ from retinue.errors import ContextTooLongError, ModelError
 from retinue.llm._grammar import (
     ANSWER,
     ANSWER_GRAMMAR,
+    NO_OPTION,
     arguments_grammar,
     call_prefix,
     choice_grammar,
+    option_grammar,
+    optional_parameters,
 )
 
 __all__ = ["Engine", "GenerateRequest", "grammar_parses"]
@@ -133,33 +136,53 @@ def _after_tool_results(messages: list[dict[str, Any]]) -> bool:
     )
 
 
-def _arguments_prompt(function: dict[str, Any], messages: list[dict[str, Any]]) -> str:
+def _arguments_prompt(
+    function: dict[str, Any], messages: list[dict[str, Any]], given: tuple[str, ...] = ()
+) -> str:
     """What the model reads before it writes a call's arguments.
 
-    One line per parameter, the required ones first with what they mean, the optional ones
-    by name and type only, then the request again: a small model copies text it has just
-    read into the values (a description, a schema's example), and takes what the user asked
-    for only when it is the last thing it read.
+    One line per parameter the call gives (the required ones, then the optional ones in
+    ``given``) with what it means, then the request again: a small model copies text it has
+    just read into the values (a description, a schema's example), and takes what the user
+    asked for only when it is the last thing it read.
     """
-    params: dict[str, Any] = function.get("parameters") or {}
-    props = params.get("properties")
-    props = props if isinstance(props, dict) else {}
-    required = [n for n in params.get("required") or [] if n in props]
-    optional = [n for n in props if n not in required]
+    props = _properties(function)
+    required = [n for n in function.get("parameters", {}).get("required") or [] if n in props]
     lines = [f"Call {function['name']} now. Its arguments are one JSON object:"]
-    for name in required:
+    for name in [*required, *(n for n in given if n in props and n not in required)]:
         prop = props[name] if isinstance(props[name], dict) else {}
         about = prop.get("description")
         meaning = f" - {about}" if isinstance(about, str) and about else ""
-        lines.append(f'- "{name}" ({_kind(prop)}, required){meaning}')
-    if optional:
-        listed = ", ".join(f'"{n}" ({_kind(props[n])})' for n in optional)
-        lines.append(f"Optional, only if the request asks for them: {listed}.")
+        lines.append(f'- "{name}" ({_kind(prop)}){meaning}')
     lines.append("Take the values from the request and the conversation, not from this list.")
     request = _last_request(messages)
     if request:
         lines.append(f"The request: {request}")
     return "\n".join(lines)
+
+
+def _options_prompt(
+    function: dict[str, Any], optional: list[str], messages: list[dict[str, Any]]
+) -> str:
+    """The question before the arguments of a tool with optional parameters: which one, if
+    any, the request needs (one word; :data:`NO_OPTION` first)."""
+    props = _properties(function)
+    listed = ", ".join(f'"{n}" ({_kind(props.get(n))})' for n in optional)
+    lines = [
+        f"Before you call {function['name']}: does the request need one of its optional "
+        f"arguments {listed}? Reply with one word: {NO_OPTION} (the usual answer), or the "
+        "name of the one it needs."
+    ]
+    request = _last_request(messages)
+    if request:
+        lines.append(f"The request: {request}")
+    return "\n".join(lines)
+
+
+def _properties(function: dict[str, Any]) -> dict[str, Any]:
+    params = function.get("parameters") or {}
+    props = params.get("properties") if isinstance(params, dict) else None
+    return props if isinstance(props, dict) else {}
 
 
 def _kind(prop: Any) -> str:
@@ -356,8 +379,10 @@ class Engine:
         it). The system prompt gets a list of steps, one line per tool (:func:`_with_steps`),
         and the reply starts with one word naming its step; then it goes on with the answer
         after that word, or the arguments of the chosen tool after a call prefix written for
-        it, with that one tool's schema shown; see :mod:`retinue.llm._grammar`. Right after
-        tool results the step is ``answer``.
+        it, with that one tool's parameters listed (:func:`_arguments_prompt`); see
+        :mod:`retinue.llm._grammar`. A tool with optional parameters gets one more word first:
+        which of them the call gives, if any (:func:`_options_prompt`); the others stay out
+        of its arguments. Right after tool results the step is ``answer``.
         """
         if not (request.tools and request.constrain):
             prompt = self._tokens(request.messages, request.tools)
@@ -382,21 +407,43 @@ class Engine:
             grammar = self._grammar(ANSWER_GRAMMAR)
             text = run.complete(tokens, prompt.stops, grammar, stream=True)
             return run.result(text, len(prompt.tokens))
-        fill = {"role": "user", "content": _arguments_prompt(function, request.messages)}
-        call = self._tokens([*messages, {"role": "assistant", "content": choice}, fill], [])
+        step = [*messages, {"role": "assistant", "content": choice}]
+        given = self._option(run, step, function, request.messages)
+        if cancelled():
+            return run.result("", len(prompt.tokens))
+        fill = {"role": "user", "content": _arguments_prompt(function, request.messages, given)}
+        call = self._tokens([*step, fill], [])
         emit({"progress": "prompt", "prompt_tokens": len(call.tokens)})  # what usage counts
         prefix = call_prefix(choice)
         emit({"text": prefix})
-        grammar = self._arguments_grammar(function)
+        grammar = self._arguments_grammar(function, given)
         text = prefix + run.complete(
             call.tokens + self._words(prefix), call.stops, grammar, stream=True
         )
         return run.result(text, len(call.tokens))
 
-    def _arguments_grammar(self, function: dict[str, Any]) -> Any:
-        """The grammar of ``function``'s arguments; any JSON object if llama.cpp refuses it."""
+    def _option(
+        self,
+        run: _Run,
+        step: list[dict[str, Any]],
+        function: dict[str, Any],
+        messages: list[dict[str, Any]],
+    ) -> tuple[str, ...]:
+        """The optional parameter the call is to give, if the model names one (one word)."""
+        optional = optional_parameters(function)
+        if not optional:
+            return ()
+        ask = {"role": "user", "content": _options_prompt(function, optional, messages)}
+        prompt = self._tokens([*step, ask], [])
+        grammar = self._grammar(option_grammar(optional))
+        word = run.complete(prompt.tokens, prompt.stops, grammar, max_tokens=8).strip()
+        return (word,) if word in optional else ()
+
+    def _arguments_grammar(self, function: dict[str, Any], given: tuple[str, ...] = ()) -> Any:
+        """The grammar of ``function``'s arguments, of its optional parameters only those
+        ``given``; any JSON object if llama.cpp refuses it."""
         try:
-            return self._grammar(arguments_grammar(function))
+            return self._grammar(arguments_grammar(function, given))
         except ModelError:
             return self._grammar(arguments_grammar({**function, "parameters": None}))
 
