@@ -35,6 +35,7 @@ class ApprovalRequest:
     arguments: str
     reason: str
     rule: str
+    call_id: str = ""  # the model's id of the call (a stored request finds its call by it)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -196,6 +196,7 @@ class Policy:
             call.arguments[:PREVIEW],
             why,
             rule,
+            call.id,
         )
         emit(ctx.events, APPROVAL_REQUESTED, ctx.agent_id, **request.event_data())
         await notify(ctx, f"Retinue needs your permission to use {call.name}", "permission_prompt")
