@@ -9,10 +9,11 @@ when its effect is right: a file's content, or an answer that contains the right
 prompts are what a new user would type; nothing names the tool to use.
 
 Each result also lists the calls made (by any agent) with their arguments, cut to
-``ARGUMENT_CHARS``, and the argument values that are not values at all: a placeholder path
-(``path/to/...``) or a piece of a parameter description the model copied (``copied``). The
-summary counts them (``calls``, ``calls_with_copies``) and records the machine's load average
-before and after, since the wall times depend on it.
+``ARGUMENT_CHARS``; the optional parameters each call gave (``optional``); and the argument
+values that are not values at all (``copied``): a placeholder path (``path/to/...``), a piece
+of a parameter description, or a value sharing ``COPY_WORDS`` words in a row with one. The
+summary counts them and records the machine's load average before and after, since the wall
+times depend on it. ``--rescore FILE`` recomputes these for a results file written before.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from retinue.tools.builtin.memory import memory_tools
 RESULTS = Path(__file__).parent / "results"
 ARGUMENT_CHARS = 300
 MIN_COPY_CHARS = 4  # shorter values ("py", "a") say nothing about copying
+COPY_WORDS = 3
 
 FILES = {
     "pricing.py": (
@@ -214,26 +216,32 @@ async def run_task(name: str, check: Check, model: str, home: Path) -> dict[str,
         }
 
 
-def parameter_descriptions() -> list[str]:
-    """The parameter descriptions of every tool the suite's agents can be offered."""
+def tool_parameters() -> dict[str, dict[str, Any]]:
+    """The parameters schema of every tool the suite's agents can be offered, by name."""
     tools = (*builtin_tools(), *subagent_tools(), *memory_tools())
+    return {t.name: t.spec.parameters for t in tools}
+
+
+def parameter_descriptions(params: dict[str, dict[str, Any]]) -> list[str]:
     found: list[str] = []
-    for tool in tools:
-        for prop in (tool.spec.parameters.get("properties") or {}).values():
+    for schema in params.values():
+        for prop in (schema.get("properties") or {}).values():
             if isinstance(prop, dict) and isinstance(prop.get("description"), str):
                 found.append(prop["description"].lower())
     return found
 
 
-def copied_values(arguments: str, descriptions: list[str]) -> list[str]:
-    """The string values of a call's arguments that are a placeholder path or a piece of a
-    parameter description rather than a value of the task."""
-    try:
-        value = json.loads(arguments)
-    except json.JSONDecodeError:
-        return []
+def _runs(text: str) -> set[tuple[str, ...]]:
+    words = re.findall(r"[a-z0-9_./*-]+", text.lower())
+    return {tuple(words[i : i + COPY_WORDS]) for i in range(len(words) - COPY_WORDS + 1)}
+
+
+def copied_values(arguments: Any, descriptions: list[str]) -> list[str]:
+    """The string values of a call's arguments that are a placeholder path or come from a
+    parameter description rather than from the task."""
+    runs = set().union(*(_runs(d) for d in descriptions)) if descriptions else set()
     found: list[str] = []
-    stack = [value]
+    stack = [arguments]
     while stack:
         item = stack.pop()
         if isinstance(item, dict):
@@ -242,11 +250,34 @@ def copied_values(arguments: str, descriptions: list[str]) -> list[str]:
             stack.extend(item)
         elif isinstance(item, str):
             low = item.strip().lower()
-            if "path/to/" in low or (
-                len(low) >= MIN_COPY_CHARS and any(low in d for d in descriptions)
+            if (
+                "path/to/" in low
+                or (len(low) >= MIN_COPY_CHARS and any(low in d for d in descriptions))
+                or _runs(low) & runs
             ):
                 found.append(item[:80])
     return found
+
+
+def score(results: list[dict[str, Any]]) -> dict[str, int]:
+    """Adds ``optional`` and ``copied`` to every call of ``results``; returns the counts."""
+    params = tool_parameters()
+    descriptions = parameter_descriptions(params)
+    calls = [c for r in results for c in r["calls"]]
+    for call in calls:
+        try:
+            arguments = json.loads(call["arguments"])
+        except json.JSONDecodeError:
+            arguments = None
+        required = set(params.get(call["name"], {}).get("required") or [])
+        given = arguments if isinstance(arguments, dict) else {}
+        call["optional"] = [k for k in given if k not in required]
+        call["copied"] = copied_values(arguments, descriptions)
+    return {
+        "calls": len(calls),
+        "calls_with_optional_arguments": sum(bool(c["optional"]) for c in calls),
+        "calls_with_copies": sum(bool(c["copied"]) for c in calls),
+    }
 
 
 def _load() -> list[float]:
@@ -264,10 +295,6 @@ async def main(model: str, only: list[str]) -> dict[str, Any]:
             print(json.dumps(result), flush=True)
             results.append(result)
     passed = sum(r["ok"] for r in results)
-    calls = [c for r in results for c in r["calls"]]
-    descriptions = parameter_descriptions()
-    for call in calls:
-        call["copied"] = copied_values(call["arguments"], descriptions)
     return {
         "model": model,
         "machine": {
@@ -276,8 +303,7 @@ async def main(model: str, only: list[str]) -> dict[str, Any]:
         },
         "passed": passed,
         "tasks": len(results),
-        "calls": len(calls),
-        "calls_with_copies": sum(bool(c["copied"]) for c in calls),
+        **score(results),
         "load_average": {"before": load_before, "after": _load()},
         "median_seconds": sorted(r["seconds"] for r in results)[len(results) // 2]
         if results
@@ -290,7 +316,14 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="Agent task suite.")
     parser.add_argument("--model", default="local:qwen2.5-coder-0.5b")
     parser.add_argument("--only", nargs="*", default=[], help="task names to run")
+    parser.add_argument("--rescore", type=Path, help="recount the calls of a results file")
     args = parser.parse_args()
+    if args.rescore:
+        summary = json.loads(args.rescore.read_text(encoding="utf-8"))
+        summary.update(score(summary["results"]))
+        args.rescore.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        print({k: v for k, v in summary.items() if k != "results"})
+        raise SystemExit(0)
     summary = asyncio.run(main(args.model, args.only))
     RESULTS.mkdir(exist_ok=True)
     slug = re.sub(r"[^A-Za-z0-9.]+", "_", args.model)
