@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import cast
 
 from retinue.engine.config import ContextKeeper, RunConfig
-from retinue.engine.session import Consolidation
+from retinue.engine.session import Consolidation, Session
 from retinue.errors import ConfigError
 from retinue.events import CONSOLIDATED, NOTICE, EventSink, emit
 from retinue.llm.base import Model
@@ -116,6 +116,14 @@ class AgentFactory:
             if t.name not in role.disallowed:
                 tools.register(t)
         return tools
+
+    @staticmethod
+    def first_turn(role: Role, session: Session, task: str) -> str:
+        """The message a session of ``role`` is sent: its ``initialPrompt`` first when this is
+        the session's first turn (nothing sent or queued yet)."""
+        if not role.initial_prompt or session.messages or session.turns or session.tasks():
+            return task
+        return f"{role.initial_prompt}\n\n{task}"
 
     async def system_prompt(self, role: Role, ctx: ToolContext) -> str:
         """Rendered once per conversation, so every later request shares its prefix."""

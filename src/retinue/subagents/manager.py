@@ -102,6 +102,9 @@ class SubAgentManager:
     ) -> str:
         if not task.strip():
             raise SubAgentError("the task is empty: say what the sub-agent should do")
+        known = self.catalog.roles.get(role)
+        if known is not None and known.background:  # its file says background: true
+            interactive, background = True, True
         if not interactive:
             if instance or background:
                 raise SubAgentError("'instance' and 'background' need interactive=true")
@@ -111,6 +114,7 @@ class SubAgentManager:
             cid = self.start_background(ctx, task, role, instance)
             return background_note(cid, role, instance)
         held = self._open(ctx, role, instance)
+        task = self.factory.first_turn(held.role, held.session, task)
         out = await held.session.send(task)  # (awaited here: one coroutine less in flight)
         return self._reply(self._sent(held.session, out), held)
 
@@ -170,7 +174,7 @@ class SubAgentManager:
         session = self._session(agent_id, role, child, interactive=False)
         asked = False
         try:
-            out = await session.send(task)
+            out = await session.send(self.factory.first_turn(role, session, task))
             asked = out.asking
         finally:
             if not asked:
@@ -194,8 +198,11 @@ class SubAgentManager:
         self, ctx: ToolContext, task: str, role_name: str, instance: str | None = None
     ) -> RunOutput:
         """Create the session ``parent/role[:instance]`` or continue it with ``task``."""
-        session = self._open(ctx, role_name, instance).session
-        return self._sent(session, await session.send(task))
+        held = self._open(ctx, role_name, instance)
+        session = held.session
+        return self._sent(
+            session, await session.send(self.factory.first_turn(held.role, session, task))
+        )
 
     def start_background(
         self, ctx: ToolContext, task: str, role_name: str, instance: str | None = None
@@ -203,7 +210,7 @@ class SubAgentManager:
         """Like :meth:`interactive_subagent`, but the turn runs on while the parent goes on;
         its reply waits in the session's inbox for :meth:`poll`. Returns the session id."""
         held = self._open(ctx, role_name, instance)
-        held.session.start(task)  # queued now, so it runs before any later send
+        held.session.start(self.factory.first_turn(held.role, held.session, task))  # queued now
         return held.id
 
     def _open(self, ctx: ToolContext, role_name: str, instance: str | None) -> Held:
