@@ -316,3 +316,16 @@ def test_a_project_settings_file_loosens_only_once_approved(
     section["allow"] = ["Bash(*)"]  # changed: waits again
     path.write_text(json.dumps({"permissions": section}))
     assert load_permissions(ws, trusted=settings_trust(store)).untrusted == [path]
+
+
+def test_a_workspace_inside_the_user_s_own_directories_gets_no_exemption(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    user = tmp_path / "user"
+    monkeypatch.setenv("HOME", str(user))
+    role = user / ".claude" / "agents" / "evil.md"  # what a command run there could write
+    assert needs_trust(d_(source=role), user / ".claude")
+    assert needs_trust(d_(source=role), user / ".claude" / "agents")
+    data = tmp_path / "data"
+    assert needs_trust(d_(source=data / "agents" / "x.md"), data, data)
+    assert not needs_trust(d_(source=role), user)  # the workspace holds them: theirs

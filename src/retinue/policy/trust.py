@@ -112,10 +112,16 @@ def _inside(path: Path, roots: Iterable[Path]) -> bool:
     return any(path == r or path.is_relative_to(r) for r in roots)
 
 
+def _inside_any(paths: Iterable[Path], root: Path) -> bool:
+    return any(_inside(p, [root]) for p in paths)
+
+
 def needs_trust(d: Definition, workspace: Path, home: Path | None = None) -> bool:
     """Whether ``d`` must be approved before it runs: its file lies inside ``workspace``,
     as written or once symlinks are resolved, and is not one of the user's own (under the
-    data directory ``home``, ``~/.retinue`` or ``~/.claude``)."""
+    data directory ``home``, ``~/.retinue`` or ``~/.claude``, both ways). Those count as the
+    user's own only while the workspace does not lie inside them (in ``retinue chat`` run
+    from ``~/.claude``, a command could write ``~/.claude/agents``)."""
     lexical = Path(os.path.abspath(d.source.expanduser()))
     real = Path(_resolved(d.source))
     ws = {Path(os.path.abspath(workspace.expanduser())), Path(_resolved(workspace))}
@@ -124,7 +130,7 @@ def needs_trust(d: Definition, workspace: Path, home: Path | None = None) -> boo
     user_home = Path.home()
     own = [user_home / ".retinue", user_home / ".claude", *([home] if home else [])]
     own_roots = {Path(_resolved(p)) for p in own} | {Path(os.path.abspath(p)) for p in own}
-    own_roots -= ws  # a data directory that is the workspace itself protects nothing
+    own_roots = {r for r in own_roots if not _inside_any(ws, r)}
     return not (_inside(lexical, own_roots) and _inside(real, own_roots))
 
 
