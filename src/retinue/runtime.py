@@ -332,7 +332,16 @@ class Conversation:
         """Handle one user message, after those sent before it (``on_start`` is called when
         its turn begins). Cancelling it cancels the turn, keeps the conversation usable and
         propagates; a turn ended by :meth:`close` returns with ``stop_reason="interrupted"``."""
+        if self.compact:
+            text = with_named_files(text, self.runtime.settings.workspace)
+        return await self.session.send(text, on_start=self._begin(on_start))
 
+    async def resume(self, *, on_start: Callable[[], None] | None = None) -> RunOutput:
+        """Go on with a turn restored cut short (``restore(..., pending_calls=True)``): its
+        last step's calls run, then the model carries on (:meth:`Session.resume`)."""
+        return await self.session.resume(on_start=self._begin(on_start))
+
+    def _begin(self, on_start: Callable[[], None] | None) -> Callable[[], None]:
         def begin() -> None:
             if on_start is not None:
                 on_start()
@@ -341,18 +350,17 @@ class Conversation:
             session.config.context = self.context  # the runtime's event sink may have changed
             session.lifecycle = replace(session.lifecycle, children_per_turn=not self.keep_sessions)
 
-        if self.compact:
-            text = with_named_files(text, self.runtime.settings.workspace)
-        return await self.session.send(text, on_start=begin)
+        return begin
 
-    def restore(self, messages: Sequence[Message]) -> None:
+    def restore(self, messages: Sequence[Message], *, pending_calls: bool = False) -> None:
         """Continue from a stored history (before the first turn): its next message is sent
         after ``messages``. A history cut off mid-turn (the process stopped) is closed as an
-        interrupted turn would be."""
+        interrupted turn would be, unless ``pending_calls``: then its last step's calls that
+        have no result stay so, for :meth:`resume` to run."""
         if self.session.messages or self.session.state != "idle":
             raise RuntimeError("restore() is for a conversation that has not begun")
         history = list(messages)
-        if history and not isinstance(history[-1], SystemMessage):
+        if history and not isinstance(history[-1], SystemMessage) and not pending_calls:
             repair_history(history, INTERRUPTED_NOTE)
         self.session.config.messages = history
 

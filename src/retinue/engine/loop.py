@@ -31,7 +31,15 @@ from retinue.messages import (
     UserMessage,
 )
 
-__all__ = ["Final", "RunTools", "close_pending_calls", "next_step", "no_answer", "run"]
+__all__ = [
+    "Final",
+    "RunTools",
+    "close_pending_calls",
+    "next_step",
+    "no_answer",
+    "run",
+    "run_pending_calls",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +278,23 @@ def _text_forwarder(sink: EventSink, agent_id: str) -> TextCallback:
         emit(sink, TEXT_DELTA, agent_id, text=text)
 
     return forward
+
+
+async def run_pending_calls(config: RunConfig) -> None:
+    """Run the calls of the history's last step that have no result yet, as :func:`run`
+    runs a step's calls (through the gate), and add their results: a turn that goes on
+    from a stored history whose last step was cut short (a call waiting for approval)."""
+    messages = config.messages
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if isinstance(m, AssistantMessage):
+            answered = {
+                r.tool_call_id for r in messages[i + 1 :] if isinstance(r, ToolResultMessage)
+            }
+            calls = tuple(c for c in m.tool_calls if c.id not in answered)
+            if calls:
+                messages.extend(await _run_tools(config, calls))
+            return
 
 
 def close_pending_calls(messages: list[Message]) -> None:

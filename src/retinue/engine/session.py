@@ -40,14 +40,14 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
 from retinue._tasks import cancel_and_wait, finish
 from retinue.engine.config import RunConfig, RunOutput
-from retinue.engine.loop import close_pending_calls, run
+from retinue.engine.loop import close_pending_calls, run, run_pending_calls
 from retinue.errors import SessionClosedError, SessionError
 from retinue.messages import AssistantMessage, Message, SystemMessage, Usage, UserMessage
 from retinue.policy.hooks import (
@@ -247,7 +247,9 @@ class Session:
 
     # -- turns ---------------------------------------------------------------------------
 
-    async def send(self, text: str, *, on_start: Callable[[], None] | None = None) -> RunOutput:
+    def send(
+        self, text: str, *, on_start: Callable[[], None] | None = None
+    ) -> Coroutine[object, object, RunOutput]:
         """Run one turn after the turns sent before it, and return its output.
 
         If the running turn is asking, ``text`` is the answer instead: that turn goes on and
@@ -257,7 +259,19 @@ class Session:
         cancelling the caller cancels the turn and propagates. ``on_start`` is called when
         the turn's time comes (at once for an answer), before it does anything.
         """
-        turn = self._deliver_answer(text)
+        return self._send(text, on_start)  # (a plain def: no coroutine more per turn)
+
+    def resume(
+        self, *, on_start: Callable[[], None] | None = None
+    ) -> Coroutine[object, object, RunOutput]:
+        """Run one turn that goes on from the history as it stands, with no new message: the
+        calls of its last step that have no result yet run first (a history restored with a
+        call that waited for approval when the service stopped), then the model carries on.
+        Otherwise as :meth:`send`."""
+        return self._send(None, on_start)
+
+    async def _send(self, text: str | None, on_start: Callable[[], None] | None) -> RunOutput:
+        turn = self._deliver_answer(text) if text is not None else None
         if turn is not None:
             self._background = _without(self._background, turn)  # to this caller again
             if on_start is not None:
@@ -391,9 +405,9 @@ class Session:
         return True
 
     def _enqueue(
-        self, text: str, on_start: Callable[[], None] | None = None
+        self, text: str | None, on_start: Callable[[], None] | None = None
     ) -> asyncio.Task[RunOutput]:
-        if not text.strip():
+        if text is not None and not text.strip():
             raise SessionError(f"empty message for session {self.id}: say what it should do")
         if self._closing is not None:
             raise self._refused()
@@ -413,7 +427,10 @@ class Session:
         return turn
 
     async def _turn(
-        self, text: str, ticket: asyncio.Future[None] | None, on_start: Callable[[], None] | None
+        self,
+        text: str | None,
+        ticket: asyncio.Future[None] | None,
+        on_start: Callable[[], None] | None,
     ) -> RunOutput:
         """One turn, in its own task (one coroutine: each level of a turn in flight is one
         more object for the cyclic collector); whatever happens, the history stays valid."""
@@ -434,15 +451,19 @@ class Session:
             if on_start is not None:
                 on_start()
             hooked = hooks_of(self.config.context) is not None  # Claude Code hooks
-            if not messages and self.lifecycle.system_prompt is not None:
-                prompt = await self.lifecycle.system_prompt()
-                if hooked:  # SessionStart / SubagentStart: their context joins the prompt
-                    prompt += await session_began(self.config.context)
-                messages.append(SystemMessage(prompt))
-            if hooked:  # UserPromptSubmit (the main agent's): may add context, or refuse
-                text = await prompt_submitted(self.config.context, text)
-            messages.append(UserMessage(text))
-            began = True
+            if text is None:  # resume(): the last step's calls without a result run first
+                began = True
+                await run_pending_calls(self.config)
+            else:
+                if not messages and self.lifecycle.system_prompt is not None:
+                    prompt = await self.lifecycle.system_prompt()
+                    if hooked:  # SessionStart / SubagentStart: their context joins the prompt
+                        prompt += await session_began(self.config.context)
+                    messages.append(SystemMessage(prompt))
+                if hooked:  # UserPromptSubmit (the main agent's): may add context, or refuse
+                    text = await prompt_submitted(self.config.context, text)
+                messages.append(UserMessage(text))
+                began = True
             steered = self._steered
             out = await run(self.config)
             if hooked:  # Stop / SubagentStop: may send the agent back to work
