@@ -108,7 +108,12 @@ _V2 = (
     )""",
 )
 
-MIGRATIONS: tuple[tuple[LiteralString, ...], ...] = (_V1, _V2)
+# v3: the approvals a conversation's main agent waits for, saved with its history (JSON).
+_V3: tuple[LiteralString, ...] = (
+    "ALTER TABLE conversations ADD COLUMN IF NOT EXISTS approvals TEXT NOT NULL DEFAULT '[]'",
+)
+
+MIGRATIONS: tuple[tuple[LiteralString, ...], ...] = (_V1, _V2, _V3)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

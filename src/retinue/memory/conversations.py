@@ -10,17 +10,34 @@ ordered list of :class:`~retinue.messages.Message`, written whole by :meth:`save
 hint of how much is already stored, so a long chat writes only its new tail). Every store
 (SQLite in the data directory, PostgreSQL for several workers) implements the protocol the
 same way; ``tests/memory/test_conversations.py`` pins its behaviour.
+
+Besides its history, a conversation keeps the **approvals** its main agent waits for (each a
+JSON object: the service's :class:`~retinue.policy.approvals.ApprovalRequest` fields), saved
+with the history they belong to (one that ends with the calls waiting), so a restarted
+service lists them and goes on when they are answered. Every save sets them (none by default).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from retinue.messages import Message, UserMessage
 
-__all__ = ["TITLE_CHARS", "ConversationStore", "ConversationSummary", "title_of"]
+__all__ = [
+    "TITLE_CHARS",
+    "ConversationStore",
+    "ConversationSummary",
+    "approvals_json",
+    "parse_approvals",
+    "title_of",
+]
+
+MAX_APPROVALS_JSON = 1_000_000
+"""Characters of a conversation's stored approvals (each holds at most a 2,000-character
+preview of its call's arguments): beyond that a save keeps none."""
 
 TITLE_CHARS = 80
 """Characters of the first user message kept as a conversation's title."""
@@ -74,6 +91,23 @@ def _is_note(line: str) -> bool:
     return len(s) > 2 and s[0] == "[" and s[-1] == "]" and "]" not in s[1:-1]
 
 
+def approvals_json(approvals: Sequence[Mapping[str, Any]]) -> str:
+    """The stored form of a conversation's pending approvals ("[]" if too large)."""
+    text = json.dumps([dict(a) for a in approvals], ensure_ascii=False)
+    return text if len(text) <= MAX_APPROVALS_JSON else "[]"
+
+
+def parse_approvals(text: str | None) -> list[dict[str, Any]]:
+    """Stored approvals back as objects; anything else stored there reads as none."""
+    try:
+        value = json.loads(text or "[]")
+    except ValueError:
+        return []
+    if not isinstance(value, list):
+        return []
+    return [a for a in value if isinstance(a, dict)]
+
+
 @runtime_checkable
 class ConversationStore(Protocol):
     """Where the main agent's conversations are kept, per tenant."""
@@ -83,15 +117,27 @@ class ConversationStore(Protocol):
         ...
 
     async def save(
-        self, tenant: str, cid: str, messages: Sequence[Message], *, keep: int = 0
+        self,
+        tenant: str,
+        cid: str,
+        messages: Sequence[Message],
+        *,
+        keep: int = 0,
+        approvals: Sequence[Mapping[str, Any]] = (),
     ) -> None:
-        """Make ``messages`` the stored history of ``cid`` (created if new), atomically.
+        """Make ``messages`` the stored history of ``cid`` (created if new), and
+        ``approvals`` its pending approvals, atomically.
 
         ``keep`` says that the first ``keep`` messages are stored already, unchanged: only
         ``messages[keep:]`` need writing (whatever was stored from position ``keep`` on is
         replaced). ``keep=0`` rewrites the whole history; a ``keep`` larger than what is
         stored counts as what is stored.
         """
+        ...
+
+    async def approvals(self, tenant: str, cid: str) -> list[dict[str, Any]]:
+        """The pending approvals saved with ``cid``'s history ([] if none, or no such
+        conversation)."""
         ...
 
     async def summaries(self, tenant: str, limit: int = 1000) -> list[ConversationSummary]:

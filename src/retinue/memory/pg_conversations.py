@@ -18,13 +18,18 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from retinue.errors import MemoryStoreError
-from retinue.memory.conversations import ConversationSummary, title_of
+from retinue.memory.conversations import (
+    ConversationSummary,
+    approvals_json,
+    parse_approvals,
+    title_of,
+)
 from retinue.memory.text import pg_text
 from retinue.messages import Message, from_dict, to_dict
 
@@ -100,10 +105,25 @@ class PgConversations:
         except (ValueError, KeyError, TypeError) as exc:
             raise MemoryStoreError(f"stored conversation {cid!r} is damaged: {exc}") from None
 
+    async def approvals(self, tenant: str, cid: str) -> list[dict[str, Any]]:
+        async with self.store.connection() as conn:
+            cur = await conn.execute(
+                "SELECT approvals FROM conversations WHERE tenant = %s AND id = %s", (tenant, cid)
+            )
+            row = await cur.fetchone()
+        return parse_approvals(row[0]) if row else []
+
     async def save(
-        self, tenant: str, cid: str, messages: Sequence[Message], *, keep: int = 0
+        self,
+        tenant: str,
+        cid: str,
+        messages: Sequence[Message],
+        *,
+        keep: int = 0,
+        approvals: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         messages = list(messages)
+        pending = pg_text(approvals_json(approvals))
         now = time.time()
         async with self.store.connection() as conn, conn.transaction():
             await conn.execute(
@@ -133,11 +153,11 @@ class PgConversations:
                 )
             await conn.execute(
                 "INSERT INTO conversations "
-                "(tenant, id, title, message_count, created_at, updated_at) "
-                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (tenant, id) DO UPDATE SET "
+                "(tenant, id, title, message_count, created_at, updated_at, approvals) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (tenant, id) DO UPDATE SET "
                 "title = excluded.title, message_count = excluded.message_count, "
-                "updated_at = excluded.updated_at",
-                (tenant, cid, title_of(messages), len(messages), now, now),
+                "updated_at = excluded.updated_at, approvals = excluded.approvals",
+                (tenant, cid, title_of(messages), len(messages), now, now, pending),
             )
 
     async def summaries(self, tenant: str, limit: int = 1000) -> list[ConversationSummary]:

@@ -91,7 +91,12 @@ CREATE TABLE conversation_messages (
 ) WITHOUT ROWID;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
+# v5: the approvals a conversation's main agent waits for, saved with its history (JSON).
+_V5 = """
+ALTER TABLE conversations ADD COLUMN approvals TEXT NOT NULL DEFAULT '[]';
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

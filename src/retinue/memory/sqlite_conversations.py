@@ -11,11 +11,17 @@ import asyncio
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from typing import Any
 
 from retinue.errors import MemoryStoreError
-from retinue.memory.conversations import ConversationSummary, title_of
+from retinue.memory.conversations import (
+    ConversationSummary,
+    approvals_json,
+    parse_approvals,
+    title_of,
+)
 from retinue.messages import Message, from_dict, to_dict
 
 __all__ = ["SQLiteConversations"]
@@ -50,11 +56,28 @@ class SQLiteConversations:
             raise MemoryStoreError(f"stored conversation {cid!r} is damaged: {exc}") from None
 
     async def save(
-        self, tenant: str, cid: str, messages: Sequence[Message], *, keep: int = 0
+        self,
+        tenant: str,
+        cid: str,
+        messages: Sequence[Message],
+        *,
+        keep: int = 0,
+        approvals: Sequence[Mapping[str, Any]] = (),
     ) -> None:
-        await asyncio.to_thread(self._save, tenant, cid, list(messages), keep)
+        pending = approvals_json(approvals)
+        await asyncio.to_thread(self._save, tenant, cid, list(messages), keep, pending)
 
-    def _save(self, tenant: str, cid: str, messages: list[Message], keep: int) -> None:
+    async def approvals(self, tenant: str, cid: str) -> list[dict[str, Any]]:
+        rows = await asyncio.to_thread(
+            self._read,
+            "SELECT approvals FROM conversations WHERE tenant = ? AND id = ?",
+            (tenant, cid),
+        )
+        return parse_approvals(rows[0][0]) if rows else []
+
+    def _save(
+        self, tenant: str, cid: str, messages: list[Message], keep: int, approvals: str
+    ) -> None:
         now = time.time()
         with self._tx() as conn:
             stored = conn.execute(
@@ -74,11 +97,11 @@ class SQLiteConversations:
             )
             conn.execute(
                 "INSERT INTO conversations "
-                "(tenant, id, title, message_count, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, id) DO UPDATE SET "
+                "(tenant, id, title, message_count, created_at, updated_at, approvals) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, id) DO UPDATE SET "
                 "title = excluded.title, message_count = excluded.message_count, "
-                "updated_at = excluded.updated_at",
-                (tenant, cid, title_of(messages), len(messages), now, now),
+                "updated_at = excluded.updated_at, approvals = excluded.approvals",
+                (tenant, cid, title_of(messages), len(messages), now, now, approvals),
             )
 
     async def summaries(self, tenant: str, limit: int = 1000) -> list[ConversationSummary]:
