@@ -17,15 +17,21 @@ from typing import IO, Any
 import pytest
 from test_chat import start_chat  # (tests/cli is on the path)
 
+from retinue.config import Settings
 from retinue.llm.base import ModelResponse, TextCallback, ToolSpec
 from retinue.llm.loopback import LoopbackOpenAIServer
 from retinue.messages import Message
+from retinue.runtime import Runtime
 from retinue.testing import ScriptedModel, call_tool
+from retinue.tools.builtin.todo import todo_path
 
 pytestmark = pytest.mark.timeout(90)
 
 ASK = {"role": "researcher", "interactive": True}
 MEMORIZE = call_tool("memorize", {"block_updates": [], "new_passages": ["the answer is 42"]})
+
+
+Responder = Callable[[Sequence[Message], Sequence[ToolSpec]], Any]
 
 
 def answer(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Any:
@@ -47,8 +53,8 @@ class GatedModel(ScriptedModel):
     """A scripted model whose ``memorize`` calls (consolidation) answer only once ``gate``
     is set: a consolidation as slow as the test wants, with nothing timed."""
 
-    def __init__(self, gate: threading.Event) -> None:
-        super().__init__(responder=answer)
+    def __init__(self, gate: threading.Event, responder: Responder = answer) -> None:
+        super().__init__(responder=responder)
         self.gate = gate
         self.memorize_asked = threading.Event()
 
@@ -149,3 +155,60 @@ def test_ctrl_c_while_exit_waits_stops_the_consolidation_and_keeps_the_transcrip
     assert transcript["session_id"] == "main/researcher"
     assert "abandoned" in transcript["error"]
     assert any(m.get("content") == "look" for m in transcript["messages"])
+
+
+SCRIBE = "---\nname: scribe\ndescription: keeps a task list\ntools: [TodoWrite]\n"
+SCRIBE += "capabilities: [memory]\n---\nYou keep a task list.\n"
+
+
+def scribe_script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Any:
+    """Two messages, each opening the interactive session main/scribe; the second one's
+    session writes a task list."""
+    if "memorize" in [t.name for t in tools]:
+        return MEMORIZE
+    first = next(m.content for m in messages if m.role == "user")
+    last = messages[-1]
+    if "SubAgent" not in [t.name for t in tools]:  # a scribe session
+        if first == "two" and last.role != "tool":
+            return call_tool("TodoWrite", {"todos": [{"content": "file it", "status": "pending"}]})
+        return f"scribe did {first}"
+    if last.role == "tool":
+        return f"main after {last.content[-3:]}"
+    return call_tool("SubAgent", {"task": last.content, "role": "scribe", "interactive": True})
+
+
+async def test_a_role_reopened_while_its_last_session_consolidates_is_a_new_session(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / ".retinue" / "agents").mkdir(parents=True)
+    (tmp_path / ".retinue" / "agents" / "scribe.md").write_text(SCRIBE)
+    gate = threading.Event()
+    model = GatedModel(gate, scribe_script)
+    settings = Settings.load(workspace=tmp_path, home=tmp_path / "home")
+    runtime = Runtime.create(settings, model=model)
+    conversation = runtime.conversation(consolidate_later=True)
+    try:
+        await conversation.send("one")  # returns before the session's memory is written
+        assert conversation.consolidating() == ["main/scribe"]
+        assert runtime.manager.sessions() == []  # it left the registry: the role is free
+        await asyncio.to_thread(model.memorize_asked.wait, 30)
+        conversation.keep_sessions = True  # (the second session stays after its turn)
+        out = await conversation.send("two")  # a new main/scribe, while the first consolidates
+        assert out.content.startswith("main after")
+        scribes = [c for c in model.calls if not {"SubAgent", "memorize"} & set(c.tool_names)]
+        assert [c.messages[1].content for c in scribes] == ["one", "two", "two"]
+        todos = todo_path(runtime.context("main").data_dir, "main/scribe")
+        assert todos.exists()  # the second session's list
+        gate.set()
+        await conversation.settled()
+        assert todos.exists()  # the first session's close did not take the second's list
+        assert conversation.consolidating() == []
+        assert [s.id for s in runtime.manager.sessions()] == ["main/scribe"]  # the second
+    finally:
+        gate.set()
+        await conversation.close()
+        if runtime.memory is not None:
+            runtime.memory.close()
+    memorized = [c for c in model.calls if "memorize" in c.tool_names]
+    assert len(memorized) == 2  # each session consolidated exactly once
+    assert not todos.exists()  # and the second's list went with it

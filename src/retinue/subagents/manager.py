@@ -390,7 +390,8 @@ class _Hooks:
         held = registry.by_id(agent_id)
         if held is not None and held.session is session:
             registry.forget(held)
-        forget_todos(self.ctx.data_dir, agent_id)  # its TodoWrite list ends with it
+        if held is None or held.session is session:  # (not a newer session of this id's)
+            forget_todos(self.ctx.data_dir, agent_id)  # its TodoWrite list ends with it
         if self.keyed or held is not None:
             emit(self.ctx.events, SESSION, agent_id, action="unloaded", conversation_id=agent_id,
                  turns=session.turns, consolidation=session.consolidation)  # fmt: skip
