@@ -96,6 +96,7 @@ async def _survey(hub: McpHub, *, start: bool) -> dict[tuple[str | None, str], s
     """``(role, name) -> "[state]" and its tools`` for every server of ``hub``."""
     from retinue.mcp.client import McpError
     from retinue.mcp.tools import tool_name
+    from retinue.policy.trust import printable
 
     out: dict[tuple[str | None, str], str] = {}
     try:
@@ -107,7 +108,7 @@ async def _survey(hub: McpHub, *, start: bool) -> dict[tuple[str | None, str], s
                     names = [tool_name(server.name, t.name) for t in listed]
                     tools = f"\n    {len(names)} tools: " + ", ".join(names)
                 except McpError as exc:
-                    tools = f"\n    {exc}"
+                    tools = f"\n    {printable(str(exc))}"  # a server's own words
             state = server.state if start else "not started"
             out[(role, server.name)] = f"[{state}]{tools}"
     finally:
