@@ -27,7 +27,7 @@ LAYERS = {
     "errors": 0, "messages": 0, "events": 0, "config": 0, "_tasks": 0,
     "llm": 1, "tools": 1, "memory": 1, "testing": 1,
     "policy": 2,
-    "engine": 3, "subagents": 3, "mcp": 3,
+    "engine": 3, "subagents": 3, "mcp": 3, "skills": 3,
     "runtime": 4, "agent": 4,
     "cli": 5, "server": 5, "__main__": 5, "__init__": 5,
 }  # fmt: skip

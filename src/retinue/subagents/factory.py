@@ -1,12 +1,19 @@
 """What a role becomes when it runs: its model, tools, system prompt, run config, and where
-its memory goes when its conversation ends."""
+its memory goes when its conversation ends.
+
+Besides the role's own prompt, a sub-agent's system prompt carries the project instructions
+(``CLAUDE.md`` / ``AGENTS.md``, as Claude Code gives its sub-agents) and the bodies of the
+skills its ``skills:`` preloads; those skills are *active* for its whole session, so their
+``allowed-tools`` (when they say any) narrow its tools to the tools they name, delegation,
+``AskParent``, memory and ``Skill`` aside. ``skills``, ``skill_tool`` and ``instructions`` are
+set by whoever assembles the process (:class:`retinue.runtime.Runtime`)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from retinue.engine.config import ContextKeeper, RunConfig
 from retinue.engine.session import Consolidation, Session
@@ -27,6 +34,9 @@ from retinue.subagents.tools import (
     subagent_tools,
 )
 from retinue.tools.base import Tool, ToolContext, ToolRegistry
+
+if TYPE_CHECKING:
+    from retinue.skills.catalog import Skill, SkillCatalog
 
 __all__ = ["AgentFactory"]
 
@@ -59,6 +69,10 @@ class AgentFactory:
         self._models: dict[str, Model] = {}
         self._memory_tools = tuple(memory_tools)
         self._keeper_for = keeper_for
+        self.skills: SkillCatalog | None = None  # for roles' ``skills:``
+        self.skill_tool: Tool | None = None  # given to roles that preload skills
+        self.instructions = ""  # the project instructions' prompt section
+        self._missing: set[tuple[str, str]] = set()
 
     def config(self, role: Role, ctx: ToolContext, *, interactive: bool) -> RunConfig:
         """A run of ``role`` as the agent ``ctx`` describes, with an empty history."""
@@ -106,8 +120,14 @@ class AgentFactory:
         """The role's tools; ``AskParent`` for interactive sessions, and for one-shot runs of
         roles with the ``ask_parent`` capability (or that list it in their tools)."""
         tools = self.tools.restricted(role.tools).without(role.disallowed)
+        preloaded = self.preloaded(role)
+        narrowing = [s.allowed_tools for s in preloaded if s.allowed_tools is not None]
+        if narrowing:  # its skills are active all along: their allowed-tools narrow
+            tools = tools.restricted({t for allowed in narrowing for t in allowed})
         spawn = role.can("spawn_agent") or any(t in SPAWN_TOOL_NAMES for t in role.tools or ())
         extra = list(subagent_tools()) if spawn else []
+        if preloaded and self.skill_tool is not None:
+            extra.append(self.skill_tool)
         if interactive or role.can("ask_parent") or ASK_TOOL_NAME in (role.tools or ()):
             extra.append(ask_parent)
         if role.can("memory") and self.memory is not None:
@@ -129,6 +149,12 @@ class AgentFactory:
         """Rendered once per conversation, so every later request shares its prefix."""
         parts = [role.prompt or f"You are the {role.name} sub-agent: {role.description}"]
         parts.append(f"Your workspace is {ctx.workspace}.")
+        if self.instructions:
+            parts.append(self.instructions)
+        if preloaded := self.preloaded(role, ctx.events):
+            parts.append("## Skills preloaded for this role\n\n" + "\n\n".join(
+                s.preloaded() for s in preloaded
+            ))  # fmt: skip
         if self.memory is not None:
             rendered = await self.memory.render(ctx.tenant, role.name)
             if rendered:
@@ -136,6 +162,19 @@ class AgentFactory:
         if role.can("spawn_agent") and self.catalog.roles:
             parts.append(roles_section(self.catalog, only=role.delegates))
         return "\n\n".join(parts)
+
+    def preloaded(self, role: Role, events: EventSink | None = None) -> list[Skill]:
+        """The skills ``role`` preloads; a name no skill answers to is told once."""
+        if not role.skills or self.skills is None:
+            return []
+        found, missing = self.skills.preload(role.skills)
+        for name in missing:
+            if events is not None and (role.name, name) not in self._missing:
+                self._missing.add((role.name, name))
+                note = f"role {role.name!r} preloads skill {name!r}, which is not installed"
+                log.warning("%s", note)
+                emit(events, NOTICE, role.name, text=note)
+        return found
 
     async def consolidate(
         self, role: Role, config: RunConfig, messages: Sequence[Message]

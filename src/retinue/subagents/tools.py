@@ -48,7 +48,7 @@ SPAWN_TOOL_NAMES = frozenset({"SubAgent", "UnloadSubAgent", "SubAgentStatus", "F
 ASK_TOOL_NAME = "AskParent"
 NO_ANSWER = "(Nobody can answer now: decide yourself, and say what you assumed.)"
 MAX_LISTED_ROLES = 30
-ROLES_BUDGET_CHARS = 6000  # about 1.5k tokens
+ROLES_BUDGET_CHARS = 4500  # about 1.1k tokens (the skills section shares the budget)
 BRIEF_CHARS = 160
 
 
