@@ -30,6 +30,7 @@ from retinue.messages import (
     Usage,
     UserMessage,
 )
+from retinue.telemetry import trace as _tel
 
 __all__ = [
     "Final",
@@ -118,6 +119,7 @@ async def run(config: RunConfig) -> RunOutput:
     usage, tools_used, last_input = _NO_USAGE, _NO_TOOLS, 0
     repeats: RepeatedFailures | None = None
     out: RunOutput | None = None
+    chat = None  # the model call's span while it is in flight (tracing on)
     try:
         for iteration in range(1, config.max_iterations + 1):
             # the model is awaited here, not in a helper coroutine: one object less per run
@@ -126,6 +128,8 @@ async def run(config: RunConfig) -> RunOutput:
             sink = ctx.events
             started = _model_started(config)
             on_text = _text_forwarder(sink, ctx.agent_id) if config.stream and sink else None
+            if _tel.ENABLED:
+                chat = _tel.begin_chat(config.model.name, messages)
             try:
                 response = await config.model.complete(
                     messages, config.tools.specs(), on_text=on_text
@@ -137,6 +141,9 @@ async def run(config: RunConfig) -> RunOutput:
                     messages, config.tools.specs(), on_text=on_text
                 )
             _model_called(config, response, started)
+            if chat is not None:
+                _tel.end_chat(chat, config.model.name, response.usage, response.message)
+                chat = None
             usage += response.usage
             if config.on_usage is not None:
                 config.on_usage(response.usage)
@@ -180,6 +187,8 @@ async def run(config: RunConfig) -> RunOutput:
         )
         raise
     finally:
+        if chat is not None:  # the model call failed or was cancelled
+            _tel.end_chat(chat, config.model.name, None)
         if out is not None and ctx.events is not None:  # (no listener: no usage dict)
             emit(
                 ctx.events,
@@ -234,8 +243,13 @@ def _model_called(config: RunConfig, response: ModelResponse, started: float) ->
         )
 
 
-async def _run_tools(config: RunConfig, calls: tuple[ToolCall, ...]) -> list[ToolResultMessage]:
-    """Run the calls (in parallel), each through the context's gate when it has one."""
+async def _run_tools(
+    config: RunConfig, calls: tuple[ToolCall, ...], *, traced: bool = False
+) -> list[ToolResultMessage]:
+    """Run the calls (in parallel), each through the context's gate when it has one (and,
+    tracing on, each in an ``execute_tool`` span around the gate)."""
+    if _tel.ENABLED and not traced:
+        return await _tel.traced_calls(calls, lambda c: _run_tools(config, (c,), traced=True))
     registry, ctx = config.tools, config.context
     gate = ctx.gate
     if gate is None:

@@ -58,6 +58,8 @@ from retinue.policy.hooks import (
     session_ended,
     stop_hooks,
 )
+from retinue.telemetry import trace as _tel
+from retinue.telemetry.prices import cost_usd, format_cost
 
 __all__ = [
     "ASKS_NOTE",
@@ -162,6 +164,7 @@ class Session:
         "_used",
         "_waiters",
         "_wakers",
+        "budget_usd",
         "config",
         "consolidation",
         "id",
@@ -180,11 +183,13 @@ class Session:
         lifecycle: Lifecycle | None = None,
         *,
         token_budget: int | None = None,
+        budget_usd: float | None = None,
     ) -> None:
         self.id = id
         self.config = config
         self.lifecycle = lifecycle or Lifecycle()
         self.token_budget = token_budget
+        self.budget_usd = budget_usd  # US dollars the session may spend (retinue.telemetry)
         self.turns = 0
         # the usage figures as a tuple of ints, which the cyclic collector soon stops
         # tracking (a Usage record per model call would be one more object it walks)
@@ -226,6 +231,12 @@ class Session:
     def usage(self) -> Usage:
         """Tokens used by every model call of the session so far."""
         return Usage(*self._used)
+
+    @property
+    def cost_usd(self) -> float | None:
+        """What the session's model calls cost in US dollars; None when the price of its
+        model is unknown (see :mod:`retinue.telemetry.prices`)."""
+        return cost_usd(self.config.model.name, self.usage)
 
     @property
     def messages(self) -> list[Message]:
@@ -447,6 +458,7 @@ class Session:
         self._current = asyncio.current_task()  # type: ignore[assignment]
         self._turn_used = self._used
         messages, began = self.config.messages, False
+        traced = self._trace_turn(text) if _tel.ENABLED else None
         try:
             if on_start is not None:
                 on_start()
@@ -472,8 +484,12 @@ class Session:
                 out.content += "\n\n" + STEERED_NOTE.format(n=self._steered - steered)
             self.turns += 1
             self.last_reply = out.content
+            if traced is not None:
+                traced.ok(self._turn_usage(), out.content, out.stop_reason)
             return out
         except asyncio.CancelledError:
+            if traced is not None:
+                traced.fail("cancelled", self._turn_usage())
             if began:
                 repair_history(messages, INTERRUPTED_NOTE)
             elif self._closing is not None:
@@ -491,6 +507,23 @@ class Session:
             # after its last model call) stays for the next turn's first model call
             if self.lifecycle.children_per_turn and self.lifecycle.end_children is not None:
                 await self.lifecycle.end_children()
+            if traced is not None:
+                traced.end()
+
+    def _trace_turn(self, text: str | None) -> _tel.Turn:
+        ctx = self.config.context
+        return _tel.begin_turn(
+            session_id=self.id,
+            agent_id=ctx.agent_id,
+            role=ctx.role,
+            depth=ctx.depth,
+            interactive=self.config.interactive,
+            model=self.config.model.name,
+            text=text,
+        )
+
+    def _turn_usage(self) -> Usage:
+        return Usage(*(a - b for a, b in zip(self._used, self._turn_used, strict=True)))
 
     def _refused(self) -> SessionClosedError:
         return SessionClosedError(f"session {self.id} was closed before this message")
@@ -530,6 +563,19 @@ class Session:
                 f"session {self.id} has used {used} tokens, its budget is {budget}: "
                 f"end it (what it learned is kept in its memory) and start a new one"
             )
+        if self.budget_usd is not None:
+            cost = self.cost_usd
+            if cost is None:
+                raise SessionError(
+                    f"session {self.id} has a budget of ${self.budget_usd} but the price of "
+                    f"{self.config.model.name} is unknown: set it in [model_prices] of config.toml"
+                )
+            if cost >= self.budget_usd:
+                raise SessionError(
+                    f"session {self.id} has spent {format_cost(cost)}, its budget is "
+                    f"${self.budget_usd}: end it (what it learned is kept in its memory) "
+                    "and start a new one"
+                )
 
     def _count(self, usage: Usage) -> None:
         i, o, c, r = self._used
