@@ -25,6 +25,7 @@ from retinue.engine.compact import (
 )
 from retinue.engine.compress import AutoCompressor, CompressionResult
 from retinue.engine.config import RunConfig, RunOutput
+from retinue.engine.instructions import Instructions, load_instructions
 from retinue.engine.session import (
     INTERRUPTED_NOTE,
     Consolidation,
@@ -46,6 +47,7 @@ from retinue.policy.gate import Policy
 from retinue.policy.hooks import load_hooks
 from retinue.policy.modes import PermissionMode
 from retinue.policy.trust import TrustStore, settings_trust
+from retinue.skills import SkillCatalog, skill_dirs, skill_tool, skills_section
 from retinue.subagents import Role, RoleCatalog, SubAgentManager, role_dirs, roles_section
 from retinue.subagents.tools import ask_parent, subagent_tools
 from retinue.tools.base import Tool, ToolContext, ToolRegistry, merge
@@ -107,6 +109,8 @@ class Runtime:
     problems: list[str] = field(default_factory=list)  # settings problems to report once
     bare: bool = False  # the main agent gets no AskParent, no memory tools, and the
     # delegation tools only when the catalog has roles (Agent(builtin_tools=False))
+    skills: SkillCatalog = field(default_factory=SkillCatalog)  # Agent Skills (retinue.skills)
+    project: Instructions = field(default_factory=Instructions)  # CLAUDE.md / AGENTS.md
 
     @classmethod
     def create(
@@ -170,9 +174,15 @@ class Runtime:
             trusted=settings_trust(TrustStore(settings.home)),  # `retinue mcp approve`
         )
         problems += hooks.report()  # skipped entries, project hooks not approved
+        skills = SkillCatalog.load(skill_dirs(settings.workspace, settings.home))
+        project = load_instructions(settings.workspace)
+        problems += [f"skill skipped: {p}" for p in skills.errors()] + project.problems
+        manager.factory.skills, manager.factory.instructions = skills, project.section()
+        manager.factory.skill_tool = skill_tool(skills) if skills.skills else None
         return cls(
             settings, model, catalog, tools, manager, memory, compressor, events, notice,
             instructions, None if policy.trivial else policy, problems,
+            skills=skills, project=project,
         )  # fmt: skip
 
     def context(self, agent_id: str) -> ToolContext:
@@ -260,6 +270,7 @@ class Conversation:
             *(subagent_tools() if delegates else ()),
             *((ask_parent,) if extras else ()),  # asks: the user
             *(memory_tools() if memory else ()),
+            *((skill,) if (skill := rt.manager.factory.skill_tool) and extras else ()),  # skills
         ]
         tools = merge(rt.tools, own)
         config = RunConfig(
@@ -315,13 +326,17 @@ class Conversation:
         workspace = rt.settings.workspace
         if self.compact:
             roles = [(r.name, r.description) for r in rt.catalog.roles.values()]
-            parts = [compact_main_prompt(workspace, roles)]
+            parts = [compact_main_prompt(workspace, roles, list(rt.skills.skills))]
             if rt.instructions:
                 parts.insert(0, rt.instructions)
         else:
             parts = [rt.instructions or MAIN_PROMPT.format(workspace=workspace)]
             if rt.catalog.roles:
                 parts.append(roles_section(rt.catalog))
+            if rt.skills.skills and not rt.bare:
+                parts.append(skills_section(rt.skills))
+        if rt.project.text and not rt.bare:  # CLAUDE.md / AGENTS.md (engine.instructions)
+            parts.append(rt.project.section())
         if rt.memory is not None and not self.compact and not rt.bare:  # else no memory tools
             rendered = await rt.memory.render(rt.settings.tenant, "main")
             if rendered:

@@ -61,8 +61,9 @@ You are Retinue, a coding assistant. You work in the folder {workspace}.
 Answer directly, in plain sentences, when you can. Use a tool only to read, change or run \
 something you cannot see above: Write or Edit to change files, Bash to run commands, \
 SubAgent to hand a task to one of these roles:
-{roles}
+{roles}{skills}
 Paths outside the folder are not allowed."""
+MAX_SKILL_NAMES = 15
 
 _NAMED = re.compile(r"(?<![\w./-])([\w.-]+(?:/[\w.-]+)*\.[A-Za-z0-9]{1,8})(?![\w/-])")
 
@@ -85,7 +86,10 @@ def workspace_overview(workspace: Path, limit: int = MAX_LISTED) -> str:
     return f"Files in the folder: {', '.join(shown)}{more}."
 
 
-def compact_main_prompt(workspace: Path, roles: Iterable[tuple[str, str]]) -> str:
+def compact_main_prompt(
+    workspace: Path, roles: Iterable[tuple[str, str]], skills: Sequence[str] = ()
+) -> str:
+    """The compact main prompt; ``skills`` are named only (``Skill(name)`` loads one)."""
     listed = list(roles)
     lines = [f"- {name}: {_first_sentence(text)}" for name, text in listed[:MAX_ROLES]]
     if len(listed) > MAX_ROLES:
@@ -94,7 +98,16 @@ def compact_main_prompt(workspace: Path, roles: Iterable[tuple[str, str]]) -> st
         workspace=workspace,
         overview=workspace_overview(workspace),
         roles="\n".join(lines) or "(none)",
+        skills=_skills_line(skills),
     )
+
+
+def _skills_line(skills: Sequence[str]) -> str:
+    if not skills:
+        return ""
+    shown = ", ".join(skills[:MAX_SKILL_NAMES])
+    more = f" and {len(skills) - MAX_SKILL_NAMES} more" if len(skills) > MAX_SKILL_NAMES else ""
+    return f"\nSkill(name) loads the instructions of a skill: {shown}{more}."
 
 
 def with_role_choices(tools: ToolRegistry, roles: Sequence[str]) -> ToolRegistry:
