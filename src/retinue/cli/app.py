@@ -31,6 +31,7 @@ from retinue.cli.hooks import hooks_app
 from retinue.cli.mcp import mcp_app
 from retinue.cli.memory import memory_app
 from retinue.cli.remote import interrupt, serve, sessions
+from retinue.cli.skills import skills
 from retinue.cli.tokens import token_app
 
 if TYPE_CHECKING:
@@ -161,7 +162,7 @@ def roles(workspace: WorkspaceOpt = None) -> None:
     print_catalog(catalog, console(), console(stderr=True))
 
 
-for _command in (serve, sessions, interrupt, doctor):
+for _command in (serve, sessions, interrupt, doctor, skills):
     app.command()(_command)
 
 

@@ -1,0 +1,60 @@
+"""``retinue skills``: the Agent Skills found (stdout), then where the search looked, the
+project instruction files read, and every skill skipped or read leniently, with the reason
+(stderr). Everything that comes from a file is escaped before it reaches markup."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from retinue.cli.common import WorkspaceOpt, one_line_errors
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from retinue.engine.instructions import Instructions
+    from retinue.skills import SkillCatalog
+
+__all__ = ["print_skills", "skills"]
+
+
+def skills(workspace: WorkspaceOpt = None) -> None:
+    """List the Agent Skills (SKILL.md folders) found, where each comes from, and why some
+    were skipped; and the CLAUDE.md / AGENTS.md files the main agent reads."""
+    from retinue.cli.term import console
+    from retinue.config import Settings
+    from retinue.engine.instructions import load_instructions
+    from retinue.skills import SkillCatalog, skill_dirs
+
+    with one_line_errors():
+        settings = Settings.load(workspace=workspace)
+        catalog = SkillCatalog.load(skill_dirs(settings.workspace, settings.home))
+        project = load_instructions(settings.workspace)
+    print_skills(catalog, project, console(), console(stderr=True))
+
+
+def print_skills(catalog: SkillCatalog, project: Instructions, out: Console, err: Console) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from retinue.subagents.tools import brief
+
+    table = Table("skill", "description", "allowed tools", "source")
+    for s in catalog.skills.values():
+        tools = ", ".join(s.allowed_tools) if s.allowed_tools is not None else "any"
+        table.add_row(
+            escape(s.name), escape(brief(s.description, 100)), escape(tools), escape(str(s.folder))
+        )
+    out.print(table)
+    out.print(f"{len(catalog.skills)} skills.", highlight=False)
+    for directory, count in catalog.searched:
+        err.print(f"[dim]searched {escape(str(directory))}: {count} skill(s)[/]", highlight=False)
+    for path in project.files:
+        err.print(f"[dim]project instructions: {escape(str(path))}[/]", highlight=False)
+    for problem in project.problems:
+        err.print(f"[yellow]instructions:[/] {escape(problem)}", highlight=False)
+    for p in sorted(catalog.problems, key=lambda p: p.severity != "error"):
+        colour = "red" if p.severity == "error" else "yellow"
+        label = "skipped" if p.severity == "error" else "warning"
+        err.print(f"[{colour}]{label}:[/] {escape(str(p))}", highlight=False)
+    if errors := catalog.errors():
+        err.print(f"{len(errors)} skill(s) skipped.", highlight=False)
