@@ -212,7 +212,7 @@ def _conversation_routes(app: FastAPI) -> None:
             raise HTTPException(404, f"no conversation {cid!r}")
         return {
             "id": cid,
-            "messages": [to_dict(m) for m in history],
+            "messages": space.shown([to_dict(m) for m in history]),
             "running": host.running(cid),
             "question": host.question(cid),
             "approvals": [a.to_dict() for a in host.approvals(cid)],
@@ -245,7 +245,7 @@ def _conversation_routes(app: FastAPI) -> None:
                 events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
             )
         out = await host.send(cid, body.content, keep_sessions=body.keep_sessions)
-        return output_json(out)
+        return space.shown(output_json(out))
 
     @app.delete("/v1/conversations/{cid}")
     async def delete_conversation(cid: str, space: Space) -> dict[str, Any]:
@@ -287,7 +287,7 @@ def _session_routes(app: FastAPI, runtime: Runtime) -> None:
         info = manager.session(inner)
         if info is None:
             raise HTTPException(404, f"no live session {sid!r}")
-        history = [to_dict(m) for m in manager.history(inner)]
+        history = space.shown([to_dict(m) for m in manager.history(inner)])
         return {**session_json(info, space), "history": history}
 
     @app.post("/v1/sessions/{sid:path}/interrupt")
