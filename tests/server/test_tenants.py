@@ -312,3 +312,26 @@ async def test_each_mcp_http_token_is_its_own_parent(tmp_path: Path) -> None:
     finally:
         server.should_exit = True
         thread.join(timeout=15)
+
+
+def test_a_named_tenant_sees_its_ids_as_the_service_tenant_sees_its_own(serve: Serve) -> None:
+    server = serve(ScriptedModel(responder=main_model),
+                   ScriptedModel(responder=role_model, name="scripted:slow"))  # fmt: skip
+    with server.client(token=server.issue("alice")) as alice:
+        body = {"content": "open the plan", "keep_sessions": True}
+        frames = alice.post("/v1/conversations/s/messages?stream=true", json=body).text
+        events = [json.loads(line[6:]) for line in frames.splitlines() if line.startswith("data: ")]
+        agents = {e.get("agent_id") for e in events} - {None}
+        assert agents >= {"conv-s", "conv-s/slowpoke"} and "@" not in frames
+        [session] = alice.get("/v1/sessions").json()["sessions"]
+        assert (session["id"], session["parent_id"]) == ("conv-s/slowpoke", "conv-s")
+        assert alice.get("/v1/sessions", params={"parent": "conv-s"}).json()["sessions"]
+        view = alice.get("/v1/sessions/conv-s/slowpoke").json()
+        assert view["id"] == "conv-s/slowpoke" and view["turns"] == 1
+        assert alice.post("/v1/sessions/conv-s/slowpoke/interrupt").json() == {
+            "id": "conv-s/slowpoke", "interrupted": False
+        }  # fmt: skip
+    with server.client() as service:  # the service's tenant has no such session
+        assert service.get("/v1/sessions").json()["sessions"] == []
+        assert service.get("/v1/sessions/conv-s/slowpoke").status_code == 404
+        assert service.get("/v1/sessions/@alice/conv-s/slowpoke").status_code == 404

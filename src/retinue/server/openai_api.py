@@ -283,7 +283,7 @@ def openai_router(runtime: Runtime, errors: ErrorMapper) -> APIRouter:
             )
         out = await turn.start(None)
         response.headers.update(headers)
-        return chat.completion(out)
+        return space.shown(chat.completion(out))
 
     return router
 

@@ -91,7 +91,7 @@ async def stream_turn(
             yield frame(event.kind, space.shown(event.to_dict()))
         outcome = feed.outcome(errors)
         if isinstance(outcome, RunOutput):
-            yield frame("result", output_json(outcome))
+            yield frame("result", space.shown(output_json(outcome)))
         else:
             yield frame("error", {"error": outcome[1], "status": outcome[0]})
     finally:

@@ -60,12 +60,13 @@ class TenantSpace:
             return None
         return self.prefix + external
 
-    def shown(self, data: dict[str, Any]) -> dict[str, Any]:
-        """An event's or a session's JSON with this tenant's ids as its clients see them."""
+    def shown(self, data: Any) -> Any:
+        """JSON (an event, a session, a history) with this tenant's ids as its clients see
+        them: the prefix taken out wherever it appears, in text too (a tool result that
+        names a session)."""
         if not self.prefix:
             return data
-        return {k: self.outside(v) if isinstance(v, str) and self.owns(v) else v
-                for k, v in data.items()}  # fmt: skip
+        return _without(data, self.prefix)
 
     def held(self, external: str) -> SessionInfo | None:
         """The live session a client names, if it is this tenant's."""
@@ -79,6 +80,16 @@ class TenantSpace:
             inner = self.inside(parent)
             return [h.info() for h in registry.held_by(inner)] if inner is not None else []
         return [h.info() for h in registry.held_by() if self.owns(h.id)]
+
+
+def _without(data: Any, prefix: str) -> Any:
+    if isinstance(data, str):
+        return data.replace(prefix, "") if prefix in data else data
+    if isinstance(data, dict):
+        return {k: _without(v, prefix) for k, v in data.items()}  # pyright: ignore[reportUnknownVariableType]
+    if isinstance(data, list | tuple):
+        return [_without(v, prefix) for v in data]  # pyright: ignore[reportUnknownVariableType]
+    return data
 
 
 class Spaces:
