@@ -27,6 +27,10 @@ def _caps(role: Role) -> str:
     caps = sorted(role.capabilities - {"spawn_agent"})
     if role.memory_scope:
         caps = [f"memory: {role.memory_scope}" if c == "memory" else c for c in caps]
+    if role.background:
+        caps.append("background")
+    if role.skills:
+        caps.append(f"skills: {', '.join(role.skills)}")
     return f" ({', '.join(caps)})" if caps else ""
 
 
