@@ -61,7 +61,9 @@ class Agent:
     ``max_iterations`` (default: the settings', 50) bounds the model calls of one run, and
     of each sub-agent's. A run that reaches it returns, it does not raise: its ``content``
     says it stopped and ``stop_reason`` is ``"max_iterations"`` (``"final"`` for an answer),
-    so check :attr:`RunOutput.stop_reason`.
+    so check :attr:`RunOutput.stop_reason`. ``max_budget_usd`` caps what the main agent's
+    session may spend in US dollars (checked before each turn, as a token budget is; see
+    :mod:`retinue.telemetry.prices`).
 
     Permissions: with ``approver`` (a function, sync or async, given a
     :class:`~retinue.policy.approvals.ApprovalRequest`, answering ``True`` / ``False`` or an
@@ -87,11 +89,13 @@ class Agent:
         permission_mode: PermissionMode | None = None,
         approver: Approver | None = None,
         max_iterations: int | None = None,
+        max_budget_usd: float | None = None,
     ) -> None:
         if max_iterations is not None and max_iterations < 1:
             raise ConfigError(f"max_iterations must be at least 1, not {max_iterations}")
         self.model = model
         self.max_iterations = max_iterations
+        self.max_budget_usd = max_budget_usd
         self.permission_mode = permission_mode
         self.approver = approver
         self.instructions = instructions
@@ -114,6 +118,8 @@ class Agent:
             settings = Settings.load(home=self.home, workspace=self.workspace, model=spec)
             if self.max_iterations is not None:
                 settings.max_iterations = self.max_iterations
+            if self.max_budget_usd is not None:
+                settings.max_budget_usd = self.max_budget_usd
             self._runtime = Runtime.create(
                 settings,
                 model=self.model if isinstance(self.model, Model) else None,

@@ -15,6 +15,11 @@ in PostgreSQL, shared by several workers, instead of SQLite in the data director
 ``web_search_url`` (a SearXNG instance, ``http://127.0.0.1:8888``) turns ``WebSearch`` on;
 ``web_fetch_allow_private = true`` lets ``WebFetch`` reach loopback and private addresses
 (see :mod:`retinue.tools.builtin.web`).
+Money (:mod:`retinue.telemetry`): ``max_budget_usd`` (US dollars one conversation's main
+session may spend; 0 = none) and a ``[model_prices]`` table (``"openai:gpt-4o" = { input =
+2.5, cached_input = 1.25, output = 10 }``, dollars per million tokens). Tracing:
+``otel_endpoint`` (an OTLP/HTTP base URL; ``OTEL_EXPORTER_OTLP_ENDPOINT`` wins) and
+``otel_capture_content`` (prompts and completions in the spans; default false).
 
 A model is named the same way everywhere (``--model``, ``RETINUE_MODEL``, ``config.toml``, a
 role file's ``model:``, ``Agent(model=...)``): :func:`canonical_model` turns ``provider:model``,
@@ -145,6 +150,10 @@ class FileSettings(pydantic.BaseModel):
     permission_mode: Annotated[str, Field(min_length=1, max_length=40)] | None = None
     permissions: dict[str, list[str]] | None = None  # allow / ask / deny, Claude Code's syntax
     hooks: dict[str, Any] | None = None  # Claude Code's hooks; env, pass_env (retinue.policy.hooks)
+    max_budget_usd: Annotated[float, Field(ge=0)] | None = None  # retinue.telemetry.prices
+    model_prices: dict[str, dict[str, Annotated[float, Field(ge=0)]]] | None = None
+    otel_endpoint: Annotated[str, Field(pattern=r"^https?://\S+$", max_length=2000)] | None = None
+    otel_capture_content: bool | None = None  # prompts and completions in spans
 
 
 _KINDS = {"int": "an integer", "string": "a string", "dict": "a table"}
@@ -189,6 +198,10 @@ class Settings:
     permission_mode: str | None = None  # retinue.policy.modes; None: the surface's default
     permissions: dict[str, list[str]] = field(default_factory=dict)  # allow / ask / deny rules
     hooks: dict[str, Any] = field(default_factory=dict)  # checked by retinue.policy.hooks
+    max_budget_usd: float = 0.0  # US dollars one conversation's main session may spend; 0 = none
+    model_prices: dict[str, dict[str, float]] = field(default_factory=dict)  # per Mtok
+    otel_endpoint: str | None = None  # OTLP/HTTP base URL (OTEL_EXPORTER_OTLP_ENDPOINT wins)
+    otel_capture_content: bool = False
 
     @property
     def config_file(self) -> Path:

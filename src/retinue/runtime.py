@@ -50,6 +50,8 @@ from retinue.policy.trust import TrustStore, settings_trust
 from retinue.skills import SkillCatalog, skill_dirs, skill_tool, skills_section
 from retinue.subagents import Role, RoleCatalog, SubAgentManager, role_dirs, roles_section
 from retinue.subagents.tools import ask_parent, subagent_tools
+from retinue.telemetry.prices import set_prices
+from retinue.telemetry.trace import setup as setup_tracing
 from retinue.tools.base import Tool, ToolContext, ToolRegistry, merge
 from retinue.tools.builtin import builtin_tools
 from retinue.tools.builtin.memory import memory_tools
@@ -136,6 +138,8 @@ class Runtime:
         settings' mode, and ``default_mode`` (the surface's) applies when neither says;
         ``approver`` answers the calls that ask (each conversation may have its own)."""
         notice = None
+        set_prices(settings.model_prices)  # [model_prices] over the defaults
+        setup_tracing(settings.otel_endpoint, capture_content=settings.otel_capture_content)
         if model is None:
             spec, notice = choose_model(settings)
             model = model_for(spec)
@@ -283,7 +287,8 @@ class Conversation:
             context_keeper=rt.compressor,
         )
         lifecycle = Lifecycle(system_prompt=self.system_prompt, end_children=self._end_children)
-        return Session(self.agent_id, config, lifecycle)
+        budget = rt.settings.max_budget_usd or None  # US dollars (--max-budget-usd)
+        return Session(self.agent_id, config, lifecycle, budget_usd=budget)
 
     async def _end_children(self) -> None:
         """End the sessions this conversation holds: after a turn with ``consolidate_later``

@@ -4,16 +4,20 @@ its token budget does (failed and interrupted turns included)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from subagent_kit import make_kit  # pyright: ignore[reportMissingImports]
 
+from retinue.config import Settings
 from retinue.engine import RunConfig
 from retinue.engine.session import Session
-from retinue.errors import ModelError, SessionError
+from retinue.errors import ConfigError, ModelError, SessionError
 from retinue.llm.base import ModelResponse
 from retinue.messages import AssistantMessage, SystemMessage, Usage
+from retinue.subagents.roles import parse_role
 from retinue.telemetry.prices import cost_usd, format_cost, price_of, set_prices
 from retinue.testing import ScriptedModel, call_tool
 from retinue.tools import ToolContext, ToolRegistry, tool
@@ -128,3 +132,46 @@ async def test_a_budget_on_a_model_without_a_price_is_refused(tmp_path: Path) ->
     assert s.cost_usd is None
     with pytest.raises(SessionError, match=r"price of acme:unpriced is unknown"):
         await s.send("hi")
+
+
+def test_a_bad_price_entry_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"\[model_prices\] 'acme:m1': give input and output"):
+        set_prices({"acme:m1": {"input": 1.0}})
+
+
+def test_config_toml_sets_prices_budget_and_tracing(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text(
+        "max_budget_usd = 2.5\notel_endpoint = 'http://127.0.0.1:4318'\n"
+        "otel_capture_content = true\n"
+        "[model_prices]\n'acme:m1' = { input = 2, output = 8.5 }\n",
+        encoding="utf-8",
+    )
+    s = Settings.load(home=tmp_path, workspace=tmp_path)
+    assert s.max_budget_usd == 2.5 and s.otel_capture_content is True
+    assert s.otel_endpoint == "http://127.0.0.1:4318"
+    assert s.model_prices == {"acme:m1": {"input": 2, "output": 8.5}}
+    (tmp_path / "config.toml").write_text("max_budget_usd = -1\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="max_budget_usd"):
+        Settings.load(home=tmp_path, workspace=tmp_path)
+
+
+def test_a_role_reads_its_money_budget_from_front_matter() -> None:
+    for key in ("maxBudgetUsd", "max_budget_usd"):
+        role = parse_role(Path("r.md"), f"---\nname: r\ndescription: d\n{key}: 0.5\n---\nbody")
+        assert role.max_budget_usd == 0.5 and key not in role.ignored
+    bad = parse_role(Path("r.md"), "---\nname: r\ndescription: d\nmaxBudgetUsd: lots\n---\nbody")
+    assert bad.max_budget_usd is None and any("maxBudgetUsd" in n for n in bad.notes)
+
+
+async def test_a_roles_money_budget_stops_its_session(tmp_path: Path) -> None:
+    set_prices({"scripted:reviewer": {"input": 1000.0, "output": 1000.0}})
+    kit = make_kit(tmp_path, "reviewer")
+    catalog = kit.manager.factory.catalog
+    role = catalog.roles["reviewer"]
+    catalog.roles["reviewer"] = dataclasses.replace(role, max_budget_usd=0.001)
+    kit.models["reviewer"].add("first and last")
+    ctx = kit.ctx()
+    await kit.manager.interactive_subagent(ctx, "t", "reviewer")
+    with pytest.raises(SessionError, match=r"has spent \$\d+\.\d+, its budget is \$0\.001"):
+        await kit.manager.interactive_subagent(ctx, "again", "reviewer")
+    await kit.manager.unload_subagent("main", "reviewer")

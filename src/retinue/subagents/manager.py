@@ -249,7 +249,8 @@ class SubAgentManager:
             closed=hooks.closed,
         )
         budget = self.session_token_budget if interactive else None
-        return Session(agent_id, config, lifecycle, token_budget=budget)
+        money = role.max_budget_usd  # the role's front matter (maxBudgetUsd)
+        return Session(agent_id, config, lifecycle, token_budget=budget, budget_usd=money)
 
     @staticmethod
     def _sent(session: Session, out: RunOutput) -> RunOutput:

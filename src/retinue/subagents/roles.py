@@ -100,7 +100,7 @@ _XBOT_TIERS = frozenset({"vanguard", "balance", "swift"})
 _OWN_KEYS = frozenset(
     {"name", "description", "tools", "disallowedTools", "model", "capabilities", "memory",
      "spawn_agent", "maxTurns", "permissionMode", "mcpServers", "hooks", "skills",
-     "initialPrompt", "background"}
+     "initialPrompt", "background", "maxBudgetUsd", "max_budget_usd"}
 )  # fmt: skip
 KEPT_UNUSED = ("effort", "isolation")  # read and kept, no effect yet (README)
 MAX_INITIAL_PROMPT = 20_000
@@ -153,6 +153,7 @@ class Role:
     background: bool = False  # always a background session
     effort: str | None = None  # kept, not used yet
     isolation: str | None = None  # kept, not used yet
+    max_budget_usd: float | None = None  # US dollars each session of the role may spend
 
     def can(self, capability: str) -> bool:
         return capability in self.capabilities
@@ -207,6 +208,7 @@ def parse_role(path: Path, text: str, aliases: Mapping[str, str] | None = None) 
     if denies_delegation:
         caps.discard("spawn_agent")
     model, model_note = resolve_role_model(meta.get("model"), aliases)
+    budget = _budget(meta.get("maxBudgetUsd", meta.get("max_budget_usd")), notes)
     if model_note:
         notes.append(model_note)
     return Role(
@@ -231,6 +233,7 @@ def parse_role(path: Path, text: str, aliases: Mapping[str, str] | None = None) 
         background=_flag(meta.get("background"), "background", notes),
         effort=_kept_text(meta.get("effort")),
         isolation=_kept_text(meta.get("isolation")),
+        max_budget_usd=budget,
     )
 
 
@@ -439,6 +442,15 @@ def _capabilities(
     if meta.get("spawn_agent") is True:
         caps.add("spawn_agent")
     return caps, scope
+
+
+def _budget(value: Any, notes: list[str]) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    notes.append(f"maxBudgetUsd {value!r} is not a positive number (ignored)")
+    return None
 
 
 def _max_turns(value: Any, notes: list[str]) -> int | None:

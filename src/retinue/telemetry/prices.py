@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from retinue.errors import ConfigError
 from retinue.messages import Usage
 
 __all__ = [
@@ -52,11 +53,19 @@ def set_prices(table: Mapping[str, Mapping[str, float]] | None) -> None:
     """Prices from ``[model_prices]``: ``{"openai:gpt-4o": {"input": 2.5, "output": 10,
     "cached_input": 1.25}}`` (``cached_input`` defaults to ``input``). Replaces the earlier
     overrides; the defaults stay under them."""
-    _overrides.clear()
+    prices = {}
     for model, p in (table or {}).items():
-        _overrides[model] = ModelPrice(
+        unknown = set(p) - {"input", "cached_input", "output"}
+        if "input" not in p or "output" not in p or unknown:
+            raise ConfigError(
+                f"[model_prices] {model!r}: give input and output (and optionally "
+                f"cached_input) in US dollars per million tokens, not {sorted(p)}"
+            )
+        prices[model] = ModelPrice(
             float(p["input"]), float(p.get("cached_input", p["input"])), float(p["output"])
         )
+    _overrides.clear()
+    _overrides.update(prices)
 
 
 def price_of(model: str) -> ModelPrice | None:
