@@ -283,7 +283,14 @@ class _LoopWhileReading:
 
     def __exit__(self, *exc: object) -> None:
         self._runner.get_loop().call_soon_threadsafe(self._stopped)
-        self._thread.join()
+        interrupted = False
+        while self._thread.is_alive():  # a Ctrl-C now must not leave the loop running there
+            try:
+                self._thread.join()
+            except KeyboardInterrupt:
+                interrupted = True
+        if interrupted:
+            raise KeyboardInterrupt
 
     def _stopped(self) -> None:
         if not self._stop.done():
