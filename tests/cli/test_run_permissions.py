@@ -75,3 +75,16 @@ def test_an_unknown_mode_is_a_clear_line(tmp_path: Path) -> None:
         args = ["run", "--model", "openai:test", "--permission-mode", "yolo", "hi"]
         proc = retinue(args, server, tmp_path)
     assert "unknown mode 'yolo'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_run_ends_its_conversation_so_session_end_hooks_run(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    marker = tmp_path / "ended"
+    (home / "config.toml").write_text(
+        f'[[hooks.SessionEnd]]\nhooks = [{{ type = "command", command = "touch {marker}" }}]\n'
+    )
+    with LoopbackOpenAIServer(ScriptedModel(["fine"])) as server:
+        proc = retinue(["run", "--model", "openai:test", "hi"], server, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert marker.exists()

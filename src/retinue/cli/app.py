@@ -120,6 +120,7 @@ async def _answering(runtime: Runtime, task: str) -> RunOutput:
         sys.stderr.write(f"? {out.content}\n")
         line = await asyncio.to_thread(sys.stdin.readline) if sys.stdin.isatty() else ""
         out = await conversation.send(line.strip() or NO_ANSWER)
+    await conversation.close()  # the conversation ends here (its SessionEnd hooks run)
     return out
 
 
