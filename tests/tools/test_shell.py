@@ -17,7 +17,7 @@ import pytest
 from retinue.messages import ToolCall, ToolResultMessage
 from retinue.tools import ToolContext, ToolRegistry
 from retinue.tools.builtin.sandbox import bwrap_problem
-from retinue.tools.builtin.shell import OUTPUT_LIMIT, CappedOutput
+from retinue.tools.builtin.shell import OUTPUT_LIMIT, CappedOutput, run_command
 
 Call = Callable[..., Awaitable[ToolResultMessage]]
 
@@ -128,11 +128,28 @@ async def test_cancellation_kills_the_process_group_and_propagates(
     call = ToolCall("c1", "Bash", json.dumps({"command": command, "timeout": 20_000}))
     task = asyncio.create_task(registry.execute(call, ctx))
     assert await _wait_for(lambda: _has_pid(ws / "child.pid"))
-    assert len(_pids_running("sleep", "30.417")) == 1
+    # $! is known once bash has forked, before the child has become `sleep` (exec)
+    assert await _wait_for(lambda: len(_pids_running("sleep", "30.417")) == 1)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 5)
     assert await _wait_for(lambda: _pids_running("sleep", "30.417") == [], 2.0)
+
+
+async def test_a_cancellation_as_the_command_starts_still_kills_what_it_started(
+    ws: Path,
+) -> None:
+    """Cancelled while its pipes are being connected (the shell already running), asyncio
+    alone would kill the shell and leave its children: 20 tries at that moment."""
+    for i in range(20):
+        pid_file = ws / f"child{i}.pid"
+        command = f"sleep 31.{i}3 & echo $! > {pid_file.name}; wait"
+        task = asyncio.create_task(run_command(command, str(ws), 20))
+        assert await _wait_for(lambda f=pid_file: _has_pid(f), 10.0)  # polls each 20 ms
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert await _wait_for(lambda i=i: _pids_running("sleep", f"31.{i}3") == [], 5.0), i
 
 
 async def test_timeout_argument_is_validated(call: Call) -> None:

@@ -156,8 +156,8 @@ async def run_command(
     loop = asyncio.get_running_loop()
     sink = CappedOutput(limit)
     argv = sandbox.argv(command) if sandbox else ["bash", "-c", command]
-    try:
-        transport, proto = await loop.subprocess_exec(
+    spawn = asyncio.ensure_future(
+        loop.subprocess_exec(
             lambda: _Collector(sink, loop),
             *argv,
             cwd=cwd,
@@ -167,7 +167,17 @@ async def run_command(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+    )
+    try:
+        # Shielded: the command runs before its pipes are connected, and a cancellation
+        # there would have asyncio kill the shell alone, leaving what it started running.
+        transport, proto = await asyncio.shield(spawn)
     except BaseException:
+        if not spawn.cancelled() and (not spawn.done() or spawn.exception() is None):
+            with contextlib.suppress(BaseException):
+                started, _ = await spawn  # moments: the pipes are being connected
+                _kill_group(started.get_pid())
+                started.close()
         if sandbox is not None:
             sandbox.release()
         raise
