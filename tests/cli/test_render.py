@@ -95,3 +95,34 @@ def test_the_spinner_counts_tokens_as_the_token_line_does() -> None:
         Event(MODEL_CALLED, "main", {"input_tokens": 1234, "output_tokens": 56})
     )
     assert line == "[dim]· 1,234 in / 56 out tokens[/]"
+
+
+def wrapped(chunks: list[str], width: int = 20) -> str:
+    out = io.StringIO()
+    lines = LineDiscipline(out, wrap=True, width=lambda: width)
+    for chunk in chunks:
+        lines.text(chunk)
+    lines.end_line()
+    return out.getvalue()
+
+
+def test_streamed_text_wraps_between_words_whatever_the_chunks() -> None:
+    text = "the quick brown fox jumps over the lazy dog and keeps running far away"
+    for size in (1, 3, 7, 100):
+        chunks = [text[i : i + size] for i in range(0, len(text), size)]
+        rows = wrapped(chunks).split("\n")
+        assert all(len(r) <= 20 for r in rows)
+        assert " ".join(r.strip() for r in rows if r.strip()) == text  # no word cut
+    assert wrapped(["x" * 45]) == "x" * 20 + "\n" + "x" * 20 + "\n" + "x" * 5 + "\n"  # too wide
+    wide = "一二三四五六七八九十"  # two cells each: the row is full
+    assert wrapped([wide + " ab"]) == wide + "\nab\n"
+    assert wrapped(["a\tb\n\tc"]) == "a\tb\n\tc\n"  # tabs kept
+    assert wrapped(["line one\nline two"]) == "line one\nline two\n"
+
+
+def test_a_pipe_gets_the_text_unchanged() -> None:
+    out = io.StringIO()  # not a terminal, no width given
+    lines = LineDiscipline(out, wrap=True)
+    for chunk in ("a" * 300, " and ", "more"):
+        lines.text(chunk)
+    assert out.getvalue() == "a" * 300 + " and more" and lines.open

@@ -111,12 +111,13 @@ class LineDiscipline:
                 self._column = 0
             elif ch in " \t":
                 parts.append(self._place(width))
-                if self._column + 1 > width:
+                step = 1 if ch == " " else 8 - self._column % 8  # (tab stops every 8)
+                if self._column + step > width:
                     parts.append("\n")  # the space falls at the edge: a new line instead
                     self._column = 0
                 else:
-                    parts.append(ch if ch == " " else " ")
-                    self._column += 1
+                    parts.append(ch)
+                    self._column += step
             else:
                 self._word += ch
                 if cell_len(self._word) >= width:  # wider than the screen: cut it here
