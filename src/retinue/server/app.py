@@ -215,19 +215,19 @@ def _conversation_routes(app: FastAPI) -> None:
             "messages": space.shown([to_dict(m) for m in history]),
             "running": host.running(cid),
             "question": host.question(cid),
-            "approvals": [a.to_dict() for a in host.approvals(cid)],
+            "approvals": [a.to_dict() for a in await host.approvals(cid)],
         }
 
     @app.get("/v1/conversations/{cid}/approvals")
     async def list_approvals(cid: str, space: Space) -> dict[str, Any]:
         check(cid)
-        return {"approvals": [a.to_dict() for a in space.host.approvals(cid)]}
+        return {"approvals": [a.to_dict() for a in await space.host.approvals(cid)]}
 
     @app.post("/v1/conversations/{cid}/approvals/{aid}")
     async def answer_approval(cid: str, aid: str, body: ApprovalIn, space: Space) -> dict[str, Any]:
         check(cid)
         approval = Approval(body.allow, always=body.allow and body.always, message=body.message)
-        if not space.host.approve(cid, aid, approval):
+        if not await space.host.approve(cid, aid, approval):
             raise HTTPException(404, f"no pending approval {aid!r} in conversation {cid!r}")
         return {"answered": aid, "allow": body.allow}
 

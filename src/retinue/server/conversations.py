@@ -22,6 +22,16 @@ running when the process died is lost (the history goes back to the turn before 
 forgets the stored history too. Stored conversations unused for
 ``conversation_retention_days`` are pruned. Interactive sub-agent sessions are not stored.
 
+**Approvals that outlive the turn.** When the main agent (depth 0) asks for an approval, its
+history up to that call and the request are stored at once (:meth:`ConversationStore.save
+<retinue.memory.conversations.ConversationStore.save>`'s ``approvals``). If the turn ends
+while it waits (the service stops, or the client that sent the message goes away), the
+conversation leaves memory with that state stored: it is listed again (restored with its last
+step's calls unanswered), and answering it runs or refuses the call through the gate and goes
+on with the turn (:meth:`Session.resume <retinue.engine.session.Session.resume>`); a new
+message instead withdraws it (the step is closed as interrupted). Sub-agents' requests are
+not stored (their sessions live in memory only): their turn ends as interrupted.
+
 **Several workers.** When the store is shared (PostgreSQL: it offers
 :class:`~retinue.memory.pg_conversations.ConversationLeases`), several ``retinue serve``
 workers serve the same conversations, and any of them takes any conversation's next message.
@@ -57,11 +67,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from retinue.engine.config import RunOutput
+from retinue.engine.session import INTERRUPTED_NOTE, repair_history
 from retinue.errors import MemoryStoreError, RetinueError, SessionClosedError
 from retinue.events import EventSink
 from retinue.memory.conversations import ConversationSummary, title_of
 from retinue.memory.pg_conversations import ConversationLeases
-from retinue.messages import Message
+from retinue.messages import AssistantMessage, Message, ToolResultMessage
 from retinue.policy.approvals import Approval, ApprovalBroker, ApprovalRequest
 from retinue.runtime import Conversation, Runtime
 from retinue.server.hub import EventHub
@@ -132,12 +143,20 @@ class _Live:
     ``saved`` is the history as last saved (the same message objects), so a save writes only
     what changed after their common prefix; ``lock`` orders saves and the delete of one
     conversation; ``restored`` is done once its stored history is in place.
+
+    ``parked`` are the main agent's requests stored with ``parked_history`` (the history up to
+    their calls): waiting in ``approvals`` while their turn runs, or restored from the store
+    with no turn (answered, they go into ``answers`` by call id, for the resumed turn).
     """
 
-    conversation: Conversation
     restored: asyncio.Future[None]
     approvals: ApprovalBroker = field(default_factory=ApprovalBroker)  # calls waiting for a yes
+    conversation: Conversation = field(init=False)
+    parked: dict[str, ApprovalRequest] = field(default_factory=dict[str, ApprovalRequest])
+    parked_history: list[Message] | None = None
+    answers: dict[str, Approval] = field(default_factory=dict[str, Approval])
     saved: list[Message] = field(default_factory=list[Message])
+    saved_approvals: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     updated_at: float = field(default_factory=time.time)
 
@@ -219,15 +238,73 @@ class ConversationHost:
         live = self._live.get(cid)
         return live.conversation.session.question if live is not None else None
 
-    def approvals(self, cid: str) -> list[ApprovalRequest]:
-        """The calls of ``cid``'s agents (at any depth) waiting for a person's yes or no."""
-        live = self._live.get(cid)
-        return live.approvals.pending() if live is not None else []
+    async def approvals(self, cid: str) -> list[ApprovalRequest]:
+        """The calls of ``cid``'s agents (at any depth) waiting for a person's yes or no,
+        those stored before a restart included."""
+        live = await self._with_approvals(cid)
+        if live is None:
+            return []
+        waiting = live.approvals.pending()
+        ids = {r.id for r in waiting}
+        return waiting + [r for r in live.parked.values() if r.id not in ids]
 
-    def approve(self, cid: str, request_id: str, approval: Approval) -> bool:
-        """Answer one pending call of ``cid``; False if it is not pending (any more)."""
+    async def approve(self, cid: str, request_id: str, approval: Approval) -> bool:
+        """Answer one pending call of ``cid``; False if it is not pending (any more). A
+        request stored before a restart: once the last of its step's is answered, a turn
+        goes on from there (in the background)."""
+        live = await self._with_approvals(cid)
+        if live is None:
+            return False
+        if live.approvals.answer(request_id, approval):  # its turn waits for it
+            if live.parked.pop(request_id, None) is not None:
+                if not live.parked:
+                    live.parked_history = None
+                self._own(self._save(cid, live))  # answered: no longer kept through a stop
+            return True
+        request = live.parked.pop(request_id, None)
+        if request is None or live.approvals.pending():
+            return False
+        live.answers[request.call_id] = approval
+        if not live.parked:
+            live.parked_history = None
+            task = asyncio.create_task(self._resumed(cid))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+        return True
+
+    async def _with_approvals(self, cid: str) -> _Live | None:
+        """``cid`` in memory, or restored if the store keeps approvals of it; else None."""
         live = self._live.get(cid)
-        return live is not None and live.approvals.answer(request_id, approval)
+        if live is not None or self.store is None:
+            return live
+        if not await self.store.approvals(self.tenant, cid):
+            return None
+        return await self._open(cid)
+
+    async def _resumed(self, cid: str) -> None:
+        """The turn that goes on after stored approvals were answered (nobody waits for it)."""
+        try:
+            await self._turn(cid, None, keep_sessions=False, on_event=None)
+        except RetinueError as exc:
+            log.warning("conversation %s: the turn resumed after its approval failed: %s", cid, exc)
+
+    def _approver(self, cid: str, live: _Live) -> Callable[[ApprovalRequest], Awaitable[Approval]]:
+        """What answers the calls of ``cid``'s agents: an answer given after a restart (by the
+        call's id), else the broker, the main agent's requests stored first (see the module
+        docstring)."""
+
+        async def ask(request: ApprovalRequest) -> Approval:
+            answer = live.answers.pop(request.call_id, None)
+            if answer is not None:
+                return answer
+            if request.depth == 0 and self.store is not None:
+                live.parked[request.id] = request
+                if live.parked_history is None:
+                    live.parked_history = list(live.conversation.messages)
+                self._own(self._save(cid, live))
+            return await live.approvals(request)
+
+        return ask
 
     def message_count(self, cid: str) -> int:
         live = self._live.get(cid)
@@ -270,6 +347,12 @@ class ConversationHost:
         deleted meanwhile, :class:`ServerBusy` when too many turns are in flight, and the
         turn's own errors as they are.
         """
+        return await self._turn(cid, text, keep_sessions=keep_sessions, on_event=on_event)
+
+    async def _turn(
+        self, cid: str, text: str | None, *, keep_sessions: bool, on_event: EventSink | None
+    ) -> RunOutput:
+        """:meth:`send` (``text=None``: go on from the history, after stored approvals)."""
         if self.budget.count >= self.limits.max_turns:
             raise ServerBusy(f"{self.limits.max_turns} turns are already in progress; retry later")
         self.budget.count += 1
@@ -284,7 +367,9 @@ class ConversationHost:
                     live.updated_at = time.time()
                     if await held():
                         await self._save(cid, live)
-                        if self.leases is not None and not keep_sessions:
+                        if live.parked and self._live.get(cid) is live:  # ended while it waited
+                            await asyncio.shield(self._own(self._drop(cid, live)))
+                        elif self.leases is not None and not keep_sessions:
                             await asyncio.shield(self._own(self._evict(cid)))  # next: anywhere
                     else:  # another worker has the conversation now: leave its history be
                         await asyncio.shield(self._own(self._drop(cid, live)))
@@ -373,9 +458,9 @@ class ConversationHost:
         """The live conversation ``cid``, restored from the store on first use."""
         live = self._live.get(cid)
         if live is None:
-            broker = ApprovalBroker()
-            conversation = self.runtime.conversation(self.agent_id(cid), approver=broker)
-            live = self._live[cid] = _Live(conversation, asyncio.Future(), approvals=broker)
+            live = self._live[cid] = _Live(asyncio.Future())
+            approver = self._approver(cid, live)
+            live.conversation = self.runtime.conversation(self.agent_id(cid), approver=approver)
             self._own(self._restore(cid, live), live.restored)
         await asyncio.shield(live.restored)  # a waiter that goes away leaves it to finish
         return live
@@ -385,19 +470,24 @@ class ConversationHost:
             return
         try:
             history = await self.store.load(self.tenant, cid)
+            stored = await self.store.approvals(self.tenant, cid) if history else []
         except BaseException:
             if self._live.get(cid) is live:  # the next message tries again
                 del self._live[cid]
             raise
         if history and self._live.get(cid) is live:  # not deleted while it loaded
-            live.conversation.restore(history)
-            live.saved = list(live.conversation.messages)
+            parked = _waiting(history, stored)
+            live.conversation.restore(history, pending_calls=bool(parked))
+            if parked:
+                live.parked = {r.id: r for r in parked}
+                live.parked_history = list(live.conversation.messages)
+            live.saved, live.saved_approvals = list(live.conversation.messages), stored
 
     async def _send(
         self,
         cid: str,
         live: _Live,
-        text: str,
+        text: str | None,
         keep_sessions: bool,
         on_event: EventSink | None,
     ) -> RunOutput:
@@ -405,6 +495,8 @@ class ConversationHost:
         watching = ExitStack()
 
         def begin() -> None:  # this turn's time has come: its settings, its subscriber
+            if text is not None and live.parked and not live.approvals.pending():
+                _withdraw(live)  # a new message: the stored approvals' step is closed
             conversation.keep_sessions = keep_sessions
             conversation.stream = on_event is not None
             live.updated_at = time.time()
@@ -413,7 +505,10 @@ class ConversationHost:
 
         with watching:
             try:
-                out = await conversation.send(text, on_start=begin)
+                if text is None:
+                    out = await conversation.resume(on_start=begin)
+                else:
+                    out = await conversation.send(text, on_start=begin)
             except SessionClosedError:
                 raise ConversationGone(f"conversation {cid!r} was deleted") from None
         if out.stop_reason == "interrupted" and conversation.session.state in ("closing", "closed"):
@@ -433,16 +528,19 @@ class ConversationHost:
             async with live.lock:
                 if not closed and self._live.get(cid) is not live:
                     return  # deleted (or evicted, which saves itself) meanwhile
-                messages = list(live.conversation.messages)
+                parked = live.parked_history
+                messages = list(live.conversation.messages if parked is None else parked)
+                approvals = [r.to_dict() for r in live.parked.values()]
                 keep = _same_prefix(live.saved, messages)
-                if not messages or keep == len(messages) == len(live.saved):
+                same = keep == len(messages) == len(live.saved)
+                if not messages or (same and approvals == live.saved_approvals):
                     return
                 try:
-                    await store.save(self.tenant, cid, messages, keep=keep)
+                    await store.save(self.tenant, cid, messages, keep=keep, approvals=approvals)
                 except Exception as exc:  # the store's failure must not eat the answer
                     log.error("could not save conversation %r: %s", cid, exc)
                     return
-                live.saved = messages
+                live.saved, live.saved_approvals = messages, approvals
 
         await asyncio.shield(self._own(write()))
 
@@ -568,6 +666,53 @@ class ConversationHost:
 
 async def _always() -> bool:
     return True
+
+
+_REQUEST_FIELDS = frozenset(ApprovalRequest.__dataclass_fields__)
+
+
+def _waiting(history: Sequence[Message], stored: Sequence[dict[str, Any]]) -> list[ApprovalRequest]:
+    """The stored main-agent requests whose calls the history's last step left unanswered
+    (none unless every request found its call). That step's other unanswered calls may
+    have run before the stop: they get a result that says so (they are not run again)."""
+    requests: list[ApprovalRequest] = []
+    for data in stored:
+        try:
+            request = ApprovalRequest(**{k: v for k, v in data.items() if k in _REQUEST_FIELDS})
+        except TypeError:
+            return []
+        if request.depth != 0 or not request.call_id:
+            return []
+        requests.append(request)
+    step = next((m for m in reversed(history) if isinstance(m, AssistantMessage)), None)
+    if not requests or step is None or not step.tool_calls:
+        return []
+    at = len(history) - 1 - history[::-1].index(step)
+    answered = {m.tool_call_id for m in history[at + 1 :] if isinstance(m, ToolResultMessage)}
+    open_calls = {c.id: c for c in step.tool_calls if c.id not in answered}
+    asked = {r.call_id for r in requests}
+    if not asked <= open_calls.keys() or not isinstance(history, list):
+        return []
+    history.extend(
+        ToolResultMessage(c.id, c.name, LOST_RESULT, True)
+        for c in open_calls.values()
+        if c.id not in asked
+    )
+    return requests
+
+
+LOST_RESULT = (
+    "Error: the service stopped while this call ran; its result was not kept (it may have "
+    "run, in part or whole)"
+)
+
+
+def _withdraw(live: _Live) -> None:
+    """Drop the stored approvals' step: its calls get results, the turn is closed."""
+    live.parked.clear()
+    live.answers.clear()
+    live.parked_history = None
+    repair_history(live.conversation.messages, INTERRUPTED_NOTE)
 
 
 def _succeeded(future: asyncio.Future[None]) -> bool:
