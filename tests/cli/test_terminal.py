@@ -4,6 +4,7 @@ streamed answer."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shlex
 import shutil
@@ -17,8 +18,10 @@ from pathlib import Path
 import pytest
 from test_chat_consolidation import GatedModel  # (tests/cli is on the path)
 
+from retinue.errors import ModelError
 from retinue.llm.loopback import LoopbackOpenAIServer
-from retinue.messages import AssistantMessage, ToolCall
+from retinue.memory import ConsolidationOptions, open_memory
+from retinue.messages import AssistantMessage, ToolCall, UserMessage
 from retinue.testing import ScriptedModel, call_tool
 
 pytestmark = [
@@ -245,3 +248,28 @@ def test_the_embedded_model_is_assembled_before_the_first_prompt(
         assert (tmp_path / "home" / "models" / model.file_name).stat().st_size == model.size
         pane.keys("C-d")
         assert "EXITED 0" in pane.wait_for(lambda t: "EXITED" in t)
+
+
+def test_memory_retry_shows_each_transcript_with_a_spinner(
+    tmp_path: Path, pane_for: Callable[..., Pane]
+) -> None:
+    store = open_memory(tmp_path / "home", options=ConsolidationOptions(retry_delay=0))
+    asyncio.run(
+        store.consolidate(
+            tenant="default", role="archivist", session_id="main/archivist:a",
+            messages=[UserMessage("remember the port is 8080")],
+            model=ScriptedModel([ModelError("down")] * 3),
+        )
+    )  # fmt: skip
+    store.close()
+    memorize = call_tool("memorize", {"new_passages": ["the port is 8080"]})
+    with LoopbackOpenAIServer(ScriptedModel([memorize], delay=2.5)) as server:
+        pane = pane_for(server, "memory retry")
+        spinning = pane.wait_for(lambda t: "consolidating with openai:test… " in t)
+        (line,) = [ln for ln in spinning.splitlines() if "[1/1] " in ln]
+        assert "main/archivist:a (archivist's memory, tenant default)" in line
+        assert line.rstrip().endswith("s")  # the elapsed seconds
+        screen = pane.wait_for(lambda t: "EXITED" in t)
+    assert "EXITED 0" in screen
+    assert "applied main/archivist:a (1 passage(s), 0 block(s), " in screen
+    assert "consolidating with" not in screen  # the spinner is gone
