@@ -12,6 +12,18 @@ client that asked for progress gets one notification per event of the sub-agent 
 message is the event as JSON: ``kind``, ``agent_id``, and the event's data, ``parent_id``
 included, from which the tree is built).
 
+**Results and errors.** A reply is its text, once (no structured copy of the same text). A
+Retinue error (unknown role, bad instance, unknown session) is a tool error with its own
+message, never the SDK's "Error executing tool" with a traceback on stderr. The server
+names itself with Retinue's version.
+
+**Questions.** A sub-agent's ``AskParent`` reaches the client within the same ``SubAgent``
+call: at 2025-11-25 by elicitation, if the client declares it; at 2026-07-28 as an
+``input_required`` result whose elicitation the client answers by retrying the call. The
+answer goes to the same turn, which goes on (at most ``MAX_QUESTIONS`` rounds a call). A
+client that cannot be asked, or declines, reads ``[session … asks: …]`` and answers with its
+next ``SubAgent`` call, as Retinue's own agents do.
+
 **Who the client is.** On stdio the client is one parent, ``mcp-client``. Over HTTP each
 request's token decides (see :mod:`retinue.server.tokens`): the service's own token is the
 parent ``mcp-client`` in the service's tenant, and a named token ``bo`` is the parent
@@ -26,20 +38,23 @@ import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import replace
+from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any, TypeAlias
 
 from mcp import types
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError as McpToolError
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import is_version_at_least
 from pydantic import BaseModel, Field
 
-from retinue.errors import RetinueError
+from retinue.engine.session import ASKS_NOTE
+from retinue.errors import RetinueError, SubAgentError
 from retinue.events import TEXT_DELTA, Event
 from retinue.policy.approvals import Approval, ApprovalRequest
 from retinue.runtime import Runtime
 from retinue.server.tokens import Principal
-from retinue.subagents.tools import subagent, subagent_status, unload_subagent
+from retinue.subagents.registry import Held
+from retinue.subagents.tools import question_note, subagent, subagent_status, unload_subagent
 from retinue.tools.base import Tool, ToolContext
 
 __all__ = ["PARENT_ID", "build_server"]
@@ -198,18 +213,171 @@ def principal_of(mcp_ctx: Context[Any, Any]) -> Principal | None:
     return found if isinstance(found, Principal) else None
 
 
-async def _run(t: Tool, clients: Clients, mcp_ctx: Context[Any, Any], **arguments: Any) -> str:
+MAX_QUESTIONS = 20  # rounds of a sub-agent's questions answered within one call
+ANSWER_KEY = "answer"  # the key of the question in a 2026-07-28 input_required result
+
+
+class AnswerForm(BaseModel):
+    """What an MCP client is asked when a sub-agent asks its parent a question."""
+
+    answer: str = Field(description="Your answer to the sub-agent's question")
+
+
+def _failure(text: str) -> types.CallToolResult:
+    """A Retinue error as the client reads it: its own message, no prefix, no traceback."""
+    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+
+
+def _reply(text: str) -> types.CallToolResult:
+    """A reply as text only: a structured copy of the same text would be read twice."""
+    return types.CallToolResult(content=[types.TextContent(text=text)])
+
+
+def _retinue_error(exc: BaseException) -> RetinueError | None:
+    """The Retinue error ``exc`` is, or the only kind of error a group of them holds."""
+    if isinstance(exc, RetinueError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        found, rest = exc.split(RetinueError)
+        if found is not None and rest is None:
+            while isinstance(found, BaseExceptionGroup):
+                found = found.exceptions[0]
+            return found if isinstance(found, RetinueError) else None
+    return None
+
+
+def _modern(mcp_ctx: Context[Any, Any]) -> bool:
+    """Whether the call came at 2026-07-28 or later (input_required, no mid-call requests)."""
+    version = mcp_ctx.protocol_version
+    return version is not None and is_version_at_least(version, "2026-07-28")
+
+
+def _asking(ctx: ToolContext, clients: Clients, reply: str) -> Held | None:
+    """The session of ``ctx``'s agent whose question ``reply`` is, if it is one."""
+    for held in clients.runtime.manager.registry.held_by(ctx.agent_id):
+        question = held.session.question
+        if question is not None and reply.startswith(
+            ASKS_NOTE.format(id=held.id, question=question)
+        ):
+            return held
+    return None
+
+
+async def _answer(ctx: ToolContext, held: Held, answer: str) -> str:
+    """Give a session's question its answer: its turn goes on, and its reply comes back."""
+    args = {"task": answer, "role": held.role.name, "instance": held.key.instance,
+            "interactive": True}  # fmt: skip
+    return await subagent.invoke(ctx, json.dumps(args))
+
+
+async def _ask_client(mcp_ctx: Context[Any, Any], held: Held) -> str | None:
+    """Ask the client, by elicitation, the question ``held`` asks (None: it cannot be asked,
+    or it did not answer: then it reads the question and answers with SubAgent)."""
+    if not _can_elicit(mcp_ctx):
+        return None
+    try:
+        result = await mcp_ctx.elicit(f"[session {held.id} asks] {held.session.question}",
+                                      AnswerForm)  # fmt: skip
+    except (MCPError, ValueError):
+        return None
+    data = result.data if result.action == "accept" else None
+    return data.answer if data is not None and data.answer.strip() else None
+
+
+def _input_required(held: Held) -> types.InputRequiredResult:
+    """A 2026-07-28 client's question round: the session's question as an elicitation;
+    the client retries the call with the answer and this state."""
+    schema = AnswerForm.model_json_schema()
+    schema.pop("title", None)
+    params = types.ElicitRequestFormParams(
+        message=f"[session {held.id} asks] {held.session.question}", requested_schema=schema
+    )
+    return types.InputRequiredResult(
+        input_requests={ANSWER_KEY: types.ElicitRequest(params=params)},
+        request_state=json.dumps({"session": held.id}),
+    )
+
+
+def _retried_answer(mcp_ctx: Context[Any, Any]) -> tuple[str, str | None] | None:
+    """A 2026-07-28 retry: the session it answers and the answer (None if not accepted)."""
+    state = mcp_ctx.request_state
+    if not state:
+        return None
+    try:
+        cid = json.loads(state)["session"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return None
+    response = (mcp_ctx.input_responses or {}).get(ANSWER_KEY)
+    content = (
+        getattr(response, "content", None) if getattr(response, "action", "") == "accept" else None
+    )
+    answer = content.get("answer") if isinstance(content, dict) else None
+    return (str(cid), answer if isinstance(answer, str) and answer.strip() else None)
+
+
+async def _delegate(ctx: ToolContext, clients: Clients, mcp_ctx: Context[Any, Any],
+                    raw: str) -> str | types.InputRequiredResult:  # fmt: skip
+    """``SubAgent``, with a sub-agent's questions asked of the client: by elicitation within
+    the call (2025-11-25, a client that declares it), or as ``input_required`` rounds
+    (2026-07-28). The answer goes to the same turn, which goes on."""
+    retried = _retried_answer(mcp_ctx) if _modern(mcp_ctx) else None
+    if retried is not None:
+        cid, answer = retried
+        held = clients.runtime.manager.registry.by_id(cid)
+        if held is None or held.parent_id != ctx.agent_id or held.session.question is None:
+            raise SubAgentError(f"session {cid} is not waiting for an answer")
+        if answer is None:  # declined: the question stays, for a later SubAgent call
+            return question_note(held.session.question, held.id, held.role.name,
+                                 held.key.instance)  # fmt: skip
+        reply = await _answer(ctx, held, answer)
+    else:
+        reply = await subagent.invoke(ctx, raw)
+    for _ in range(MAX_QUESTIONS):
+        held = _asking(ctx, clients, reply)
+        if held is None:
+            break
+        if _modern(mcp_ctx):
+            if (
+                mcp_ctx.client_capabilities is None
+                or mcp_ctx.client_capabilities.elicitation is None
+            ):
+                break
+            return _input_required(held)
+        answer = await _ask_client(mcp_ctx, held)
+        if answer is None:
+            break
+        reply = await _answer(ctx, held, answer)
+    return reply
+
+
+async def _run(
+    t: Tool, clients: Clients, mcp_ctx: Context[Any, Any], **arguments: Any
+) -> types.CallToolResult | types.InputRequiredResult:
     """One of Retinue's own tools, run as the calling client, its events as progress, its
-    failures as MCP tool errors."""
+    failures as tool errors with their own message (none reaches the SDK as a crash)."""
     ctx, progress, approvals = clients.of(principal_of(mcp_ctx))
     raw = json.dumps({k: v for k, v in arguments.items() if v})
-    async with progress.reporting(mcp_ctx):  # (a task group: what it raises comes grouped)
-        with approvals.calling(mcp_ctx):
-            try:
-                return await t.invoke(ctx, raw)
-            except RetinueError as exc:
-                failure = str(exc)
-    raise McpToolError(failure)
+    try:
+        async with progress.reporting(mcp_ctx):  # (a task group: what it raises comes grouped)
+            with approvals.calling(mcp_ctx):
+                if t is subagent:
+                    out = await _delegate(ctx, clients, mcp_ctx, raw)
+                else:
+                    out = await t.invoke(ctx, raw)
+    except BaseException as exc:
+        error = _retinue_error(exc)
+        if error is None:
+            raise
+        return _failure(str(error))
+    return out if isinstance(out, types.InputRequiredResult) else _reply(out)
+
+
+def _version() -> str:
+    """Retinue's version, as the server names itself to its clients."""
+    try:
+        return version("retinue")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "0"
 
 
 def build_server(runtime: Runtime, parent_id: str = PARENT_ID) -> MCPServer[Any]:
@@ -228,11 +396,16 @@ def build_server(runtime: Runtime, parent_id: str = PARENT_ID) -> MCPServer[Any]
     roles = "\n".join(f"- {r.name}: {r.description}" for r in runtime.catalog.roles.values())
     server: MCPServer[Any] = MCPServer(
         "retinue",
+        version=_version(),
         instructions=f"Retinue's sub-agents. Roles:\n{roles or '(none)'}",
         lifespan=lifespan,
     )
 
-    @server.tool(name="SubAgent", description=f"{subagent.description}\n\nRoles:\n{roles}")
+    @server.tool(
+        name="SubAgent",
+        structured_output=False,
+        description=f"{subagent.description}\n\nRoles:\n{roles}",
+    )
     async def delegate(
         task: Annotated[str, Field(description="The task or message for the sub-agent")],
         role: RoleArg,
@@ -242,20 +415,24 @@ def build_server(runtime: Runtime, parent_id: str = PARENT_ID) -> MCPServer[Any]
         instance: InstanceArg = None,
         *,
         mcp_ctx: Context[Any, Any],
-    ) -> str:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         return await _run(subagent, clients, mcp_ctx, task=task, role=role,
                           interactive=interactive, instance=instance)  # fmt: skip
 
-    @server.tool(name="UnloadSubAgent", description=unload_subagent.description)
+    @server.tool(
+        name="UnloadSubAgent", structured_output=False, description=unload_subagent.description
+    )
     async def unload(
         role: RoleArg, instance: InstanceArg = None, *, mcp_ctx: Context[Any, Any]
-    ) -> str:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         return await _run(unload_subagent, clients, mcp_ctx, role=role, instance=instance)
 
-    @server.tool(name="SubAgentStatus", description=subagent_status.description)
+    @server.tool(
+        name="SubAgentStatus", structured_output=False, description=subagent_status.description
+    )
     async def status(
         role: RoleArg, instance: InstanceArg = None, *, mcp_ctx: Context[Any, Any]
-    ) -> str:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         return await _run(subagent_status, clients, mcp_ctx, role=role, instance=instance)
 
     @server.resource("retinue://roles", name="roles", mime_type="application/json")
