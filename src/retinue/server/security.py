@@ -262,7 +262,7 @@ def _preflight(origin: str) -> dict[str, str]:
         "Access-Control-Allow-Origin": origin,
         "Access-Control-Allow-Methods": "GET, POST, DELETE",
         "Access-Control-Allow-Headers": (
-            "Authorization, Content-Type, Accept, X-Retinue-Conversation"
+            "Authorization, Content-Type, Accept, X-Retinue-Conversation, X-Retinue-Keep-Sessions"
         ),
         "Access-Control-Max-Age": "600",
         "Vary": "Origin",
