@@ -128,3 +128,72 @@ def test_a_reloaded_tab_shows_the_pending_card_and_its_answer_reaches_every_tab(
         assert (tmp_path / "deep.txt").read_text() == "from c"
     finally:
         server.stop()
+
+
+def test_stop_denies_the_pending_call_so_nothing_stays_stored(
+    tmp_path: Path, pages: Callable[[], Page]
+) -> None:
+    server = serverkit.ServerThread(
+        chain.chain_runtime(tmp_path, chain.main_writes(), with_memory=True)
+    ).start()
+    try:
+        page = signed_in(pages(), server)
+        cid = say(page, "go")
+        expect(card(page)).to_have_count(1)
+        page.click("#stop")
+        expect(card(page)).to_have_count(0)
+        expect(page.locator("#send")).to_be_enabled()
+        with server.client() as client:
+            serverkit.wait_for(
+                lambda: not client.get("/v1/conversations").json()["conversations"][0]["running"]
+            )
+            assert client.get(f"/v1/conversations/{cid}/approvals").json()["approvals"] == []
+        assert not (tmp_path / "main.txt").exists()
+    finally:
+        server.stop()
+
+
+def test_after_a_restart_the_stored_card_is_shown_and_allow_finishes_the_turn(
+    tmp_path: Path, pages: Callable[[], Page]
+) -> None:
+    [before] = chain.stopped_while_pending(tmp_path, chain.main_writes(), "r1")
+    server = chain.restarted(tmp_path, chain.main_says("The file is written."))
+    try:
+        page = signed_in(pages(), server)
+        page_kit.conversation_item(page, "r1").click()
+        box = card(page)
+        expect(box).to_have_count(1)
+        expect(box.locator(".who")).to_have_text("The main agent wants to run Write")
+        expect(box).to_have_attribute("data-id", before["id"])
+        shot(page, "approval-after-restart.png")
+        box.get_by_role("button", name="Allow").click()
+        expect(box).to_have_count(0)
+        reply = page.locator("#messages .msg-assistant .text").last
+        expect(reply).to_have_text("The file is written.")
+        assert (tmp_path / "main.txt").read_text() == "kept"
+    finally:
+        server.stop()
+
+
+def test_reloading_the_sending_tab_keeps_a_main_agent_request(
+    tmp_path: Path, pages: Callable[[], Page]
+) -> None:
+    models = chain.main_writes()
+    models["main"].add("Written after the reload.")
+    server = serverkit.ServerThread(chain.chain_runtime(tmp_path, models, with_memory=True)).start()
+    try:
+        page = signed_in(pages(), server)
+        cid = say(page, "go")
+        expect(card(page)).to_have_count(1)
+        page.reload()  # the turn's stream goes with the page
+        expect(page.locator("#chat-title")).to_have_attribute("data-cid", cid)
+        box = card(page)
+        expect(box).to_have_count(1)
+        expect(box.locator(".who")).to_have_text("The main agent wants to run Write")
+        box.get_by_role("button", name="Allow").click()
+        expect(box).to_have_count(0)
+        reply = page.locator("#messages .msg-assistant .text").last
+        expect(reply).to_have_text("Written after the reload.")
+        assert (tmp_path / "main.txt").read_text() == "kept"
+    finally:
+        server.stop()

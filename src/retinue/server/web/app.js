@@ -589,6 +589,17 @@
     return card;
   }
 
+  // Stop denies the turn's pending calls first: a main-agent call left waiting would stay
+  // stored (it outlives its turn's stream, as through a restart of the service).
+  async function stopTurn() {
+    const turn = state.turn;
+    if (!turn) return;
+    const pending = [...approvalsOf(turn.cid).keys()];
+    const path = (id) => `/v1/conversations/${encodeURIComponent(turn.cid)}/approvals/${encodeURIComponent(id)}`;
+    await Promise.allSettled(pending.map((id) => api("POST", path(id), { allow: false, message: "the user stopped the turn" })));
+    turn.controller.abort();
+  }
+
   // Cards still pending keep their element (and what was typed in them).
   function drawApprovals() {
     const box = $("approvals");
@@ -609,6 +620,8 @@
       }
     }
     approvalsOf(cid).delete(id);
+    const listed = state.conversations.find((c) => c.id === cid);
+    if (listed && !(state.turn && state.turn.cid === cid)) listed.running = true; // followed until it ends
     if (cid === state.current) drawApprovals();
   }
 
@@ -970,7 +983,7 @@
     $("refresh").addEventListener("click", refreshSessions);
     $("history-close").addEventListener("click", closeHistory);
     $("session-form").addEventListener("submit", messageSession);
-    $("stop").addEventListener("click", () => state.turn && state.turn.controller.abort());
+    $("stop").addEventListener("click", stopTurn);
     $("composer").addEventListener("submit", (e) => {
       e.preventDefault();
       const text = $("input").value.trim();
