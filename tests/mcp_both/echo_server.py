@@ -66,6 +66,14 @@ def pid() -> str:
 
 
 @server.tool()
+def client(ctx: Context) -> str:
+    """How the calling client names itself (its clientInfo)."""
+    params = ctx.session.client_params
+    info = params.client_info if params is not None else None
+    return f"{info.name} {info.version}" if info is not None else "unnamed"
+
+
+@server.tool()
 async def sleep(seconds: float) -> str:
     """Sleeps; leaves a mark when it starts and when it is cancelled."""
     (MARKS / "sleep-started").write_text("1")

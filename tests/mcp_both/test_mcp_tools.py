@@ -239,3 +239,11 @@ def gone_soon(pid: int) -> bool:
             return True
         time.sleep(0.1)
     return False
+
+
+async def test_the_client_names_itself_retinue_with_its_version(runtime_of) -> None:
+    from importlib.metadata import version
+
+    model = ScriptedModel([call_tool("mcp__echo__client"), "done"])
+    await runtime_of(model).conversation().send("go")
+    assert results(model, 1) == f"retinue {version('retinue')}"

@@ -18,6 +18,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -33,11 +34,19 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from retinue.errors import RetinueError
 from retinue.mcp.servers import HttpServer, ServerConfig, StdioServer, expanded
 
-__all__ = ["McpError", "McpHub", "McpServer"]
+__all__ = ["McpError", "McpHub", "McpServer", "retinue_version"]
 
 log = logging.getLogger("retinue.mcp")
 START_TIMEOUT = 30.0
 RETRY_AFTER = 30.0  # a server that failed to start is not tried again sooner
+
+
+def retinue_version() -> str:
+    """Retinue's version, as it names itself to MCP peers (clientInfo, serverInfo)."""
+    try:
+        return version("retinue")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "0"
 
 
 class McpError(RetinueError):
@@ -193,7 +202,11 @@ class McpServer:
 
     def _connect(self, errlog: TextIO | None) -> Client:
         cfg = expanded(self.config)  # ${VAR}s: only now, for a server allowed to start
-        options: dict[str, Any] = {"message_handler": self._on_message, "cache": None}
+        options: dict[str, Any] = {
+            "message_handler": self._on_message,
+            "cache": None,
+            "client_info": types.Implementation(name="retinue", version=retinue_version()),
+        }
         if isinstance(cfg, StdioServer):
             params = StdioServerParameters(
                 command=cfg.command,

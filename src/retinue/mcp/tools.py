@@ -5,12 +5,17 @@ admits one. A role's allow-list decides which servers ever start for it: a serve
 whose tools it may use is not started. Results are mapped for a text model: text as is,
 structured content as JSON (unless a text block already says it), images and audio as a
 short placeholder, resources by their text or their address; an error result is an error.
+A name longer than providers allow (64) is cut and given a short hash of the server's and
+tool's names, so it stays unique and stable. A tool that requires task-augmented execution
+(``taskSupport: "required"``) is left out with a notice, as is a second tool whose name, its
+odd characters replaced, is taken.
 """
 
 from __future__ import annotations
 
 import asyncio
 import fnmatch
+import hashlib
 import json
 import logging
 import re
@@ -40,8 +45,15 @@ class _AnyArgs(pydantic.BaseModel):
 
 
 def tool_name(server: str, tool: str) -> str:
-    """``mcp__<server>__<tool>``, with characters providers refuse replaced by ``_``."""
-    return (PREFIX + server + "__" + re.sub(r"[^A-Za-z0-9_-]", "_", tool))[:MAX_NAME]
+    """``mcp__<server>__<tool>``, with characters providers refuse replaced by ``_``. A name
+    longer than ``MAX_NAME`` is cut and ends with ``_`` and six hex digits of a hash of the
+    server's and tool's own names: stable from run to run, and two tools cut to the same
+    prefix keep different names."""
+    name = PREFIX + server + "__" + re.sub(r"[^A-Za-z0-9_-]", "_", tool)
+    if len(name) <= MAX_NAME:
+        return name
+    digest = hashlib.sha256(f"{server}\0{tool}".encode()).hexdigest()[:6]
+    return name[: MAX_NAME - 7] + "_" + digest
 
 
 def server_of(name: str) -> str | None:
@@ -126,7 +138,7 @@ class McpSource:
 
     def __init__(self, hub: McpHub) -> None:
         self.hub = hub
-        self._told: set[tuple[str, str]] = set()
+        self._told: set[tuple[str, str, str]] = set()
 
     async def tools(
         self, ctx: ToolContext, allows: Sequence[frozenset[str]], drops: frozenset[str]
@@ -134,10 +146,23 @@ class McpSource:
         usable = [s for n, s in self.hub.visible(ctx.role).items() if _may_use(n, allows, drops)]
         listings = await asyncio.gather(*(self._listed(ctx, s) for s in usable))  # start at once
         out: list[Tool] = []
+        taken: set[str] = set()
         for server, listed in zip(usable, listings, strict=True):
             for spec in listed:
+                if _needs_task(spec):
+                    self._tell(ctx, server.name, f"MCP tool {spec.name!r} of server "
+                               f"{server.name!r} left out: it requires task-augmented "
+                               "execution (MCP Tasks), which Retinue does not call",
+                               key=spec.name)  # fmt: skip
+                    continue
                 t = McpTool(server, spec)
+                if t.name in taken:  # two names that differ only in characters replaced
+                    self._tell(ctx, server.name, f"MCP tool {spec.name!r} of server "
+                               f"{server.name!r} left out: its name {t.name!r} is taken "
+                               "by another tool", key=spec.name)  # fmt: skip
+                    continue
                 if all(admits(a, t.name) for a in allows) and not _dropped(t.name, drops):
+                    taken.add(t.name)
                     out.append(t)
         return out
 
@@ -151,13 +176,20 @@ class McpSource:
     async def aclose(self) -> None:
         await self.hub.close()
 
-    def _tell(self, ctx: ToolContext, server: str, text: str) -> None:
-        """Say once per agent and server that its tools are missing, and why."""
-        if (ctx.agent_id, server) in self._told:
+    def _tell(self, ctx: ToolContext, server: str, text: str, *, key: str = "") -> None:
+        """Say once per agent and server (and ``key``: a tool) that tools are missing, and
+        why."""
+        if (ctx.agent_id, server, key) in self._told:
             return
-        self._told.add((ctx.agent_id, server))
+        self._told.add((ctx.agent_id, server, key))
         log.warning("%s", text)
         emit(ctx.events, NOTICE, ctx.agent_id, text=text)
+
+
+def _needs_task(spec: types.Tool) -> bool:
+    """Whether a tool can only be called task-augmented (``taskSupport: "required"``)."""
+    execution = spec.execution
+    return execution is not None and execution.task_support == "required"
 
 
 def _dropped(name: str, drops: frozenset[str]) -> bool:

@@ -38,7 +38,6 @@ import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import replace
-from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any, TypeAlias
 
 from mcp import types
@@ -50,6 +49,7 @@ from pydantic import BaseModel, Field
 from retinue.engine.session import ASKS_NOTE
 from retinue.errors import RetinueError, SubAgentError
 from retinue.events import TEXT_DELTA, Event
+from retinue.mcp.client import retinue_version
 from retinue.policy.approvals import Approval, ApprovalRequest
 from retinue.runtime import Runtime
 from retinue.server.tokens import Principal
@@ -372,14 +372,6 @@ async def _run(
     return out if isinstance(out, types.InputRequiredResult) else _reply(out)
 
 
-def _version() -> str:
-    """Retinue's version, as the server names itself to its clients."""
-    try:
-        return version("retinue")
-    except PackageNotFoundError:  # a source tree that was never installed
-        return "0"
-
-
 def build_server(runtime: Runtime, parent_id: str = PARENT_ID) -> MCPServer[Any]:
     """The MCP server of ``runtime``'s roles; its lifespan ends the client's sessions."""
     clients = Clients(runtime, parent_id)
@@ -396,7 +388,7 @@ def build_server(runtime: Runtime, parent_id: str = PARENT_ID) -> MCPServer[Any]
     roles = "\n".join(f"- {r.name}: {r.description}" for r in runtime.catalog.roles.values())
     server: MCPServer[Any] = MCPServer(
         "retinue",
-        version=_version(),
+        version=retinue_version(),
         instructions=f"Retinue's sub-agents. Roles:\n{roles or '(none)'}",
         lifespan=lifespan,
     )
