@@ -40,6 +40,7 @@ from retinue.messages import (
     UserMessage,
 )
 from retinue.policy.hooks import pre_compact
+from retinue.telemetry import trace as _tel
 from retinue.tools.base import ToolContext
 
 __all__ = [
@@ -253,6 +254,7 @@ class AutoCompressor:
             overhead = last_input_tokens - sent.estimate
             self._sent[id(messages)] = _Sent(sent.count, sent.last, sent.estimate, overhead)
 
+    @_tel.traced("compress")
     async def _compress(
         self,
         messages: list[Message],

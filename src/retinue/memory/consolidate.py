@@ -51,6 +51,7 @@ from retinue.messages import (
     ToolResultMessage,
     UserMessage,
 )
+from retinue.telemetry import trace as _tel
 
 if TYPE_CHECKING:
     from retinue.llm.base import Model
@@ -388,11 +389,12 @@ async def consolidate_session(
                 messages=messages,
             )
         scope = consolidation_scope.get()
-        written = await _reread_on_conflict(
-            lambda: _consolidate(store, tenant, role, session_id, messages, model, run_id),
-            role,
-            scope,
-        )
+        with _tel.span("memory consolidate", **{"gen_ai.agent.name": role}):
+            written = await _reread_on_conflict(
+                lambda: _consolidate(store, tenant, role, session_id, messages, model, run_id),
+                role,
+                scope,
+            )
     except asyncio.CancelledError:
         if path is not None:
             await _keep(store, path, "cancelled before the memory was written")

@@ -19,12 +19,13 @@ child of the parent's ``SubAgent`` tool span that started it.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from retinue.messages import Usage, to_dict
 from retinue.telemetry.prices import cost_usd
@@ -44,9 +45,13 @@ __all__ = [
     "inject",
     "setup",
     "span",
+    "traced",
     "traced_calls",
     "with_remote_parent",
 ]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 SEMCONV_VERSION = "semantic-conventions-genai v0.1.0"
 ENABLED = False  # read by the engine before every hook: keep it a plain module attribute
@@ -285,6 +290,27 @@ def span(name: str, **attributes: Any) -> Iterator[Any]:
         except BaseException as exc:
             _error(current, _describe(exc))
             raise
+
+
+def traced(name: str) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
+    """Decorate a coroutine function that runs rarely (compression): a span ``name`` around
+    each call while tracing is on, with its ``str`` / ``int`` / ``bool`` keyword arguments
+    as ``retinue.<name>`` attributes. Tracing off, one flag check per call."""
+
+    def wrap(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+        @functools.wraps(fn)
+        async def call(*args: P.args, **kwargs: P.kwargs) -> R:
+            if not ENABLED:
+                return await fn(*args, **kwargs)
+            simple = {
+                f"retinue.{k}": v for k, v in kwargs.items() if isinstance(v, str | int | bool)
+            }
+            with span(name, **simple):
+                return await fn(*args, **kwargs)
+
+        return call
+
+    return wrap
 
 
 # -- across processes ----------------------------------------------------------------------

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from retinue.errors import ToolError
 from retinue.memory.store import MemoryStore
+from retinue.telemetry import trace as _tel
 from retinue.tools.base import Tool, ToolContext, tool
 
 __all__ = [
@@ -42,7 +43,8 @@ async def core_memory_append(
     content: Annotated[str, Field(description="text to add as a new line at the block's end")],
 ) -> str:
     """Append text to one of your core memory blocks (always shown in your prompt)."""
-    b = await _store(ctx).append_block(ctx.tenant, ctx.role, block, content)
+    with _tel.span("memory update_block", **{"gen_ai.agent.name": ctx.role}):
+        b = await _store(ctx).append_block(ctx.tenant, ctx.role, block, content)
     return f"Appended; {_usage(b.name, b.value, b.limit)}."
 
 
@@ -54,7 +56,8 @@ async def core_memory_replace(
     new: Annotated[str, Field(description="replacement text (empty to delete)")],
 ) -> str:
     """Replace text in one of your core memory blocks (every occurrence of ``old``)."""
-    b = await _store(ctx).replace_in_block(ctx.tenant, ctx.role, block, old, new)
+    with _tel.span("memory update_block", **{"gen_ai.agent.name": ctx.role}):
+        b = await _store(ctx).replace_in_block(ctx.tenant, ctx.role, block, old, new)
     return f"Replaced; {_usage(b.name, b.value, b.limit)}."
 
 
@@ -77,7 +80,8 @@ async def archival_memory_search(
     limit: Annotated[int, Field(ge=1, le=50, description="most passages to return")] = 5,
 ) -> str:
     """Search your archival memory; returns the best-matching passages, best first."""
-    hits = await _store(ctx).search(ctx.tenant, ctx.role, query, limit)
+    with _tel.span("memory search", **{"gen_ai.agent.name": ctx.role}):
+        hits = await _store(ctx).search(ctx.tenant, ctx.role, query, limit)
     if not hits:
         return f"No archival passages match {query!r}."
     return "\n".join(f"[{i}] (#{p.id}) {p.content}" for i, p in enumerate(hits, 1))
