@@ -415,6 +415,7 @@ def test_the_main_models_official_provider_without_a_key_fails() -> None:
     (target,) = provider_targets("anthropic:claude-x", {})
     assert isinstance(target, Check) and target.status == "failed"
     assert target.fix == "set ANTHROPIC_API_KEY"
+    assert target.detail == "no API key for https://api.anthropic.com"  # the fix said once
 
 
 # -- data directory and memory -------------------------------------------------------------

@@ -91,11 +91,11 @@ class Check:
 
     @classmethod
     def warning(cls, name: str, detail: str, fix: str) -> Check:
-        return cls(name, "warning", _one_line(detail), _one_line(fix))
+        return cls(name, "warning", *_detail_and_fix(detail, fix))
 
     @classmethod
     def failed(cls, name: str, detail: str, fix: str) -> Check:
-        return cls(name, "failed", _one_line(detail), _one_line(fix))
+        return cls(name, "failed", *_detail_and_fix(detail, fix))
 
     @classmethod
     def failed_with(cls, name: str, message: str, fix: str = "see the message above") -> Check:
@@ -112,6 +112,15 @@ class Check:
 def _one_line(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= _MAX_DETAIL else text[: _MAX_DETAIL - 1] + "…"
+
+
+def _detail_and_fix(detail: str, fix: str) -> tuple[str, str]:
+    """Both on one line each; a detail that ends with the fix (``…: set X``) loses it, so
+    the fix is said once, on its own line."""
+    detail, fix = _one_line(detail), _one_line(fix)
+    if fix and detail.endswith(fix) and len(detail) > len(fix):
+        detail = detail[: -len(fix)].rstrip(" :;,")
+    return detail, fix
 
 
 def _split_fix(message: str) -> tuple[str, str]:
