@@ -112,3 +112,19 @@ async def test_prune_forgets_conversations_not_saved_since(
     assert await conv_store.summaries("u") == []
     assert await conv_store.load("t", "stale") is None
     assert await conv_store.prune(cutoff) == 0
+
+
+async def test_pending_approvals_are_saved_with_the_history_and_cleared_by_the_next_save(
+    conv_store: ConversationStore,
+) -> None:
+    waiting = {"id": "approval-7", "tool": "Write", "depth": 0, "arguments": '{"a": "✓"}'}
+    await conv_store.save("t", "c", chat("one"), approvals=[waiting])
+    assert await conv_store.approvals("t", "c") == [waiting]
+    assert await conv_store.approvals("other-tenant", "c") == []
+    assert await conv_store.approvals("t", "none") == []
+    await conv_store.save("t", "c", chat("one", "two"), keep=3)  # no approvals: none kept
+    assert await conv_store.approvals("t", "c") == []
+    await conv_store.save("t", "c", chat("one", "two"), keep=5, approvals=[waiting, waiting])
+    assert len(await conv_store.approvals("t", "c")) == 2
+    assert await conv_store.delete("t", "c")
+    assert await conv_store.approvals("t", "c") == []
