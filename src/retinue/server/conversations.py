@@ -261,9 +261,10 @@ class ConversationHost:
                     live.parked_history = None
                 self._own(self._save(cid, live))  # answered: no longer kept through a stop
             return True
-        request = live.parked.pop(request_id, None)
-        if request is None or live.approvals.pending():
+        request = live.parked.get(request_id)
+        if request is None or live.approvals.pending():  # (its turn is ending: not yet)
             return False
+        del live.parked[request_id]
         live.answers[request.call_id] = approval
         if not live.parked:
             live.parked_history = None
