@@ -21,6 +21,8 @@ sub-agent are a :class:`Session`. It owns its history (``config.messages``) and:
   model has not seen when the turn ends (interrupted, or after its last model call) goes
   with the next turn's message, and the interrupted turn's reply says so;
 * reports, with a question (``stop_reason="asking"``), the tokens its turn used so far;
+* :meth:`~Session.resume` runs a turn with no new message, from the history as it stands
+  (the last step's calls without a result run first): a turn stored cut short goes on;
 * has an explicit state machine::
 
       idle ⇄ running ⇄ asking
