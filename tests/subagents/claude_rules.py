@@ -67,7 +67,7 @@ DOCUMENTED = frozenset(
      "initialPrompt"}
 )  # fmt: skip
 NO_EFFECT = frozenset({"color", "effort", "isolation"})  # Retinue's differences (see above)
-RETINUE_KEYS = frozenset({"capabilities", "spawn_agent"})
+RETINUE_KEYS = frozenset({"capabilities", "spawn_agent", "maxBudgetUsd", "max_budget_usd"})
 WRITING_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit", "Bash")
 
 MODEL_TABLE = {

@@ -4,14 +4,16 @@ the reason (stderr). Everything that comes from a file is escaped before it reac
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from retinue.subagents import Role, RoleCatalog
+from retinue.subagents import Role, RoleCatalog, RoleProblem
 from retinue.subagents.tools import brief
 
-__all__ = ["print_catalog"]
+__all__ = ["print_catalog", "print_problems"]
 
 
 def _tools(role: Role) -> str:
@@ -53,9 +55,15 @@ def print_catalog(catalog: RoleCatalog, out: Console, err: Console) -> None:
     if ignored := catalog.ignored_fields():
         fields = ", ".join(f"{escape(k)} ({n})" for k, n in ignored.most_common())
         err.print(f"[dim]fields accepted but ignored here: {fields}[/]", highlight=False)
-    for p in sorted(catalog.problems, key=lambda p: p.severity != "error"):
+    print_problems(catalog.problems, err, "file(s)")
+
+
+def print_problems(problems: Iterable[RoleProblem], err: Console, what: str) -> None:
+    """Errors (``skipped:``) first, then warnings, escaped; then how many were skipped."""
+    listed = sorted(problems, key=lambda p: p.severity != "error")
+    for p in listed:
         colour = "red" if p.severity == "error" else "yellow"
         label = "skipped" if p.severity == "error" else "warning"
         err.print(f"[{colour}]{label}:[/] {escape(str(p))}", highlight=False)
-    if errors := catalog.errors():
-        err.print(f"{len(errors)} file(s) skipped.", highlight=False)
+    if errors := sum(p.severity == "error" for p in listed):
+        err.print(f"{errors} {what} skipped.", highlight=False)

@@ -36,6 +36,7 @@ def print_skills(catalog: SkillCatalog, project: Instructions, out: Console, err
     from rich.markup import escape
     from rich.table import Table
 
+    from retinue.cli.roles_view import print_problems
     from retinue.subagents.tools import brief
 
     table = Table("skill", "description", "allowed tools", "source")
@@ -52,9 +53,4 @@ def print_skills(catalog: SkillCatalog, project: Instructions, out: Console, err
         err.print(f"[dim]project instructions: {escape(str(path))}[/]", highlight=False)
     for problem in project.problems:
         err.print(f"[yellow]instructions:[/] {escape(problem)}", highlight=False)
-    for p in sorted(catalog.problems, key=lambda p: p.severity != "error"):
-        colour = "red" if p.severity == "error" else "yellow"
-        label = "skipped" if p.severity == "error" else "warning"
-        err.print(f"[{colour}]{label}:[/] {escape(str(p))}", highlight=False)
-    if errors := catalog.errors():
-        err.print(f"{len(errors)} skill(s) skipped.", highlight=False)
+    print_problems(catalog.problems, err, "skill(s)")

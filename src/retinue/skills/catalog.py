@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from retinue.errors import RoleError
-from retinue.subagents.role_files import read_role_file, split_front_matter
-from retinue.subagents.tools import brief
+from retinue.subagents.role_files import find_in_tree, read_role_file, split_front_matter
+from retinue.subagents.roles import RoleProblem
+from retinue.subagents.tools import bounded_listing, brief
 
 __all__ = [
     "MAX_LISTED_SKILLS",
@@ -49,9 +50,6 @@ class Skill:
     license: str | None = None
     notes: tuple[str, ...] = ()
 
-    def listing(self, limit: int = SKILL_BRIEF_CHARS) -> str:
-        return f"- {self.name}: {brief(self.description, limit)}"
-
     def preloaded(self) -> str:
         """Its body as a sub-agent's prompt carries it (bounded, cut said)."""
         body = self.body
@@ -60,14 +58,7 @@ class Skill:
         return f"### Skill: {self.name}\n(folder: {self.folder})\n\n{body}"
 
 
-@dataclass(frozen=True, slots=True)
-class SkillProblem:
-    path: Path
-    reason: str
-    severity: str = "error"  # "error": the skill did not load; "warning": it loaded
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.reason}"
+SkillProblem = RoleProblem  # (path, reason, severity): the same report as a role's
 
 
 def skill_dirs(workspace: Path, home: Path, user_home: Path | None = None) -> list[Path]:
@@ -132,32 +123,13 @@ def _allowed_tools(value: Any, notes: list[str]) -> tuple[str, ...] | None:
 
 def _skill_folders(root: Path) -> Iterator[Path]:
     """Folders under ``root`` holding a ``SKILL.md`` (not looked into further), sorted."""
-    seen: set[tuple[int, int]] = set()
-    count = 0
 
-    def walk(directory: Path, depth: int) -> Iterator[Path]:
-        nonlocal count
-        try:
-            st = directory.stat()
-            if (st.st_dev, st.st_ino) in seen or depth > MAX_DEPTH:
-                return
-            seen.add((st.st_dev, st.st_ino))
-            entries = sorted(e for e in directory.iterdir() if e.name not in _SKIPPED_DIRS)
-        except OSError:
-            return
-        for entry in entries:
-            if count >= MAX_SKILLS:
-                return
-            if not entry.is_dir():
-                continue
-            if os.path.lexists(entry / SKILL_FILE):
-                count += 1
-                yield entry
-            else:
-                yield from walk(entry, depth + 1)
+    def pick(entry: Path) -> bool | None:  # a skill / a folder to look into / neither
+        if not entry.is_dir() or entry.name in _SKIPPED_DIRS:
+            return None
+        return os.path.lexists(entry / SKILL_FILE)
 
-    if root.is_dir():
-        yield from walk(root, 1)
+    return find_in_tree(root, pick, max_depth=MAX_DEPTH - 1, max_found=MAX_SKILLS)
 
 
 @dataclass(slots=True)
@@ -219,15 +191,6 @@ def skills_section(catalog: SkillCatalog) -> str:
         "## Skills\nBefore work that one of these skills fits, call Skill(name) to load its "
         "instructions (Skill(name, file=...) reads a file of its folder).\n"
     )
-    lines = [s.listing() for s in skills]
-    if len(lines) <= MAX_LISTED_SKILLS and sum(len(x) + 1 for x in lines) <= SKILLS_BUDGET_CHARS:
-        return head + "\n".join(lines)
-    names: list[str] = []
-    size = 0
-    for s in skills:
-        size += len(s.name) + 2
-        if size > SKILLS_BUDGET_CHARS:
-            break
-        names.append(s.name)
-    more = len(skills) - len(names)
-    return head + f"Skills: {', '.join(names)}{f' … and {more} more' if more else ''}."
+    items = [(s.name, brief(s.description, SKILL_BRIEF_CHARS)) for s in skills]
+    lines, names = bounded_listing(items, most=MAX_LISTED_SKILLS, budget=SKILLS_BUDGET_CHARS)
+    return head + (lines if lines is not None else f"Skills: {names}.")

@@ -24,7 +24,7 @@ import errno
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from retinue.errors import RoleError
 __all__ = [
     "MAX_FILES",
     "MAX_FILE_BYTES",
+    "find_in_tree",
     "find_role_files",
     "read_role_file",
     "split_front_matter",
@@ -52,6 +53,24 @@ _PLAIN_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*):[ \t]+(.*\S)[ \t]*$")
 
 def find_role_files(root: Path) -> Iterator[Path]:
     """Every ``*.md`` file under ``root`` (recursively, sorted, links to folders followed once)."""
+
+    def pick(entry: Path) -> bool | None:  # a role file / a folder to look into / neither
+        if entry.name in _SKIPPED_DIRS:
+            return None
+        if entry.suffix == ".md":
+            return True
+        return False if entry.is_dir() else None
+
+    return find_in_tree(root, pick, max_depth=MAX_DIR_DEPTH, max_found=MAX_FILES)
+
+
+def find_in_tree(
+    root: Path, pick: Callable[[Path], bool | None], *, max_depth: int, max_found: int
+) -> Iterator[Path]:
+    """The entries under ``root`` that ``pick`` says True of, sorted, each folder's entries
+    before its subfolders'; ``pick`` says False of a folder to look into (links to folders
+    are followed once, no cycles), None of the rest. At most ``max_depth`` folders deep and
+    ``max_found`` entries: untrusted trees are bounded."""
     seen: set[tuple[int, int]] = set()
     count = 0
 
@@ -59,7 +78,7 @@ def find_role_files(root: Path) -> Iterator[Path]:
         nonlocal count
         try:
             st = directory.stat()
-            if (st.st_dev, st.st_ino) in seen or depth > MAX_DIR_DEPTH:
+            if (st.st_dev, st.st_ino) in seen or depth > max_depth:
                 return
             seen.add((st.st_dev, st.st_ino))
             entries = sorted(directory.iterdir())
@@ -67,14 +86,13 @@ def find_role_files(root: Path) -> Iterator[Path]:
             return
         subdirs = []
         for entry in entries:
-            if entry.name in _SKIPPED_DIRS:
-                continue
-            if entry.suffix == ".md":
+            verdict = pick(entry)
+            if verdict:
                 count += 1
-                if count > MAX_FILES:
+                if count > max_found:
                     return
                 yield entry
-            elif entry.is_dir():
+            elif verdict is False:
                 subdirs.append(entry)
         for sub in subdirs:
             yield from walk(sub, depth + 1)

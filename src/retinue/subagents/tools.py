@@ -32,6 +32,7 @@ __all__ = [
     "Steerer",
     "ask_parent",
     "background_note",
+    "bounded_listing",
     "brief",
     "found_roles",
     "question_note",
@@ -199,25 +200,34 @@ def brief(description: str, limit: int = BRIEF_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def _roles_listing(roles: Sequence[Role]) -> str:
-    lines = [f"- {r.name}: {brief(r.description)}" for r in roles]
-    if (
-        len(lines) <= MAX_LISTED_ROLES
-        and sum(len(line) + 1 for line in lines) <= ROLES_BUDGET_CHARS
-    ):
-        return "Available roles:\n" + "\n".join(lines)
+def bounded_listing(
+    items: Sequence[tuple[str, str]], *, most: int, budget: int
+) -> tuple[str | None, str]:
+    """``(one line per (name, text), or None when they do not fit; names only)``: the lines
+    when there are at most ``most`` and they fit ``budget`` characters, else None and as
+    many names as fit the budget (the rest counted)."""
+    lines = [f"- {name}: {text}" for name, text in items]
+    if len(lines) <= most and sum(len(line) + 1 for line in lines) <= budget:
+        return "\n".join(lines), ""
     names: list[str] = []
     size = 0
-    for r in roles:
-        size += len(r.name) + 2
-        if size > ROLES_BUDGET_CHARS:
+    for name, _ in items:
+        size += len(name) + 2
+        if size > budget:
             break
-        names.append(r.name)
-    more = len(roles) - len(names)
-    tail = f" … and {more} more" if more else ""
+        names.append(name)
+    more = len(items) - len(names)
+    return None, ", ".join(names) + (f" … and {more} more" if more else "")
+
+
+def _roles_listing(roles: Sequence[Role]) -> str:
+    items = [(r.name, brief(r.description)) for r in roles]
+    lines, names = bounded_listing(items, most=MAX_LISTED_ROLES, budget=ROLES_BUDGET_CHARS)
+    if lines is not None:
+        return "Available roles:\n" + lines
     return (
         f"{len(roles)} roles are available; call FindRole(query) to find the right one and "
-        f"see what it does. Their names: {', '.join(names)}{tail}."
+        f"see what it does. Their names: {names}."
     )
 
 
