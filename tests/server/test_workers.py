@@ -6,7 +6,9 @@ on one worker; a conversation that keeps its sessions on one worker is refused b
 (409 naming the holder); a worker killed mid-turn leaves a lease that expires, and the other
 worker continues the conversation from its last saved turn. A consolidation that failed is
 retried once, by whichever of several workers claims it; a turn whose lease another worker
-took over is not saved.
+took over is not saved. The main agent's question to the user outlives the turn that asked
+it: it is stored (not closed as interrupted when the worker frees the conversation), and the
+answer sent to another worker goes on with the same turn.
 """
 
 from __future__ import annotations
@@ -32,9 +34,9 @@ from retinue.errors import ModelError
 from retinue.llm.base import ToolSpec
 from retinue.llm.loopback import LoopbackOpenAIServer
 from retinue.memory import ConsolidationOptions, PostgresMemory
-from retinue.messages import AssistantMessage, Message, UserMessage
+from retinue.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from retinue.runtime import Runtime
-from retinue.server.conversations import ConversationHeld, ConversationHost
+from retinue.server.conversations import ConversationHeld, ConversationHost, question_in
 from retinue.server.hub import EventHub
 from retinue.testing import ScriptedModel, call_tool
 
@@ -247,3 +249,95 @@ async def test_a_turn_whose_lease_was_taken_over_is_not_saved(
     finally:
         await host.close_all()
         await memory.aclose()
+
+
+def ask(question: str) -> AssistantMessage:
+    return call_tool("AskParent", {"question": question})
+
+
+def going_with(messages: Sequence[Message], _tools: Sequence[ToolSpec]) -> str:
+    """The model after its question: it goes on with the answer (the call's result)."""
+    result = messages[-1]
+    assert isinstance(result, ToolResultMessage), f"not an answered question: {result}"
+    return f"going with {result.content}"
+
+
+def asker(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str | AssistantMessage:
+    """Asks ``which port?`` when sent ``set it up``; goes on with the answer when answered."""
+    if messages[-1].role == "user" and messages[-1].content == "set it up":
+        return ask("which port?")
+    if messages[-1].role == "tool":
+        return going_with(messages, tools)
+    return f"heard {messages[-1].content}"
+
+
+async def test_a_question_asked_with_leases_is_stored_and_answered_by_another_worker(
+    pg_urls: tuple[str, str], tmp_path: Path
+) -> None:
+    url = pg_urls[0]
+    hosts: list[ConversationHost] = []
+    for name, script in (("a", [ask("which port?")]), ("b", [going_with])):
+        model = ScriptedModel(script, name="scripted:q")
+        settings = Settings(home=tmp_path / name, workspace=tmp_path, database_url=url)
+        hosts.append(ConversationHost(Runtime.create(settings, model=model), EventHub()))
+    a, b = hosts
+    try:
+        asked = await a.send("ask", "set it up")
+        assert (asked.stop_reason, asked.content) == ("asking", "which port?")
+        assert "ask" not in a.ids()  # freed for the other workers, as after every turn
+        stored = await b.history("ask")
+        assert stored is not None and question_in(stored) == "which port?"
+        assert not any("cancelled before it finished" in m.content for m in stored)
+        assert not any("interrupted" in m.content for m in stored)
+        answered = await b.send("ask", "8080")
+        assert (answered.stop_reason, answered.content) == ("final", "going with 8080")
+        assert b.question("ask") is None
+        history = await a.history("ask")
+        assert history is not None and question_in(history) is None
+        shown = [(m.role, m.content) for m in history if m.role != "system"]
+        assert shown == [
+            ("user", "set it up"),
+            ("assistant", ""),
+            ("tool", "8080"),
+            ("assistant", "going with 8080"),
+        ]
+        call = history[2]
+        assert isinstance(call, AssistantMessage) and call.tool_calls[0].name == "AskParent"
+        assert isinstance(history[3], ToolResultMessage)
+        assert history[3].tool_call_id == call.tool_calls[0].id
+    finally:
+        for host in hosts:
+            await host.close_all()
+            memory = host.runtime.memory
+            assert isinstance(memory, PostgresMemory)
+            await memory.aclose()
+
+
+def test_a_question_asked_on_one_worker_is_answered_on_the_other(
+    pg_urls: tuple[str, str], tmp_path: Path
+) -> None:
+    pg_url = pg_urls[0]
+    with LoopbackOpenAIServer(ScriptedModel(responder=asker), record=False) as provider:
+        a = Worker(tmp_path / "a", provider, pg_url)
+        b = Worker(tmp_path / "b", provider, pg_url)
+        try:
+            url = "/v1/conversations/port/messages"
+            asked = a.client.post(url, json={"content": "set it up"}).json()
+            assert (asked["stop_reason"], asked["content"]) == ("asking", "which port?")
+            for worker in (a, b):
+                shown = worker.client.get("/v1/conversations/port").json()
+                assert shown["question"] == "which port?"
+                assert not any("cancelled" in m["content"] for m in shown["messages"])
+            answered = b.client.post(url, json={"content": "8080"}).json()
+            assert (answered["stop_reason"], answered["content"]) == ("final", "going with 8080")
+            assert a.client.get("/v1/conversations/port").json()["question"] is None
+            assert a.history("port") == [
+                ("user", "set it up"),
+                ("assistant", ""),
+                ("tool", "8080"),
+                ("assistant", "going with 8080"),
+            ]
+            assert a.say("port", "thanks") == "heard thanks"  # the next turn: anywhere
+        finally:
+            a.stop()
+            b.stop()

@@ -73,6 +73,7 @@ from retinue.server.conversations import (
     ConversationGone,
     Limits,
     ServerBusy,
+    question_in,
     valid_conversation_id,
 )
 from retinue.server.hub import EventHub
@@ -214,7 +215,7 @@ def _conversation_routes(app: FastAPI) -> None:
             "id": cid,
             "messages": space.shown([to_dict(m) for m in history]),
             "running": host.running(cid),
-            "question": host.question(cid),
+            "question": host.question(cid) or question_in(history),  # stored: any worker
             "approvals": [a.to_dict() for a in await host.approvals(cid)],
         }
 

@@ -32,6 +32,20 @@ on with the turn (:meth:`Session.resume <retinue.engine.session.Session.resume>`
 message instead withdraws it (the step is closed as interrupted). Sub-agents' requests are
 not stored (their sessions live in memory only): their turn ends as interrupted.
 
+**Questions that outlive the turn.** When the main agent's turn pauses on a question to the
+user (``AskParent``) and the conversation leaves memory (a shared store's worker frees it
+after every turn; an idle eviction; the service stops), its history is stored up to that
+call, left unanswered (the step's other calls, cut short, get a result saying so): the
+question is recorded, not closed as interrupted. Whichever worker restores the conversation
+shows the question (:meth:`ConversationHost.question`, :func:`question_in`), and the next
+message is its answer: it becomes the call's result and the same turn goes on from there
+(:meth:`Session.resume <retinue.engine.session.Session.resume>`), so the history is the one
+a single worker would have. Why this and not keeping the paused turn on its worker (a
+sticky lease, 409 elsewhere): any worker can take the answer (no client routing, no 409 for
+a user who only answers), a question survives its worker's death or a restart, and the
+store needs nothing new. What it gives up is the paused turn's memory: a ``keep_sessions``
+conversation still keeps its question in its worker with its sessions, as before.
+
 **Several workers.** When the store is shared (PostgreSQL: it offers
 :class:`~retinue.memory.pg_conversations.ConversationLeases`), several ``retinue serve``
 workers serve the same conversations, and any of them takes any conversation's next message.
@@ -55,6 +69,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import re
@@ -72,10 +87,11 @@ from retinue.errors import MemoryStoreError, RetinueError, SessionClosedError
 from retinue.events import EventSink
 from retinue.memory.conversations import ConversationSummary, title_of
 from retinue.memory.pg_conversations import ConversationLeases
-from retinue.messages import AssistantMessage, Message, ToolResultMessage
+from retinue.messages import AssistantMessage, Message, ToolCall, ToolResultMessage
 from retinue.policy.approvals import Approval, ApprovalBroker, ApprovalRequest
 from retinue.runtime import Conversation, Runtime
 from retinue.server.hub import EventHub
+from retinue.subagents.tools import ASK_TOOL_NAME
 from retinue.tools.builtin.todo import forget_todo_tree
 
 __all__ = [
@@ -87,6 +103,7 @@ __all__ = [
     "ServerBusy",
     "TurnBudget",
     "agent_id_for",
+    "question_in",
     "valid_conversation_id",
 ]
 
@@ -155,6 +172,7 @@ class _Live:
     parked: dict[str, ApprovalRequest] = field(default_factory=dict[str, ApprovalRequest])
     parked_history: list[Message] | None = None
     answers: dict[str, Approval] = field(default_factory=dict[str, Approval])
+    asking: _Asked | None = None  # a question stored with its history: the next message answers
     saved: list[Message] = field(default_factory=list[Message])
     saved_approvals: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -236,7 +254,11 @@ class ConversationHost:
         """What the main agent of ``cid`` asks the user, while it waits for the answer (the
         conversation's next message)."""
         live = self._live.get(cid)
-        return live.conversation.session.question if live is not None else None
+        if live is None:
+            return None
+        return (
+            live.asking.question if live.asking is not None else live.conversation.session.question
+        )
 
     async def approvals(self, cid: str) -> list[ApprovalRequest]:
         """The calls of ``cid``'s agents (at any depth) waiting for a person's yes or no,
@@ -367,8 +389,10 @@ class ConversationHost:
                 finally:
                     live.updated_at = time.time()
                     if await held():
+                        if self.leases is not None and not keep_sessions:
+                            _store_question(live)  # it leaves memory: answered on any worker
                         await self._save(cid, live)
-                        if live.parked and self._live.get(cid) is live:  # ended while it waited
+                        if (live.parked or live.asking) and self._live.get(cid) is live:
                             await asyncio.shield(self._own(self._drop(cid, live)))
                         elif self.leases is not None and not keep_sessions:
                             await asyncio.shield(self._own(self._evict(cid)))  # next: anywhere
@@ -478,7 +502,9 @@ class ConversationHost:
             raise
         if history and self._live.get(cid) is live:  # not deleted while it loaded
             parked = _waiting(history, stored)
-            live.conversation.restore(history, pending_calls=bool(parked))
+            asked = None if parked else _Asked.of(history)
+            live.conversation.restore(history, pending_calls=bool(parked) or asked is not None)
+            live.asking = asked
             if parked:
                 live.parked = {r.id: r for r in parked}
                 live.parked_history = list(live.conversation.messages)
@@ -494,8 +520,15 @@ class ConversationHost:
     ) -> RunOutput:
         conversation = live.conversation
         watching = ExitStack()
+        asked, live.asking = (live.asking, None) if text is not None else (None, live.asking)
 
         def begin() -> None:  # this turn's time has come: its settings, its subscriber
+            nonlocal asked
+            if asked is not None and text is not None:  # the stored question's answer
+                conversation.messages.append(
+                    ToolResultMessage(asked.call.id, asked.call.name, text)
+                )
+                asked = None
             if text is not None and live.parked and not live.approvals.pending():
                 _withdraw(live)  # a new message: the stored approvals' step is closed
             conversation.keep_sessions = keep_sessions
@@ -506,12 +539,15 @@ class ConversationHost:
 
         with watching:
             try:
-                if text is None:
+                if text is None or asked is not None:
                     out = await conversation.resume(on_start=begin)
                 else:
                     out = await conversation.send(text, on_start=begin)
             except SessionClosedError:
                 raise ConversationGone(f"conversation {cid!r} was deleted") from None
+            finally:
+                if asked is not None and live.asking is None:  # never began: still unanswered
+                    live.asking = asked
         if out.stop_reason == "interrupted" and conversation.session.state in ("closing", "closed"):
             raise ConversationGone(f"conversation {cid!r} was deleted during this turn")
         return out
@@ -530,6 +566,8 @@ class ConversationHost:
                 if not closed and self._live.get(cid) is not live:
                     return  # deleted (or evicted, which saves itself) meanwhile
                 parked = live.parked_history
+                if parked is None and live.asking is not None:
+                    parked = live.asking.history
                 messages = list(live.conversation.messages if parked is None else parked)
                 approvals = [r.to_dict() for r in live.parked.values()]
                 keep = _same_prefix(live.saved, messages)
@@ -592,6 +630,7 @@ class ConversationHost:
         live = self._live.pop(cid, None)
         self._last_used.pop(cid, None)
         if live is not None:
+            _store_question(live)  # a paused turn's question outlives it (module docstring)
             await live.conversation.close()
             await self._save(cid, live, closed=True)
             if cid not in self._in_flight:  # not a turn's own eviction: its lease goes after
@@ -714,6 +753,77 @@ def _withdraw(live: _Live) -> None:
     live.answers.clear()
     live.parked_history = None
     repair_history(live.conversation.messages, INTERRUPTED_NOTE)
+
+
+CUT_SHORT_RESULT = (
+    "Error: the turn paused for the user's answer and left this worker while this call ran; "
+    "its result was not kept (it may have run, in part or whole)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """The main agent's question, stored: its ``AskParent`` call, unanswered, ends
+    ``history`` (what is saved while it waits)."""
+
+    call: ToolCall
+    question: str
+    history: list[Message]
+
+    @classmethod
+    def of(cls, history: list[Message]) -> _Asked | None:
+        """The question that ``history`` ends with: its last step's only call without a
+        result is an ``AskParent`` call with a question (else None)."""
+        step = next((m for m in reversed(history) if isinstance(m, AssistantMessage)), None)
+        if step is None or not step.tool_calls:
+            return None
+        at = len(history) - 1 - history[::-1].index(step)
+        later = history[at + 1 :]
+        if not all(isinstance(m, ToolResultMessage) for m in later):
+            return None
+        answered = {m.tool_call_id for m in later if isinstance(m, ToolResultMessage)}
+        open_calls = [c for c in step.tool_calls if c.id not in answered]
+        if len(open_calls) != 1 or open_calls[0].name != ASK_TOOL_NAME:
+            return None
+        question = _question_of(open_calls[0])
+        return None if question is None else cls(open_calls[0], question, history)
+
+
+def _question_of(call: ToolCall) -> str | None:
+    try:
+        question = json.loads(call.arguments).get("question")
+    except (ValueError, AttributeError):
+        return None
+    return question if isinstance(question, str) and question.strip() else None
+
+
+def question_in(history: Sequence[Message] | None) -> str | None:
+    """The question a stored history waits on (see the module docstring), if any."""
+    asked = _Asked.of(list(history)) if history else None
+    return asked.question if asked is not None else None
+
+
+def _store_question(live: _Live) -> None:
+    """If ``live``'s main agent waits for the user's answer (and no approval is stored),
+    record its question with the history up to it, for :meth:`ConversationHost._save` to
+    store instead of the history its closing will write (the module docstring)."""
+    session = live.conversation.session
+    if session.question is None or live.parked or live.asking is not None:
+        return
+    history = list(live.conversation.messages)
+    step = history[-1] if history else None
+    if not isinstance(step, AssistantMessage):
+        return
+    calls = [c for c in step.tool_calls if c.name == ASK_TOOL_NAME]
+    call = next((c for c in calls if _question_of(c) == session.question), None)
+    if call is None:
+        return
+    history.extend(
+        ToolResultMessage(c.id, c.name, CUT_SHORT_RESULT, True)
+        for c in step.tool_calls
+        if c is not call
+    )
+    live.asking = _Asked(call, session.question, history)
 
 
 def _succeeded(future: asyncio.Future[None]) -> bool:
