@@ -113,6 +113,9 @@ def setup(endpoint: str | None = None, *, capture_content: bool = False) -> bool
     provider = TracerProvider(resource=Resource.create({"service.name": name}))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=traces_url)))
     _provider = provider
+    from opentelemetry import trace
+
+    trace.set_tracer_provider(provider)  # the MCP SDK's client spans join the same export
     enable(provider, capture_content=capture_content)
     return True
 
