@@ -29,7 +29,7 @@ LAYERS = {
     "policy": 2,
     "engine": 3, "subagents": 3, "mcp": 3, "skills": 3,
     "runtime": 4, "agent": 4,
-    "cli": 5, "server": 5, "__main__": 5, "__init__": 5,
+    "cli": 5, "server": 5, "a2a": 5, "__main__": 5, "__init__": 5,
 }  # fmt: skip
 
 
