@@ -1,0 +1,205 @@
+"""Retinue's roles over A2A v1: the agent card, and the executor that runs a role for each
+message (see :mod:`retinue.a2a`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
+from dataclasses import replace
+from typing import Any
+
+from a2a.helpers.proto_helpers import new_task_from_user_message
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentSkill,
+    Message,
+    Part,
+    TaskState,
+)
+from starlette.applications import Starlette
+
+from retinue.errors import RetinueError
+from retinue.events import TEXT_DELTA, Event
+from retinue.mcp.client import retinue_version
+from retinue.runtime import Runtime
+from retinue.server.mcp_serve import client_context
+from retinue.subagents.registry import SessionKey
+
+__all__ = ["PARENT_ID", "RoleExecutor", "agent_card", "build_app"]
+
+PARENT_ID = "a2a-client"  # the agent id of the A2A client, parent of its contexts' sessions
+MAX_MESSAGE = 100_000  # characters of one incoming message that reach a sub-agent
+MAX_EVENT = 2_000  # characters of one event's JSON in a status update
+
+
+def agent_card(runtime: Runtime, url: str) -> AgentCard:
+    """One card for the service; its skills are the roles."""
+    skills = [
+        AgentSkill(id=r.name, name=r.name, description=r.description[:2_000], tags=["role"])
+        for r in runtime.catalog.roles.values()
+    ]
+    return AgentCard(
+        name="retinue",
+        description="Retinue's sub-agents; name one in the message's metadata.role",
+        version=retinue_version(),
+        supported_interfaces=[
+            AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")
+        ],
+        capabilities=AgentCapabilities(streaming=True),
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        skills=skills,
+    )
+
+
+def _instance(context_id: str) -> str:
+    """A context id as a session instance name (bounded, plain characters)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", context_id)[:64] or "context"
+
+
+class RoleExecutor(AgentExecutor):
+    """Runs a role for each A2A message, the context being an interactive session held by
+    the A2A client (``a2a-client``)."""
+
+    def __init__(self, runtime: Runtime, parent_id: str = PARENT_ID) -> None:
+        self.runtime = runtime
+        self.parent_id = parent_id
+        self._running: dict[str, str] = {}  # task id -> session id
+        self._cancelled: set[str] = set()  # tasks cancelled: nothing more is published
+
+    def _role(self, context: RequestContext) -> str:
+        named = context.metadata.get("role")
+        if isinstance(named, str) and named:
+            return named
+        roles = list(self.runtime.catalog.roles)
+        if len(roles) == 1:
+            return roles[0]
+        raise RetinueError(f"name the role in the message's metadata.role: one of {roles}")
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        message = context.message
+        assert message is not None and context.task_id and context.context_id
+        task = context.current_task
+        if task is None:
+            task = new_task_from_user_message(message)
+            await event_queue.enqueue_event(task)
+        updater = TaskUpdater(event_queue, task.id, task.context_id)
+        try:
+            role = self._role(context)
+            instance = _instance(task.context_id)
+            if context.metadata.get("unload"):
+                text = await self.runtime.manager.unload_subagent(self.parent_id, role, instance)
+                await updater.complete(self._say(updater, text))
+                return
+            await updater.start_work()
+            asked = await self._turn(context.get_user_input()[:MAX_MESSAGE], role, instance,
+                                     updater, task.id)  # fmt: skip
+        except RetinueError as exc:
+            if task.id not in self._cancelled:
+                await updater.failed(self._say(updater, str(exc)))
+            return
+        held, reply = asked
+        if task.id in self._cancelled:  # its turn was interrupted: the task stays canceled
+            return
+        if held is not None:
+            await updater.requires_input(self._say(updater, reply))
+        else:
+            await updater.complete(self._say(updater, reply))
+
+    async def _turn(self, text: str, role: str, instance: str, updater: TaskUpdater,
+                    task_id: str) -> tuple[str | None, str]:  # fmt: skip
+        """One message to the context's session (or the answer to its question): the
+        question it asks, or its reply."""
+        if not text.strip():
+            raise RetinueError("the message has no text")
+        async with _reporting(updater, lambda: task_id in self._cancelled) as sink:
+            ctx = replace(client_context(self.runtime, self.parent_id), events=sink)
+            key = SessionKey.of(self.parent_id, role, instance)
+            self._running[task_id] = key.id
+            try:
+                reply = await self.runtime.manager.delegate(
+                    ctx, task=text, role=role, interactive=True, instance=instance
+                )
+            finally:
+                self._running.pop(task_id, None)
+        held = self.runtime.manager.registry.get(key)
+        question = held.session.question if held is not None else None
+        if question is not None:
+            return key.id, question
+        return None, _without_note(reply)
+
+    @staticmethod
+    def _say(updater: TaskUpdater, text: str) -> Message:
+        return updater.new_agent_message([Part(text=text)])
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        cid = self._running.get(context.task_id or "")
+        self._cancelled.add(context.task_id or "")
+        if cid is not None:
+            self.runtime.manager.interrupt(cid)
+        task = context.current_task
+        if task is not None:
+            await TaskUpdater(event_queue, task.id, task.context_id).cancel()
+
+    async def close(self) -> None:
+        """Unload and consolidate every session the A2A client still holds."""
+        await self.runtime.manager.cleanup(self.parent_id)
+
+
+def _without_note(reply: str) -> str:
+    """The sub-agent's reply without the note for a parent agent (``[interactive session …
+    is waiting …]``): an A2A client continues by sending to the same context."""
+    head, sep, _tail = reply.rpartition("\n\n[interactive session ")
+    return head if sep else reply
+
+
+@asynccontextmanager
+async def _reporting(updater: TaskUpdater, stopped: Callable[[], bool]) -> AsyncIterator[Any]:
+    """An event sink whose events become ``working`` status updates, in order, until the
+    task is ``stopped`` (cancelled: its state stays canceled)."""
+    queue: asyncio.Queue[Event | None] = asyncio.Queue()
+
+    def sink(event: Event) -> None:
+        if event.kind != TEXT_DELTA:
+            queue.put_nowait(event)
+
+    async def forward() -> None:
+        while (event := await queue.get()) is not None:
+            if stopped():
+                continue
+            data = json.dumps(event.to_dict(), default=str)[:MAX_EVENT]
+            with suppress(Exception):  # a client that went away is not the run's failure
+                message = updater.new_agent_message([Part(text=data)])
+                await updater.update_status(TaskState.TASK_STATE_WORKING, message)
+
+    forwarder = asyncio.create_task(forward())
+    try:
+        yield sink
+    except BaseException:
+        forwarder.cancel()
+        raise
+    finally:
+        queue.put_nowait(None)
+        with suppress(BaseException):
+            await forwarder
+
+
+def build_app(runtime: Runtime, url: str) -> tuple[Starlette, RoleExecutor]:
+    """The A2A JSON-RPC app (card at the well-known path, RPC at ``/``) and its executor,
+    whose ``close`` ends the client's sessions."""
+    card = agent_card(runtime, url)
+    executor = RoleExecutor(runtime)
+    handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore(),
+                                    agent_card=card)  # fmt: skip
+    routes = [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, "/")]
+    return Starlette(routes=routes), executor

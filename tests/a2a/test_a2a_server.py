@@ -1,0 +1,199 @@
+"""Retinue's A2A server driven by ``a2a-sdk``'s own client over HTTP on 127.0.0.1: the card's
+skills are the roles; one-shot; a two-turn context whose second turn sees the first; a
+sub-agent's question is ``input-required``, answered by the next message of the task, and the
+same turn goes on; cancel interrupts; unload consolidates; the token is required."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from a2a.client import ClientConfig, ClientFactory
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    TaskState,
+)
+
+from retinue.a2a.server import build_app
+from retinue.config import Settings
+from retinue.runtime import Runtime
+from retinue.server.security import Guard, Security, ensure_token
+from retinue.testing import ScriptedModel, call_tool
+
+pytestmark = pytest.mark.timeout(60)
+
+ROLE = """---
+name: helper
+description: Helps with anything.
+model: scripted:helper
+memory: true
+---
+You help.
+"""
+
+
+def memorize(*passages: str) -> Any:
+    return call_tool("memorize", {"block_updates": [], "new_passages": list(passages)})
+
+
+class Served:
+    def __init__(self, runtime: Runtime, url: str, token: str) -> None:
+        self.runtime, self.url, self.token = runtime, url, token
+
+    def http(self, token: str | None = None) -> httpx.AsyncClient:
+        return httpx.AsyncClient(headers={"Authorization": f"Bearer {token or self.token}"},
+                                 timeout=30)  # fmt: skip
+
+    async def client(self, *, streaming: bool = False) -> Any:
+        config = ClientConfig(httpx_client=self.http(), streaming=streaming)
+        return await ClientFactory(config).create_from_url(self.url)
+
+
+@pytest.fixture
+def helper_model() -> ScriptedModel:
+    return ScriptedModel(name="scripted:helper")
+
+
+@pytest.fixture
+async def served(tmp_path: Path, helper_model: ScriptedModel) -> AsyncIterator[Served]:
+    agents = tmp_path / ".retinue" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "helper.md").write_text(ROLE)
+    home = tmp_path / "home"
+    runtime = Runtime.create(Settings.load(home=home, workspace=tmp_path),
+                             model=ScriptedModel(name="scripted:main"),
+                             model_for=lambda _spec: helper_model)  # fmt: skip
+    token = ensure_token(home)[0]
+
+    def app_of(url: str) -> Any:
+        return Guard(build_app(runtime, url)[0], Security.build(token))
+
+    with socket.socket() as s:  # the card names the server's URL: take a port first
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/"
+    config = uvicorn.Config(app_of(url), host="127.0.0.1", port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        await asyncio.sleep(0.02)
+    try:
+        yield Served(runtime, url, token)
+    finally:
+        server.should_exit = True
+        await asyncio.to_thread(thread.join, 15)
+
+
+def message(text: str, *, context_id: str | None = None, task_id: str | None = None,
+            **metadata: Any) -> SendMessageRequest:  # fmt: skip
+    msg = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)],
+                  context_id=context_id or "", task_id=task_id or "")  # fmt: skip
+    if metadata:
+        msg.metadata.update(metadata)
+    return SendMessageRequest(message=msg, metadata={"role": "helper", **metadata})
+
+
+async def last_task(client: Any, request: SendMessageRequest, updates: list[Any] | None = None
+                    ) -> Any:  # fmt: skip
+    """Send, read the response or the stream to its end, then get the task as it stands."""
+    task_id = None
+    async for event in client.send_message(request):
+        if event.HasField("task"):
+            task_id = event.task.id
+        elif event.HasField("status_update"):
+            task_id = event.status_update.task_id
+            if updates is not None:
+                updates.append(event.status_update)
+    assert task_id is not None
+    return await client.get_task(GetTaskRequest(id=task_id))
+
+
+def said(task: Any) -> str:
+    return "\n".join(p.text for p in task.status.message.parts)
+
+
+async def test_the_card_lists_the_roles_and_the_token_is_required(served: Served) -> None:
+    async with served.http() as http:
+        card = (await http.get(served.url + ".well-known/agent-card.json")).json()
+    assert [s["id"] for s in card["skills"]] == list(served.runtime.catalog.roles)
+    assert "helper" in [s["id"] for s in card["skills"]]
+    async with httpx.AsyncClient() as anonymous:
+        refused = await anonymous.post(served.url, json={})
+    assert refused.status_code == 401
+
+
+async def test_one_shot_and_a_two_turn_context(served: Served, helper_model: ScriptedModel
+                                               ) -> None:  # fmt: skip
+    helper_model.add("first reply", "second reply")
+    client = await served.client()
+    first = await last_task(client, message("remember the number 7"))
+    assert first.status.state == TaskState.TASK_STATE_COMPLETED
+    assert said(first) == "first reply"
+    second = await last_task(client, message("which number?", context_id=first.context_id))
+    assert said(second) == "second reply"
+    seen = "\n".join(m.content for m in helper_model.calls[1].messages)
+    assert "remember the number 7" in seen and "first reply" in seen
+    got = await client.get_task(GetTaskRequest(id=second.id))
+    assert got.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+async def test_a_question_is_input_required_and_the_answer_goes_on(
+    served: Served, helper_model: ScriptedModel
+) -> None:
+    helper_model.add(call_tool("AskParent", {"question": "Which colour?"}), "painted it")
+    client = await served.client(streaming=True)
+    updates: list[Any] = []
+    asked = await last_task(client, message("paint the door"), updates)
+    working = [u for u in updates if u.status.state == TaskState.TASK_STATE_WORKING]
+    progress = "\n".join(p.text for u in working for p in u.status.message.parts)
+    assert '"kind": "run_started"' in progress  # the sub-agent's events, as status updates
+    assert updates[-1].status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert asked.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert said(asked) == "Which colour?"
+    done = await last_task(client, message("green", context_id=asked.context_id,
+                                           task_id=asked.id))  # fmt: skip
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert said(done) == "painted it"
+    assert helper_model.calls[-1].messages[-1].content == "green"  # AskParent's result
+    assert len(helper_model.calls) == 2  # the same turn went on
+
+
+async def test_cancel_interrupts_and_unload_consolidates(
+    served: Served, helper_model: ScriptedModel
+) -> None:
+    helper_model.add("too late", "after the cancel", memorize("the door is green"))
+    helper_model.delay = 30  # the first call hangs until it is cancelled
+    client = await served.client()
+    config = ClientConfig(httpx_client=served.http(), streaming=False, polling=True)
+    quick = await ClientFactory(config).create_from_url(served.url)
+    request = message("work slowly")
+    request.configuration.return_immediately = True
+    running = await last_task(quick, request)
+    while helper_model.call_count == 0:
+        await asyncio.sleep(0.02)
+    canceled = await client.cancel_task(CancelTaskRequest(id=running.id))
+    assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+    helper_model.delay = 0
+    got = await client.get_task(GetTaskRequest(id=running.id))
+    assert got.status.state == TaskState.TASK_STATE_CANCELED
+    again = await last_task(client, message("go on", context_id=running.context_id))
+    assert said(again) == "after the cancel"
+    ended = await last_task(client, message("bye", context_id=running.context_id, unload=True))
+    assert ended.status.state == TaskState.TASK_STATE_COMPLETED
+    assert helper_model.remaining == 0  # the memory turn ran: consolidated
+    assert "memorize" in [t.name for t in helper_model.calls[-1].tools]
+    assert not served.runtime.manager.registry.held_by("a2a-client")
