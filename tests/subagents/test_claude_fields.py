@@ -97,3 +97,17 @@ async def test_initial_prompt_opens_the_first_turn_and_background_roles_run_in_b
     status = await kit.manager.poll(ctx, "bg", wait=True)
     assert "later" in status
     await kit.manager.cleanup("main")
+
+
+def test_an_mcp_source_applies_a_roles_disallowed_patterns() -> None:
+    """``disallowedTools: mcp__*`` keeps every server from starting for the role, and a
+    ``*`` pattern drops the tools it matches (retinue.mcp.tools)."""
+    from retinue.mcp.tools import _dropped, _may_use
+
+    role = parse_role(Path("m.md"), role_text("m", "disallowedTools: mcp__*"))
+    assert not _may_use("github", [], frozenset(role.disallowed))
+    assert _may_use("github", [], frozenset({"mcp__slack"}))
+    drops = frozenset(
+        parse_role(Path("m.md"), role_text("m", "disallowedTools: mcp__gh__rm_*")).disallowed
+    )
+    assert _dropped("mcp__gh__rm_repo", drops) and not _dropped("mcp__gh__list", drops)
