@@ -31,6 +31,7 @@ from retinue.a2a.server import build_app
 from retinue.config import Settings
 from retinue.runtime import Runtime
 from retinue.server.security import Guard, Security, ensure_token
+from retinue.server.tokens import TokenBook
 from retinue.testing import ScriptedModel, call_tool
 
 pytestmark = pytest.mark.timeout(60)
@@ -50,15 +51,15 @@ def memorize(*passages: str) -> Any:
 
 
 class Served:
-    def __init__(self, runtime: Runtime, url: str, token: str) -> None:
-        self.runtime, self.url, self.token = runtime, url, token
+    def __init__(self, runtime: Runtime, url: str, token: str, book: TokenBook) -> None:
+        self.runtime, self.url, self.token, self.book = runtime, url, token, book
 
     def http(self, token: str | None = None) -> httpx.AsyncClient:
         return httpx.AsyncClient(headers={"Authorization": f"Bearer {token or self.token}"},
                                  timeout=30)  # fmt: skip
 
-    async def client(self, *, streaming: bool = False) -> Any:
-        config = ClientConfig(httpx_client=self.http(), streaming=streaming)
+    async def client(self, *, streaming: bool = False, token: str | None = None) -> Any:
+        config = ClientConfig(httpx_client=self.http(token), streaming=streaming)
         return await ClientFactory(config).create_from_url(self.url)
 
 
@@ -77,9 +78,10 @@ async def served(tmp_path: Path, helper_model: ScriptedModel) -> AsyncIterator[S
                              model=ScriptedModel(name="scripted:main"),
                              model_for=lambda _spec: helper_model)  # fmt: skip
     token = ensure_token(home)[0]
+    book = TokenBook(home)
 
     def app_of(url: str) -> Any:
-        return Guard(build_app(runtime, url)[0], Security.build(token))
+        return Guard(build_app(runtime, url)[0], Security.build(token, tokens=book))
 
     with socket.socket() as s:  # the card names the server's URL: take a port first
         s.bind(("127.0.0.1", 0))
@@ -92,7 +94,7 @@ async def served(tmp_path: Path, helper_model: ScriptedModel) -> AsyncIterator[S
     while not server.started:
         await asyncio.sleep(0.02)
     try:
-        yield Served(runtime, url, token)
+        yield Served(runtime, url, token, book)
     finally:
         server.should_exit = True
         await asyncio.to_thread(thread.join, 15)
@@ -197,3 +199,19 @@ async def test_cancel_interrupts_and_unload_consolidates(
     assert helper_model.remaining == 0  # the memory turn ran: consolidated
     assert "memorize" in [t.name for t in helper_model.calls[-1].tools]
     assert not served.runtime.manager.registry.held_by("a2a-client")
+
+
+async def test_each_token_is_a_parent_of_its_own_and_owns_its_tasks(
+    served: Served, helper_model: ScriptedModel
+) -> None:
+    helper_model.add("for the service", "for bob")
+    service = await served.client()
+    bob = await served.client(token=served.book.issue("bob"))
+    mine = await last_task(service, message("SECRET-service"))
+    theirs = await last_task(bob, message("hello", context_id=mine.context_id))
+    assert said(theirs) == "for bob"
+    assert "SECRET-service" not in "\n".join(m.content for m in helper_model.calls[1].messages)
+    parents = {h.parent_id for h in served.runtime.manager.registry.held_by()}
+    assert parents == {"a2a-client", "a2a-client-bob"}
+    with pytest.raises(Exception, match="(?i)not found"):
+        await bob.get_task(GetTaskRequest(id=mine.id))

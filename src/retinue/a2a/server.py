@@ -11,11 +11,16 @@ from contextlib import asynccontextmanager, suppress
 from dataclasses import replace
 from typing import Any
 
+from a2a.auth.user import User
 from a2a.helpers.proto_helpers import new_task_from_user_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.routes import (
+    DefaultServerCallContextBuilder,
+    create_agent_card_routes,
+    create_jsonrpc_routes,
+)
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types import (
     AgentCapabilities,
@@ -27,13 +32,16 @@ from a2a.types import (
     TaskState,
 )
 from starlette.applications import Starlette
+from starlette.requests import Request
 
 from retinue.errors import RetinueError
 from retinue.events import TEXT_DELTA, Event
 from retinue.mcp.client import retinue_version
 from retinue.runtime import Runtime
 from retinue.server.mcp_serve import client_context
+from retinue.server.tokens import Principal
 from retinue.subagents.registry import SessionKey
+from retinue.tools.base import ToolContext
 
 __all__ = ["PARENT_ID", "RoleExecutor", "agent_card", "build_app"]
 
@@ -62,6 +70,32 @@ def agent_card(runtime: Runtime, url: str) -> AgentCard:
     )
 
 
+class TokenUser(User):
+    """The holder of a token (the Guard's principal): the owner of its tasks in the SDK's
+    task store, so another token's holder can neither get nor cancel them."""
+
+    def __init__(self, principal: Principal | None) -> None:
+        self.principal = principal
+
+    @property
+    def is_authenticated(self) -> bool:
+        return True
+
+    @property
+    def user_name(self) -> str:
+        who = self.principal
+        return "service" if who is None or who.name is None else f"token:{who.name}"
+
+
+class TokenContextBuilder(DefaultServerCallContextBuilder):
+    """Each call's user is its token's holder (see :class:`TokenUser`)."""
+
+    def build_user(self, request: Request) -> User:
+        state = request.scope.get("state")
+        found = state.get("principal") if isinstance(state, dict) else None
+        return TokenUser(found if isinstance(found, Principal) else None)
+
+
 def _instance(context_id: str) -> str:
     """A context id as a session instance name (bounded, plain characters)."""
     return re.sub(r"[^A-Za-z0-9_.-]", "_", context_id)[:64] or "context"
@@ -69,12 +103,14 @@ def _instance(context_id: str) -> str:
 
 class RoleExecutor(AgentExecutor):
     """Runs a role for each A2A message, the context being an interactive session held by
-    the A2A client (``a2a-client``)."""
+    the A2A client: ``a2a-client`` for the service's token, ``a2a-client-<name>`` in its own
+    tenant for a named token."""
 
     def __init__(self, runtime: Runtime, parent_id: str = PARENT_ID) -> None:
         self.runtime = runtime
         self.parent_id = parent_id
         self._running: dict[str, str] = {}  # task id -> session id
+        self._parents: set[str] = set()
         self._cancelled: set[str] = set()  # tasks cancelled: nothing more is published
 
     def _role(self, context: RequestContext) -> str:
@@ -94,16 +130,17 @@ class RoleExecutor(AgentExecutor):
             task = new_task_from_user_message(message)
             await event_queue.enqueue_event(task)
         updater = TaskUpdater(event_queue, task.id, task.context_id)
+        ctx = self._client(context)
         try:
             role = self._role(context)
             instance = _instance(task.context_id)
             if context.metadata.get("unload"):
-                text = await self.runtime.manager.unload_subagent(self.parent_id, role, instance)
+                text = await self.runtime.manager.unload_subagent(ctx.agent_id, role, instance)
                 await updater.complete(self._say(updater, text))
                 return
             await updater.start_work()
-            asked = await self._turn(context.get_user_input()[:MAX_MESSAGE], role, instance,
-                                     updater, task.id)  # fmt: skip
+            asked = await self._turn(ctx, context.get_user_input()[:MAX_MESSAGE], role,
+                                     instance, updater, task.id)  # fmt: skip
         except RetinueError as exc:
             if task.id not in self._cancelled:
                 await updater.failed(self._say(updater, str(exc)))
@@ -116,15 +153,26 @@ class RoleExecutor(AgentExecutor):
         else:
             await updater.complete(self._say(updater, reply))
 
-    async def _turn(self, text: str, role: str, instance: str, updater: TaskUpdater,
-                    task_id: str) -> tuple[str | None, str]:  # fmt: skip
+    def _client(self, context: RequestContext) -> ToolContext:
+        """The tool context of the calling token's parent."""
+        user = context.call_context.user
+        who = user.principal if isinstance(user, TokenUser) else None
+        name = who.name if who is not None else None
+        parent = self.parent_id if name is None else f"{self.parent_id}-{name}"
+        self._parents.add(parent)
+        base = client_context(self.runtime, parent)
+        tenant = who.tenant if who is not None and who.tenant else base.tenant
+        return replace(base, tenant=tenant)
+
+    async def _turn(self, client: ToolContext, text: str, role: str, instance: str,
+                    updater: TaskUpdater, task_id: str) -> tuple[str | None, str]:  # fmt: skip
         """One message to the context's session (or the answer to its question): the
         question it asks, or its reply."""
         if not text.strip():
             raise RetinueError("the message has no text")
         async with _reporting(updater, lambda: task_id in self._cancelled) as sink:
-            ctx = replace(client_context(self.runtime, self.parent_id), events=sink)
-            key = SessionKey.of(self.parent_id, role, instance)
+            ctx = replace(client, events=sink)
+            key = SessionKey.of(ctx.agent_id, role, instance)
             self._running[task_id] = key.id
             try:
                 reply = await self.runtime.manager.delegate(
@@ -152,8 +200,9 @@ class RoleExecutor(AgentExecutor):
             await TaskUpdater(event_queue, task.id, task.context_id).cancel()
 
     async def close(self) -> None:
-        """Unload and consolidate every session the A2A client still holds."""
-        await self.runtime.manager.cleanup(self.parent_id)
+        """Unload and consolidate every session the A2A clients still hold."""
+        for parent in sorted(self._parents | {self.parent_id}):
+            await self.runtime.manager.cleanup(parent)
 
 
 def _without_note(reply: str) -> str:
@@ -195,11 +244,21 @@ async def _reporting(updater: TaskUpdater, stopped: Callable[[], bool]) -> Async
 
 
 def build_app(runtime: Runtime, url: str) -> tuple[Starlette, RoleExecutor]:
-    """The A2A JSON-RPC app (card at the well-known path, RPC at ``/``) and its executor,
-    whose ``close`` ends the client's sessions."""
+    """The A2A JSON-RPC app (card at the well-known path, RPC at ``/``) and its executor;
+    when the app stops, the sessions its clients still hold are consolidated."""
     card = agent_card(runtime, url)
     executor = RoleExecutor(runtime)
     handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore(),
                                     agent_card=card)  # fmt: skip
-    routes = [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, "/")]
-    return Starlette(routes=routes), executor
+    rpc = create_jsonrpc_routes(handler, "/", context_builder=TokenContextBuilder())
+    routes = [*create_agent_card_routes(card), *rpc]
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:  # the server stops: the sessions still open are consolidated, in its loop
+            await executor.close()
+            await runtime.tools.close_sources()
+
+    return Starlette(routes=routes, lifespan=lifespan), executor

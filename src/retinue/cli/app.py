@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from typer.core import TyperCommand
 
+from retinue.cli.a2a import a2a_app
 from retinue.cli.common import (
     EXIT_FAILED,
     EXIT_INCOMPLETE,
@@ -52,6 +53,7 @@ app.add_typer(memory_app)
 app.add_typer(mcp_app)
 app.add_typer(token_app)
 app.add_typer(hooks_app)
+app.add_typer(a2a_app)
 
 
 def _version(value: bool) -> None:

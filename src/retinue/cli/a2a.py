@@ -1,0 +1,55 @@
+"""``retinue a2a serve``: Retinue's roles served over A2A v1 (the ``a2a`` extra), on loopback
+behind the service's bearer token or a named one (see :mod:`retinue.a2a`)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from retinue.cli.common import PermissionOpt, WorkspaceOpt, one_line_errors
+
+a2a_app = typer.Typer(name="a2a", help="A2A (Agent2Agent): Retinue's roles served to other agents.",
+                      no_args_is_help=True)  # fmt: skip
+
+
+@a2a_app.command("serve")
+def serve(
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="provider:model (default: RETINUE_MODEL)")
+    ] = None,
+    workspace: WorkspaceOpt = None,
+    tenant: Annotated[str | None, typer.Option("--tenant", help="whose memory to use")] = None,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="the port on 127.0.0.1")] = 8767,
+    permission_mode: PermissionOpt = None,
+) -> None:
+    """Serve the roles over A2A: the agent card (its skills are the roles) at
+    /.well-known/agent-card.json and JSON-RPC at /. A message runs the role named in its
+    metadata.role; its contextId is an interactive session (metadata.unload ends it,
+    consolidating); a sub-agent's question is input-required; cancel interrupts. Each token
+    is a parent of its own; the sessions still open are consolidated when the server stops."""
+    try:
+        from retinue.a2a.server import build_app
+    except ImportError as exc:  # the a2a extra is not installed
+        typer.echo(f"A2A needs the a2a extra (pip install 'retinue[a2a]'): {exc}", err=True)
+        raise typer.Exit(2) from None
+    import uvicorn
+
+    from retinue.config import Settings
+    from retinue.runtime import Runtime
+    from retinue.server.security import TOKEN_FILE, Guard, Security, ensure_token
+    from retinue.server.tokens import TokenBook
+
+    with one_line_errors():
+        settings = Settings.load(model=model, workspace=workspace, tenant=tenant)
+        runtime = Runtime.create(settings, permission_mode=permission_mode, default_mode="default")
+        token, _ = ensure_token(settings.home)
+    for problem in runtime.problems:
+        typer.echo(problem, err=True)
+    url = f"http://127.0.0.1:{port}/"
+    app, _executor = build_app(runtime, url)  # (its lifespan ends the sessions)
+    guarded = Guard(app, Security.build(token, tokens=TokenBook(settings.home)))
+    where = settings.home / TOKEN_FILE
+    typer.echo(f'retinue A2A on {url}; send "Authorization: Bearer $(cat {where})"', err=True)
+    uvicorn.run(guarded, host="127.0.0.1", port=port, log_level="warning",
+                timeout_graceful_shutdown=5)  # fmt: skip
