@@ -41,6 +41,7 @@ from retinue.errors import RetinueError
 from retinue.events import TEXT_DELTA, Event, EventSink
 from retinue.memory.consolidate import ConsolidationScope, consolidation_scope
 from retinue.runtime import Conversation, Runtime
+from retinue.telemetry.prices import format_cost
 
 __all__ = ["ChatRepl", "consolidating_text"]
 
@@ -253,17 +254,19 @@ class ChatRepl:
         table = Table()
         widest = max([len(s.id) for s in infos] + [len(sid) for sid in ending])
         table.add_column("session", no_wrap=True, min_width=widest)
-        for header in ("role", "state", "turns", "tokens", "background", "tasks", "last reply"):
+        for header in ("role", "state", "turns", "tokens", "cost", "background", "tasks",
+                       "last reply"):  # fmt: skip
             table.add_column(header)
         for s in infos:
             bg = f"{s.background} running, {s.unread} unread" if s.background or s.unread else ""
             table.add_row(
-                escape(s.id), escape(s.role), s.state, str(s.turns), str(s.tokens), bg,
+                escape(s.id), escape(s.role), s.state, str(s.turns), str(s.tokens),
+                format_cost(s.cost_usd), bg,
                 todos_cell(s.todos), escape(one_line(s.last_reply)),
             )  # fmt: skip
         for sid in ending:
             role = sid.rpartition("/")[2].partition(":")[0]
-            table.add_row(escape(sid), escape(role), "consolidating", "", "", "", "", "")
+            table.add_row(escape(sid), escape(role), "consolidating", "", "", "", "", "", "")
         console(file=sys.stderr).print(table)
 
 

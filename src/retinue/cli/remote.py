@@ -183,6 +183,7 @@ def sessions(
 
     from retinue.cli.render import parse_todos, todos_cell
     from retinue.cli.term import console as make_console
+    from retinue.telemetry.prices import format_cost
 
     params = {"parent": parent} if parent else None
     answer = _call("GET", url, "/v1/sessions", token=token, params=params)
@@ -196,7 +197,7 @@ def sessions(
         return
     table = Table()  # the ids are never cut: `retinue interrupt` needs them whole
     table.add_column("id", no_wrap=True, min_width=max(len(str(s["id"])) for s in live))
-    for header in ("role", "state", "turns", "tokens", "tasks", "last reply"):
+    for header in ("role", "state", "turns", "tokens", "cost", "tasks", "last reply"):
         table.add_column(header)
     for s in live:
         table.add_row(
@@ -205,6 +206,7 @@ def sessions(
             escape(_state(s)),
             str(s["turns"]),
             f"{s['tokens']} ({s['input_tokens']} in / {s['output_tokens']} out)",
+            format_cost(s.get("cost_usd")),
             todos_cell(parse_todos(s.get("todos"))),
             escape(_one_line(str(s["last_reply"]))),
         )

@@ -21,6 +21,7 @@ from rich.text import Text
 from retinue import events as ev
 from retinue.errors import RetinueError
 from retinue.events import Event
+from retinue.telemetry.prices import format_cost
 from retinue.tools.builtin.todo import TodoItem, todo_line, todos_done
 
 __all__ = [
@@ -67,9 +68,11 @@ def _tokens(data: dict[str, Any]) -> str:
     seconds = data.get("seconds")
     took = f", {seconds:.1f}s" if isinstance(seconds, int | float) else ""
     purpose = f" ({escape(str(data['purpose']))})" if data.get("purpose") else ""
+    cost = data.get("cost_usd")  # present (None: the price is unknown) for the run's calls
+    money = f", {format_cost(cost if isinstance(cost, int | float) else None)}"
     return (
         f"{data.get('input_tokens', 0):,} in / {data.get('output_tokens', 0):,} out tokens"
-        f"{took}{purpose}"
+        f"{money if 'cost_usd' in data else ''}{took}{purpose}"
     )
 
 

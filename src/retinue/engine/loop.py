@@ -31,6 +31,7 @@ from retinue.messages import (
     UserMessage,
 )
 from retinue.telemetry import trace as _tel
+from retinue.telemetry.prices import cost_usd
 
 __all__ = [
     "Final",
@@ -240,6 +241,7 @@ def _model_called(config: RunConfig, response: ModelResponse, started: float) ->
             input_tokens=response.usage.input_tokens,
             output_tokens=response.usage.output_tokens,
             seconds=round(time.perf_counter() - started, 4),
+            cost_usd=cost_usd(config.model.name, response.usage),  # None: price unknown
         )
 
 

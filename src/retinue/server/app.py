@@ -84,6 +84,7 @@ from retinue.server.security import Guard, Security
 from retinue.server.sse import output_json, stream_turn
 from retinue.server.tenants import Space, Spaces, TenantSpace
 from retinue.subagents.registry import SessionInfo
+from retinue.telemetry.trace import RemoteParent
 
 __all__ = ["MessageIn", "create_app"]
 
@@ -120,6 +121,7 @@ def create_app(runtime: Runtime, security: Security, limits: Limits | None = Non
 
     app = FastAPI(title="Retinue", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.add_middleware(Guard, security=security)
+    app.add_middleware(RemoteParent)  # a request's traceparent: its turns join that trace
     app.state.runtime, app.state.host, app.state.spaces = runtime, host, spaces
     _error_handlers(app)
     _conversation_routes(app)

@@ -85,6 +85,7 @@ class Held:
             question=s.question,
             steered=s.steered,
             todos=tuple(load_todos(s.config.context.data_dir, s.id, since=self.created_at)),
+            cost_usd=s.cost_usd,
         )
 
 
@@ -159,6 +160,7 @@ class SessionInfo:
     question: str | None = None  # what it asks, while its state is "asking"
     steered: int = 0  # steering messages it was shown
     todos: tuple[TodoItem, ...] = ()  # its TodoWrite task list, as it last wrote it
+    cost_usd: float | None = None  # US dollars; None: its model's price is unknown
 
     @property
     def tokens(self) -> int:

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ENABLED",
     "SEMCONV_VERSION",
+    "RemoteParent",
     "Turn",
     "begin_chat",
     "begin_turn",
@@ -345,6 +346,27 @@ def with_remote_parent(headers: Any) -> Iterator[None]:
         yield
     finally:
         context.detach(token)
+
+
+class RemoteParent:
+    """ASGI middleware: an HTTP request that carries ``traceparent`` runs with that context
+    as its parent, so the turns it starts (``retinue serve``) join the caller's trace. Tracing
+    off, or no header: the request goes through untouched."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if not ENABLED or scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {
+            k.decode("latin-1"): v.decode("latin-1")
+            for k, v in scope.get("headers", ())
+            if k in (b"traceparent", b"tracestate")
+        }
+        with with_remote_parent(headers):
+            await self.app(scope, receive, send)
 
 
 # -- helpers -------------------------------------------------------------------------------
