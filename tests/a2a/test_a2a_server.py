@@ -213,5 +213,5 @@ async def test_each_token_is_a_parent_of_its_own_and_owns_its_tasks(
     assert "SECRET-service" not in "\n".join(m.content for m in helper_model.calls[1].messages)
     parents = {h.parent_id for h in served.runtime.manager.registry.held_by()}
     assert parents == {"a2a-client", "a2a-client-bob"}
-    with pytest.raises(Exception, match="(?i)not found"):
+    with pytest.raises(Exception, match=r"(?i)not found"):
         await bob.get_task(GetTaskRequest(id=mine.id))
