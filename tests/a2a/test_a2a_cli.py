@@ -43,13 +43,14 @@ async def test_serve_runs_a_role_and_consolidates_on_sigterm(tmp_path: Path) -> 
         proc = await asyncio.create_subprocess_exec(*cmd, env=env, cwd=tmp_path / "ws")
         try:
             url = f"http://127.0.0.1:{port}/"
+            refused = None
             async with httpx.AsyncClient() as plain:
                 for _ in range(200):
                     with contextlib.suppress(httpx.TransportError):
                         refused = await plain.post(url, json={})
                         break
                     await asyncio.sleep(0.1)
-            assert refused.status_code == 401
+            assert refused is not None and refused.status_code == 401
             token = (tmp_path / "home" / "server-token").read_text().strip()
             http = httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
             client = await ClientFactory(ClientConfig(httpx_client=http)).create_from_url(url)
