@@ -28,9 +28,11 @@ from retinue.policy.modes import PermissionMode
 from retinue.subagents.roles import Role, RoleCatalog
 from retinue.subagents.tools import (
     ASK_TOOL_NAME,
+    SEND_TOOL_NAME,
     SPAWN_TOOL_NAMES,
     ask_parent,
     roles_section,
+    send_message,
     subagent_tools,
 )
 from retinue.tools.base import Tool, ToolContext, ToolRegistry
@@ -130,6 +132,8 @@ class AgentFactory:
             extra.append(self.skill_tool)
         if interactive or role.can("ask_parent") or ASK_TOOL_NAME in (role.tools or ()):
             extra.append(ask_parent)
+        if interactive or SEND_TOOL_NAME in (role.tools or ()):  # messages to its team
+            extra.append(send_message)
         if role.can("memory") and self.memory is not None:
             extra.extend(self._memory_tools)
         for t in extra:

@@ -27,13 +27,14 @@ import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from retinue.engine.config import ContextKeeper, RunConfig, RunOutput
-from retinue.engine.session import ASKS_NOTE, Consolidation, Lifecycle, Session
+from retinue.engine.session import ASKS_NOTE, Consolidation, Lifecycle, Session, current_session
 from retinue.errors import SubAgentError
 from retinue.events import SESSION, emit
 from retinue.llm.base import Model
 from retinue.memory.base import Memory
 from retinue.messages import Message, UserMessage
 from retinue.subagents.factory import AgentFactory
+from retinue.subagents.messaging import messenger_of
 from retinue.subagents.registry import Held, SessionInfo, SessionKey, SessionRegistry
 from retinue.subagents.roles import Role, RoleCatalog
 from retinue.subagents.tools import (
@@ -240,6 +241,7 @@ class SubAgentManager:
         key: SessionKey | None = None,
     ) -> Session:
         """A session of ``role`` whose close ends its children, then consolidates."""
+        messenger_of(self.registry).saw(ctx.tenant, current_session())  # its parent's
         config = self.factory.config(role, ctx, interactive=interactive)
         hooks = _Hooks(self, agent_id, role, ctx, config, key is not None)
         lifecycle = Lifecycle(

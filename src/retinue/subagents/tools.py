@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Annotated, Protocol, runtime_checkable
 from pydantic import Field
 
 from retinue.engine.session import ASKS_NOTE, current_session
-from retinue.errors import ToolError
+from retinue.errors import RetinueError, ToolError
 from retinue.events import SESSION, emit
 from retinue.policy.hooks import notify
+from retinue.subagents.messaging import messenger_of
 from retinue.tools.base import Delegator, Tool, ToolContext, tool
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ASK_TOOL_NAME",
     "NO_ANSWER",
+    "SEND_TOOL_NAME",
     "SPAWN_TOOL_NAMES",
     "Steerer",
     "ask_parent",
@@ -37,6 +39,7 @@ __all__ = [
     "found_roles",
     "question_note",
     "roles_section",
+    "send_message",
     "status_text",
     "steering_ack",
     "subagent_tools",
@@ -47,6 +50,7 @@ __all__ = [
 
 SPAWN_TOOL_NAMES = frozenset({"SubAgent", "UnloadSubAgent", "SubAgentStatus", "FindRole"})
 ASK_TOOL_NAME = "AskParent"
+SEND_TOOL_NAME = "SendMessage"
 NO_ANSWER = "(Nobody can answer now: decide yourself, and say what you assumed.)"
 MAX_LISTED_ROLES = 30
 ROLES_BUDGET_CHARS = 4500  # about 1.1k tokens (the skills section shares the budget)
@@ -185,6 +189,33 @@ async def ask_parent(
     answer = await session.ask(question)
     emit(ctx.events, SESSION, session.id, action="answered", conversation_id=session.id)
     return answer
+
+
+@tool(SEND_TOOL_NAME)
+async def send_message(
+    ctx: ToolContext,
+    to: Annotated[
+        str,
+        Field(
+            description="Who: 'main' (the main agent), 'parent', a sibling's or child's "
+            "role[:instance], or a session id of your team"
+        ),
+    ],
+    message: Annotated[str, Field(description="The message, complete enough to act on")],
+    wait: Annotated[bool, Field(description="Wait for the receiver's reply and return it")] = False,
+) -> str:
+    """Send a message to another session of your team: it sees it (and that it is from you)
+    before its next step if it is working, or as its next turn if it is idle."""
+    registry = getattr(ctx.manager, "registry", None)
+    if registry is None:
+        raise ToolError("messages between sessions are not available in this run")
+    messenger = messenger_of(registry)
+    if ctx.depth == 0:
+        messenger.saw(ctx.tenant, current_session())
+    try:
+        return await messenger.send(ctx.tenant, ctx.agent_id, to, message, wait=wait)
+    except RetinueError as exc:
+        raise ToolError(str(exc)) from None
 
 
 def subagent_tools() -> tuple[Tool, ...]:
