@@ -30,9 +30,8 @@ The rules, and where each comes from:
     when the agent is the main thread (``claude --agent``). Retinue keeps it: a role that
     delegates is the main thread of its own children, and its author wrote whom it may
     start.
-  * ``color`` (a terminal colour), ``effort`` (no provider here takes a reasoning effort
-    from a role yet) and ``isolation`` (no worktree per sub-agent yet) have no effect;
-    Retinue lists them as ignored (:data:`NO_EFFECT`).
+  * ``color`` (a terminal colour) and ``effort`` (no provider here takes a reasoning effort
+    from a role yet) have no effect; Retinue lists them as ignored (:data:`NO_EFFECT`).
   * Retinue also reads its own and xbot's keys (``capabilities``, ``spawn_agent``), and a
     ``capabilities`` mapping that is not xbot's may say ``restricted_tools``, read as
     ``disallowedTools`` (Claude Code ignores ``capabilities``).
@@ -66,7 +65,7 @@ DOCUMENTED = frozenset(
      "skills", "mcpServers", "hooks", "memory", "background", "effort", "isolation", "color",
      "initialPrompt"}
 )  # fmt: skip
-NO_EFFECT = frozenset({"color", "effort", "isolation"})  # Retinue's differences (see above)
+NO_EFFECT = frozenset({"color", "effort"})  # Retinue's differences (see above)
 RETINUE_KEYS = frozenset({"capabilities", "spawn_agent", "maxBudgetUsd", "max_budget_usd"})
 WRITING_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit", "Bash")
 

@@ -6,7 +6,9 @@ Besides the role's own prompt, a sub-agent's system prompt carries the project i
 skills its ``skills:`` preloads; those skills are *active* for its whole session, so their
 ``allowed-tools`` (when they say any) narrow its tools to the tools they name, delegation,
 ``AskParent``, memory and ``Skill`` aside. ``skills``, ``skill_tool`` and ``instructions`` are
-set by whoever assembles the process (:class:`retinue.runtime.Runtime`)."""
+set by whoever assembles the process (:class:`retinue.runtime.Runtime`). A role with
+``isolation: worktree`` works in a git worktree of the workspace
+(:mod:`~retinue.subagents.worktree`), released when its session closes."""
 
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ from retinue.subagents.tools import (
     send_message,
     subagent_tools,
 )
+from retinue.subagents.worktree import Worktree, close_worktree, open_worktree
 from retinue.tools.base import Tool, ToolContext, ToolRegistry
 
 if TYPE_CHECKING:
@@ -75,10 +78,13 @@ class AgentFactory:
         self.skill_tool: Tool | None = None  # given to roles that preload skills
         self.instructions = ""  # the project instructions' prompt section
         self._missing: set[tuple[str, str]] = set()
+        self._worktrees: dict[str, Worktree] = {}  # by agent id: isolation: worktree
 
     def config(self, role: Role, ctx: ToolContext, *, interactive: bool) -> RunConfig:
         """A run of ``role`` as the agent ``ctx`` describes, with an empty history."""
         model = self.model(role, ctx.events)
+        if role.isolation == "worktree":
+            ctx = self._isolated(role, ctx)
         gate = ctx.gate
         if role.hooks and gate is None:  # its own hooks: a gate that runs them and no more
             gate = Policy(modes=("bypassPermissions",), hooks=Hooks(workspace=ctx.workspace))
@@ -141,6 +147,25 @@ class AgentFactory:
                 tools.register(t)
         return tools
 
+    def _isolated(self, role: Role, ctx: ToolContext) -> ToolContext:
+        """``ctx`` working in a new git worktree of its workspace (or as it is, told why)."""
+        tree = open_worktree(ctx.workspace, ctx.data_dir, ctx.agent_id)
+        if isinstance(tree, str):
+            note = f"role {role.name!r} asks for a worktree, but {tree}; it works in place"
+            log.warning("%s", note)
+            emit(ctx.events, NOTICE, ctx.agent_id, text=note)
+            return ctx
+        self._worktrees[ctx.agent_id] = tree
+        return replace(ctx, workspace=tree.path)
+
+    def release(self, agent_id: str, events: EventSink | None) -> None:
+        """A session ended: its worktree is removed, or kept and reported when it changed."""
+        tree = self._worktrees.pop(agent_id, None)
+        report = close_worktree(tree) if tree is not None else None
+        if report:
+            log.warning("%s: %s", agent_id, report)
+            emit(events, NOTICE, agent_id, text=f"{agent_id}: {report}")
+
     @staticmethod
     def first_turn(role: Role, session: Session, task: str) -> str:
         """The message a session of ``role`` is sent: its ``initialPrompt`` first when this is
@@ -152,7 +177,9 @@ class AgentFactory:
     async def system_prompt(self, role: Role, ctx: ToolContext) -> str:
         """Rendered once per conversation, so every later request shares its prefix."""
         parts = [role.prompt or f"You are the {role.name} sub-agent: {role.description}"]
-        parts.append(f"Your workspace is {ctx.workspace}.")
+        tree = self._worktrees.get(ctx.agent_id)
+        where = f"{tree.path}, a git worktree of {tree.workspace}" if tree else ctx.workspace
+        parts.append(f"Your workspace is {where}.")
         if self.instructions:
             parts.append(self.instructions)
         if preloaded := self.preloaded(role, ctx.events):

@@ -395,6 +395,7 @@ class _Hooks:
             registry.forget(held)
         if held is None or held.session is session:  # (not a newer session of this id's)
             forget_todos(self.ctx.data_dir, agent_id)  # its TodoWrite list ends with it
+        self.manager.factory.release(agent_id, self.ctx.events)  # isolation: worktree
         if self.keyed or held is not None:
             emit(self.ctx.events, SESSION, agent_id, action="unloaded", conversation_id=agent_id,
                  turns=session.turns, consolidation=session.consolidation)  # fmt: skip

@@ -47,9 +47,11 @@ Front matter keys and what they mean here (Claude Code's 16 documented fields an
   ``restricted_tools`` is read as ``disallowedTools`` (its authors' plain meaning: seven
   real files say ``restricted_tools: Task  # No delegation``), the rest is reported.
   Free-text ``capabilities`` are accepted, ignored and reported.
-- ``effort`` and ``isolation`` are read and kept on the role, but have no effect yet
-  (README "Roles and sub-agents"); every other key (``color``…) is accepted and listed as
-  ignored.
+- ``isolation: worktree``: each session of the role works in a git worktree of the
+  workspace, removed when it ends unless it has changes, which are reported
+  (:mod:`retinue.subagents.worktree`).
+- ``effort`` is read and kept on the role, but has no effect yet (README "Roles and
+  sub-agents"); it and every other key (``color``…) is listed as ignored.
 
 Search order, recursively in each directory: the first definition of a name wins, and every
 later definition of that name is reported as *shadowed* (never dropped silently):
@@ -100,9 +102,9 @@ _XBOT_TIERS = frozenset({"vanguard", "balance", "swift"})
 _OWN_KEYS = frozenset(
     {"name", "description", "tools", "disallowedTools", "model", "capabilities", "memory",
      "spawn_agent", "maxTurns", "permissionMode", "mcpServers", "hooks", "skills",
-     "initialPrompt", "background", "maxBudgetUsd", "max_budget_usd"}
+     "initialPrompt", "background", "isolation", "maxBudgetUsd", "max_budget_usd"}
 )  # fmt: skip
-KEPT_UNUSED = ("effort", "isolation")  # read and kept, no effect yet (README)
+KEPT_UNUSED = ("effort",)  # read and kept, no effect yet (README)
 MAX_INITIAL_PROMPT = 20_000
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _TOOL = re.compile(r"^([A-Za-z_][\w.-]*)\s*\((.*)\)$", re.DOTALL)
@@ -152,7 +154,7 @@ class Role:
     initial_prompt: str | None = None  # the start of its first user turn
     background: bool = False  # always a background session
     effort: str | None = None  # kept, not used yet
-    isolation: str | None = None  # kept, not used yet
+    isolation: str | None = None  # "worktree": its sessions work in a git worktree
     max_budget_usd: float | None = None  # US dollars each session of the role may spend
 
     def can(self, capability: str) -> bool:
@@ -232,7 +234,7 @@ def parse_role(path: Path, text: str, aliases: Mapping[str, str] | None = None) 
         initial_prompt=_initial_prompt(meta.get("initialPrompt"), notes),
         background=_flag(meta.get("background"), "background", notes),
         effort=_kept_text(meta.get("effort")),
-        isolation=_kept_text(meta.get("isolation")),
+        isolation=_isolation(meta.get("isolation"), notes),
         max_budget_usd=budget,
     )
 
@@ -285,6 +287,13 @@ def _flag(value: Any, key: str, notes: list[str]) -> bool:
         return bool(value)
     notes.append(f"{key} {value!r} is not true or false (ignored)")
     return False
+
+
+def _isolation(value: Any, notes: list[str]) -> str | None:
+    if value is None or value == "worktree":
+        return value
+    notes.append(f"isolation {value!r} is not 'worktree' (ignored)")
+    return None
 
 
 def _kept_text(value: Any) -> str | None:
