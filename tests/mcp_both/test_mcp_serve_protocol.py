@@ -105,9 +105,12 @@ def test_each_token_is_a_parent_with_its_own_progress_and_approvals(tmp_path: Pa
     assert a[0].events is a[1] and b[0].events is b[1]
 
 
-async def test_a_question_is_elicited_and_the_answer_goes_on_in_the_same_call(
-    tmp_path: Path,
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_question_reaches_the_client_and_the_answer_goes_on_in_the_same_call(
+    tmp_path: Path, mode: str
 ) -> None:
+    """2025-11-25 (legacy): an elicitation request within the call; 2026-07-28: an
+    input_required result, the client retrying the call with the answer."""
     asked: list[str] = []
 
     async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
@@ -116,35 +119,15 @@ async def test_a_question_is_elicited_and_the_answer_goes_on_in_the_same_call(
 
     model = asking_model()
     server = build_server(runtime_for(tmp_path, model))
-    async with Client(server, elicitation_callback=elicit, mode="legacy") as client:
+    async with Client(server, elicitation_callback=elicit, mode=mode) as client:
+        assert (client.protocol_version == "2026-07-28") == (mode != "legacy")
         result = await client.call_tool("SubAgent", {"task": "paint", "role": "asker"})
-    assert not result.is_error
+    assert not result.is_error, text(result)
     assert "painted it in the colour given" in text(result)
     [message] = asked
     assert "Which colour?" in message
     assert answer_of(model) == "teal"
     assert len(model.calls) == 2  # one turn: the answer continued it, no new turn began
-
-
-async def test_at_2026_07_28_the_question_is_input_required_and_the_retry_answers_it(
-    tmp_path: Path,
-) -> None:
-    asked: list[str] = []
-
-    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        asked.append(params.message)
-        return types.ElicitResult(action="accept", content={"answer": "ochre"})
-
-    model = asking_model()
-    server = build_server(runtime_for(tmp_path, model))
-    async with Client(server, elicitation_callback=elicit, mode="2026-07-28") as client:
-        assert client.protocol_version == "2026-07-28"
-        result = await client.call_tool("SubAgent", {"task": "paint", "role": "asker"})
-    assert not result.is_error, text(result)
-    assert "painted it in the colour given" in text(result)
-    assert len(asked) == 1 and "Which colour?" in asked[0]
-    assert answer_of(model) == "ochre"
-    assert len(model.calls) == 2
 
 
 async def test_a_client_that_cannot_be_asked_reads_the_question_and_answers_by_subagent(

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from retinue.cli.common import PermissionOpt, WorkspaceOpt, one_line_errors
+from retinue.cli.common import ModelOpt, PermissionOpt, TenantOpt, WorkspaceOpt, one_line_errors
 
 a2a_app = typer.Typer(name="a2a", help="A2A (Agent2Agent): Retinue's roles served to other agents.",
                       no_args_is_help=True)  # fmt: skip
@@ -15,11 +15,9 @@ a2a_app = typer.Typer(name="a2a", help="A2A (Agent2Agent): Retinue's roles serve
 
 @a2a_app.command("serve")
 def serve(
-    model: Annotated[
-        str | None, typer.Option("--model", "-m", help="provider:model (default: RETINUE_MODEL)")
-    ] = None,
+    model: ModelOpt = None,
     workspace: WorkspaceOpt = None,
-    tenant: Annotated[str | None, typer.Option("--tenant", help="whose memory to use")] = None,
+    tenant: TenantOpt = None,
     port: Annotated[int, typer.Option(min=1, max=65535, help="the port on 127.0.0.1")] = 8767,
     permission_mode: PermissionOpt = None,
 ) -> None:
