@@ -1,5 +1,4 @@
-"""Tracing fixtures: an SDK TracerProvider with the in-memory exporter, and a processor that
-knows which spans were started and never ended."""
+"""Tracing fixtures (the helpers live in ``tracekit``)."""
 
 from __future__ import annotations
 
@@ -8,40 +7,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from tracekit import Traced
 
 from retinue.telemetry import trace as tel
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "subagents"))  # subagent_kit
-
-
-class OpenSpans(SpanProcessor):
-    """The spans started and not ended yet, by span id."""
-
-    def __init__(self) -> None:
-        self.open: dict[int, str] = {}
-
-    def on_start(self, span: Span, parent_context: object = None) -> None:
-        if span.context is not None:
-            self.open[span.context.span_id] = span.name
-
-    def on_end(self, span: ReadableSpan) -> None:
-        assert span.context is not None
-        self.open.pop(span.context.span_id, None)
-
-
-class Traced:
-    def __init__(self) -> None:
-        self.exporter = InMemorySpanExporter()
-        self.open = OpenSpans()
-        self.provider = TracerProvider()
-        self.provider.add_span_processor(self.open)
-        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
-
-    def spans(self) -> list[ReadableSpan]:
-        return list(self.exporter.get_finished_spans())
 
 
 @pytest.fixture

@@ -31,6 +31,17 @@ def echo(ctx: ToolContext, text: str) -> str:
     return text
 
 
+hanging: list[bool] = []
+
+
+@tool("Hang")
+async def hang(ctx: ToolContext) -> str:
+    """Wait a long time."""
+    hanging.append(True)
+    await asyncio.sleep(30)
+    return "woke"
+
+
 @pytest.fixture(autouse=True)
 def no_overrides() -> Iterator[None]:
     set_prices(None)
@@ -77,7 +88,9 @@ def fixed(message: AssistantMessage, inp: int, out: int) -> ModelResponse:
 
 def session(tmp_path: Path, model: ScriptedModel, budget: float) -> Session:
     ctx = ToolContext("s1", tmp_path, tmp_path)
-    config = RunConfig(model, [SystemMessage("s")], ToolRegistry([echo]), ctx, interactive=True)
+    config = RunConfig(
+        model, [SystemMessage("s")], ToolRegistry([echo, hang]), ctx, interactive=True
+    )
     return Session("s1", config, budget_usd=budget)
 
 
@@ -105,26 +118,37 @@ async def test_failed_and_interrupted_turns_count_against_the_money_budget(
     tmp_path: Path,
 ) -> None:
     set_prices({"acme:m1": {"input": 1.0, "output": 10.0}})
-    tool_step = AssistantMessage("", (call_tool("Echo", {"text": "x"}).tool_calls[0],))
-    model = ScriptedModel([fixed(tool_step, 100_000, 10_000), ModelError("down")], name="acme:m1")
+    echo_step = AssistantMessage("", (call_tool("Echo", {"text": "x"}).tool_calls[0],))
+    hang_step = AssistantMessage("", (call_tool("Hang", {}).tool_calls[0],))
+    model = ScriptedModel([fixed(echo_step, 100_000, 10_000), ModelError("down")], name="acme:m1")
     s = session(tmp_path, model, budget=0.25)
     with pytest.raises(ModelError):
         await s.send("fails after one paid call")
     assert s.cost_usd == pytest.approx(0.20)
 
-    def slow(messages, tools):  # the next call hangs until the turn is interrupted
-        model.delay = 30
-        return fixed(tool_step, 100_000, 10_000)
-
-    model.add(slow, "never")
+    model.add(fixed(hang_step, 100_000, 10_000))  # paid for; its tool hangs until interrupted
     turn = asyncio.create_task(s.send("interrupted after a second paid call"))
-    while model.call_count < 3:
+    while not hanging:
         await asyncio.sleep(0.01)
     assert s.interrupt()
     assert (await turn).stop_reason == "interrupted"
     assert s.cost_usd == pytest.approx(0.40)
     with pytest.raises(SessionError, match="its budget is"):
         await s.send("refused")
+
+
+async def test_a_money_budget_stops_a_turn_before_its_next_model_call(tmp_path: Path) -> None:
+    set_prices({"acme:m1": {"input": 1.0, "output": 10.0}})
+    step = AssistantMessage("", (call_tool("Echo", {"text": "x"}).tool_calls[0],))
+    model = ScriptedModel(
+        [fixed(step, 100_000, 10_000), fixed(step, 100_000, 10_000), "never reached"],
+        name="acme:m1",
+    )
+    s = session(tmp_path, model, budget=0.30)
+    with pytest.raises(SessionError, match=r"has spent \$0\.4000, its budget is \$0\.3"):
+        await s.send("a long task")
+    assert model.call_count == 2 and model.remaining == 1
+    assert s.messages[-1].content.startswith("[This turn failed before it finished")
 
 
 async def test_a_budget_on_a_model_without_a_price_is_refused(tmp_path: Path) -> None:

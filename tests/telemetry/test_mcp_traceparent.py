@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from tracekit import Traced
 
-from conftest import Traced
 from retinue.mcp.client import McpServer
 from retinue.mcp.servers import StdioServer
 from retinue.messages import ToolCall, ToolResultMessage

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import Traced
+from tracekit import Traced
+
 from retinue.engine.compress import AutoCompressor
 from retinue.memory import SQLiteMemory
 from retinue.messages import AssistantMessage, Message, SystemMessage, UserMessage

@@ -12,8 +12,8 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 from subagent_kit import Kit, echo, make_kit  # pyright: ignore[reportMissingImports]
+from tracekit import Traced
 
-from conftest import Traced
 from retinue.engine import RunConfig
 from retinue.engine.session import Session
 from retinue.messages import SystemMessage

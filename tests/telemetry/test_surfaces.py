@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from tracekit import Traced
 
-from conftest import Traced
 from retinue.cli.render import _tokens
 from retinue.config import Settings
 from retinue.runtime import Runtime

@@ -18,6 +18,7 @@ from retinue.cli.common import (
     EXIT_FAILED,
     EXIT_INCOMPLETE,
     EXIT_INTERRUPTED,
+    BudgetOpt,
     ModelOpt,
     PermissionOpt,
     PlainUsage,
@@ -84,6 +85,7 @@ def run(
     tenant: TenantOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress on stderr")] = False,
     permission_mode: PermissionOpt = None,
+    max_budget_usd: BudgetOpt = None,
 ) -> None:
     """Run the main agent once on TASK; print only its final answer on stdout.
 
@@ -95,7 +97,7 @@ def run(
     with one_line_errors():
         runtime = make_runtime(
             model, workspace, tenant, quiet=quiet, permission_mode=permission_mode,
-            ask=sys.stdin.isatty() and sys.stderr.isatty(),
+            ask=sys.stdin.isatty() and sys.stderr.isatty(), max_budget_usd=max_budget_usd,
         )  # fmt: skip
         from retinue.cli.render import prepare_model
 
@@ -139,6 +141,7 @@ def chat(
         ),
     ] = False,
     permission_mode: PermissionOpt = None,
+    max_budget_usd: BudgetOpt = None,
 ) -> None:
     """Chat with the main agent. /help lists the commands; Ctrl-C cancels a turn."""
     from retinue.cli.chat import ChatRepl
@@ -147,7 +150,12 @@ def chat(
     with one_line_errors():
         ask_workspace_trust(workspace)  # the workspace's own MCP servers: y/n on first use
         runtime = make_runtime(
-            model, workspace, tenant, permission_mode=permission_mode, ask=sys.stdin.isatty()
+            model,
+            workspace,
+            tenant,
+            permission_mode=permission_mode,
+            ask=sys.stdin.isatty(),
+            max_budget_usd=max_budget_usd,
         )
         ChatRepl(runtime, keep_sessions=keep_sessions).loop()
 

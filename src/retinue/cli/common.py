@@ -24,6 +24,7 @@ __all__ = [
     "EXIT_FAILED",
     "EXIT_INCOMPLETE",
     "EXIT_INTERRUPTED",
+    "BudgetOpt",
     "ModelOpt",
     "PermissionOpt",
     "PlainUsage",
@@ -38,6 +39,14 @@ __all__ = [
 
 EXIT_FAILED, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 1, 2, 130
 
+BudgetOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--max-budget-usd",
+        min=0.0,
+        help="US dollars the main agent's session may spend (checked before each turn)",
+    ),
+]
 ModelOpt = Annotated[
     str | None,
     typer.Option(
@@ -97,6 +106,7 @@ def make_runtime(
     quiet: bool = False,
     permission_mode: str | None = None,
     ask: bool = False,
+    max_budget_usd: float | None = None,
 ) -> Runtime:
     """The runtime a command runs on, progress printed on stderr unless ``quiet``. Calls
     that need approval are asked on the terminal with ``ask``, else refused (nobody to ask);
@@ -108,6 +118,8 @@ def make_runtime(
     from retinue.runtime import Runtime
 
     settings = Settings.load(model=model, workspace=workspace, tenant=tenant)
+    if max_budget_usd is not None:  # --max-budget-usd wins over config.toml's
+        settings.max_budget_usd = max_budget_usd
     stderr = console(stderr=True)
     route_logs(stderr)
     printer = None if quiet else EventPrinter(stderr)

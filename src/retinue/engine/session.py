@@ -398,6 +398,8 @@ class Session:
                 waker.set_result(None)
 
     def _take_steering(self) -> list[str]:
+        if self.budget_usd is not None and not isinstance(self.messages[-1], AssistantMessage):
+            self._check_money()  # before each model call of a turn: a money budget stops it
         if not self._steering:  # (before every model call: the usual case costs nothing)
             return _NO_STEERING
         texts, self._steering = self._steering, ()
@@ -565,6 +567,10 @@ class Session:
                 f"session {self.id} has used {used} tokens, its budget is {budget}: "
                 f"end it (what it learned is kept in its memory) and start a new one"
             )
+        if self.budget_usd is not None:
+            self._check_money()
+
+    def _check_money(self) -> None:
         if self.budget_usd is not None:
             cost = self.cost_usd
             if cost is None:
