@@ -146,10 +146,10 @@ async def test_errors_reach_the_model_as_results_and_disturb_nothing(tmp_path) -
     assert "no interactive session 'main/tester'" in unknown_session.content
     assert unknown_role.is_error and "unknown role 'nobody'" in unknown_role.content
     assert cycle.is_error and "already in this call chain" in cycle.content
-    # the reviewer may only use Shout (and, being interactive, AskParent): Echo was not
-    # offered and its call was refused
+    # the reviewer may only use Shout (and, being interactive, AskParent and SendMessage):
+    # Echo was not offered and its call was refused
     reviewer_calls = k.models["reviewer"].calls
-    assert reviewer_calls[-1].tool_names == ["Shout", "AskParent"]
+    assert reviewer_calls[-1].tool_names == ["Shout", "AskParent", "SendMessage"]
     refusal = reviewer_calls[-1].messages[-1]
     assert isinstance(refusal, ToolResultMessage) and refusal.is_error
     assert "not allowed" in refusal.content
