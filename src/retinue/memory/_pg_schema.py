@@ -113,7 +113,23 @@ _V3: tuple[LiteralString, ...] = (
     "ALTER TABLE conversations ADD COLUMN IF NOT EXISTS approvals TEXT NOT NULL DEFAULT '[]'",
 )
 
-MIGRATIONS: tuple[tuple[LiteralString, ...], ...] = (_V1, _V2, _V3)
+# v4: the shared task list of each parent tree ("team"; retinue.memory.tasks).
+_V4: tuple[LiteralString, ...] = (
+    """CREATE TABLE IF NOT EXISTS tasks (
+        tenant TEXT NOT NULL,
+        team TEXT NOT NULL,
+        id INTEGER NOT NULL,
+        subject TEXT NOT NULL,
+        description TEXT NOT NULL,
+        status TEXT NOT NULL,
+        owner TEXT,
+        blocked_by TEXT NOT NULL DEFAULT '[]',
+        updated_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (tenant, team, id)
+    )""",
+)
+
+MIGRATIONS: tuple[tuple[LiteralString, ...], ...] = (_V1, _V2, _V3, _V4)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

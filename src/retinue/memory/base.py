@@ -22,6 +22,7 @@ from retinue.messages import Message
 if TYPE_CHECKING:
     from retinue.llm.base import Model
     from retinue.memory.store import Block, Passage
+    from retinue.memory.tasks import Task
 
 __all__ = [
     "MAX_PASSAGE_CHARS",
@@ -30,6 +31,7 @@ __all__ = [
     "Memory",
     "NewPassage",
     "PendingQueue",
+    "TaskStore",
     "check_passage",
 ]
 
@@ -131,3 +133,28 @@ class ConsolidationStore(Protocol):
     async def search(self, tenant: str, role: str, query: str, limit: int = 5) -> list[Passage]: ...
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]] | None: ...
+
+
+@runtime_checkable
+class TaskStore(Protocol):
+    """The shared task lists of parent trees ("teams"; :mod:`retinue.memory.tasks`), at a
+    store's ``tasks``. ``update`` decides and writes in one transaction: claims are atomic."""
+
+    async def create(
+        self, tenant: str, team: str, subject: str, description: str, blocked_by: Sequence[int]
+    ) -> Task: ...
+
+    async def list(self, tenant: str, team: str) -> list[Task]: ...
+
+    async def get(self, tenant: str, team: str, task_id: int) -> Task | None: ...
+
+    async def update(
+        self,
+        tenant: str,
+        team: str,
+        task_id: int,
+        *,
+        actor: str,
+        status: str | None = None,
+        owner: str | None = None,
+    ) -> Task: ...

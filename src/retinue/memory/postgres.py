@@ -59,6 +59,7 @@ from retinue.memory.embeddings import VECTOR_SCAN_LIMIT, Embedder, pack, top_by_
 from retinue.memory.pending import PendingTranscript
 from retinue.memory.pg_conversations import PgConversations
 from retinue.memory.store import DEFAULT_BLOCK_LIMITS, Block, Passage, render_memory
+from retinue.memory.tasks import PgTasks
 from retinue.memory.text import normalize, pg_text
 from retinue.messages import Message, from_dict, to_dict
 
@@ -122,6 +123,8 @@ class PostgresMemory(StoreCommon):
         self.pending = PgPendingQueue(self)
         self.conversations = PgConversations(self)
         """The main agent's stored conversations, with leases for several workers."""
+        self.tasks = PgTasks(self)
+        """The teams' shared task lists (a ``TaskStore``), claims atomic across workers."""
         self.pool_size = pool_size
         self.pgvector = False
         self._pool: AsyncConnectionPool[AsyncConnection] | None = None

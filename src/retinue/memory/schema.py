@@ -96,7 +96,23 @@ _V5 = """
 ALTER TABLE conversations ADD COLUMN approvals TEXT NOT NULL DEFAULT '[]';
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
+# v6: the shared task list of each parent tree ("team"; retinue.memory.tasks).
+_V6 = """
+CREATE TABLE tasks (
+    tenant TEXT NOT NULL,
+    team TEXT NOT NULL,
+    id INTEGER NOT NULL,
+    subject TEXT NOT NULL,
+    description TEXT NOT NULL,
+    status TEXT NOT NULL,
+    owner TEXT,
+    blocked_by TEXT NOT NULL DEFAULT '[]',
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (tenant, team, id)
+) WITHOUT ROWID;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -38,6 +38,7 @@ from retinue.memory.pending import PendingStore
 from retinue.memory.schema import migrate
 from retinue.memory.sqlite_conversations import SQLiteConversations
 from retinue.memory.store import DEFAULT_BLOCK_LIMITS, Block, Passage, render_memory
+from retinue.memory.tasks import SQLiteTasks
 from retinue.memory.text import normalize, scrub
 
 __all__ = ["NewPassage", "SQLiteMemory", "fts_query", "normalize"]
@@ -96,6 +97,8 @@ class SQLiteMemory(StoreCommon):
             raise MemoryStoreError(f"cannot open memory database {path}: {exc}") from None
         self.conversations = SQLiteConversations(self._tx, self._read)
         """The main agent's stored conversations (a ``ConversationStore``), in this file."""
+        self.tasks = SQLiteTasks(self._tx, self._read)
+        """The teams' shared task lists (a ``TaskStore``), in this file."""
 
     def close(self) -> None:
         with self._lock:
