@@ -49,6 +49,7 @@ from retinue.policy.modes import PermissionMode
 from retinue.policy.trust import TrustStore, settings_trust
 from retinue.skills import SkillCatalog, skill_dirs, skill_tool, skills_section
 from retinue.subagents import Role, RoleCatalog, SubAgentManager, role_dirs, roles_section
+from retinue.subagents.tasklist import task_store, task_tools
 from retinue.subagents.tools import ask_parent, send_message, subagent_tools
 from retinue.telemetry.prices import set_prices
 from retinue.telemetry.trace import setup as setup_tracing
@@ -87,7 +88,7 @@ def load_roles(settings: Settings, tools: ToolRegistry | None = None) -> RoleCat
     """Every role the settings' directories define, with unknown tool names reported."""
     catalog = RoleCatalog.load(role_dirs(settings.workspace, settings.home), settings.model_aliases)
     tools = tools or ToolRegistry(builtin_tools())
-    extra = [*subagent_tools(), ask_parent, send_message, *memory_tools()]
+    extra = [*subagent_tools(), ask_parent, send_message, *task_tools(), *memory_tools()]
     servers = load_servers(settings.workspace, settings.mcp_servers, settings.config_file)
     catalog.check_tools([*tools.names, *(t.name for t in extra)], servers)
     return catalog
@@ -273,6 +274,7 @@ class Conversation:
         own = [
             *(subagent_tools() if delegates else ()),
             *((ask_parent, send_message) if extras else ()),  # asks: the user; messages
+            *(task_tools() if extras and task_store(rt.memory) else ()),  # the team's tasks
             *(memory_tools() if memory else ()),
             *((skill,) if (skill := rt.manager.factory.skill_tool) and extras else ()),  # skills
         ]

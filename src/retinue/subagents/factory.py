@@ -28,6 +28,7 @@ from retinue.policy.gate import Policy
 from retinue.policy.hooks import Hooks
 from retinue.policy.modes import PermissionMode
 from retinue.subagents.roles import Role, RoleCatalog
+from retinue.subagents.tasklist import TASK_TOOL_NAMES, task_store, task_tools
 from retinue.subagents.tools import (
     ASK_TOOL_NAME,
     SEND_TOOL_NAME,
@@ -132,7 +133,8 @@ class AgentFactory:
         narrowing = [s.allowed_tools for s in preloaded if s.allowed_tools is not None]
         if narrowing:  # its skills are active all along: their allowed-tools narrow
             tools = tools.restricted({t for allowed in narrowing for t in allowed})
-        spawn = role.can("spawn_agent") or any(t in SPAWN_TOOL_NAMES for t in role.tools or ())
+        named = set(role.tools or ())
+        spawn = role.can("spawn_agent") or bool(SPAWN_TOOL_NAMES & named)
         extra = list(subagent_tools()) if spawn else []
         if preloaded and self.skill_tool is not None:
             extra.append(self.skill_tool)
@@ -140,6 +142,8 @@ class AgentFactory:
             extra.append(ask_parent)
         if interactive or SEND_TOOL_NAME in (role.tools or ()):  # messages to its team
             extra.append(send_message)
+        if task_store(self.memory) is not None and (interactive or TASK_TOOL_NAMES & named):
+            extra.extend(task_tools())  # the team's shared task list
         if role.can("memory") and self.memory is not None:
             extra.extend(self._memory_tools)
         for t in extra:
