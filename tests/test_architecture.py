@@ -29,12 +29,15 @@ LAYERS = {
     "policy": 2,
     "engine": 3, "subagents": 3, "mcp": 3, "skills": 3,
     "runtime": 4, "agent": 4,
+    "a2a.client": 3,  # a remote A2A agent as a role's model: the sub-agent factory uses it
     "cli": 5, "server": 5, "a2a": 5, "__main__": 5, "__init__": 5,
 }  # fmt: skip
 
 
 def layer_of(module: str) -> int:
-    return LAYERS[module.split(".")[0]]
+    """A module's layer: its own entry (``a2a.client``), else its top-level package's."""
+    parts = module.split(".")
+    return LAYERS.get(".".join(parts[:2]), LAYERS[parts[0]])
 
 
 def imports_of(path: Path) -> set[str]:

@@ -26,6 +26,7 @@ import contextlib
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
+from retinue.a2a.client import end_remote
 from retinue.engine.config import ContextKeeper, RunConfig, RunOutput
 from retinue.engine.session import ASKS_NOTE, Consolidation, Lifecycle, Session, current_session
 from retinue.errors import SubAgentError
@@ -382,8 +383,10 @@ class _Hooks:
     def system_prompt(self) -> Awaitable[str]:
         return self.manager.factory.system_prompt(self.role, self.ctx)
 
-    def end_children(self) -> Awaitable[object]:
-        return self.manager.cleanup(self.agent_id)
+    async def end_children(self) -> object:
+        ended = await self.manager.cleanup(self.agent_id)
+        await end_remote(self.config.model)  # a remote A2A agent's context ends with it
+        return ended
 
     def consolidate(self, messages: Sequence[Message]) -> Awaitable[Consolidation]:
         return self.manager.factory.consolidate(self.role, self.config, messages)

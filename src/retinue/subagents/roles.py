@@ -74,6 +74,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from retinue.a2a.client import A2ARemote, parse_remote
 from retinue.config import MODEL_TIERS, canonical_model
 from retinue.errors import ConfigError, RoleError
 from retinue.mcp.servers import ServerConfig, role_servers
@@ -102,7 +103,8 @@ _XBOT_TIERS = frozenset({"vanguard", "balance", "swift"})
 _OWN_KEYS = frozenset(
     {"name", "description", "tools", "disallowedTools", "model", "capabilities", "memory",
      "spawn_agent", "maxTurns", "permissionMode", "mcpServers", "hooks", "skills",
-     "initialPrompt", "background", "isolation", "maxBudgetUsd", "max_budget_usd"}
+     "initialPrompt", "background", "isolation", "maxBudgetUsd", "max_budget_usd", "a2a",
+     "a2aAuthEnv"}
 )  # fmt: skip
 KEPT_UNUSED = ("effort",)  # read and kept, no effect yet (README)
 MAX_INITIAL_PROMPT = 20_000
@@ -156,6 +158,7 @@ class Role:
     effort: str | None = None  # kept, not used yet
     isolation: str | None = None  # "worktree": its sessions work in a git worktree
     max_budget_usd: float | None = None  # US dollars each session of the role may spend
+    a2a: A2ARemote | None = None  # a remote A2A agent runs its sessions (retinue.a2a.client)
 
     def can(self, capability: str) -> bool:
         return capability in self.capabilities
@@ -213,6 +216,11 @@ def parse_role(path: Path, text: str, aliases: Mapping[str, str] | None = None) 
     budget = _budget(meta.get("maxBudgetUsd", meta.get("max_budget_usd")), notes)
     if model_note:
         notes.append(model_note)
+    remote = parse_remote(meta["a2a"], meta.get("a2aAuthEnv")) if "a2a" in meta else None
+    if isinstance(remote, str):
+        raise RoleError(remote)
+    if remote is not None:  # the remote answers its questions as AskParent; no memory here
+        caps = (set(caps) | {"ask_parent"}) - {"memory"}
     return Role(
         name=name,
         description=" ".join(description.split()),
@@ -236,6 +244,7 @@ def parse_role(path: Path, text: str, aliases: Mapping[str, str] | None = None) 
         effort=_kept_text(meta.get("effort")),
         isolation=_isolation(meta.get("isolation"), notes),
         max_budget_usd=budget,
+        a2a=remote,
     )
 
 
