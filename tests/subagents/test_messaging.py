@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from retinue.engine import RunConfig
 from retinue.engine.session import Session
 from retinue.errors import SubAgentError
 from retinue.llm.base import ToolSpec
+from retinue.memory import open_memory
 from retinue.messages import Message, ToolResultMessage
 from retinue.subagents.messaging import MAX_PER_MINUTE, messenger_of
 from retinue.testing import ScriptedModel, call_tool
@@ -199,3 +201,39 @@ async def test_a_child_messages_the_main_agent(kit: Kit) -> None:
         await messenger.send("default", "main", "parent", "hi")
     await kit.manager.cleanup("main")
     await main.close()
+
+
+async def test_siblings_share_the_teams_task_list_through_the_tools(
+    kit: Kit, tmp_path: Path
+) -> None:
+    store = open_memory(tmp_path / "mem")
+    kit.memory.tasks = store.tasks  # type: ignore[attr-defined]  (a store that keeps tasks)
+    m = kit.manager
+    ctx = replace(kit.ctx(), memory=store)
+    create = call_tool("TaskCreate", {"subject": "design", "description": "the schema"})
+    kit.models["tester"].add(
+        create,
+        call_tool("TaskCreate", {"subject": "build", "blocked_by": [1]}),
+        call_tool("TaskUpdate", {"id": 1, "status": "in_progress"}),
+        "planned",
+    )
+    kit.models["reviewer"].add(
+        call_tool("TaskUpdate", {"id": 2, "status": "in_progress"}),
+        call_tool("TaskUpdate", {"id": 1, "status": "in_progress"}),
+        call_tool("TaskList", {}),
+        "took what was free",
+    )
+    out = await m.interactive_subagent(ctx, "plan", "tester")
+    made = results(out.messages)
+    assert made[:2] == ["created #1 [pending] design", "created #2 [pending] build (blocked by #1)"]
+    assert made[2] == "updated #1 [in_progress] design (owner: main/tester)"
+    out = await m.interactive_subagent(ctx, "work", "reviewer")
+    blocked, owned, listing = results(out.messages)
+    assert "task #2 is blocked by #1 (in_progress)" in blocked
+    assert "task #1 is owned by main/tester" in owned
+    assert listing.startswith("#1 [in_progress] design (owner: main/tester)\n#2 [pending]")
+    assert "TaskCreate" in kit.models["reviewer"].calls[0].tool_names
+    (mine,) = [t for t in await store.tasks.list("default", "main") if t.owner]
+    assert mine.owner == "main/tester"  # the team is the tree: keyed by its main agent
+    await m.cleanup("main")
+    store.close()
