@@ -130,6 +130,8 @@ class Messenger:
                 f"{MAX_MESSAGE_CHARS:,}: shorten it, or put the details in a file and name it"
             )
         now = time.monotonic()
+        if len(self._sent) >= 1024:  # forget senders quiet for a minute (ended sessions)
+            self._sent = {k: d for k, d in self._sent.items() if d and now - d[-1] < 60}
         sent = self._sent.setdefault(sender, deque())
         while sent and now - sent[0] >= 60:
             sent.popleft()
