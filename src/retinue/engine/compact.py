@@ -44,11 +44,16 @@ COMPACT_OMITS = frozenset(
         "TodoWrite",
         "WebFetch",
         "WebSearch",
+        "SendMessage",
+        "TaskCreate",
+        "TaskList",
+        "TaskGet",
+        "TaskUpdate",
     }
 )
 """Tools the main agent of a small model does without (memory tools are not offered at all);
-it keeps Read, Write, Edit, Glob, Grep, Bash, SubAgent, UnloadSubAgent and any tool of the
-caller's own."""
+it keeps Read, Write, Edit, Glob, Grep, Bash, SubAgent, UnloadSubAgent, Skill (when skills
+are installed) and any tool of the caller's own."""
 
 MAX_LISTED = 40
 MAX_ROLES = 20
