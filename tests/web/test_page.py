@@ -337,6 +337,7 @@ def test_an_ended_session_shows_as_ended_without_a_404(
     node.locator(".node-name").click()
     meta = page.locator("#history-meta")
     expect(meta).to_contain_text("idle · 1 turn")
+    expect(meta).to_contain_text("tokens · cost unknown")  # a scripted model has no price
     say(page, "Let the scout go.")  # the open panel follows the session's end
     expect(node).to_have_attribute("data-state", "ended")
     expect(meta).to_contain_text("This session has ended")

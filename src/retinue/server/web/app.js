@@ -937,7 +937,8 @@
     try {
       const data = await api("GET", `/v1/sessions/${sessionPath(id)}`);
       if (state.historyOf !== id) return;
-      meta.textContent = `${id} · ${data.state} · ${plural(data.turns, "turn")} · ${plural(data.tokens, "token")}`;
+      const cost = data.cost_usd == null ? "cost unknown" : `$${data.cost_usd.toFixed(4)}`;
+      meta.textContent = `${id} · ${data.state} · ${plural(data.turns, "turn")} · ${plural(data.tokens, "token")} · ${cost}`;
       $("history-list").replaceChildren(...data.history.map(historyItem));
       offerMessage(data.state);
     } catch (err) {
