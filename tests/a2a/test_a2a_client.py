@@ -22,8 +22,10 @@ from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types import AgentCapabilities, AgentCard, AgentInterface, Part
 from starlette.applications import Starlette
+from typer.testing import CliRunner
 
 from retinue.a2a.client import parse_remote
+from retinue.cli.app import app
 from retinue.config import Settings
 from retinue.runtime import Runtime
 from retinue.testing import ScriptedModel, call_tool
@@ -110,6 +112,17 @@ async def test_a_remote_role_is_interactive_asks_and_is_unloaded(
     (agents / "remote.md").write_text("---\nname: remote\ndescription: a remote agent\n"
                                       f"a2a: {url}\na2aAuthEnv: REMOTE_TOKEN\n---\n")  # fmt: skip
     sub = {"role": "remote", "interactive": True}
+    settings = Settings.load(home=tmp_path / "home", workspace=tmp_path)
+    refused_model = ScriptedModel([call_tool("SubAgent", {"task": "hello", **sub}), "refused"])
+    runtime = Runtime.create(settings, model=refused_model, with_memory=False)
+    await runtime.conversation().send("go")
+    refusal = said(refused_model, 1)  # a workspace file may not name a URL unapproved
+    assert "not approved" in refusal and "retinue a2a approve remote" in refusal
+    assert executor.seen == []
+    env = {"RETINUE_HOME": str(tmp_path / "home")}
+    approved = CliRunner().invoke(app, ["a2a", "approve", "remote", "-w", str(tmp_path)], env=env)
+    assert approved.exit_code == 0, approved.output
+    assert "approved: role 'remote'" in approved.output
     model = ScriptedModel([
         call_tool("SubAgent", {"task": "hello", **sub}),
         call_tool("SubAgent", {"task": "again", **sub}),
@@ -119,8 +132,7 @@ async def test_a_remote_role_is_interactive_asks_and_is_unloaded(
         call_tool("UnloadSubAgent", {"role": "remote"}),
         "done",
     ])  # fmt: skip
-    runtime = Runtime.create(Settings.load(home=tmp_path / "home", workspace=tmp_path),
-                             model=model, with_memory=False)  # fmt: skip
+    runtime = Runtime.create(settings, model=model, with_memory=False)
     out = await runtime.conversation(keep_sessions=True).send("go")
     assert out.content == "done"
     assert "remote says: hello (turn 1)" in said(model, 1)

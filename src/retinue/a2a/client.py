@@ -8,8 +8,10 @@ its answer is sent to the waiting task. :func:`end_remote` (the session's close)
 task still waiting and forgets the context. The remote agent is untrusted: every call is
 bounded in time (``timeout``), its replies and questions in size, and it is sent only the
 message text and the ``Authorization`` header taken from the role's ``a2aAuthEnv``
-environment variable, never a provider key. This module is layer 3 (the sub-agent factory
-uses it); the server side (:mod:`retinue.a2a.server`) is a surface, layer 5.
+environment variable, never a provider key; a role file inside the workspace that names a
+remote agent needs the user's approval first (:func:`remote_agent`). This module is layer 3
+(the sub-agent factory uses it); the server side (:mod:`retinue.a2a.server`) is a surface,
+layer 5.
 """
 
 from __future__ import annotations
@@ -17,14 +19,16 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 
-from retinue.errors import ModelError
+from retinue.errors import ModelError, UntrustedError
 from retinue.llm.base import ModelResponse, TextCallback, ToolSpec
 from retinue.messages import (
     AssistantMessage,
@@ -34,8 +38,17 @@ from retinue.messages import (
     Usage,
     UserMessage,
 )
+from retinue.policy.trust import Definition, TrustStore, needs_trust, printable
 
-__all__ = ["MAX_REPLY", "A2ARemote", "RemoteAgent", "end_remote", "parse_remote"]
+__all__ = [
+    "MAX_REPLY",
+    "A2ARemote",
+    "RemoteAgent",
+    "definition",
+    "end_remote",
+    "parse_remote",
+    "remote_agent",
+]
 
 MAX_REPLY = 100_000  # characters of a remote reply that reach the parent
 MAX_QUESTION = 2_000  # characters of a remote question
@@ -63,6 +76,29 @@ def parse_remote(url: object, auth_env: object) -> A2ARemote | str:
     ):
         return f"a2aAuthEnv {auth_env!r} is not an environment variable name"
     return A2ARemote(url, auth_env if isinstance(auth_env, str) else None)
+
+
+def definition(role: str, remote: A2ARemote, source: Path) -> Definition:
+    """What approving a workspace role file's remote agent approves (see
+    :mod:`retinue.policy.trust`): the role, its URL, the name of its header's variable."""
+    keys = (remote.auth_env,) if remote.auth_env else ()
+    return Definition("a2a", role, remote.url, (), keys, source)
+
+
+def remote_agent(
+    role: str, remote: A2ARemote, source: Path | None, workspace: Path, data_dir: Path
+) -> RemoteAgent:
+    """A session's remote agent; a role file inside the workspace must have been approved
+    (``retinue a2a approve``): a cloned repository must not send the user's messages, or a
+    token from the environment, to a URL of its choosing."""
+    if source is not None:
+        d = definition(role, remote, source)
+        if needs_trust(d, workspace, data_dir) and not TrustStore(data_dir).is_trusted(d):
+            raise UntrustedError(printable(
+                f"{source}: role {role!r} names the remote A2A agent {remote.url}, which is not "
+                f"approved; to allow it: retinue a2a approve {shlex.quote(role)}"
+            ))  # fmt: skip
+    return RemoteAgent(remote)
 
 
 class RemoteAgent:

@@ -51,3 +51,30 @@ def serve(
     typer.echo(f'retinue A2A on {url}; send "Authorization: Bearer $(cat {where})"', err=True)
     uvicorn.run(guarded, host="127.0.0.1", port=port, log_level="warning",
                 timeout_graceful_shutdown=5)  # fmt: skip
+
+
+@a2a_app.command("approve")
+def approve(
+    names: Annotated[list[str], typer.Argument(help="the roles whose remote agent to approve")],
+    workspace: WorkspaceOpt = None,
+) -> None:
+    """Approve the remote A2A agent that a role file inside the workspace names (a2a: <url>),
+    so its sessions may reach it; a changed URL or header variable needs approval again."""
+    from retinue.a2a.client import definition
+    from retinue.config import Settings
+    from retinue.policy.trust import TrustStore, printable
+    from retinue.runtime import load_roles
+
+    with one_line_errors():
+        settings = Settings.load(workspace=workspace)
+        roles = load_roles(settings).roles
+        defs = []
+        for name in names:
+            role = roles.get(name)
+            if role is None or role.a2a is None or role.source is None:
+                typer.echo(printable(f"no role {name!r} names a remote A2A agent"), err=True)
+                raise typer.Exit(1)
+            defs.append(definition(role.name, role.a2a, role.source))
+        TrustStore(settings.home).approve(defs)
+    for d in defs:
+        typer.echo(printable(f"approved: role {d.name!r} may reach {d.command} ({d.source})"))

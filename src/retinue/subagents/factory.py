@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, cast
 
-from retinue.a2a.client import RemoteAgent
+from retinue.a2a.client import remote_agent
 from retinue.engine.config import ContextKeeper, RunConfig
 from retinue.engine.session import Consolidation, Session
 from retinue.errors import ConfigError
@@ -85,7 +85,10 @@ class AgentFactory:
     def config(self, role: Role, ctx: ToolContext, *, interactive: bool) -> RunConfig:
         """A run of ``role`` as the agent ``ctx`` describes, with an empty history."""
         # a role that names a remote A2A agent: that agent, in a context of this session's own
-        model = RemoteAgent(role.a2a) if role.a2a is not None else self.model(role, ctx.events)
+        if role.a2a is not None:
+            model = remote_agent(role.name, role.a2a, role.source, ctx.workspace, ctx.data_dir)
+        else:
+            model = self.model(role, ctx.events)
         if role.isolation == "worktree":
             ctx = self._isolated(role, ctx)
         gate = ctx.gate
