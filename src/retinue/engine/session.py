@@ -398,8 +398,10 @@ class Session:
                 waker.set_result(None)
 
     def _take_steering(self) -> list[str]:
-        if self.budget_usd is not None and not isinstance(self.messages[-1], AssistantMessage):
-            self._check_money()  # before each model call of a turn: a money budget stops it
+        if self.budget_usd is not None:  # before each model call: a money budget stops it
+            last = self.messages[-1] if self.messages else None
+            if not isinstance(last, AssistantMessage):  # (not after a reply: it is paid for)
+                self._check_money()
         if not self._steering:  # (before every model call: the usual case costs nothing)
             return _NO_STEERING
         texts, self._steering = self._steering, ()
