@@ -166,8 +166,9 @@ class Messenger:
             return f"[message delivered to {rid}: it was idle and works on it now]"
         self._waits[sender] = rid
         try:
+            shown = receiver.steered
             if receiver.steer(note):
-                return await self._running_reply(receiver)
+                return await self._running_reply(receiver, shown)
             turn = asyncio.ensure_future(receiver.send(note))
             out = await asyncio.shield(turn)  # a sender that stops waiting ends no turn
             if out.asking:
@@ -196,8 +197,9 @@ class Messenger:
             )
 
     @staticmethod
-    async def _running_reply(receiver: Session) -> str:
-        """The reply of the turn running now (the first of its turns to finish)."""
+    async def _running_reply(receiver: Session, shown: int) -> str:
+        """The reply of the turn running now (the first of its turns to finish); ``shown``:
+        how many steering messages it had been shown before this one."""
         turns = receiver.tasks()
         if not turns:
             return f"[message delivered to {receiver.id}; its turn ended before a reply]"
@@ -208,6 +210,11 @@ class Messenger:
         exc = finished.exception()
         if exc is not None:
             return f"[message delivered to {receiver.id}; its turn failed: {exc}]"
+        if receiver.steered == shown:  # its last model call came before the message
+            return (
+                f"[message delivered to {receiver.id}; its turn ended before it saw it, so it "
+                "goes with its next message (no reply to wait for now)]"
+            )
         return f"[reply from {receiver.id}]\n{finished.result().content}"
 
 
