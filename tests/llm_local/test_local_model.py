@@ -101,3 +101,28 @@ async def test_the_grammar_allows_only_offered_tools_with_valid_arguments(
         arguments = json.loads(call.arguments)
         assert set(arguments) == {"a", "b"} and all(isinstance(v, int) for v in arguments.values())
     assert response.message.tool_calls or response.message.content.strip()
+
+
+async def test_calls_leave_optional_arguments_out_and_copy_no_description(
+    model: LocalModel,
+) -> None:
+    """Issue 25, item 5: Read got offset/limit and UnloadSubAgent an instance in every call of
+    the task suite, and Write a description as its content."""
+    from retinue.subagents.tools import unload_subagent
+    from retinue.tools.builtin.fs import read_tool
+
+    specs = [read_tool.spec, unload_subagent.spec]
+    required = {s.name: set(s.parameters.get("required", [])) for s in specs}
+    system = SystemMessage("You are a coding assistant. Files in the folder: notes.txt, main.py.")
+    calls = []
+    for request in (
+        "Show me the whole of notes.txt.",
+        "We are done with the researcher: unload its session.",
+    ):
+        response = await model.complete([system, UserMessage(request)], specs)
+        calls.extend(response.message.tool_calls)
+    assert calls, "the model called no tool at all"
+    for call in calls:
+        arguments = json.loads(call.arguments)
+        assert set(arguments) == required[call.name], call
+        assert all("path/to/" not in str(v) for v in arguments.values()), call
