@@ -7,6 +7,8 @@ the context, which unloads and consolidates the session). A sub-agent's ``AskPar
 task's ``input-required`` state, answered by the next message of the task; cancelling a task
 interrupts its turn; the SDK's task store answers ``GetTask`` during and after a run; the
 sub-agent tree's events are ``working`` status updates. The package is a surface (layer 5,
-like :mod:`retinue.server`); it needs the ``a2a`` extra. A client side (a role that names a
-remote A2A agent) is not built yet.
+like :mod:`retinue.server`); it needs the ``a2a`` extra. :mod:`retinue.a2a.client` is the
+other way: a role file's ``a2a: <url>`` makes a remote A2A agent run that role's sessions, one
+context per session, its ``input-required`` the parent's ``[session … asks: …]``; it is layer
+3, so the sub-agent factory can use it, and needs approval for a workspace role file.
 """
