@@ -19,6 +19,7 @@ from retinue.errors import SubAgentError
 from retinue.llm.base import ToolSpec
 from retinue.memory import open_memory
 from retinue.messages import Message, ToolResultMessage
+from retinue.subagents import subagent_tools
 from retinue.subagents.messaging import MAX_PER_MINUTE, messenger_of
 from retinue.testing import ScriptedModel, call_tool
 from retinue.tools import ToolContext, ToolRegistry, tool
@@ -237,3 +238,33 @@ async def test_siblings_share_the_teams_task_list_through_the_tools(
     assert mine.owner == "main/tester"  # the team is the tree: keyed by its main agent
     await m.cleanup("main")
     store.close()
+
+
+async def test_a_child_waiting_on_its_working_parent_is_refused_and_a_plain_message_steers_it(
+    kit: Kit,
+) -> None:
+    """The main agent waits for the child's turn (SubAgent); the child's wait=true on it
+    would deadlock: refused at once. Without wait, the message reaches main's next step."""
+    main_model = ScriptedModel(name="scripted:main")
+    after = Recorder("all done")
+    main_model.add(
+        call_tool("SubAgent", {"task": "run the tests", "role": "tester", "interactive": True}),
+        after,
+    )
+    kit.models["tester"].add(
+        send("main", "may I skip the slow ones?", wait=True),
+        send("main", "skipping the slow ones"),
+        "tests pass",
+    )
+    tools = ToolRegistry([*subagent_tools()])
+    main = Session("main", RunConfig(main_model, [], tools, kit.ctx()))
+    out = await main.send("go")
+    assert out.content.startswith("all done")
+    tester = kit.manager.registry.by_id("main/tester").session  # type: ignore[union-attr]
+    refused, delivered = results(tester.messages)
+    assert "main is working, and may be waiting for you" in refused
+    assert "before its next step" in delivered
+    assert "[message from main/tester: skipping the slow ones]" in after.seen
+    assert messenger_of(kit.manager.registry).waiting() == {}
+    await kit.manager.cleanup("main")
+    await main.close()
