@@ -78,3 +78,29 @@ def test_the_token_line_says_what_a_call_cost_or_that_it_is_unknown() -> None:
         ", cost unknown"
     )
     assert "cost" not in _tokens({"input_tokens": 1, "output_tokens": 1})  # (a summary call)
+
+
+def test_a_service_conversation_stops_at_its_money_budget(tmp_path: Path) -> None:
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "config.toml").write_text(
+        "max_budget_usd = 0.001\n"
+        "[model_prices]\n'scripted:main' = { input = 1000, output = 1000 }\n",
+        encoding="utf-8",
+    )
+    main = ScriptedModel(["first", "second"], name="scripted:main")
+    settings = Settings.load(home=tmp_path / "home", workspace=tmp_path)
+    runtime = Runtime.create(settings, model=main, with_memory=False)
+    server = ServerThread(runtime).start()
+    try:
+        with server.client() as client:
+            first = client.post("/v1/conversations/c1/messages", json={"content": "hi"})
+            assert first.status_code == 200 and first.json()["content"] == "first"
+            again = client.post("/v1/conversations/c1/messages", json={"content": "more"})
+            other = client.post("/v1/conversations/c2/messages", json={"content": "hi"})
+    finally:
+        server.stop()
+        set_prices(None)
+    assert again.status_code >= 400
+    assert "its budget is $0.001" in again.text and "Traceback" not in again.text
+    assert other.status_code == 200 and other.json()["content"] == "second"  # per conversation
+    assert main.call_count == 2
