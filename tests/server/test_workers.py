@@ -341,3 +341,29 @@ def test_a_question_asked_on_one_worker_is_answered_on_the_other(
         finally:
             a.stop()
             b.stop()
+
+
+async def test_a_question_pending_when_a_lone_worker_stops_is_answered_after_the_restart(
+    tmp_path: Path,
+) -> None:
+    """No shared store (SQLite): the question stays in memory while the worker runs, and is
+    stored, not closed as interrupted, when the service stops."""
+    hosts: list[ConversationHost] = []
+    for script in ([ask("which port?")], [going_with]):
+        model = ScriptedModel(script, name="scripted:q")
+        settings = Settings(home=tmp_path / "home", workspace=tmp_path)
+        hosts.append(ConversationHost(Runtime.create(settings, model=model), EventHub()))
+    first, again = hosts
+    try:
+        asked = await first.send("q", "set it up")
+        assert asked.stop_reason == "asking" and first.question("q") == "which port?"
+        await first.close_all()
+        stored = await again.history("q")
+        assert stored is not None and question_in(stored) == "which port?"
+        answered = await again.send("q", "8080")
+        assert (answered.stop_reason, answered.content) == ("final", "going with 8080")
+        history = await again.history("q")
+        assert history is not None
+        assert [m.role for m in history] == ["system", "user", "assistant", "tool", "assistant"]
+    finally:
+        await again.close_all()
