@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import sys
 from collections.abc import Callable
 from typing import TextIO
@@ -25,6 +26,7 @@ from retinue.policy.approvals import Approval, ApprovalRequest
 __all__ = ["TerminalApprover", "parse_answer"]
 
 MAX_ANSWER = 4096
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 PROMPT = "[bold]allow?[/] [dim]\\[y]es / \\[n]o / \\[a]lways ({rule})[/] "
 
@@ -66,9 +68,9 @@ class TerminalApprover:
         async with self._lock:  # parallel sub-agents: one question on the screen at a time
             if self.before is not None:
                 self.before()
-            self.err.print(f"[yellow]?[/] {escape(request.describe())}", highlight=False)
+            self.err.print(f"[yellow]?[/] {_shown(request.describe())}", highlight=False)
             while True:
-                self.err.print(PROMPT.format(rule=escape(request.rule)), end="", highlight=False)
+                self.err.print(PROMPT.format(rule=_shown(request.rule)), end="", highlight=False)
                 line = await self._line()
                 if line is None:  # end of input: nobody answers
                     return Approval(False, message="no answer (end of input)")
@@ -96,6 +98,12 @@ class TerminalApprover:
             finally:
                 loop.remove_reader(fd)
         return data.decode("utf-8", errors="replace") if data else None
+
+
+def _shown(text: str) -> str:
+    """Model-made text made safe to print: no markup, and no control character (an escape
+    sequence could rewrite what the person reads before answering)."""
+    return escape(_CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", text))
 
 
 def _discard_typed_ahead(fd: int) -> None:

@@ -256,9 +256,17 @@ def _protected(args: dict[str, Any], ctx: ToolContext) -> bool:
     raw = args.get("file_path") or args.get("notebook_path")
     if not isinstance(raw, str):
         return False
-    workspace = ctx.workspace
-    rel = os.path.relpath(os.path.normpath(os.path.join(workspace, raw)), workspace)
-    return rel.split(os.sep, 1)[0] in PROTECTED
+    workspace = str(ctx.workspace)
+    joined = os.path.join(workspace, raw)
+    # as written, and as the file tools will reach it (a link in the workspace may point at
+    # .claude); case-folded, for the filesystems that ignore case
+    for base, target in (
+        (workspace, os.path.normpath(joined)),
+        (os.path.realpath(workspace), os.path.realpath(joined)),
+    ):
+        if os.path.relpath(target, base).split(os.sep, 1)[0].casefold() in PROTECTED:
+            return True
+    return False
 
 
 def _cancelling() -> bool:

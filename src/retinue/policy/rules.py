@@ -20,8 +20,9 @@ rule                            matches
 =============================== ==========================================================
 
 A compound command (``a && b``, ``a; b``, ``a | b``) is allowed by rules only when every part
-is, and one with a command substitution (``$(…)``, backticks) never is; a deny or ask rule
-that matches any part applies. Deny wins over ask, and ask over allow. A rule that cannot be
+is, and one with a command or process substitution (``$(…)``, backticks, ``<(…)``) never
+is; a deny or ask rule that matches any part applies, also wrapped in shell syntax (``(rm …)``,
+``FOO=1 rm …``, ``then rm …``). Deny wins over ask, and ask over allow. A rule that cannot be
 parsed is reported (file and line) and the others stay in force.
 """
 
@@ -62,7 +63,8 @@ class Rule:
         if self.spec is None or self.spec in ("*", ""):
             return True
         if self.tool == "Bash":
-            return any(self._command(part) for part in _parts(str(args.get("command", ""))))
+            parts = _parts(str(args.get("command", "")))
+            return any(self._command(p) for part in parts for p in (part, _unwrapped(part)))
         if self.tool == "WebFetch":
             return _on_domain(str(args.get("url", "")), self.spec.removeprefix("domain:"))
         if self.tool == "Agent":
@@ -98,6 +100,18 @@ def rule_names(rule_tool: str, tool: str) -> bool:
 
 def _parts(command: str) -> list[str]:
     return [p.strip() for p in _SPLIT.split(command) if p.strip()]
+
+
+_WRAPPING = re.compile(
+    r"^(?:[({!]\s*|(?:then|do|else|elif|if|while|until|time|exec|command|builtin|nohup)\s+"
+    r"|\w+=(?:\"[^\"]*\"|'[^']*'|\S*)\s+)+"
+)
+
+
+def _unwrapped(part: str) -> str:
+    """``part`` without what runs it as it is (``(``, ``{``, ``!``, ``then``, ``FOO=1``…), so
+    that a deny or ask rule for a command also holds for it wrapped in shell syntax."""
+    return _WRAPPING.sub("", part)
 
 
 def _on_domain(url: str, domain: str) -> bool:
@@ -294,7 +308,7 @@ class RuleSet:
         whole = next((r for r in rules if r.spec in (None, "*", "")), None)
         if whole is not None:
             return "allow", whole.text
-        if "$(" in command or "`" in command or not rules:
+        if any(hidden in command for hidden in ("$(", "`", "<(", ">(")) or not rules:
             return None
         first = ""
         for part in _parts(command) or [""]:

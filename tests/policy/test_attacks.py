@@ -1,0 +1,208 @@
+"""The consent layer tried as an attacker would: calls that the promises say must not run
+without a person's yes, dressed up to slip past the rules, the modes and the prompt."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from retinue.cli.approve import TerminalApprover
+from retinue.engine import RunConfig, run
+from retinue.messages import SystemMessage, ToolResultMessage, UserMessage
+from retinue.policy.approvals import ApprovalRequest
+from retinue.policy.gate import Policy
+from retinue.policy.rules import RuleSet
+from retinue.testing import ScriptedModel, call_tool
+from retinue.tools import ToolContext, ToolRegistry
+from retinue.tools.builtin import write_tool
+
+
+def context(tmp_path: Path, policy: Policy) -> ToolContext:
+    return ToolContext("main", tmp_path, tmp_path, call_chain=("main",), gate=policy)
+
+
+def rules(tmp_path: Path, **by_decision: list[str]) -> RuleSet:
+    out = RuleSet()
+    for decision, texts in by_decision.items():
+        out.add(decision, texts, tmp_path)  # type: ignore[arg-type]
+    assert not out.problems, out.problems
+    return out
+
+
+def results(model: ScriptedModel, n: int = -1) -> list[ToolResultMessage]:
+    return [m for m in model.calls[n].messages if isinstance(m, ToolResultMessage)]
+
+
+# --- protected paths -------------------------------------------------------------------------
+
+
+async def test_a_symlink_in_the_workspace_does_not_make_claude_settings_an_ordinary_edit(
+    tmp_path: Path,
+) -> None:
+    """acceptEdits lets ordinary edits through, never one to ``.claude``: a link the agent made
+    (its sandboxed Bash may) pointing at ``.claude`` must not turn the one into the other."""
+    (tmp_path / ".claude").mkdir()
+    os.symlink(".claude", tmp_path / "cfg")
+    model = ScriptedModel(
+        [
+            call_tool("Write", {"file_path": "cfg/settings.json", "content": '{"hooks": {}}'}),
+            "done",
+        ]
+    )
+    policy = Policy(modes=("acceptEdits",))  # nobody to ask: an ask is a refusal
+    registry = ToolRegistry([write_tool])
+    cfg = RunConfig(model, [SystemMessage("s"), UserMessage("go")], registry,
+                    context(tmp_path, policy))  # fmt: skip
+    out = await run(cfg)
+    assert out.stop_reason == "final"
+    [result] = results(model)
+    assert result.is_error and "permission denied" in result.content
+    assert not (tmp_path / ".claude" / "settings.json").exists()
+
+
+@pytest.mark.parametrize(
+    "file_path", ["./.claude/../.claude/x", ".mcp.json", ".git/hooks/pre-commit", ".retinue/a"]
+)
+def test_protected_paths_ask_even_in_accept_edits(tmp_path: Path, file_path: str) -> None:
+    policy = Policy(modes=("acceptEdits",))
+    for tool in ("Write", "Edit", "MultiEdit", "NotebookEdit"):
+        key = "notebook_path" if tool == "NotebookEdit" else "file_path"
+        decision, _ = policy.decide(tool, {key: file_path}, context(tmp_path, policy))
+        assert decision == "ask", (tool, file_path)
+    absolute = str(tmp_path / file_path)
+    assert policy.decide("Write", {"file_path": absolute}, context(tmp_path, policy))[0] == "ask"
+
+
+# --- Bash rules ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "npm test; touch pwned",
+        "npm test && touch pwned",
+        "npm test || touch pwned",
+        "npm test | sh",
+        "npm test & touch pwned",
+        "npm test\ntouch pwned",
+        "npm test $(touch pwned)",
+        "npm test `touch pwned`",
+        "npm test <(touch pwned)",
+        "npm test >(touch pwned)",
+    ],
+)
+def test_an_allow_rule_does_not_cover_a_command_hidden_behind_its_prefix(
+    tmp_path: Path, command: str
+) -> None:
+    policy = Policy(modes=("default",), rules=rules(tmp_path, allow=["Bash(npm test:*)"]))
+    decision, _ = policy.decide("Bash", {"command": command}, context(tmp_path, policy))
+    assert decision == "ask", command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "rm -rf build",
+        "echo ok; rm -rf build",
+        "echo ok && rm -rf build",
+        "echo ok | rm -rf build",
+        "echo ok\nrm -rf build",
+        "(rm -rf build)",
+        "{ rm -rf build; }",
+        "FOO=1 rm -rf build",
+        "if true; then rm -rf build; fi",
+        "while false; do rm -rf build; done",
+        "! rm -rf build",
+    ],
+)
+def test_a_deny_rule_holds_for_a_command_wrapped_in_shell_syntax(
+    tmp_path: Path, command: str
+) -> None:
+    policy = Policy(modes=("bypassPermissions",), rules=rules(tmp_path, deny=["Bash(rm:*)"]))
+    decision, _ = policy.decide("Bash", {"command": command}, context(tmp_path, policy))
+    assert decision == "deny", command
+
+
+# --- WebFetch hosts --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://example.com@evil.com/",
+        "https://example.com:443@evil.com/",
+        "https://evil.com#@example.com/",
+        "https://evil.com?@example.com/",
+        "https://example.com.evil.com/",
+        "https://notexample.com/",
+    ],
+)
+def test_a_domain_rule_does_not_cover_another_host(tmp_path: Path, url: str) -> None:
+    policy = Policy(
+        modes=("default",), rules=rules(tmp_path, allow=["WebFetch(domain:example.com)"])
+    )
+    assert policy.decide("WebFetch", {"url": url}, context(tmp_path, policy))[0] == "ask", url
+
+
+@pytest.mark.parametrize(
+    "url", ["https://EVIL.com/", "https://evil.com./", "https://a.evil.com:8/"]
+)
+def test_a_domain_deny_rule_holds_for_case_dots_and_ports(tmp_path: Path, url: str) -> None:
+    policy = Policy(
+        modes=("bypassPermissions",), rules=rules(tmp_path, deny=["WebFetch(domain:evil.com)"])
+    )
+    assert policy.decide("WebFetch", {"url": url}, context(tmp_path, policy))[0] == "deny", url
+
+
+# --- modes -----------------------------------------------------------------------------------
+
+
+def test_a_sub_agent_in_bypass_under_a_default_parent_still_asks(tmp_path: Path) -> None:
+    top = Policy(modes=("default",))
+    child = top.narrowed("bypassPermissions").narrowed("bypassPermissions")
+    ctx = context(tmp_path, child)
+    assert child.decide("Write", {"file_path": "a.txt"}, ctx)[0] == "ask"
+    assert child.decide("WebFetch", {"url": "https://x.org"}, ctx)[0] == "ask"
+    plan = Policy(modes=("plan",)).narrowed("acceptEdits")
+    assert plan.decide("Write", {"file_path": "a.txt"}, context(tmp_path, plan))[0] == "deny"
+
+
+async def test_a_tool_whose_arguments_are_not_an_object_runs_nothing(tmp_path: Path) -> None:
+    """The gate lets a call with arguments it cannot read reach the tool, which refuses it."""
+    model = ScriptedModel([call_tool("Write", '["x.txt", "data"]'), "done"])  # type: ignore[arg-type]
+    policy = Policy(modes=("default",))
+    cfg = RunConfig(model, [SystemMessage("s"), UserMessage("go")], ToolRegistry([write_tool]),
+                    context(tmp_path, policy))  # fmt: skip
+    await run(cfg)
+    [result] = results(model)
+    assert result.is_error
+    assert not (tmp_path / "x.txt").exists()
+
+
+# --- the terminal prompt ---------------------------------------------------------------------
+
+
+async def test_the_terminal_prompt_shows_no_escape_sequence_from_the_request(
+    tmp_path: Path,
+) -> None:
+    """A command the model wrote ends up in the rule shown ("always" would allow); an escape
+    sequence in it could rewrite what the person reads before answering."""
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, b"n\n")
+    out = io.StringIO()
+    approver = TerminalApprover(Console(file=out, width=400), stdin=os.fdopen(read_fd))
+    request = ApprovalRequest(
+        "approval-x", "main", "main\x1b[2K", 0, "Bash",
+        '{"command": "ls"}', "Bash needs approval\x07", "Bash(\x1b[2K\rls\x1b]52;c;cm0=\x07:*)",
+    )  # fmt: skip
+    try:
+        answer = await approver(request)
+    finally:
+        os.close(write_fd)
+    assert not answer.allow
+    shown = out.getvalue()
+    assert "\x1b" not in shown and "\r" not in shown and "\x07" not in shown, repr(shown)
