@@ -6,6 +6,9 @@ same turn goes on; cancel interrupts; unload consolidates; the token is required
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import shutil
 import socket
 import threading
 import uuid
@@ -215,3 +218,52 @@ async def test_each_token_is_a_parent_of_its_own_and_owns_its_tasks(
     assert parents == {"a2a-client", "a2a-client-bob"}
     with pytest.raises(Exception, match=r"(?i)not found"):
         await bob.get_task(GetTaskRequest(id=mine.id))
+
+
+JS = Path(__file__).with_name("js")
+
+
+async def drive_js(served: Served, *args: str) -> dict[str, Any]:
+    """Run the @a2a-js/sdk script (tests/a2a/js/drive.mjs) against the server."""
+    env = {**os.environ, "A2A_TOKEN": served.token}
+    proc = await asyncio.create_subprocess_exec(
+        "node", str(JS / "drive.mjs"), served.url, *args, cwd=JS, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 50)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    return json.loads(out.decode().strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(
+    shutil.which("node") is None or not (JS / "node_modules" / "@a2a-js" / "sdk").is_dir(),
+    reason="needs node and tests/a2a/js/node_modules (cd tests/a2a/js && npm ci; .ci/run does)",
+)
+async def test_the_a2a_js_sdk_client_drives_the_server(
+    served: Served, helper_model: ScriptedModel
+) -> None:
+    """The same scenarios with a second, independent implementation: @a2a-js/sdk 1.3.0."""
+    completed, asking, canceled = "3", "6", "5"  # its TaskState numbers (the protobuf enum)
+    ask = call_tool("AskParent", {"question": "Which colour?"})
+    helper_model.add("first reply", "second reply", ask, "painted it")
+    talk = await drive_js(served, "talk")
+    assert (talk["first"]["state"], talk["first"]["text"]) == (completed, "first reply")
+    assert talk["second"]["text"] == "second reply"
+    seen = "\n".join(m.content for m in helper_model.calls[1].messages)
+    assert "remember the number 7" in seen and "first reply" in seen  # one context
+    assert (talk["asked"]["state"], talk["asked"]["text"]) == (asking, "Which colour?")
+    assert (talk["answered"]["state"], talk["answered"]["text"]) == (completed, "painted it")
+    assert helper_model.calls[-1].messages[-1].content == "green"  # AskParent's answer
+
+    helper_model.add("too late", "after the cancel", memorize("the door is green"))
+    helper_model.delay = 30  # the next call hangs until it is cancelled
+    cancel = await drive_js(served, "cancel")
+    helper_model.delay = 0
+    assert cancel["canceled"]["state"] == canceled and cancel["after"]["state"] == canceled
+    context = cancel["running"]["context"]
+    unload = await drive_js(served, "unload", context)
+    assert unload["again"]["text"] == "after the cancel"
+    assert unload["ended"]["state"] == completed
+    assert helper_model.remaining == 0  # consolidated
+    held = {h.key.instance for h in served.runtime.manager.registry.held_by("a2a-client")}
+    assert context not in held and talk["first"]["context"] in held  # only that one ended

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
@@ -45,6 +46,7 @@ from retinue.tools.base import ToolContext
 
 __all__ = ["PARENT_ID", "RoleExecutor", "agent_card", "build_app"]
 
+log = logging.getLogger("retinue.a2a")
 PARENT_ID = "a2a-client"  # the agent id of the A2A client, parent of its contexts' sessions
 MAX_MESSAGE = 100_000  # characters of one incoming message that reach a sub-agent
 MAX_EVENT = 2_000  # characters of one event's JSON in a status update
@@ -144,6 +146,10 @@ class RoleExecutor(AgentExecutor):
         except RetinueError as exc:
             if task.id not in self._cancelled:
                 await updater.failed(self._say(updater, str(exc)))
+            return
+        except Exception as exc:  # a bug of ours: the client gets one line, the log the rest
+            log.exception("A2A task %s failed", task.id)
+            await updater.failed(self._say(updater, f"internal error: {type(exc).__name__}"))
             return
         held, reply = asked
         if task.id in self._cancelled:  # its turn was interrupted: the task stays canceled
