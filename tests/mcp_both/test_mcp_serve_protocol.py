@@ -142,3 +142,24 @@ async def test_a_client_that_cannot_be_asked_reads_the_question_and_answers_by_s
         second = await client.call_tool("SubAgent", args)
     assert "painted it in the colour given" in text(second)
     assert answer_of(model) == "umber"
+
+
+async def test_at_2026_07_28_an_approval_is_refused_saying_how_to_allow_the_call(
+    tmp_path: Path,
+) -> None:
+    """Approvals are asked within the call, which a 2026-07-28 connection cannot carry (not
+    built yet): the sub-agent reads a refusal that says how to allow the call."""
+    from test_mcp_approvals import runtime_for as approving_runtime
+    from test_mcp_approvals import scribe_model
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        raise AssertionError("not asked at 2026-07-28")
+
+    scribe = scribe_model()
+    server = build_server(approving_runtime(tmp_path, scribe))
+    async with Client(server, elicitation_callback=elicit, mode="2026-07-28") as client:
+        result = await client.call_tool("SubAgent", {"task": "write a note", "role": "scribe"})
+    assert "finished" in text(result)
+    assert not (tmp_path / "note.txt").exists()
+    refusal = scribe.calls[-1].messages[-1].content
+    assert "2026-07-28" in refusal and "--permission-mode" in refusal

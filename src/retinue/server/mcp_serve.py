@@ -173,6 +173,8 @@ class Approvals:
 
     async def __call__(self, request: ApprovalRequest) -> Approval:
         mcp_ctx = self._calls[-1] if self._calls else None
+        if mcp_ctx is not None and _modern(mcp_ctx):
+            return Approval(False, message=NO_ELICITATION_2026)
         if mcp_ctx is None or not _can_elicit(mcp_ctx):
             return Approval(False, message=NO_ELICITATION)
         try:
@@ -189,6 +191,13 @@ class Approvals:
 NO_ELICITATION = (
     "the MCP client cannot be asked (it does not declare elicitation): allow the call with a "
     "rule in .claude/settings.json or start `retinue mcp serve --permission-mode acceptEdits`"
+)
+
+
+NO_ELICITATION_2026 = (
+    "the MCP client is connected at 2026-07-28, where Retinue cannot ask it for an approval "
+    "within a call yet: allow the call with a rule in .claude/settings.json or start `retinue "
+    "mcp serve --permission-mode acceptEdits`"
 )
 
 
