@@ -21,7 +21,7 @@ from retinue.subagents import subagent_tools
 from retinue.telemetry import trace as tel
 from retinue.telemetry.prices import set_prices
 from retinue.testing import ScriptedModel, call_tool
-from retinue.tools import ToolRegistry
+from retinue.tools import ToolContext, ToolRegistry, tool
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -48,6 +48,11 @@ def parent_of(span: ReadableSpan, spans: list[ReadableSpan]) -> ReadableSpan | N
 def attrs(span: ReadableSpan) -> dict[str, Any]:
     found: dict[str, Any] = dict(span.attributes or {})
     return found
+
+
+def trace_of(span: ReadableSpan) -> int:
+    assert span.context is not None
+    return span.context.trace_id
 
 
 def named(spans: list[ReadableSpan], name: str) -> list[ReadableSpan]:
@@ -172,3 +177,45 @@ async def test_tracing_off_makes_no_spans(kit: Kit, traced: Traced) -> None:
     main = ScriptedModel(["hello"], name="scripted:main")
     await main_session(kit, main).send("hi")
     assert traced.spans() == []
+
+
+async def test_steering_stays_in_the_steered_turn_and_is_an_event_on_it(
+    tmp_path: Path, traced: Traced
+) -> None:
+    entered, opened = asyncio.Event(), asyncio.Event()
+
+    @tool("Gate")
+    async def gate(ctx: ToolContext) -> str:
+        """Wait at the gate."""
+        entered.set()
+        await opened.wait()
+        return "through"
+
+    kit = make_kit(tmp_path, "reviewer", extra_tools=[gate])
+    kit.models["reviewer"].add(call_tool("Gate"), "narrowed to a.py")
+
+    bg = {"role": "reviewer", "interactive": True, "background": True}
+    main = ScriptedModel(name="scripted:main").add(
+        call_tool("SubAgent", {"task": "review everything", **bg}),
+        "started it",
+        call_tool("SubAgentStatus", {"role": "reviewer", "wait": True}),
+        "done",
+    )
+    async with kit.manager.owner("main"):
+        session = main_session(kit, main)
+        assert (await session.send("go")).content == "started it"
+        await entered.wait()  # the reviewer's turn is inside a tool call
+        ack = await kit.manager.steer(kit.ctx(), task="only a.py", role="reviewer")
+        assert ack.startswith("[steering delivered")
+        opened.set()
+        assert (await session.send("and?")).content == "done"
+    spans = traced.spans()
+    assert traced.open.open == {}
+    (child,) = named(spans, "invoke_agent reviewer")
+    (first,) = named(spans, "execute_tool SubAgent")
+    assert parent_of(child, spans) is first  # the turn stays where it began
+    assert [e.name for e in child.events] == ["retinue.steered"]
+    assert [parent_of(c, spans) for c in named(spans, "chat reviewer")] == [child, child]
+    first_turn, second_turn = named(spans, "invoke_agent main")
+    assert trace_of(child) == trace_of(first_turn)  # one user message, one trace
+    assert trace_of(second_turn) != trace_of(first_turn)

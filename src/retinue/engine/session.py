@@ -406,6 +406,8 @@ class Session:
             return _NO_STEERING
         texts, self._steering = self._steering, ()
         self._steered += len(texts)
+        if _tel.ENABLED:  # on the turn's invoke_agent span
+            _tel.event("retinue.steered", **{"retinue.steering.count": len(texts)})
         return list(texts)
 
     def collect(self) -> list[str]:

@@ -43,6 +43,7 @@ __all__ = [
     "disable",
     "enable",
     "end_chat",
+    "event",
     "inject",
     "setup",
     "span",
@@ -315,6 +316,13 @@ def traced(name: str) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Await
         return call
 
     return wrap
+
+
+def event(name: str, **attributes: Any) -> None:
+    """An event on the current span (steering shown to a turn's model)."""
+    from opentelemetry import trace
+
+    trace.get_current_span().add_event(name, attributes)
 
 
 # -- across processes ----------------------------------------------------------------------
