@@ -206,3 +206,41 @@ async def test_the_terminal_prompt_shows_no_escape_sequence_from_the_request(
     assert not answer.allow
     shown = out.getvalue()
     assert "\x1b" not in shown and "\r" not in shown and "\x07" not in shown, repr(shown)
+
+
+# --- more path tricks ------------------------------------------------------------------------
+
+
+def test_a_read_deny_rule_holds_through_a_symlink_in_the_workspace(tmp_path: Path) -> None:
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "key").write_text("k")
+    os.symlink("secrets", tmp_path / "s")
+    policy = Policy(modes=("default",), rules=rules(tmp_path, deny=["Read(./secrets/**)"]))
+    ctx = context(tmp_path, policy)
+    assert policy.decide("Read", {"file_path": "secrets/key"}, ctx)[0] == "deny"
+    assert policy.decide("Read", {"file_path": "s/key"}, ctx)[0] == "deny"
+    assert policy.decide("Read", {"file_path": "./x/../secrets/key"}, ctx)[0] == "deny"
+    assert policy.decide("Read", {"file_path": str(tmp_path / "secrets/key")}, ctx)[0] == "deny"
+
+
+def test_an_edit_allow_rule_does_not_cover_a_symlink_out_of_its_folder(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "keep").mkdir()
+    os.symlink("../keep", tmp_path / "src" / "out")
+    policy = Policy(modes=("default",), rules=rules(tmp_path, allow=["Edit(./src/**)"]))
+    ctx = context(tmp_path, policy)
+    assert policy.decide("Write", {"file_path": "src/a.py"}, ctx)[0] == "allow"
+    assert policy.decide("Write", {"file_path": "src/out/a.py"}, ctx)[0] == "ask"
+
+
+# --- dontAsk never asks ----------------------------------------------------------------------
+
+
+def test_dont_ask_refuses_what_would_otherwise_ask_a_person(tmp_path: Path) -> None:
+    """An allowed edit of ``.claude`` asks in every other mode; dontAsk has nobody to ask."""
+    policy = Policy(modes=("dontAsk",), rules=rules(tmp_path, allow=["Edit"]))
+    ctx = context(tmp_path, policy)
+    assert policy.decide("Write", {"file_path": "a.txt"}, ctx)[0] == "allow"
+    assert policy.decide("Write", {"file_path": ".claude/settings.json"}, ctx)[0] == "deny"
+    child = Policy(modes=("default",), rules=rules(tmp_path, allow=["Edit"])).narrowed("dontAsk")
+    assert child.decide("Write", {"file_path": ".mcp.json"}, context(tmp_path, child))[0] == "deny"

@@ -123,8 +123,14 @@ class Policy:
                 best, why = decision, _reason(mode, kind, found, decision, tool)
         assert best is not None  # (a policy has at least one mode)
         if kind == "edit" and best == "allow" and _protected(args, ctx):
-            return "ask", f"{tool} would change the workspace's own settings or commands"
-        return best, why
+            best, why = "ask", f"{tool} would change the workspace's own settings or commands"
+        return self._no_asking(best, why)
+
+    def _no_asking(self, decision: Decision, why: str) -> tuple[Decision, str]:
+        """Under ``dontAsk`` (anywhere in the chain) what would ask a person is refused."""
+        if decision == "ask" and "dontAsk" in self.modes:
+            return "deny", f"{why} (permission mode 'dontAsk' asks nobody)"
+        return decision, why
 
     async def execute(
         self, registry: ToolRegistry, call: ToolCall, ctx: ToolContext
@@ -145,7 +151,9 @@ class Policy:
         if verdict.permission == "allow" and decision == "ask" and not _protected(args, ctx):
             decision = "allow"  # (never for what the workspace runs: that asks a person)
         elif verdict.permission == "ask" and decision == "allow":
-            decision, why = "ask", verdict.reason or "a PreToolUse hook asks for approval"
+            decision, why = self._no_asking(
+                "ask", verdict.reason or "a PreToolUse hook asks for approval"
+            )
         if decision == "deny":
             return _refused(call, ctx, why)
         if decision == "ask":

@@ -57,7 +57,11 @@ class Rule:
     spec: str | None  # None: every call of the tool
     _regex: re.Pattern[str] | None = field(default=None, compare=False)
 
-    def matches(self, tool: str, args: Mapping[str, Any], workspace: Path) -> bool:
+    def matches(
+        self, tool: str, args: Mapping[str, Any], workspace: Path, *, every: bool = False
+    ) -> bool:
+        """Whether the rule covers the call; for a path, ``every``: both as written and as it
+        resolves (through symlinks) must match (an allow rule), else either (deny, ask)."""
         if not rule_names(self.tool, tool):
             return False
         if self.spec is None or self.spec in ("*", ""):
@@ -70,18 +74,23 @@ class Rule:
         if self.tool == "Agent":
             return str(args.get("role", "")) == self.spec
         if self.tool in EDIT_TOOLS or self.tool == "Edit" or self.tool in _READ_FAMILY:
-            return self._path(args, workspace)
+            return self._path(args, workspace, every)
         return False
 
     def _command(self, command: str) -> bool:
         assert self.spec is not None and self._regex is not None
         return self._regex.fullmatch(command.strip()) is not None
 
-    def _path(self, args: Mapping[str, Any], workspace: Path) -> bool:
+    def _path(self, args: Mapping[str, Any], workspace: Path, every: bool) -> bool:
         raw = next((args[k] for k in _PATH_ARGS if isinstance(args.get(k), str)), None)
         target = _absolute(raw or ".", workspace)
-        assert self._regex is not None
-        return any(self._regex.fullmatch(p) for p in (target, target + "/"))
+        regex = self._regex
+        assert regex is not None
+        hits = (
+            any(regex.fullmatch(p) for p in (t, t + "/"))
+            for t in dict.fromkeys((target, _resolved(target, workspace)))
+        )
+        return all(hits) if every else any(hits)
 
 
 def rule_names(rule_tool: str, tool: str) -> bool:
@@ -121,6 +130,15 @@ def _on_domain(url: str, domain: str) -> bool:
         return False
     domain = domain.lower().strip().rstrip(".")
     return bool(domain) and (host == domain or host.endswith("." + domain))
+
+
+def _resolved(target: str, workspace: Path) -> str:
+    """``target`` through its symlinks; inside the workspace, spelt from ``workspace`` as
+    written (which may itself be a link, as ``/tmp`` is on macOS)."""
+    real, root = os.path.realpath(target), os.path.realpath(workspace)
+    if real == root or real.startswith(root + os.sep):
+        return os.path.normpath(os.path.join(workspace, os.path.relpath(real, root)))
+    return real
 
 
 def _absolute(path: str, workspace: Path) -> str:
@@ -286,7 +304,7 @@ class RuleSet:
         if tool == "Bash":
             return self._allows_command(allow, str(args.get("command", "")))
         for rule in allow:
-            if rule.matches(tool, args, workspace):
+            if rule.matches(tool, args, workspace, every=True):
                 return "allow", rule.text
         return None
 
