@@ -199,3 +199,11 @@ async def test_a_roles_money_budget_stops_its_session(tmp_path: Path) -> None:
     with pytest.raises(SessionError, match=r"has spent \$\d+\.\d+, its budget is \$0\.001"):
         await kit.manager.interactive_subagent(ctx, "again", "reviewer")
     await kit.manager.unload_subagent("main", "reviewer")
+
+
+def test_without_an_endpoint_tracing_stays_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    from retinue.telemetry import trace as tel
+
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+    assert tel.setup(None) is False and tel.ENABLED is False

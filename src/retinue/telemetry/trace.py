@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -102,10 +103,9 @@ def setup(endpoint: str | None = None, *, capture_content: bool = False) -> bool
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError:
-        print(
-            "retinue: an OTLP endpoint is set but the 'otel' extra is not installed "
-            "(pip install 'retinue[otel]'); tracing stays off",
-            file=sys.stderr,
+        logging.getLogger("retinue.telemetry").warning(
+            "an OTLP endpoint is set but the 'otel' extra is not installed "
+            "(pip install 'retinue[otel]'); tracing stays off"
         )
         return False
     traces_url = None
