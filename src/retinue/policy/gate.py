@@ -9,6 +9,7 @@ the model reads a tool result that says why, and the same turn goes on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 from dataclasses import dataclass, field, replace
@@ -222,7 +223,9 @@ class Policy:
                 cancelled=_cancelling(),
             )
         if answer.allow and answer.always:
-            self._shared.add(parse_rule(rule, ctx.workspace))
+            # (the model's text may make a rule no parser takes: then this call only)
+            with contextlib.suppress(ValueError):
+                self._shared.add(parse_rule(rule, ctx.workspace))
         return answer
 
     async def _pre_hooks(
