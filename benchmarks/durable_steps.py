@@ -15,7 +15,10 @@ where that venv has ``dbos`` and ``psycopg[binary]`` (DBOS is *not* a Retinue de
   (``keep``: only the new row is written, one transaction), as the service saves a turn.
 
 Each on SQLite (a file in a temporary folder) and on PostgreSQL (a throwaway server started
-here, ``fsync=off`` as in the tests, the same for both). Every measurement runs in a fresh
+here, ``fsync=off`` as in the tests, the same for both). DBOS on SQLite runs twice: with its
+defaults (rollback journal, ``synchronous=FULL``: every commit is fsynced) and, as
+``sqlite-wal``, with the settings of Retinue's SQLite store (WAL, ``synchronous=NORMAL``: a
+commit survives a killed process, not a power cut). Every measurement runs in a fresh
 process; the figure is the median of ``--rounds`` workflows after one warm-up workflow: wall
 time and this process's CPU time (all its threads), per step. The PostgreSQL server's own
 CPU is not counted (the same for both).
@@ -53,17 +56,36 @@ HERE = Path(__file__).resolve().parent
 RECOVERY_STEPS = 6
 PAUSE_AFTER = 2  # (0-based) killed after step index 2 was recorded: between steps 3 and 4
 DIE_IN = 3  # killed inside step index 3 (the 4th), after its side effect, before its record
+RUNS = (  # DBOS's SQLite default fsyncs every commit; "sqlite-wal" gives it Retinue's settings
+    ("dbos", "sqlite"),
+    ("dbos", "sqlite-wal"),
+    ("dbos", "postgresql"),
+    ("retinue", "sqlite"),
+    ("retinue", "postgresql"),
+)
 
 
 # -- the DBOS variant (runs under --dbos-python) ---------------------------------------------
 
 
 def dbos_child(args: argparse.Namespace) -> dict[str, Any]:
-    from dbos import DBOS, DBOSConfig, SetWorkflowID
-    from dbos._error import DBOSNonExistentWorkflowError
+    from dbos import DBOS, DBOSConfig, SetWorkflowID  # pyright: ignore[reportMissingImports]
+    from dbos._error import DBOSNonExistentWorkflowError  # pyright: ignore[reportMissingImports]
 
     config: DBOSConfig = {"name": "retinue-bench", "system_database_url": args.db}
     config["log_level"] = "WARNING"
+    if args.wal:  # the durability Retinue's SQLite store has: WAL, no fsync per commit
+        import sqlalchemy as sa  # pyright: ignore[reportMissingImports]
+
+        engine = sa.create_engine(args.db)
+
+        @sa.event.listens_for(engine, "connect")
+        def pragmas(conn: Any, _record: Any) -> None:
+            for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "busy_timeout=30000"):
+                conn.execute(f"PRAGMA {pragma}")
+            conn.execute("PRAGMA foreign_keys=ON")
+
+        config["system_database_engine"] = engine
     DBOS(config=config)
     log_path = Path(args.log) if args.log else None
 
@@ -113,9 +135,9 @@ DBOS_CODE = (dbos_child,)
 
 async def retinue_workflow(store: Any, wid: str, n: int, args: argparse.Namespace) -> int:
     """Run (or go on with) workflow ``wid``: step ``i`` is recorded as message ``i + 1``."""
-    from retinue.messages import AssistantMessage, UserMessage
+    from retinue.messages import AssistantMessage, Message, UserMessage
 
-    messages = await store.load("bench", wid) or [UserMessage(f"workflow {n}")]
+    messages: list[Message] = await store.load("bench", wid) or [UserMessage(f"workflow {n}")]
     if len(messages) == 1:
         await store.save("bench", wid, messages)
     log_path = Path(args.log) if args.log else None
@@ -220,13 +242,15 @@ def finish(proc: subprocess.Popen[str]) -> dict[str, Any]:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def recovery(python: str, engine: str, db: str, folder: Path, how: str) -> dict[str, Any]:
+def recovery(
+    python: str, engine: str, db: str, folder: Path, how: str, wal: list[str]
+) -> dict[str, Any]:
     wid = f"recover-{how}"
-    name = f"{engine}-{'pg' if db.startswith('postgresql') else 'sqlite'}-{how}"
+    name = f"{engine}-{'pg' if db.startswith('postgresql') else 'sqlite'}{len(wal)}-{how}"
     log, marker = folder / f"{name}.log", folder / f"{name}.here"
     where = ["--pause-after", str(PAUSE_AFTER)] if how == "between" else ["--die-in", str(DIE_IN)]
     first = child(python, engine, db, "--wid", wid, "--log", str(log), "--marker", str(marker),
-                  *where)  # fmt: skip
+                  *where, *wal)  # fmt: skip
     deadline = time.monotonic() + 120
     while not marker.exists():
         if first.poll() is not None or time.monotonic() > deadline:
@@ -235,7 +259,7 @@ def recovery(python: str, engine: str, db: str, folder: Path, how: str) -> dict[
     first.send_signal(signal.SIGKILL)
     first.wait()
     before = [int(x) for x in log.read_text().split()]
-    again = finish(child(python, engine, db, "--wid", wid, "--log", str(log), "--recover"))
+    again = finish(child(python, engine, db, "--wid", wid, "--log", str(log), "--recover", *wal))
     ran = [int(x) for x in log.read_text().split()]
     after = ran[len(before) :]
     return {
@@ -248,7 +272,7 @@ def recovery(python: str, engine: str, db: str, folder: Path, how: str) -> dict[
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--child", choices=["dbos", "retinue"])
     parser.add_argument("--db", default="")
     parser.add_argument("--wid", default="")
@@ -257,6 +281,7 @@ def main() -> None:
     parser.add_argument("--pause-after", type=int, default=-1)
     parser.add_argument("--die-in", type=int, default=-1)
     parser.add_argument("--recover", action="store_true")
+    parser.add_argument("--wal", action="store_true")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--dbos-python", default="")
@@ -279,20 +304,20 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory(prefix="durable-steps-") as tmp:
             folder = Path(tmp)
-            for engine, python in pythons.items():
-                for backend in ("sqlite", "postgresql"):
-                    key = f"{engine}/{backend}"
-                    if backend == "sqlite":
-                        db_file = folder / f"{engine}.sqlite"
-                        db = f"sqlite:///{db_file}" if engine == "dbos" else str(db_file)
-                    else:
-                        db = server.create_database(f"{engine}_bench")
-                    size = ["--steps", str(args.steps), "--rounds", str(args.rounds)]
-                    results["cost"][key] = finish(child(python, engine, db, *size))
-                    results.setdefault("recovery", {})[key] = [
-                        recovery(python, engine, db, folder, how) for how in ("between", "inside")
-                    ]
-                    print(key, results["cost"][key], file=sys.stderr)
+            for engine, backend in RUNS:
+                key, python = f"{engine}/{backend}", pythons[engine]
+                if backend.startswith("sqlite"):
+                    db_file = folder / f"{engine}-{backend}.sqlite"
+                    db = f"sqlite:///{db_file}" if engine == "dbos" else str(db_file)
+                else:
+                    db = server.create_database(f"{engine}_bench")
+                wal = ["--wal"] if backend == "sqlite-wal" else []
+                size = ["--steps", str(args.steps), "--rounds", str(args.rounds), *wal]
+                results["cost"][key] = finish(child(python, engine, db, *size))
+                results.setdefault("recovery", {})[key] = [
+                    recovery(python, engine, db, folder, how, wal) for how in ("between", "inside")
+                ]
+                print(key, results["cost"][key], file=sys.stderr)
     finally:
         server.stop()
     version = subprocess.run(
