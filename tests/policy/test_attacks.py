@@ -3,6 +3,8 @@ without a person's yes, dressed up to slip past the rules, the modes and the pro
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import io
 import os
 from pathlib import Path
@@ -13,9 +15,10 @@ from rich.console import Console
 from retinue.cli.approve import TerminalApprover
 from retinue.engine import RunConfig, run
 from retinue.messages import SystemMessage, ToolResultMessage, UserMessage
-from retinue.policy.approvals import Approval, ApprovalRequest
+from retinue.policy.approvals import Approval, ApprovalBroker, ApprovalRequest
 from retinue.policy.gate import Policy
 from retinue.policy.rules import RuleSet
+from retinue.subagents import Role, RoleCatalog, SubAgentManager, subagent_tools
 from retinue.testing import ScriptedModel, call_tool
 from retinue.tools import ToolContext, ToolRegistry, tool
 from retinue.tools.builtin import grep_tool, write_tool
@@ -302,3 +305,60 @@ async def test_a_read_deny_rule_keeps_a_search_from_the_root_out_of_the_denied_f
                     context(tmp_path, policy))  # fmt: skip
     await run(cfg)
     assert "TOPSECRET-123" not in results(model)[0].content
+
+
+# --- a sub-agent's chain, and a withdrawn request --------------------------------------------
+
+
+async def test_roles_in_bypass_three_levels_down_under_a_default_top_still_ask(
+    tmp_path: Path,
+) -> None:
+    """Each role of the chain says ``bypassPermissions`` (a workspace role file may): the
+    top's ``default`` still decides, and with nobody to ask the deepest Write is refused."""
+    models = {n: ScriptedModel(name=f"scripted:{n}") for n in ("a", "b", "c")}
+    roles = [
+        Role(n, f"the {n} role", f"You are {n}.", None, f"scripted:{n}",
+             frozenset({"spawn_agent"}), permission_mode="bypassPermissions")
+        for n in models
+    ]  # fmt: skip
+    manager = SubAgentManager(
+        RoleCatalog.of(*roles),
+        ToolRegistry([write_tool]),
+        default_model=ScriptedModel(name="scripted:default"),
+        model_for=lambda name: models[name.removeprefix("scripted:")],
+        max_depth=3,
+    )
+    models["a"].add(call_tool("SubAgent", {"task": "go on", "role": "b"}), "a done")
+    models["b"].add(call_tool("SubAgent", {"task": "write it", "role": "c"}), "b done")
+    models["c"].add(call_tool("Write", {"file_path": "deep.txt", "content": "x"}), "c done")
+    policy = Policy(modes=("default",))
+    main = ScriptedModel([call_tool("SubAgent", {"task": "start", "role": "a"}), "all done"])
+    ctx = ToolContext("main", tmp_path, tmp_path, call_chain=("main",), manager=manager,
+                      gate=policy)  # fmt: skip
+    cfg = RunConfig(main, [SystemMessage("s"), UserMessage("go")],
+                    ToolRegistry([write_tool, *subagent_tools()]), ctx)  # fmt: skip
+    async with manager.owner("main"):
+        out = await run(cfg)
+    assert out.content == "all done"
+    [refusal] = results(models["c"])
+    assert refusal.is_error and "permission denied" in refusal.content
+    assert not (tmp_path / "deep.txt").exists()
+
+
+async def test_an_answer_to_a_withdrawn_request_is_refused_and_reaches_no_other_call() -> None:
+    broker = ApprovalBroker()
+
+    def request(n: int, tool: str) -> ApprovalRequest:
+        return ApprovalRequest(f"approval-t{n}", "main", "main", 0, tool, "{}", "why", tool, "c1")
+
+    first = asyncio.ensure_future(broker(request(1, "Bash")))
+    await asyncio.sleep(0)
+    first.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await first
+    second = asyncio.ensure_future(broker(request(2, "Write")))  # the same call id
+    await asyncio.sleep(0)
+    assert broker.answer("approval-t1", Approval(True)) is False
+    assert [r.id for r in broker.pending()] == ["approval-t2"] and not second.done()
+    assert broker.answer("approval-t2", Approval(False))
+    assert (await second).allow is False
