@@ -362,3 +362,34 @@ async def test_an_answer_to_a_withdrawn_request_is_refused_and_reaches_no_other_
     assert [r.id for r in broker.pending()] == ["approval-t2"] and not second.done()
     assert broker.answer("approval-t2", Approval(False))
     assert (await second).allow is False
+
+
+# --- what the person asked is shown ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"command"' + " " * 3000 + ': "rm -rf ~"}',  # JSON whitespace before the command
+        '{"command": "echo hi' + " " * 3000 + '; rm -rf ~"}',  # the command itself padded
+    ],
+)
+async def test_a_request_never_hides_the_end_of_a_long_call(tmp_path: Path, raw: str) -> None:
+    asked: list[ApprovalRequest] = []
+
+    def no(request: ApprovalRequest) -> bool:
+        asked.append(request)
+        return False
+
+    @tool("Bash")
+    def fake_bash(command: str) -> str:
+        """Run a command."""
+        return "ran"
+
+    model = ScriptedModel([call_tool("Bash", raw), "done"])
+    cfg = RunConfig(model, [SystemMessage("s"), UserMessage("go")], ToolRegistry([fake_bash]),
+                    context(tmp_path, Policy(modes=("default",), approver=no)))  # fmt: skip
+    await run(cfg)
+    [request] = asked
+    shown = request.arguments
+    assert "rm -rf ~" in shown or "not shown" in shown, shown[-200:]

@@ -202,7 +202,7 @@ class Policy:
             ctx.role,
             ctx.depth,
             call.name,
-            call.arguments[:PREVIEW],
+            _preview(args),
             why,
             rule,
             call.id,
@@ -321,6 +321,15 @@ def _nobody(tool: str, why: str, rule: str) -> str:
         f'--permission-mode acceptEdits or bypassPermissions, or add the rule "{rule}" to '
         "permissions.allow in .claude/settings.json"
     )
+
+
+def _preview(args: dict[str, Any]) -> str:
+    """The call's arguments as the person asked reads them: compact, and where cut, saying so
+    (padding must not push the end of a command out of sight)."""
+    text = json.dumps(args, ensure_ascii=False)
+    if len(text) <= PREVIEW:
+        return text
+    return f"{text[:PREVIEW]}… ({len(text) - PREVIEW} more characters not shown)"
 
 
 def _arguments(raw: str) -> dict[str, Any] | None:
