@@ -152,13 +152,28 @@ def test_a_domain_rule_does_not_cover_another_host(tmp_path: Path, url: str) -> 
 
 
 @pytest.mark.parametrize(
-    "url", ["https://EVIL.com/", "https://evil.com./", "https://a.evil.com:8/"]
+    "url",
+    [
+        "https://EVIL.com/",
+        "https://evil.com./",
+        "https://a.evil.com:8/",
+        "https://evil\u3002com/",  # an ideographic full stop: httpx fetches evil.com
+        "https://a\uff0eevil.com/",
+    ],
 )
 def test_a_domain_deny_rule_holds_for_case_dots_and_ports(tmp_path: Path, url: str) -> None:
     policy = Policy(
         modes=("bypassPermissions",), rules=rules(tmp_path, deny=["WebFetch(domain:evil.com)"])
     )
     assert policy.decide("WebFetch", {"url": url}, context(tmp_path, policy))[0] == "deny", url
+
+
+def test_a_domain_rule_matches_the_host_in_either_spelling_of_a_name(tmp_path: Path) -> None:
+    denied = ["WebFetch(domain:bücher.de)", "WebFetch(domain:xn--mnchen-3ya.de)"]
+    policy = Policy(modes=("bypassPermissions",), rules=rules(tmp_path, deny=denied))
+    ctx = context(tmp_path, policy)
+    for url in ("https://xn--bcher-kva.de/", "https://BÜCHER.de/", "https://münchen.de/x"):
+        assert policy.decide("WebFetch", {"url": url}, ctx)[0] == "deny", url
 
 
 # --- modes -----------------------------------------------------------------------------------

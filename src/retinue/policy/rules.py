@@ -28,6 +28,7 @@ parsed is reported (file and line) and the others stay in force.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -125,11 +126,20 @@ def _unwrapped(part: str) -> str:
 
 def _on_domain(url: str, domain: str) -> bool:
     try:
-        host = (urlsplit(url).hostname or "").lower().rstrip(".")
+        host = _host_key(urlsplit(url).hostname or "")
     except ValueError:
         return False
-    domain = domain.lower().strip().rstrip(".")
+    domain = _host_key(domain.strip())
     return bool(domain) and (host == domain or host.endswith("." + domain))
+
+
+def _host_key(host: str) -> str:
+    """A host name as the fetch will reach it: lower case, in its ASCII (IDNA) spelling, with
+    the dots other scripts write (``。``) read as dots, no trailing dot."""
+    host = host.lower().rstrip(".")
+    with contextlib.suppress(UnicodeError):  # (a name no fetch could reach: kept as it is)
+        host = host.encode("idna").decode("ascii")
+    return host.lower().rstrip(".")
 
 
 def _resolved(target: str, workspace: Path) -> str:
