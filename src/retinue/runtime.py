@@ -186,7 +186,7 @@ class Runtime:
         manager.factory.skill_tool = skill_tool(skills) if skills.skills else None
         return cls(
             settings, model, catalog, tools, manager, memory, compressor, events, notice,
-            instructions, None if policy.trivial else policy, problems,
+            instructions, policy, problems,
             skills=skills, project=project,
         )  # fmt: skip
 

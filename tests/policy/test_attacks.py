@@ -408,3 +408,50 @@ async def test_a_request_never_hides_the_end_of_a_long_call(tmp_path: Path, raw:
     [request] = asked
     shown = request.arguments
     assert "rm -rf ~" in shown or "not shown" in shown, shown[-200:]
+
+
+async def test_bypass_with_no_rules_or_hooks_still_asks_before_an_edit_of_claude(
+    tmp_path: Path,
+) -> None:
+    """The README: edits to what the workspace runs ask in every mode, bypassPermissions
+    included; the fast path for a policy with nothing to check must not skip that."""
+    model = ScriptedModel(
+        [
+            call_tool("Write", {"file_path": ".claude/settings.json", "content": "{}"}),
+            call_tool("Write", {"file_path": "notes.txt", "content": "x"}),
+            "done",
+        ]
+    )
+    policy = Policy(modes=("bypassPermissions",))
+    cfg = RunConfig(model, [SystemMessage("s"), UserMessage("go")], ToolRegistry([write_tool]),
+                    context(tmp_path, policy))  # fmt: skip
+    await run(cfg)
+    assert "permission denied" in results(model, 1)[0].content
+    assert not (tmp_path / ".claude" / "settings.json").exists()
+    assert (tmp_path / "notes.txt").read_text() == "x"
+
+
+async def test_a_runtime_in_bypass_mode_still_asks_before_an_edit_of_mcp_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``retinue run --permission-mode bypassPermissions`` (or the library without an
+    approver) keeps the gate for the workspace's own files, as the README promises."""
+    from retinue.config import Settings
+    from retinue.runtime import Runtime
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    model = ScriptedModel(
+        [
+            call_tool("Write", {"file_path": ".mcp.json", "content": '{"mcpServers": {}}'}),
+            call_tool("Write", {"file_path": "notes.txt", "content": "x"}),
+            "done",
+        ]
+    )
+    runtime = Runtime.create(Settings.load(home=tmp_path / "data", workspace=ws), model=model,
+                             with_memory=False, permission_mode="bypassPermissions")  # fmt: skip
+    out = await runtime.conversation().send("go")
+    assert out.content == "done"
+    assert "permission denied" in results(model, 1)[0].content
+    assert not (ws / ".mcp.json").exists() and (ws / "notes.txt").read_text() == "x"

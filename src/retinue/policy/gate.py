@@ -27,6 +27,7 @@ from retinue.policy.approvals import (
 )
 from retinue.policy.hooks import HookResult, Hooks, hook_input, notify
 from retinue.policy.modes import (
+    EDIT_TOOLS,
     Decision,
     Kind,
     PermissionMode,
@@ -105,7 +106,8 @@ class Policy:
 
     @property
     def trivial(self) -> bool:
-        """Nothing to check: every call runs (bypass mode, no rules, no hooks)."""
+        """Nothing to check: every call runs (bypass mode, no rules, no hooks), but for an
+        edit of what the workspace runs (``.claude/``…), which asks in every mode."""
         return (
             all(m == "bypassPermissions" for m in self.modes) and not self.rules and not self.hooks
         )
@@ -137,7 +139,7 @@ class Policy:
         self, registry: ToolRegistry, call: ToolCall, ctx: ToolContext
     ) -> ToolResultMessage:
         """Run ``call`` if the policy lets it, asking for approval where it must."""
-        if self.trivial or self._quick(call.name) == "allow":
+        if (self.trivial and call.name not in EDIT_TOOLS) or self._quick(call.name) == "allow":
             return await registry.execute(call, ctx)
         args = _arguments(call.arguments)
         if args is None:  # not a JSON object: the tool refuses it without running anything
