@@ -455,3 +455,16 @@ async def test_a_runtime_in_bypass_mode_still_asks_before_an_edit_of_mcp_json(
     assert out.content == "done"
     assert "permission denied" in results(model, 1)[0].content
     assert not (ws / ".mcp.json").exists() and (ws / "notes.txt").read_text() == "x"
+
+
+async def test_a_path_with_a_nul_is_an_error_result_not_a_crash(tmp_path: Path) -> None:
+    policy = Policy(modes=("acceptEdits",), rules=rules(tmp_path, deny=["Edit(./secrets/**)"]))
+    model = ScriptedModel(
+        [call_tool("Write", {"file_path": ".claude/x\x00.json", "content": "x"}), "done"]
+    )
+    cfg = RunConfig(model, [SystemMessage("s"), UserMessage("go")], ToolRegistry([write_tool]),
+                    context(tmp_path, policy))  # fmt: skip
+    out = await run(cfg)
+    assert out.content == "done"
+    assert results(model)[0].is_error
+    assert not (tmp_path / ".claude").exists()

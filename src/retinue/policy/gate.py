@@ -273,10 +273,10 @@ def _protected(args: dict[str, Any], ctx: ToolContext) -> bool:
     joined = os.path.join(workspace, raw)
     # as written, and as the file tools will reach it (a link in the workspace may point at
     # .claude); case-folded, for the filesystems that ignore case
-    for base, target in (
-        (workspace, os.path.normpath(joined)),
-        (os.path.realpath(workspace), os.path.realpath(joined)),
-    ):
+    pairs = [(workspace, os.path.normpath(joined))]
+    with contextlib.suppress(ValueError, OSError):  # (a NUL in it: no tool can open it)
+        pairs.append((os.path.realpath(workspace), os.path.realpath(joined)))
+    for base, target in pairs:
         if os.path.relpath(target, base).split(os.sep, 1)[0].casefold() in PROTECTED:
             return True
     return False

@@ -145,7 +145,10 @@ def _host_key(host: str) -> str:
 def _resolved(target: str, workspace: Path) -> str:
     """``target`` through its symlinks; inside the workspace, spelt from ``workspace`` as
     written (which may itself be a link, as ``/tmp`` is on macOS)."""
-    real, root = os.path.realpath(target), os.path.realpath(workspace)
+    try:
+        real, root = os.path.realpath(target), os.path.realpath(workspace)
+    except (ValueError, OSError):  # a NUL in it: no tool can open it
+        return target
     if real == root or real.startswith(root + os.sep):
         return os.path.normpath(os.path.join(workspace, os.path.relpath(real, root)))
     return real
