@@ -59,10 +59,18 @@ class Rule:
     _regex: re.Pattern[str] | None = field(default=None, compare=False)
 
     def matches(
-        self, tool: str, args: Mapping[str, Any], workspace: Path, *, every: bool = False
+        self,
+        tool: str,
+        args: Mapping[str, Any],
+        workspace: Path,
+        *,
+        every: bool = False,
+        resolved: dict[str, str] | None = None,
     ) -> bool:
         """Whether the rule covers the call; for a path, ``every``: both as written and as it
-        resolves (through symlinks) must match (an allow rule), else either (deny, ask)."""
+        resolves (through symlinks) must match (an allow rule), else either (deny, ask).
+        ``resolved``: paths resolved so far for this one call (never kept longer: a link may
+        change between calls)."""
         if not rule_names(self.tool, tool):
             return False
         if self.spec is None or self.spec in ("*", ""):
@@ -75,21 +83,25 @@ class Rule:
         if self.tool == "Agent":
             return str(args.get("role", "")) == self.spec
         if self.tool in EDIT_TOOLS or self.tool == "Edit" or self.tool in _READ_FAMILY:
-            return self._path(args, workspace, every)
+            return self._path(args, workspace, every, {} if resolved is None else resolved)
         return False
 
     def _command(self, command: str) -> bool:
         assert self.spec is not None and self._regex is not None
         return self._regex.fullmatch(command.strip()) is not None
 
-    def _path(self, args: Mapping[str, Any], workspace: Path, every: bool) -> bool:
+    def _path(
+        self, args: Mapping[str, Any], workspace: Path, every: bool, resolved: dict[str, str]
+    ) -> bool:
         raw = next((args[k] for k in _PATH_ARGS if isinstance(args.get(k), str)), None)
         target = _absolute(raw or ".", workspace)
+        real = resolved.get(target)
+        if real is None:
+            real = resolved[target] = _resolved(target, workspace)
         regex = self._regex
         assert regex is not None
         hits = (
-            any(regex.fullmatch(p) for p in (t, t + "/"))
-            for t in dict.fromkeys((target, _resolved(target, workspace)))
+            any(regex.fullmatch(p) for p in (t, t + "/")) for t in dict.fromkeys((target, real))
         )
         return all(hits) if every else any(hits)
 
@@ -308,16 +320,17 @@ class RuleSet:
         self, tool: str, args: Mapping[str, Any], workspace: Path
     ) -> tuple[Decision, str] | None:
         deny, ask, allow = self._for(tool)
+        resolved: dict[str, str] = {}  # (this call's paths through their links, once)
         for rule in deny:
-            if rule.matches(tool, args, workspace):
+            if rule.matches(tool, args, workspace, resolved=resolved):
                 return "deny", rule.text
         for rule in ask:
-            if rule.matches(tool, args, workspace):
+            if rule.matches(tool, args, workspace, resolved=resolved):
                 return "ask", rule.text
         if tool == "Bash":
             return self._allows_command(allow, str(args.get("command", "")))
         for rule in allow:
-            if rule.matches(tool, args, workspace, every=True):
+            if rule.matches(tool, args, workspace, every=True, resolved=resolved):
                 return "allow", rule.text
         return None
 
