@@ -120,6 +120,12 @@ def test_an_allow_rule_does_not_cover_a_command_hidden_behind_its_prefix(
         "if true; then rm -rf build; fi",
         "while false; do rm -rf build; done",
         "! rm -rf build",
+        "\\rm -rf build",
+        "/bin/rm -rf build",
+        "sudo rm -rf build",
+        "env rm -rf build",
+        "echo build | xargs rm -rf",
+        "eval rm -rf build",
     ],
 )
 def test_a_deny_rule_holds_for_a_command_wrapped_in_shell_syntax(

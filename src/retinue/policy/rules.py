@@ -125,14 +125,17 @@ def _parts(command: str) -> list[str]:
 
 
 _WRAPPING = re.compile(
-    r"^(?:[({!]\s*|(?:then|do|else|elif|if|while|until|time|exec|command|builtin|nohup)\s+"
-    r"|\w+=(?:\"[^\"]*\"|'[^']*'|\S*)\s+)+"
+    r"^(?:[({!]\s*|(?:then|do|else|elif|if|while|until|time|exec|command|builtin|nohup"
+    r"|env|sudo|eval|xargs|nice)\s+|\w+=(?:\"[^\"]*\"|'[^']*'|\S*)\s+)*"
+    r"(?:\\|(?:/[^\s/]+)*/)?"  # \rm, /usr/bin/rm
 )
 
 
 def _unwrapped(part: str) -> str:
-    """``part`` without what runs it as it is (``(``, ``{``, ``!``, ``then``, ``FOO=1``…), so
-    that a deny or ask rule for a command also holds for it wrapped in shell syntax."""
+    """``part`` without what runs it as it is (``(``, ``{``, ``!``, ``then``, ``FOO=1``,
+    ``env``, ``sudo``, ``\\rm``, ``/bin/rm``…), so that a deny or ask rule for a command also
+    holds for it wrapped in shell syntax (not for every spelling: quotes, ``bash -c`` and
+    options of the wrappers still hide it, as in Claude Code)."""
     return _WRAPPING.sub("", part)
 
 
