@@ -198,7 +198,8 @@ def sessions(
     table = Table()  # the ids are never cut: `retinue interrupt` needs them whole
     table.add_column("id", no_wrap=True, min_width=max(len(str(s["id"])) for s in live))
     for header in ("role", "state", "turns", "tokens", "cost", "tasks", "last reply"):
-        table.add_column(header)
+        whole = header in ("role", "state", "turns", "cost")  # short: never cut or wrapped
+        table.add_column(header, no_wrap=whole, ratio=1 if header == "last reply" else None)
     for s in live:
         table.add_row(
             escape(str(s["id"])),
