@@ -27,7 +27,6 @@ from retinue.policy.approvals import (
 )
 from retinue.policy.hooks import HookResult, Hooks, hook_input, notify
 from retinue.policy.modes import (
-    EDIT_TOOLS,
     Decision,
     Kind,
     PermissionMode,
@@ -139,8 +138,8 @@ class Policy:
         self, registry: ToolRegistry, call: ToolCall, ctx: ToolContext
     ) -> ToolResultMessage:
         """Run ``call`` if the policy lets it, asking for approval where it must."""
-        if (self.trivial and call.name not in EDIT_TOOLS) or self._quick(call.name) == "allow":
-            return await registry.execute(call, ctx)
+        if self._quick(call.name) == "allow":  # (bypass mode with nothing to check: every
+            return await registry.execute(call, ctx)  # tool but an edit, which looks closer)
         args = _arguments(call.arguments)
         if args is None:  # not a JSON object: the tool refuses it without running anything
             return await registry.execute(call, ctx)
