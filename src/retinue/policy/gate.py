@@ -103,14 +103,6 @@ class Policy:
         """The same policy answered by ``approver``: a fresh tree's own "always" answers."""
         return replace(self, approver=approver, _shared=_Shared())
 
-    @property
-    def trivial(self) -> bool:
-        """Nothing to check: every call runs (bypass mode, no rules, no hooks), but for an
-        edit of what the workspace runs (``.claude/``…), which asks in every mode."""
-        return (
-            all(m == "bypassPermissions" for m in self.modes) and not self.rules and not self.hooks
-        )
-
     def decide(self, tool: str, args: dict[str, Any], ctx: ToolContext) -> tuple[Decision, str]:
         """Allow, ask or deny for one call, and why (a rule's text or the mode's name)."""
         kind = kind_of(tool)
