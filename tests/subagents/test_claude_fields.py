@@ -111,3 +111,14 @@ def test_an_mcp_source_applies_a_roles_disallowed_patterns() -> None:
         parse_role(Path("m.md"), role_text("m", "disallowedTools: mcp__gh__rm_*")).disallowed
     )
     assert _dropped("mcp__gh__rm_repo", drops) and not _dropped("mcp__gh__list", drops)
+
+
+def test_notes_of_every_field_reach_the_role(tmp_path: Path) -> None:
+    text = (
+        "---\nname: noted\ndescription: d\nmaxTurns: -1\nskills: 3\ninitialPrompt: 7\n"
+        "background: maybe\nisolation: vm\n---\nbody\n"
+    )
+    role = parse_role(tmp_path / "noted.md", text)
+    said = "\n".join(role.notes)
+    for what in ("maxTurns", "'skills'", "initialPrompt", "background", "isolation"):
+        assert what in said, what

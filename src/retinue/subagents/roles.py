@@ -221,6 +221,12 @@ def parse_role(path: Path, text: str, aliases: Mapping[str, str] | None = None) 
         raise RoleError(remote)
     if remote is not None:  # the remote answers its questions as AskParent; no memory here
         caps = (set(caps) | {"ask_parent"}) - {"memory"}
+    # read before Role(...) takes the notes: each may add one
+    max_turns = _max_turns(meta.get("maxTurns"), notes)
+    skills = _skill_names(meta.get("skills"), notes)
+    initial_prompt = _initial_prompt(meta.get("initialPrompt"), notes)
+    background = _flag(meta.get("background"), "background", notes)
+    isolation = _isolation(meta.get("isolation"), notes)
     return Role(
         name=name,
         description=" ".join(description.split()),
@@ -231,18 +237,18 @@ def parse_role(path: Path, text: str, aliases: Mapping[str, str] | None = None) 
         source=path,
         disallowed=tuple(dict.fromkeys(denied)),
         delegates=delegates if "spawn_agent" in caps else None,
-        max_turns=_max_turns(meta.get("maxTurns"), notes),
+        max_turns=max_turns,
         memory_scope=scope,
         ignored=tuple(k for k in meta if k not in _OWN_KEYS),
         notes=tuple(notes),
         mcp_servers=_mcp_servers(meta.get("mcpServers")),
         permission_mode=mode,
         hooks=meta["hooks"] if isinstance(meta.get("hooks"), Mapping) else None,
-        skills=_skill_names(meta.get("skills"), notes),
-        initial_prompt=_initial_prompt(meta.get("initialPrompt"), notes),
-        background=_flag(meta.get("background"), "background", notes),
+        skills=skills,
+        initial_prompt=initial_prompt,
+        background=background,
         effort=_kept_text(meta.get("effort")),
-        isolation=_isolation(meta.get("isolation"), notes),
+        isolation=isolation,
         max_budget_usd=budget,
         a2a=remote,
     )
