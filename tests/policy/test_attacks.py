@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from test_gate import three_deep
 
 from retinue.cli.approve import TerminalApprover
 from retinue.engine import RunConfig, run
@@ -18,7 +19,7 @@ from retinue.messages import SystemMessage, ToolResultMessage, UserMessage
 from retinue.policy.approvals import Approval, ApprovalBroker, ApprovalRequest
 from retinue.policy.gate import Policy
 from retinue.policy.rules import RuleSet
-from retinue.subagents import Role, RoleCatalog, SubAgentManager, subagent_tools
+from retinue.subagents import subagent_tools
 from retinue.testing import ScriptedModel, call_tool
 from retinue.tools import ToolContext, ToolRegistry, tool
 from retinue.tools.builtin import grep_tool, write_tool
@@ -336,22 +337,7 @@ async def test_roles_in_bypass_three_levels_down_under_a_default_top_still_ask(
 ) -> None:
     """Each role of the chain says ``bypassPermissions`` (a workspace role file may): the
     top's ``default`` still decides, and with nobody to ask the deepest Write is refused."""
-    models = {n: ScriptedModel(name=f"scripted:{n}") for n in ("a", "b", "c")}
-    roles = [
-        Role(n, f"the {n} role", f"You are {n}.", None, f"scripted:{n}",
-             frozenset({"spawn_agent"}), permission_mode="bypassPermissions")
-        for n in models
-    ]  # fmt: skip
-    manager = SubAgentManager(
-        RoleCatalog.of(*roles),
-        ToolRegistry([write_tool]),
-        default_model=ScriptedModel(name="scripted:default"),
-        model_for=lambda name: models[name.removeprefix("scripted:")],
-        max_depth=3,
-    )
-    models["a"].add(call_tool("SubAgent", {"task": "go on", "role": "b"}), "a done")
-    models["b"].add(call_tool("SubAgent", {"task": "write it", "role": "c"}), "b done")
-    models["c"].add(call_tool("Write", {"file_path": "deep.txt", "content": "x"}), "c done")
+    manager, models = three_deep(tmp_path, write=write_tool, mode="bypassPermissions")
     policy = Policy(modes=("default",))
     main = ScriptedModel([call_tool("SubAgent", {"task": "start", "role": "a"}), "all done"])
     ctx = ToolContext("main", tmp_path, tmp_path, call_chain=("main",), manager=manager,

@@ -15,7 +15,7 @@ from retinue.policy.gate import Policy
 from retinue.policy.rules import RuleSet
 from retinue.subagents import Role, RoleCatalog, SubAgentManager, subagent_tools
 from retinue.testing import ScriptedModel, call_tool
-from retinue.tools import ToolContext, ToolRegistry, tool
+from retinue.tools import Tool, ToolContext, ToolRegistry, tool
 
 WRITTEN: list[str] = []
 
@@ -73,15 +73,19 @@ async def test_a_deny_rule_holds_even_in_bypass_mode(tmp_path: Path) -> None:
     assert WRITTEN == ["notes.txt"]
 
 
-def three_deep(tmp_path: Path) -> tuple[SubAgentManager, dict[str, ScriptedModel]]:
+def three_deep(
+    tmp_path: Path, *, write: Tool = fake_write, mode: str | None = None
+) -> tuple[SubAgentManager, dict[str, ScriptedModel]]:
+    """main -> a -> b -> c, and c calls ``Write``; each role in ``mode`` when given."""
     models = {n: ScriptedModel(name=f"scripted:{n}") for n in ("a", "b", "c")}
     roles = [
-        Role(n, f"the {n} role", f"You are {n}.", None, f"scripted:{n}", frozenset({"spawn_agent"}))
+        Role(n, f"the {n} role", f"You are {n}.", None, f"scripted:{n}",
+             frozenset({"spawn_agent"}), permission_mode=mode)
         for n in models
-    ]
+    ]  # fmt: skip
     manager = SubAgentManager(
         RoleCatalog.of(*roles),
-        ToolRegistry([fake_write]),
+        ToolRegistry([write]),
         default_model=ScriptedModel(name="scripted:default"),
         model_for=lambda name: models[name.removeprefix("scripted:")],
         max_depth=3,
