@@ -177,3 +177,13 @@ def test_edits_to_what_the_workspace_runs_ask_in_every_mode(tmp_path: Path) -> N
             assert decision == "ask", (mode, path)
             assert "settings or commands" in why
         assert policy.decide("Write", {"file_path": "src/a.py"}, ctx(tmp_path))[0] == "allow"
+
+
+def test_a_users_settings_file_kept_behind_a_link_is_read(tmp_path: Path) -> None:
+    ws, home, dotfiles = tmp_path / "ws", tmp_path / "home", tmp_path / "dotfiles"
+    for d in (ws, home / ".claude", dotfiles):
+        d.mkdir(parents=True)
+    (dotfiles / "settings.json").write_text(json.dumps({"permissions": {"deny": ["Bash"]}}))
+    (home / ".claude" / "settings.json").symlink_to(dotfiles / "settings.json")
+    found = load_permissions(ws, user_home=home)
+    assert [r.text for r in found.rules.deny] == ["Bash"] and found.problems == []

@@ -57,7 +57,9 @@ def settings_files(workspace: Path, user_home: Path | None = None) -> list[tuple
 def read_settings(path: Path) -> tuple[dict[str, Any] | None, str, str]:
     """A settings file's JSON object and its text, or None and a problem ('' if absent)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+        # a link is followed (dotfile managers link ~/.claude/settings.json): what a project
+        # file may loosen is approved by its content, wherever the link points
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         return None, "", ""
     except OSError as exc:
