@@ -3,7 +3,6 @@ sandboxed here, and the problems to report once."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -53,8 +52,6 @@ def make_policy(
         chosen, problem = parse_mode(mode, where="--permission-mode")
         if problem:
             problems.append(problem)
-    if sandboxed is None:
-        sandboxed = _sandboxed()
     policy = Policy(
         modes=(chosen,),
         rules=found.rules,
@@ -63,10 +60,3 @@ def make_policy(
         sandboxed=sandboxed,
     )
     return policy, problems
-
-
-def _sandboxed() -> bool:
-    """Whether ``Bash`` runs inside bubblewrap here (checked once per process)."""
-    from retinue.tools.builtin.sandbox import BWRAP_ENV, bwrap_problem
-
-    return bwrap_problem(os.environ.get(BWRAP_ENV) or "bwrap") is None

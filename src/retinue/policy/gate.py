@@ -77,7 +77,7 @@ class Policy:
     rules: RuleSet = field(default_factory=RuleSet)
     approver: Approver | None = None
     hooks: Hooks = field(default_factory=Hooks)
-    sandboxed: bool = False
+    sandboxed: bool | None = False  # None: ask bubblewrap, once, when a command is decided
     _shared: _Shared = field(default_factory=_Shared)
     _memo: dict[str, tuple[int, Decision | None]] = field(
         init=False, default_factory=dict, repr=False, compare=False
@@ -112,7 +112,7 @@ class Policy:
         best: Decision | None = None
         why = ""
         for mode in self.modes:
-            decision = _under(mode, kind, found, sandboxed=self.sandboxed)
+            decision = _under(mode, kind, found, sandboxed=self._sandboxed(kind))
             if best is None or strictest(decision, best) != best:
                 best, why = decision, _reason(mode, kind, found, decision, tool)
         assert best is not None  # (a policy has at least one mode)
@@ -160,6 +160,12 @@ class Policy:
             result = await self._post_hooks(call, args, ctx, result)
         return result
 
+    def _sandboxed(self, kind: Kind) -> bool:
+        """Whether a command runs in bubblewrap here (only a command's decision asks)."""
+        if kind != "command":
+            return False
+        return bwrap_works() if self.sandboxed is None else self.sandboxed
+
     def _quick(self, tool: str) -> Decision | None:
         """The decision for any call of ``tool`` when nothing can look at its arguments (no
         rule or hook names it, it edits no file), remembered per name; None: look closer."""
@@ -170,7 +176,7 @@ class Policy:
         decision: Decision | None = None
         if not self.hooks and kind != "edit" and not self._named(tool):
             by_mode: list[Decision] = [
-                decide_by_mode(m, kind, sandboxed=self.sandboxed) for m in self.modes
+                decide_by_mode(m, kind, sandboxed=self._sandboxed(kind)) for m in self.modes
             ]
             decision = strictest(*by_mode)
         if len(self._memo) >= MEMO_NAMES:
@@ -271,6 +277,14 @@ def _protected(args: dict[str, Any], ctx: ToolContext) -> bool:
         if os.path.relpath(target, base).split(os.sep, 1)[0].casefold() in PROTECTED:
             return True
     return False
+
+
+def bwrap_works() -> bool:
+    """Whether ``Bash`` runs inside bubblewrap on this machine (its probe runs once a process,
+    on the first command decided, not at start-up)."""
+    from retinue.tools.builtin.sandbox import BWRAP_ENV, bwrap_problem
+
+    return bwrap_problem(os.environ.get(BWRAP_ENV) or "bwrap") is None
 
 
 def _cancelling() -> bool:
