@@ -185,7 +185,7 @@ def test_text_typed_during_a_turn_is_not_echoed_and_waits_at_the_next_prompt(
     wait = "while [ ! -f go ]; do sleep 0.05; done"  # the tool runs until the test says
     model = ScriptedModel([call_tool("Bash", {"command": wait}), "First answer.", "Second answer."])
     with LoopbackOpenAIServer(model) as server:
-        pane = pane_for(server)
+        pane = pane_for(server, "chat --permission-mode bypassPermissions")  # bwrap or not
         pane.wait_for(lambda t: "›" in t)
         pane.keys("first question", "Enter")
         pane.wait_for(lambda t: "→ Bash(" in t)  # no spinner while the tool runs
