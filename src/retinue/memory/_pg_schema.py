@@ -129,7 +129,37 @@ _V4: tuple[LiteralString, ...] = (
     )""",
 )
 
-MIGRATIONS: tuple[tuple[LiteralString, ...], ...] = (_V1, _V2, _V3, _V4)
+# v5: durable sessions (retinue.memory.journal): one record per session, the columns it is
+# queried by plus its other fields as JSON, and its history one row per message. A load reads
+# the first ``message_count`` rows only.
+_V5: tuple[LiteralString, ...] = (
+    """CREATE TABLE IF NOT EXISTS session_records (
+        tenant TEXT NOT NULL,
+        id TEXT NOT NULL,
+        root TEXT NOT NULL,
+        parent_id TEXT,
+        depth INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        role TEXT NOT NULL,
+        instance TEXT,
+        state TEXT NOT NULL,
+        message_count INTEGER NOT NULL,
+        data TEXT NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (tenant, id)
+    )""",
+    "CREATE INDEX IF NOT EXISTS session_records_by_root ON session_records (tenant, root)",
+    "CREATE INDEX IF NOT EXISTS session_records_by_update ON session_records (updated_at)",
+    """CREATE TABLE IF NOT EXISTS session_messages (
+        tenant TEXT NOT NULL,
+        session TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (tenant, session, seq)
+    )""",
+)
+
+MIGRATIONS: tuple[tuple[LiteralString, ...], ...] = (_V1, _V2, _V3, _V4, _V5)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -58,6 +58,7 @@ from retinue.memory.common import (
 from retinue.memory.embeddings import VECTOR_SCAN_LIMIT, Embedder, pack, top_by_cosine
 from retinue.memory.pending import PendingTranscript
 from retinue.memory.pg_conversations import PgConversations
+from retinue.memory.pg_journal import PgJournal
 from retinue.memory.store import DEFAULT_BLOCK_LIMITS, Block, Passage, render_memory
 from retinue.memory.tasks import PgTasks
 from retinue.memory.text import normalize, pg_text
@@ -125,6 +126,9 @@ class PostgresMemory(StoreCommon):
         """The main agent's stored conversations, with leases for several workers."""
         self.tasks = PgTasks(self)
         """The teams' shared task lists (a ``TaskStore``), claims atomic across workers."""
+        self.journal = PgJournal(self)
+        """Durable sessions' records and histories (a ``SessionJournal``), one statement per
+        operation."""
         self.pool_size = pool_size
         self.pgvector = False
         self._pool: AsyncConnectionPool[AsyncConnection] | None = None

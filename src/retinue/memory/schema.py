@@ -112,7 +112,39 @@ CREATE TABLE tasks (
 ) WITHOUT ROWID;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+# v7: durable sessions (retinue.memory.journal): one record per session, the columns it is
+# queried by plus its other fields as JSON, and its history one row per message. A load reads
+# the first ``message_count`` rows only.
+_V7 = """
+CREATE TABLE session_records (
+    tenant TEXT NOT NULL,
+    id TEXT NOT NULL,
+    root TEXT NOT NULL,
+    parent_id TEXT,
+    depth INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    role TEXT NOT NULL,
+    instance TEXT,
+    state TEXT NOT NULL,
+    message_count INTEGER NOT NULL,
+    data TEXT NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (tenant, id)
+) WITHOUT ROWID;
+
+CREATE INDEX session_records_by_root ON session_records (tenant, root);
+CREATE INDEX session_records_by_update ON session_records (updated_at);
+
+CREATE TABLE session_messages (
+    tenant TEXT NOT NULL,
+    session TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (tenant, session, seq)
+) WITHOUT ROWID;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

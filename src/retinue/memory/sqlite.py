@@ -37,6 +37,7 @@ from retinue.memory.embeddings import VECTOR_SCAN_LIMIT, Embedder, pack, top_by_
 from retinue.memory.pending import PendingStore
 from retinue.memory.schema import migrate
 from retinue.memory.sqlite_conversations import SQLiteConversations
+from retinue.memory.sqlite_journal import SQLiteJournal
 from retinue.memory.store import DEFAULT_BLOCK_LIMITS, Block, Passage, render_memory
 from retinue.memory.tasks import SQLiteTasks
 from retinue.memory.text import normalize, scrub
@@ -99,6 +100,8 @@ class SQLiteMemory(StoreCommon):
         """The main agent's stored conversations (a ``ConversationStore``), in this file."""
         self.tasks = SQLiteTasks(self._tx, self._read)
         """The teams' shared task lists (a ``TaskStore``), in this file."""
+        self.journal = SQLiteJournal(self._tx, self._read)
+        """Durable sessions' records and histories (a ``SessionJournal``), in this file."""
 
     def close(self) -> None:
         with self._lock:
