@@ -6,7 +6,10 @@ Environment names other tools rely on: ``RETINUE_MODEL`` (the main agent's model
 sub-agent session may spend, input and output together; 0 = unlimited),
 ``keep_conversations`` (whether ``retinue serve`` stores its chats, default true) and
 ``conversation_retention_days`` (a stored chat unused this long is forgotten; 0 = never;
-default 30), and a ``[model_aliases]`` table (names for models, see :func:`canonical_model`)
+default 30), ``durable_sessions`` (the service records every session's state at each step, so
+sessions and paused turns survive a restart and move between workers; default false;
+``RETINUE_DURABLE_SESSIONS=1`` turns it on; see :mod:`retinue.durable`), and a
+``[model_aliases]`` table (names for models, see :func:`canonical_model`)
 and ``[mcp_servers.<name>]`` tables (MCP servers, see :mod:`retinue.mcp.config`).
 Every value is checked by a strict pydantic model (:class:`FileSettings`): its type
 (a boolean is not an integer) and its range; a bad one is a ``ConfigError`` naming the setting.
@@ -142,6 +145,7 @@ class FileSettings(pydantic.BaseModel):
     session_token_budget: Annotated[int, Field(ge=0)] | None = None
     keep_conversations: bool | None = None
     conversation_retention_days: Annotated[float, Field(ge=0)] | None = None
+    durable_sessions: bool | None = None
     model_aliases: dict[str, str] | None = None
     mcp_servers: dict[str, dict[str, Any]] | None = None
     database_url: Annotated[str, Field(pattern=r"^postgres(ql)?://")] | None = None
@@ -190,6 +194,7 @@ class Settings:
     session_token_budget: int = 0  # tokens one interactive session may use; 0 = no limit
     keep_conversations: bool = True  # the service stores its chats' histories (memory DB)
     conversation_retention_days: float = 30.0  # forget a chat not used for this long; 0 = never
+    durable_sessions: bool = False  # record sessions at each step (retinue.durable)
     model_aliases: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_MODEL_ALIASES))
     mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)  # checked by retinue.mcp
     database_url: str | None = None  # PostgreSQL for memory (several workers); None = SQLite
@@ -225,6 +230,9 @@ class Settings:
                 s.model = canonical_model(raw, s.model_aliases, where=where)
                 break
         s.database_url = os.environ.get("RETINUE_DATABASE_URL") or s.database_url
+        durable = os.environ.get("RETINUE_DURABLE_SESSIONS", "").strip().lower()
+        if durable:
+            s.durable_sessions = durable in ("1", "true", "yes", "on")
         if tenant:
             s.tenant = tenant
         if workspace is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -46,7 +46,10 @@ class RunConfig:
     call as it happens, so a turn that fails or is cancelled still counts what it spent.
     ``steering`` hands over the messages that arrived while the run works (see
     :meth:`~retinue.engine.session.Session.steer`); the run shows them to the model at its
-    next step boundary, after the tool results and before the next model call.
+    next step boundary, after the tool results and before the next model call. ``on_step``
+    is awaited at each step boundary: after a model reply joins ``messages``, and after a
+    step's tool results do (a durable session records its state there; see
+    :mod:`retinue.durable`).
     """
 
     model: Model
@@ -59,6 +62,7 @@ class RunConfig:
     context_keeper: ContextKeeper | None = None
     on_usage: Callable[[Usage], None] | None = None
     steering: Callable[[], list[str]] | None = None
+    on_step: Callable[[], Awaitable[None]] | None = None
 
 
 @dataclass(slots=True)

@@ -150,6 +150,8 @@ async def run(config: RunConfig) -> RunOutput:
                 config.on_usage(response.usage)
             last_input = response.usage.input_tokens
             messages.append(response.message)
+            if config.on_step is not None:  # a step boundary: the reply is recorded
+                await config.on_step()
             step = next_step(response.message, interactive=config.interactive)
             more = iteration < config.max_iterations  # room for a call that sees steering
             if more and _steer(config):  # arrived during the call: the model answers it first
@@ -165,6 +167,8 @@ async def run(config: RunConfig) -> RunOutput:
                 tools_used, repeats = [], RepeatedFailures()
             tools_used.extend(c.name for c in step.calls)
             messages.extend(repeats.observe(step.calls, await _run_tools(config, step.calls)))
+            if config.on_step is not None:  # a step boundary: the results are recorded
+                await config.on_step()
         limit = config.max_iterations
         out = RunOutput(
             f"Stopped: the agent made {limit} model calls without a final answer "
@@ -310,6 +314,8 @@ async def run_pending_calls(config: RunConfig) -> None:
             calls = tuple(c for c in m.tool_calls if c.id not in answered)
             if calls:
                 messages.extend(await _run_tools(config, calls))
+                if config.on_step is not None:
+                    await config.on_step()
             return
 
 

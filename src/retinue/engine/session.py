@@ -36,6 +36,14 @@ sub-agent are a :class:`Session`. It owns its history (``config.messages``) and:
 
 What differs between kinds of session (the system prompt, who the children are, where the
 memory goes) comes in as :class:`Lifecycle` hooks.
+
+A **durable** session (see :mod:`retinue.durable`) has a :class:`Recorder`: the session hands
+it its state at every step boundary (a turn's start, each model reply and each step's tool
+results, a question, the turn's end, closing), and a recorded session is rebuilt elsewhere
+with :meth:`~Session.restore_state` and :meth:`~Session.park` (a question asked before the
+restart, answered by the next message). :meth:`~Session.suspend` lets go of a session without
+ending it: its turns stop unrecorded, nothing is consolidated, and the record stays as it was
+for another process to go on from.
 """
 
 from __future__ import annotations
@@ -45,13 +53,21 @@ import contextvars
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Literal, Protocol, TypeVar
 
 from retinue._tasks import cancel_and_wait, finish
 from retinue.engine.config import RunConfig, RunOutput
 from retinue.engine.loop import close_pending_calls, run, run_pending_calls
 from retinue.errors import SessionClosedError, SessionError
-from retinue.messages import AssistantMessage, Message, SystemMessage, Usage, UserMessage
+from retinue.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
 from retinue.policy.hooks import (
     MAX_STOP_BLOCKS,
     hooks_of,
@@ -69,6 +85,7 @@ __all__ = [
     "INTERRUPTED_NOTE",
     "Consolidation",
     "Lifecycle",
+    "Recorder",
     "Session",
     "SessionState",
     "current_session",
@@ -135,6 +152,26 @@ async def _until_hooks_let_stop(config: RunConfig, out: RunOutput) -> RunOutput:
     return out
 
 
+class Recorder(Protocol):
+    """Where a durable session's state goes (:mod:`retinue.durable`).
+
+    ``record`` writes the session's state and history as they are now, and finishes even if
+    its caller is cancelled; ``touch`` asks for such a write without waiting (a change made
+    outside a turn, such as steering); ``forget`` removes the record (the session ended);
+    ``child`` records a sub-agent session of this one's, in the same tree.
+    """
+
+    async def record(self, session: Session) -> None: ...
+
+    def touch(self, session: Session) -> None: ...
+
+    async def forget(self, session: Session) -> None: ...
+
+    def child(self, session_id: str, *, kind: str, role: str, instance: str | None) -> Recorder:
+        """The recorder of a session that this one's session holds (a sub-agent)."""
+        ...
+
+
 def repair_history(messages: list[Message], note: str) -> None:
     """Close an unfinished turn: answer its pending tool calls, then end it with ``note``."""
     close_pending_calls(messages)
@@ -158,6 +195,7 @@ class Session:
         "_closed",
         "_closing",
         "_current",
+        "_parked",
         "_queue",
         "_steered",
         "_steering",
@@ -174,6 +212,7 @@ class Session:
         "last_reply",
         "lifecycle",
         "question",
+        "recorder",
         "token_budget",
         "turns",
     )
@@ -214,6 +253,8 @@ class Session:
         self._wakers: tuple[asyncio.Future[None], ...] = ()  # wait_background()s
         self._steering: tuple[str, ...] = ()  # steering not yet shown to the running turn
         self._steered = 0  # steering messages shown to the model, all turns together
+        self._parked: ToolCall | None = None  # a restored question's call (see park())
+        self.recorder: Recorder | None = None  # a durable session's (see set_recorder())
         config.on_usage = self._count
         config.steering = self._take_steering
 
@@ -253,6 +294,86 @@ class Session:
     def steered(self) -> int:
         """Steering messages the model has been shown, all turns together."""
         return self._steered
+
+    @property
+    def pending_steering(self) -> tuple[str, ...]:
+        """Steering messages the model has not been shown yet."""
+        return self._steering
+
+    @property
+    def usage_figures(self) -> tuple[int, int, int, int]:
+        """:attr:`usage` as (input, output, cache-read tokens, requests), for a record."""
+        return self._used
+
+    # -- durability (retinue.durable) ----------------------------------------------------
+
+    def set_recorder(self, recorder: Recorder | None) -> None:
+        """Record this session's state at every step boundary from now on (None: stop)."""
+        self.recorder = recorder
+        self.config.on_step = self._record if recorder is not None else None
+
+    async def _record(self) -> None:
+        recorder = self.recorder
+        if recorder is not None:
+            await recorder.record(self)
+
+    def restore_state(
+        self,
+        messages: list[Message],
+        *,
+        turns: int = 0,
+        usage: tuple[int, int, int, int] = (0, 0, 0, 0),
+        steering: Sequence[str] = (),
+        inbox: Sequence[str] = (),
+    ) -> None:
+        """Take a recorded session's state (before its first turn here): its history as it
+        stands (calls without a result stay so, for :meth:`resume`), the turns and tokens it
+        counted, steering not yet shown, and background replies not yet collected."""
+        if self._turns or self._closing is not None or self.config.messages:
+            raise SessionError(f"session {self.id} has begun: restore it before its first turn")
+        self.config.messages = messages
+        self.turns = turns
+        i, o, c, r = usage
+        self._used = self._turn_used = (i, o, c, r)
+        self._steering = tuple(steering)
+        self.inbox = list(inbox)
+
+    def park(self, call: ToolCall, question: str) -> None:
+        """The history ends with ``call`` (an ``AskParent``) unanswered, asked before a
+        restart: the session is asking ``question`` with no turn running, and the next
+        message sent (:meth:`send` or :meth:`start`) becomes the call's result and goes on
+        with the same turn."""
+        if self._current is not None or self._closing is not None:
+            raise SessionError(f"session {self.id} is busy: only an idle session is parked")
+        self._parked, self.question = call, question
+
+    def start_resume(self) -> asyncio.Task[RunOutput]:
+        """:meth:`resume` as a background turn (its reply goes to :attr:`inbox`): a turn
+        that was running when its process stopped goes on here."""
+        turn = self._enqueue(None)
+        self._detach(turn)
+        return turn
+
+    async def suspend(self) -> None:
+        """Let go of this session without ending it: stop recording, cancel its turns, and
+        close it here with no consolidation and no close hooks; its record stays as last
+        written, for another process to restore. Idempotent."""
+        self.set_recorder(None)
+        if self._closing is not None:
+            await finish(self._closing)
+            return
+        self._closing = asyncio.create_task(self._let_go(), name=f"suspend {self.id}")
+        await finish(self._closing)
+
+    async def _let_go(self) -> Consolidation:
+        turns = set(self._turns)
+        for turn in turns:
+            turn.cancel()
+        if turns:
+            await asyncio.wait(turns)
+        self._closed = True
+        self.consolidation = "none"
+        return "none"
 
     def tasks(self) -> set[asyncio.Task[RunOutput]]:
         """Turns queued or running (for tests and inspection)."""
@@ -345,6 +466,8 @@ class Session:
             return False
         if self.question is None:
             self._steering = _with(self._steering, text)
+            if self.recorder is not None:
+                self.recorder.touch(self)
         else:
             self.start(text)
         return True
@@ -370,6 +493,8 @@ class Session:
             self.inbox.append(ASKS_NOTE.format(id=self.id, question=question))
         self._wake()
         try:
+            if self.recorder is not None:  # asking: the question is recorded with the call
+                await self.recorder.record(self)
             return await answer
         finally:
             if self._answer is answer:  # not answered (cancelled): no longer asking
@@ -430,6 +555,10 @@ class Session:
             raise SessionError(f"empty message for session {self.id}: say what it should do")
         if self._closing is not None:
             raise self._refused()
+        if text is not None and self._parked is not None:  # the restored question's answer
+            call, self._parked, self.question = self._parked, None, None
+            self.config.messages.append(ToolResultMessage(call.id, call.name, text))
+            text = None  # the same turn goes on
         # a turn queued behind others waits for its ticket; the first one has none to wait for
         ticket = asyncio.get_running_loop().create_future() if self._queue else None
         self._queue = _with(self._queue, ticket)
@@ -484,6 +613,8 @@ class Session:
                     text = await prompt_submitted(self.config.context, text)
                 messages.append(UserMessage(text))
                 began = True
+            if self.recorder is not None:  # running, with its message
+                await self.recorder.record(self)
             steered = self._steered
             out = await run(self.config)
             if hooked:  # Stop / SubagentStop: may send the agent back to work
@@ -515,6 +646,8 @@ class Session:
             # after its last model call) stays for the next turn's first model call
             if self.lifecycle.children_per_turn and self.lifecycle.end_children is not None:
                 await self.lifecycle.end_children()
+            if self.recorder is not None and self._closing is None:  # idle (or asking) again
+                await self.recorder.record(self)
             if traced is not None:
                 traced.end()
 
@@ -607,6 +740,8 @@ class Session:
             return
         exc = turn.exception()
         self.inbox.append(f"Error: {exc}" if exc is not None else turn.result().content)
+        if self.recorder is not None:  # the reply waits for its parent, recorded
+            self.recorder.touch(self)
 
     # -- closing -------------------------------------------------------------------------
 
@@ -633,10 +768,18 @@ class Session:
                 await asyncio.wait(turns)
             if self.lifecycle.end_children is not None:
                 await self.lifecycle.end_children()
+            if self._parked is not None:  # a restored question nobody answered
+                self._parked = self.question = None
+                repair_history(self.config.messages, INTERRUPTED_NOTE)
+            recorder = self.recorder
+            if recorder is not None:  # closing: a restart finishes the close, not the turn
+                await recorder.record(self)
             outcome: Consolidation = "none"
             if self.lifecycle.consolidate is not None:
                 outcome = await self.lifecycle.consolidate(list(self.config.messages))
             self.consolidation = outcome
+            if recorder is not None:
+                await recorder.forget(self)
             if self.config.messages and hooks_of(self.config.context) is not None:
                 await session_ended(self.config.context)  # SessionEnd (the main agent's)
             return outcome

@@ -32,6 +32,7 @@ __all__ = [
     "ConversationSummary",
     "approvals_json",
     "parse_approvals",
+    "same_prefix",
     "title_of",
 ]
 
@@ -54,6 +55,17 @@ class ConversationSummary:
     messages: int
     created_at: float
     updated_at: float
+
+
+def same_prefix(a: Sequence[Message], b: Sequence[Message]) -> int:
+    """How many leading messages ``a`` and ``b`` share (the very same objects): what a save
+    of ``b`` after one of ``a`` may ``keep``."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x is not y:
+            break
+        n += 1
+    return n
 
 
 def title_of(messages: Sequence[Message]) -> str:

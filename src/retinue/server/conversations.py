@@ -85,7 +85,7 @@ from retinue.engine.config import RunOutput
 from retinue.engine.session import INTERRUPTED_NOTE, repair_history
 from retinue.errors import MemoryStoreError, RetinueError, SessionClosedError
 from retinue.events import EventSink
-from retinue.memory.conversations import ConversationSummary, title_of
+from retinue.memory.conversations import ConversationSummary, same_prefix, title_of
 from retinue.memory.pg_conversations import ConversationLeases
 from retinue.messages import AssistantMessage, Message, ToolCall, ToolResultMessage
 from retinue.policy.approvals import Approval, ApprovalBroker, ApprovalRequest
@@ -177,16 +177,6 @@ class _Live:
     saved_approvals: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     updated_at: float = field(default_factory=time.time)
-
-
-def _same_prefix(a: Sequence[Message], b: Sequence[Message]) -> int:
-    """How many leading messages ``a`` and ``b`` share (the very same objects)."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x is not y:
-            break
-        n += 1
-    return n
 
 
 def agent_id_for(cid: str, prefix: str = "") -> str:
@@ -570,7 +560,7 @@ class ConversationHost:
                     parked = live.asking.history
                 messages = list(live.conversation.messages if parked is None else parked)
                 approvals = [r.to_dict() for r in live.parked.values()]
-                keep = _same_prefix(live.saved, messages)
+                keep = same_prefix(live.saved, messages)
                 same = keep == len(messages) == len(live.saved)
                 if not messages or (same and approvals == live.saved_approvals):
                     return

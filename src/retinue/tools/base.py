@@ -144,6 +144,8 @@ class Tool:
     params: type[pydantic.BaseModel]
     fn: ToolFunction
     context_param: str | None = "ctx"  # the parameter that receives the ToolContext, if any
+    idempotent: bool = False  # running a call twice does what running it once does (a read):
+    # a durable session runs it again after a restart cut it short (retinue.durable)
     _spec: ToolSpec | None = field(default=None, repr=False)
     _inline: bool | None = field(default=None, repr=False)  # async: run on the loop
     _pace: Pace = field(default_factory=Pace, repr=False, compare=False)  # a plain one's calls

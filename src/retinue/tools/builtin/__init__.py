@@ -38,6 +38,9 @@ __all__ = [
     "write_tool",
 ]
 
+for _reader in (read_tool, ls_tool, glob_tool, grep_tool):  # they only read: safe to repeat
+    _reader.idempotent = True
+
 
 def builtin_tools(
     *, web_search_url: str | None = None, web_fetch_allow_private: bool = False

@@ -1,0 +1,134 @@
+"""The recorder of one durable session: its state into the memory store's journal.
+
+Each write takes a snapshot of the session at once (its record and the list of its messages,
+the same objects) and stores it in a task of its own, so a caller that is cancelled cannot
+cut a write short (:meth:`JournalRecorder.record` waits for it all the same). Writes of one
+session run one at a time, in the order they were asked for; each writes only the tail that
+changed since the last one (the messages after the longest prefix of the very same objects).
+A store that fails is logged, not raised: the session goes on, and the next write writes
+the unsaved tail again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine, Sequence
+from typing import Any
+
+from retinue._tasks import finish
+from retinue.engine.session import Recorder, Session
+from retinue.memory.conversations import same_prefix
+from retinue.memory.journal import SessionJournal, SessionRecord
+from retinue.messages import Message
+
+__all__ = ["JournalRecorder"]
+
+log = logging.getLogger("retinue.durable")
+
+
+class JournalRecorder:
+    """Records one session (``session_id``) of the tree ``root`` in ``journal``."""
+
+    __slots__ = (
+        "_gone",
+        "_lock",
+        "_saved",
+        "_tasks",
+        "instance",
+        "journal",
+        "kind",
+        "parent_id",
+        "role",
+        "root",
+        "session_id",
+        "tenant",
+    )
+
+    def __init__(
+        self,
+        journal: SessionJournal,
+        tenant: str,
+        session_id: str,
+        *,
+        root: str,
+        parent_id: str | None = None,
+        kind: str = "main",
+        role: str = "main",
+        instance: str | None = None,
+        saved: Sequence[Message] = (),
+    ) -> None:
+        self.journal, self.tenant, self.session_id = journal, tenant, session_id
+        self.root, self.parent_id, self.kind = root, parent_id, kind
+        self.role, self.instance = role, instance
+        self._saved: list[Message] = list(saved)  # as last written (the same objects)
+        self._lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._gone = False
+
+    def snapshot(self, session: Session) -> tuple[SessionRecord, list[Message]]:
+        """The session's record and history as they are now."""
+        record = SessionRecord(
+            id=self.session_id,
+            root=self.root,
+            parent_id=self.parent_id,
+            kind=self.kind,
+            role=self.role,
+            instance=self.instance,
+            state=session.state if session.state != "closed" else "closing",
+            turns=session.turns,
+            usage=session.usage_figures,
+            steering=session.pending_steering,
+            inbox=tuple(session.inbox),
+            question=session.question,
+        )
+        return record, list(session.messages)
+
+    async def record(self, session: Session) -> None:
+        await finish(self._write(*self.snapshot(session)))
+
+    def touch(self, session: Session) -> None:
+        self._write(*self.snapshot(session))
+
+    async def forget(self, session: Session) -> None:
+        await finish(self._own(self._forget()))
+
+    def child(self, session_id: str, *, kind: str, role: str, instance: str | None) -> Recorder:
+        return JournalRecorder(
+            self.journal, self.tenant, session_id, root=self.root, parent_id=self.session_id,
+            kind=kind, role=role, instance=instance,
+        )  # fmt: skip
+
+    async def settled(self) -> None:
+        """Wait until the writes asked for so far are done."""
+        while self._tasks:
+            await asyncio.wait(set(self._tasks))
+
+    def _write(self, record: SessionRecord, messages: list[Message]) -> asyncio.Task[None]:
+        return self._own(self._store(record, messages))
+
+    def _own(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _store(self, record: SessionRecord, messages: list[Message]) -> None:
+        async with self._lock:
+            if self._gone:
+                return
+            keep = same_prefix(self._saved, messages)
+            try:
+                await self.journal.record(self.tenant, record, messages, keep=keep)
+            except Exception as exc:  # the session goes on; the next write tries again
+                log.error("could not record session %s: %s", self.session_id, exc)
+                return
+            self._saved = messages
+
+    async def _forget(self) -> None:
+        async with self._lock:
+            self._gone = True
+            try:
+                await self.journal.forget(self.tenant, self.session_id)
+            except Exception as exc:
+                log.error("could not forget the record of session %s: %s", self.session_id, exc)
