@@ -3,7 +3,8 @@
 ``open_memory(home)`` opens the embedded store (``<home>/memory.db``); ``open_store(home,
 database_url)`` opens :class:`PostgresMemory` instead when a ``postgresql://`` URL is given
 (several workers sharing one database). The sub-agent manager uses a store through
-:class:`Memory`, the memory tools and the CLI through :class:`MemoryStore`.
+:class:`Memory`, the memory tools and the CLI through :class:`MemoryStore`; durable sessions
+are recorded in a store's ``journal`` (a :class:`SessionJournal` of :class:`SessionRecord`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from retinue.errors import ConfigError
 from retinue.memory.base import Memory
 from retinue.memory.consolidate import ConsolidationOptions, ConsolidationResult, RetryReport
 from retinue.memory.embeddings import Embedder, OpenAIEmbedder, embedder_from_env
+from retinue.memory.journal import SessionJournal, SessionRecord
 from retinue.memory.postgres import PostgresMemory
 from retinue.memory.sqlite import SQLiteMemory
 from retinue.memory.store import DEFAULT_BLOCK_LIMITS, Block, MemoryStore, Passage
@@ -34,6 +36,8 @@ __all__ = [
     "PostgresMemory",
     "RetryReport",
     "SQLiteMemory",
+    "SessionJournal",
+    "SessionRecord",
     "open_memory",
     "open_store",
 ]
