@@ -22,7 +22,7 @@ from retinue.policy.rules import RuleSet
 from retinue.subagents import subagent_tools
 from retinue.testing import ScriptedModel, call_tool
 from retinue.tools import ToolContext, ToolRegistry, tool
-from retinue.tools.builtin import grep_tool, write_tool
+from retinue.tools.builtin import glob_tool, grep_tool, write_tool
 
 
 def context(tmp_path: Path, policy: Policy) -> ToolContext:
@@ -309,24 +309,111 @@ async def test_always_for_a_command_whose_rule_cannot_be_written_allows_that_cal
 # --- Read rules and the search tools ---------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Read(./secrets/**) is checked against Grep's `path` only: a search from the "
-    "workspace's root reads the denied files (the Grep tool would have to skip them)",
-)
+def secret_tree(ws: Path) -> None:
+    """``secrets/key`` and ``.env`` hold the marker, ``src/ok.txt`` does too; a link to the
+    denied file and one to the denied folder sit in the tree."""
+    (ws / "secrets").mkdir()
+    (ws / "secrets" / "key").write_text("TOPSECRET-123\n")
+    (ws / "src").mkdir()
+    (ws / "src" / "ok.txt").write_text("TOPSECRET-ok\n")
+    (ws / ".env").write_text("TOPSECRET-env\n")
+    os.symlink("secrets/key", ws / "src" / "key-link.txt")
+    os.symlink("../secrets", ws / "src" / "alias")
+
+
+async def one_call(ws: Path, policy: Policy, name: str, args: dict[str, object]) -> str:
+    """The result of one ``name`` call made by a scripted model through ``policy``."""
+    model = ScriptedModel([call_tool(name, args), "ok"])
+    cfg = RunConfig(model, [SystemMessage("s"), UserMessage("go")],
+                    ToolRegistry([grep_tool, glob_tool]), context(ws, policy))  # fmt: skip
+    await run(cfg)
+    [result] = results(model)
+    return result.content
+
+
+DENIED = ["Read(./secrets/**)", "Read(.env)"]
+
+
+@pytest.mark.parametrize("path", [".", "src", None, "./src/.."])
 async def test_a_read_deny_rule_keeps_a_search_from_the_root_out_of_the_denied_folder(
+    tmp_path: Path, path: str | None
+) -> None:
+    """The search runs, without the denied files (and nothing through the links into them)."""
+    secret_tree(tmp_path)
+    policy = Policy(modes=("default",), rules=rules(tmp_path, deny=DENIED))
+    args: dict[str, object] = {"pattern": "TOPSECRET", "output_mode": "content"}
+    if path is not None:
+        args["path"] = path
+    shown = await one_call(tmp_path, policy, "Grep", args)
+    assert "TOPSECRET-ok" in shown
+    assert "TOPSECRET-123" not in shown and "TOPSECRET-env" not in shown, shown
+    assert ("were left out" in shown) == (path != "src")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"pattern": "**/*"},
+        {"pattern": "**/key*"},
+        {"pattern": "*/*", "path": "."},
+        {"pattern": ".env"},
+        {"pattern": "**/*", "path": "src"},
+    ],
+)
+async def test_a_read_deny_rule_keeps_the_denied_files_out_of_glob(
+    tmp_path: Path, args: dict[str, object]
+) -> None:
+    secret_tree(tmp_path)
+    policy = Policy(modes=("bypassPermissions",), rules=rules(tmp_path, deny=DENIED))
+    shown = await one_call(tmp_path, policy, "Glob", args)
+    assert "secrets/key" not in shown and ".env" not in shown.replace("were left", "")
+    assert "key-link" not in shown and "alias" not in shown  # (links are never listed)
+
+
+async def test_an_absolute_glob_pattern_into_the_denied_folder_lists_nothing(
     tmp_path: Path,
 ) -> None:
-    (tmp_path / "secrets").mkdir()
-    (tmp_path / "secrets" / "key").write_text("TOPSECRET-123\n")
-    policy = Policy(modes=("default",), rules=rules(tmp_path, deny=["Read(./secrets/**)"]))
-    model = ScriptedModel(
-        [call_tool("Grep", {"pattern": "TOPSECRET", "path": ".", "output_mode": "content"}), "ok"]
-    )
-    cfg = RunConfig(model, [SystemMessage("s"), UserMessage("go")], ToolRegistry([grep_tool]),
-                    context(tmp_path, policy))  # fmt: skip
-    await run(cfg)
-    assert "TOPSECRET-123" not in results(model)[0].content
+    """The gate sees ``path`` (none: the root); the pattern's own folder is filtered too."""
+    secret_tree(tmp_path)
+    policy = Policy(modes=("default",), rules=rules(tmp_path, deny=DENIED))
+    shown = await one_call(tmp_path, policy, "Glob", {"pattern": f"{tmp_path}/secrets/*"})
+    assert shown.startswith("No files found") and "1 file that permission rules" in shown
+
+
+async def test_a_search_through_a_linked_workspace_still_leaves_the_denied_files_out(
+    tmp_path: Path,
+) -> None:
+    """The workspace given as a link (``/tmp`` on macOS): the rules are spelt from it, the
+    search walks its real path."""
+    real = tmp_path / "real"
+    real.mkdir()
+    secret_tree(real)
+    os.symlink(real, tmp_path / "ws")
+    ws = tmp_path / "ws"
+    policy = Policy(modes=("default",), rules=rules(ws, deny=["Read(./secrets/**)"]))
+    shown = await one_call(ws, policy, "Grep", {"pattern": "TOPSECRET", "output_mode": "content"})
+    assert "TOPSECRET-ok" in shown and "TOPSECRET-123" not in shown
+
+
+async def test_an_ask_rule_keeps_its_files_out_of_a_search_nobody_was_asked_about(
+    tmp_path: Path,
+) -> None:
+    """A search from the root was not asked about ``secrets``: it leaves them out. A search
+    of ``secrets`` itself is asked about, and once approved it reads them."""
+    secret_tree(tmp_path)
+    asked: list[str] = []
+
+    def yes(request: ApprovalRequest) -> bool:
+        asked.append(request.arguments)
+        return True
+
+    policy = Policy(modes=("default",), rules=rules(tmp_path, ask=["Read(./secrets/**)"]),
+                    approver=yes)  # fmt: skip
+    grep: dict[str, object] = {"pattern": "TOPSECRET", "output_mode": "content"}
+    assert "TOPSECRET-123" not in await one_call(tmp_path, policy, "Grep", grep)
+    assert asked == []
+    assert "TOPSECRET-123" in await one_call(tmp_path, policy, "Grep", {**grep, "path": "secrets"})
+    assert len(asked) == 1
 
 
 # --- a sub-agent's chain, and a withdrawn request --------------------------------------------

@@ -35,6 +35,7 @@ from retinue.policy.modes import (
     strictest,
 )
 from retinue.policy.rules import Rule, RuleSet, parse_rule, rule_for, rule_names
+from retinue.tools.builtin.pathrules import PathFilter
 
 if TYPE_CHECKING:
     from retinue.tools.base import ToolContext, ToolRegistry
@@ -119,6 +120,17 @@ class Policy:
         if kind == "edit" and best == "allow" and _protected(args, ctx):
             best, why = "ask", f"{tool} would change the workspace's own settings or commands"
         return self._no_asking(best, why)
+
+    def hidden_paths(self, tool: str, path: str | None, ctx: ToolContext) -> PathFilter:
+        """What a ``Grep`` or ``Glob`` call searching from ``path`` must leave out: the files
+        a Read deny rule names (Claude Code applies Read rules to Grep and Glob too), and
+        those an ask rule names that the call itself did not match (nobody was asked). The
+        search tools ask this once per call (:mod:`retinue.tools.builtin.pathrules`)."""
+        patterns = self.rules.hiding(tool, {} if path is None else {"path": path}, ctx.workspace)
+        if not patterns:
+            return PathFilter()
+        spellings = (os.path.normpath(ctx.workspace), os.path.realpath(ctx.workspace))
+        return PathFilter(patterns, tuple(dict.fromkeys(spellings)))
 
     def _no_asking(self, decision: Decision, why: str) -> tuple[Decision, str]:
         """Under ``dontAsk`` (anywhere in the chain) what would ask a person is refused."""

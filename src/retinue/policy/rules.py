@@ -337,6 +337,17 @@ class RuleSet:
                 return "allow", rule.text
         return None
 
+    def hiding(self, tool: str, args: Mapping[str, Any], workspace: Path) -> tuple[str, ...]:
+        """The path patterns a search by ``tool`` (``Grep``, ``Glob``) must leave out below
+        its path: every deny rule's for it, and every ask rule's the call itself did not
+        match (nobody was asked about what the search finds there)."""
+        deny, ask, _ = self._for(tool)
+        found = [r._regex for r in deny if r._regex is not None]
+        found += [
+            r._regex for r in ask if r._regex is not None and not r.matches(tool, args, workspace)
+        ]
+        return tuple(dict.fromkeys(rx.pattern for rx in found))
+
     def _for(self, tool: str) -> tuple[list[Rule], list[Rule], list[Rule]]:
         found = self._index.get(tool)
         if found is None:

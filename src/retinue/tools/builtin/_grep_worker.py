@@ -6,8 +6,10 @@ cannot be stopped. Here the whole search (walk, reads, matching) runs in a separ
 process: :mod:`retinue.tools.builtin.search` sends the query as JSON on stdin, reads the
 answer as JSON on stdout, and kills the process when its time is up.
 
-Standard library, :mod:`retinue.errors` and :mod:`retinue.tools.builtin._fsafe` only, so
-the process starts without importing the rest of the package.
+Standard library, :mod:`retinue.errors`, :mod:`retinue.tools.builtin._fsafe` and
+:mod:`retinue.tools.builtin.pathrules` only, so the process starts without importing the
+rest of the package. Files the gate's :class:`~retinue.tools.builtin.pathrules.PathFilter`
+hides (``hidden``, ``roots``) are left out before they are opened.
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ import re
 import stat
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from retinue.errors import ToolError
 from retinue.tools.builtin._fsafe import open_dir, open_regular, walk
+from retinue.tools.builtin.pathrules import PathFilter
 
 __all__ = ["Query", "main", "search"]
 
@@ -53,6 +56,8 @@ class Query:
     after: int
     numbers: bool
     limit: int
+    hidden: list[str] = field(default_factory=list)  # a PathFilter's patterns and roots
+    roots: list[str] = field(default_factory=list)
 
 
 def _name_matches(rel: str, globs: list[str]) -> bool:
@@ -111,8 +116,12 @@ def search(q: Query) -> dict[str, Any]:
     rx = re.compile(q.pattern, q.flags)
     found: list[tuple[float, str, int]] = []
     shown_lines: list[str] = []
-    total_lines = refused = 0
+    total_lines = refused = left_out = 0
+    hidden = PathFilter(tuple(q.hidden), tuple(q.roots))
     for shown, name, dir_fd in _candidates(q):
+        if hidden.hides(shown):  # (never opened)
+            left_out += 1
+            continue
         text, mtime, was_refused = _read(dir_fd, name, shown)
         refused += was_refused
         if text is None:
@@ -131,7 +140,13 @@ def search(q: Query) -> dict[str, Any]:
     elif q.mode == "count":
         shown_lines = [f"{p}:{n}" for _, p, n in found[: q.limit]]
     total = total_lines if q.mode == "content" else len(found)
-    return {"lines": shown_lines, "total": total, "files": len(found), "refused": refused}
+    return {
+        "lines": shown_lines,
+        "total": total,
+        "files": len(found),
+        "refused": refused,
+        "hidden": left_out,
+    }
 
 
 def main() -> None:

@@ -29,6 +29,7 @@ from retinue.errors import ToolError
 from retinue.tools.base import Tool, ToolContext, tool
 from retinue.tools.builtin._fsafe import walk
 from retinue.tools.builtin._grep_worker import Query
+from retinue.tools.builtin.pathrules import PathFilter, left_out_note, search_filter
 from retinue.tools.builtin.workspace import Target, locate
 
 __all__ = [
@@ -147,12 +148,15 @@ def _split_absolute(ctx: ToolContext, pattern: str, base: Target) -> tuple[Targe
     return locate(ctx, literal), "/".join(parts[cut:])
 
 
-def _glob_files(base: Target, patterns: list[str]) -> tuple[list[str], int, bool]:
-    """Matching regular files (newest first), how many, and whether the walk was cut short."""
+def _glob_files(
+    base: Target, patterns: list[str], hidden: PathFilter
+) -> tuple[list[str], int, bool, int]:
+    """Matching regular files (newest first), how many, whether the walk was cut short, and
+    how many matching files ``hidden`` left out."""
     regexes = [glob_regex(p) for p in patterns]
     depth = -1 if any(d < 0 for _, d in regexes) else max(d for _, d in regexes)
     found: list[tuple[float, str]] = []
-    seen = 0
+    seen = left_out = 0
     for rel, names, dir_fd in walk(base.root, base.parts, depth=depth):
         seen += len(names) + 1
         if seen > GLOB_SCAN_LIMIT:
@@ -165,10 +169,15 @@ def _glob_files(base: Target, patterns: list[str]) -> tuple[list[str], int, bool
                 st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
             except OSError:
                 continue
-            if stat.S_ISREG(st.st_mode):
-                found.append((st.st_mtime, "/".join([*base.parts, inner])))
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            shown = "/".join([*base.parts, inner])
+            if hidden.hides(shown):
+                left_out += 1
+            else:
+                found.append((st.st_mtime, shown))
     found.sort(key=lambda mp: (-mp[0], mp[1]))
-    return [p for _, p in found], len(found), seen > GLOB_SCAN_LIMIT
+    return [p for _, p in found], len(found), seen > GLOB_SCAN_LIMIT, left_out
 
 
 @tool("Glob")
@@ -193,13 +202,17 @@ async def glob_tool(
     not followed.
     """
     base, rel_pattern = _split_absolute(ctx, pattern, locate(ctx, path or "."))
+    hidden = search_filter(ctx, "Glob", path)
     try:
-        paths, total, cut = await asyncio.to_thread(_glob_files, base, expand_braces(rel_pattern))
+        paths, total, cut, left_out = await asyncio.to_thread(
+            _glob_files, base, expand_braces(rel_pattern), hidden
+        )
     except FileNotFoundError:
         raise ToolError(f"path does not exist: {path}") from None
     except OSError as exc:
         raise ToolError(f"{path or '.'}: {exc.strerror or type(exc).__name__}") from None
     notes = [f"(stopped after {GLOB_SCAN_LIMIT} entries; use a narrower path)"] if cut else []
+    notes += left_out_note(left_out, "Glob")
     if not paths:
         return "\n".join(["No files found", *notes])
     lines = paths[:GLOB_LIMIT]
@@ -318,19 +331,22 @@ async def grep_tool(
     b = before if before is not None else (context or 0)
     a = after if after is not None else (context or 0)
     default = GLOB_LIMIT if output_mode == "files_with_matches" else GREP_LINE_LIMIT
+    hidden = search_filter(ctx, "Grep", path)
     q = Query(
         str(base.root), list(base.parts), pattern, flags, multiline,
         expand_braces(glob) if glob else [], list(types), output_mode, b, a, line_numbers,
-        head_limit or default,
+        head_limit or default, list(hidden.patterns), list(hidden.roots),
     )  # fmt: skip
     result = await _run_worker(q)
     lines: list[str] = result["lines"]
+    left_out = left_out_note(result["hidden"], "Grep")
     if not lines:
-        return "No matches found"
+        return "\n".join(["No matches found", *left_out])
     what = "lines" if output_mode == "content" else "files"
     lines += _cap_note(len(lines), result["total"], what)
     if result["refused"]:
         lines.append(f"({result['refused']} non-regular or hard-linked files were skipped)")
+    lines += left_out
     if output_mode == "files_with_matches":
         lines.insert(0, f"Found {result['files']} files")
     return "\n".join(lines)
