@@ -183,13 +183,15 @@ class AgentFactory:
             return task
         return f"{role.initial_prompt}\n\n{task}"
 
-    async def system_prompt(self, role: Role, ctx: ToolContext) -> str:
-        """Rendered once per conversation, so every later request shares its prefix."""
+    async def system_prompt(self, role: Role, ctx: ToolContext, *, fork: bool = False) -> str:
+        """Rendered once per conversation, so every later request shares its prefix. A fork
+        (:mod:`~retinue.subagents.fork`) gets it in a message, without the project
+        instructions, which the parent's prompt it inherits already carries."""
         parts = [role.prompt or f"You are the {role.name} sub-agent: {role.description}"]
         tree = self._worktrees.get(ctx.agent_id)
         where = f"{tree.path}, a git worktree of {tree.workspace}" if tree else ctx.workspace
         parts.append(f"Your workspace is {where}.")
-        if self.instructions:
+        if self.instructions and not fork:
             parts.append(self.instructions)
         if preloaded := self.preloaded(role, ctx.events):
             parts.append("## Skills preloaded for this role\n\n" + "\n\n".join(

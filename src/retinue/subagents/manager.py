@@ -35,6 +35,7 @@ from retinue.llm.base import Model
 from retinue.memory.base import Memory
 from retinue.messages import Message, UserMessage
 from retinue.subagents.factory import AgentFactory
+from retinue.subagents.fork import ForkSource, fork_source, start_fork
 from retinue.subagents.messaging import messenger_of
 from retinue.subagents.registry import Held, SessionInfo, SessionKey, SessionRegistry
 from retinue.subagents.roles import Role, RoleCatalog
@@ -101,22 +102,30 @@ class SubAgentManager:
         interactive: bool = False,
         instance: str | None = None,
         background: bool = False,
+        fork: bool = False,
     ) -> str:
         if not task.strip():
             raise SubAgentError("the task is empty: say what the sub-agent should do")
         known = self.catalog.roles.get(role)
+        source = fork_source(ctx, known) if fork else None  # (retinue.subagents.fork)
         if known is not None and known.background:  # its file says background: true
             interactive, background = True, True
         if not interactive:
             if instance or background:
                 raise SubAgentError("'instance' and 'background' need interactive=true")
-            out, held = await self._one_shot(ctx, task, role)
+            out, held = await self._one_shot(ctx, task, role, source)
             return self._reply(out, held) if held is not None else out.content
-        if background:
+        if background and source is None:
             cid = self.start_background(ctx, task, role, instance)
             return background_note(cid, role, instance)
         held = self._open(ctx, role, instance)
-        task = self.factory.first_turn(held.role, held.session, task)
+        if source is not None:
+            task = await start_fork(self.factory, source, held.role, held.session, task)
+            if background:
+                held.session.start(task)
+                return background_note(held.id, role, instance)
+        else:
+            task = self.factory.first_turn(held.role, held.session, task)
         out = await held.session.send(task)  # (awaited here: one coroutine less in flight)
         return self._reply(self._sent(held.session, out), held)
 
@@ -168,7 +177,7 @@ class SubAgentManager:
         return (await self._one_shot(ctx, task, role_name))[0]
 
     async def _one_shot(
-        self, ctx: ToolContext, task: str, role_name: str
+        self, ctx: ToolContext, task: str, role_name: str, source: ForkSource | None = None
     ) -> tuple[RunOutput, Held | None]:
         role = self._admit(ctx, role_name)
         agent_id = f"{ctx.agent_id}/{role.name}#{next(self._one_shot_ids)}"
@@ -176,6 +185,8 @@ class SubAgentManager:
         session = self._session(agent_id, role, child, interactive=False)
         asked = False
         try:
+            if source is not None:  # a fork: the parent's conversation, then its message
+                task = await start_fork(self.factory, source, role, session, task)
             out = await session.send(self.factory.first_turn(role, session, task))
             asked = out.asking
         finally:

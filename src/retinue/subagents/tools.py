@@ -107,6 +107,14 @@ async def subagent(
             "an acknowledgement and go on"
         ),
     ] = False,
+    fork: Annotated[
+        bool,
+        Field(
+            description="Start the sub-agent from this conversation as it is now (your "
+            "instructions, what was said and found so far) instead of an empty one, so the task "
+            "can be short; it works with its role's tools and memory"
+        ),
+    ] = False,
 ) -> str:
     """Delegate a task to a sub-agent with a predefined role and return its answer.
 
@@ -115,6 +123,8 @@ async def subagent(
     sub-agent asks you a question, your next SubAgent message to it is the answer.
     """
     manager = _manager(ctx)
+    if steer and fork:
+        raise ToolError("steer=true messages a working session; fork=true starts a new one")
     if steer:
         if not isinstance(manager, Steerer):
             raise ToolError("steering is not available in this run")
@@ -126,6 +136,7 @@ async def subagent(
         interactive=interactive,
         instance=instance,
         background=background,
+        fork=fork,
     )
 
 

@@ -57,6 +57,7 @@ class Delegator(Protocol):
         interactive: bool = False,
         instance: str | None = None,
         background: bool = False,
+        fork: bool = False,
     ) -> str: ...
 
     async def unload(self, ctx: ToolContext, role: str, instance: str | None = None) -> str: ...
