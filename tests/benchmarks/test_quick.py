@@ -128,6 +128,13 @@ async def test_cache_prefix_share_of_an_interactive_session() -> None:
     assert out["kept_min"] == pytest.approx(1.0)
 
 
+async def test_a_forks_first_request_repeats_the_parents_previous_request() -> None:
+    out = await cache.measure_fork(turns=2)
+    assert out["fork"]["kept"] == 1.0 and out["fork"]["request_kept"] == 1.0
+    assert out["fork"]["tools_same"] and not out["plain"]["tools_same"]
+    assert out["plain"]["kept"] < 0.5
+
+
 def test_prefix_shares_detects_a_rerendered_system_prompt() -> None:
     stable = cache.prefix_shares(['[{"a":1}]', '[{"a":1},{"b":2}]'])
     broken = cache.prefix_shares(['[{"t":1},{"a":1}]', '[{"t":2},{"a":1},{"b":2}]'])
