@@ -91,6 +91,15 @@ async def test_a_record_and_its_history_load_back_field_for_field(journal: Sessi
     assert loaded is not None and loaded[0].question == "Which file?" and loaded[1] == []
 
 
+async def test_text_no_store_can_hold_is_replaced_not_refused(journal: SessionJournal) -> None:
+    lone = "half a pair \ud83d here"
+    await journal.record("t", rec("c", extra={"note": lone}), [UserMessage(lone)])
+    loaded = await journal.load("t", "c")
+    assert loaded is not None
+    assert loaded[1] == [UserMessage("half a pair \ufffd here")]
+    assert loaded[0].extra == {"note": "half a pair \ufffd here"}
+
+
 async def test_keep_writes_only_the_tail_and_a_shorter_history_ends_there(
     journal: SessionJournal,
 ) -> None:

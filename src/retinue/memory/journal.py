@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, LiteralString, Protocol, runtime_checkable
 
 from retinue.errors import MemoryStoreError
+from retinue.memory.text import scrub
 from retinue.messages import Message, from_dict, to_dict
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "encode_messages",
     "encode_record",
     "group_rows",
+    "storable",
 ]
 
 KINDS = ("main", "interactive", "one-shot")
@@ -59,6 +61,7 @@ MAX_EXTRA_CHARS = 64 * 1024
 """Characters of a record's ``extra`` as JSON."""
 MAX_RECORD_CHARS = 1_000_000
 """Characters of a record's own JSON (steering, inbox, question and ``extra`` together)."""
+_COMPACT = (",", ":")
 MAX_ID_CHARS = 1_000
 """Characters of a session id, its root's and its parent's."""
 
@@ -154,7 +157,7 @@ def encode_record(rec: SessionRecord, messages: int) -> str:
             f"({MAX_SESSION_MESSAGES})"
         )
     try:
-        extra = json.dumps(dict(rec.extra), ensure_ascii=False, separators=(",", ":"))
+        extra = json.dumps(dict(rec.extra), ensure_ascii=False, separators=_COMPACT)
     except (TypeError, ValueError) as exc:
         raise MemoryStoreError(f"session {rec.id!r}: extra is not JSON: {exc}") from None
     if len(extra) > MAX_EXTRA_CHARS:
@@ -171,9 +174,9 @@ def encode_record(rec: SessionRecord, messages: int) -> str:
             "question": rec.question,
         },
         ensure_ascii=False,
-        separators=(",", ":"),
+        separators=_COMPACT,
     )
-    text = f'{data[:-1]},"extra":{extra}}}'
+    text = storable(f'{data[:-1]},"extra":{extra}}}')
     if len(text) > MAX_RECORD_CHARS:
         raise MemoryStoreError(
             f"session {rec.id!r}: its record is {len(text)} characters of JSON (steering, "
@@ -224,8 +227,24 @@ RECORD_COLUMNS: LiteralString = "id, root, parent_id, kind, role, instance, stat
 
 
 def encode_messages(messages: Sequence[Message], start: int) -> list[str]:
-    """The stored JSON of ``messages[start:]`` (the one message codec)."""
-    return [json.dumps(to_dict(m), ensure_ascii=False) for m in messages[start:]]
+    """The stored JSON of ``messages[start:]`` (the one message codec), storable."""
+    return [
+        storable(json.dumps(to_dict(m), ensure_ascii=False, separators=_COMPACT))
+        for m in messages[start:]
+    ]
+
+
+def storable(text: str) -> str:
+    """JSON ``text`` as both stores take it: lone surrogates (a model can emit them; UTF-8
+    cannot hold them) replaced. JSON already escapes NUL, which PostgreSQL refuses. Most text
+    has none, and is checked at C speed (this runs on every step)."""
+    if text.isascii():
+        return text
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return scrub(text)
+    return text
 
 
 def decode_messages(session_id: str, bodies: Iterable[str]) -> list[Message]:

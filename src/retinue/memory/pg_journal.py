@@ -30,7 +30,6 @@ from retinue.memory.journal import (
     encode_record,
     group_rows,
 )
-from retinue.memory.text import pg_text
 from retinue.messages import Message
 
 if TYPE_CHECKING:
@@ -56,7 +55,7 @@ WITH prev AS (
 ), put AS (
     INSERT INTO session_messages (tenant, session, seq, body)
     SELECT %(tenant)s, %(id)s, %(keep)s + m.o - 1, m.b
-    FROM unnest(%(bodies)s::text[]) WITH ORDINALITY AS m(b, o)
+    FROM unnest(%(bodies)b::text[]) WITH ORDINALITY AS m(b, o)
     WHERE (SELECT ok FROM ok)
     ON CONFLICT (tenant, session, seq) DO UPDATE SET body = excluded.body
 ), cut AS (
@@ -116,16 +115,16 @@ class PgJournal:
             "instance": rec.instance,
             "state": rec.state,
             "n": n,
-            "data": pg_text(encode_record(rec, n)),
+            "data": encode_record(rec, n),
             "now": time.time(),
             "keep": keep,
-            "bodies": [pg_text(b) for b in encode_messages(messages, keep)],
+            "bodies": encode_messages(messages, keep),
         }
         async with self.store.connection() as conn:
             row = await (await conn.execute(_RECORD, params)).fetchone()
             if row is not None and not row[0]:  # fewer stored than ``keep``: write from there
                 stored = int(row[1])
-                bodies = [pg_text(b) for b in encode_messages(messages, stored)]
+                bodies = encode_messages(messages, stored)
                 await conn.execute(_RECORD, params | {"keep": stored, "bodies": bodies})
 
     async def load(

@@ -25,7 +25,6 @@ from retinue.memory.journal import (
     encode_record,
     group_rows,
 )
-from retinue.memory.text import scrub
 from retinue.messages import Message
 
 __all__ = ["SQLiteJournal"]
@@ -64,7 +63,7 @@ class SQLiteJournal:
         self, tenant: str, rec: SessionRecord, messages: Sequence[Message], keep: int
     ) -> None:
         n = len(messages)
-        data = scrub(encode_record(rec, n))
+        data = encode_record(rec, n)
         keep = max(0, min(keep, n))
         bodies = encode_messages(messages, keep)
         with self._tx() as conn:
@@ -78,7 +77,7 @@ class SQLiteJournal:
             conn.executemany(
                 "INSERT OR REPLACE INTO session_messages (tenant, session, seq, body) "
                 "VALUES (?, ?, ?, ?)",
-                [(tenant, rec.id, keep + i, scrub(b)) for i, b in enumerate(bodies)],
+                [(tenant, rec.id, keep + i, b) for i, b in enumerate(bodies)],
             )
             if stored > n:
                 conn.execute(
