@@ -21,10 +21,14 @@ import pytest
 from httpkit import QuietHandler, serving
 
 from retinue.config import Settings
+from retinue.engine import RunConfig, run
 from retinue.errors import ConfigError
-from retinue.messages import ToolCall
+from retinue.messages import SystemMessage, ToolCall, ToolResultMessage, UserMessage
+from retinue.policy.gate import Policy
+from retinue.policy.modes import PermissionMode
+from retinue.policy.rules import RuleSet
 from retinue.runtime import Runtime
-from retinue.testing import ScriptedModel
+from retinue.testing import ScriptedModel, call_tool
 from retinue.tools import ToolContext, ToolRegistry
 from retinue.tools.builtin.web import blocked_reason, make_web_fetch
 
@@ -149,9 +153,11 @@ async def test_loopback_is_refused_by_default_and_allowed_by_the_switch(
         "http://metadata.test/computeMetadata/v1/",
     ],
 )
-async def test_a_redirect_to_a_private_address_is_refused_before_connecting(
+async def test_a_redirect_to_another_host_is_reported_not_followed(
     ctx: ToolContext, server: str, target: str
 ) -> None:
+    """Another host is never contacted, nor even resolved: fetching it is a new call, which
+    the gate decides and which the private-address guard refuses."""
     asked: list[str] = []
 
     async def resolve(host: str, port: int) -> Sequence[str]:
@@ -159,12 +165,72 @@ async def test_a_redirect_to_a_private_address_is_refused_before_connecting(
         return {"metadata.test": ["169.254.169.254"]}.get(host, [])
 
     start = f"{server}/to?url={target}"
-    error, text = await fetch(ctx, start, allow_private=["127.0.0.1/32"], resolve=resolve)
-    assert error, text
-    assert text.startswith(f"refused to fetch {target} (a redirect from {start}): ")
+    options = {"allow_private": ["127.0.0.1/32"], "resolve": resolve}
+    error, text = await fetch(ctx, start, **options)
+    assert not error, text
+    assert text.startswith(f"{start} (HTTP 302) redirects to another host: {target}\n")
+    assert "call WebFetch again" in text
+    assert _Handler.seen == [f"/to?url={target}"] and asked == []  # the first hop only
+    error, text = await fetch(ctx, target, **options)
+    assert error and text.startswith(f"refused to fetch {target}: ")
     assert ("private address" in text) or ("link-local" in text)
-    assert _Handler.seen == [f"/to?url={target}"]  # the first hop only
-    assert asked == (["metadata.test"] if "metadata.test" in target else [])
+
+
+async def test_a_redirect_on_the_same_host_to_a_private_address_is_refused(
+    ctx: ToolContext, server: str
+) -> None:
+    """A redirect on the same host is followed, and its address checked again (the name
+    resolves elsewhere the second time)."""
+    port = server.rsplit(":", 1)[1]
+    answers = iter([["127.0.0.1"], ["10.0.0.9"]])
+
+    async def resolve(host: str, port: int) -> Sequence[str]:
+        return next(answers)
+
+    target = f"http://site.test:{port}/host"
+    start = f"http://site.test:{port}/to?url={target}"
+    error, text = await fetch(ctx, start, allow_private=["127.0.0.1/32"], resolve=resolve)
+    assert error and text.startswith(f"refused to fetch {target} (a redirect from {start}): ")
+    assert "site.test resolves to 10.0.0.9, a private address" in text
+    assert _Handler.seen == [f"/to?url={target}"]
+
+
+@pytest.mark.parametrize(
+    ("modes", "by_decision"),
+    [
+        (("default",), {"allow": ["WebFetch(domain:good.test)"]}),
+        (("bypassPermissions",), {"deny": ["WebFetch(domain:evil.test)"]}),
+    ],
+)
+async def test_the_gate_decides_a_redirect_to_another_host_as_a_new_fetch(
+    tmp_path: Path,
+    server: str,
+    modes: tuple[PermissionMode, ...],
+    by_decision: dict[str, list[str]],
+) -> None:
+    """An allow rule for good.test does not reach evil.test through good.test's redirect, and
+    a deny rule for evil.test holds against it: the redirect comes back to the model, whose
+    fetch of it the gate refuses (nobody is there to ask)."""
+    port = server.rsplit(":", 1)[1]
+
+    async def resolve(host: str, port: int) -> Sequence[str]:
+        return ["127.0.0.1"]
+
+    evil = f"http://evil.test:{port}/host"
+    start = f"http://good.test:{port}/to?url={evil}"
+    rules = RuleSet()
+    for decision, texts in by_decision.items():
+        rules.add(decision, texts, tmp_path)  # type: ignore[arg-type]
+    ctx = ToolContext("main", tmp_path, tmp_path, gate=Policy(modes=modes, rules=rules))
+    model = ScriptedModel([call_tool("WebFetch", {"url": start}),
+                           call_tool("WebFetch", {"url": evil}), "done"])  # fmt: skip
+    registry = ToolRegistry([make_web_fetch(allow_private=["127.0.0.1/32"], resolve=resolve)])
+    await run(RunConfig(model, [SystemMessage("s"), UserMessage("go")], registry, ctx))
+    first, second = [m for m in model.calls[-1].messages if isinstance(m, ToolResultMessage)]
+    assert not first.is_error and f"redirects to another host: {evil}" in first.content
+    assert "host=evil.test" not in first.content
+    assert second.is_error and "permission denied" in second.content
+    assert _Handler.seen == [f"/to?url={evil}"]  # evil.test was never fetched
 
 
 async def test_it_connects_to_the_address_it_checked_with_the_name_as_host(

@@ -4,8 +4,11 @@
 first and every redirect, goes through :class:`_PinnedTransport`, which resolves the host
 once, refuses an address :func:`~retinue.tools.builtin._netguard.blocked_reason` names, and
 connects to exactly the address it checked (the name still goes in ``Host`` and TLS SNI, and
-certificates are checked against it). :func:`get_capped` is the plain bounded GET a search
-service gets. Failures come back as :class:`~retinue.errors.ToolError` with one clear line.
+certificates are checked against it). It follows a redirect on the same host only: the
+permission rules decide a fetch by its host, so a redirect to another one is reported
+(:attr:`Fetched.moved_to`), not followed, and fetching it is a new call the gate decides.
+:func:`get_capped` is the plain bounded GET a search service gets. Failures come back as
+:class:`~retinue.errors.ToolError` with one clear line.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ class Fetched:
     charset: str | None
     body: bytes
     cut: bool
+    moved_to: str = ""  # a redirect to another host, not followed (``url`` redirected there)
 
 
 class _PinnedTransport(httpx.AsyncBaseTransport):
@@ -97,6 +101,37 @@ class _PinnedTransport(httpx.AsyncBaseTransport):
         await self._inner.aclose()
 
 
+class _Elsewhere(Exception):
+    """A redirect to another host: the fetch stops there (see :class:`_OneHost`)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.url = url
+
+
+class _OneHost:
+    """httpx event hooks that stop a fetch before a request to a host other than the first
+    one's (a redirect), remembering the response that redirected."""
+
+    def __init__(self, url: str) -> None:
+        self.host = httpx.URL(url).host.lower()
+        self.last: httpx.Response | None = None
+
+    async def request(self, request: httpx.Request) -> None:
+        if request.url.host.lower() != self.host:
+            raise _Elsewhere(str(request.url))
+
+    async def response(self, response: httpx.Response) -> None:
+        self.last = response
+
+    def moved(self, to: str) -> Fetched:
+        """What :func:`fetch` answers for a redirect to ``to``, another host."""
+        last = self.last
+        assert last is not None  # (a redirect comes from a response)
+        return Fetched(str(last.url), last.status_code, last.reason_phrase, "", None, b"",
+                       cut=False, moved_to=to)  # fmt: skip
+
+
 async def _read_capped(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
     """Up to ``max_bytes`` of the body, and whether it was cut."""
     body = bytearray()
@@ -125,9 +160,11 @@ async def fetch(
     resolve: Resolver,
     verify: ssl.SSLContext | None,
 ) -> Fetched:
-    """GET ``url`` (redirects followed) from allowed addresses only; the caller bounds the
-    whole fetch in time, ``timeout_s`` bounds each step."""
+    """GET ``url`` (redirects on its host followed; one to another host answered with
+    ``moved_to``) from allowed addresses only; the caller bounds the whole fetch in time,
+    ``timeout_s`` bounds each step."""
     transport = _PinnedTransport(allowed=allowed, resolve=resolve, verify=verify)
+    one_host = _OneHost(url)
     try:
         async with (
             httpx.AsyncClient(
@@ -136,10 +173,13 @@ async def fetch(
                 headers=_HEADERS,
                 timeout=httpx.Timeout(timeout_s),
                 transport=transport,
+                event_hooks={"request": [one_host.request], "response": [one_host.response]},
             ) as client,
             client.stream("GET", url) as response,
         ):
             body, cut = await _read_capped(response, max_bytes)
+    except _Elsewhere as exc:
+        return one_host.moved(exc.url)
     except Refused as exc:
         via = "" if exc.url == str(httpx.URL(url)) else f" (a redirect from {url})"
         raise ToolError(

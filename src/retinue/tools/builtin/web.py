@@ -11,6 +11,12 @@ whole fetch, redirects included, must finish within ``timeout_s`` seconds
 are followed. When nothing can be reached (no network, a refused connection, a name that
 does not resolve) the result says exactly that.
 
+A redirect is followed on the same host only. One to another host is not: the result names
+the new URL, and the model fetches it with a new call, which the permission gate decides as
+any other (as Claude Code's WebFetch does). Otherwise a ``WebFetch(domain:good.com)`` allow
+rule would let good.com's redirect reach any host, and a deny rule for a host would not hold
+against a redirect there.
+
 ``WebFetch`` only reaches public addresses (no server-side request forgery): for the first
 request and for every redirect it resolves the host once, refuses when an address it got is
 not public (:func:`blocked_reason`: loopback, private, link-local with the cloud metadata
@@ -164,7 +170,8 @@ def make_web_fetch(
 
         HTML is converted to plain text; other text (JSON, XML, plain text) is returned as
         it is; binary content is refused. Large pages are cut. Read the text for what
-        prompt asks.
+        prompt asks. A redirect to another host is not followed: the result gives its URL;
+        fetch that with a new call.
         """
         _check_url(url)
         from retinue.tools.builtin._web_http import fetch
@@ -182,6 +189,8 @@ def make_web_fetch(
                 )
         except TimeoutError:
             raise ToolError(f"fetching {url} took longer than {timeout_s:g} s; gave up") from None
+        if page.moved_to:
+            return _moved(page)
         if page.status >= 400:
             raise ToolError(f"{page.url} answered HTTP {page.status} {page.reason or 'error'}")
         text = await asyncio.to_thread(_as_text, page)  # parsing a page takes a while
@@ -193,6 +202,14 @@ def make_web_fetch(
         return "\n\n".join([head, text or "(no text content)", *notes])
 
     return web_fetch
+
+
+def _moved(page: Fetched) -> str:
+    return (
+        f"{page.url} (HTTP {page.status}) redirects to another host: {page.moved_to}\n\n"
+        "WebFetch does not follow a redirect to another host. To fetch that page, call "
+        "WebFetch again with the URL above; the permission rules decide that call as any other."
+    )
 
 
 @dataclass(frozen=True, slots=True)
