@@ -68,8 +68,9 @@ FORK_NOTE = (
     "sub-agent: your parent does not see what you do here, only your final answer.]"
 )
 TOOLS_NOTE = (
-    "## Your tools\nYou may use {names}. The tool list you see is your parent's (kept as it "
-    "is, so the prompt cache still applies); a call to any other tool is refused."
+    "## Your tools\nYou may use {names}. The tool list you see is your parent's, kept as it "
+    "is so the prompt cache still applies (any of yours it lacks come after it); a call to a "
+    "tool not named here is refused."
 )
 
 
