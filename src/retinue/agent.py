@@ -32,11 +32,10 @@ from retinue.events import Event, EventSink
 from retinue.llm.base import Model
 from retinue.policy.approvals import Approver
 from retinue.policy.modes import PermissionMode
-from retinue.runtime import Conversation, Runtime
+from retinue.runtime import Conversation, Runtime, role_tools
 from retinue.subagents.roles import Role, valid_name
-from retinue.subagents.tools import NO_ANSWER, ask_parent, subagent_tools
+from retinue.subagents.tools import NO_ANSWER
 from retinue.tools.base import Tool, tool
-from retinue.tools.builtin.memory import memory_tools
 
 __all__ = ["Agent", "AgentStream"]
 
@@ -142,8 +141,7 @@ class Agent:
         return self._runtime
 
     def _check_roles(self, runtime: Runtime) -> None:
-        extra = [*subagent_tools(), ask_parent, *memory_tools()]
-        known = {*runtime.tools.names, *(t.name for t in extra)}
+        known = {*runtime.tools.names, *(t.name for t in role_tools())}
         for role in self.roles:
             if not valid_name(role.name):
                 raise RoleError(f"role name {role.name!r}: use letters, digits, _ . - (max 64)")

@@ -50,6 +50,7 @@ from retinue.policy.trust import TrustStore, settings_trust
 from retinue.skills import SkillCatalog, skill_dirs, skill_tool, skills_section
 from retinue.subagents import Role, RoleCatalog, SubAgentManager, role_dirs, roles_section
 from retinue.subagents.tasklist import task_store, task_tools
+from retinue.subagents.team import team_tools
 from retinue.subagents.tools import ask_parent, send_message, subagent_tools
 from retinue.telemetry.prices import set_prices
 from retinue.telemetry.trace import setup as setup_tracing
@@ -57,7 +58,14 @@ from retinue.tools.base import Tool, ToolContext, ToolRegistry, merge
 from retinue.tools.builtin import builtin_tools
 from retinue.tools.builtin.memory import memory_tools
 
-__all__ = ["LOCAL_DEFAULT", "Conversation", "Runtime", "choose_model", "load_roles"]
+__all__ = [
+    "LOCAL_DEFAULT",
+    "Conversation",
+    "Runtime",
+    "choose_model",
+    "load_roles",
+    "role_tools",
+]
 
 LOCAL_DEFAULT = "local:qwen2.5-coder-0.5b"
 MAIN_PROMPT = (
@@ -88,10 +96,16 @@ def load_roles(settings: Settings, tools: ToolRegistry | None = None) -> RoleCat
     """Every role the settings' directories define, with unknown tool names reported."""
     catalog = RoleCatalog.load(role_dirs(settings.workspace, settings.home), settings.model_aliases)
     tools = tools or ToolRegistry(builtin_tools())
-    extra = [*subagent_tools(), ask_parent, send_message, *task_tools(), *memory_tools()]
     servers = load_servers(settings.workspace, settings.mcp_servers, settings.config_file)
-    catalog.check_tools([*tools.names, *(t.name for t in extra)], servers)
+    catalog.check_tools([*tools.names, *(t.name for t in role_tools())], servers)
     return catalog
+
+
+def role_tools() -> list[Tool]:
+    """The tools a role may name besides the registry's: delegation, AskParent, messages,
+    the task list, teams and memory (each given to the roles that name it)."""
+    return [*subagent_tools(), ask_parent, send_message, *task_tools(), *team_tools(),
+            *memory_tools()]  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -275,6 +289,7 @@ class Conversation:
             *(subagent_tools() if delegates else ()),
             *((ask_parent, send_message) if extras else ()),  # asks: the user; messages
             *(task_tools() if extras and task_store(rt.memory) else ()),  # the team's tasks
+            *(team_tools() if extras else ()),  # TeamCreate, TeamDelete: it leads teams
             *(memory_tools() if memory else ()),
             *((skill,) if (skill := rt.manager.factory.skill_tool) and extras else ()),  # skills
         ]

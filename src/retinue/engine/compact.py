@@ -49,6 +49,8 @@ COMPACT_OMITS = frozenset(
         "TaskList",
         "TaskGet",
         "TaskUpdate",
+        "TeamCreate",
+        "TeamDelete",
     }
 )
 """Tools the main agent of a small model does without (memory tools are not offered at all);

@@ -30,6 +30,7 @@ from retinue.policy.hooks import Hooks
 from retinue.policy.modes import PermissionMode
 from retinue.subagents.roles import Role, RoleCatalog
 from retinue.subagents.tasklist import TASK_TOOL_NAMES, task_store, task_tools
+from retinue.subagents.team import TEAM_TOOL_NAMES, team_tools
 from retinue.subagents.tools import (
     ASK_TOOL_NAME,
     SEND_TOOL_NAME,
@@ -149,6 +150,8 @@ class AgentFactory:
             extra.append(send_message)
         if task_store(self.memory) is not None and (interactive or TASK_TOOL_NAMES & named):
             extra.extend(task_tools())  # the team's shared task list
+        if TEAM_TOOL_NAMES & named:  # TeamCreate, TeamDelete: to roles that name them
+            extra.extend(team_tools())
         if role.can("memory") and self.memory is not None:
             extra.extend(self._memory_tools)
         for t in extra:

@@ -14,6 +14,7 @@ from retinue.errors import RetinueError, ToolError
 from retinue.memory.base import TaskStore
 from retinue.memory.tasks import Task
 from retinue.subagents.messaging import messenger_of
+from retinue.subagents.team import teams_of
 from retinue.tools.base import Tool, ToolContext, tool
 
 __all__ = ["TASK_TOOL_NAMES", "format_task", "task_store", "task_tools", "team_of"]
@@ -105,10 +106,13 @@ async def task_update(
     ] = None,
     owner: Annotated[
         str | None,
-        Field(description="Give it to this session id (claims it); '' releases it"),
+        Field(description="Give it to this session id or teammate (claims it); '' releases it"),
     ] = None,
 ) -> str:
     """Claim, hand over, release or complete a task of your team's list."""
+    registry = getattr(ctx.manager, "registry", None)
+    if registry is not None:  # a teammate's name, or team-lead: the session id it stands for
+        owner = teams_of(registry).owner_id(ctx.tenant, ctx.agent_id, owner)
     try:
         task = await _store(ctx).update(ctx.tenant, team_of(ctx), id, actor=ctx.agent_id,
                                         status=status, owner=owner)  # fmt: skip

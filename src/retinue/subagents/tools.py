@@ -9,7 +9,7 @@ catalog of hundreds of roles does not inflate the parent's prompt."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, runtime_checkable
 
 from pydantic import Field
 
@@ -18,6 +18,7 @@ from retinue.errors import RetinueError, ToolError
 from retinue.events import SESSION, emit
 from retinue.policy.hooks import notify
 from retinue.subagents.messaging import messenger_of
+from retinue.subagents.team import deliver
 from retinue.tools.base import Delegator, Tool, ToolContext, tool
 
 if TYPE_CHECKING:
@@ -212,19 +213,25 @@ async def send_message(
             "role[:instance], or a session id of your team"
         ),
     ],
-    message: Annotated[str, Field(description="The message, complete enough to act on")],
+    message: Annotated[
+        str | dict[str, Any],
+        Field(
+            description="The message, complete enough to act on; a team's lead ends a "
+            "teammate with {'type': 'shutdown_request', 'reason': '...'}"
+        ),
+    ],
     wait: Annotated[bool, Field(description="Wait for the receiver's reply and return it")] = False,
 ) -> str:
     """Send a message to another session of your team: it sees it (and that it is from you)
-    before its next step if it is working, or as its next turn if it is idle."""
+    before its next step if it is working, or as its next turn if it is idle. In a team
+    (TeamCreate), name a teammate, 'team-lead', or '*' for everyone."""
     registry = getattr(ctx.manager, "registry", None)
     if registry is None:
         raise ToolError("messages between sessions are not available in this run")
-    messenger = messenger_of(registry)
     if ctx.depth == 0:
-        messenger.saw(ctx.tenant, current_session())
+        messenger_of(registry).saw(ctx.tenant, current_session())
     try:
-        return await messenger.send(ctx.tenant, ctx.agent_id, to, message, wait=wait)
+        return await deliver(ctx, registry, to, message, wait=wait)  # (retinue.subagents.team)
     except RetinueError as exc:
         raise ToolError(str(exc)) from None
 
