@@ -15,7 +15,13 @@ from retinue.errors import MemoryStoreError
 from retinue.memory import MemoryBackend, PostgresMemory, SQLiteMemory
 from retinue.memory import _pg_schema as pg_schema
 from retinue.memory import schema as sqlite_schema
-from retinue.memory.journal import MAX_EXTRA_CHARS, SessionJournal, SessionRecord
+from retinue.memory.journal import (
+    IN_FLIGHT,
+    MAX_EXTRA_CHARS,
+    RESUMABLE_STATES,
+    SessionJournal,
+    SessionRecord,
+)
 from retinue.messages import (
     AssistantMessage,
     Message,
@@ -196,6 +202,23 @@ async def test_stale_names_trees_with_a_turn_in_flight_recorded_long_ago(
     assert ("t", "dead") not in await journal.stale(await _after_last(journal))
 
 
+async def test_stale_reads_only_the_partial_index_of_turns_in_flight(tmp_path: Path) -> None:
+    """SQLite's stale() names the index (INDEXED BY fails the query if the index cannot
+    serve it); PostgreSQL's planner picks it by itself once the table is large."""
+    assert str(RESUMABLE_STATES) == IN_FLIGHT  # the SQL says the same states
+    store = SQLiteMemory(tmp_path / "m.db")
+    try:
+        assert await store.journal.stale(1e12) == []
+        with pytest.raises(MemoryStoreError, match="no query solution"):
+            store._read(  # pyright: ignore[reportPrivateUsage]
+                "SELECT 1 FROM session_records INDEXED BY session_records_in_flight "
+                "WHERE state IN ('running') AND updated_at < 0",
+                (),
+            )
+    finally:
+        store.close()
+
+
 async def _after_last(journal: SessionJournal) -> float:
     """A time after every record so far and before any later one."""
     newest = max(r.updated_at for r in await journal.records(None))
@@ -259,6 +282,27 @@ async def test_what_a_record_may_hold_is_bounded_with_a_clear_error(
     with pytest.raises(MemoryStoreError, match="4 messages is more than"):
         await journal.record("t", rec("a"), [UserMessage("m")] * 4)
     assert await journal.records(None) == []  # nothing was written
+
+
+async def test_a_damaged_record_fails_its_load_and_is_left_out_of_listings(
+    new_store: Callable[..., MemoryBackend],
+) -> None:
+    store = new_store()
+    await store.journal.record("t", rec("c"), chat("x"))
+    await store.journal.record("t", rec("c/a"), chat("y"))
+    sql = "UPDATE session_records SET data = '{\"turns\": 1}' WHERE id = 'c/a'"
+    if isinstance(store, SQLiteMemory):
+        with sqlite3.connect(store.path) as conn:
+            conn.execute(sql)
+    else:
+        async with store.connection() as conn:
+            await conn.execute(sql)
+    with pytest.raises(MemoryStoreError, match="recorded session 'c/a' is damaged"):
+        await store.journal.load("t", "c/a")
+    with pytest.raises(MemoryStoreError, match="damaged"):
+        await store.journal.load_tree("t", "c")
+    assert [r.id for r in await store.journal.records("t")] == ["c"]
+    assert await store.journal.forget_tree("t", "c") == 2  # and it can still be forgotten
 
 
 async def test_concurrent_records_of_one_session_leave_one_whole_history(

@@ -131,7 +131,8 @@ _V4: tuple[LiteralString, ...] = (
 
 # v5: durable sessions (retinue.memory.journal): one record per session, the columns it is
 # queried by plus its other fields as JSON, and its history one row per message. A load reads
-# the first ``message_count`` rows only.
+# the first ``message_count`` rows only. The partial index finds turns in flight (``stale``)
+# without reading the idle records kept for retention.
 _V5: tuple[LiteralString, ...] = (
     """CREATE TABLE IF NOT EXISTS session_records (
         tenant TEXT NOT NULL,
@@ -150,6 +151,8 @@ _V5: tuple[LiteralString, ...] = (
     )""",
     "CREATE INDEX IF NOT EXISTS session_records_by_root ON session_records (tenant, root)",
     "CREATE INDEX IF NOT EXISTS session_records_by_update ON session_records (updated_at)",
+    "CREATE INDEX IF NOT EXISTS session_records_in_flight ON session_records (updated_at) "
+    "WHERE state IN ('running', 'closing')",
     """CREATE TABLE IF NOT EXISTS session_messages (
         tenant TEXT NOT NULL,
         session TEXT NOT NULL,

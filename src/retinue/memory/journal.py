@@ -22,6 +22,7 @@ message codec (:func:`~retinue.messages.to_dict` / :func:`~retinue.messages.from
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, LiteralString, Protocol, runtime_checkable
@@ -31,6 +32,7 @@ from retinue.memory.text import scrub
 from retinue.messages import Message, from_dict, to_dict
 
 __all__ = [
+    "IN_FLIGHT",
     "KINDS",
     "MAX_EXTRA_CHARS",
     "MAX_RECORD_CHARS",
@@ -42,6 +44,7 @@ __all__ = [
     "SessionRecord",
     "decode_messages",
     "decode_record",
+    "decode_records",
     "depth_of",
     "encode_messages",
     "encode_record",
@@ -49,11 +52,16 @@ __all__ = [
     "storable",
 ]
 
+log = logging.getLogger("retinue.memory")
+
 KINDS = ("main", "interactive", "one-shot")
 STATES = ("idle", "running", "asking", "closing")
 RESUMABLE_STATES = ("running", "closing")
 """States of a session whose process was in the middle of something: a record left in one
 of them long ago is a turn whose process died (:meth:`SessionJournal.stale`)."""
+IN_FLIGHT: LiteralString = "('running', 'closing')"
+""":data:`RESUMABLE_STATES` as SQL, word for word the predicate of both schemas' partial
+index ``session_records_in_flight`` (a query must say it so for the index to serve)."""
 
 MAX_SESSION_MESSAGES = 20_000
 """Messages in one recorded history (compression keeps a live one far shorter)."""
@@ -224,6 +232,17 @@ def decode_record(row: Sequence[Any]) -> SessionRecord:
 
 RECORD_COLUMNS: LiteralString = "id, root, parent_id, kind, role, instance, state, data, updated_at"
 """The columns :func:`decode_record` reads, in its order (prefix them with an alias)."""
+
+
+def decode_records(rows: Iterable[Sequence[Any]]) -> list[SessionRecord]:
+    """Records for a listing: a damaged one is logged and left out, not the whole list."""
+    out: list[SessionRecord] = []
+    for row in rows:
+        try:
+            out.append(decode_record(row))
+        except MemoryStoreError as exc:
+            log.warning("%s", exc)
+    return out
 
 
 def encode_messages(messages: Sequence[Message], start: int) -> list[str]:

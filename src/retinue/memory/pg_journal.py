@@ -21,10 +21,10 @@ from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, LiteralString, Protocol
 
 from retinue.memory.journal import (
+    IN_FLIGHT,
     RECORD_COLUMNS,
-    RESUMABLE_STATES,
     SessionRecord,
-    decode_record,
+    decode_records,
     depth_of,
     encode_messages,
     encode_record,
@@ -190,15 +190,15 @@ class PgJournal:
                 {"tenant": tenant, "limit": max(0, limit)},
             )
             rows = await cur.fetchall()
-        return [decode_record(row) for row in rows]
+        return decode_records(rows)
 
     async def stale(self, older_than: float, limit: int = 100) -> list[tuple[str, str]]:
         async with self.store.connection() as conn:
             cur = await conn.execute(
                 "SELECT tenant, root FROM session_records "
-                "WHERE state = ANY(%s) AND updated_at < %s "
+                f"WHERE state IN {IN_FLIGHT} AND updated_at < %s "
                 "GROUP BY tenant, root ORDER BY min(updated_at) LIMIT %s",
-                (list(RESUMABLE_STATES), older_than, max(0, limit)),
+                (older_than, max(0, limit)),
             )
             rows = await cur.fetchall()
         return [(str(t), str(r)) for t, r in rows]

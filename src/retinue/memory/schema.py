@@ -114,7 +114,8 @@ CREATE TABLE tasks (
 
 # v7: durable sessions (retinue.memory.journal): one record per session, the columns it is
 # queried by plus its other fields as JSON, and its history one row per message. A load reads
-# the first ``message_count`` rows only.
+# the first ``message_count`` rows only. The partial index finds turns in flight (``stale``)
+# without reading the idle records kept for retention.
 _V7 = """
 CREATE TABLE session_records (
     tenant TEXT NOT NULL,
@@ -134,6 +135,8 @@ CREATE TABLE session_records (
 
 CREATE INDEX session_records_by_root ON session_records (tenant, root);
 CREATE INDEX session_records_by_update ON session_records (updated_at);
+CREATE INDEX session_records_in_flight ON session_records (updated_at)
+    WHERE state IN ('running', 'closing');
 
 CREATE TABLE session_messages (
     tenant TEXT NOT NULL,

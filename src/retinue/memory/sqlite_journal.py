@@ -16,10 +16,10 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 
 from retinue.memory.journal import (
+    IN_FLIGHT,
     RECORD_COLUMNS,
-    RESUMABLE_STATES,
     SessionRecord,
-    decode_record,
+    decode_records,
     depth_of,
     encode_messages,
     encode_record,
@@ -43,7 +43,6 @@ _OLD_TREE = (  # a record of a tree whose newest record is older than the parame
     "(tenant, root) IN (SELECT tenant, root FROM session_records "
     "GROUP BY tenant, root HAVING max(updated_at) < ?)"
 )
-_RESUMABLE = ", ".join(f"'{s}'" for s in RESUMABLE_STATES)
 
 
 class SQLiteJournal:
@@ -152,13 +151,13 @@ class SQLiteJournal:
             "ORDER BY updated_at DESC, tenant, id LIMIT ?",
             (tenant, tenant, max(0, limit)),
         )
-        return [decode_record(row) for row in rows]
+        return decode_records(rows)
 
     async def stale(self, older_than: float, limit: int = 100) -> list[tuple[str, str]]:
         rows = await asyncio.to_thread(
             self._read,
-            "SELECT tenant, root FROM session_records "
-            f"WHERE state IN ({_RESUMABLE}) AND updated_at < ? "
+            "SELECT tenant, root FROM session_records INDEXED BY session_records_in_flight "
+            f"WHERE state IN {IN_FLIGHT} AND updated_at < ? "
             "GROUP BY tenant, root ORDER BY min(updated_at) LIMIT ?",
             (older_than, max(0, limit)),
         )
