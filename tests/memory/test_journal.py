@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import random
 import sqlite3
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -312,6 +313,35 @@ async def test_concurrent_records_of_one_session_leave_one_whole_history(
     histories = [chat(*(f"m{i}" for i in range(n))) for n in (1, 5, 2, 4, 3)]
     await asyncio.gather(*(journal.record("t", r, h, keep=1) for h in histories))
     assert await _history(journal, "c/a") in histories
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+async def test_a_cancelled_record_leaves_the_last_whole_history(
+    journal: SessionJournal, seed: int
+) -> None:
+    """A record cancelled at any await has happened whole or not at all, and the store
+    takes the next one (no connection left mid-statement)."""
+    rng = random.Random(seed)
+    r = rec("c/a", "running")
+    recorded = chat("start")
+    await journal.record("t", r, recorded)
+    for i in range(12):
+        history = [*recorded, UserMessage(f"step {i}"), AssistantMessage(f"done {i}")]
+        task = asyncio.create_task(journal.record("t", r, history, keep=len(recorded)))
+        for _ in range(rng.randrange(6)):
+            await asyncio.sleep(0)
+        task.cancel()
+        try:
+            await task
+            recorded = history
+        except asyncio.CancelledError:
+            pass
+        got = await _history(journal, "c/a")
+        assert got in (recorded, history)
+        recorded = got
+    final = [*recorded, UserMessage("last")]
+    await journal.record("t", r, final, keep=len(recorded))
+    assert await _history(journal, "c/a") == final
 
 
 # -- migrations from the previous schema version ------------------------------------------
