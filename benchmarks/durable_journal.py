@@ -21,7 +21,9 @@ the tests):
   grow with the history: only the tail is written, the stored count is read from the record
   row);
 * ``conversation-save``: for comparison, :meth:`ConversationStore.save` of the same tail
-  (what ``durable_steps.py`` measured as "Retinue's store": 7 round trips on PostgreSQL).
+  (what ``durable_steps.py`` measured as "Retinue's store": 7 round trips on PostgreSQL);
+* ``load``: what a resume reads, :meth:`SessionJournal.load` of a ``--long``-message
+  session (median of 20, after one).
 """
 
 from __future__ import annotations
@@ -149,7 +151,28 @@ async def run_backend(store: MemoryBackend) -> dict[str, Any]:
             "round_wall_ms_medians": [round(x, 4) for x in round_walls],
         }
         print(store.__class__.__name__, name, out[name], file=sys.stderr)
+    out["load"] = await measure_load(store)
+    print(store.__class__.__name__, "load", out["load"], file=sys.stderr)
     return out
+
+
+async def measure_load(store: MemoryBackend, times: int = 20) -> dict[str, Any]:
+    """What a resume reads: ``load`` of one session of ``--long`` messages (median)."""
+    sid = f"conv-load/researcher-{next(_sessions)}"
+    history = start_history(ARGS.long)
+    await store.journal.record("bench", record_of(sid, 1), history)
+    walls, cpus = [], []
+    for _ in range(times + 1):
+        w0, c0 = time.perf_counter(), time.process_time()
+        loaded = await store.journal.load("bench", sid)
+        walls.append((time.perf_counter() - w0) * 1000)
+        cpus.append((time.process_time() - c0) * 1000)
+        assert loaded is not None and len(loaded[1]) == len(history)
+    return {
+        "messages": len(history),
+        "wall_ms_median": round(statistics.median(walls[1:]), 3),
+        "cpu_ms_median": round(statistics.median(cpus[1:]), 3),
+    }
 
 
 async def main() -> dict[str, Any]:
