@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import json
 import os
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from test_gate import three_deep
 
 from retinue.cli.approve import TerminalApprover
 from retinue.engine import RunConfig, run
-from retinue.messages import SystemMessage, ToolResultMessage, UserMessage
+from retinue.messages import SystemMessage, ToolCall, ToolResultMessage, UserMessage
 from retinue.policy.approvals import Approval, ApprovalBroker, ApprovalRequest
 from retinue.policy.gate import Policy
 from retinue.policy.rules import RuleSet
@@ -274,11 +275,10 @@ def test_dont_ask_refuses_what_would_otherwise_ask_a_person(tmp_path: Path) -> N
 # --- "always" --------------------------------------------------------------------------------
 
 
-async def test_always_for_a_command_whose_rule_cannot_be_written_allows_that_call_only(
+async def test_always_for_a_command_with_a_star_allows_that_command_only(
     tmp_path: Path,
 ) -> None:
-    """``echo a:*b`` would make the rule ``Bash(echo a:*b:*)``, which no parser takes: the
-    "always" answer lets this call run and the turn goes on (no traceback, no broad rule)."""
+    """``echo a:*b`` is stored as that command: its ``*`` is a character, not a wildcard."""
     asked: list[str] = []
 
     def always(request: ApprovalRequest) -> Approval:
@@ -294,7 +294,8 @@ async def test_always_for_a_command_whose_rule_cannot_be_written_allows_that_cal
     model = ScriptedModel(
         [
             call_tool("Bash", {"command": "echo a:*b"}),
-            call_tool("Bash", {"command": "echo other"}),
+            call_tool("Bash", {"command": "echo a:*b"}),
+            call_tool("Bash", {"command": "echo a:XYZb"}),
             "done",
         ]
     )
@@ -302,8 +303,37 @@ async def test_always_for_a_command_whose_rule_cannot_be_written_allows_that_cal
                     context(tmp_path, policy))  # fmt: skip
     out = await run(cfg)
     assert out.content == "done"
-    assert results(model, 1)[0].content == "ran echo a:*b"
-    assert len(asked) == 2  # the second call was asked about again
+    assert [r.content for r in results(model)] == ["ran echo a:*b"] * 2 + ["ran echo a:XYZb"]
+    assert asked == ["Bash(echo a:*b)", "Bash(echo a:XYZb)"]  # the third call was asked again
+
+
+@pytest.mark.parametrize(
+    ("name", "approved", "other"),
+    [
+        ("Write", {"file_path": "src/a.py"}, {"file_path": "src/b.py"}),
+        ("Write", {"file_path": "src/a.py"}, {"file_path": "src/a.py/x"}),
+        ("Edit", {"file_path": "a.py"}, {"file_path": "b.py"}),
+        ("Write", {"file_path": "a*.py"}, {"file_path": "ab.py"}),
+        ("Bash", {"command": "rm -rf build"}, {"command": "rm -rf ~"}),
+        ("Bash", {"command": "git push origin dev"}, {"command": "git push origin main -f"}),
+        ("Bash", {"command": "ls *.py"}, {"command": "ls a.py ~/.ssh/id_rsa"}),
+        ("WebFetch", {"url": "https://a.example.com/x"}, {"url": "https://b.a.example.com/"}),
+        ("WebFetch", {"url": "https://a.example.com/x"}, {"url": "https://example.com/"}),
+        ("WebFetch", {"url": "http://com./"}, {"url": "https://evil.com/"}),
+    ],
+)
+async def test_always_allows_nothing_broader_than_the_call(
+    tmp_path: Path, name: str, approved: dict[str, object], other: dict[str, object]
+) -> None:
+    """A person answers "always" to one call: the same call is allowed from then on, a
+    neighbouring one (another file in the folder, another command with the same first
+    words, a subdomain) still asks."""
+    policy = Policy(modes=("default",), approver=lambda r: Approval(True, always=True))
+    ctx = context(tmp_path, policy)
+    assert policy.decide(name, approved, ctx)[0] == "ask"
+    await policy.execute(ToolRegistry([]), ToolCall("c1", name, json.dumps(approved)), ctx)
+    assert policy.decide(name, approved, ctx)[0] == "allow"
+    assert policy.decide(name, other, ctx)[0] == "ask", other
 
 
 # --- Read rules and the search tools ---------------------------------------------------------

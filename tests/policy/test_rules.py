@@ -114,14 +114,49 @@ def test_settings_files_are_read_with_the_line_of_a_broken_rule(tmp_path: Path) 
     assert trusted.mode == "bypassPermissions"
 
 
-def test_the_rule_an_always_answer_adds_is_narrow() -> None:
-    assert rule_for("Bash", {"command": "npm run test -- -k x"}, WS) == "Bash(npm run:*)"
-    assert rule_for("Write", {"file_path": "src/app/x.py"}, WS) == "Edit(./src/app/**)"
-    assert rule_for("WebFetch", {"url": "https://a.example.com/x"}, WS) == (
+def text_of(tool: str, args: dict[str, object]) -> str | None:
+    rule = rule_for(tool, args, WS)
+    return None if rule is None else rule.text
+
+
+def test_the_rule_an_always_answer_adds_names_the_call_exactly() -> None:
+    assert text_of("Bash", {"command": "npm run test -- -k x"}) == "Bash(npm run test -- -k x)"
+    assert text_of("Write", {"file_path": "src/app/x.py"}) == "Edit(./src/app/x.py)"
+    assert text_of("Write", {"file_path": str(WS / "a.py")}) == "Edit(./a.py)"
+    assert text_of("Write", {"file_path": "/elsewhere/a.py"}) == "Edit(//elsewhere/a.py)"
+    assert text_of("Read", {"file_path": "x/y"}) == "Read(./x/y)"
+    assert text_of("WebFetch", {"url": "https://A.Example.com./x"}) == (
         "WebFetch(domain:a.example.com)"
     )
-    for tool, args in [("Bash", {"command": "npm run x"}), ("Write", {"file_path": "a/b"})]:
-        assert parse_rule(rule_for(tool, args, WS), WS).matches(tool, args, WS)
+    assert text_of("SubAgent", {"role": "reviewer", "task": "t"}) == "Agent(reviewer)"
+    assert text_of("mcp__github__get_issue", {"n": 1}) == "mcp__github__get_issue"
+    for tool, args in [
+        ("Bash", {"command": "npm run x"}),
+        ("Write", {"file_path": "a/b"}),
+        ("WebFetch", {"url": "https://a.example.com/x"}),
+        ("SubAgent", {"role": "reviewer"}),
+    ]:
+        rule = rule_for(tool, args, WS)
+        assert rule is not None and rule.matches(tool, args, WS, every=True), (tool, args)
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("Bash", {"command": "make && rm -rf ~"}),
+        ("Bash", {"command": "echo $(id)"}),
+        ("Bash", {"command": "*"}),
+        ("Write", {"content": "no path"}),
+        ("WebFetch", {"url": "not a url"}),
+        ("SubAgent", {"role": "*"}),
+        ("mcp__github__*", {}),
+        ("mcp__github", {}),
+    ],
+)
+def test_always_for_a_call_no_exact_rule_can_name_adds_no_rule(
+    tool: str, args: dict[str, object]
+) -> None:
+    assert rule_for(tool, args, WS) is None
 
 
 @pytest.mark.parametrize(

@@ -62,7 +62,9 @@ def test_allow_on_the_page_lets_a_write_three_levels_down_run(
         expect(box).to_have_attribute("data-tool", "Write")
         expect(box).to_contain_text('"file_path": "deep.txt"')
         expect(box).to_contain_text("Write needs approval in permission mode 'default'")
-        expect(box.locator(".approval-rule")).to_contain_text("Always adds the rule Edit(./*)")
+        expect(box.locator(".approval-rule")).to_contain_text(
+            "Always adds the rule Edit(./deep.txt)"
+        )
         node = page.locator(f'li.node[data-id^="conv-{cid}/a#"][data-id*="/c#"]')
         expect(node).to_contain_text("waits for your approval")
         shot(page, "approval-pending.png")

@@ -25,7 +25,8 @@ PREVIEW = 2_000  # characters of a call's arguments shown to the person asked
 
 @dataclass(frozen=True, slots=True)
 class ApprovalRequest:
-    """One call waiting for a yes or no. ``rule`` is what "always" would allow from now on."""
+    """One call waiting for a yes or no. ``rule`` is what "always" would allow from now on
+    (that call's exact command, file or host; empty: "always" allows this call only)."""
 
     id: str
     agent_id: str

@@ -34,7 +34,7 @@ from retinue.policy.modes import (
     kind_of,
     strictest,
 )
-from retinue.policy.rules import Rule, RuleSet, parse_rule, rule_for, rule_names
+from retinue.policy.rules import Rule, RuleSet, rule_for, rule_names
 from retinue.tools.builtin.pathrules import PathFilter
 
 if TYPE_CHECKING:
@@ -215,7 +215,7 @@ class Policy:
             call.name,
             _preview(args),
             why,
-            rule,
+            "" if rule is None else rule.text,
             call.id,
         )
         emit(ctx.events, APPROVAL_REQUESTED, ctx.agent_id, **request.event_data())
@@ -233,10 +233,8 @@ class Policy:
                 always=answer.always,
                 cancelled=_cancelling(),
             )
-        if answer.allow and answer.always:
-            # (the model's text may make a rule no parser takes: then this call only)
-            with contextlib.suppress(ValueError):
-                self._shared.add(parse_rule(rule, ctx.workspace))
+        if answer.allow and answer.always and rule is not None:  # (None: this call only)
+            self._shared.add(rule)
         return answer
 
     async def _pre_hooks(
@@ -334,10 +332,11 @@ def _reason(
     return f"{tool} needs approval in permission mode '{mode}'"
 
 
-def _nobody(tool: str, why: str, rule: str) -> str:
+def _nobody(tool: str, why: str, rule: Rule | None) -> str:
+    named = f'the rule "{rule.text}"' if rule is not None else f"a rule for {tool}"
     return (
         f"{why}, and nobody is here to approve it. To let it run, start with "
-        f'--permission-mode acceptEdits or bypassPermissions, or add the rule "{rule}" to '
+        f"--permission-mode acceptEdits or bypassPermissions, or add {named} to "
         "permissions.allow in .claude/settings.json"
     )
 

@@ -19,6 +19,11 @@ rule                            matches
 ``Agent(reviewer)``             delegating to the role ``reviewer`` (``Task(…)`` alike)
 =============================== ==========================================================
 
+The rule an "always" answer adds (:func:`rule_for`) is made from the call, not parsed: it
+matches that call's exact command, file or host and nothing more (no folder, no command
+prefix, no subdomain, and a ``*`` in the call is a plain character), so a person's "always"
+never allows a call they did not see.
+
 A compound command (``a && b``, ``a; b``, ``a | b``) is allowed by rules only when every part
 is, and one with a command or process substitution (``$(…)``, backticks, ``<(…)``) never
 is; a deny or ask rule that matches any part applies, also wrapped in shell syntax (``(rm …)``,
@@ -45,6 +50,7 @@ _RULE = re.compile(r"^([A-Za-z_][\w\-]*(?:__\*)?)(?:\((.*)\))?$", re.DOTALL)
 _READ_FAMILY = frozenset({"Read", "Glob", "Grep", "LS", "NotebookRead"})
 _PATH_ARGS = ("file_path", "path", "notebook_path")
 _SPLIT = re.compile(r"\|\||&&|[;|&\n]")
+_HIDDEN = ("$(", "`", "<(", ">(")  # what runs another command inside one
 _ALIASES = {"Task": "Agent", "SubAgent": "Agent", "MultiEdit": "Edit", "Write": "Edit"}
 MAX_SPEC = 2_000  # characters of one rule's specifier
 
@@ -56,7 +62,8 @@ class Rule:
     text: str
     tool: str  # as written, ``Task`` → ``Agent``
     spec: str | None  # None: every call of the tool
-    _regex: re.Pattern[str] | None = field(default=None, compare=False)
+    _regex: re.Pattern[str] | None = field(default=None, compare=False)  # (WebFetch: the host
+    # of a rule made from one call, matched exactly; a written one's domain takes subdomains)
 
     def matches(
         self,
@@ -79,7 +86,10 @@ class Rule:
             parts = _parts(str(args.get("command", "")))
             return any(self._command(p) for part in parts for p in (part, _unwrapped(part)))
         if self.tool == "WebFetch":
-            return _on_domain(str(args.get("url", "")), self.spec.removeprefix("domain:"))
+            url = str(args.get("url", ""))
+            if self._regex is not None:
+                return self._regex.fullmatch(_url_host(url)) is not None
+            return _on_domain(url, self.spec.removeprefix("domain:"))
         if self.tool == "Agent":
             return str(args.get("role", "")) == self.spec
         if self.tool in EDIT_TOOLS or self.tool == "Edit" or self.tool in _READ_FAMILY:
@@ -140,12 +150,17 @@ def _unwrapped(part: str) -> str:
 
 
 def _on_domain(url: str, domain: str) -> bool:
-    try:
-        host = _host_key(urlsplit(url).hostname or "")
-    except ValueError:
-        return False
+    host = _url_host(url)
     domain = _host_key(domain.strip())
-    return bool(domain) and (host == domain or host.endswith("." + domain))
+    return bool(domain and host) and (host == domain or host.endswith("." + domain))
+
+
+def _url_host(url: str) -> str:
+    """The host ``url`` reaches, as :func:`_host_key` spells it ("" for none)."""
+    try:
+        return _host_key(urlsplit(url).hostname or "")
+    except ValueError:
+        return ""
 
 
 def _host_key(host: str) -> str:
@@ -252,25 +267,53 @@ def parse_rule(text: str, workspace: Path) -> Rule:
     raise ValueError(f"{text!r}: {tool} takes no specifier")
 
 
-def rule_for(tool: str, args: Mapping[str, Any], workspace: Path) -> str:
-    """The rule an "always" answer adds for this call: narrow, as a person would write it."""
+def rule_for(tool: str, args: Mapping[str, Any], workspace: Path) -> Rule | None:
+    """The rule an "always" answer adds for this call: it matches this call's command, file
+    or host exactly, never a folder, a command prefix or a host's subdomains. None where no
+    rule can be that narrow (a compound command, a call without its path): "always" then
+    allows this call only. A tool whose rules take no specifier (an MCP tool, ``WebSearch``,
+    a program's own) gets its name, shown as such to the person asked."""
     if tool == "Bash":
-        words = str(args.get("command", "")).split()
-        return f"Bash({' '.join(words[:2])}:*)" if words else "Bash"
-    if tool in EDIT_TOOLS:
-        path = next((args[k] for k in _PATH_ARGS if isinstance(args.get(k), str)), None)
-        if path:
-            rel = os.path.relpath(_absolute(path, workspace), workspace)
-            folder = os.path.dirname(rel)
-            if not rel.startswith(".."):
-                return f"Edit(./{folder}/**)" if folder else "Edit(./*)"
-        return "Edit"
+        return _exact_command(str(args.get("command", "")))
+    if tool in EDIT_TOOLS or tool in _READ_FAMILY:
+        return _exact_path("Edit" if tool in EDIT_TOOLS else "Read", args, workspace)
     if tool == "WebFetch":
-        host = urlsplit(str(args.get("url", ""))).hostname
-        return f"WebFetch(domain:{host})" if host else "WebFetch"
-    if tool in ("SubAgent", "Agent") and args.get("role"):
-        return f"Agent({args['role']})"
-    return tool
+        host = _url_host(str(args.get("url", "")))
+        if not host:
+            return None
+        return Rule(f"WebFetch(domain:{host})", tool, f"domain:{host}", re.compile(re.escape(host)))
+    if tool in ("SubAgent", "Agent", "Task"):
+        role = args.get("role")
+        exact = isinstance(role, str) and role not in ("", "*")
+        return Rule(f"Agent({role})", "Agent", role) if exact else None
+    named = _RULE.fullmatch(tool) is not None and not tool.endswith("__*")
+    if not named or (tool.startswith("mcp__") and tool.count("__") < 2):
+        return None  # (a name that would read as a whole MCP server's, or not parse)
+    return Rule(tool, tool, None)
+
+
+def _exact_command(command: str) -> Rule | None:
+    """``Bash(command)`` matching that one simple command only (its ``*`` a character)."""
+    parts = _parts(command)
+    if len(parts) != 1 or parts[0] == "*" or any(h in command for h in _HIDDEN):
+        return None  # (the rules allow a compound command part by part; never a hidden one)
+    return Rule(f"Bash({parts[0]})", "Bash", parts[0], re.compile(re.escape(parts[0])))
+
+
+def _exact_path(family: str, args: Mapping[str, Any], workspace: Path) -> Rule | None:
+    """``Edit(./path)`` (or ``Read``) matching that one file (or folder) only."""
+    raw = next((args[k] for k in _PATH_ARGS if isinstance(args.get(k), str)), None)
+    if not raw or "\0" in raw:
+        return None
+    target = _absolute(raw, workspace)
+    rel = os.path.relpath(target, workspace)
+    if rel == os.curdir:
+        spec = "./"
+    elif rel == os.pardir or rel.startswith(os.pardir + os.sep):
+        spec = "/" + target  # (//absolute)
+    else:
+        spec = "./" + rel
+    return Rule(f"{family}({spec})", family, spec, re.compile(re.escape(target)))
 
 
 @dataclass(slots=True)
@@ -366,7 +409,7 @@ class RuleSet:
         whole = next((r for r in rules if r.spec in (None, "*", "")), None)
         if whole is not None:
             return "allow", whole.text
-        if any(hidden in command for hidden in ("$(", "`", "<(", ">(")) or not rules:
+        if any(hidden in command for hidden in _HIDDEN) or not rules:
             return None
         first = ""
         for part in _parts(command) or [""]:
