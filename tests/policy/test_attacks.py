@@ -8,6 +8,7 @@ import contextlib
 import io
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from test_gate import three_deep
 from retinue.cli.approve import TerminalApprover
 from retinue.engine import RunConfig, run
 from retinue.messages import SystemMessage, ToolCall, ToolResultMessage, UserMessage
-from retinue.policy.approvals import Approval, ApprovalBroker, ApprovalRequest
+from retinue.policy.approvals import Approval, ApprovalBroker, ApprovalRequest, answer_fits
 from retinue.policy.gate import Policy
 from retinue.policy.rules import RuleSet
 from retinue.subagents import subagent_tools
@@ -486,6 +487,38 @@ async def test_an_answer_to_a_withdrawn_request_is_refused_and_reaches_no_other_
     assert [r.id for r in broker.pending()] == ["approval-t2"] and not second.done()
     assert broker.answer("approval-t2", Approval(False))
     assert (await second).allow is False
+
+
+async def test_an_answer_kept_for_a_call_id_fits_only_the_same_call(tmp_path: Path) -> None:
+    """A stored answer (the HTTP service keeps one over a restart) is found by the model's
+    call id, which models reuse (``call_0``): it may answer only a request for the same tool,
+    the same full arguments, the same agent depth and role, and the same "always" rule."""
+    asked: list[ApprovalRequest] = []
+
+    def record(request: ApprovalRequest) -> bool:
+        asked.append(request)
+        return False
+
+    async def request_for(name: str, args: dict[str, object], depth: int = 0) -> ApprovalRequest:
+        policy = Policy(modes=("default",), approver=record)
+        ctx = ToolContext("main", tmp_path, tmp_path, depth=depth, gate=policy)
+        await policy.execute(ToolRegistry([]), ToolCall("call_0", name, json.dumps(args)), ctx)
+        return asked[-1]
+
+    long = "x" * 3000
+    answered = await request_for("Bash", {"command": f"echo {long}"})
+    assert answer_fits(answered, await request_for("Bash", {"command": f"echo {long}"}))
+    padded = await request_for("Bash", {"command": f"echo {long[:-10]}; rm -rf ~"})
+    assert padded.arguments == answered.arguments  # the same preview: only the digest differs
+    for other in (
+        padded,
+        await request_for("Bash", {"command": "rm -rf ~"}),
+        await request_for("Write", {"command": f"echo {long}"}),
+        await request_for("Bash", {"command": f"echo {long}"}, depth=1),
+    ):
+        assert not answer_fits(answered, other), other
+    older = replace(answered, digest="")  # stored before requests carried a digest
+    assert not answer_fits(older, answered) and not answer_fits(older, older)
 
 
 # --- what the person asked is shown ----------------------------------------------------------

@@ -7,18 +7,34 @@ client's elicitation, or a library callback (sync or async; it may answer ``True
 levels down reaches the same place as the main agent's, and the calling turn waits in place
 for the answer. A cancelled wait (the turn was interrupted, the session unloaded) withdraws
 its request.
+
+An answer kept for later (a request stored over a restart, answered before its turn resumes)
+is given only to a request for the same call: :func:`answer_fits` compares the model's call
+id, the tool, the full arguments (by :func:`arguments_digest`), the agent's depth and role,
+and the rule "always" would add, never the call id alone (models reuse ids such as
+``call_0``, and a resumed turn may ask about another call under the same one).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import inspect
 import itertools
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["Approval", "ApprovalBroker", "ApprovalRequest", "Approver", "ask_approver"]
+__all__ = [
+    "Approval",
+    "ApprovalBroker",
+    "ApprovalRequest",
+    "Approver",
+    "answer_fits",
+    "arguments_digest",
+    "ask_approver",
+]
 
 PREVIEW = 2_000  # characters of a call's arguments shown to the person asked
 
@@ -37,6 +53,7 @@ class ApprovalRequest:
     reason: str
     rule: str
     call_id: str = ""  # the model's id of the call (a stored request finds its call by it)
+    digest: str = ""  # arguments_digest of the call's full arguments ("": not known)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -51,6 +68,23 @@ class ApprovalRequest:
         """One line for a person: who wants to do what, and why it asks."""
         who = "the main agent" if self.depth == 0 else f"sub-agent {self.agent_id}"
         return f"{who} wants to run {self.tool} {self.arguments} ({self.reason})"
+
+
+def arguments_digest(args: Any) -> str:
+    """A call's full arguments in one short string (SHA-256 of their canonical JSON): the
+    request shows them cut to :data:`PREVIEW` characters, this tells two calls apart."""
+    text = json.dumps(args, sort_keys=True, ensure_ascii=False, default=repr)
+    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+
+def answer_fits(answered: ApprovalRequest, asking: ApprovalRequest) -> bool:
+    """Whether the answer given to ``answered`` (kept, say, over a restart) may answer
+    ``asking``: the same call of the same agent, seen the same way by the person. False
+    when either lacks its call id or digest (an older stored request): ask again."""
+    if not (answered.call_id and answered.digest):
+        return False
+    same = ("call_id", "tool", "digest", "arguments", "depth", "role", "rule")
+    return all(getattr(answered, name) == getattr(asking, name) for name in same)
 
 
 @dataclass(frozen=True, slots=True)

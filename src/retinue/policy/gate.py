@@ -22,6 +22,7 @@ from retinue.policy.approvals import (
     Approval,
     ApprovalRequest,
     Approver,
+    arguments_digest,
     ask_approver,
     new_request_id,
 )
@@ -217,6 +218,7 @@ class Policy:
             why,
             "" if rule is None else rule.text,
             call.id,
+            arguments_digest(args),
         )
         emit(ctx.events, APPROVAL_REQUESTED, ctx.agent_id, **request.event_data())
         await notify(ctx, f"Retinue needs your permission to use {call.name}", "permission_prompt")
