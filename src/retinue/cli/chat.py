@@ -27,6 +27,7 @@ import contextlib
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import asdict
 from typing import Any, TypeVar
 
 from rich.markdown import Markdown
@@ -35,12 +36,20 @@ from rich.table import Table
 
 from retinue._tasks import cancel_and_wait
 from retinue.cli.lineedit import HISTORY_FILE, LineReader
-from retinue.cli.render import EventPrinter, ModelSpinner, one_line, prepare_model, todos_cell
+from retinue.cli.render import (
+    EventPrinter,
+    ModelSpinner,
+    one_line,
+    prepare_model,
+    task_table,
+    todos_cell,
+)
 from retinue.cli.term import Deferred, LineDiscipline, console, quiet_input, route_logs
 from retinue.errors import RetinueError
 from retinue.events import TEXT_DELTA, Event, EventSink
 from retinue.memory.consolidate import ConsolidationScope, consolidation_scope
 from retinue.runtime import Conversation, Runtime
+from retinue.subagents.tasklist import task_lists
 from retinue.telemetry.prices import format_cost
 
 __all__ = ["ChatRepl", "consolidating_text"]
@@ -50,7 +59,8 @@ T = TypeVar("T")
 HELP = """\
 /exit        leave (sessions are consolidated first; Ctrl-C there keeps them for retry)
 /new         start a new conversation
-/sessions    list live interactive sub-agent sessions (with their task lists)
+/sessions    list live interactive sub-agent sessions (with their task lists) and the
+             conversation's shared task list (TaskCreate)
 /compress    summarise the older part of the conversation now
 /help        this list
 Ctrl-C cancels the running turn; Ctrl-D leaves. Up/Down recall earlier messages.
@@ -183,6 +193,7 @@ class ChatRepl:
             ended = self._settle(runner, self.conversation.reset(), "resetting")
             self.err.print(f"[dim]new conversation ({len(ended or [])} session(s) ended)[/]")
         elif cmd == "/sessions":
+            self._tasks(runner)
             self._sessions()
         elif cmd == "/compress":
             result = self._finish(runner, self.conversation.compress(), "compressing")
@@ -244,6 +255,13 @@ class ChatRepl:
             finally:
                 self.scope.resume()
             return work.result(), True
+
+    def _tasks(self, runner: asyncio.Runner) -> None:
+        """The conversation's shared task list (TaskCreate, TaskUpdate), if it has one."""
+        tenant, team = self.runtime.settings.tenant, self.conversation.agent_id
+        lists = self._finish(runner, task_lists(self.runtime.memory, tenant, [team]), "reading")
+        for tasks in (lists or {}).values():
+            self.err.print(task_table(team, [asdict(t) for t in tasks]))
 
     def _sessions(self) -> None:
         infos = self.runtime.manager.sessions()

@@ -177,21 +177,26 @@ def sessions(
     token: TokenOpt = None,
 ) -> None:
     """List the live interactive sub-agent sessions of a running `retinue serve`, with each
-    one's task list (TodoWrite) where it keeps one."""
+    one's task list (TodoWrite) where it keeps one, then the shared task list of each tree
+    (TaskCreate, TaskUpdate: a team's)."""
     from rich.markup import escape
     from rich.table import Table
 
-    from retinue.cli.render import parse_todos, todos_cell
+    from retinue.cli.render import parse_todos, task_table, todos_cell
     from retinue.cli.term import console as make_console
     from retinue.telemetry.prices import format_cost
 
     params = {"parent": parent} if parent else None
     answer = _call("GET", url, "/v1/sessions", token=token, params=params)
     live: list[dict[str, Any]] = answer["sessions"]
+    lists: dict[str, Any] = answer.get("tasks") or {}
     if as_json:
-        typer.echo(json.dumps(live, indent=2))
+        typer.echo(json.dumps(live if not lists else {"sessions": live, "tasks": lists}, indent=2))
         return
     console = make_console()
+    for team, tasks in lists.items():  # (the service's JSON: model-written text, escaped)
+        if isinstance(tasks, list):
+            console.print(task_table(str(team), [t for t in tasks if isinstance(t, dict)]))
     if not live:
         console.print("no live sessions")
         return

@@ -10,12 +10,13 @@ import contextlib
 import json
 import reprlib
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.status import Status
+from rich.table import Table
 from rich.text import Text
 
 from retinue import events as ev
@@ -30,6 +31,7 @@ __all__ = [
     "one_line",
     "parse_todos",
     "prepare_model",
+    "task_table",
     "todos_cell",
 ]
 
@@ -105,6 +107,28 @@ def todos_cell(todos: Sequence[TodoItem], limit: int = 6, width: int = 50) -> st
     if len(open_) > limit:
         lines.append(f"… {len(open_) - limit} more")
     return "\n".join(lines)
+
+
+def task_table(team: str, tasks: Sequence[Mapping[str, Any]], limit: int = 50) -> Table:
+    """A team's shared task list (``TaskList``'s tasks as JSON: id, status, subject, owner,
+    blocked_by) as a table; model-written text is escaped and cut, at most ``limit`` rows."""
+    done = sum(t.get("status") == "completed" for t in tasks)
+    table = Table(title=escape(f"task list of {team}: {done} of {len(tasks)} done"))
+    for header in ("#", "status", "subject", "owner", "blocked by"):
+        table.add_column(header, no_wrap=header in ("#", "status"))
+    for t in tasks[:limit]:
+        blocked = t.get("blocked_by")
+        after = ", ".join(f"#{i}" for i in blocked) if isinstance(blocked, list) else ""
+        table.add_row(
+            escape(str(t.get("id", ""))),
+            escape(str(t.get("status", ""))),
+            escape(one_line(str(t.get("subject", "")), 80)),
+            escape(one_line(str(t.get("owner") or ""), 60)),
+            escape(one_line(after, 40)),
+        )
+    if len(tasks) > limit:
+        table.add_row("…", "", f"{len(tasks) - limit} more", "", "")
+    return table
 
 
 def prepare_model(model: object) -> None:

@@ -22,7 +22,9 @@ checked first (see :mod:`retinue.server.security`)::
     POST   /v1/conversations/{id}/approvals/{aid}     answer one: that call runs (allow) or the
            body {"allow": bool, "always": bool = false, "message": str = ""}   model reads
                                                       the refusal; the same turn goes on
-    GET    /v1/sessions[?parent=AGENT_ID]             live interactive sessions
+    GET    /v1/sessions[?parent=AGENT_ID][&team=ID]   live interactive sessions, and "tasks":
+                                                      the shared task lists of their trees
+                                                      (and of main agent ``team``) by its id
     GET    /v1/sessions/{session_id}                  one session with its history
     POST   /v1/sessions/{session_id}/interrupt        cancel its running turn, keep it
     POST   /v1/sessions/{session_id}/answer           answer the question it asks (state
@@ -83,7 +85,9 @@ from retinue.server.page import add_page_routes
 from retinue.server.security import Guard, Security
 from retinue.server.sse import output_json, stream_turn
 from retinue.server.tenants import Space, Spaces, TenantSpace
+from retinue.subagents.messaging import messenger_of
 from retinue.subagents.registry import SessionInfo
+from retinue.subagents.tasklist import task_lists
 from retinue.telemetry.trace import RemoteParent
 
 __all__ = ["MessageIn", "create_app"]
@@ -281,8 +285,16 @@ def _session_routes(app: FastAPI, runtime: Runtime) -> None:
         return {"status": "ok", "model": runtime.model.name, "sessions": sessions}
 
     @app.get("/v1/sessions")
-    async def list_sessions(space: Space, parent: str | None = None) -> dict[str, Any]:
-        return {"sessions": [session_json(s, space) for s in space.sessions(parent)]}
+    async def list_sessions(
+        space: Space, parent: str | None = None, team: str | None = None
+    ) -> dict[str, Any]:
+        infos = space.sessions(parent)
+        root = messenger_of(manager.registry).root_of
+        asked = [space.inside(a) for a in (parent, team) if a]
+        teams = [*(root(a) for a in asked if a is not None), *(root(s.id) for s in infos)]
+        lists = await task_lists(space.runtime.memory, space.tenant, teams)
+        tasks = {space.outside(t): space.shown([asdict(x) for x in ts]) for t, ts in lists.items()}
+        return {"sessions": [session_json(s, space) for s in infos], "tasks": tasks}
 
     @app.get("/v1/sessions/{sid:path}")
     async def get_session(sid: str, space: Space) -> dict[str, Any]:

@@ -6,6 +6,7 @@ with ``status="in_progress"`` or an ``owner``) is atomic there."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated
 
 from pydantic import Field
@@ -17,7 +18,14 @@ from retinue.subagents.messaging import messenger_of
 from retinue.subagents.team import teams_of
 from retinue.tools.base import Tool, ToolContext, tool
 
-__all__ = ["TASK_TOOL_NAMES", "format_task", "task_store", "task_tools", "team_of"]
+__all__ = [
+    "TASK_TOOL_NAMES",
+    "format_task",
+    "task_lists",
+    "task_store",
+    "task_tools",
+    "team_of",
+]
 
 TASK_TOOL_NAMES = frozenset({"TaskCreate", "TaskList", "TaskGet", "TaskUpdate"})
 
@@ -119,6 +127,21 @@ async def task_update(
     except RetinueError as exc:
         raise ToolError(str(exc)) from None
     return f"updated {format_task(task)}"
+
+
+async def task_lists(
+    memory: object, tenant: str, teams: Iterable[str], *, most: int = 50
+) -> dict[str, list[Task]]:
+    """The stored lists of ``teams`` (main agent ids) that hold tasks, for display: at most
+    ``most`` teams are read (each list is bounded by the store)."""
+    store = task_store(memory)
+    if store is None:
+        return {}
+    out: dict[str, list[Task]] = {}
+    for team in list(dict.fromkeys(teams))[:most]:
+        if tasks := await store.list(tenant, team):
+            out[team] = tasks
+    return out
 
 
 def task_tools() -> tuple[Tool, ...]:

@@ -296,7 +296,7 @@ class Teams:
         member = team.named(to)
         if member.ending is None:
             note = SHUTDOWN_NOTE.format(reason=reason.strip() or "the work is done")
-            lead = None if wait else messenger.resolve(ctx.tenant, member.id, "parent")
+            lead = None if wait else _lead_session(messenger, ctx.tenant, member.id)
             member.ending = asyncio.create_task(_end(member, note, lead), name=f"end {member.id}")
         if wait:
             return await asyncio.shield(member.ending)  # a lead that stops waiting ends nothing
@@ -317,6 +317,13 @@ class Teams:
         self._forget(team)
         lines = [f"- {m.name}: {_ended(m)}" for m in members]
         return f"team {team.name!r} deleted; its teammates ended:\n" + "\n".join(lines)
+
+
+def _lead_session(messenger: Messenger, tenant: str, member: str) -> Session | None:
+    try:
+        return messenger.resolve(tenant, member, "parent")
+    except SubAgentError:  # a lead outside any session (a library caller): nobody to tell
+        return None
 
 
 async def _settled(session: Session) -> None:

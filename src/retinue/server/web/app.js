@@ -22,6 +22,7 @@
     current: null,
     transcripts: new Map(), // conversation id -> [{role, text, meta, error, pending}]
     trees: new Map(), // conversation id -> Map(agent id -> node)
+    tasks: new Map(), // conversation id -> its tree's shared task list (TaskCreate), as listed
     approvals: new Map(), // conversation id -> Map(request id -> a call waiting for a yes)
     turn: null, // {cid, controller, reply}: the turn this tab streams
     historyOf: null, // the agent whose history is open
@@ -742,10 +743,12 @@
     if (!cid || !state.token) return;
     let data;
     try {
-      data = await api("GET", "/v1/sessions");
+      data = await api("GET", `/v1/sessions?team=${encodeURIComponent(agentId(cid))}`);
     } catch (err) {
       return showError(err);
     }
+    const lists = data.tasks || {};
+    state.tasks.set(cid, Array.isArray(lists[agentId(cid)]) ? lists[agentId(cid)] : []);
     const tree = treeOf(cid);
     const live = new Set();
     for (const info of data.sessions) {
@@ -830,6 +833,29 @@
     }
     $("tree").replaceChildren(...roots.map((n) => drawNode(n, children)));
     $("tree-empty").hidden = tree.size > 1;
+    drawTasks();
+  }
+
+  // The tree's shared task list (TaskCreate, TaskUpdate). Model-written: text nodes only.
+  function drawTasks() {
+    const tasks = state.tasks.get(state.current) || [];
+    $("tasks").hidden = !tasks.length;
+    const done = tasks.filter((t) => t.status === "completed").length;
+    $("tasks-title").textContent = `Task list · ${done} of ${tasks.length} done`;
+    const items = tasks.slice(0, 100).map((t) => {
+      const facts = [];
+      if (t.owner) facts.push(String(t.owner));
+      if (Array.isArray(t.blocked_by) && t.blocked_by.length) {
+        facts.push(`blocked by ${t.blocked_by.map((i) => `#${i}`).join(", ")}`);
+      }
+      const badge = el("span", { className: `state state-${String(t.status).replace(/\W/g, "")}`, textContent: String(t.status).replace(/_/g, " ") });
+      const row = el("div", { className: "node-row" }, el("span", { textContent: `#${t.id} ${clip(String(t.subject), 200)}` }), badge);
+      const li = el("li", { className: "task" }, row);
+      if (facts.length) li.append(el("div", { className: "node-meta muted", textContent: clip(facts.join(" · "), 200) }));
+      li.dataset.status = String(t.status);
+      return li;
+    });
+    $("task-list").replaceChildren(...items);
   }
 
   async function interrupt(sid, button) {
