@@ -55,6 +55,8 @@ class _Handler(QuietHandler):
             self.send_body(f"host={self.headers['Host']}".encode())
         elif parts.path == "/to":  # /to?url=...: a redirect there
             self.redirect(query["url"][0])
+        elif parts.path == "/far":  # a redirect to a URL longer than WebFetch takes
+            self.redirect("http://other.test/" + "a" * 5000)
         elif parts.path == "/search" and query.get("format") == ["json"]:
             body = dict(RESULTS, query=query["q"][0])
             self.send_body(json.dumps(body).encode(), "application/json")
@@ -174,6 +176,14 @@ async def test_a_redirect_to_another_host_is_reported_not_followed(
     error, text = await fetch(ctx, target, **options)
     assert error and text.startswith(f"refused to fetch {target}: ")
     assert ("private address" in text) or ("link-local" in text)
+
+
+async def test_a_redirect_to_a_url_longer_than_webfetch_takes_is_cut(
+    ctx: ToolContext, server: str
+) -> None:
+    error, text = await fetch(ctx, f"{server}/far", allow_private=["127.0.0.1/32"])
+    assert not error and "redirects to another host: http://other.test/aaa" in text
+    assert "(cut: longer than WebFetch takes)" in text and len(text) < 4500
 
 
 async def test_a_redirect_on_the_same_host_to_a_private_address_is_refused(

@@ -81,6 +81,7 @@ WEB_MAX_REDIRECTS = 5
 """Most redirects ``WebFetch`` follows."""
 SEARCH_MAX_BYTES = 2 * 1024 * 1024
 """Most bytes of a search service's answer ``WebSearch`` reads."""
+_MAX_URL = 4000  # characters of a URL WebFetch takes (its ``url`` parameter's bound)
 _SKIP = frozenset({"script", "style", "noscript", "template", "svg", "iframe", "object"})
 _BLOCK = frozenset({
     "address", "article", "aside", "blockquote", "br", "dd", "div", "dl", "dt", "fieldset",
@@ -161,7 +162,7 @@ def make_web_fetch(
 
     @tool("WebFetch")
     async def web_fetch(
-        url: Annotated[str, Field(max_length=4000, description="The http(s) URL to fetch")],
+        url: Annotated[str, Field(max_length=_MAX_URL, description="The http(s) URL to fetch")],
         prompt: Annotated[
             str | None, Field(description="What you are looking for in the page (optional)")
         ] = None,
@@ -205,8 +206,13 @@ def make_web_fetch(
 
 
 def _moved(page: Fetched) -> str:
+    """The result for a redirect to another host (the server's URL, cut where no call
+    could take it)."""
+    to = page.moved_to
+    if len(to) > _MAX_URL:
+        to = f"{to[:_MAX_URL]}… (cut: longer than WebFetch takes)"
     return (
-        f"{page.url} (HTTP {page.status}) redirects to another host: {page.moved_to}\n\n"
+        f"{page.url} (HTTP {page.status}) redirects to another host: {to}\n\n"
         "WebFetch does not follow a redirect to another host. To fetch that page, call "
         "WebFetch again with the URL above; the permission rules decide that call as any other."
     )
