@@ -10,7 +10,9 @@ rule                            matches
 ``Read(./secrets/**)``          a path, gitignore-style: ``./x``, ``x/y`` and ``/x`` from the
                                 workspace (the project root), ``//x`` absolute, ``~/x`` from
                                 home; a bare name (``*.env``) at any depth. ``Read``
-                                covers ``Glob``, ``Grep`` and ``LS`` too
+                                covers ``Glob``, ``Grep`` and ``LS`` too, and a search from
+                                a parent folder leaves out the files a deny rule names
+                                (:meth:`RuleSet.hiding`)
 ``Edit(src/**)``                the same paths, for ``Write``, ``Edit``, ``MultiEdit``,
                                 ``NotebookEdit``
 ``WebFetch(domain:example.com)`` a URL on that host or one of its subdomains
