@@ -15,6 +15,37 @@ more. Why Retinue's own store and not a durable-execution engine (DBOS): see
 """
 
 from retinue.durable.recorder import JournalRecorder
-from retinue.durable.revive import RESTARTED_RESULT, Revived, revive_tree, settle_calls
+from retinue.durable.revive import (
+    RESTARTED_RESULT,
+    Revived,
+    open_ask,
+    open_question,
+    question_of,
+    revive_tree,
+    settle_calls,
+)
+from retinue.durable.tree import (
+    Restored,
+    record_conversation,
+    restore_conversation,
+    suspend_tree,
+    tree_sessions,
+    tree_settled,
+)
 
-__all__ = ["RESTARTED_RESULT", "JournalRecorder", "Revived", "revive_tree", "settle_calls"]
+__all__ = [
+    "RESTARTED_RESULT",
+    "JournalRecorder",
+    "Restored",
+    "Revived",
+    "open_ask",
+    "open_question",
+    "question_of",
+    "record_conversation",
+    "restore_conversation",
+    "revive_tree",
+    "settle_calls",
+    "suspend_tree",
+    "tree_sessions",
+    "tree_settled",
+]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from retinue.durable.recorder import JournalRecorder
@@ -31,7 +31,15 @@ from retinue.subagents.manager import SubAgentManager
 from retinue.subagents.tools import ASK_TOOL_NAME
 from retinue.tools.base import ToolRegistry
 
-__all__ = ["RESTARTED_RESULT", "Revived", "revive_tree", "settle_calls"]
+__all__ = [
+    "RESTARTED_RESULT",
+    "Revived",
+    "open_ask",
+    "open_question",
+    "question_of",
+    "revive_tree",
+    "settle_calls",
+]
 
 log = logging.getLogger("retinue.durable")
 
@@ -52,25 +60,54 @@ def question_of(call: ToolCall) -> str | None:
     return question if isinstance(question, str) and question.strip() else None
 
 
+def _last_step(messages: Sequence[Message]) -> tuple[int, AssistantMessage] | None:
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if isinstance(m, AssistantMessage):
+            return i, m
+    return None
+
+
+def open_ask(messages: Sequence[Message]) -> ToolCall | None:
+    """The ``AskParent`` call ``messages`` wait on: their last step's only call without a
+    result, when it asks a question (else None)."""
+    last = _last_step(messages)
+    if last is None:
+        return None
+    at, step = last
+    answered = {m.tool_call_id for m in messages[at + 1 :] if isinstance(m, ToolResultMessage)}
+    open_calls = [c for c in step.tool_calls if c.id not in answered]
+    if len(open_calls) != 1 or open_calls[0].name != ASK_TOOL_NAME:
+        return None
+    return open_calls[0] if question_of(open_calls[0]) is not None else None
+
+
+def open_question(messages: Sequence[Message]) -> str | None:
+    """The question of :func:`open_ask`'s call, if any."""
+    call = open_ask(messages)
+    return question_of(call) if call is not None else None
+
+
 def settle_calls(
-    messages: list[Message], tools: ToolRegistry, *, asking: str | None = None
+    messages: list[Message],
+    tools: ToolRegistry,
+    *,
+    asking: str | None = None,
+    keep: Collection[str] = (),
 ) -> tuple[ToolCall | None, bool]:
-    """Settle the calls of ``messages``' last step that have no result (module docstring).
+    """Settle the calls of ``messages``' last step that have no result (module docstring);
+    the calls named in ``keep`` (by id) stay as they are.
 
     Returns the ``AskParent`` call still asking ``asking`` (None if none), and whether
     calls were left to run again."""
-    at = next(
-        (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AssistantMessage)),
-        None,
-    )
-    if at is None:
+    last = _last_step(messages)
+    if last is None:
         return None, False
-    step = messages[at]
-    assert isinstance(step, AssistantMessage)
+    at, step = last
     answered = {m.tool_call_id for m in messages[at + 1 :] if isinstance(m, ToolResultMessage)}
     parked, again = None, False
     for call in step.tool_calls:
-        if call.id in answered:
+        if call.id in answered or call.id in keep:
             continue
         if (
             asking is not None

@@ -69,7 +69,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import re
@@ -81,11 +80,20 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
+from retinue.durable import (
+    open_ask,
+    question_of,
+    record_conversation,
+    restore_conversation,
+    suspend_tree,
+    tree_settled,
+)
 from retinue.engine.config import RunOutput
 from retinue.engine.session import INTERRUPTED_NOTE, repair_history
 from retinue.errors import MemoryStoreError, RetinueError, SessionClosedError
 from retinue.events import EventSink
 from retinue.memory.conversations import ConversationSummary, same_prefix, title_of
+from retinue.memory.journal import SessionJournal
 from retinue.memory.pg_conversations import ConversationLeases
 from retinue.messages import AssistantMessage, Message, ToolCall, ToolResultMessage
 from retinue.policy.approvals import Approval, ApprovalBroker, ApprovalRequest
@@ -222,6 +230,8 @@ class ConversationHost:
         self.tenant = runtime.settings.tenant
         store = self.store
         self.leases = store if isinstance(store, ConversationLeases) else None
+        memory = runtime.memory if runtime.settings.durable_sessions else None
+        self.journal: SessionJournal | None = memory.journal if memory is not None else None
         self.worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._live: dict[str, _Live] = {}
         self._background: set[asyncio.Task[Any]] = set()
@@ -378,7 +388,14 @@ class ConversationHost:
                     return await self._send(cid, live, text, keep_sessions, on_event)
                 finally:
                     live.updated_at = time.time()
-                    if await held():
+                    mine = await held()
+                    if mine and self.journal is not None:  # durable (retinue.durable)
+                        await self._save(cid, live)
+                        here = self._live.get(cid) is live
+                        if here and (self.leases is not None or live.parked):
+                            # the next message (or answer) goes on from the records, anywhere
+                            await asyncio.shield(self._own(self._suspend(cid)))
+                    elif mine:
                         if self.leases is not None and not keep_sessions:
                             _store_question(live)  # it leaves memory: answered on any worker
                         await self._save(cid, live)
@@ -402,7 +419,7 @@ class ConversationHost:
 
     @contextlib.asynccontextmanager
     async def _lease(
-        self, cid: str, keep_sessions: bool
+        self, cid: str, keep_sessions: bool, *, wait: bool = True
     ) -> AsyncIterator[Callable[[], Awaitable[bool]]]:
         """Hold ``cid``'s lease for one turn (shared store only; see the module docstring).
 
@@ -414,7 +431,7 @@ class ConversationHost:
             yield _always
             return
         token = uuid.uuid4().hex
-        await self._acquire(leases, cid, token)
+        await self._acquire(leases, cid, token, wait=wait)
         renewing = asyncio.create_task(self._renew(leases, cid, token))
 
         async def held() -> bool:
@@ -424,12 +441,15 @@ class ConversationHost:
             yield held
         finally:
             renewing.cancel()
-            hold = self.limits.idle_s if keep_sessions and cid in self._live else 0.0
+            sticky = keep_sessions and cid in self._live and self.journal is None
+            hold = self.limits.idle_s if sticky else 0.0
             release = leases.release(self.tenant, cid, self.worker, token, hold_for=hold)
             await asyncio.shield(self._own(release))
 
-    async def _acquire(self, leases: ConversationLeases, cid: str, token: str) -> None:
-        deadline = time.monotonic() + self.limits.lease_wait_s
+    async def _acquire(
+        self, leases: ConversationLeases, cid: str, token: str, *, wait: bool = True
+    ) -> None:
+        deadline = time.monotonic() + (self.limits.lease_wait_s if wait else 0.0)
         while True:
             holder = await leases.acquire(self.tenant, cid, self.worker, token, self.limits.lease_s)
             if holder is None:
@@ -459,10 +479,14 @@ class ConversationHost:
                 log.warning("cannot renew the lease of conversation %s: %s", cid, exc)
 
     async def _drop(self, cid: str, live: _Live) -> None:
-        """Close ``cid`` in memory without saving it (its history is another worker's now)."""
+        """Close ``cid`` in memory without saving it (its history is another worker's now;
+        durable: its tree too, so it is let go of, not ended)."""
         if self._live.get(cid) is live:
             del self._live[cid]
-        await live.conversation.close()
+        if self.journal is not None:
+            await suspend_tree(live.conversation)
+        else:
+            await live.conversation.close()
 
     async def _unhold(self, cid: str) -> None:
         """Give up a sticky hold on ``cid`` (its sessions are gone from this worker)."""
@@ -476,16 +500,21 @@ class ConversationHost:
             live = self._live[cid] = _Live(asyncio.Future())
             approver = self._approver(cid, live)
             live.conversation = self.runtime.conversation(self.agent_id(cid), approver=approver)
+            if self.journal is not None:  # recorded from its first step (retinue.durable)
+                record_conversation(live.conversation, self.journal, self.tenant)
             self._own(self._restore(cid, live), live.restored)
         await asyncio.shield(live.restored)  # a waiter that goes away leaves it to finish
         return live
 
     async def _restore(self, cid: str, live: _Live) -> None:
-        if self.store is None:
+        if self.store is None and self.journal is None:
             return
         try:
-            history = await self.store.load(self.tenant, cid)
-            stored = await self.store.approvals(self.tenant, cid) if history else []
+            history = await self.store.load(self.tenant, cid) if self.store else None
+            stored = await self.store.approvals(self.tenant, cid) if history and self.store else []
+            if self.journal is not None and self._live.get(cid) is live:
+                await self._restore_tree(live, history, stored)
+                return
         except BaseException:
             if self._live.get(cid) is live:  # the next message tries again
                 del self._live[cid]
@@ -499,6 +528,78 @@ class ConversationHost:
                 live.parked = {r.id: r for r in parked}
                 live.parked_history = list(live.conversation.messages)
             live.saved, live.saved_approvals = list(live.conversation.messages), stored
+
+    async def _restore_tree(
+        self, live: _Live, history: list[Message] | None, stored: list[dict[str, Any]]
+    ) -> None:
+        """Durable sessions: rebuild the recorded tree (:mod:`retinue.durable`); approvals
+        stored with the history keep their calls open for their answers, as without."""
+        assert self.journal is not None
+        parked = _waiting(history, stored) if history and stored else []
+        keep = {r.call_id for r in parked}
+        await restore_conversation(live.conversation, self.journal, self.tenant, history,
+                                   keep_open=keep)  # fmt: skip
+        messages = live.conversation.messages
+        if parked:
+            live.parked = {r.id: r for r in parked}
+            live.parked_history = list(messages)
+        same = 0  # what the conversation store holds already (equal messages, in order)
+        for mine, theirs in zip(messages, history or [], strict=False):
+            if mine != theirs:
+                break
+            same += 1
+        live.saved, live.saved_approvals = messages[:same], stored
+
+    async def _suspend(self, cid: str) -> None:
+        """Durable sessions: save ``cid`` and let go of its tree here without ending it (its
+        records stay, for the next message on any worker, or a restart)."""
+        live = self._live.pop(cid, None)
+        self._last_used.pop(cid, None)
+        if live is not None:
+            await self._save(cid, live, closed=True)
+            await suspend_tree(live.conversation)
+            if cid not in self._in_flight:
+                await self._unhold(cid)
+
+    async def recover(self, older_than: float | None = None) -> list[str]:
+        """Durable sessions: take up the trees whose turns were cut short (their process
+        died; the records say a session was running or closing, last written before
+        ``older_than``, by default ``lease_s`` ago): each is restored here, where its turns go
+        on from their last steps, and saved when they are done. Their ids."""
+        if self.journal is None:
+            return []
+        cutoff = time.time() - self.limits.lease_s if older_than is None else older_than
+        prefix = self.agent_id("")
+        taken = []
+        for tenant, root in await self.journal.stale(cutoff):
+            cid = root.removeprefix(prefix)
+            if tenant != self.tenant or cid == root or not valid_conversation_id(cid):
+                continue
+            if cid in self._live or cid in self._in_flight:
+                continue
+            self._in_flight[cid] = self._in_flight.get(cid, 0) + 1
+            self._own(self._recover(cid))
+            taken.append(cid)
+        return taken
+
+    async def _recover(self, cid: str) -> None:
+        try:
+            async with self._lease(cid, False, wait=False) as held:
+                live = await self._open(cid)
+                await tree_settled(live.conversation)
+                if await held() and self._live.get(cid) is live:
+                    await self._save(cid, live)
+                    if self.leases is not None:
+                        await self._suspend(cid)
+        except ConversationHeld:
+            pass  # another worker has it
+        except RetinueError as exc:
+            log.warning("conversation %s: resuming its recorded turns failed: %s", cid, exc)
+        finally:
+            self._in_flight[cid] -= 1
+            if not self._in_flight[cid]:
+                del self._in_flight[cid]
+            self._last_used[cid] = time.monotonic()
 
     async def _send(
         self,
@@ -610,6 +711,8 @@ class ConversationHost:
         await asyncio.to_thread(forget_todo_tree, self.runtime.settings.home, self.agent_id(cid))
         if self.store is None:
             return ended
+        if self.journal is not None:
+            await self.journal.forget_tree(self.tenant, self.agent_id(cid))
         lock = live.lock if live is not None else asyncio.Lock()
         async with lock:
             stored = await self.store.delete(self.tenant, cid)
@@ -649,6 +752,8 @@ class ConversationHost:
         if self.store is None or days <= 0:
             return 0
         now = time.time() if now is None else now
+        if self.journal is not None:
+            await self.journal.prune(now - days * 86400.0)
         return await self.store.prune(now - days * 86400.0)
 
     async def evict_forever(
@@ -657,8 +762,13 @@ class ConversationHost:
         """Evict idle conversations every little while (here and in ``others()``: the other
         tenants' hosts), and prune old stored ones now and then (a task of the app's
         lifespan)."""
-        pruned = retried = -self.PRUNE_EVERY_S
+        pruned = retried = recovered = -self.PRUNE_EVERY_S
+        started = time.time()  # without leases, this process is the only one: all it finds
         while True:
+            if self.journal is not None and time.monotonic() - recovered >= self.limits.lease_s:
+                recovered = time.monotonic()
+                for host in (self, *others()):
+                    await host.recover(None if self.leases is not None else started)
             if time.monotonic() - pruned >= self.PRUNE_EVERY_S:
                 pruned = time.monotonic()
                 await self.prune()
@@ -688,8 +798,8 @@ class ConversationHost:
 
     async def close_all(self) -> None:
         """End every conversation, each saved (the service is stopping)."""
-        for cid in list(self._live):
-            await self._evict(cid)
+        for cid in list(self._live):  # durable: the trees are kept for the next process
+            await (self._suspend(cid) if self.journal is not None else self._evict(cid))
         while self._background:
             await asyncio.wait(set(self._background))
 
@@ -764,27 +874,9 @@ class _Asked:
     def of(cls, history: list[Message]) -> _Asked | None:
         """The question that ``history`` ends with: its last step's only call without a
         result is an ``AskParent`` call with a question (else None)."""
-        step = next((m for m in reversed(history) if isinstance(m, AssistantMessage)), None)
-        if step is None or not step.tool_calls:
-            return None
-        at = len(history) - 1 - history[::-1].index(step)
-        later = history[at + 1 :]
-        if not all(isinstance(m, ToolResultMessage) for m in later):
-            return None
-        answered = {m.tool_call_id for m in later if isinstance(m, ToolResultMessage)}
-        open_calls = [c for c in step.tool_calls if c.id not in answered]
-        if len(open_calls) != 1 or open_calls[0].name != ASK_TOOL_NAME:
-            return None
-        question = _question_of(open_calls[0])
-        return None if question is None else cls(open_calls[0], question, history)
-
-
-def _question_of(call: ToolCall) -> str | None:
-    try:
-        question = json.loads(call.arguments).get("question")
-    except (ValueError, AttributeError):
-        return None
-    return question if isinstance(question, str) and question.strip() else None
+        call = open_ask(history)
+        question = question_of(call) if call is not None else None
+        return None if call is None or question is None else cls(call, question, history)
 
 
 def question_in(history: Sequence[Message] | None) -> str | None:
@@ -805,7 +897,7 @@ def _store_question(live: _Live) -> None:
     if not isinstance(step, AssistantMessage):
         return
     calls = [c for c in step.tool_calls if c.name == ASK_TOOL_NAME]
-    call = next((c for c in calls if _question_of(c) == session.question), None)
+    call = next((c for c in calls if question_of(c) == session.question), None)
     if call is None:
         return
     history.extend(

@@ -264,7 +264,41 @@ class SubAgentManager:
         )
         budget = self.session_token_budget if interactive else None
         money = role.max_budget_usd  # the role's front matter (maxBudgetUsd)
-        return Session(agent_id, config, lifecycle, token_budget=budget, budget_usd=money)
+        session = Session(agent_id, config, lifecycle, token_budget=budget, budget_usd=money)
+        parent = current_session()
+        if parent is not None and parent.recorder is not None:  # durable: its tree records it
+            kind = "interactive" if key is not None else "one-shot"
+            instance = key.instance if key is not None else None
+            session.set_recorder(
+                parent.recorder.child(agent_id, kind=kind, role=role.name, instance=instance)
+            )
+        return session
+
+    def revive(
+        self,
+        parent: ToolContext,
+        role_name: str,
+        instance: str | None,
+        session_id: str,
+        *,
+        one_shot: bool = False,
+    ) -> Session:
+        """A session recorded in another process (:mod:`retinue.durable`), rebuilt empty
+        under ``parent`` with its id, held as before (a one-shot one as if it had asked); its
+        state is the caller's to restore. The admission rules apply as at its start."""
+        if one_shot:
+            role = self._admit(parent, role_name)
+            number = session_id.rpartition("#")[2]
+            if number.isdigit():  # new one-shot ids of this process go past it
+                self._one_shot_ids = itertools.count(max(next(self._one_shot_ids), int(number) + 1))
+            child = parent.child(agent_id=session_id, role=role.name)
+            session = self._session(session_id, role, child, interactive=False)
+            held = self._adopt(parent, role, session)
+        else:
+            held = self._open(parent, role_name, instance)
+        if held.session.id != session_id:
+            raise SubAgentError(f"recorded session {session_id!r} would be {held.session.id!r}")
+        return held.session
 
     @staticmethod
     def _sent(session: Session, out: RunOutput) -> RunOutput:
