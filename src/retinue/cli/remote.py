@@ -82,6 +82,15 @@ def serve(
             min=0.1, help="seconds a worker's unrenewed hold on a conversation lasts (PostgreSQL)"
         ),
     ] = 30.0,
+    durable_sessions: Annotated[
+        bool | None,
+        typer.Option(
+            "--durable-sessions/--no-durable-sessions",
+            help="record every session at each step: sessions and paused turns survive a "
+            "restart and move between workers [default: durable_sessions in config.toml, "
+            "else off]",
+        ),
+    ] = None,
 ) -> None:
     """Serve the main agent over HTTP (conversations, SSE progress, live sessions)."""
     import uvicorn
@@ -96,6 +105,8 @@ def serve(
         runtime = make_runtime(
             model, workspace, tenant, quiet=quiet, permission_mode=permission_mode
         )
+    if durable_sessions is not None:
+        runtime.settings.durable_sessions = durable_sessions
     token = _serve_token(runtime.settings.home, host)
     security = Security.build(
         token,

@@ -24,8 +24,11 @@ checked first (see :mod:`retinue.server.security`)::
                                                       the refusal; the same turn goes on
     GET    /v1/sessions[?parent=AGENT_ID][&team=ID]   live interactive sessions, and "tasks":
                                                       the shared task lists of their trees
-                                                      (and of main agent ``team``) by its id
-    GET    /v1/sessions/{session_id}                  one session with its history
+                                                      (and of main agent ``team``) by its id;
+                                                      with durable sessions, "recorded": those
+                                                      recorded but not loaded in this process
+    GET    /v1/sessions/{session_id}                  one session with its history (live, or
+                                                      as recorded: durable sessions)
     POST   /v1/sessions/{session_id}/interrupt        cancel its running turn, keep it
     POST   /v1/sessions/{session_id}/answer           answer the question it asks (state
            body {"content": str}                      "asking"); 409 if it asks none
@@ -56,7 +59,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from typing import Any
@@ -68,6 +71,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
 from retinue.errors import MemoryStoreError, ModelError, RetinueError
+from retinue.memory.journal import SessionRecord
 from retinue.messages import to_dict
 from retinue.policy.approvals import Approval
 from retinue.runtime import Runtime
@@ -263,6 +267,16 @@ def _conversation_routes(app: FastAPI) -> None:
         return {"deleted": cid, "ended_sessions": [space.outside(s) for s in ended]}
 
 
+def record_json(record: SessionRecord, space: TenantSpace) -> dict[str, Any]:
+    """A recorded session (durable sessions) as the sessions endpoints show it."""
+    return space.shown({
+        "id": record.id, "parent_id": record.parent_id, "role": record.role,
+        "instance": record.instance, "kind": record.kind, "state": record.state,
+        "turns": record.turns, "question": record.question, "unread": len(record.inbox),
+        "updated_at": record.updated_at, "loaded": False,
+    })  # fmt: skip
+
+
 def session_json(info: SessionInfo, space: TenantSpace | None = None) -> dict[str, Any]:
     data = {**asdict(info), "tokens": info.tokens}
     return space.shown(data) if space is not None else data
@@ -294,10 +308,21 @@ def _session_routes(app: FastAPI, runtime: Runtime) -> None:
         teams = [*(root(a) for a in asked if a is not None), *(root(s.id) for s in infos)]
         lists = await task_lists(space.runtime.memory, space.tenant, teams)
         tasks = {space.outside(t): space.shown([asdict(x) for x in ts]) for t, ts in lists.items()}
-        return {"sessions": [session_json(s, space) for s in infos], "tasks": tasks}
+        live = {s.id for s in space.runtime.manager.registry.held_by()}
+        recorded = [record_json(r, space) for r in await space.host.records()
+                    if r.kind != "main" and r.id not in live
+                    and (parent is None or r.parent_id == space.inside(parent))]  # fmt: skip
+        shown = {"sessions": [session_json(s, space) for s in infos], "tasks": tasks}
+        return {**shown, "recorded": recorded} if space.host.journal is not None else shown
 
     @app.get("/v1/sessions/{sid:path}")
     async def get_session(sid: str, space: Space) -> dict[str, Any]:
+        inner = space.inside(sid)
+        found = await space.host.recorded(inner) if inner and space.held(sid) is None else None
+        if found is not None:  # durable: recorded, not loaded here
+            record, messages = found
+            history = space.shown([to_dict(m) for m in messages])
+            return {**record_json(record, space), "history": history}
         inner = known(sid, space)
         info = manager.session(inner)
         if info is None:
@@ -314,12 +339,22 @@ def _session_routes(app: FastAPI, runtime: Runtime) -> None:
             raise HTTPException(409, f"session {sid!r} {refusal}")
         return {"id": sid, what: True}
 
+    async def acted(sid: str, space: Space, act: Callable[[str], bool]) -> bool:
+        """``act`` on the caller's session ``sid``: live here, else recorded (durable
+        sessions: its tree is loaded first), else 404."""
+        inner = space.inside(sid)
+        if inner is not None and space.held(sid) is None:
+            done = await space.host.act_on_session(inner, lambda: act(inner))
+            if done is not None:
+                return done
+        return act(known(sid, space))
+
     @app.post("/v1/sessions/{sid:path}/answer")
     async def answer(sid: str, body: AnswerIn, space: Space) -> dict[str, Any]:
-        done = manager.answer(known(sid, space), body.content)
+        done = await acted(sid, space, lambda inner: manager.answer(inner, body.content))
         return delivered(sid, done, "answered", "is not asking a question")
 
     @app.post("/v1/sessions/{sid:path}/steer")
     async def steer(sid: str, body: AnswerIn, space: Space) -> dict[str, Any]:
-        done = manager.steer_session(known(sid, space), body.content)
+        done = await acted(sid, space, lambda inner: manager.steer_session(inner, body.content))
         return delivered(sid, done, "steered", "has no running turn to steer")

@@ -78,7 +78,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from retinue.durable import (
     open_ask,
@@ -93,7 +93,7 @@ from retinue.engine.session import INTERRUPTED_NOTE, repair_history
 from retinue.errors import MemoryStoreError, RetinueError, SessionClosedError
 from retinue.events import EventSink
 from retinue.memory.conversations import ConversationSummary, same_prefix, title_of
-from retinue.memory.journal import SessionJournal
+from retinue.memory.journal import SessionJournal, SessionRecord
 from retinue.memory.pg_conversations import ConversationLeases
 from retinue.messages import AssistantMessage, Message, ToolCall, ToolResultMessage
 from retinue.policy.approvals import Approval, ApprovalBroker, ApprovalRequest
@@ -114,6 +114,8 @@ __all__ = [
     "question_in",
     "valid_conversation_id",
 ]
+
+T = TypeVar("T")
 
 _CONVERSATION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
@@ -582,6 +584,57 @@ class ConversationHost:
             taken.append(cid)
         return taken
 
+    async def recorded(self, agent_id: str) -> tuple[SessionRecord, list[Message]] | None:
+        """Durable sessions: the record of session ``agent_id`` (of this tenant), if any."""
+        if self.journal is None:
+            return None
+        return await self.journal.load(self.tenant, agent_id)
+
+    async def records(self, limit: int = 1000) -> list[SessionRecord]:
+        """Durable sessions: every recorded session of this host's conversations."""
+        if self.journal is None:
+            return []
+        prefix = self.agent_id("")
+        found = await self.journal.records(self.tenant, limit)
+        return [r for r in found if r.root.startswith(prefix)]
+
+    async def act_on_session(self, agent_id: str, act: Callable[[], T]) -> T | None:
+        """Durable sessions: run ``act`` (an answer, steering) once the tree that holds the
+        recorded session ``agent_id`` is loaded here (None if there is no such record). On a
+        shared store the tree is loaded under its conversation's lease, which a task of the
+        host holds until the work ``act`` started is done; then it is saved and let go of."""
+        found = await self.recorded(agent_id)
+        if found is None:
+            return None
+        cid = found[0].root.removeprefix(self.agent_id(""))
+        if not valid_conversation_id(cid):
+            return None
+        if self.leases is None or cid in self._live:
+            await self._open(cid)
+            return act()
+        done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+        async def work() -> None:
+            async with self._lease(cid, False) as held:
+                live = await self._open(cid)
+                done.set_result(act())
+                await tree_settled(live.conversation)
+                if await held() and self._live.get(cid) is live:
+                    await self._save(cid, live)
+                    await self._suspend(cid)
+
+        self._in_flight[cid] = self._in_flight.get(cid, 0) + 1
+        task = self._own(work())
+        task.add_done_callback(lambda _t: self._done_with(cid))
+        task.add_done_callback(lambda t: _settle_first(done, t))
+        return await done
+
+    def _done_with(self, cid: str) -> None:
+        self._in_flight[cid] -= 1
+        if not self._in_flight[cid]:
+            del self._in_flight[cid]
+        self._last_used[cid] = time.monotonic()
+
     async def _recover(self, cid: str) -> None:
         try:
             async with self._lease(cid, False, wait=False) as held:
@@ -596,10 +649,7 @@ class ConversationHost:
         except RetinueError as exc:
             log.warning("conversation %s: resuming its recorded turns failed: %s", cid, exc)
         finally:
-            self._in_flight[cid] -= 1
-            if not self._in_flight[cid]:
-                del self._in_flight[cid]
-            self._last_used[cid] = time.monotonic()
+            self._done_with(cid)
 
     async def _send(
         self,
@@ -906,6 +956,16 @@ def _store_question(live: _Live) -> None:
         if c is not call
     )
     live.asking = _Asked(call, session.question, history)
+
+
+def _settle_first(done: asyncio.Future[T], task: asyncio.Task[None]) -> None:
+    """``task`` ended: if it never gave ``done`` its result, give it its failure."""
+    if done.done():
+        return
+    if task.cancelled():
+        done.cancel()
+    else:
+        done.set_exception(task.exception() or ConversationGone("the session's tree went away"))
 
 
 def _succeeded(future: asyncio.Future[None]) -> bool:
