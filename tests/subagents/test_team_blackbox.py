@@ -50,9 +50,9 @@ def _free(listing: str, me: str) -> int | None:
             return tid
     for tid, (status, extra) in sorted(rows.items()):
         deps = [int(d) for d in re.findall(r"#(\d+)", extra.partition("blocked by")[2])]
-        if status == "pending" and "owner:" not in extra:
-            if all(rows.get(d, ("", ""))[0] == "completed" for d in deps):
-                return tid
+        ready = all(rows.get(d, ("", ""))[0] == "completed" for d in deps)
+        if status == "pending" and "owner:" not in extra and ready:
+            return tid
     return None
 
 
