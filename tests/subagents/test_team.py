@@ -247,6 +247,7 @@ async def test_only_the_lead_asks_for_a_shutdown_and_it_cannot_be_declined(kit: 
         send("carol", {"type": "shutdown_request"}),
         send("team-lead", {"type": "shutdown_response", "approve": False}),
         send("carol", {"type": "plan_approval_response"}),
+        send("*", "all of you?", wait=True),
         "tried",
     )
     kit.models["reviewer"].add("fine")
@@ -254,7 +255,8 @@ async def test_only_the_lead_asks_for_a_shutdown_and_it_cannot_be_declined(kit: 
     await main.send("go")
     alice = session(kit, IDS[0])
     await alice.wait_background()
-    by_sibling, response, plan = results(alice.messages)
+    by_sibling, response, plan, everyone = results(alice.messages)
+    assert "wait=true needs one receiver, not '*'" in everyone
     assert "only a team's lead sends shutdown requests" in by_sibling
     assert "there is no shutdown request to answer" in response
     assert "plan approval is not part of Retinue's teams" in plan

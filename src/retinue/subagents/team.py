@@ -425,11 +425,13 @@ async def deliver(
     if request is not None and request.get("type") != "message":
         return await _answer_protocol(ctx, teams, messenger, to, request, wait)
     text = message if isinstance(message, str) else str(message.get("content") or "")
-    targets = teams.address(ctx.tenant, ctx.agent_id, to) or [to]
-    if len(targets) > 1 and wait:
-        raise SubAgentError("wait=true needs one receiver, not '*'")
-    if not targets:
+    targets = teams.address(ctx.tenant, ctx.agent_id, to)
+    if targets is None:
+        targets = [to]  # no team name: the messenger resolves it
+    elif not targets:
         raise SubAgentError("nobody else is in your team now")
+    elif wait and to.strip() == BROADCAST:
+        raise SubAgentError("wait=true needs one receiver, not '*'")
     out = [await messenger.send(ctx.tenant, ctx.agent_id, t, text, wait=wait) for t in targets]
     return "\n".join(out)
 
