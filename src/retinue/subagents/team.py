@@ -37,6 +37,7 @@ from pydantic import BaseModel, Field
 from retinue._tasks import finish
 from retinue.engine.session import Session
 from retinue.errors import RetinueError, SessionError, SubAgentError, ToolError
+from retinue.memory.base import TaskStore
 from retinue.subagents.messaging import Messenger, messenger_of
 from retinue.subagents.registry import SessionKey, SessionRegistry
 from retinue.subagents.roles import valid_name
@@ -66,13 +67,15 @@ INTRO = (
     "Your teammates: {others}.\n"
     "- Message a teammate with SendMessage(to='<name>'), the lead with SendMessage(to="
     "'team-lead'), everyone with to='*'. The reply that ends each of your turns goes to the "
-    "lead; to tell a teammate something, message it.\n"
+    "lead; to tell a teammate something, message it.\n{tasks}"
+    "- When the lead asks you to shut down, wrap up{release} and say what you did; your "
+    "session then ends.]\n\n"
+    "Your task: {task}"
+)
+TASKS_NOTE = (
     "- The team shares a task list: TaskList, TaskGet(id), TaskCreate; claim a task with "
     "TaskUpdate(id, status='in_progress') (refused while another has it or while a task it "
     "depends on is open), and set status='completed' when it is done.\n"
-    "- When the lead asks you to shut down, wrap up: release the tasks you will not finish "
-    "(TaskUpdate(id, owner='')) and say what you did; your session then ends.]\n\n"
-    "Your task: {task}"
 )
 SHUTDOWN_NOTE = (
     "[shutdown request from the lead: {reason}. Finish now: release the tasks you will not "
@@ -208,7 +211,8 @@ class Teams:
         started, failed = [], []
         for m in members:  # all registered before any first turn runs (nothing awaits)
             try:
-                cid = host.start_background(ctx, self._intro(team, m, members), m.role, m.name)
+                first = self._intro(team, m, members, tasks=_keeps_tasks(host))
+                cid = host.start_background(ctx, first, m.role, m.name)
             except RetinueError as exc:
                 failed.append(f"{m.name} ({m.role}): {exc}")
                 continue
@@ -241,12 +245,17 @@ class Teams:
                 raise SubAgentError(f"a session {lead}/{m.role}:{m.name} is open already")
 
     @staticmethod
-    def _intro(team: Team, m: TeamMember, members: list[TeamMember]) -> str:
+    def _intro(team: Team, m: TeamMember, members: list[TeamMember], *, tasks: bool) -> str:
         batch = {o.name for o in members}
         others = [f"{o.name} ({o.role})" for o in team.live() if o.name not in batch]
         others += [f"{o.name} ({o.role})" for o in members if o.name != m.name]
-        return INTRO.format(name=m.name, role=m.role, team=team.name, lead=team.lead,
-                            others=", ".join(others) or "none yet", task=m.task)  # fmt: skip
+        return INTRO.format(
+            name=m.name, role=m.role, team=team.name, lead=team.lead,
+            others=", ".join(others) or "none yet", task=m.task,
+            tasks=TASKS_NOTE if tasks else "",
+            release=": release the tasks you will not finish (TaskUpdate(id, owner=''))"
+            if tasks else "",
+        )  # fmt: skip
 
     # -- addressing --------------------------------------------------------------------
 
@@ -317,6 +326,11 @@ class Teams:
         self._forget(team)
         lines = [f"- {m.name}: {_ended(m)}" for m in members]
         return f"team {team.name!r} deleted; its teammates ended:\n" + "\n".join(lines)
+
+
+def _keeps_tasks(host: TeamHost) -> bool:
+    """Whether the teammates get the task list tools (their memory store keeps tasks)."""
+    return isinstance(getattr(getattr(host, "memory", None), "tasks", None), TaskStore)
 
 
 def _lead_session(messenger: Messenger, tenant: str, member: str) -> Session | None:
