@@ -65,20 +65,29 @@ def pg_urls() -> Iterator[tuple[str, str]]:
 class Worker:
     """``retinue serve`` in a process of its own, with its own data directory."""
 
-    def __init__(self, home: Path, provider: LoopbackOpenAIServer, database_url: str) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RETINUE_"))}
-        env |= {
+    def __init__(
+        self,
+        home: Path,
+        provider: LoopbackOpenAIServer,
+        database_url: str,
+        *args: str,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        """``args`` go to ``retinue serve``; ``env`` joins its environment."""
+        environ = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RETINUE_"))}
+        environ |= {
             "RETINUE_HOME": str(home),
             "RETINUE_BLOCK_REAL_MODELS": "1",
             "RETINUE_DATABASE_URL": database_url,
             "OPENAI_BASE_URL": provider.base_url,
             "OPENAI_API_KEY": "test-key",
+            **(env or {}),
         }
-        home.mkdir(parents=True)
+        home.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "retinue", "serve", "--port", "0", "-m", "openai:test", "-q",
-             "--lease", "1"],
-            env=env, cwd=home, stderr=subprocess.PIPE, text=True,
+             "--lease", "1", *args],
+            env=environ, cwd=home, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         assert self.proc.stderr is not None
         banner = self.proc.stderr.readline()

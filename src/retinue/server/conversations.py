@@ -96,7 +96,7 @@ from retinue.memory.conversations import ConversationSummary, same_prefix, title
 from retinue.memory.journal import SessionJournal, SessionRecord
 from retinue.memory.pg_conversations import ConversationLeases
 from retinue.messages import AssistantMessage, Message, ToolCall, ToolResultMessage
-from retinue.policy.approvals import Approval, ApprovalBroker, ApprovalRequest
+from retinue.policy.approvals import Approval, ApprovalBroker, ApprovalRequest, answer_fits
 from retinue.runtime import Conversation, Runtime
 from retinue.server.hub import EventHub
 from retinue.subagents.tools import ASK_TOOL_NAME
@@ -181,7 +181,9 @@ class _Live:
     conversation: Conversation = field(init=False)
     parked: dict[str, ApprovalRequest] = field(default_factory=dict[str, ApprovalRequest])
     parked_history: list[Message] | None = None
-    answers: dict[str, Approval] = field(default_factory=dict[str, Approval])
+    answers: dict[str, tuple[ApprovalRequest, Approval]] = field(
+        default_factory=dict[str, tuple[ApprovalRequest, Approval]]
+    )  # by call id: what was asked, and the answer
     asking: _Asked | None = None  # a question stored with its history: the next message answers
     saved: list[Message] = field(default_factory=list[Message])
     saved_approvals: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
@@ -289,7 +291,7 @@ class ConversationHost:
         if request is None or live.approvals.pending():  # (its turn is ending: not yet)
             return False
         del live.parked[request_id]
-        live.answers[request.call_id] = approval
+        live.answers[request.call_id] = (request, approval)
         if not live.parked:
             live.parked_history = None
             task = asyncio.create_task(self._resumed(cid))
@@ -314,14 +316,15 @@ class ConversationHost:
             log.warning("conversation %s: the turn resumed after its approval failed: %s", cid, exc)
 
     def _approver(self, cid: str, live: _Live) -> Callable[[ApprovalRequest], Awaitable[Approval]]:
-        """What answers the calls of ``cid``'s agents: an answer given after a restart (by the
-        call's id), else the broker, the main agent's requests stored first (see the module
-        docstring)."""
+        """What answers the calls of ``cid``'s agents: an answer given after a restart (to
+        the same call: its id, tool, arguments and agent; :func:`answer_fits`), else the
+        broker, the main agent's requests stored first (see the module docstring)."""
 
         async def ask(request: ApprovalRequest) -> Approval:
-            answer = live.answers.pop(request.call_id, None)
-            if answer is not None:
-                return answer
+            kept = live.answers.get(request.call_id)
+            if kept is not None and answer_fits(kept[0], request):  # the very call answered
+                del live.answers[request.call_id]
+                return kept[1]
             if request.depth == 0 and self.store is not None:
                 live.parked[request.id] = request
                 if live.parked_history is None:
@@ -352,10 +355,14 @@ class ConversationHost:
         return sorted(views.values(), key=lambda v: (-v.updated_at, v.id))[:limit]
 
     async def history(self, cid: str) -> list[Message] | None:
-        """The history of ``cid`` (in memory, else stored), or None if there is none."""
+        """The history of ``cid`` (in memory, else recorded (durable sessions: it may be
+        newer than the stored one), else stored), or None if there is none."""
         live = self._live.get(cid)
         if live is not None and _succeeded(live.restored) and live.conversation.messages:
             return list(live.conversation.messages)
+        recorded = await self.recorded(self.agent_id(cid))
+        if recorded is not None and recorded[1]:
+            return recorded[1]
         if self.store is None:
             return [] if live is not None else None
         stored = await self.store.load(self.tenant, cid)
@@ -810,8 +817,8 @@ class ConversationHost:
         self, others: Callable[[], Sequence[ConversationHost]] = lambda: ()
     ) -> None:
         """Evict idle conversations every little while (here and in ``others()``: the other
-        tenants' hosts), and prune old stored ones now and then (a task of the app's
-        lifespan)."""
+        tenants' hosts), prune old stored ones now and then, and (durable sessions) take up
+        the trees whose process died, every ``lease_s`` (a task of the app's lifespan)."""
         pruned = retried = recovered = -self.PRUNE_EVERY_S
         started = time.time()  # without leases, this process is the only one: all it finds
         while True:
@@ -825,7 +832,10 @@ class ConversationHost:
             if self.leases is not None and time.monotonic() - retried >= self.limits.retry_every_s:
                 retried = time.monotonic()
                 await self.retry_consolidations()
-            await asyncio.sleep(min(max(self.limits.idle_s / 4, 0.05), 60.0))
+            pause = min(max(self.limits.idle_s / 4, 0.05), 60.0)
+            if self.journal is not None:  # a dead worker's turns are taken up within lease_s
+                pause = min(pause, max(self.limits.lease_s / 2, 0.05))
+            await asyncio.sleep(pause)
             for host in (self, *others()):
                 await host.evict_idle()
 
