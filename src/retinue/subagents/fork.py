@@ -169,6 +169,8 @@ async def start_fork(
             "without fork, or give another instance"
         )
     text = factory.first_turn(role, session, task)  # (its initialPrompt: still empty here)
+    session.set_recorder(None)  # not durable: rebuilt elsewhere it would lose its parent's
+    # model, tool list and inherited part (retinue.durable revives a session of its role)
     config = session.config
     own_model = config.model
     config.model, config.context_keeper = source.model, source.keeper
