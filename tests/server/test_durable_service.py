@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 from serverkit import Serve, wait_for
+from test_cli_remote import retinue
 
 from retinue.config import Settings
 from retinue.llm.base import ToolSpec
@@ -151,6 +152,10 @@ def test_recorded_sessions_are_listed_read_and_answered_over_http(
     later = ScriptedModel(["did it"], name="scripted:slow")
     again = serve(ScriptedModel(), later, memory=True)
     sid = "conv-c1/slowpoke"
+    shown_cli = retinue(["sessions", "--url", again.url, "--token", again.token], tmp_path)
+    assert shown_cli.returncode == 0, shown_cli.stderr
+    assert "recorded, not loaded" in shown_cli.stdout and sid in shown_cli.stdout
+    assert "may I?" in shown_cli.stdout and "asking" in shown_cli.stdout
     with again.client() as client:
         listed = client.get("/v1/sessions").json()
         assert listed["sessions"] == []
@@ -173,3 +178,26 @@ def test_recorded_sessions_are_listed_read_and_answered_over_http(
         missing = client.post("/v1/sessions/conv-c9/x/answer", json={"content": "?"})
         assert missing.status_code == 404
     assert isinstance(client, httpx.Client)
+
+
+async def test_the_main_agents_question_is_answered_after_a_restart(tmp_path: Path) -> None:
+    def going_on(messages: Sequence[Message], _tools: Sequence[ToolSpec]) -> str:
+        return f"going with {messages[-1].content}"
+
+    first = host_on(
+        tmp_path,
+        ScriptedModel([call_tool("AskParent", {"question": "which port?"})]),
+        ScriptedModel(name="scripted:helper"),
+    )
+    asked = await first.send("q", "set it up")
+    assert (asked.stop_reason, asked.content) == ("asking", "which port?")
+    await first.close_all()
+    again = host_on(tmp_path, ScriptedModel(responder=going_on), ScriptedModel(name="s:h"))
+    try:
+        answered = await again.send("q", "8080")
+        assert (answered.stop_reason, answered.content) == ("final", "going with 8080")
+        history = await again.history("q")
+        assert history is not None
+        assert [m.role for m in history] == ["system", "user", "assistant", "tool", "assistant"]
+    finally:
+        await again.close_all()

@@ -189,7 +189,8 @@ def sessions(
 ) -> None:
     """List the live interactive sub-agent sessions of a running `retinue serve`, with each
     one's task list (TodoWrite) where it keeps one, then the shared task list of each tree
-    (TaskCreate, TaskUpdate: a team's)."""
+    (TaskCreate, TaskUpdate: a team's), and (durable sessions) the sessions recorded but not
+    loaded in that process."""
     from rich.markup import escape
     from rich.table import Table
 
@@ -201,13 +202,18 @@ def sessions(
     answer = _call("GET", url, "/v1/sessions", token=token, params=params)
     live: list[dict[str, Any]] = answer["sessions"]
     lists: dict[str, Any] = answer.get("tasks") or {}
+    recorded: list[dict[str, Any]] = answer.get("recorded") or []
     if as_json:
-        typer.echo(json.dumps(live if not lists else {"sessions": live, "tasks": lists}, indent=2))
+        more = {"tasks": lists} if lists else {}
+        more |= {"recorded": recorded} if recorded else {}
+        typer.echo(json.dumps({"sessions": live, **more} if more else live, indent=2))
         return
     console = make_console()
     for team, tasks in lists.items():  # (the service's JSON: model-written text, escaped)
         if isinstance(tasks, list):
             console.print(task_table(str(team), [t for t in tasks if isinstance(t, dict)]))
+    if recorded:
+        console.print(_recorded_table(recorded))
     if not live:
         console.print("no live sessions")
         return
@@ -228,6 +234,27 @@ def sessions(
             escape(_one_line(str(s["last_reply"]))),
         )
     console.print(table)
+
+
+def _recorded_table(recorded: list[dict[str, Any]]) -> Any:
+    """Durable sessions recorded but not loaded in the service's process (a message or an
+    answer to one loads its tree)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title="recorded, not loaded (durable sessions)")
+    table.add_column("id", no_wrap=True)
+    for header in ("role", "state", "turns", "question"):
+        table.add_column(header, no_wrap=header != "question")
+    for s in recorded:
+        table.add_row(
+            escape(str(s.get("id"))),
+            escape(str(s.get("role"))),
+            escape(str(s.get("state"))),
+            str(s.get("turns")),
+            escape(_one_line(str(s.get("question") or ""))),
+        )
+    return table
 
 
 def interrupt(
