@@ -63,6 +63,19 @@ Consolidations that failed are retried by whichever worker is free (its periodic
 them with ``FOR UPDATE SKIP LOCKED``). A worker stalled longer than ``lease_s`` (it could not
 renew) and lost its lease does not save that turn when it ends (it checks the lease first)
 and answers 409: the history stays what the worker that took the conversation over saved.
+
+**Durable sessions** (the ``durable_sessions`` setting, :mod:`retinue.durable`): every
+session of a conversation's tree is recorded at each step, so none of the above loses
+anything. A restored conversation rebuilds its recorded tree (the recorded main history wins
+over the stored one, unless approvals were stored with that one): its sessions come back with
+their histories and questions, and a turn cut short goes on from its last step. After each
+turn on a shared store the tree is let go of (suspended: recorded, not consolidated) rather
+than kept sticky, so any worker serves any message of a ``keep_sessions`` conversation (no
+409). Every ``lease_s`` each worker takes up the trees whose process died
+(:meth:`ConversationHost.recover`; on SQLite, at start, everything the last process left
+running). The service's stop keeps the trees; deleting a conversation, or its retention,
+forgets them. A sub-agent session recorded but not loaded is listed, read and answered
+through its tree (:meth:`ConversationHost.act_on_session`).
 """
 
 from __future__ import annotations
