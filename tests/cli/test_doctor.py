@@ -39,6 +39,7 @@ from retinue.cli.doctor import (
     check_generation,
     check_gguf_file,
     check_local_extra,
+    check_local_tiers,
     check_memory_db,
     check_memory_server,
     check_model_file,
@@ -99,6 +100,19 @@ def test_a_missing_local_extra_fails_for_a_local_model_and_names_what_is_missing
 def test_a_missing_local_extra_is_skipped_when_no_local_model_is_used() -> None:
     check = check_local_extra(EMBEDDED, required=False, version_of=installed("llama-cpp-python"))
     assert check.status == "skipped"
+
+
+def test_local_models_say_which_tiers_are_installed_and_which_is_the_default() -> None:
+    small = MODELS["qwen2.5-coder-0.5b"].packages
+    version_of = installed(*(p.replace("_", "-") for p in small))  # these are missing
+    check = check_local_tiers("local:qwen2.5-coder-1.5b", version_of=version_of)
+    assert check.status == "ok"  # a tier nobody chose is not a failure
+    assert "local:qwen2.5-coder-0.5b not installed: extra 'local'" in check.detail
+    assert "local:qwen2.5-coder-1.5b (default) installed" in check.detail
+    assert "1.1 GB" not in check.detail  # the size is said only of what is missing
+    check = check_local_tiers("local:qwen2.5-coder-0.5b", version_of=installed())
+    assert "local:qwen2.5-coder-0.5b (default) installed" in check.detail
+    assert "local:qwen2.5-coder-1.5b installed" in check.detail
 
 
 def test_local_extra_reads_real_package_metadata() -> None:
@@ -590,7 +604,8 @@ def test_doctor_prints_one_line_per_check_and_never_the_key(
 ) -> None:
     code, out = doctor(tmp_path, OPENAI_BASE_URL=f"{server.url}/v1", OPENAI_API_KEY=SECRET)
     lines = out.splitlines()
-    names = ["settings", "Python", "local extra", "CPU", "model file", "1-token generation"]
+    names = ["settings", "Python", "local extra", "local models", "CPU", "model file"]
+    names += ["1-token generation"]
     names += ["openai", "data directory", "memory database", "pending transcripts", "bubblewrap"]
     assert [line.split(":")[0][2:] for line in lines if line[:1] in "✓!✗–"] == names
     assert any(line.startswith("✓ openai:") and "sk-…abcd" in line for line in lines)

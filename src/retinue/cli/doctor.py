@@ -48,6 +48,7 @@ __all__ = [
     "check_generation",
     "check_gguf_file",
     "check_local_extra",
+    "check_local_tiers",
     "check_memory_db",
     "check_model_file",
     "check_pending",
@@ -159,8 +160,6 @@ def check_local_extra(
     model: GGUFModel, *, required: bool, version_of: Callable[[str], str | None] = installed_version
 ) -> Check:
     """llama-cpp-python and the model's part packages; failed only when a local model is used."""
-    from retinue.llm._gguf import INSTALL_HINT
-
     names = ["llama-cpp-python", *(p.replace("_", "-") for p in model.packages)]
     versions = {name: version_of(name) for name in names}
     missing = [name for name, version in versions.items() if version is None]
@@ -173,8 +172,27 @@ def check_local_extra(
         )
     detail = f"not installed: {', '.join(missing)}"
     if required:
-        return Check.failed("local extra", detail, INSTALL_HINT)
+        return Check.failed("local extra", detail, model.install_hint)
     return Check.skipped("local extra", f"{detail} (needed only for local: models)")
+
+
+def check_local_tiers(
+    default: str, *, version_of: Callable[[str], str | None] = installed_version
+) -> Check:
+    """Which embedded models (tiers, each its own extra) have their part packages installed,
+    and which one is the default (``default``, a ``local:`` name). Never fails: a tier nobody
+    chose is not missing."""
+    from retinue.llm._gguf import MODELS
+
+    def state(name: str, model: GGUFModel) -> str:
+        here = all(version_of(p.replace("_", "-")) for p in model.packages)
+        mark = " (default)" if f"local:{name}" == default else ""
+        size = f"{model.size / 1e9:.1f} GB"
+        how = "installed" if here else f"not installed: extra {model.extra!r}, {size}"
+        return f"local:{name}{mark} {how}"
+
+    detail = "; ".join(state(name, model) for name, model in MODELS.items())
+    return Check.passed("local models", detail)
 
 
 # -- CPU -----------------------------------------------------------------------------------
@@ -577,16 +595,18 @@ def _settings(model: str | None) -> tuple[Settings, Check]:
 def checks(model: str | None = None) -> Iterator[Check]:
     """Every check for this machine, in order; ``model`` overrides the configured one."""
     from retinue.llm._gguf import MODELS
-    from retinue.llm.local import DEFAULT_LOCAL_MODEL
+    from retinue.runtime import LOCAL_DEFAULT
 
     settings, loaded = _settings(model)
     yield loaded
     yield check_python()
     main = settings.model or ""
     local = main.partition(":")[2] if main.startswith("local:") else None
-    embedded = MODELS.get(local or DEFAULT_LOCAL_MODEL) or MODELS[DEFAULT_LOCAL_MODEL]
+    default = LOCAL_DEFAULT.partition(":")[2]
+    embedded = MODELS.get(local or default) or MODELS[default]
     extra = check_local_extra(embedded, required=local is not None)
     yield extra
+    yield check_local_tiers(LOCAL_DEFAULT)
     yield check_cpu(platform.system(), platform.machine(), _read_cpuinfo())
     yield from _local_checks(local, settings.home, extra)
     for target in provider_targets(main, os.environ):

@@ -1,0 +1,103 @@
+"""The native tool format (``tool_format="native"``): the chat template's own tool section,
+free text until the model opens a call, then grammars for the call's name and arguments only.
+
+Grammars are parsed and matched by llama.cpp itself (the ``vocab_model`` and
+``grammar_accepts`` fixtures), as in ``test_grammar.py``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from retinue.llm._grammar import arguments_grammar, call_name_grammar, call_prefix
+from retinue.llm.local import render_tools
+from retinue.subagents.tools import subagent_tools
+from retinue.tools.builtin import builtin_tools
+
+pytest.importorskip("llama_cpp")
+
+from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+from retinue.llm._local_engine import _call_opening, grammar_parses
+
+GrammarAccepts = Callable[[str, str], bool]
+SAMPLES = re.compile(r"\be\.g\.|\bfor example\b|\bsuch as\b|path/to/", re.IGNORECASE)
+
+MAKE = {
+    "name": "Make",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "size": {"type": "integer"},
+            "verbose": {"type": "boolean"},
+        },
+        "required": ["name", "size"],
+    },
+}
+
+
+def test_the_call_name_grammar_allows_only_offered_tools(
+    vocab_model: Any, grammar_accepts: GrammarAccepts
+) -> None:
+    source = call_name_grammar(["Read", "mcp__db__query"])
+    assert grammar_parses(vocab_model, source)
+    opened = "<tool_call>\n"
+    for name in ("Read", "mcp__db__query"):
+        assert grammar_accepts(source, call_prefix(name).removeprefix(opened))
+    assert not grammar_accepts(source, '{"name": "Write", "arguments": ')
+    # the template's own example shows doubled braces; a call may not copy them
+    assert not grammar_accepts(source, '{{"name": "Read", "arguments": ')
+
+
+@pytest.mark.parametrize(
+    ("arguments", "ok"),
+    [
+        ('{"name": "a", "size": 1}', True),  # the optional one left out
+        ('{"name": "a", "size": 1, "verbose": true}', True),
+        ('{"name": "a"}', False),  # a required one missing
+        ('{"name": "a", "size": 1, "colour": "red"}', False),
+    ],
+)
+def test_after_the_name_optional_arguments_stay_optional(
+    grammar_accepts: GrammarAccepts, arguments: str, ok: bool
+) -> None:
+    source = arguments_grammar(MAKE, None)
+    assert grammar_accepts(source, arguments + "}\n</tool_call>") is ok
+
+
+@pytest.mark.parametrize(
+    ("text", "at"),
+    [
+        ("I will look.\n<tool_call>", 13),
+        ("<tool_call>", 0),
+        ('  {"name"', 0),  # a bare JSON reply is a call
+        ('{{"name"', 0),  # as the template's example spells it
+        ("```json\n", 0),
+        ("The answer is 4.", None),
+        ("Use `{x}` here", None),
+        ("```python\nprint(1)", None),
+        ("```", None),  # not yet known
+    ],
+)
+def test_a_call_opens_at_the_tag_or_at_a_reply_that_starts_as_json(
+    text: str, at: int | None
+) -> None:
+    assert _call_opening(text) == at
+
+
+def test_the_native_prompt_shows_the_tools_in_the_templates_section_without_sample_values(
+    vocab_model: Any,
+) -> None:
+    template = vocab_model.metadata["tokenizer.chat_template"]
+    formatter = Jinja2ChatFormatter(template=template, eos_token="", bos_token="")
+    tools = render_tools([t.spec for t in (*builtin_tools(), *subagent_tools())], compact=True)
+    messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "Hi"}]
+    prompt = formatter(messages=messages, tools=tools).prompt  # type: ignore[arg-type]
+    tool_section = prompt.split("<tools>\n", 1)[1].split("\n</tools>", 1)[0]
+    assert all(f'"name": "{t["function"]["name"]}"' in tool_section for t in tools)
+    assert not SAMPLES.search(tool_section)
