@@ -1,5 +1,6 @@
 """The embedded model's section of ``RESULTS.md``: speed of the portable build next to a native
-one, and the agent task suite (``local_bench.py``, ``agent_tasks.py``)."""
+one, the tiers and tool formats side by side, and the agent task suite (``local_bench.py``,
+``agent_tasks.py``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ __all__ = ["LOCAL_KEYS", "local_section"]
 
 LOCAL_KEYS = ("local", "local_builds")
 TASKS_PREFIX = "agent_tasks_"
+TIER_PREFIX = "local_qwen"  # local_bench.py's file for a tier other than the first
 
 
 def _median(pairs: list[dict[str, Any]], side: str, key: str) -> float | None:
@@ -97,14 +99,49 @@ def tasks_table(name: str, data: dict[str, Any]) -> list[str]:
     return out
 
 
+def _set(data: dict[str, Any], name: str) -> str:
+    found = (data.get("sets") or {}).get(name)
+    return f"{found['passed']}/{found['tasks']}" if found else "–"
+
+
+def pairs_table(tasks: dict[str, Any], speeds: dict[str, Any]) -> list[str]:
+    """One row per (model, tool format) suite run that reports its sets; the model's speed
+    figures (``local_bench.py``, by model) beside it."""
+    runs = [d for d in tasks.values() if d.get("sets") and d.get("format")]
+    if not runs:
+        return []
+    out = [
+        "| model | tool format | main set (10) | extra set (5) | median s/task | p90 s/task "
+        "| decode tokens/s | first token (s) | load (s) | peak RSS (MiB) | load average |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for d in sorted(runs, key=lambda d: (d["model"], d["format"])):
+        speed = speeds.get(d["model"], {})
+        loads = [x for run in d.get("load_average") or [] for x in (*run["before"], *run["after"])]
+        load = f"{min(loads):.1f}–{max(loads):.1f}" if loads else "–"
+        out.append(
+            f"| `{d['model']}` | {d['format']} | {_set(d, 'main')} | {_set(d, 'extra')} "
+            f"| {d['median_seconds']} | {d.get('p90_seconds', '–')} "
+            f"| {_num(speed.get('median_decode_tokens_per_s'))} "
+            f"| {_num(speed.get('median_first_token_s'), 2)} | {_num(speed.get('load_s'), 2)} "
+            f"| {_num(speed.get('peak_rss_mib'), 0)} | {load} |"
+        )
+    return out
+
+
 def local_section(others: dict[str, Any]) -> list[str]:
     """Pops the embedded model's result files from ``others`` and renders them."""
     local = others.pop("local", None)
     builds = others.pop("local_builds", None)
     tasks = {k: others.pop(k) for k in list(others) if k.startswith(TASKS_PREFIX)}
+    tiers = [others.pop(k) for k in list(others) if k.startswith(TIER_PREFIX)]
+    speeds = {d["model"]: d for d in [*([local] if local else []), *tiers]}
     if not (local or builds or tasks):
         return []
-    out = ["## 7. The embedded model (Qwen2.5-Coder-0.5B, llama.cpp on the CPU)", ""]
+    out = ["## 7. The embedded models (Qwen2.5-Coder 0.5B and 1.5B, llama.cpp on the CPU)", ""]
+    pairs = pairs_table(tasks, speeds)
+    if pairs:
+        out += ["### Tiers and tool formats (`agent_tasks.py --set all`)", "", *pairs, ""]
     if local:
         out += [
             "`local_bench.py`, shipped (portable) build, on the machine above, "

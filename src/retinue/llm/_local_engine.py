@@ -3,6 +3,11 @@
 Runs only inside the worker process (:mod:`retinue.llm._local_worker`), so a native crash in
 llama.cpp never takes the agent down with it. Imports ``llama_cpp`` at module level for that
 reason: the parent process never imports this module.
+
+With tools offered, a request is answered in the tool format its model's profile names
+(``format``, see :mod:`retinue.llm.profiles`): ``steps`` (:meth:`Engine.generate`'s two short
+constrained steps) or ``native`` (:meth:`Engine._native`: the template's tool section, free
+text, and grammars only inside a call the model opens).
 """
 
 from __future__ import annotations
