@@ -57,7 +57,7 @@ async def block(ctx: ToolContext) -> str:
     return "never"
 
 
-WORKER = Role("worker", "does work", "You work.", ("Bump", "AskParent"), "scripted:worker")
+WORKER = Role("worker", "does work", "You work.", ("Bump", "Block", "AskParent"), "scripted:worker")
 
 
 class Process:
@@ -84,8 +84,9 @@ class Process:
 
 @pytest.fixture(autouse=True)
 def _fresh() -> None:
+    global BLOCKED
     SIDE_EFFECTS.clear()
-    BLOCKED.clear()
+    BLOCKED = asyncio.Event()  # (one per test: an event belongs to its loop)
 
 
 async def test_a_turn_cut_between_tool_calls_goes_on_with_no_step_done_twice(
@@ -221,3 +222,33 @@ def test_a_parked_question_is_answered_by_the_next_message() -> None:
     other: list[Message] = [UserMessage("go"), AssistantMessage("", (call,))]
     assert settle_calls(other, ToolRegistry([]), asking="something else") == (None, False)
     assert other[-1] == ToolResultMessage("c1", "AskParent", RESTARTED_RESULT, True)
+
+
+async def test_a_one_shot_cut_short_consolidates_once_in_the_process_that_finishes_it(
+    tmp_path: Path,
+) -> None:
+    one_shot = {"role": "worker", "task": "block"}
+    first = Process(
+        tmp_path,
+        ScriptedModel([call_tool("SubAgent", one_shot)]),
+        ScriptedModel([call_tool("Bump", {"label": "w"}), call_tool("Block")], name="s:w"),
+    )
+    record_conversation(first.conversation, first.journal, "default")
+    turn = asyncio.create_task(first.conversation.send("go"))
+    await asyncio.wait_for(BLOCKED.wait(), 10)
+    await suspend_tree(first.conversation)  # the one-shot's call is cancelled on the way out
+    assert turn.done() and first.consolidations() == []
+    records = {r.id: r for r in await first.journal.records("default")}
+    assert records["conv-c1/worker#1"].state == "running"
+
+    worker = ScriptedModel(["worked"], name="s:w")
+    second = Process(tmp_path, ScriptedModel(["the worker goes on"]), worker)
+    restored = await restore_conversation(second.conversation, second.journal, "default", None)
+    assert [s.id for s in restored.revived.resumed] == ["conv-c1/worker#1"]
+    await tree_settled(second.conversation)
+    held = second.runtime.manager.registry.by_id("conv-c1/worker#1")
+    assert held is not None and held.session.collect() == ["worked"]
+    assert SIDE_EFFECTS == ["w"]
+    await second.conversation.close()
+    assert first.consolidations() + second.consolidations() == ["conv-c1/worker#1"]
+    assert await second.journal.records("default") == []

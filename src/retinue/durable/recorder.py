@@ -7,6 +7,11 @@ session run one at a time, in the order they were asked for; each writes only th
 changed since the last one (the messages after the longest prefix of the very same objects).
 A store that fails is logged, not raised: the session goes on, and the next write writes
 the unsaved tail again.
+
+The recorders of one tree share one :class:`_Tree`: once the tree is let go of here
+(:meth:`JournalRecorder.suspend`, what a process that dies does by not running), none of its
+recorders writes or forgets anything more, so what the turns cancelled on the way out do
+(closing their steps as interrupted) never reaches the records.
 """
 
 from __future__ import annotations
@@ -27,6 +32,15 @@ __all__ = ["JournalRecorder"]
 log = logging.getLogger("retinue.durable")
 
 
+class _Tree:
+    """What the recorders of one tree share: whether it is being let go of here."""
+
+    __slots__ = ("let_go",)
+
+    def __init__(self) -> None:
+        self.let_go = False
+
+
 class JournalRecorder:
     """Records one session (``session_id``) of the tree ``root`` in ``journal``."""
 
@@ -35,6 +49,7 @@ class JournalRecorder:
         "_lock",
         "_saved",
         "_tasks",
+        "_tree",
         "instance",
         "journal",
         "kind",
@@ -57,6 +72,7 @@ class JournalRecorder:
         role: str = "main",
         instance: str | None = None,
         saved: Sequence[Message] = (),
+        tree: _Tree | None = None,
     ) -> None:
         self.journal, self.tenant, self.session_id = journal, tenant, session_id
         self.root, self.parent_id, self.kind = root, parent_id, kind
@@ -65,6 +81,7 @@ class JournalRecorder:
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
         self._gone = False
+        self._tree = tree or _Tree()
 
     def snapshot(self, session: Session) -> tuple[SessionRecord, list[Message]]:
         """The session's record and history as they are now."""
@@ -94,10 +111,31 @@ class JournalRecorder:
         await finish(self._own(self._forget()))
 
     def child(self, session_id: str, *, kind: str, role: str, instance: str | None) -> Recorder:
+        return self.child_from(session_id, kind=kind, role=role, instance=instance)
+
+    def child_from(
+        self,
+        session_id: str,
+        *,
+        kind: str,
+        role: str,
+        instance: str | None,
+        saved: Sequence[Message] = (),
+    ) -> JournalRecorder:
+        """:meth:`child`, for a session whose history ``saved`` is recorded already."""
         return JournalRecorder(
             self.journal, self.tenant, session_id, root=self.root, parent_id=self.session_id,
-            kind=kind, role=role, instance=instance,
+            kind=kind, role=role, instance=instance, saved=saved, tree=self._tree,
         )  # fmt: skip
+
+    @property
+    def suspended(self) -> bool:
+        """Whether the tree is let go of here (nothing more is written)."""
+        return self._tree.let_go
+
+    def suspend(self) -> None:
+        """Let go of the whole tree here: none of its recorders writes anything more."""
+        self._tree.let_go = True
 
     async def settled(self) -> None:
         """Wait until the writes asked for so far are done."""
@@ -115,7 +153,7 @@ class JournalRecorder:
 
     async def _store(self, record: SessionRecord, messages: list[Message]) -> None:
         async with self._lock:
-            if self._gone:
+            if self._gone or self._tree.let_go:
                 return
             keep = same_prefix(self._saved, messages)
             try:
@@ -128,6 +166,8 @@ class JournalRecorder:
     async def _forget(self) -> None:
         async with self._lock:
             self._gone = True
+            if self._tree.let_go:
+                return
             try:
                 await self.journal.forget(self.tenant, self.session_id)
             except Exception as exc:

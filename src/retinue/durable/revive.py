@@ -175,10 +175,12 @@ async def revive_tree(
             steering=record.steering,
             inbox=record.inbox,
         )
-        recorder = JournalRecorder(
-            journal, tenant, record.id, root=record.root, parent_id=parent.id,
-            kind=record.kind, role=record.role, instance=record.instance, saved=stored,
-        )  # fmt: skip
+        above = parent.recorder
+        if not isinstance(above, JournalRecorder):  # (its parent was restored just above)
+            raise RuntimeError(f"the parent of recorded session {record.id} is not recorded")
+        recorder = above.child_from(
+            record.id, kind=record.kind, role=record.role, instance=record.instance, saved=stored
+        )
         session.set_recorder(recorder)
         if parked is not None and record.question is not None:
             session.park(parked, record.question)

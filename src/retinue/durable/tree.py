@@ -115,12 +115,21 @@ def tree_sessions(conversation: Conversation) -> list[Held]:
 
 
 async def suspend_tree(conversation: Conversation) -> None:
-    """Let go of the tree without ending it (see the module docstring)."""
-    registry = conversation.runtime.manager.registry
-    await conversation.session.suspend()
-    for held in tree_sessions(conversation):
-        await held.session.suspend()
-        registry.forget(held)
+    """Let go of the tree without ending it (see the module docstring): nothing more is
+    recorded, and no session of it, not even one closed by a turn cancelled on the way out
+    (a one-shot sub-agent's), consolidates or loses its files here."""
+    manager = conversation.runtime.manager
+    main = conversation.session
+    if isinstance(main.recorder, JournalRecorder):
+        main.recorder.suspend()
+    manager.letting_go.add(main.id)
+    try:
+        await main.suspend()
+        for held in tree_sessions(conversation):
+            await held.session.suspend()
+            manager.registry.forget(held)
+    finally:
+        manager.letting_go.discard(main.id)
 
 
 async def tree_settled(conversation: Conversation, poll_s: float = 0.2) -> None:

@@ -90,6 +90,15 @@ class SubAgentManager:
         self.max_depth = max_depth
         self.session_token_budget = session_token_budget
         self._one_shot_ids = itertools.count(1)
+        self.letting_go: set[str] = set()  # trees let go of here (retinue.durable), by root
+
+    def lets_go(self, agent_id: str) -> bool:
+        """Whether ``agent_id``'s tree is being let go of in this process (durable sessions:
+        its records stay for another): its sessions' closes end nothing and consolidate
+        nothing."""
+        return bool(self.letting_go) and any(
+            agent_id == root or agent_id.startswith(root + "/") for root in self.letting_go
+        )
 
     # -- the Delegator protocol (what the SubAgent / UnloadSubAgent tools call) ----------
 
@@ -434,6 +443,8 @@ class _Hooks:
         return ended
 
     def consolidate(self, messages: Sequence[Message]) -> Awaitable[Consolidation]:
+        if self.manager.lets_go(self.agent_id):  # another process goes on with it
+            return _nothing()
         return self.manager.factory.consolidate(self.role, self.config, messages)
 
     def closed(self, session: Session) -> None:
@@ -441,12 +452,18 @@ class _Hooks:
         held = registry.by_id(agent_id)
         if held is not None and held.session is session:
             registry.forget(held)
+        if self.manager.lets_go(agent_id):  # not ended: its files stay, nothing is told
+            return
         if held is None or held.session is session:  # (not a newer session of this id's)
             forget_todos(self.ctx.data_dir, agent_id)  # its TodoWrite list ends with it
         self.manager.factory.release(agent_id, self.ctx.events)  # isolation: worktree
         if self.keyed or held is not None:
             emit(self.ctx.events, SESSION, agent_id, action="unloaded", conversation_id=agent_id,
                  turns=session.turns, consolidation=session.consolidation)  # fmt: skip
+
+
+async def _nothing() -> Consolidation:
+    return "none"
 
 
 def _began(messages: Sequence[Message]) -> bool:
