@@ -1,0 +1,649 @@
+"""Durable sessions under random process kills (issue 30): the lifecycle fuzz with restarts.
+
+A nested scenario runs with durable sessions on (``record_conversation`` on the main
+conversation, a SQLite store in a temporary folder): ``main`` does a step with a side effect
+(``Bump``), opens interactive ``a``, whose ``b`` does a ``Bump`` and asks ``a`` a question
+that ``a`` answers; ``main`` runs ``c`` one-shot, which asks ``main`` (and is then held) and is
+answered; ``main`` sends ``a`` a background turn, steers it and waits for it, while ``a``
+does the same to ``b``; on its second message ``main`` asks the user a question, does a
+``Bump`` and unloads ``c``; then the user ends the conversation. Every model is a
+``ScriptedModel`` answering from its conversation (so a restored one goes on where its
+history stands), with random latency; consolidation awaits a random delay.
+
+**A kill.** A "process" is a :class:`~retinue.runtime.Runtime` on the shared data folder.
+It is killed at a tick (a model call, a ``Bump``'s side effect, a journal write, before or
+after it lands, or a consolidation, right after it is counted) or at a random moment: from
+then on it is *dead* (its journal writes and forgets are dropped, its tools have no effect,
+its consolidations do not count; what it had in flight in the store lands, as a commit
+would), then ``suspend_tree`` lets go of its tasks, and a fresh runtime on the same folder
+restores the tree (``restore_conversation``) and the user goes on: answers the main
+question if one is pending, waits for a main turn that goes on, sends the next message of
+the script that the history does not hold yet (a message lost with the process is sent
+again, as a client would), and ends the conversation (again, if it was ending).
+
+After every run: no hang (:data:`HANG_AFTER`), every session that began (its model was
+called in a live process) consolidated exactly once over all processes together, no
+``Bump`` call id with more than one side effect (no step done twice), every history valid
+(each consolidated one and the main one, :func:`~retinue.messages.history_problems`), no
+record left in the journal, no task left running, no restore that failed.
+
+    uv run python benchmarks/durable_fuzz.py            # the long version (>= 500 runs)
+    uv run python benchmarks/durable_fuzz.py --quick    # CI size
+
+Results go to ``benchmarks/results/lifecycle_fuzz_durable.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import random
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from retinue.config import Settings
+from retinue.durable import (
+    RESTARTED_RESULT,
+    record_conversation,
+    restore_conversation,
+    suspend_tree,
+)
+from retinue.engine.loop import STEERING_NOTE
+from retinue.engine.session import current_session
+from retinue.llm.base import Model, ToolSpec
+from retinue.memory.journal import SessionJournal, SessionRecord
+from retinue.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolResultMessage,
+    UserMessage,
+    history_problems,
+)
+from retinue.runtime import Conversation, Runtime
+from retinue.subagents import Role
+from retinue.testing import ScriptedModel, call_tool
+from retinue.tools import tool
+
+RESULTS = Path(__file__).resolve().parent / "results" / "lifecycle_fuzz_durable.json"
+HANG_AFTER = 10.0  # seconds a run may take before it counts as hung
+CONVERSATION = "conv-fuzz"
+USER = ("go", "next")  # the user's messages, in order
+ANSWER = "the answer is blue"  # the user's answer to the main agent's question
+STEERED = STEERING_NOTE.split("{")[0]  # how a steering message (not a turn) begins
+CHECK = "|check"  # the call id's end of a check after a restart (not a step of the plan)
+
+Plan = list[list[tuple[str, dict[str, Any]] | str]]
+
+
+def _i(role: str, task: str, **kw: Any) -> tuple[str, dict[str, Any]]:
+    return ("SubAgent", {"role": role, "interactive": True, "task": task, **kw})
+
+
+# per role: the steps of each turn (the last turn's plan repeats); a str ends the turn
+PLANS: dict[str, Plan] = {
+    "main": [
+        [
+            ("Bump", {}),
+            _i("a", "a, start"),
+            ("SubAgent", {"role": "c", "task": "c, one-shot"}),
+            _i("c", "c, the answer is 42"),
+            _i("a", "a, more", background=True),
+            _i("a", "a, mind the steering", steer=True),
+            ("SubAgentStatus", {"role": "a", "wait": True}),
+            "main done",
+        ],
+        [
+            ("AskParent", {"question": "user, which one?"}),
+            ("Bump", {}),
+            ("UnloadSubAgent", {"role": "c"}),
+            "main done again",
+        ],
+    ],
+    "a": [
+        [_i("b", "b, start"), _i("b", "b, the answer is 7"), "a paused"],
+        [
+            ("Bump", {}),
+            _i("b", "b, more", background=True),
+            _i("b", "b, mind the steering", steer=True),
+            ("SubAgentStatus", {"role": "b", "wait": True}),
+            "a again",
+        ],
+    ],
+    "b": [
+        [("Bump", {}), ("AskParent", {"question": "b, which answer?"}), "b paused"],
+        [("Bump", {}), "b done"],
+    ],
+    "c": [[("AskParent", {"question": "c, which answer?"}), ("Bump", {}), "c done"]],
+}
+ASKS = frozenset({"ask_parent"})
+ROLES = [
+    Role("a", "the a role", "You are a.", None, "scripted:a", frozenset({"spawn_agent"})),
+    Role("b", "the b role", "You are b.", None, "scripted:b", ASKS),
+    Role("c", "the c role", "You are c.", None, "scripted:c", ASKS),
+]
+
+
+def _position(messages: Sequence[Message]) -> tuple[int, int]:
+    """(turn, step) of the next reply: turns are the user messages that are not steering;
+    the step counts the replies since the turn's message (a check after a restart aside)."""
+    starts = [
+        i
+        for i, m in enumerate(messages)
+        if isinstance(m, UserMessage) and not m.content.startswith(STEERED)
+    ]
+    if not starts:
+        return 0, 0
+    step = sum(
+        isinstance(m, AssistantMessage)
+        and not (m.tool_calls and m.tool_calls[0].id.endswith(CHECK))
+        for m in messages[starts[-1] :]
+    )
+    return len(starts) - 1, step
+
+
+def _check_after_restart(messages: Sequence[Message]) -> dict[str, Any] | None:
+    """The arguments of ``SubAgentStatus`` if the last message says a ``SubAgent`` call was
+    cut short by a restart: a model that does what :data:`RESTARTED_RESULT` advises asks
+    for the session's reply (waiting for it) before it goes on."""
+    last = messages[-1] if messages else None
+    if not (isinstance(last, ToolResultMessage) and last.content == RESTARTED_RESULT):
+        return None
+    for m in reversed(messages):
+        if isinstance(m, AssistantMessage):
+            call = next((c for c in m.tool_calls if c.id == last.tool_call_id), None)
+            if call is None or call.name != "SubAgent":
+                return None
+            args = json.loads(call.arguments)
+            return {"role": args["role"], "instance": args.get("instance"), "wait": True}
+    return None
+
+
+class Journal:
+    """One process's view of the shared journal: nothing written or forgotten once it is
+    dead (what it had in flight lands); each write or forget is a tick that may kill."""
+
+    def __init__(self, real: SessionJournal, process: Process) -> None:
+        self.real, self.process = real, process
+        self.in_flight: set[asyncio.Task[Any]] = set()  # the tasks writing now
+
+    async def _through(self, work: Callable[[], Any]) -> Any:
+        fuzz, process = self.process.fuzz, self.process
+        if process.dead:
+            return None
+        kill = fuzz.tick(process)
+        if kill and fuzz.rng.random() < 0.5:  # dies before it lands
+            fuzz.kill(process, "before a journal write")
+            return None
+        me = asyncio.current_task()
+        assert me is not None
+        self.in_flight.add(me)
+        try:
+            return await work()
+        finally:
+            self.in_flight.discard(me)
+            if kill:  # dies right after it landed
+                fuzz.kill(process, "after a journal write")
+
+    async def record(
+        self, tenant: str, rec: SessionRecord, messages: Sequence[Message], *, keep: int = 0
+    ) -> None:
+        await self._through(lambda: self.real.record(tenant, rec, messages, keep=keep))
+
+    async def forget(self, tenant: str, session_id: str) -> bool:
+        return bool(await self._through(lambda: self.real.forget(tenant, session_id)))
+
+    async def load_tree(self, tenant: str, root: str) -> list[tuple[SessionRecord, list[Message]]]:
+        return await self.real.load_tree(tenant, root)
+
+    async def load(
+        self, tenant: str, session_id: str
+    ) -> tuple[SessionRecord, list[Message]] | None:
+        return await self.real.load(tenant, session_id)
+
+    async def forget_tree(self, tenant: str, root: str) -> int:
+        return int(await self._through(lambda: self.real.forget_tree(tenant, root)) or 0)
+
+    async def records(self, tenant: str | None = None, limit: int = 1000) -> list[SessionRecord]:
+        return await self.real.records(tenant, limit)
+
+    async def stale(self, older_than: float, limit: int = 100) -> list[tuple[str, str]]:
+        return await self.real.stale(older_than, limit)
+
+    async def prune(self, older_than: float) -> int:
+        return await self.real.prune(older_than)
+
+    async def drained(self) -> None:
+        """Wait until what the process had in flight in the store has landed."""
+        if self.in_flight:
+            await asyncio.wait(set(self.in_flight))
+
+
+class Memory:
+    """The memory a process's sub-agents consolidate into: counted while the process lives
+    (over all processes together), after a random delay like a real store's."""
+
+    def __init__(self, process: Process) -> None:
+        self.process = process
+
+    async def render(self, tenant: str, role: str) -> str:
+        await asyncio.sleep(self.process.fuzz.delay())
+        return f"## Memory of {role}"
+
+    async def consolidate(
+        self, *, tenant: str, role: str, session_id: str, messages: Sequence[Message], model: Model
+    ) -> bool:
+        fuzz, process = self.process.fuzz, self.process
+        await asyncio.sleep(fuzz.delay())
+        if process.dead:
+            return True  # a dead process writes nothing
+        fuzz.consolidated.append((session_id, list(messages)))
+        fuzz.consolidated_by.append((session_id, fuzz.processes.index(process)))
+        if fuzz.tick(process):
+            fuzz.kill(process, "after a consolidation")
+        return True
+
+
+class Process:
+    """One "process": a runtime on the shared data folder and its main conversation."""
+
+    def __init__(self, fuzz: Fuzz) -> None:
+        self.fuzz = fuzz
+        self.dead = False
+        self.started = asyncio.Event()
+        self.driver: asyncio.Task[None] | None = None
+        models = {name: self._model(name) for name in PLANS}
+        settings = Settings.load(home=fuzz.folder / "home", workspace=fuzz.folder)
+        process = self
+
+        @tool("Bump")
+        async def bump(label: str) -> str:
+            """Do something that must not be done twice (its label is its call id)."""
+            if not process.dead:
+                fuzz.effects[label] += 1
+                if fuzz.tick(process):
+                    fuzz.kill(process, "after a side effect")
+            return f"bumped {label}"
+
+        self.runtime = Runtime.create(
+            settings,
+            model=models["main"],
+            model_for=lambda spec: models[spec.removeprefix("scripted:")],
+            builtins=False,
+            extra_tools=[bump],
+            roles=ROLES,
+        )
+        store = self.runtime.memory
+        assert store is not None
+        self.store = store
+        self.runtime.manager.factory.memory = Memory(self)  # type: ignore[assignment]
+        self.journal = Journal(store.journal, self)
+        self.tenant = settings.tenant
+        self.conversation: Conversation = self.runtime.conversation(
+            CONVERSATION, keep_sessions=True
+        )
+
+    def _model(self, name: str) -> ScriptedModel:
+        plan, fuzz = PLANS[name], self.fuzz
+
+        def respond(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Any:
+            model.delay = fuzz.delay()
+            session = current_session()
+            sid = session.id if session is not None else name
+            if not self.dead:
+                fuzz.began.add(sid)
+                if fuzz.tick(self):
+                    fuzz.kill(self, "in a model call")
+            turn, step = _position(messages)
+            check = _check_after_restart(messages) if fuzz.polite else None
+            if check is not None:
+                args = {k: v for k, v in check.items() if v is not None}
+                return call_tool("SubAgentStatus", args, id=f"{sid}|t{turn}|s{step}{CHECK}")
+            steps = plan[min(turn, len(plan) - 1)]
+            what = steps[min(step, len(steps) - 1)]
+            if isinstance(what, str):
+                return what
+            call_id = f"{sid}|t{turn}|s{step}"
+            tool_name, args = what
+            if tool_name == "Bump":
+                args = {"label": call_id}
+            return call_tool(tool_name, args, id=call_id)
+
+        model = ScriptedModel(name=f"scripted:{name}", responder=respond, record=False)
+        return model
+
+
+@dataclass
+class Run:
+    """One run of the scenario and what was checked after it."""
+
+    kills: int = 0
+    killed_at: list[str] = field(default_factory=list[str])
+    hung: bool = False
+    lost: list[str] = field(default_factory=list[str])  # began, never consolidated
+    doubled: list[str] = field(default_factory=list[str])  # consolidated more than once
+    doubled_in_one: list[str] = field(default_factory=list[str])  # ... by one process
+    twice: list[str] = field(default_factory=list[str])  # Bump call ids with two effects
+    invalid: list[str] = field(default_factory=list[str])  # histories with problems
+    records_left: list[str] = field(default_factory=list[str])
+    leaked_tasks: list[str] = field(default_factory=list[str])
+    errors: list[str] = field(default_factory=list[str])  # restores or kills that failed
+    sessions: int = 0
+    ticks: int = 0
+    effects: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not (
+            self.hung
+            or self.lost
+            or self.doubled
+            or self.twice
+            or self.invalid
+            or self.records_left
+            or self.leaked_tasks
+            or self.errors
+        )
+
+
+class Fuzz:
+    """One run: the processes one after another, the kills, and what they all did."""
+
+    def __init__(
+        self,
+        folder: Path,
+        rng: random.Random,
+        *,
+        kill_ticks: Sequence[int] = (),
+        kill_times: Sequence[float] = (),
+        max_delay: float = 0.002,
+        polite: bool = True,
+    ) -> None:
+        self.folder, self.rng, self.max_delay = folder, rng, max_delay
+        self.polite = polite  # a parent checks a sub-agent's call cut short by a restart
+        self.kill_ticks, self.kill_times = frozenset(kill_ticks), sorted(kill_times)
+        self.ticks = 0
+        self.kills = 0
+        self.finished = False
+        self.ending = False  # the user asked to end the conversation
+        self.done = asyncio.Event()
+        self.current: Process | None = None
+        self.processes: list[Process] = []
+        self.began: set[str] = set()
+        self.effects: Counter[str] = Counter()
+        self.consolidated: list[tuple[str, list[Message]]] = []
+        self.consolidated_by: list[tuple[str, int]] = []  # (session, process number)
+        self.errors: list[str] = []
+        self.killed_at: list[str] = []
+        self._killers: set[asyncio.Task[None]] = set()
+
+    def delay(self) -> float:
+        return self.rng.uniform(0, self.max_delay) if self.max_delay else 0.0
+
+    def tick(self, process: Process) -> bool:
+        """Count a tick of a live process; True if the process dies at it."""
+        if process.dead or self.finished:
+            return False
+        self.ticks += 1
+        return self.ticks in self.kill_ticks
+
+    def kill(self, process: Process, where: str) -> None:
+        """``process`` is dead from now on (``where``: at what); it is let go of and another
+        takes over."""
+        if process.dead or self.finished:
+            return
+        process.dead = True
+        self.killed_at.append(f"{where}@{self.ticks}")
+        task = asyncio.create_task(self._restart(process))
+        self._killers.add(task)
+        task.add_done_callback(self._killers.discard)
+
+    async def _restart(self, process: Process) -> None:
+        try:
+            await process.started.wait()
+            if process.driver is not None:
+                process.driver.cancel()
+                await asyncio.wait({process.driver})
+            await suspend_tree(process.conversation)
+            await process.journal.drained()
+            self.kills += 1
+            await self.start(restore=True)
+        except Exception as exc:  # a bug: reported, and the run ends
+            self.errors.append(f"restart after kill {self.kills}: {type(exc).__name__}: {exc}")
+            self.done.set()
+
+    async def start(self, *, restore: bool) -> None:
+        process = Process(self)
+        self.current = process
+        self.processes.append(process)
+        conversation = process.conversation
+        try:
+            if restore:
+                await restore_conversation(conversation, process.journal, process.tenant, None)
+            else:
+                record_conversation(conversation, process.journal, process.tenant)
+        finally:
+            process.driver = asyncio.create_task(self._drive(process))
+            process.started.set()
+
+    async def _drive(self, process: Process) -> None:
+        """The user: answer, wait, send the next message, end (see the module docstring)."""
+        conversation = process.conversation
+        session = conversation.session
+        while not self.ending:
+            if session.state == "asking":
+                await conversation.send(ANSWER)
+            elif session.tasks():  # a turn that goes on (it may come to ask: look again)
+                await asyncio.wait(session.tasks(), timeout=0.05)
+            else:
+                sent = sum(
+                    isinstance(m, UserMessage) and m.content in USER for m in session.messages
+                )
+                if sent >= len(USER):
+                    break
+                await conversation.send(USER[sent])
+        self.ending = True
+        await conversation.close()
+        if not process.dead:
+            self.finished = True
+            self.done.set()
+
+    async def _timed_kills(self) -> None:
+        started = asyncio.get_running_loop().time()
+        for at in self.kill_times:
+            await asyncio.sleep(max(0.0, at - (asyncio.get_running_loop().time() - started)))
+            if self.current is not None:
+                self.kill(self.current, "at a moment")
+
+    async def play(self) -> Run:
+        self._before = asyncio.all_tasks()  # (a hung run before this one may leave some)
+        timer = asyncio.create_task(self._timed_kills()) if self.kill_times else None
+        await self.start(restore=False)
+        try:
+            await asyncio.wait_for(self.done.wait(), HANG_AFTER)
+            hung = False
+        except TimeoutError:
+            hung = True
+        self.finished = True
+        if timer is not None:
+            timer.cancel()
+            await asyncio.wait({timer})
+        run = Run(self.kills, self.killed_at, hung=hung, errors=list(self.errors))
+        await self._check(run)
+        await self._let_go()
+        return run
+
+    async def _check(self, run: Run) -> None:
+        counts = Counter(sid for sid, _ in self.consolidated)
+        main = self.processes[-1]
+        run.sessions = len(self.began - {CONVERSATION})
+        run.lost = sorted(s for s in self.began - {CONVERSATION} if counts[s] == 0)
+        run.doubled = sorted(s for s, n in counts.items() if n > 1)
+        run.doubled_in_one = sorted(
+            {s for (s, _), n in Counter(self.consolidated_by).items() if n > 1}
+        )
+        run.twice = sorted(c for c, n in self.effects.items() if n > 1)
+        run.ticks, run.effects = self.ticks, sum(self.effects.values())
+        histories = [*self.consolidated, (CONVERSATION, main.conversation.messages)]
+        run.invalid = [f"{sid}: {p[0]}" for sid, m in histories if (p := _problems(m))]
+        run.records_left = [r.id for r in await main.store.journal.records(main.tenant)]
+        await asyncio.sleep(0.01)  # what was let go of finishes
+        me = asyncio.current_task()
+        leaked = [t for t in asyncio.all_tasks() - self._before if t is not me and not t.done()]
+        run.leaked_tasks = [f"{t.get_name()}: {t.get_coro()}" for t in leaked]
+
+    async def _let_go(self) -> None:
+        for process in self.processes:
+            if process.driver is not None and not process.driver.done():
+                process.driver.cancel()
+            await suspend_tree(process.conversation)
+            close = getattr(process.store, "close", None)
+            if close is not None:
+                close()
+
+
+def _problems(messages: list[Message]) -> list[str]:
+    """A history is valid if it is empty, only a system prompt, or a valid conversation."""
+    if all(isinstance(m, SystemMessage) for m in messages):
+        return []
+    return history_problems(messages)
+
+
+async def one_run(
+    seed: int,
+    *,
+    kill_ticks: Sequence[int] = (),
+    kill_times: Sequence[float] = (),
+    max_delay: float = 0.002,
+) -> Run:
+    with tempfile.TemporaryDirectory(prefix="durable-fuzz-") as tmp:
+        fuzz = Fuzz(
+            Path(tmp),
+            random.Random(seed),
+            kill_ticks=kill_ticks,
+            kill_times=kill_times,
+            max_delay=max_delay,
+        )
+        return await fuzz.play()
+
+
+@dataclass
+class Tally:
+    runs: int = 0
+    kills: int = 0
+    hangs: int = 0
+    lost_consolidations: int = 0
+    double_consolidations: int = 0
+    double_consolidations_in_one_process: int = 0
+    steps_done_twice: int = 0
+    invalid_histories: int = 0
+    records_left: int = 0
+    leaked_tasks: int = 0
+    errors: int = 0
+    sessions: int = 0
+    side_effects: int = 0
+    examples: list[str] = field(default_factory=list[str])
+
+    def add(self, run: Run, label: str) -> None:
+        self.runs += 1
+        self.kills += run.kills
+        self.hangs += run.hung
+        self.lost_consolidations += len(run.lost)
+        self.double_consolidations += len(run.doubled)
+        self.double_consolidations_in_one_process += len(run.doubled_in_one)
+        self.steps_done_twice += len(run.twice)
+        self.invalid_histories += len(run.invalid)
+        self.records_left += len(run.records_left)
+        self.leaked_tasks += len(run.leaked_tasks)
+        self.errors += len(run.errors)
+        self.sessions += run.sessions
+        self.side_effects += run.effects
+        if not run.ok and len(self.examples) < 5:
+            self.examples.append(f"{label}: {run}")
+
+    @property
+    def failures(self) -> int:
+        return (
+            self.hangs
+            + self.lost_consolidations
+            + self.double_consolidations
+            + self.steps_done_twice
+            + self.invalid_histories
+            + self.records_left
+            + self.leaked_tasks
+            + self.errors
+        )
+
+
+async def campaign(
+    random_runs: int, seed: int = 30, max_delay: float = 0.002, sweep_step: int = 1
+) -> dict[str, Tally]:
+    """The undisturbed run (its ticks give the range of kill points); one kill at every
+    ``sweep_step``-th tick; then ``random_runs`` runs each of one, two and three kills at
+    random ticks, and of two kills at random moments."""
+    baseline = await one_run(seed, max_delay=0)
+    ticks = baseline.ticks
+    tallies: dict[str, Tally] = {"undisturbed": Tally()}
+    tallies["undisturbed"].add(baseline, "undisturbed")
+    sweep = tallies[f"one kill at tick k, k = 1..{ticks}"] = Tally()
+    for k in range(1, ticks + 1, sweep_step):
+        sweep.add(await one_run(seed + k, kill_ticks=[k], max_delay=max_delay), f"tick {k}")
+    for kills in (1, 2, 3):
+        tally = tallies[f"{kills} kill(s) at random ticks"] = Tally()
+        for i in range(random_runs):
+            rng = random.Random(seed * 1000 + kills * 100_000 + i)
+            at = sorted(rng.sample(range(1, ticks * (kills + 1) // 2 + 1), kills))
+            run = await one_run(rng.randrange(1 << 30), kill_ticks=at, max_delay=max_delay)
+            tally.add(run, f"ticks {at} (seed {seed}, run {i})")
+    horizon = baseline_seconds(ticks, max_delay)
+    tally = tallies["2 kills at random moments"] = Tally()
+    for i in range(random_runs):
+        rng = random.Random(seed * 7919 + i)
+        times = [rng.uniform(0, horizon) for _ in range(2)]
+        run = await one_run(rng.randrange(1 << 30), kill_times=times, max_delay=max_delay)
+        tally.add(run, f"times {[round(t, 4) for t in times]} (run {i})")
+    return tallies
+
+
+def baseline_seconds(ticks: int, max_delay: float) -> float:
+    """A rough length of a run: each tick awaits half the largest delay on average."""
+    return max(0.02, ticks * max_delay / 2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Durable sessions under random process kills")
+    parser.add_argument("--quick", action="store_true", help="CI size, not the full run")
+    parser.add_argument("--random-runs", type=int, default=120)
+    parser.add_argument("--seed", type=int, default=30)
+    args = parser.parse_args(argv)
+    logging.getLogger("retinue").setLevel(logging.CRITICAL)  # dropped writes are expected
+    random_runs = 5 if args.quick else args.random_runs
+    started = time.perf_counter()
+    tallies = asyncio.run(campaign(random_runs, args.seed, sweep_step=7 if args.quick else 1))
+    seconds = round(time.perf_counter() - started, 1)
+    report = {
+        "seed": args.seed,
+        "runs": sum(t.runs for t in tallies.values()),
+        "kills": sum(t.kills for t in tallies.values()),
+        "seconds": seconds,
+        "python": sys.version.split()[0],
+        "store": "sqlite",
+        "attacks": {name: asdict(t) for name, t in tallies.items()},
+    }
+    if not args.quick:
+        RESULTS.parent.mkdir(exist_ok=True)
+        RESULTS.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(report, indent=2))
+    return 1 if any(t.failures for t in tallies.values()) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
