@@ -69,14 +69,6 @@ class Process:
         self.conversation: Conversation = self.runtime.conversation("conv-c1", keep_sessions=True)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="durable fuzz: a process that dies after a session's consolidation landed and "
-    "before its record was forgotten leaves the record 'closing'; the next process finishes "
-    "the close and consolidates again (the store's run_id is a fresh uuid per close). Fix: "
-    "keep a run_id in the record when it turns 'closing' and pass it to consolidate(), whose "
-    "apply_consolidation already skips a run_id it has applied.",
-)
 async def test_a_close_cut_between_consolidation_and_forget_consolidates_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
@@ -56,6 +57,7 @@ class JournalRecorder:
         "parent_id",
         "role",
         "root",
+        "run_id",
         "session_id",
         "tenant",
     )
@@ -82,9 +84,14 @@ class JournalRecorder:
         self._tasks: set[asyncio.Task[None]] = set()
         self._gone = False
         self._tree = tree or _Tree()
+        self.run_id: str | None = None  # its consolidation's, fixed when it first closes
 
     def snapshot(self, session: Session) -> tuple[SessionRecord, list[Message]]:
-        """The session's record and history as they are now."""
+        """The session's record and history as they are now (closing: with the id its
+        consolidation runs under)."""
+        state = session.state if session.state != "closed" else "closing"
+        if state == "closing" and self.run_id is None:
+            self.run_id = uuid.uuid4().hex
         record = SessionRecord(
             id=self.session_id,
             root=self.root,
@@ -92,12 +99,13 @@ class JournalRecorder:
             kind=self.kind,
             role=self.role,
             instance=self.instance,
-            state=session.state if session.state != "closed" else "closing",
+            state=state,
             turns=session.turns,
             usage=session.usage_figures,
             steering=session.pending_steering,
             inbox=tuple(session.inbox),
             question=session.question,
+            extra={"run_id": self.run_id} if self.run_id is not None else {},
         )
         return record, list(session.messages)
 

@@ -151,6 +151,10 @@ async def revive_tree(
     for record, messages in records:
         if record.kind == "main" or record.id == main.id:
             continue
+        run_id = record.extra.get("run_id") if record.state == "closing" else None
+        if isinstance(run_id, str) and await journal.consolidated(run_id):
+            await journal.forget(tenant, record.id)  # its close was done but for this
+            continue
         parent = revived.sessions.get(record.parent_id or "", main)  # orphans: under main
         try:
             session = manager.revive(
@@ -181,6 +185,7 @@ async def revive_tree(
         recorder = above.child_from(
             record.id, kind=record.kind, role=record.role, instance=record.instance, saved=stored
         )
+        recorder.run_id = run_id if isinstance(run_id, str) else None  # the same run, again
         session.set_recorder(recorder)
         if parked is not None and record.question is not None:
             session.park(parked, record.question)

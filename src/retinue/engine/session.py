@@ -59,6 +59,7 @@ from retinue._tasks import cancel_and_wait, finish
 from retinue.engine.config import RunConfig, RunOutput
 from retinue.engine.loop import close_pending_calls, run, run_pending_calls
 from retinue.errors import SessionClosedError, SessionError
+from retinue.memory.consolidate import consolidation_run
 from retinue.messages import (
     AssistantMessage,
     Message,
@@ -160,6 +161,9 @@ class Recorder(Protocol):
     outside a turn, such as steering); ``forget`` removes the record (the session ended);
     ``child`` records a sub-agent session of this one's, in the same tree.
     """
+
+    run_id: str | None
+    """The id the session's consolidation runs under (kept in its record once it closes)."""
 
     async def record(self, session: Session) -> None: ...
 
@@ -773,7 +777,8 @@ class Session:
                 repair_history(self.config.messages, INTERRUPTED_NOTE)
             recorder = self.recorder
             if recorder is not None:  # closing: a restart finishes the close, not the turn
-                await recorder.record(self)
+                await recorder.record(self)  # (with the id its consolidation runs under)
+                consolidation_run.set(recorder.run_id)  # (this close's own task: its context)
             outcome: Consolidation = "none"
             if self.lifecycle.consolidate is not None:
                 outcome = await self.lifecycle.consolidate(list(self.config.messages))

@@ -71,6 +71,7 @@ __all__ = [
     "RetryReport",
     "build_request",
     "consolidate_session",
+    "consolidation_run",
     "consolidation_scope",
     "render_transcript",
     "retry_pending",
@@ -187,6 +188,11 @@ consolidation_scope: ContextVar[ConsolidationScope | None] = ContextVar(
 )
 """The scope the consolidations begun in this context belong to (none: they cannot be
 abandoned, only cancelled)."""
+
+consolidation_run: ContextVar[str | None] = ContextVar("retinue_consolidation_run", default=None)
+"""The id the consolidation begun in this context runs under, when its caller keeps one (a
+durable session's, recorded before it began: run again after a restart under the same id, a
+consolidation already committed is not applied twice); none: a fresh id."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,7 +379,7 @@ async def consolidate_session(
     kept: Path | None = None,
 ) -> ConsolidationResult:
     """Consolidate one session into ``store``; never raises except on cancellation."""
-    run_id = run_id or uuid.uuid4().hex
+    run_id = run_id or consolidation_run.get() or uuid.uuid4().hex
     if not any(isinstance(m, UserMessage | AssistantMessage) for m in messages):
         return ConsolidationResult(True, run_id)
     path = kept

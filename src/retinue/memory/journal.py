@@ -138,6 +138,12 @@ class SessionJournal(Protocol):
         died, for another worker to resume."""
         ...
 
+    async def consolidated(self, run_id: str) -> bool:
+        """Whether a consolidation ran as ``run_id`` was committed to this store's memory (a
+        session recorded closing keeps the id its consolidation runs under: a process that
+        finishes the close after a restart does not consolidate twice)."""
+        ...
+
     async def prune(self, older_than: float) -> int:
         """Forget every tree whose newest record is older than ``older_than`` (retention);
         how many records were forgotten."""

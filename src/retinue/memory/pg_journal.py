@@ -176,6 +176,10 @@ class PgJournal:
             (older_than,),
         )
 
+    async def consolidated(self, run_id: str) -> bool:
+        return await self._count("SELECT count(*) FROM consolidations WHERE run_id = %s",
+                                 (run_id,)) > 0  # fmt: skip
+
     async def _count(self, sql: LiteralString, params: Sequence[object]) -> int:
         async with self.store.connection() as conn:
             row = await (await conn.execute(sql, params)).fetchone()

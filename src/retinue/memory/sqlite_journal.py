@@ -163,6 +163,12 @@ class SQLiteJournal:
         )
         return [(str(t), str(r)) for t, r in rows]
 
+    async def consolidated(self, run_id: str) -> bool:
+        rows = await asyncio.to_thread(
+            self._read, "SELECT 1 FROM consolidations WHERE run_id = ?", (run_id,)
+        )
+        return bool(rows)
+
     async def prune(self, older_than: float) -> int:
         return await asyncio.to_thread(self._prune, older_than)
 
