@@ -22,7 +22,7 @@ from retinue.engine.session import Session
 from retinue.errors import SubAgentError
 from retinue.memory import open_memory
 from retinue.messages import UserMessage
-from retinue.runtime import load_roles
+from retinue.runtime import Runtime, load_roles
 from retinue.subagents import subagent_tools
 from retinue.subagents.factory import AgentFactory
 from retinue.subagents.tasklist import task_tools
@@ -397,3 +397,36 @@ def test_a_real_team_lead_role_file_loads_with_its_team_tools(tmp_path: Path) ->
     factory = AgentFactory(catalog, ToolRegistry([]), default_model=ScriptedModel(), memory=store)
     assert set(factory.tools_for(role).names) >= TEAM_TOOLS  # one-shot, by naming them
     store.close()
+
+
+async def test_the_main_agent_of_a_runtime_leads_a_team_that_ends_with_its_turn(
+    tmp_path: Path,
+) -> None:
+    """Wired for real: a Runtime's main agent has TeamCreate; role files give the roles; the
+    teammates' replies are collected with SubAgentStatus; the turn's end closes them."""
+    agents = tmp_path / ".retinue" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "worker.md").write_text(
+        "---\nname: worker\ndescription: Works.\ntools: [Read]\nmodel: scripted:w\n---\nWork.\n"
+    )
+    status = {"role": "worker", "wait": True}
+    main = ScriptedModel(
+        [
+            create("duo", ("alice", "worker", "part one"), ("bob", "worker", "part two")),
+            call_tool("SubAgentStatus", {**status, "instance": "alice"}),
+            call_tool("SubAgentStatus", {**status, "instance": "bob"}),
+            "both parts are done",
+        ]
+    )
+    worker = ScriptedModel(["one part done", "another part done"], name="scripted:w")
+    settings = Settings.load(home=tmp_path / "home", workspace=tmp_path)
+    runtime = Runtime.create(settings, model=main, model_for=lambda _: worker, with_memory=False)
+    conversation = runtime.conversation()
+    out = await conversation.send("do it as a team")
+    assert out.content == "both parts are done"
+    _, alice, bob = results(out.messages)
+    assert "Session main/worker:alice: idle, 1 turn(s) done. New replies" in alice
+    assert "Session main/worker:bob: idle, 1 turn(s) done. New replies" in bob
+    assert runtime.manager.registry.held_by() == []  # ended with the main agent's turn
+    assert teams_of(runtime.manager.registry).led_by("default", "main") is None
+    await conversation.close()

@@ -387,7 +387,8 @@ def _created(team: Team, started: list[str], failed: list[str]) -> str:
             "Collect a teammate's replies with SubAgentStatus(role=<its role>, instance=<its "
             "name>) (wait=true blocks), message it with SendMessage(to=<name>) ('*': all), end "
             "it with SendMessage(to=<name>, message={'type': 'shutdown_request', 'reason': "
-            "...}), and the whole team with TeamDelete."
+            "...}), and the whole team with TeamDelete. Like your other sessions they end when "
+            "your run does: collect what you need before you give your answer."
         )
     return "\n".join(lines)
 
