@@ -101,17 +101,6 @@ async def test_a_close_cut_between_consolidation_and_forget_consolidates_once(
     assert consolidated(events) == [SID]  # once, over both processes
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="durable fuzz: a revived session whose turn goes on in the background (its "
-    "parent's call was cut short) and then asks puts its question in its inbox; a message "
-    "its parent sends meanwhile (as a model that does not first check SubAgentStatus does) "
-    "queues behind the asking turn and waits forever: the parent never sees the question. "
-    "Fix (Session.ask): a turn that asks with no waiter of its own hands the question to the "
-    "first send() waiting behind it (stop_reason 'asking'), so the parent's next message "
-    "answers it; or Session._enqueue treats a message sent while the running turn is "
-    "detached as that turn's answer once it asks.",
-)
 async def test_a_message_sent_to_a_revived_session_that_then_asks_is_not_stuck(
     tmp_path: Path,
 ) -> None:

@@ -221,3 +221,21 @@ async def test_a_question_reports_the_tokens_its_turn_used_so_far(tmp_path: Path
     out = await session.send("one more thing")  # a new turn: its own usage only
     assert out.asking and out.usage.requests == 1
     assert out.usage.input_tokens == session.usage.input_tokens - before.input_tokens
+
+
+async def test_a_send_waiting_behind_a_background_turn_that_asks_gets_the_question(
+    tmp_path: Path,
+) -> None:
+    """The send would otherwise wait for ever: the turn ahead of it waits for an answer that
+    can only come after it. Its message is withdrawn (it says so); the next one answers."""
+    model = ScriptedModel([ask("which port?"), answered], delay=0.2)
+    session = make_session(tmp_path, model)
+    session.start("set up the server")  # a background turn: nobody waits for its question
+    await asyncio.sleep(0)
+    out = await asyncio.wait_for(session.send("and use TLS"), 5)
+    assert out.asking and out.content.startswith("which port?\n[your message was not delivered")
+    assert session.question == "which port?"
+    assert all("TLS" not in m.content for m in session.messages)  # withdrawn, not queued
+    done = await asyncio.wait_for(session.send("8080"), 5)
+    assert done.stop_reason == "final" and done.content == "going with 8080"
+    assert not history_problems(session.messages) and session.tasks() == set()

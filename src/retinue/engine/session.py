@@ -100,6 +100,10 @@ INTERRUPTED_NOTE = "[This turn was interrupted before it finished.]"
 FAILED_NOTE = "[This turn failed before it finished: {error}]"
 ASKS_NOTE = "[session {id} asks: {question}]"
 STEERED_NOTE = "[{n} steering message(s) received during this turn]"
+WITHDRAWN_NOTE = (
+    "[your message was not delivered: the session asked this while its earlier turn ran; "
+    "answer the question, then send your message again]"
+)
 STEERING_KEPT_NOTE = "{n} steering message(s) not seen yet, kept for its next turn"
 
 _NO_STEERING: list[str] = []  # shared, never changed
@@ -495,6 +499,7 @@ class Session:
             waiter.set_result(question)
         else:
             self.inbox.append(ASKS_NOTE.format(id=self.id, question=question))
+            self._hand_over(turn, question)
         self._wake()
         try:
             if self.recorder is not None:  # asking: the question is recorded with the call
@@ -503,6 +508,16 @@ class Session:
         finally:
             if self._answer is answer:  # not answered (cancelled): no longer asking
                 self.question = self._answer = None
+
+    def _hand_over(self, turn: asyncio.Task[RunOutput], question: str) -> None:
+        """A background turn asks while a send() waits behind it: that send would wait for
+        ever (the answer it waits to give comes after it). It gets the question instead,
+        its own message withdrawn (:data:`WITHDRAWN_NOTE`), and the next message answers."""
+        for queued, waiter in list((self._waiters or {}).items()):
+            if queued is not turn and not waiter.done() and not queued.done():
+                waiter.set_result(f"{question}\n{WITHDRAWN_NOTE}")
+                queued.cancel()
+                return
 
     def _deliver_answer(self, text: str) -> asyncio.Task[RunOutput] | None:
         """If the running turn is asking: answer it with ``text`` and return that turn."""
