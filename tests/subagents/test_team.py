@@ -86,7 +86,8 @@ async def opened(name: str) -> None:
 async def test_a_team_of_three_starts_in_the_background_and_knows_its_names(kit: Kit) -> None:
     model = ScriptedModel(name="scripted:main")
     spec = (THREE[0], ("bob", "worker", "build the printer"), THREE[2])  # two of one role
-    model.add(create("parsers", *spec), "the team works")
+    described = {"team_name": " parsers ", "members": members(*spec), "description": "a CLI"}
+    model.add(call_tool("TeamCreate", described), "the team works")
     kit.models["worker"].add("parser done", "printer done")
     kit.models["reviewer"].add("reviewed")
     main = lead(kit, model)
@@ -101,7 +102,10 @@ async def test_a_team_of_three_starts_in_the_background_and_knows_its_names(kit:
     firsts = {s.id: next(m.content for m in s.messages if isinstance(m, UserMessage))
               for s in sessions}  # fmt: skip
     alice = firsts["main/worker:alice"]
-    assert alice.startswith("[You are alice, a teammate (worker) in team 'parsers', led by main.")
+    assert alice.startswith(
+        "[You are alice, a teammate (worker) in team 'parsers', led by main. The team is for: "
+        "a CLI. Your teammates:"
+    )
     assert "Your teammates: bob (worker), carol (reviewer)." in alice
     assert alice.endswith("Your task: build the parser")
     assert "TaskUpdate" not in alice  # this memory keeps no task list: none is offered

@@ -63,7 +63,7 @@ TEAM_TOOL_NAMES = frozenset({"TeamCreate", "TeamDelete"})
 _RESERVED = frozenset({LEAD_NAME, "lead", "main", "parent", BROADCAST})
 
 INTRO = (
-    "[You are {name}, a teammate ({role}) in team {team!r}, led by {lead}. "
+    "[You are {name}, a teammate ({role}) in team {team!r}, led by {lead}.{purpose} "
     "Your teammates: {others}.\n"
     "- Message a teammate with SendMessage(to='<name>'), the lead with SendMessage(to="
     "'team-lead'), everyone with to='*'. The reply that ends each of your turns goes to the "
@@ -196,6 +196,7 @@ class Teams:
     ) -> str:
         """Start ``members`` as team ``name`` of ``ctx``'s agent (or add them to it)."""
         tenant, lead = ctx.tenant, ctx.agent_id
+        name, description = " ".join(name.split())[:64] or "team", description.strip()[:1_000]
         if self.joined_by(tenant, lead) is not None:
             raise SubAgentError("a teammate cannot lead a team of its own (no nested teams)")
         self._prune()
@@ -205,7 +206,7 @@ class Teams:
                 f"you lead team {team.name!r} already: add teammates with "
                 f"TeamCreate(team_name={team.name!r}, ...), or end it with TeamDelete first"
             )
-        team = team or Team(name.strip() or "team", lead, tenant, description)
+        team = team or Team(name, lead, tenant, description)
         self._check(team, host, lead, members)
         self._led[lead] = team
         started, failed = [], []
@@ -252,6 +253,7 @@ class Teams:
         return INTRO.format(
             name=m.name, role=m.role, team=team.name, lead=team.lead,
             others=", ".join(others) or "none yet", task=m.task,
+            purpose=f" The team is for: {team.description}." if team.description else "",
             tasks=TASKS_NOTE if tasks else "",
             release=": release the tasks you will not finish (TaskUpdate(id, owner=''))"
             if tasks else "",
