@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import logging
 import random
@@ -45,6 +46,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,6 +61,7 @@ from retinue.durable import (
 from retinue.engine.loop import STEERING_NOTE
 from retinue.engine.session import current_session
 from retinue.llm.base import Model, ToolSpec
+from retinue.memory import PostgresMemory
 from retinue.memory.journal import SessionJournal, SessionRecord
 from retinue.messages import (
     AssistantMessage,
@@ -73,14 +76,19 @@ from retinue.subagents import Role
 from retinue.testing import ScriptedModel, call_tool
 from retinue.tools import tool
 
+# the id a durable session's consolidation runs under (kept in its record), where the
+# memory package has it: a consolidation run again under a committed id is not applied twice
+CONSOLIDATION_RUN: ContextVar[str | None] | None = getattr(
+    importlib.import_module("retinue.memory.consolidate"), "consolidation_run", None
+)
 RESULTS = Path(__file__).resolve().parent / "results" / "lifecycle_fuzz_durable.json"
 HANG_AFTER = 10.0  # seconds a run may take before it counts as hung
-CONVERSATION = "conv-fuzz"
 USER = ("go", "next")  # the user's messages, in order
 ANSWER = "the answer is blue"  # the user's answer to the main agent's question
 STEERED = STEERING_NOTE.split("{")[0]  # how a steering message (not a turn) begins
 CHECK = "|check"  # the call id's end of a check after a restart (not a step of the plan)
 
+NAIVE = "naive parents, one kill at a random tick"
 Plan = list[list[tuple[str, dict[str, Any]] | str]]
 
 
@@ -221,6 +229,10 @@ class Journal:
     async def prune(self, older_than: float) -> int:
         return await self.real.prune(older_than)
 
+    async def consolidated(self, run_id: str) -> bool:
+        """Whether a consolidation ran as ``run_id`` was committed (by :class:`Memory`)."""
+        return run_id in self.process.fuzz.committed_runs
+
     async def drained(self) -> None:
         """Wait until what the process had in flight in the store has landed."""
         if self.in_flight:
@@ -242,9 +254,14 @@ class Memory:
         self, *, tenant: str, role: str, session_id: str, messages: Sequence[Message], model: Model
     ) -> bool:
         fuzz, process = self.process.fuzz, self.process
+        run_id = CONSOLIDATION_RUN.get() if CONSOLIDATION_RUN is not None else None
         await asyncio.sleep(fuzz.delay())
         if process.dead:
             return True  # a dead process writes nothing
+        if run_id is not None:  # as the store: a run already committed is not applied twice
+            if run_id in fuzz.committed_runs:
+                return True
+            fuzz.committed_runs.add(run_id)
         fuzz.consolidated.append((session_id, list(messages)))
         fuzz.consolidated_by.append((session_id, fuzz.processes.index(process)))
         if fuzz.tick(process):
@@ -262,6 +279,7 @@ class Process:
         self.driver: asyncio.Task[None] | None = None
         models = {name: self._model(name) for name in PLANS}
         settings = Settings.load(home=fuzz.folder / "home", workspace=fuzz.folder)
+        settings.database_url = fuzz.database_url
         process = self
 
         @tool("Bump")
@@ -287,9 +305,14 @@ class Process:
         self.runtime.manager.factory.memory = Memory(self)  # type: ignore[assignment]
         self.journal = Journal(store.journal, self)
         self.tenant = settings.tenant
-        self.conversation: Conversation = self.runtime.conversation(
-            CONVERSATION, keep_sessions=True
-        )
+        self.conversation: Conversation = self.runtime.conversation(fuzz.root, keep_sessions=True)
+
+    async def close(self) -> None:
+        """Close its store (a SQLite file, or a pool of PostgreSQL connections)."""
+        if isinstance(self.store, PostgresMemory):
+            await self.store.aclose()
+        else:
+            self.store.close()
 
     def _model(self, name: str) -> ScriptedModel:
         plan, fuzz = PLANS[name], self.fuzz
@@ -328,6 +351,7 @@ class Run:
     kills: int = 0
     killed_at: list[str] = field(default_factory=list[str])
     hung: bool = False
+    talks: int = 0  # steering and answers from outside taken
     lost: list[str] = field(default_factory=list[str])  # began, never consolidated
     doubled: list[str] = field(default_factory=list[str])  # consolidated more than once
     doubled_in_one: list[str] = field(default_factory=list[str])  # ... by one process
@@ -360,16 +384,17 @@ class Fuzz:
     def __init__(
         self,
         folder: Path,
-        rng: random.Random,
+        seed: int,
+        attack: Attack,
         *,
-        kill_ticks: Sequence[int] = (),
-        kill_times: Sequence[float] = (),
         max_delay: float = 0.002,
-        polite: bool = True,
+        database_url: str | None = None,
     ) -> None:
-        self.folder, self.rng, self.max_delay = folder, rng, max_delay
-        self.polite = polite  # a parent checks a sub-agent's call cut short by a restart
-        self.kill_ticks, self.kill_times = frozenset(kill_ticks), sorted(kill_times)
+        self.folder, self.rng, self.max_delay = folder, random.Random(seed), max_delay
+        self.root = f"conv-{seed}"  # (one store may serve many runs: PostgreSQL)
+        self.database_url = database_url
+        self.polite, self.talk_rate = attack.polite, attack.talk_rate
+        self.kill_ticks, self.moments = frozenset(attack.kill_ticks), sorted(attack.moments)
         self.ticks = 0
         self.kills = 0
         self.finished = False
@@ -381,7 +406,9 @@ class Fuzz:
         self.effects: Counter[str] = Counter()
         self.consolidated: list[tuple[str, list[Message]]] = []
         self.consolidated_by: list[tuple[str, int]] = []  # (session, process number)
+        self.committed_runs: set[str] = set()  # the consolidation run ids committed
         self.errors: list[str] = []
+        self.talks = 0  # steering and answers from outside that were taken
         self.killed_at: list[str] = []
         self._killers: set[asyncio.Task[None]] = set()
 
@@ -393,6 +420,9 @@ class Fuzz:
         if process.dead or self.finished:
             return False
         self.ticks += 1
+        if self.talk_rate and self.rng.random() < self.talk_rate:
+            what = self.rng.choice(("steer", "answer"))
+            asyncio.get_running_loop().call_soon(self._talk, process, what)
         return self.ticks in self.kill_ticks
 
     def kill(self, process: Process, where: str) -> None:
@@ -456,16 +486,38 @@ class Fuzz:
             self.finished = True
             self.done.set()
 
-    async def _timed_kills(self) -> None:
+    async def _at_moments(self) -> None:
+        """At each moment: kill the current process, or (as a person over HTTP would) steer
+        a working session or answer a pending question from outside its parent."""
         started = asyncio.get_running_loop().time()
-        for at in self.kill_times:
+        for at, what in self.moments:
             await asyncio.sleep(max(0.0, at - (asyncio.get_running_loop().time() - started)))
-            if self.current is not None:
-                self.kill(self.current, "at a moment")
+            process = self.current
+            if process is None or process.dead or self.finished:
+                continue
+            if what == "kill":
+                self.kill(process, "at a moment")
+            else:
+                self._talk(process, what)
+
+    def _talk(self, process: Process, what: str) -> None:
+        """Steer a working session ("steer") or answer a pending question ("answer") from
+        outside its parent, as a person over HTTP would."""
+        if process.dead or self.finished:
+            return
+        manager = process.runtime.manager
+        state = "running" if what == "steer" else "asking"
+        live = [s.id for s in manager.sessions() if s.state == state]
+        if live:
+            sid = self.rng.choice(live)
+            if what == "steer":
+                self.talks += manager.steer_session(sid, "steered from outside")
+            else:
+                self.talks += manager.answer(sid, "answered from outside")
 
     async def play(self) -> Run:
         self._before = asyncio.all_tasks()  # (a hung run before this one may leave some)
-        timer = asyncio.create_task(self._timed_kills()) if self.kill_times else None
+        timer = asyncio.create_task(self._at_moments()) if self.moments else None
         await self.start(restore=False)
         try:
             await asyncio.wait_for(self.done.wait(), HANG_AFTER)
@@ -477,37 +529,38 @@ class Fuzz:
             timer.cancel()
             await asyncio.wait({timer})
         run = Run(self.kills, self.killed_at, hung=hung, errors=list(self.errors))
+        run.talks = self.talks
         await self._check(run)
         await self._let_go()
+        await asyncio.sleep(0.01)  # what was let go of finishes
+        me = asyncio.current_task()
+        leaked = [t for t in asyncio.all_tasks() - self._before if t is not me and not t.done()]
+        run.leaked_tasks = [f"{t.get_name()}: {t.get_coro()}" for t in leaked]
         return run
 
     async def _check(self, run: Run) -> None:
         counts = Counter(sid for sid, _ in self.consolidated)
         main = self.processes[-1]
-        run.sessions = len(self.began - {CONVERSATION})
-        run.lost = sorted(s for s in self.began - {CONVERSATION} if counts[s] == 0)
+        began = self.began - {self.root}  # (the main conversation does not consolidate)
+        run.sessions = len(began)
+        run.lost = sorted(s for s in began if counts[s] == 0)
         run.doubled = sorted(s for s, n in counts.items() if n > 1)
         run.doubled_in_one = sorted(
             {s for (s, _), n in Counter(self.consolidated_by).items() if n > 1}
         )
         run.twice = sorted(c for c, n in self.effects.items() if n > 1)
         run.ticks, run.effects = self.ticks, sum(self.effects.values())
-        histories = [*self.consolidated, (CONVERSATION, main.conversation.messages)]
+        histories = [*self.consolidated, (self.root, main.conversation.messages)]
         run.invalid = [f"{sid}: {p[0]}" for sid, m in histories if (p := _problems(m))]
-        run.records_left = [r.id for r in await main.store.journal.records(main.tenant)]
-        await asyncio.sleep(0.01)  # what was let go of finishes
-        me = asyncio.current_task()
-        leaked = [t for t in asyncio.all_tasks() - self._before if t is not me and not t.done()]
-        run.leaked_tasks = [f"{t.get_name()}: {t.get_coro()}" for t in leaked]
+        left = await main.store.journal.load_tree(main.tenant, self.root)
+        run.records_left = [record.id for record, _ in left]
 
     async def _let_go(self) -> None:
         for process in self.processes:
             if process.driver is not None and not process.driver.done():
                 process.driver.cancel()
             await suspend_tree(process.conversation)
-            close = getattr(process.store, "close", None)
-            if close is not None:
-                close()
+            await process.close()
 
 
 def _problems(messages: list[Message]) -> list[str]:
@@ -517,21 +570,24 @@ def _problems(messages: list[Message]) -> list[str]:
     return history_problems(messages)
 
 
+@dataclass(frozen=True)
+class Attack:
+    """What one run does: kills at these ticks, and at these moments (seconds after the
+    start) a "kill", a "steer" or an "answer" from outside; ``polite``: a parent whose
+    ``SubAgent`` call a restart cut short checks the session (``SubAgentStatus``, waiting)
+    before it goes on, as :data:`RESTARTED_RESULT` advises."""
+
+    kill_ticks: tuple[int, ...] = ()
+    moments: tuple[tuple[float, str], ...] = ()
+    polite: bool = True
+    talk_rate: float = 0.0  # at each tick, the chance of a steering or an outside answer
+
+
 async def one_run(
-    seed: int,
-    *,
-    kill_ticks: Sequence[int] = (),
-    kill_times: Sequence[float] = (),
-    max_delay: float = 0.002,
+    seed: int, attack: Attack, *, max_delay: float = 0.002, database_url: str | None = None
 ) -> Run:
     with tempfile.TemporaryDirectory(prefix="durable-fuzz-") as tmp:
-        fuzz = Fuzz(
-            Path(tmp),
-            random.Random(seed),
-            kill_ticks=kill_ticks,
-            kill_times=kill_times,
-            max_delay=max_delay,
-        )
+        fuzz = Fuzz(Path(tmp), seed, attack, max_delay=max_delay, database_url=database_url)
         return await fuzz.play()
 
 
@@ -550,6 +606,7 @@ class Tally:
     errors: int = 0
     sessions: int = 0
     side_effects: int = 0
+    talks: int = 0
     examples: list[str] = field(default_factory=list[str])
 
     def add(self, run: Run, label: str) -> None:
@@ -566,6 +623,7 @@ class Tally:
         self.errors += len(run.errors)
         self.sessions += run.sessions
         self.side_effects += run.effects
+        self.talks += run.talks
         if not run.ok and len(self.examples) < 5:
             self.examples.append(f"{label}: {run}")
 
@@ -584,32 +642,57 @@ class Tally:
 
 
 async def campaign(
-    random_runs: int, seed: int = 30, max_delay: float = 0.002, sweep_step: int = 1
+    random_runs: int,
+    seed: int = 30,
+    max_delay: float = 0.002,
+    sweep_step: int = 1,
+    database_url: str | None = None,
+    naive_runs: int = 0,
 ) -> dict[str, Tally]:
     """The undisturbed run (its ticks give the range of kill points); one kill at every
     ``sweep_step``-th tick; then ``random_runs`` runs each of one, two and three kills at
-    random ticks, and of two kills at random moments."""
-    baseline = await one_run(seed, max_delay=0)
+    random ticks, of two kills at random moments, and of two kills at random ticks with
+    steering or outside answers at a tenth of the ticks; and ``naive_runs`` runs of one kill
+    at a random tick with parents that do not check a call cut short (a known hang: see
+    ``tests/durable/test_durable_fuzz.py``)."""
+
+    async def run(seed: int, attack: Attack) -> Run:
+        return await one_run(seed, attack, max_delay=max_delay, database_url=database_url)
+
+    baseline = await one_run(seed, Attack(), max_delay=0, database_url=database_url)
     ticks = baseline.ticks
     tallies: dict[str, Tally] = {"undisturbed": Tally()}
     tallies["undisturbed"].add(baseline, "undisturbed")
     sweep = tallies[f"one kill at tick k, k = 1..{ticks}"] = Tally()
     for k in range(1, ticks + 1, sweep_step):
-        sweep.add(await one_run(seed + k, kill_ticks=[k], max_delay=max_delay), f"tick {k}")
+        sweep.add(await run(seed + k, Attack((k,))), f"tick {k} (seed {seed + k})")
     for kills in (1, 2, 3):
         tally = tallies[f"{kills} kill(s) at random ticks"] = Tally()
         for i in range(random_runs):
             rng = random.Random(seed * 1000 + kills * 100_000 + i)
-            at = sorted(rng.sample(range(1, ticks * (kills + 1) // 2 + 1), kills))
-            run = await one_run(rng.randrange(1 << 30), kill_ticks=at, max_delay=max_delay)
-            tally.add(run, f"ticks {at} (seed {seed}, run {i})")
+            at = tuple(sorted(rng.sample(range(1, ticks * (kills + 1) // 2 + 1), kills)))
+            one = rng.randrange(1 << 30)
+            tally.add(await run(one, Attack(at)), f"ticks {at} (seed {one})")
     horizon = baseline_seconds(ticks, max_delay)
     tally = tallies["2 kills at random moments"] = Tally()
     for i in range(random_runs):
         rng = random.Random(seed * 7919 + i)
-        times = [rng.uniform(0, horizon) for _ in range(2)]
-        run = await one_run(rng.randrange(1 << 30), kill_times=times, max_delay=max_delay)
-        tally.add(run, f"times {[round(t, 4) for t in times]} (run {i})")
+        moments = tuple((round(rng.uniform(0, horizon), 4), "kill") for _ in range(2))
+        one = rng.randrange(1 << 30)
+        tally.add(await run(one, Attack(moments=moments)), f"{moments} (seed {one})")
+    tally = tallies["2 kills at random ticks, steering or outside answers at 10% of ticks"] = (
+        Tally()
+    )
+    for i in range(random_runs):
+        rng = random.Random(seed * 6007 + i)
+        at, one = tuple(sorted(rng.sample(range(1, ticks * 3 // 2 + 1), 2))), rng.randrange(1 << 30)
+        tally.add(await run(one, Attack(at, talk_rate=0.1)), f"ticks {at} (seed {one})")
+    if naive_runs:
+        tally = tallies[NAIVE] = Tally()
+        for i in range(naive_runs):
+            rng = random.Random(seed * 4271 + i)
+            at, one = (rng.randrange(1, ticks + 1),), rng.randrange(1 << 30)
+            tally.add(await run(one, Attack(at, polite=False)), f"ticks {at} (seed {one})")
     return tallies
 
 
@@ -618,31 +701,61 @@ def baseline_seconds(ticks: int, max_delay: float) -> float:
     return max(0.02, ticks * max_delay / 2)
 
 
+def _report(tallies: dict[str, Tally], seconds: float) -> dict[str, Any]:
+    return {
+        "runs": sum(t.runs for t in tallies.values()),
+        "kills": sum(t.kills for t in tallies.values()),
+        "seconds": seconds,
+        "attacks": {name: asdict(t) for name, t in tallies.items()},
+    }
+
+
+def _postgres() -> tuple[Any, str]:
+    """A throwaway PostgreSQL server (the tests' helper) and the URL of a fresh database."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    pgserver = importlib.import_module("pgserver")
+    bin_dir = pgserver.find_bin_dir()
+    if bin_dir is None:
+        sys.exit("PostgreSQL is not installed")
+    server = pgserver.PgServer(bin_dir).start()
+    return server, server.create_database("durable_fuzz")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Durable sessions under random process kills")
     parser.add_argument("--quick", action="store_true", help="CI size, not the full run")
     parser.add_argument("--random-runs", type=int, default=120)
+    parser.add_argument("--naive-runs", type=int, default=30)
+    parser.add_argument("--postgres-runs", type=int, default=20, help="0: SQLite only")
     parser.add_argument("--seed", type=int, default=30)
     args = parser.parse_args(argv)
     logging.getLogger("retinue").setLevel(logging.CRITICAL)  # dropped writes are expected
-    random_runs = 5 if args.quick else args.random_runs
+    quick = args.quick
+    random_runs = 5 if quick else args.random_runs
+    report: dict[str, Any] = {"seed": args.seed, "python": sys.version.split()[0]}
     started = time.perf_counter()
-    tallies = asyncio.run(campaign(random_runs, args.seed, sweep_step=7 if args.quick else 1))
-    seconds = round(time.perf_counter() - started, 1)
-    report = {
-        "seed": args.seed,
-        "runs": sum(t.runs for t in tallies.values()),
-        "kills": sum(t.kills for t in tallies.values()),
-        "seconds": seconds,
-        "python": sys.version.split()[0],
-        "store": "sqlite",
-        "attacks": {name: asdict(t) for name, t in tallies.items()},
-    }
-    if not args.quick:
+    sqlite = asyncio.run(
+        campaign(random_runs, args.seed, sweep_step=7 if quick else 1, naive_runs=0 if quick
+                 else args.naive_runs)
+    )  # fmt: skip
+    report["sqlite"] = _report(sqlite, round(time.perf_counter() - started, 1))
+    tallies = [t for name, t in sqlite.items() if name != NAIVE]  # a known hang, apart
+    if args.postgres_runs and not quick:
+        server, url = _postgres()
+        try:
+            started = time.perf_counter()
+            pg = asyncio.run(
+                campaign(args.postgres_runs, args.seed, sweep_step=5, database_url=url)
+            )
+        finally:
+            server.stop()
+        report["postgresql"] = _report(pg, round(time.perf_counter() - started, 1))
+        tallies += pg.values()
+    if not quick:
         RESULTS.parent.mkdir(exist_ok=True)
         RESULTS.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(report, indent=2))
-    return 1 if any(t.failures for t in tallies.values()) else 0
+    return 1 if any(t.failures for t in tallies) else 0
 
 
 if __name__ == "__main__":
