@@ -242,6 +242,24 @@ ModelFactory = Callable[[str], Model]
 """Builds the model for a ``provider:model`` string (the main agent's and the roles')."""
 
 
+def cpu_seconds() -> float:
+    """CPU seconds used so far by this process and its live children (the model's worker
+    processes; Linux ``/proc``). On a loaded machine a task's CPU time depends far less on
+    the load than its wall time: divided by the worker's threads it estimates the task's time
+    on that many idle cores (an overestimate when busy-waiting threads were descheduled)."""
+    total = time.process_time()
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    me = os.getpid()
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = entry.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == me:
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
 def model_factory(tool_format: str | None) -> ModelFactory:
     """``resolve_model``, but an embedded model gets ``tool_format`` (its profile's if None)."""
 
@@ -279,7 +297,7 @@ async def run_task(
         runtime = Runtime.create(settings, model=build(model), model_for=build, events=sink)
         conversation = runtime.conversation(keep_sessions=True)
         trial = Trial(conversation, runtime, workspace, tools, sessions, [])
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), cpu_seconds()
         try:
             ok, detail = await check(trial)
         except Exception as exc:  # a benchmark reports failures; it does not stop on them
@@ -291,6 +309,7 @@ async def run_task(
             "set": next(k for k, tasks in SETS.items() if name in tasks),
             "ok": ok,
             "seconds": round(time.perf_counter() - started, 1),
+            "cpu_seconds": round(cpu_seconds() - cpu, 1),
             "tools": [n for n, _ in tools],
             "calls": calls,
             "answer": detail[:400],
@@ -376,11 +395,14 @@ def quantile(values: list[float], q: float) -> float:
 def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Pass counts and the median and p90 seconds per task, over ``results``."""
     seconds = [r["seconds"] for r in results]
+    cpu = [r["cpu_seconds"] for r in results if "cpu_seconds" in r]
     return {
         "passed": sum(r["ok"] for r in results),
         "tasks": len(results),
         "median_seconds": quantile(seconds, 0.5),
         "p90_seconds": quantile(seconds, 0.9),
+        "median_cpu_seconds": quantile(cpu, 0.5),
+        "p90_cpu_seconds": quantile(cpu, 0.9),
     }
 
 
