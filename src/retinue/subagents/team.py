@@ -77,10 +77,10 @@ TASKS_NOTE = (
     "TaskUpdate(id, status='in_progress') (refused while another has it or while a task it "
     "depends on is open), and set status='completed' when it is done.\n"
 )
+RELEASE = ": release the tasks you will not finish (TaskUpdate(id, owner=''))"
 SHUTDOWN_NOTE = (
-    "[shutdown request from the lead: {reason}. Finish now: release the tasks you will not "
-    "complete (TaskUpdate(id, owner='')) and reply with what you did; your session ends "
-    "after this turn, and what you learned goes to your memory.]"
+    "[shutdown request from the lead: {reason}. Finish now{release} and reply with what you "
+    "did; your session ends after this turn, and what you learned goes to your memory.]"
 )
 
 
@@ -255,8 +255,7 @@ class Teams:
             others=", ".join(others) or "none yet", task=m.task,
             purpose=f" The team is for: {team.description}." if team.description else "",
             tasks=TASKS_NOTE if tasks else "",
-            release=": release the tasks you will not finish (TaskUpdate(id, owner=''))"
-            if tasks else "",
+            release=RELEASE if tasks else "",
         )  # fmt: skip
 
     # -- addressing --------------------------------------------------------------------
@@ -306,7 +305,10 @@ class Teams:
             raise SubAgentError("only a team's lead sends shutdown requests, to its teammates")
         member = team.named(to)
         if member.ending is None:
-            note = SHUTDOWN_NOTE.format(reason=reason.strip() or "the work is done")
+            release = RELEASE if _keeps_tasks(ctx.manager) else ""
+            note = SHUTDOWN_NOTE.format(
+                reason=reason.strip() or "the work is done", release=release
+            )
             lead = None if wait else _lead_session(messenger, ctx.tenant, member.id)
             member.ending = asyncio.create_task(_end(member, note, lead), name=f"end {member.id}")
         if wait:
@@ -330,7 +332,7 @@ class Teams:
         return f"team {team.name!r} deleted; its teammates ended:\n" + "\n".join(lines)
 
 
-def _keeps_tasks(host: TeamHost) -> bool:
+def _keeps_tasks(host: object) -> bool:
     """Whether the teammates get the task list tools (their memory store keeps tasks)."""
     return isinstance(getattr(getattr(host, "memory", None), "tasks", None), TaskStore)
 
