@@ -20,7 +20,8 @@ last reply reaches the lead as a message (or, with ``wait=true``, as the call's 
 ``TeamDelete`` ends every teammate at once (their running turns are cancelled).
 
 A lead leads one team at a time, and a teammate leads none (no nested teams, as in Claude
-Code). Teams live in memory with their sessions; the task list is stored.
+Code). Teams live in memory with their sessions (a team whose teammates have all ended is
+forgotten when it is next looked up, or when any lead starts a team); the task list is stored.
 """
 
 from __future__ import annotations
