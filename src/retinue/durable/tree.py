@@ -125,9 +125,10 @@ async def suspend_tree(conversation: Conversation) -> None:
     manager.letting_go.add(main.id)
     try:
         await main.suspend()
-        for held in tree_sessions(conversation):
-            await held.session.suspend()
-            manager.registry.forget(held)
+        while held_now := tree_sessions(conversation)[::-1]:  # parents first, until none is
+            for held in held_now:  # left (a turn cut here opens nothing new: see _admit)
+                await held.session.suspend()
+                manager.registry.forget(held)
     finally:
         manager.letting_go.discard(main.id)
 

@@ -395,7 +395,13 @@ class SubAgentManager:
         return held
 
     def _admit(self, ctx: ToolContext, role_name: str) -> Role:
-        """The role, if ``ctx`` may start it: known, within depth, not already in the chain."""
+        """The role, if ``ctx`` may start it: known, within depth, not already in the chain,
+        and not in a tree being let go of here (durable sessions: it goes on elsewhere)."""
+        if self.lets_go(ctx.agent_id):
+            raise SubAgentError(
+                f"cannot start {role_name!r}: {ctx.agent_id}'s tree is stopping in this "
+                "process (it goes on from its records elsewhere)"
+            )
         role = self.catalog.get(role_name)
         if ctx.depth + 1 > self.max_depth:
             raise SubAgentError(
