@@ -25,15 +25,18 @@ async def test_kills_lose_nothing_do_no_step_twice_and_leave_no_record() -> None
     finally:
         logging.getLogger("retinue").setLevel(logging.NOTSET)
     undisturbed = tallies.pop("undisturbed")
-    # the whole tree ran: a, a's b, main's one-shot c that asked; six Bump steps
-    assert (undisturbed.sessions, undisturbed.side_effects, undisturbed.failures) == (3, 6, 0)
+    # the whole tree ran: a, a's b, main's one-shot c that asked; six Bump steps (a seventh
+    # when a's background turn ended before main's steering came: that makes a new turn)
+    assert (undisturbed.sessions, undisturbed.failures) == (3, 0)
+    assert undisturbed.side_effects in (6, 7)
     kills = 0
     for name, t in tallies.items():
         assert (t.hangs, t.errors, t.leaked_tasks) == (0, 0, 0), (name, t.examples)
         assert (t.lost_consolidations, t.steps_done_twice) == (0, 0), (name, t.examples)
         assert (t.invalid_histories, t.records_left) == (0, 0), (name, t.examples)
-        # a session is consolidated twice only across a kill: the process died between its
-        # consolidation and forgetting its record (tests/durable/test_durable_fuzz.py, xfail)
-        assert t.double_consolidations_in_one_process == 0, (name, t.examples)
+        # (a close cut between consolidation and forgetting its record: test_durable_fuzz.py)
+        assert t.double_consolidations == 0, (name, t.examples)
+        # t.sessions_not_let_go is not asserted: a session opened while suspend_tree lets
+        # go of its tree is missed (rare here; tests/durable/test_durable_fuzz_letgo.py)
         kills += t.kills
     assert kills >= 20  # the kills happened: the checks above were not vacuous
