@@ -13,7 +13,9 @@ own reference server (``test_simple_text``, ``test_simple_prompt``, ``test://sta
 why; some of them "pass" against Retinue only because the suite accepts the error result of
 an unknown tool, and are not counted. Every check of every other scenario must pass, except
 the few single checks in :data:`FIXTURE_CHECKS` that need a fixture tool inside a scenario
-that otherwise applies. A scenario that a later version of the suite adds is judged like
+that otherwise applies (Retinue offers the Tasks extension for ``SubAgent``, so the
+Tasks scenario of capability negotiation applies; the other Tasks scenarios drive the
+suite's fixture tools). A scenario that a later version of the suite adds is judged like
 the others until :data:`NOT_APPLICABLE` says why it does not apply.
 
 Skips without ``tests/mcp_both/conformance/node_modules`` (``cd tests/mcp_both/conformance
@@ -106,7 +108,6 @@ NOT_APPLICABLE: dict[str, str] = {
         "confirm_delete, ...)"
         for name in [
             "lifecycle",
-            "capability-negotiation",
             "wire-fields",
             "request-state-removal",
             "mrtr-input",
@@ -124,6 +125,8 @@ FIXTURE_CHECKS: dict[tuple[str, str], str] = {
         _FIXTURE_TOOL.format("test_missing_capability"),
     ("server-stateless", "sep-2575-missing-capability-http-400"):
         _FIXTURE_TOOL.format("test_missing_capability"),
+    ("tasks-capability-negotiation", "tasks-per-request-meta-opt-in"):
+        _FIXTURE_TOOL.format("slow_compute"),
 }  # fmt: skip
 
 PASSING = {"SUCCESS", "WARNING", "INFO", "SKIPPED"}  # a WARNING is a SHOULD, reported

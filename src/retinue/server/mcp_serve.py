@@ -24,6 +24,12 @@ answer goes to the same turn, which goes on (at most ``MAX_QUESTIONS`` rounds a 
 client that cannot be asked, or declines, reads ``[session … asks: …]`` and answers with its
 next ``SubAgent`` call, as Retinue's own agents do.
 
+**Long runs.** At 2026-07-28 a client that declares the Tasks extension
+(``io.modelcontextprotocol/tasks``) gets each ``SubAgent`` call as a task it polls
+(``tasks/get``), answers the sub-agent's question of (``tasks/update``) and can cancel,
+which interrupts the sub-agent's turn (see :mod:`retinue.server.mcp_tasks`). Other clients
+get the call's result as before.
+
 **Who the client is.** On stdio the client is one parent, ``mcp-client``. Over HTTP each
 request's token decides (see :mod:`retinue.server.tokens`): the service's own token is the
 parent ``mcp-client`` in the service's tenant, and a named token ``bo`` is the parent
@@ -35,7 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import replace
 from typing import Annotated, Any, TypeAlias
@@ -52,6 +58,7 @@ from retinue.events import TEXT_DELTA, Event
 from retinue.mcp.client import retinue_version
 from retinue.policy.approvals import Approval, ApprovalRequest
 from retinue.runtime import Runtime
+from retinue.server.mcp_tasks import Asker, TaskBook, TasksExtension, Work
 from retinue.server.tokens import Principal
 from retinue.subagents.registry import Held
 from retinue.subagents.tools import question_note, subagent, subagent_status, unload_subagent
@@ -216,6 +223,11 @@ def principal_of(mcp_ctx: Context[Any, Any]) -> Principal | None:
         request = mcp_ctx.request_context.request
     except ValueError:
         return None
+    return principal_in(request)
+
+
+def principal_in(request: object) -> Principal | None:
+    """The token's principal of an HTTP request (None: stdio, or none was put there)."""
     scope = getattr(request, "scope", None)
     state = scope.get("state") if isinstance(scope, dict) else None
     found = state.get("principal") if isinstance(state, dict) else None
@@ -316,12 +328,18 @@ def _retried_answer(mcp_ctx: Context[Any, Any]) -> tuple[str, str | None] | None
         cid = json.loads(state)["session"]
     except (json.JSONDecodeError, KeyError, TypeError):
         return None
-    response = (mcp_ctx.input_responses or {}).get(ANSWER_KEY)
-    content = (
-        getattr(response, "content", None) if getattr(response, "action", "") == "accept" else None
-    )
-    answer = content.get("answer") if isinstance(content, dict) else None
-    return (str(cid), answer if isinstance(answer, str) and answer.strip() else None)
+    return (str(cid), _accepted((mcp_ctx.input_responses or {}).get(ANSWER_KEY)))
+
+
+def _accepted(response: object) -> str | None:
+    """The answer an elicitation response gives (typed, or as JSON in ``tasks/update``);
+    None if it was not accepted or is blank."""
+    if isinstance(response, dict):
+        action, content = response.get("action"), response.get("content")
+    else:
+        action, content = getattr(response, "action", ""), getattr(response, "content", None)
+    answer = content.get("answer") if action == "accept" and isinstance(content, dict) else None
+    return answer if isinstance(answer, str) and answer.strip() else None
 
 
 async def _delegate(ctx: ToolContext, clients: Clients, mcp_ctx: Context[Any, Any],
@@ -341,20 +359,33 @@ async def _delegate(ctx: ToolContext, clients: Clients, mcp_ctx: Context[Any, An
         reply = await _answer(ctx, held, answer)
     else:
         reply = await subagent.invoke(ctx, raw)
+
+    async def ask(held: Held) -> str | types.InputRequiredResult | None:
+        if not _modern(mcp_ctx):
+            return await _ask_client(mcp_ctx, held)
+        capabilities = mcp_ctx.client_capabilities
+        can_elicit = capabilities is not None and capabilities.elicitation is not None
+        return _input_required(held) if can_elicit else None
+
+    return await _until_answered(ctx, clients, reply, ask)
+
+
+Ask: TypeAlias = Callable[[Held], Awaitable[str | types.InputRequiredResult | None]]
+
+
+async def _until_answered(ctx: ToolContext, clients: Clients, reply: str, ask: Ask
+                          ) -> str | types.InputRequiredResult:  # fmt: skip
+    """Each question a sub-agent of ``ctx``'s agent asks in ``reply``, asked by ``ask``
+    and its answer given, until a reply that asks nothing (at most ``MAX_QUESTIONS``). If
+    ``ask`` gets no answer the question's note is the reply; an ``input_required`` result
+    ends the call (the client retries it with the answer)."""
     for _ in range(MAX_QUESTIONS):
         held = _asking(ctx, clients, reply)
         if held is None:
             break
-        if _modern(mcp_ctx):
-            if (
-                mcp_ctx.client_capabilities is None
-                or mcp_ctx.client_capabilities.elicitation is None
-            ):
-                break
-            return _input_required(held)
-        answer = await _ask_client(mcp_ctx, held)
-        if answer is None:
-            break
+        answer = await ask(held)
+        if not isinstance(answer, str):
+            return reply if answer is None else answer
         reply = await _answer(ctx, held, answer)
     return reply
 
@@ -381,15 +412,45 @@ async def _run(
     return out if isinstance(out, types.InputRequiredResult) else _reply(out)
 
 
+def _task_work(clients: Clients) -> Work:
+    """``SubAgent`` run as an MCP task: as :func:`_delegate`, but a sub-agent's question
+    parks the task (``input_required``) until ``tasks/update`` brings the answer."""
+
+    async def work(principal: Principal | None, arguments: dict[str, Any], ask: Asker
+                   ) -> types.CallToolResult:  # fmt: skip
+        ctx, _, _ = clients.of(principal)
+        raw = json.dumps({k: v for k, v in arguments.items() if v})
+
+        async def ask_client(held: Held) -> str | None:
+            requests = _input_required(held).input_requests or {}
+            asked = {k: r.model_dump(by_alias=True, mode="json", exclude_none=True)
+                     for k, r in requests.items()}  # fmt: skip
+            return _accepted((await ask(asked)).get(ANSWER_KEY))  # declined: the note stays
+
+        try:
+            reply = await _until_answered(ctx, clients, await subagent.invoke(ctx, raw),
+                                          ask_client)  # fmt: skip
+        except Exception as exc:
+            error = _retinue_error(exc)
+            if error is None:
+                raise
+            return _failure(str(error))
+        return _reply(str(reply))
+
+    return work
+
+
 def build_server(runtime: Runtime, parent_id: str = PARENT_ID) -> MCPServer[Any]:
     """The MCP server of ``runtime``'s roles; its lifespan ends the client's sessions."""
     clients = Clients(runtime, parent_id)
+    book = TaskBook(_task_work(clients))
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer[Any]) -> AsyncIterator[None]:
         try:
             yield
         finally:
+            await book.close()
             for parent in clients.parents():
                 await runtime.manager.cleanup(parent)
             await runtime.tools.close_sources()
@@ -400,6 +461,7 @@ def build_server(runtime: Runtime, parent_id: str = PARENT_ID) -> MCPServer[Any]
         version=retinue_version(),
         instructions=f"Retinue's sub-agents. Roles:\n{roles or '(none)'}",
         lifespan=lifespan,
+        extensions=[TasksExtension(book, {"SubAgent"}, lambda ctx: principal_in(ctx.request))],
     )
 
     @server.tool(
