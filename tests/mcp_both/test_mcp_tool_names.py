@@ -41,6 +41,7 @@ class FakeServer:
 
     name: str
     listed: list[types.Tool]
+    tasks: bool = False  # whether it offers MCP Tasks at 2026-07-28
 
     async def list_tools(self) -> list[types.Tool]:
         return self.listed

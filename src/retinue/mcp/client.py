@@ -4,7 +4,9 @@ A server starts on first use (its tools are listed or called) in a task the hub 
 SDK's ``Client`` is entered and left in that task, as anyio requires. When the server dies
 (a crash, a dropped connection) the call in flight gets an :class:`McpError` saying so and
 the next use starts it again. A call past the server's ``timeout`` is abandoned, and the
-SDK tells the server with ``notifications/cancelled``; so does a cancelled run. A
+SDK tells the server with ``notifications/cancelled``; so does a cancelled run. At 2026-07-28
+the client declares MCP Tasks: a call the server runs as a task is polled to its end
+(:mod:`retinue.mcp.tasks`; abandoned, it is cancelled with ``tasks/cancel``). A
 tool-list change (a ``tools/list_changed`` notification, or the event of a 2026
 ``subscriptions/listen`` stream) makes the next listing ask the server again.
 :meth:`McpHub.close` stops every server (stdio processes are terminated by the SDK); a
@@ -33,6 +35,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from retinue.errors import RetinueError
 from retinue.mcp.servers import HttpServer, ServerConfig, StdioServer, expanded
+from retinue.mcp.tasks import TASKS, TasksClient
 
 __all__ = ["McpError", "McpHub", "McpServer", "retinue_version"]
 
@@ -83,6 +86,20 @@ class McpServer:
     @property
     def timeout(self) -> float:
         return self.config.timeout
+
+    @property
+    def tasks(self) -> bool:
+        """Whether a call may run as an MCP task here (connected at 2026-07-28 to a server
+        that offers the Tasks extension): then a tool that requires tasks can be called."""
+        client = self._client
+        if client is None:
+            return False
+        try:
+            modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
+            offered = client.server_capabilities.extensions or {}
+        except Exception:  # not connected after all
+            return False
+        return modern and TASKS in offered
 
     async def list_tools(self, *, retry: bool = True) -> list[types.Tool]:
         """The server's tools (starting it if needed); asked again after a change notice.
@@ -200,13 +217,18 @@ class McpServer:
         self._log_dir.mkdir(parents=True, exist_ok=True)
         return files.enter_context(open(self._log_dir / f"{self.name}.log", "a", encoding="utf-8"))
 
-    def _connect(self, errlog: TextIO | None) -> Client:
-        cfg = expanded(self.config)  # ${VAR}s: only now, for a server allowed to start
-        options: dict[str, Any] = {
+    def _options(self) -> dict[str, Any]:
+        """The SDK client's options, the same for every transport."""
+        return {
             "message_handler": self._on_message,
             "cache": None,
             "client_info": types.Implementation(name="retinue", version=retinue_version()),
+            "extensions": [TasksClient()],  # a call the server makes a task is polled to its end
         }
+
+    def _connect(self, errlog: TextIO | None) -> Client:
+        cfg = expanded(self.config)  # ${VAR}s: only now, for a server allowed to start
+        options = self._options()
         if isinstance(cfg, StdioServer):
             params = StdioServerParameters(
                 command=cfg.command,

@@ -7,8 +7,9 @@ structured content as JSON (unless a text block already says it), images and aud
 short placeholder, resources by their text or their address; an error result is an error.
 A name longer than providers allow (64) is cut and given a short hash of the server's and
 tool's names, so it stays unique and stable. A tool that requires task-augmented execution
-(``taskSupport: "required"``) is left out with a notice, as is a second tool whose name, its
-odd characters replaced, is taken.
+(``taskSupport: "required"``) is called as an MCP task where the server offers the Tasks
+extension at 2026-07-28, and left out with a notice elsewhere, as is a second tool whose
+name, its odd characters replaced, is taken.
 """
 
 from __future__ import annotations
@@ -149,10 +150,11 @@ class McpSource:
         taken: set[str] = set()
         for server, listed in zip(usable, listings, strict=True):
             for spec in listed:
-                if _needs_task(spec):
+                if _needs_task(spec) and not server.tasks:
                     self._tell(ctx, server.name, f"MCP tool {spec.name!r} of server "
                                f"{server.name!r} left out: it requires task-augmented "
-                               "execution (MCP Tasks), which Retinue does not call",
+                               "execution (MCP Tasks), which Retinue calls only at "
+                               "2026-07-28 where the server offers the Tasks extension",
                                key=spec.name)  # fmt: skip
                     continue
                 t = McpTool(server, spec)
