@@ -2,38 +2,39 @@
 
 A nested scenario runs with durable sessions on (``record_conversation`` on the main
 conversation; the memory store is SQLite in a temporary folder, or a throwaway PostgreSQL
-server): ``main`` does a step with a side effect
-(``Bump``), opens interactive ``a``, whose ``b`` does a ``Bump`` and asks ``a`` a question
-that ``a`` answers; ``main`` runs ``c`` one-shot, which asks ``main`` (and is then held) and is
-answered; ``main`` sends ``a`` a background turn, steers it and waits for it, while ``a``
-does the same to ``b``; on its second message ``main`` asks the user a question, does a
-``Bump`` and unloads ``c``; then the user ends the conversation. Every model is a
-``ScriptedModel`` answering from its conversation (so a restored one goes on where its
-history stands), with random latency; consolidation awaits a random delay. A parent whose
-``SubAgent`` call a restart cut short first asks ``SubAgentStatus`` (waiting), as the cut
-call's result advises; "naive" parents go straight on.
+server): ``main`` does a step with a side effect (``Bump``) and opens interactive ``a``,
+whose ``b`` does a ``Guarded`` step and a ``Bump`` and asks ``a`` a question that ``a``
+answers; ``main`` runs ``c`` one-shot, which asks ``main`` (and is then held), is answered
+and does a ``Guarded`` step and a ``Bump``; ``main`` sends ``a`` a background turn, steers
+it and waits for it, while ``a`` does the same to ``b``; on its second message ``main`` asks
+the user a question, does a ``Bump`` and unloads ``c``; then the user ends the conversation.
+Every model is a ``ScriptedModel`` answering from its conversation (so a restored one goes
+on where its history stands), with random latency; consolidation awaits a random delay. A
+parent whose ``SubAgent`` call a restart cut short first asks ``SubAgentStatus`` (waiting),
+as the cut call's result advises; "naive" parents go straight on.
 
 **A kill.** A "process" is a :class:`~retinue.runtime.Runtime` on the shared data folder.
-It is killed at a tick (a model call, a ``Bump``'s side effect, a journal write, before or
-after it lands, or a consolidation, right after it is counted) or at a random moment (one
-attack also steers working sessions and answers pending questions from outside): from
-then on it is *dead* (its journal writes and forgets are dropped, its tools have no effect,
-its consolidations do not count; what it had in flight in the store lands, as a commit
-would), then ``suspend_tree`` lets go of its tasks, and a fresh runtime on the same folder
-restores the tree (``restore_conversation``) and the user goes on: answers the main
+It is killed at a tick (a model call, a side effect, a journal write, before or after it
+lands, a consolidation, right after it is counted, or an approval request) or at a random
+moment. From then on it is *dead* (its journal writes and forgets are dropped, its tools
+have no effect, its consolidations do not count; what it had in flight in the store lands,
+as a commit would); ``suspend_tree`` lets go of its tasks, a fresh runtime on the same
+folder restores the tree (``restore_conversation``), and the user goes on: answers the main
 question if one is pending, waits for a main turn that goes on, sends the next message of
 the script that the history does not hold yet (a message lost with the process is sent
-again, as a client would), and ends the conversation (again, if it was ending).
+again, as a client would), and ends the conversation (again, if it was ending). One attack
+also steers working sessions and answers pending questions from outside; one has every
+``Guarded`` call wait for a random yes or no.
 
-After every run: no hang (:data:`HANG_AFTER`), every session that began (its model was
-called in a live process) consolidated exactly once over all processes together, no
-``Bump`` call id with more than one side effect (no step done twice), every history valid
-(each consolidated one and the main one, :func:`~retinue.messages.history_problems`), no
-record left in the journal, no task left running, no session that a kill's
-``suspend_tree`` left held (``tests/durable/test_durable_fuzz_letgo.py``), no restore that
-failed.
+After every run: no hang (:data:`HANG_AFTER`); every session that began (its model was
+called in a live process) consolidated exactly once over all processes together; no
+``Bump`` or ``Guarded`` call id with more than one side effect (no step done twice); every
+history valid (each consolidated one and the main one,
+:func:`~retinue.messages.history_problems`); no record left in the journal; no task left
+running; no session that a kill's ``suspend_tree`` left held
+(``tests/durable/test_durable_fuzz_letgo.py``); no restore that failed.
 
-    uv run python benchmarks/durable_fuzz.py            # the long version (~870 runs)
+    uv run python benchmarks/durable_fuzz.py            # the long version (~1,000 runs)
     uv run python benchmarks/durable_fuzz.py --quick    # CI size, SQLite only
 
 Results go to ``benchmarks/results/lifecycle_fuzz_durable.json``.
@@ -77,6 +78,9 @@ from retinue.messages import (
     UserMessage,
     history_problems,
 )
+from retinue.policy.approvals import Approval, ApprovalRequest
+from retinue.policy.gate import Policy
+from retinue.policy.rules import RuleSet
 from retinue.runtime import Conversation, Runtime
 from retinue.subagents import Role
 from retinue.testing import ScriptedModel, call_tool
@@ -132,10 +136,17 @@ PLANS: dict[str, Plan] = {
         ],
     ],
     "b": [
-        [("Bump", {}), ("AskParent", {"question": "b, which answer?"}), "b paused"],
+        [
+            ("Guarded", {}),
+            ("Bump", {}),
+            ("AskParent", {"question": "b, which answer?"}),
+            "b paused",
+        ],
         [("Bump", {}), "b done"],
     ],
-    "c": [[("AskParent", {"question": "c, which answer?"}), ("Bump", {}), "c done"]],
+    "c": [
+        [("AskParent", {"question": "c, which answer?"}), ("Guarded", {}), ("Bump", {}), "c done"]
+    ],
 }
 ASKS = frozenset({"ask_parent"})
 ROLES = [
@@ -292,20 +303,29 @@ class Process:
         @tool("Bump")
         async def bump(label: str) -> str:
             """Do something that must not be done twice (its label is its call id)."""
-            if not process.dead:
-                fuzz.effects[label] += 1
-                if fuzz.tick(process):
-                    fuzz.kill(process, "after a side effect")
+            process.effect(label)
             return f"bumped {label}"
+
+        @tool("Guarded")
+        async def guarded(label: str) -> str:
+            """Like Bump, but asks a person's yes first when the run has approvals."""
+            process.effect(label)
+            return f"guarded {label}"
 
         self.runtime = Runtime.create(
             settings,
             model=models["main"],
             model_for=lambda spec: models[spec.removeprefix("scripted:")],
             builtins=False,
-            extra_tools=[bump],
+            extra_tools=[bump, guarded],
             roles=ROLES,
         )
+        if fuzz.approvals:  # every Guarded call, at any depth, asks first
+            rules = RuleSet()
+            rules.add("ask", ["Guarded"], fuzz.folder)
+            self.runtime.policy = Policy(
+                modes=("bypassPermissions",), rules=rules, approver=self._approve
+            )
         store = self.runtime.memory
         assert store is not None
         self.store = store
@@ -314,12 +334,28 @@ class Process:
         self.tenant = settings.tenant
         self.conversation: Conversation = self.runtime.conversation(fuzz.root, keep_sessions=True)
 
+    def effect(self, label: str) -> None:
+        """A side effect (of call ``label``), if this process lives; it may die right after."""
+        if not self.dead:
+            self.fuzz.effects[label] += 1
+            if self.fuzz.tick(self):
+                self.fuzz.kill(self, "after a side effect")
+
     async def close(self) -> None:
         """Close its store (a SQLite file, or a pool of PostgreSQL connections)."""
         if isinstance(self.store, PostgresMemory):
             await self.store.aclose()
         else:
             self.store.close()
+
+    async def _approve(self, request: ApprovalRequest) -> Approval:
+        """A person's answer, a yes or a no, after a while (the process may die meanwhile)."""
+        fuzz = self.fuzz
+        if fuzz.tick(self):
+            fuzz.kill(self, "while an approval is pending")
+        await asyncio.sleep(fuzz.rng.uniform(0, 0.005))
+        fuzz.answered += not self.dead
+        return Approval(fuzz.rng.random() < 0.5, message="denied by the fuzz")
 
     def _model(self, name: str) -> ScriptedModel:
         plan, fuzz = PLANS[name], self.fuzz
@@ -343,7 +379,7 @@ class Process:
                 return what
             call_id = f"{sid}|t{turn}|s{step}"
             tool_name, args = what
-            if tool_name == "Bump":
+            if tool_name in ("Bump", "Guarded"):
                 args = {"label": call_id}
             return call_tool(tool_name, args, id=call_id)
 
@@ -359,6 +395,7 @@ class Run:
     killed_at: list[str] = field(default_factory=list[str])
     hung: bool = False
     talks: int = 0  # steering and answers from outside taken
+    approvals: int = 0  # approval requests answered
     lost: list[str] = field(default_factory=list[str])  # began, never consolidated
     doubled: list[str] = field(default_factory=list[str])  # consolidated more than once
     doubled_in_one: list[str] = field(default_factory=list[str])  # ... by one process
@@ -403,6 +440,7 @@ class Fuzz:
         self.root = f"conv-{seed}"  # (one store may serve many runs: PostgreSQL)
         self.database_url = database_url
         self.polite, self.talk_rate = attack.polite, attack.talk_rate
+        self.approvals = attack.approvals  # Guarded calls ask (Attack.approvals)
         self.kill_ticks, self.moments = frozenset(attack.kill_ticks), sorted(attack.moments)
         self.ticks = 0
         self.kills = 0
@@ -418,6 +456,7 @@ class Fuzz:
         self.committed_runs: set[str] = set()  # the consolidation run ids committed
         self.errors: list[str] = []
         self.talks = 0  # steering and answers from outside that were taken
+        self.answered = 0  # approval requests answered by a live process
         self.not_let_go: list[str] = []  # sessions a kill's suspend_tree left held
         self.killed_at: list[str] = []
         self._killers: set[asyncio.Task[None]] = set()
@@ -544,7 +583,7 @@ class Fuzz:
             timer.cancel()
             await asyncio.wait({timer})
         run = Run(self.kills, self.killed_at, hung=hung, errors=list(self.errors))
-        run.talks, run.not_let_go = self.talks, self.not_let_go
+        run.talks, run.not_let_go, run.approvals = self.talks, self.not_let_go, self.answered
         await self._check(run)
         await self._let_go()
         await asyncio.sleep(0.01)  # what was let go of finishes
@@ -596,6 +635,7 @@ class Attack:
     moments: tuple[tuple[float, str], ...] = ()
     polite: bool = True
     talk_rate: float = 0.0  # at each tick, the chance of a steering or an outside answer
+    approvals: bool = False  # Guarded calls wait for a random yes or no
 
 
 async def one_run(
@@ -623,6 +663,7 @@ class Tally:
     sessions: int = 0
     side_effects: int = 0
     talks: int = 0
+    approvals: int = 0
     examples: list[str] = field(default_factory=list[str])
 
     def add(self, run: Run, label: str) -> None:
@@ -641,6 +682,7 @@ class Tally:
         self.sessions += run.sessions
         self.side_effects += run.effects
         self.talks += run.talks
+        self.approvals += run.approvals
         if not run.ok and len(self.examples) < 5:
             self.examples.append(f"{label}: {run}")
 
@@ -670,7 +712,8 @@ async def campaign(
     """The undisturbed run (its ticks give the range of kill points); one kill at every
     ``sweep_step``-th tick; then ``random_runs`` runs each of one, two and three kills at
     random ticks, of two kills at random moments, and of two kills at random ticks with
-    steering or outside answers at a tenth of the ticks; and ``naive_runs`` runs of one kill
+    steering or outside answers at a tenth of the ticks, and of two kills at random ticks
+    with every ``Guarded`` call waiting for a random yes or no; and ``naive_runs`` runs of one kill
     at a random tick with parents that do not check a call cut short (where a message
     queued behind a revived turn that then asks used to wait for ever:
     ``tests/durable/test_durable_fuzz.py``)."""
@@ -706,6 +749,11 @@ async def campaign(
         rng = random.Random(seed * 6007 + i)
         at, one = tuple(sorted(rng.sample(range(1, ticks * 3 // 2 + 1), 2))), rng.randrange(1 << 30)
         tally.add(await run(one, Attack(at, talk_rate=0.1)), f"ticks {at} (seed {one})")
+    tally = tallies["2 kills at random ticks, approvals pending, yes or no at random"] = Tally()
+    for i in range(random_runs):
+        rng = random.Random(seed * 5501 + i)
+        at, one = tuple(sorted(rng.sample(range(1, ticks * 3 // 2 + 1), 2))), rng.randrange(1 << 30)
+        tally.add(await run(one, Attack(at, approvals=True)), f"ticks {at} (seed {one})")
     if naive_runs:
         tally = tallies["naive parents, one kill at a random tick"] = Tally()
         for i in range(naive_runs):
@@ -747,15 +795,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--naive-runs", type=int, default=120)
     parser.add_argument("--postgres-runs", type=int, default=20, help="0: SQLite only")
     parser.add_argument("--seed", type=int, default=30)
+    parser.add_argument("--max-delay", type=float, default=0.002, help="seconds, model/memory")
+    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     logging.getLogger("retinue").setLevel(logging.CRITICAL)  # dropped writes are expected
     quick = args.quick
     random_runs = 5 if quick else args.random_runs
-    report: dict[str, Any] = {"seed": args.seed, "python": sys.version.split()[0]}
+    delay = args.max_delay
+    report: dict[str, Any] = {
+        "seed": args.seed,
+        "max_delay": delay,
+        "python": sys.version.split()[0],
+    }
     started = time.perf_counter()
     sqlite = asyncio.run(
-        campaign(random_runs, args.seed, sweep_step=7 if quick else 1, naive_runs=0 if quick
-                 else args.naive_runs)
+        campaign(random_runs, args.seed, delay, sweep_step=7 if quick else 1,
+                 naive_runs=0 if quick else args.naive_runs)
     )  # fmt: skip
     report["sqlite"] = _report(sqlite, round(time.perf_counter() - started, 1))
     tallies = list(sqlite.values())
@@ -764,15 +819,15 @@ def main(argv: list[str] | None = None) -> int:
         try:
             started = time.perf_counter()
             pg = asyncio.run(
-                campaign(args.postgres_runs, args.seed, sweep_step=5, database_url=url)
+                campaign(args.postgres_runs, args.seed, delay, sweep_step=5, database_url=url)
             )
         finally:
             server.stop()
         report["postgresql"] = _report(pg, round(time.perf_counter() - started, 1))
         tallies += pg.values()
     if not quick:
-        RESULTS.parent.mkdir(exist_ok=True)
-        RESULTS.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        args.out.parent.mkdir(exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(report, indent=2))
     return 1 if any(t.failures for t in tallies) else 0
 
