@@ -8,15 +8,24 @@ does not declare Tasks gets what it always got. (The TypeScript SDK 1.32.2 speak
 from __future__ import annotations
 
 import asyncio
+import signal
+import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from bearer_proxy import free_port
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
+from mcp_kit import role
 from mcp_types import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
+from test_mcp_cli import env_for
 from test_mcp_serve_protocol import answer_of, asking_model, runtime_for, text
 
+from retinue.llm.loopback import LoopbackOpenAIServer
 from retinue.mcp.tasks import (
     Ack,
     CreateTaskResult,
@@ -29,7 +38,7 @@ from retinue.mcp.tasks import (
 from retinue.server.mcp_serve import build_server
 from retinue.server.mcp_tasks import TaskBook
 from retinue.server.tokens import Principal
-from retinue.testing import ScriptedModel
+from retinue.testing import ScriptedModel, call_tool
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -138,3 +147,46 @@ async def test_a_tokens_tasks_are_its_own_and_a_crash_is_a_failed_task() -> None
     shown = book.of(alice, run.id).detailed()
     assert shown["status"] == "failed" and "result" not in shown
     assert "secret detail" not in str(shown["error"])  # the exception's text stays inside
+
+
+async def test_over_http_the_task_runs_behind_the_token_and_its_question_is_answered(
+    tmp_path: Path,
+) -> None:
+    """``retinue mcp serve --http``, a real process: the task outlives the request that made
+    it (stateless HTTP), and its question comes back through ``tasks/get``."""
+    workspace = tmp_path / "ws"
+    role(workspace, "asker", "capabilities: [ask_parent]", "You ask when unsure.")
+    model = ScriptedModel([call_tool("AskParent", {"question": "Which colour?"}), "painted it"])
+    asked: list[str] = []
+
+    async def answer(requests: dict[str, Any]) -> dict[str, Any]:
+        asked.extend(r["params"]["message"] for r in requests.values())
+        return {key: {"action": "accept", "content": {"answer": "teal"}} for key in requests}
+
+    port = free_port()
+    with LoopbackOpenAIServer(model) as llm:
+        cmd = [sys.executable, "-m", "retinue", "mcp", "serve", "--http", "--port", str(port),
+               "--model", "openai:test"]  # fmt: skip
+        proc = await asyncio.create_subprocess_exec(*cmd, env=env_for(tmp_path, llm),
+                                                    cwd=workspace)  # fmt: skip
+        try:
+            url = f"http://127.0.0.1:{port}/mcp"
+            async with httpx.AsyncClient() as plain:
+                for _ in range(300):
+                    try:
+                        await plain.post(url, json={})
+                        break
+                    except httpx.TransportError:
+                        await asyncio.sleep(0.1)
+            token = (tmp_path / "home" / "server-token").read_text().strip()
+            http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+            transport = streamable_http_client(url, http_client=http)
+            async with Client(transport, extensions=[TasksClient(answer)]) as client:
+                assert client.protocol_version == "2026-07-28"
+                result = await client.call_tool("SubAgent", {"task": "paint", "role": "asker"})
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(proc.wait(), 30)
+    assert not result.is_error and "painted it" in text(result)
+    assert len(asked) == 1 and "Which colour?" in asked[0]
+    assert model.calls[1].messages[-1].content == "teal"  # the same turn went on
