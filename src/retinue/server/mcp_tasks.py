@@ -15,9 +15,10 @@ task's id, status and times, at the top level). The client then:
 
 Each client (each token over HTTP) sees only its own tasks: another's id is unknown
 (-32602). Without the declared extension the ``tasks/*`` methods answer -32021 and
-``SubAgent`` runs as it always did. A task is kept ``TTL_MS`` after its creation, at most
-``MAX_TASKS`` per client. What a task runs is given by the server (:data:`Work`), so this
-module knows the protocol, not Retinue's tools."""
+``SubAgent`` runs as it always did. A task is kept ``TTL_MS`` after its creation (a question
+unanswered that long is declined), at most ``MAX_TASKS`` per client. What a task runs is
+given by the server (:data:`Work`), so this module knows the protocol, not Retinue's
+tools."""
 
 from __future__ import annotations
 
@@ -158,8 +159,10 @@ class TaskBook:
             run.answers = asyncio.get_running_loop().create_future()
             run.asking, run.received = dict(requests), {}
             run.set("input_required")
-            try:
-                return await run.answers
+            try:  # a client that never answers: declined when the task's TTL is over
+                return await asyncio.wait_for(run.answers, TTL_MS / 1000)
+            except TimeoutError:
+                return {}
             finally:
                 run.asking, run.answers = None, None
                 if run.status == "input_required":
