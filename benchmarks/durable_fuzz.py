@@ -32,7 +32,7 @@ called in a live process) consolidated exactly once over all processes together;
 history valid (each consolidated one and the main one,
 :func:`~retinue.messages.history_problems`); no record left in the journal; no task left
 running; no session that a kill's ``suspend_tree`` left held
-(``tests/durable/test_durable_fuzz_letgo.py``); no restore that failed.
+(``tests/durable/test_fuzz_letgo.py``); no restore that failed.
 
     uv run python benchmarks/durable_fuzz.py            # the long version (~1,000 runs)
     uv run python benchmarks/durable_fuzz.py --quick    # CI size, SQLite only
@@ -716,7 +716,7 @@ async def campaign(
     with every ``Guarded`` call waiting for a random yes or no; and ``naive_runs`` runs of one kill
     at a random tick with parents that do not check a call cut short (where a message
     queued behind a revived turn that then asks used to wait for ever:
-    ``tests/durable/test_durable_fuzz.py``)."""
+    ``tests/durable/test_fuzz_findings.py``)."""
 
     async def run(seed: int, attack: Attack) -> Run:
         return await one_run(seed, attack, max_delay=max_delay, database_url=database_url)

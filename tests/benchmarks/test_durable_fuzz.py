@@ -35,10 +35,10 @@ async def test_kills_lose_nothing_do_no_step_twice_and_leave_no_record() -> None
         assert (t.hangs, t.errors, t.leaked_tasks) == (0, 0, 0), (name, t.examples)
         assert (t.lost_consolidations, t.steps_done_twice) == (0, 0), (name, t.examples)
         assert (t.invalid_histories, t.records_left) == (0, 0), (name, t.examples)
-        # (a close cut between consolidation and forgetting its record: test_durable_fuzz.py)
+        # (a close cut between consolidation and forgetting its record: test_fuzz_findings.py)
         assert t.double_consolidations == 0, (name, t.examples)
-        # t.sessions_not_let_go is not asserted: a session opened while suspend_tree lets
-        # go of its tree is missed (rare here; tests/durable/test_durable_fuzz_letgo.py)
+        # (a session opened while suspend_tree lets go of its tree: test_fuzz_letgo.py)
+        assert t.sessions_not_let_go == 0, (name, t.examples)
         kills += t.kills
     assert kills >= 20  # the kills happened: the checks above were not vacuous
     approvals = next(t for name, t in tallies.items() if "approvals" in name)
