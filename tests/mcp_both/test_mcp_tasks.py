@@ -190,3 +190,31 @@ async def test_over_http_the_task_runs_behind_the_token_and_its_question_is_answ
     assert not result.is_error and "painted it" in text(result)
     assert len(asked) == 1 and "Which colour?" in asked[0]
     assert model.calls[1].messages[-1].content == "teal"  # the same turn went on
+
+
+@pytest.mark.parametrize("allow", [True, False])
+async def test_a_subagents_call_to_approve_is_asked_in_the_task(
+    tmp_path: Path, allow: bool
+) -> None:
+    """An approval is asked as the task's input request (at 2026-07-28 a call cannot ask
+    mid-way; a task can): yes lets the call run, no is a refusal the sub-agent reads."""
+    from test_mcp_approvals import runtime_for as approving_runtime
+    from test_mcp_approvals import scribe_model
+
+    asked: list[str] = []
+
+    async def answer(requests: dict[str, Any]) -> dict[str, Any]:
+        asked.extend(r["params"]["message"] for r in requests.values())
+        form = {"allow": allow, "always": False, "reason": "" if allow else "not today"}
+        return {key: {"action": "accept", "content": form} for key in requests}
+
+    scribe = scribe_model()
+    server = build_server(approving_runtime(tmp_path, scribe))
+    async with Client(server, mode="2026-07-28", extensions=[TasksClient(answer)]) as client:
+        result = await client.call_tool("SubAgent", {"task": "write a note", "role": "scribe"})
+    assert "finished" in text(result)
+    [message] = asked
+    assert "Write" in message and "note.txt" in message
+    assert (tmp_path / "note.txt").exists() == allow
+    if not allow:
+        assert "not today" in scribe.calls[-1].messages[-1].content

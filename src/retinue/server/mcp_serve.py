@@ -27,8 +27,8 @@ next ``SubAgent`` call, as Retinue's own agents do.
 **Long runs.** At 2026-07-28 a client that declares the Tasks extension
 (``io.modelcontextprotocol/tasks``) gets each ``SubAgent`` call as a task it polls
 (``tasks/get``), answers the sub-agent's question of (``tasks/update``) and can cancel,
-which interrupts the sub-agent's turn (see :mod:`retinue.server.mcp_tasks`). Other clients
-get the call's result as before.
+which interrupts the sub-agent's turn (see :mod:`retinue.server.mcp_tasks`); an approval a
+sub-agent's call needs is asked there too. Other clients get the call's result as before.
 
 **Who the client is.** On stdio the client is one parent, ``mcp-client``. Over HTTP each
 request's token decides (see :mod:`retinue.server.tokens`): the service's own token is the
@@ -50,7 +50,7 @@ from mcp import types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import is_version_at_least
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from retinue.engine.session import ASKS_NOTE
 from retinue.errors import RetinueError, SubAgentError
@@ -168,18 +168,21 @@ class Approvals:
     of that client that is running now (the latest, when several are)."""
 
     def __init__(self) -> None:
-        self._calls: list[Context[Any, Any]] = []
+        self._calls: list[Context[Any, Any] | Asker] = []
 
     @contextmanager
-    def calling(self, mcp_ctx: Context[Any, Any]) -> Iterator[None]:
-        self._calls.append(mcp_ctx)
+    def calling(self, caller: Context[Any, Any] | Asker) -> Iterator[None]:
+        """While a call (its context) or a task (its way of asking) of the client runs."""
+        self._calls.append(caller)
         try:
             yield
         finally:
-            self._calls.remove(mcp_ctx)
+            self._calls.remove(caller)
 
     async def __call__(self, request: ApprovalRequest) -> Approval:
         mcp_ctx = self._calls[-1] if self._calls else None
+        if mcp_ctx is not None and not isinstance(mcp_ctx, Context):
+            return await _approved_in_task(mcp_ctx, request)
         if mcp_ctx is not None and _modern(mcp_ctx):
             return Approval(False, message=NO_ELICITATION_2026)
         if mcp_ctx is None or not _can_elicit(mcp_ctx):
@@ -193,6 +196,39 @@ class Approvals:
             why = data.reason if data is not None else f"the client answered {result.action!r}"
             return Approval(False, message=why[:500])
         return Approval(True, always=data.always)
+
+
+APPROVAL_KEY = "approval"  # the key of an approval in a task's input requests
+
+
+async def _approved_in_task(ask: Asker, request: ApprovalRequest) -> Approval:
+    """An approval asked of a task's client: the task is ``input_required`` until it answers
+    with ``tasks/update``."""
+    form = _form(f"Approve? {request.describe()}", ApprovalForm)
+    response = (await ask({APPROVAL_KEY: _json(form)})).get(APPROVAL_KEY)
+    action, content = (response.get("action"), response.get("content")) if isinstance(
+        response, dict) else (None, None)  # fmt: skip
+    try:
+        data = ApprovalForm.model_validate(content) if action == "accept" else None
+    except ValidationError:
+        return Approval(False, message="the MCP client's answer was not an approval form")
+    if data is None or not data.allow:
+        why = data.reason if data is not None else f"the client answered {str(action)[:50]!r}"
+        return Approval(False, message=why[:500])
+    return Approval(True, always=data.always)
+
+
+def _form(message: str, model: type[BaseModel]) -> types.ElicitRequest:
+    """An elicitation of a form shaped as ``model``."""
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    return types.ElicitRequest(
+        params=types.ElicitRequestFormParams(message=message, requested_schema=schema)
+    )
+
+
+def _json(request: types.ElicitRequest) -> dict[str, Any]:
+    return request.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
 NO_ELICITATION = (
@@ -308,13 +344,9 @@ async def _ask_client(mcp_ctx: Context[Any, Any], held: Held) -> str | None:
 def _input_required(held: Held) -> types.InputRequiredResult:
     """A 2026-07-28 client's question round: the session's question as an elicitation;
     the client retries the call with the answer and this state."""
-    schema = AnswerForm.model_json_schema()
-    schema.pop("title", None)
-    params = types.ElicitRequestFormParams(
-        message=f"[session {held.id} asks] {held.session.question}", requested_schema=schema
-    )
+    form = _form(f"[session {held.id} asks] {held.session.question}", AnswerForm)
     return types.InputRequiredResult(
-        input_requests={ANSWER_KEY: types.ElicitRequest(params=params)},
+        input_requests={ANSWER_KEY: form},
         request_state=json.dumps({"session": held.id}),
     )
 
@@ -418,18 +450,18 @@ def _task_work(clients: Clients) -> Work:
 
     async def work(principal: Principal | None, arguments: dict[str, Any], ask: Asker
                    ) -> types.CallToolResult:  # fmt: skip
-        ctx, _, _ = clients.of(principal)
+        ctx, _, approvals = clients.of(principal)
         raw = json.dumps({k: v for k, v in arguments.items() if v})
 
         async def ask_client(held: Held) -> str | None:
             requests = _input_required(held).input_requests or {}
-            asked = {k: r.model_dump(by_alias=True, mode="json", exclude_none=True)
-                     for k, r in requests.items()}  # fmt: skip
+            asked = {k: _json(r) for k, r in requests.items() if isinstance(r, types.ElicitRequest)}
             return _accepted((await ask(asked)).get(ANSWER_KEY))  # declined: the note stays
 
         try:
-            reply = await _until_answered(ctx, clients, await subagent.invoke(ctx, raw),
-                                          ask_client)  # fmt: skip
+            with approvals.calling(ask):  # a sub-agent's call to approve: asked in the task
+                reply = await _until_answered(ctx, clients, await subagent.invoke(ctx, raw),
+                                              ask_client)  # fmt: skip
         except Exception as exc:
             error = _retinue_error(exc)
             if error is None:
