@@ -42,6 +42,7 @@ from retinue.engine.session import Lifecycle, Session
 from retinue.errors import ModelError
 from retinue.events import SESSION, Event
 from retinue.llm.base import Model, ToolSpec
+from retinue.memory.base import Memory
 from retinue.messages import (
     AssistantMessage,
     Message,
@@ -54,7 +55,7 @@ from retinue.policy.gate import Policy
 from retinue.policy.rules import RuleSet
 from retinue.subagents import Role, RoleCatalog, SubAgentManager, subagent_tools
 from retinue.testing import ScriptedModel, call_tool
-from retinue.tools import ToolContext, ToolRegistry, tool
+from retinue.tools import Tool, ToolContext, ToolRegistry, tool
 
 RESULTS = Path(__file__).resolve().parent / "results" / "lifecycle_fuzz.json"
 SPAWN = frozenset({"spawn_agent"})
@@ -182,7 +183,7 @@ class Scenario:
     def __init__(self, faults: Faults, workspace: Path, *, approvals: bool = False) -> None:
         self.faults = faults
         self.approvals = 0
-        self.memory = FuzzMemory(faults)
+        self.memory = self._memory()
         self.events: list[Event] = []
         self.main_task: asyncio.Task[Any] | None = None
         self.models = {name: self._model(name) for name in PLANS}
@@ -206,17 +207,35 @@ class Scenario:
             call_chain=("main",),
             manager=self.manager,
             events=self.events.append,
+            memory=self._tool_memory(),
             gate=self._policy(workspace) if approvals else None,
         )
-        config = RunConfig(
-            self.models["main"], [], ToolRegistry(list(subagent_tools())), ctx, max_iterations=20
-        )
+        tools = ToolRegistry([*subagent_tools(), *self._main_tools()])
+        config = RunConfig(self.models["main"], [], tools, ctx, max_iterations=20)
         lifecycle = Lifecycle(
             system_prompt=self._main_prompt,
             end_children=lambda: self.manager.cleanup("main"),
             children_per_turn=True,
         )
         self.main = Session("main", config, lifecycle)
+
+    # -- what a variant of the scenario changes (benchmarks/team_fuzz.py) ----------------
+
+    def _memory(self) -> FuzzMemory:
+        """The manager's memory: where sessions render and consolidate."""
+        return FuzzMemory(self.faults)
+
+    def _tool_memory(self) -> Memory | None:
+        """The memory the tools see (``ToolContext.memory``): none here."""
+        return None
+
+    def _main_tools(self) -> Sequence[Tool]:
+        """Tools of the main agent besides the sub-agent ones."""
+        return ()
+
+    def _step(self, name: str, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Any:
+        """What ``name``'s model answers to ``messages``: the next step of its plan."""
+        return plan_step(PLANS[name], messages)
 
     def _policy(self, workspace: Path) -> Policy:
         """Every ``Guarded`` call, at any depth, waits for an answer that comes after a
@@ -235,8 +254,6 @@ class Scenario:
         return "You are main."
 
     def _model(self, name: str) -> ScriptedModel:
-        plan = PLANS[name]
-
         def respond(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Any:
             f = self.faults
             f.calls += 1
@@ -247,11 +264,7 @@ class Scenario:
                 self._interrupt_one()
             if f.calls == f.fault_at:
                 return ModelError(f"injected fault at model call {f.calls}")
-            turn = sum(isinstance(m, UserMessage) for m in messages) - 1
-            last_user = max(i for i, m in enumerate(messages) if isinstance(m, UserMessage))
-            step = sum(isinstance(m, AssistantMessage) for m in messages[last_user:])
-            steps = plan[min(turn, len(plan) - 1)]
-            return steps[min(step, len(steps) - 1)]
+            return self._step(name, messages, tools)
 
         model = ScriptedModel(name=f"scripted:{name}", responder=respond, record=False)
         return model
@@ -309,10 +322,11 @@ class Scenario:
             e.agent_id for e in self.events if e.kind == SESSION and e.data["action"] == "created"
         ]
         counts = Counter(sid for sid, _ in self.memory.consolidated)
+        opened = Counter(created)  # an id is used again after its session ended (re-opened)
         run.sessions = len(created)
         run.orphans = [s.id for s in self.manager.sessions()]
-        run.lost = [sid for sid in created if counts[sid] == 0]
-        run.doubled = [sid for sid, n in counts.items() if n > 1]
+        run.lost = [sid for sid, n in opened.items() if counts[sid] < n]
+        run.doubled = [sid for sid, n in counts.items() if n > max(opened[sid], 1)]
         me = asyncio.current_task()
         run.leaked_tasks = sum(1 for t in asyncio.all_tasks() if t is not me and not t.done())
         histories = [*self.memory.consolidated, ("main", self.main.messages)]
@@ -322,6 +336,17 @@ class Scenario:
             if (problems := _problems(messages))
         ]
         return run
+
+
+def plan_step(plan: list[list[Any]], messages: Sequence[Message]) -> Any:
+    """The step of ``plan`` that ``messages`` have come to: the turn is the number of user
+    messages (the last turn's plan repeats), the step the number of assistant messages since
+    the last user message."""
+    turn = sum(isinstance(m, UserMessage) for m in messages) - 1
+    last_user = max(i for i, m in enumerate(messages) if isinstance(m, UserMessage))
+    step = sum(isinstance(m, AssistantMessage) for m in messages[last_user:])
+    steps = plan[min(turn, len(plan) - 1)]
+    return steps[min(step, len(steps) - 1)]
 
 
 def _problems(messages: list[Message]) -> list[str]:
