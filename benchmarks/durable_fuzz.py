@@ -23,8 +23,8 @@ folder restores the tree (``restore_conversation``), and the user goes on: answe
 question if one is pending, waits for a main turn that goes on, sends the next message of
 the script that the history does not hold yet (a message lost with the process is sent
 again, as a client would), and ends the conversation (again, if it was ending). One attack
-also steers working sessions and answers pending questions from outside; one has every
-``Guarded`` call wait for a random yes or no.
+also steers working sessions and answers pending questions from outside; one interrupts
+running turns; one has every ``Guarded`` call wait for a random yes or no.
 
 After every run: no hang (:data:`HANG_AFTER`); every session that began (its model was
 called in a live process) consolidated exactly once over all processes together; no
@@ -439,7 +439,7 @@ class Fuzz:
         self.folder, self.rng, self.max_delay = folder, random.Random(seed), max_delay
         self.root = f"conv-{seed}"  # (one store may serve many runs: PostgreSQL)
         self.database_url = database_url
-        self.polite, self.talk_rate = attack.polite, attack.talk_rate
+        self.polite, self.talk_rate, self.talk_kinds = attack.polite, attack.talk_rate, attack.talks
         self.approvals = attack.approvals  # Guarded calls ask (Attack.approvals)
         self.kill_ticks, self.moments = frozenset(attack.kill_ticks), sorted(attack.moments)
         self.ticks = 0
@@ -470,7 +470,7 @@ class Fuzz:
             return False
         self.ticks += 1
         if self.talk_rate and self.rng.random() < self.talk_rate:
-            what = self.rng.choice(("steer", "answer"))
+            what = self.rng.choice(self.talk_kinds)
             asyncio.get_running_loop().call_soon(self._talk, process, what)
         return self.ticks in self.kill_ticks
 
@@ -555,19 +555,22 @@ class Fuzz:
                 self._talk(process, what)
 
     def _talk(self, process: Process, what: str) -> None:
-        """Steer a working session ("steer") or answer a pending question ("answer") from
-        outside its parent, as a person over HTTP would."""
+        """Steer a working session ("steer"), answer a pending question ("answer") or
+        interrupt a running turn ("interrupt": a sub-agent's, else the main one's) from
+        outside, as a person over HTTP would."""
         if process.dead or self.finished:
             return
         manager = process.runtime.manager
-        state = "running" if what == "steer" else "asking"
+        state = "asking" if what == "answer" else "running"
         live = [s.id for s in manager.sessions() if s.state == state]
-        if live:
-            sid = self.rng.choice(live)
-            if what == "steer":
-                self.talks += manager.steer_session(sid, "steered from outside")
-            else:
-                self.talks += manager.answer(sid, "answered from outside")
+        sid = self.rng.choice(live) if live else None
+        if what == "interrupt":
+            main = process.conversation.session
+            self.talks += manager.interrupt(sid) if sid is not None else main.interrupt()
+        elif sid is not None and what == "steer":
+            self.talks += manager.steer_session(sid, "steered from outside")
+        elif sid is not None:
+            self.talks += manager.answer(sid, "answered from outside")
 
     async def play(self) -> Run:
         self._before = asyncio.all_tasks()  # (a hung run before this one may leave some)
@@ -634,7 +637,8 @@ class Attack:
     kill_ticks: tuple[int, ...] = ()
     moments: tuple[tuple[float, str], ...] = ()
     polite: bool = True
-    talk_rate: float = 0.0  # at each tick, the chance of a steering or an outside answer
+    talk_rate: float = 0.0  # at each tick, the chance of one of ``talks`` (see Fuzz._talk)
+    talks: tuple[str, ...] = ("steer", "answer")
     approvals: bool = False  # Guarded calls wait for a random yes or no
 
 
@@ -712,9 +716,9 @@ async def campaign(
     """The undisturbed run (its ticks give the range of kill points); one kill at every
     ``sweep_step``-th tick; then ``random_runs`` runs each of one, two and three kills at
     random ticks, of two kills at random moments, and of two kills at random ticks with
-    steering or outside answers at a tenth of the ticks, and of two kills at random ticks
-    with every ``Guarded`` call waiting for a random yes or no; and ``naive_runs`` runs of one kill
-    at a random tick with parents that do not check a call cut short (where a message
+    steering or outside answers at a tenth of the ticks, with interrupts at a twentieth, and
+    with every ``Guarded`` call waiting for a random yes or no; and ``naive_runs`` runs of one
+    kill at a random tick with parents that do not check a call cut short (where a message
     queued behind a revived turn that then asks used to wait for ever:
     ``tests/durable/test_fuzz_findings.py``)."""
 
@@ -742,18 +746,18 @@ async def campaign(
         moments = tuple((round(rng.uniform(0, horizon), 4), "kill") for _ in range(2))
         one = rng.randrange(1 << 30)
         tally.add(await run(one, Attack(moments=moments)), f"{moments} (seed {one})")
-    tally = tallies["2 kills at random ticks, steering or outside answers at 10% of ticks"] = (
-        Tally()
-    )
-    for i in range(random_runs):
-        rng = random.Random(seed * 6007 + i)
-        at, one = tuple(sorted(rng.sample(range(1, ticks * 3 // 2 + 1), 2))), rng.randrange(1 << 30)
-        tally.add(await run(one, Attack(at, talk_rate=0.1)), f"ticks {at} (seed {one})")
-    tally = tallies["2 kills at random ticks, approvals pending, yes or no at random"] = Tally()
-    for i in range(random_runs):
-        rng = random.Random(seed * 5501 + i)
-        at, one = tuple(sorted(rng.sample(range(1, ticks * 3 // 2 + 1), 2))), rng.randrange(1 << 30)
-        tally.add(await run(one, Attack(at, approvals=True)), f"ticks {at} (seed {one})")
+    two_kills: dict[str, tuple[int, dict[str, Any]]] = {  # label: (seed salt, Attack options)
+        "steering or outside answers at 10% of ticks": (6007, {"talk_rate": 0.1}),
+        "interrupts at 5% of ticks": (3301, {"talk_rate": 0.05, "talks": ("interrupt",)}),
+        "approvals pending, yes or no at random": (5501, {"approvals": True}),
+    }
+    for label, (salt, options) in two_kills.items():
+        tally = tallies[f"2 kills at random ticks, {label}"] = Tally()
+        for i in range(random_runs):
+            rng = random.Random(seed * salt + i)
+            at = tuple(sorted(rng.sample(range(1, ticks * 3 // 2 + 1), 2)))
+            one = rng.randrange(1 << 30)
+            tally.add(await run(one, Attack(at, **options)), f"ticks {at} (seed {one})")
     if naive_runs:
         tally = tallies["naive parents, one kill at a random tick"] = Tally()
         for i in range(naive_runs):
