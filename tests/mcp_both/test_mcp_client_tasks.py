@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import mcp_types as types
+import pytest
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
 from retinue.events import NOTICE, Event
-from retinue.mcp.client import McpServer
+from retinue.mcp.client import McpError, McpServer
 from retinue.mcp.servers import StdioServer
 from retinue.mcp.tools import McpSource
 from retinue.server.mcp_tasks import Asker, TaskBook, TasksExtension
@@ -32,16 +33,22 @@ class TaskServer(MCPServer[Any]):
                 for t in await super().list_tools()]  # fmt: skip
 
 
-def task_server(seen: list[dict[str, Any]]) -> MCPServer[Any]:
+def task_server(seen: list[dict[str, Any]], book: list[TaskBook] | None = None
+                ) -> MCPServer[Any]:  # fmt: skip
     async def work(_who: Any, arguments: dict[str, Any], ask: Asker) -> types.CallToolResult:
         seen.append(arguments)
+        if arguments.get("size") == 0:
+            await asyncio.Event().wait()  # never ends
         form = {"mode": "form", "message": "Sure?", "requestedSchema": {"type": "object"}}
         answers = await ask({"ok": {"method": "elicitation/create", "params": form}})
         await asyncio.sleep(0.2)  # long enough to be polled at least once
         said = answers["ok"].get("action")
         return types.CallToolResult(content=[types.TextContent(text=f"job done ({said})")])
 
-    server = TaskServer("jobs", extensions=[TasksExtension(TaskBook(work), {"long_job"},
+    tasks = TaskBook(work)
+    if book is not None:
+        book.append(tasks)
+    server = TaskServer("jobs", extensions=[TasksExtension(tasks, {"long_job"},
                                                            lambda _ctx: None)])  # fmt: skip
 
     @server.tool(structured_output=False)
@@ -59,8 +66,10 @@ def task_server(seen: list[dict[str, Any]]) -> MCPServer[Any]:
 class InProcess(McpServer):
     """An McpServer whose connection is the in-process server, with Retinue's options."""
 
-    def __init__(self, server: MCPServer[Any], cwd: Path, **mode: Any) -> None:
-        super().__init__("jobs", StdioServer(command="unused"), cwd=cwd, log_dir=None)
+    def __init__(self, server: MCPServer[Any], cwd: Path, timeout: float = 120, **mode: Any
+                 ) -> None:  # fmt: skip
+        config = StdioServer(command="unused", timeout=timeout)
+        super().__init__("jobs", config, cwd=cwd, log_dir=None)
         self.inner, self.mode = server, mode
 
     def _connect(self, errlog: Any) -> Client:
@@ -107,3 +116,23 @@ async def test_at_2025_11_25_the_tool_is_left_out_with_a_notice(tmp_path: Path) 
     assert [t.name for t in tools] == ["mcp__jobs__quick"]
     [notice] = [e.data["text"] for e in events if e.kind == NOTICE]
     assert "long_job" in notice and "Tasks" in notice
+
+
+async def test_a_task_past_the_servers_timeout_is_cancelled_on_the_server(tmp_path: Path) -> None:
+    books: list[TaskBook] = []
+    server = InProcess(task_server([], books), tmp_path, timeout=1.0)
+    ctx = ToolContext("main", tmp_path, tmp_path)
+    try:
+        tools = {t.name: t for t in await McpSource(Hub(server)).tools(ctx, [], frozenset())}  # type: ignore[arg-type]
+        with pytest.raises(McpError, match="timed out"):
+            await tools["mcp__jobs__long_job"].invoke(ctx, '{"size": 0}')
+        [book] = books
+        [run] = book._tasks.values()  # (the server's own record of the task)
+        for _ in range(1000):
+            if run.status == "cancelled":
+                break
+            await asyncio.sleep(0.02)
+        assert run.status == "cancelled"  # tasks/cancel reached it; its job was stopped
+        assert run.job is not None and run.job.cancelled()
+    finally:
+        await server.close()
