@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -356,10 +356,10 @@ def _problems(messages: list[Message]) -> list[str]:
     return history_problems(messages)
 
 
-async def one_run(seed: int, kind: str, k: int = 0, max_delay: float = 0.002) -> Run:
-    rng = random.Random(seed)
-    faults = Faults(rng, max_delay=max_delay)
-    moments, horizon = 0, 0.0
+def aim(faults: Faults, kind: str, k: int) -> tuple[int, float]:
+    """Set ``faults`` for an attack of ``kind`` (at model call ``k``); the random moments
+    of the run and the time within which they fall."""
+    rng, moments, horizon = faults.rng, 0, 0.0
     if kind == "fault":
         faults.fault_at = k
     elif kind == "cancel":
@@ -370,6 +370,12 @@ async def one_run(seed: int, kind: str, k: int = 0, max_delay: float = 0.002) ->
         moments, horizon = (1 if kind == "random1" else 2), rng.uniform(0.001, 0.08)
     elif kind in ("talk", "approvals"):
         moments, horizon = 3, rng.uniform(0.001, 0.08)
+    return moments, horizon
+
+
+async def one_run(seed: int, kind: str, k: int = 0, max_delay: float = 0.002) -> Run:
+    faults = Faults(random.Random(seed), max_delay=max_delay)
+    moments, horizon = aim(faults, kind, k)
     with tempfile.TemporaryDirectory() as tmp:
         scenario = Scenario(faults, Path(tmp), approvals=kind == "approvals")
         return await scenario.play(moments, horizon, talk=kind == "talk")
@@ -406,58 +412,89 @@ class Tally:
             self.examples.append(f"{label}: {run}")
 
 
-async def campaign(random_runs: int, seed: int = 11, max_delay: float = 0.002) -> dict[str, Tally]:
-    """Every attack of the module docstring; ``random_runs`` runs of each random kind.
+RANDOM_KINDS = (
+    ("random1", "one cancel/interrupt"),
+    ("random2", "two cancel/interrupt"),
+    ("talk", "three cancel/interrupt/steering/outside answer"),
+    ("approvals", "random approvals and denials, three cancel/interrupt"),
+)
+
+
+async def campaign(
+    random_runs: int,
+    seed: int = 11,
+    max_delay: float = 0.002,
+    *,
+    sweep_step: int = 1,
+    play: Callable[..., Awaitable[Run]] = one_run,
+    tally: Callable[[], Tally] = Tally,
+    kinds: Sequence[tuple[str, str]] = RANDOM_KINDS,
+) -> dict[str, Any]:
+    """Every attack of the module docstring: a fault, cancel and interrupt at every
+    ``sweep_step``-th model call k, and ``random_runs`` runs of each random kind. ``play``
+    (``one_run``'s signature), ``tally`` and ``kinds`` are for variants of the scenario.
 
     The first tally is the undisturbed run, whose model calls give the range of k.
     """
-    baseline = await one_run(seed, "none", max_delay=0)
+    baseline = await play(seed, "none", max_delay=0)
     calls = baseline.model_calls
-    tallies: dict[str, Tally] = {"undisturbed": Tally()}
+    tallies = {"undisturbed": tally()}
     tallies["undisturbed"].add(baseline, "undisturbed")
+    step = f" step {sweep_step}" if sweep_step > 1 else ""
     for kind in ("fault", "cancel", "interrupt"):
-        tally = tallies[f"{kind} at model call k, k = 1..{calls}"] = Tally()
-        for k in range(1, calls + 1):
-            tally.add(await one_run(seed + k, kind, k, max_delay), f"{kind}@{k}")
-    for kind, label in (
-        ("random1", "one cancel/interrupt"),
-        ("random2", "two cancel/interrupt"),
-        ("talk", "three cancel/interrupt/steering/outside answer"),
-        ("approvals", "random approvals and denials, three cancel/interrupt"),
-    ):
-        tally = tallies[f"{label} at a random moment"] = Tally()
+        t = tallies[f"{kind} at model call k, k = 1..{calls}{step}"] = tally()
+        for k in range(1, calls + 1, sweep_step):
+            t.add(await play(seed + k, kind, k, max_delay), f"{kind}@{k}")
+    for kind, label in kinds:
+        t = tallies[f"{label} at a random moment"] = tally()
         for i in range(random_runs):
-            tally.add(await one_run(seed * 1000 + i, kind, max_delay=max_delay), f"{kind}#{i}")
+            t.add(await play(seed * 1000 + i, kind, max_delay=max_delay), f"{kind}#{i}")
     return tallies
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Lifecycle fuzzing of nested sessions")
+def failures(t: Tally) -> int:
+    return t.hangs + t.orphans + t.lost_consolidations + t.double_consolidations + t.leaked_tasks
+
+
+def cli(
+    argv: list[str] | None,
+    *,
+    description: str,
+    seed: int,
+    random_runs: int,
+    quick_runs: int,
+    fuzz: Callable[[int, int], Coroutine[Any, Any, dict[str, Any]]],
+    results: Path,
+    failed: Callable[[Any], int],
+) -> int:
+    """Run ``fuzz(random_runs, seed)`` from the command line, print its tallies and write
+    them to ``results`` (not with ``--quick``); 1 if ``failed`` counts anything in one."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true", help="a few seconds, not the full run")
-    parser.add_argument("--random-runs", type=int, default=1000)
-    parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--random-runs", type=int, default=random_runs)
+    parser.add_argument("--seed", type=int, default=seed)
     args = parser.parse_args(argv)
-    random_runs = 20 if args.quick else args.random_runs
     started = time.perf_counter()
-    tallies = asyncio.run(campaign(random_runs, args.seed))
-    seconds = round(time.perf_counter() - started, 1)
-    total = sum(t.runs for t in tallies.values())
+    tallies = asyncio.run(fuzz(quick_runs if args.quick else args.random_runs, args.seed))
     report = {
         "seed": args.seed,
-        "runs": total,
-        "seconds": seconds,
+        "runs": sum(t.runs for t in tallies.values()),
+        "seconds": round(time.perf_counter() - started, 1),
         "python": sys.version.split()[0],
+        "failures": sum(failed(t) for t in tallies.values()),
         "attacks": {name: asdict(t) for name, t in tallies.items()},
     }
     if not args.quick:
-        RESULTS.parent.mkdir(exist_ok=True)
-        RESULTS.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        results.parent.mkdir(exist_ok=True)
+        results.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(report, indent=2))
-    bad = any(
-        t.hangs or t.orphans or t.lost_consolidations or t.double_consolidations or t.leaked_tasks
-        for t in tallies.values()
-    )
-    return 1 if bad else 0
+    return 1 if report["failures"] else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli(argv, description="Lifecycle fuzzing of nested sessions", seed=11,
+               random_runs=1000, quick_runs=20, fuzz=campaign, results=RESULTS,
+               failed=failures)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -33,15 +33,11 @@ writes run in threads, so a seed replays the same attacks, not always the same i
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import json
 import random
 import re
 import sqlite3
-import sys
 import tempfile
-import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -264,19 +260,8 @@ def _outcome(result: ToolResultMessage | None) -> str:
 
 
 async def one_run(seed: int, kind: str, k: int = 0, max_delay: float = 0.002) -> TeamRun:
-    rng = random.Random(seed)
-    faults = lf.Faults(rng, max_delay=max_delay)
-    moments, horizon = 0, 0.0
-    if kind == "fault":
-        faults.fault_at = k
-    elif kind == "cancel":
-        faults.cancel_at = k
-    elif kind == "interrupt":
-        faults.interrupt_at = k
-    elif kind in ("random1", "random2"):
-        moments, horizon = (1 if kind == "random1" else 2), rng.uniform(0.001, 0.08)
-    elif kind == "talk":
-        moments, horizon = 3, rng.uniform(0.001, 0.08)
+    faults = lf.Faults(random.Random(seed), max_delay=max_delay)
+    moments, horizon = lf.aim(faults, kind, k)
     with tempfile.TemporaryDirectory() as tmp:
         store = open_memory(Path(tmp) / "mem")
         try:
@@ -311,30 +296,15 @@ class Tally(lf.Tally):
             self.steps[step] = self.steps.get(step, 0) + n
 
 
+KINDS = (("none", "team steps only, random delays"), *lf.RANDOM_KINDS[:3])  # no approvals
+
+
 async def campaign(
     random_runs: int, seed: int = 31, max_delay: float = 0.002, sweep_step: int = 1
 ) -> dict[str, Tally]:
-    """The lifecycle attacks with team work: a fault, cancel and interrupt at every
-    ``sweep_step``-th model call k of the undisturbed run, and ``random_runs`` runs of each
-    random kind."""
-    baseline = await one_run(seed, "none", max_delay=0)
-    calls = baseline.model_calls
-    tallies: dict[str, Tally] = {"undisturbed (team steps only)": Tally()}
-    tallies["undisturbed (team steps only)"].add(baseline, "undisturbed")
-    for kind in ("fault", "cancel", "interrupt"):
-        tally = tallies[f"{kind} at model call k, k = 1..{calls} step {sweep_step}"] = Tally()
-        for k in range(1, calls + 1, sweep_step):
-            tally.add(await one_run(seed + k, kind, k, max_delay), f"{kind}@{k}")
-    for kind, label in (
-        ("none", "team steps only, random delays"),
-        ("random1", "one cancel/interrupt"),
-        ("random2", "two cancel/interrupt"),
-        ("talk", "three cancel/interrupt/steering/outside answer"),
-    ):
-        tally = tallies[f"{label} at a random moment"] = Tally()
-        for i in range(random_runs):
-            tally.add(await one_run(seed * 1000 + i, kind, max_delay=max_delay), f"{kind}#{i}")
-    return tallies
+    """The lifecycle attacks (``lifecycle_fuzz.campaign``) with team work."""
+    return await lf.campaign(random_runs, seed, max_delay, sweep_step=sweep_step,
+                             play=one_run, tally=Tally, kinds=KINDS)  # fmt: skip
 
 
 FAILURES = ("hangs", "runs_with_orphans", "lost_consolidations", "double_consolidations",
@@ -348,28 +318,9 @@ def failures(t: Tally) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Lifecycle fuzzing with messages and tasks")
-    parser.add_argument("--quick", action="store_true", help="a few seconds, not the full run")
-    parser.add_argument("--random-runs", type=int, default=250)
-    parser.add_argument("--seed", type=int, default=31)
-    args = parser.parse_args(argv)
-    random_runs = 10 if args.quick else args.random_runs
-    started = time.perf_counter()
-    tallies = asyncio.run(campaign(random_runs, args.seed))
-    seconds = round(time.perf_counter() - started, 1)
-    report = {
-        "seed": args.seed,
-        "runs": sum(t.runs for t in tallies.values()),
-        "seconds": seconds,
-        "python": sys.version.split()[0],
-        "failures": sum(failures(t) for t in tallies.values()),
-        "attacks": {name: asdict(t) for name, t in tallies.items()},
-    }
-    if not args.quick:
-        RESULTS.parent.mkdir(exist_ok=True)
-        RESULTS.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    print(json.dumps(report, indent=2))
-    return 1 if report["failures"] else 0
+    return lf.cli(argv, description="Lifecycle fuzzing with messages and tasks", seed=31,
+                  random_runs=250, quick_runs=10, fuzz=campaign, results=RESULTS,
+                  failed=failures)  # fmt: skip
 
 
 if __name__ == "__main__":
