@@ -164,6 +164,7 @@ class Run:
     sessions: int = 0
     model_calls: int = 0
     approvals: int = 0  # approval requests answered (the approvals attack)
+    stuck: str = ""  # when hung: what the sessions were doing (``Scenario.stuck``)
 
     @property
     def ok(self) -> bool:
@@ -312,10 +313,17 @@ class Scenario:
             attacker.cancel()
             await asyncio.wait({attacker})
         run = Run(hung=not done, model_calls=self.faults.calls, approvals=self.approvals)
+        if not done:
+            run.stuck = self.stuck()
         if done and not self.main_task.cancelled():
             self.main_task.exception()  # retrieved: a failed run is a normal outcome here
         await self.main.close()
         return self.check(run)
+
+    def stuck(self) -> str:
+        """What the sessions of a hung run are doing (before they are closed)."""
+        states = [f"{s.id}: {s.state}" for s in [self.main, *self.manager.sessions()]]
+        return "; ".join(states)
 
     def check(self, run: Run) -> Run:
         created = [

@@ -51,6 +51,7 @@ from retinue.memory import open_memory
 from retinue.memory.base import Memory
 from retinue.memory.sqlite import SQLiteMemory
 from retinue.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
+from retinue.subagents.messaging import messenger_of
 from retinue.subagents.tasklist import TASK_TOOL_NAMES, task_tools
 from retinue.subagents.tools import SEND_TOOL_NAME, send_message
 from retinue.testing import call_tool
@@ -171,6 +172,21 @@ class TeamScenario(lf.Scenario):
             )
         return call_tool("TaskUpdate", {"id": tid, **args})
 
+    def stuck(self) -> str:
+        """The ``SendMessage`` waits of a hung run, each with why it cannot end (the two
+        deadlocks of tests/subagents/test_messaging_fuzz_findings.py), then the states."""
+        messenger = messenger_of(self.manager.registry)
+        waits = []
+        for sender, receiver in messenger.waiting().items():
+            up, ancestors = sender, set()
+            while (up := messenger.parent_of(up)) is not None and up not in ancestors:
+                ancestors.add(up)
+            held = self.manager.registry.by_id(receiver)
+            state = held.session.state if held is not None else self.main.state
+            why = "on its ancestor" if receiver in ancestors else f"on a session {state}"
+            waits.append(f"{sender} waits {why} {receiver}")
+        return " | ".join([*waits, super().stuck()])
+
     def check(self, run: lf.Run) -> TeamRun:
         out = TeamRun(**asdict(super().check(run)))
         histories = dict(self.memory.consolidated) | {"main": self.main.messages}
@@ -282,6 +298,7 @@ class Tally(lf.Tally):
     completed_blocked: int = 0
     unclear_waits: int = 0
     stopped_at_limit: int = 0
+    hangs_by_wait: dict[str, int] = field(default_factory=dict)  # the waits of hung runs
     steps: dict[str, int] = field(default_factory=dict)
 
     def add(self, run: lf.Run, label: str) -> None:
@@ -292,6 +309,10 @@ class Tally(lf.Tally):
         self.completed_blocked += len(run.completed_blocked)
         self.unclear_waits += len(run.unclear_waits)
         self.stopped_at_limit += len(run.stopped_at_limit)
+        if run.hung:
+            waits = sorted(set(re.findall(r"waits (on its ancestor|on a session \w+)", run.stuck)))
+            key = ", ".join(waits) or "no SendMessage wait"
+            self.hangs_by_wait[key] = self.hangs_by_wait.get(key, 0) + 1
         for step, n in run.steps.items():
             self.steps[step] = self.steps.get(step, 0) + n
 
