@@ -23,9 +23,12 @@ exactly once, no asyncio task left running, every history valid) and: no task pa
 owner to another (the models never hand over, so that would be two claims at once), no task
 claimed or completed while a dependency was open, and every ``SendMessage(wait=true)`` got a
 reply or a clear answer (an error saying why, or a note that the turn ended without one).
+A history whose only problem is that its last turn stopped at ``max_iterations`` is counted
+apart (``stopped_at_limit``: a known engine finding, not the fuzz's). A hung run records its
+``SendMessage`` waits (``hangs_by_wait``: on an ancestor, on a session asking, ...).
 
     uv run python benchmarks/team_fuzz.py            # the long version (>= 1,000 runs)
-    uv run python benchmarks/team_fuzz.py --quick    # a few seconds
+    uv run python benchmarks/team_fuzz.py --quick    # ~250 runs (a minute or so)
 
 Results go to ``benchmarks/results/team_fuzz.json``. Runs use fixed seeds, but the store's
 writes run in threads, so a seed replays the same attacks, not always the same interleaving.
