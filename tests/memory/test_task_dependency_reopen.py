@@ -12,14 +12,6 @@ from retinue.memory import open_memory
 from retinue.memory.tasks import TaskConflictError
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="retinue.memory.tasks.decide checks dependencies only when a task is taken (claimed "
-    "or given); its owner may reopen a completed task (status='pending') that another task "
-    "depends on, and the dependent's owner then completes it with that dependency open. Fix: "
-    "decide() also checks the dependencies on a move to 'completed' (or refuses reopening a "
-    "task whose dependents are in progress)",
-)
 async def test_a_task_is_not_completed_while_a_reopened_dependency_is_open(
     tmp_path: Path,
 ) -> None:

@@ -262,7 +262,7 @@ async def test_a_child_waiting_on_its_working_parent_is_refused_and_a_plain_mess
     assert out.content.startswith("all done")
     tester = kit.manager.registry.by_id("main/tester").session  # type: ignore[union-attr]
     refused, delivered = results(tester.messages)
-    assert "main is working, and may be waiting for you" in refused
+    assert "main holds your session and may wait for you" in refused
     assert "before its next step" in delivered
     assert "[message from main/tester: skipping the slow ones]" in after.seen
     assert messenger_of(kit.manager.registry).waiting() == {}

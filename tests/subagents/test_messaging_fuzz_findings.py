@@ -39,15 +39,6 @@ def kit(tmp_path: Path) -> Kit:
     return make_kit(tmp_path, "tester", extra_tools=[gate])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="deadlock: Messenger._check_wait refuses a wait on a *working* ancestor only; an "
-    "idle parent's turn started by the child's SendMessage(wait=true) may wait for the child "
-    "(SubAgentStatus(wait=true), or SubAgent to it, queued behind the child's waiting turn), "
-    "and the wait graph does not see that. Fix (retinue.subagents.messaging): refuse "
-    "wait=true on any ancestor (its turn may call you), or count a parent's waits on its "
-    "children's turns in the wait graph and fail the one that closes a cycle",
-)
 async def test_a_child_waiting_on_its_idle_parent_that_then_waits_on_it_does_not_hang(
     kit: Kit,
 ) -> None:
@@ -85,13 +76,6 @@ async def test_a_child_waiting_on_its_idle_parent_that_then_waits_on_it_does_not
         await main.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="retinue.engine.loop.run returns at max_iterations leaving the history ending with "
-    "the last tool results, which history_problems calls invalid ('the last turn was never "
-    "answered'; a session closed then consolidates that history). Fix: append the 'Stopped: "
-    "... max_iterations' text as an AssistantMessage before returning, as a final reply does",
-)
 async def test_a_turn_stopped_at_max_iterations_leaves_a_valid_history(kit: Kit) -> None:
     model = ScriptedModel(name="scripted:main")
     model.add(call_tool("Echo", {"text": "a"}), call_tool("Echo", {"text": "b"}), "never")
@@ -105,16 +89,6 @@ async def test_a_turn_stopped_at_max_iterations_leaves_a_valid_history(kit: Kit)
         await main.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="deadlock: SendMessage(wait=true) to a working session steers it and then waits, "
-    "in Messenger._running_reply, only for its turn to end. When that turn then asks its "
-    "parent (AskParent) and the parent is itself waiting (here for the sender's turn), "
-    "nobody answers: a cycle through a question the wait graph does not see. (When the "
-    "sender is the turn's own waiter the question reaches it; a sibling gets nothing.) Fix "
-    "(retinue.subagents.messaging): _running_reply also wakes when the receiver asks, and "
-    "returns like the idle path does (ASKS_NOTE: it asks its parent, no reply now)",
-)
 async def test_a_wait_on_a_working_sibling_that_then_asks_the_parent_does_not_hang(
     tmp_path: Path,
 ) -> None:

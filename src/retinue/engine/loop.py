@@ -170,9 +170,13 @@ async def run(config: RunConfig) -> RunOutput:
             if config.on_step is not None:  # a step boundary: the results are recorded
                 await config.on_step()
         limit = config.max_iterations
-        out = RunOutput(
+        stopped = (
             f"Stopped: the agent made {limit} model calls without a final answer "
-            f"(max_iterations={limit}).",
+            f"(max_iterations={limit})."
+        )
+        messages.append(AssistantMessage(stopped))  # the turn ends valid: its last step closed
+        out = RunOutput(
+            stopped,
             messages,
             "max_iterations",
             _own(tools_used),

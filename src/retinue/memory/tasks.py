@@ -105,9 +105,10 @@ def decide(
     taking = (new_owner is not None and new_owner != task.owner) or (
         new_status == "in_progress" and task.status != "in_progress"
     )
-    if taking:
-        if task.status == "completed" and new_status != "pending":
-            raise TaskConflictError(f"task #{task.id} is already completed")
+    if taking and task.status == "completed" and new_status != "pending":
+        raise TaskConflictError(f"task #{task.id} is already completed")
+    finishing = new_status == "completed" and task.status != "completed"
+    if taking or finishing:  # (a dependency reopened since it was taken: not done yet)
         waiting = [f"#{i} ({s})" for i, s in sorted(deps.items()) if s != "completed"]
         if waiting:
             raise TaskConflictError(f"task #{task.id} is blocked by {', '.join(waiting)}")

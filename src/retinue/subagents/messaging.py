@@ -190,9 +190,9 @@ class Messenger:
                     + "): send it without wait=true, or reply to the message you got"
                 )
             at = nxt
-        if receiver.state == "running" and rid in self._ancestors(sender):
+        if rid in self._ancestors(sender):  # idle now, it may start a turn that waits on you
             raise SubAgentError(
-                f"{rid} is working, and may be waiting for you: send it without wait=true, "
+                f"{rid} holds your session and may wait for you: send it without wait=true, "
                 "or finish your turn (your reply reaches it)"
             )
 
@@ -203,7 +203,10 @@ class Messenger:
         turns = receiver.tasks()
         if not turns:
             return f"[message delivered to {receiver.id}; its turn ended before a reply]"
-        await asyncio.wait(turns, return_when=asyncio.FIRST_COMPLETED)  # (cancels none)
+        while not any(t.done() for t in turns):  # (cancels none)
+            if receiver.question is not None:  # it asks its parent: no reply comes before
+                return ASKS_NOTE.format(id=receiver.id, question=receiver.question)
+            await asyncio.wait(turns, timeout=_ASK_POLL_S, return_when=asyncio.FIRST_COMPLETED)
         finished = next(t for t in turns if t.done())
         if finished.cancelled():
             return f"[message delivered to {receiver.id}; its turn was interrupted]"
@@ -217,6 +220,9 @@ class Messenger:
             )
         return f"[reply from {receiver.id}]\n{finished.result().content}"
 
+
+_ASK_POLL_S = 0.05
+"""How often a wait for a working session's reply looks whether it asks instead."""
 
 _messengers: weakref.WeakKeyDictionary[SessionRegistry, Messenger] = weakref.WeakKeyDictionary()
 
