@@ -112,16 +112,20 @@ def pairs_table(tasks: dict[str, Any], speeds: dict[str, Any]) -> list[str]:
         return []
     out = [
         "| model | tool format | main set (10) | extra set (5) | median s/task | p90 s/task "
-        "| decode tokens/s | first token (s) | load (s) | peak RSS (MiB) | load average |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| median CPU s/task | decode tokens/s | first token (s) | load (s) | peak RSS (MiB) "
+        "| load average |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for d in sorted(runs, key=lambda d: (d["model"], d["format"])):
         speed = speeds.get(d["model"], {})
         loads = [x for run in d.get("load_average") or [] for x in (*run["before"], *run["after"])]
+        sampled = d.get("load_average_1min_sampled") or {}  # a run stopped early (no summary)
+        loads += [sampled[k] for k in ("min", "max") if k in sampled]
         load = f"{min(loads):.1f}–{max(loads):.1f}" if loads else "–"
         out.append(
             f"| `{d['model']}` | {d['format']} | {_set(d, 'main')} | {_set(d, 'extra')} "
             f"| {d['median_seconds']} | {d.get('p90_seconds', '–')} "
+            f"| {d.get('median_cpu_seconds', '–')} "
             f"| {_num(speed.get('median_decode_tokens_per_s'))} "
             f"| {_num(speed.get('median_first_token_s'), 2)} | {_num(speed.get('load_s'), 2)} "
             f"| {_num(speed.get('peak_rss_mib'), 0)} | {load} |"

@@ -22,6 +22,7 @@ def suite(model: str, fmt: str, main: int, extra: int) -> dict[str, Any]:
         "tasks": 15,
         "median_seconds": 40.5,
         "p90_seconds": 120.0,
+        "median_cpu_seconds": 30.0,
         "sets": {"main": {"passed": main, "tasks": 10}, "extra": {"passed": extra, "tasks": 5}},
         "load_average": [{"before": [1.5, 2.0, 2.5], "after": [3.25, 2.0, 1.0]}],
         "results": [],
@@ -55,6 +56,7 @@ def test_each_model_and_format_gets_a_row_with_both_sets_and_its_models_speed() 
     text = "\n".join(local_report.local_section(others))
     assert others == {"unrelated": {}}  # every file of the section is taken
     rows = [line for line in text.splitlines() if line.startswith("| `local:")]
-    assert rows[0].startswith("| `local:qwen2.5-coder-0.5b` | steps | 2/10 | 1/5 | 40.5 | 120.0")
+    first = "| `local:qwen2.5-coder-0.5b` | steps | 2/10 | 1/5 | 40.5 | 120.0 | 30.0 |"
+    assert rows[0].startswith(first)
     assert "| 700 |" in rows[0] and "| 1,500 |" in rows[1]
     assert rows[1].endswith("| 1.0–3.2 |")  # the lowest and highest load seen
