@@ -66,3 +66,17 @@ def test_bad_config_file_names_the_problem(
 def test_workspace_must_be_a_directory(home: Path, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--workspace"):
         Settings.load(workspace=tmp_path / "missing")
+
+
+def test_the_embedded_default_says_what_it_manages_and_how_to_choose_another(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Nothing reaches 6 of 10 on the task suite (issue 32): the first screen says so."""
+    from retinue.runtime import LOCAL_DEFAULT, choose_model
+
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "RETINUE_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    model, notice = choose_model(Settings.load(home=tmp_path, workspace=tmp_path))
+    assert model == LOCAL_DEFAULT and notice is not None
+    assert "small tasks only" in notice and "Ollama or vLLM" in notice
+    assert "OPENAI_BASE_URL=<server>/v1 --model openai:<name>" in notice

@@ -88,7 +88,10 @@ def choose_model(settings: Settings) -> tuple[str, str | None]:
         )
     return LOCAL_DEFAULT, (
         f"No model configured and no API key set: using the embedded local model "
-        f"{LOCAL_DEFAULT} (set RETINUE_MODEL or --model to choose another)."
+        f"{LOCAL_DEFAULT} (set RETINUE_MODEL or --model to choose another). It manages "
+        "small tasks only (listing files, short answers; it often picks the wrong tool): "
+        "for real work use a hosted model, or Ollama or vLLM with "
+        "OPENAI_BASE_URL=<server>/v1 --model openai:<name>."
     )
 
 
