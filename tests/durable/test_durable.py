@@ -252,3 +252,18 @@ async def test_a_one_shot_cut_short_consolidates_once_in_the_process_that_finish
     await second.conversation.close()
     assert first.consolidations() + second.consolidations() == ["conv-c1/worker#1"]
     assert await second.journal.records("default") == []
+
+
+async def test_a_stored_history_cut_off_without_a_record_is_closed_as_interrupted(
+    tmp_path: Path,
+) -> None:
+    """Durable sessions turned on after the turn that was cut off: no record says where it
+    stopped, so it is closed as an interrupted turn, as without the option."""
+    process = Process(tmp_path, ScriptedModel(["fine"]), ScriptedModel(name="scripted:worker"))
+    cut = [UserMessage("go"), call_tool("Bump", {"label": "x"}, id="b1")]
+    restored = await restore_conversation(process.conversation, process.journal, "default", cut)
+    assert restored.history is None and process.conversation.session.tasks() == set()
+    assert process.conversation.messages[-1].role == "assistant"
+    out = await process.conversation.send("and now?")
+    assert out.content == "fine" and SIDE_EFFECTS == []
+    assert history_problems(process.conversation.messages) == []

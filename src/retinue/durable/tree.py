@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 from retinue.durable.recorder import JournalRecorder
 from retinue.durable.revive import Revived, open_question, revive_tree, settle_calls
+from retinue.engine.session import INTERRUPTED_NOTE, repair_history
 from retinue.memory.journal import SessionJournal
-from retinue.messages import Message
+from retinue.messages import Message, SystemMessage
 from retinue.runtime import Conversation
 from retinue.subagents.registry import Held
 
@@ -87,6 +88,10 @@ async def restore_conversation(
     history = list(history or [])
     stored = list(history)
     parked, again = settle_calls(history, session.config.tools, asking=asking, keep=keep_open)
+    cut_off = bool(history) and not isinstance(history[-1], SystemMessage)
+    if main is None and parked is None and not keep_open and cut_off:
+        again = False  # a stored history cut off mid-turn (no record says where): closed
+        repair_history(history, INTERRUPTED_NOTE)  # as an interrupted turn, as without
     if main is not None:
         record = main[0]
         session.restore_state(history, turns=record.turns, usage=record.usage,
