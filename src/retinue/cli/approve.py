@@ -70,7 +70,8 @@ class TerminalApprover:
                 self.before()
             self.err.print(f"[yellow]?[/] {_shown(request.describe())}", highlight=False)
             while True:
-                self.err.print(PROMPT.format(rule=_shown(request.rule)), end="", highlight=False)
+                rule = _shown(request.rule) if request.rule else "this call only"
+                self.err.print(PROMPT.format(rule=rule), end="", highlight=False)
                 line = await self._line()
                 if line is None:  # end of input: nobody answers
                     return Approval(False, message="no answer (end of input)")

@@ -575,7 +575,7 @@
       el("div", { className: "who", textContent: `${whoAsks(a)} wants to run ${a.tool}` }),
       shown,
       el("div", { className: "muted small", textContent: `Why it asks: ${a.reason}` }),
-      el("div", { className: "muted small approval-rule", textContent: `Always adds the rule ${a.rule} for this conversation.` }),
+      el("div", { className: "muted small approval-rule", textContent: a.rule ? `Always adds the rule ${a.rule} for this conversation.` : "Always allows this call only (no rule as narrow as it exists)." }),
       el(
         "div",
         { className: "approval-actions" },
