@@ -9,7 +9,9 @@ developed against. ``extra`` (five, of the same kinds) was written later without
 any model's output, and is never used as a prompt example: a pass rate that holds on it is
 not tuning to the suite. Both are reported apart. ``--format`` picks the embedded model's tool
 format (``retinue.llm.profiles.TOOL_FORMATS``; the model's profile setting by default);
-``--runs`` repeats the chosen tasks and reports each run and their median.
+``--runs`` repeats the chosen tasks and reports each run and their median; ``--task-limit S``
+stops a task after S seconds (it counts as not done, its time as at least S: the model's
+closing consolidation still runs and is timed).
 
 Each task gets a scratch workspace with a few files, and the tasks share one data directory
 (so memory written when a session is unloaded is there for the recall task). A task passes
@@ -273,7 +275,7 @@ def model_factory(tool_format: str | None) -> ModelFactory:
 
 
 async def run_task(
-    name: str, check: Check, model: str, home: Path, build: ModelFactory
+    name: str, check: Check, model: str, home: Path, build: ModelFactory, limit: float = 0
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="retinue-task-") as tmp:
         workspace = Path(tmp)
@@ -299,7 +301,10 @@ async def run_task(
         trial = Trial(conversation, runtime, workspace, tools, sessions, [])
         started, cpu = time.perf_counter(), cpu_seconds()
         try:
-            ok, detail = await check(trial)
+            async with asyncio.timeout(limit or None):
+                ok, detail = await check(trial)
+        except TimeoutError:
+            ok, detail = False, f"stopped after {limit:g} s (--task-limit)"
         except Exception as exc:  # a benchmark reports failures; it does not stop on them
             ok, detail = False, f"{type(exc).__name__}: {exc}"
         finally:
@@ -407,21 +412,27 @@ def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 async def one_run(
-    model: str, names: list[str], build: ModelFactory
+    model: str, names: list[str], build: ModelFactory, limit: float = 0
 ) -> tuple[list[dict[str, Any]], dict[str, list[float]]]:
     """The tasks ``names`` in order, sharing one data directory; results and load averages."""
     load_before = _load()
     results = []
     with tempfile.TemporaryDirectory(prefix="retinue-home-") as home:
         for name in names:
-            result = await run_task(name, TASKS[name], model, Path(home), build)
+            result = await run_task(name, TASKS[name], model, Path(home), build, limit)
             print(json.dumps(result), flush=True)
             results.append(result)
     return results, {"before": load_before, "after": _load()}
 
 
 async def main(
-    model: str, only: list[str], *, task_set: str = "main", runs: int = 1, tool_format: str | None
+    model: str,
+    only: list[str],
+    *,
+    task_set: str = "main",
+    runs: int = 1,
+    tool_format: str | None,
+    limit: float = 0,
 ) -> dict[str, Any]:
     chosen = TASKS if task_set == "all" else SETS[task_set]
     names = [n for n in chosen if not only or n in only]
@@ -430,7 +441,7 @@ async def main(
     fmt = getattr(built, "tool_format", None)
     per_run = []
     for _ in range(runs):
-        results, load = await one_run(model, names, build)
+        results, load = await one_run(model, names, build, limit)
         per_run.append({**summarise(results), "load_average": load, "results": results})
     every = [r for run in per_run for r in run["results"]]
     by_set = {
@@ -447,6 +458,7 @@ async def main(
             "cores": os.cpu_count(),
         },
         "runs": runs,
+        "task_limit_seconds": limit,
         **summarise(every),
         "sets": by_set,
         **score(every),
@@ -463,6 +475,9 @@ if __name__ == "__main__":
     parser.add_argument("--set", dest="task_set", choices=[*SETS, "all"], default="main")
     parser.add_argument("--format", choices=TOOL_FORMATS, help="the embedded model's format")
     parser.add_argument("--runs", type=int, default=1, help="repetitions of the chosen tasks")
+    parser.add_argument(
+        "--task-limit", type=float, default=0, help="seconds before a task is stopped (0: none)"
+    )
     parser.add_argument("--tag", default="", help="appended to the results file's name")
     parser.add_argument("--rescore", type=Path, help="recount the calls of a results file")
     args = parser.parse_args()
@@ -479,6 +494,7 @@ if __name__ == "__main__":
             task_set=args.task_set,
             runs=args.runs,
             tool_format=args.format,
+            limit=args.task_limit,
         )
     )
     RESULTS.mkdir(exist_ok=True)
