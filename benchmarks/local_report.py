@@ -4,14 +4,18 @@ one, the tiers and tool formats side by side, and the agent task suite (``local_
 
 from __future__ import annotations
 
+import re
 import statistics
 from typing import Any
 
-__all__ = ["LOCAL_KEYS", "local_section"]
+from agent_tasks import quantile
+
+__all__ = ["LOCAL_KEYS", "local_section", "rounds_table"]
 
 LOCAL_KEYS = ("local", "local_builds")
 TASKS_PREFIX = "agent_tasks_"
 TIER_PREFIX = "local_qwen"  # local_bench.py's file for a tier other than the first
+ROUND_TAG = re.compile(r"_r(\d+)$")  # agent_tasks.py --tag rN: round N of a rotated series
 
 
 def _median(pairs: list[dict[str, Any]], side: str, key: str) -> float | None:
@@ -133,6 +137,49 @@ def pairs_table(tasks: dict[str, Any], speeds: dict[str, Any]) -> list[str]:
     return out
 
 
+def _passes(results: list[dict[str, Any]], which: str) -> str:
+    chosen = [r for r in results if r["set"] == which]
+    return f"{sum(r['ok'] for r in chosen)}/{len(chosen)}" if chosen else "–"
+
+
+def rounds_table(tasks: dict[str, Any], speeds: dict[str, Any]) -> list[str]:
+    """One row per (model, tool format) over its rounds (files tagged ``rN``): the passes of
+    each round on each set, and the seconds of every task of every round pooled."""
+    by_pair: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for name, data in sorted(tasks.items()):
+        if ROUND_TAG.search(name) and data.get("format"):
+            by_pair.setdefault((data["model"], data["format"]), []).append(data)
+    if not by_pair:
+        return []
+    out = [
+        "| model | tool format | rounds | main set (10), each round | extra set (5), each round "
+        "| all 15, pooled | median s/task | p90 s/task | median CPU s/task | stopped at limit "
+        "| decode tokens/s | first token (s) | load (s) | peak RSS (MiB) | load average |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (model, fmt), runs in sorted(by_pair.items()):
+        every = [r for d in runs for r in d["results"]]
+        seconds = [r["seconds"] for r in every]
+        cpu = [r["cpu_seconds"] for r in every if "cpu_seconds" in r]
+        stopped = sum("--task-limit" in str(r.get("answer", "")) for r in every)
+        loads = [
+            x for d in runs for run in d["load_average"] for x in (*run["before"], *run["after"])
+        ]
+        speed = speeds.get(model, {})
+        out.append(
+            f"| `{model}` | {fmt} | {len(runs)} "
+            f"| {', '.join(_passes(d['results'], 'main') for d in runs)} "
+            f"| {', '.join(_passes(d['results'], 'extra') for d in runs)} "
+            f"| {sum(r['ok'] for r in every)}/{len(every)} "
+            f"| {quantile(seconds, 0.5)} | {quantile(seconds, 0.9)} | {quantile(cpu, 0.5)} "
+            f"| {stopped} | {_num(speed.get('median_decode_tokens_per_s'))} "
+            f"| {_num(speed.get('median_first_token_s'), 2)} | {_num(speed.get('load_s'), 2)} "
+            f"| {_num(speed.get('peak_rss_mib'), 0)} "
+            f"| {f'{min(loads):.1f}–{max(loads):.1f}' if loads else '–'} |"
+        )
+    return out
+
+
 def local_section(others: dict[str, Any]) -> list[str]:
     """Pops the embedded model's result files from ``others`` and renders them."""
     local = others.pop("local", None)
@@ -143,7 +190,11 @@ def local_section(others: dict[str, Any]) -> list[str]:
     if not (local or builds or tasks):
         return []
     out = ["## 7. The embedded models (Qwen2.5-Coder 0.5B and 1.5B, llama.cpp on the CPU)", ""]
-    pairs = pairs_table(tasks, speeds)
+    rounds = rounds_table(tasks, speeds)
+    if rounds:
+        out += ["### Tiers and tool formats, rounds (`agent_tasks.py --set all --tag rN`)", ""]
+        out += [*rounds, ""]
+    pairs = pairs_table({k: v for k, v in tasks.items() if not ROUND_TAG.search(k)}, speeds)
     if pairs:
         out += ["### Tiers and tool formats (`agent_tasks.py --set all`)", "", *pairs, ""]
     if local:
@@ -163,5 +214,7 @@ def local_section(others: dict[str, Any]) -> list[str]:
             "",
         ]
     for name, data in tasks.items():
+        if ROUND_TAG.search(name):
+            continue  # rounds are in their table; a task-by-task table each would be 12
         out += ["### Agent task suite (`agent_tasks.py`)", "", *tasks_table(name, data), ""]
     return out
