@@ -24,7 +24,7 @@ from retinue.policy.rules import RuleSet
 from retinue.subagents import subagent_tools
 from retinue.testing import ScriptedModel, call_tool
 from retinue.tools import ToolContext, ToolRegistry, tool
-from retinue.tools.builtin import glob_tool, grep_tool, write_tool
+from retinue.tools.builtin import glob_tool, grep_tool, ls_tool, write_tool
 
 
 def context(tmp_path: Path, policy: Policy) -> ToolContext:
@@ -356,7 +356,7 @@ async def one_call(ws: Path, policy: Policy, name: str, args: dict[str, object])
     """The result of one ``name`` call made by a scripted model through ``policy``."""
     model = ScriptedModel([call_tool(name, args), "ok"])
     cfg = RunConfig(model, [SystemMessage("s"), UserMessage("go")],
-                    ToolRegistry([grep_tool, glob_tool]), context(ws, policy))  # fmt: skip
+                    ToolRegistry([grep_tool, glob_tool, ls_tool]), context(ws, policy))  # fmt: skip
     await run(cfg)
     [result] = results(model)
     return result.content
@@ -399,6 +399,22 @@ async def test_a_read_deny_rule_keeps_the_denied_files_out_of_glob(
     shown = await one_call(tmp_path, policy, "Glob", args)
     assert "secrets/key" not in shown and ".env" not in shown.replace("were left", "")
     assert "key-link" not in shown and "alias" not in shown  # (links are never listed)
+
+
+@pytest.mark.parametrize(("path", "gone"), [(".", 2), (None, 2), ("src", 0), ("./src/..", 2)])
+async def test_a_read_deny_rule_keeps_the_denied_entries_out_of_ls(
+    tmp_path: Path, path: str | None, gone: int
+) -> None:
+    """``LS`` names neither the denied file nor the denied folder (nor their sizes); it says
+    how many entries it left out. The links are listed as links (LS never follows them)."""
+    secret_tree(tmp_path)
+    policy = Policy(modes=("default",), rules=rules(tmp_path, deny=DENIED))
+    shown = await one_call(tmp_path, policy, "LS", {} if path is None else {"path": path})
+    assert "secrets" not in shown and ".env" not in shown, shown
+    if gone:
+        assert "src/" in shown and f"({gone} entries that permission rules keep from LS" in shown
+    else:
+        assert "key-link.txt@" in shown and "alias@" in shown and "left out" not in shown
 
 
 async def test_an_absolute_glob_pattern_into_the_denied_folder_lists_nothing(

@@ -3,7 +3,9 @@
 The folder is checked by :func:`~retinue.tools.builtin.workspace.locate` and opened through
 directory descriptors without following symlinks (:func:`~retinue.tools.builtin._fsafe.open_dir`);
 its entries are read with ``lstat`` only, so nothing outside the workspace is looked at.
-At most :data:`LS_LIMIT` entries are listed.
+At most :data:`LS_LIMIT` entries are listed. Entries a Read deny rule (or an ask rule this
+call did not match) covers are left out, named by count only, as ``Glob`` and ``Grep`` do
+(:func:`~retinue.tools.builtin.pathrules.search_filter`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pydantic import Field
 from retinue.errors import ToolError
 from retinue.tools.base import ToolContext, tool
 from retinue.tools.builtin._fsafe import open_dir
+from retinue.tools.builtin.pathrules import PathFilter, left_out_note, search_filter
 from retinue.tools.builtin.workspace import Target, locate
 
 __all__ = ["LS_LIMIT", "ls_tool"]
@@ -38,17 +41,19 @@ def _entry(name: str, dir_fd: int) -> str:
     return f"{name}{mark}{size}"
 
 
-def _list(t: Target, ignore: list[str]) -> list[str]:
+def _list(t: Target, ignore: list[str], hidden: PathFilter) -> tuple[list[str], int]:
+    """The entries' lines, and how many entries ``hidden`` left out."""
     fd = open_dir(t.root, t.parts, shown=t.shown)
     try:
         names = sorted(os.listdir(fd))
         kept = [n for n in names if not any(fnmatch.fnmatchcase(n, p) for p in ignore)]
-        out = [_entry(n, fd) for n in kept[:LS_LIMIT]]
+        shown = [n for n in kept if not hidden.hides("/".join([*t.parts, n]))]
+        out = [_entry(n, fd) for n in shown[:LS_LIMIT]]
     finally:
         os.close(fd)
-    if len(kept) > LS_LIMIT:
-        out.append(f"(… {len(kept) - LS_LIMIT} more entries not shown; use Glob to narrow)")
-    return out
+    if len(shown) > LS_LIMIT:
+        out.append(f"(… {len(shown) - LS_LIMIT} more entries not shown; use Glob to narrow)")
+    return out, len(kept) - len(shown)
 
 
 @tool("LS")
@@ -68,14 +73,16 @@ async def ls_tool(
     files by pattern across folders.
     """
     t = locate(ctx, path)
+    hidden = search_filter(ctx, "LS", path)
     try:
-        lines = await asyncio.to_thread(_list, t, ignore or [])
+        lines, left_out = await asyncio.to_thread(_list, t, ignore or [], hidden)
     except FileNotFoundError:
         raise ToolError(f"folder does not exist: {path}") from None
     except NotADirectoryError:
         raise ToolError(f"{path} is a file, not a folder (use Read)") from None
     except OSError as exc:
         raise ToolError(f"{path}: {exc.strerror or type(exc).__name__}") from None
+    note = left_out_note(left_out, "LS", ("entry", "entries"))
     if not lines:
-        return f"(the folder {t.shown} is empty)"
-    return f"{t.shown}/\n" + "\n".join(f"  {line}" for line in lines)
+        return "\n".join([f"(the folder {t.shown} is empty)", *note])
+    return "\n".join([f"{t.shown}/", *(f"  {line}" for line in lines), *note])

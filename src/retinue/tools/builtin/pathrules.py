@@ -76,9 +76,10 @@ def search_filter(ctx: ToolContext, tool: str, path: str | None) -> PathFilter:
     return PathFilter()
 
 
-def left_out_note(count: int, tool: str) -> list[str]:
-    """The line a search adds when permission rules kept files from it."""
+def left_out_note(count: int, tool: str, noun: tuple[str, str] = ("file", "files")) -> list[str]:
+    """The line a search (or a listing: ``noun`` says what it counts, singular and plural)
+    adds when permission rules kept files from it."""
     if not count:
         return []
-    files = "file" if count == 1 else "files"
-    return [f"({count} {files} that permission rules keep from {tool} were left out)"]
+    what = noun[0] if count == 1 else noun[1]
+    return [f"({count} {what} that permission rules keep from {tool} were left out)"]
