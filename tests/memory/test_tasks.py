@@ -137,3 +137,25 @@ async def test_release_lets_another_claim(store: MemoryBackend) -> None:
     assert (released.owner, released.status) == (None, "pending")
     taken = await claim(tasks, t, 1, "main/b")
     assert taken is not None and taken.owner == "main/b"
+
+
+async def test_release_puts_back_only_the_owners_unfinished_tasks(store: MemoryBackend) -> None:
+    """A session that ends leaves the tasks it held unfinished (started, or given to it)
+    pending and unowned; what it completed and what another holds stay as they are."""
+    tasks, t = tasks_of(store), team()
+    for subject in ("a", "b", "c", "d"):
+        await tasks.create("default", t, subject, "", [])
+    await tasks.update("default", t, 1, actor="main/x", status="in_progress")
+    await tasks.update("default", t, 2, actor="main/x", status="completed")
+    await tasks.update("default", t, 3, actor="main/y", status="in_progress")
+    await tasks.update("default", t, 4, actor="main/lead", owner="main/x")  # given, not begun
+    assert await tasks.release("default", t, "main/x") == [1, 4]
+    assert [(x.status, x.owner) for x in await tasks.list("default", t)] == [
+        ("pending", None),
+        ("completed", "main/x"),
+        ("in_progress", "main/y"),
+        ("pending", None),
+    ]
+    assert await tasks.release("default", t, "main/x") == []  # twice is once
+    assert await tasks.release("other-tenant", t, "main/y") == []
+    assert (await tasks.get("default", t, 3)).status == "in_progress"  # type: ignore[union-attr]

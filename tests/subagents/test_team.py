@@ -330,7 +330,7 @@ async def test_team_delete_ends_every_teammate_at_once(kit: Kit) -> None:
     await main.close()
 
 
-async def test_dependencies_block_a_claim_and_tasks_are_given_by_name(
+async def test_dependencies_block_a_claim_and_tasks_are_given_by_name_and_ending_releases(
     kit: Kit, tmp_path: Path
 ) -> None:
     store = open_memory(tmp_path / "mem")
@@ -376,6 +376,10 @@ async def test_dependencies_block_a_claim_and_tasks_are_given_by_name(
     taken = results(out.messages)[-1]
     assert taken.startswith("updated #2 [in_progress] printer (owner: main/reviewer:carol")
     await kit.manager.cleanup("main")
+    # carol ended with #2 started: it is back on the list for another; alice's done #1 stays
+    done, printer = await store.tasks.list("default", "main")
+    assert (done.status, done.owner) == ("completed", "main/worker:alice")
+    assert (printer.status, printer.owner) == ("pending", None)
     await main.close()
     store.close()
 

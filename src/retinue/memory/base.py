@@ -158,3 +158,8 @@ class TaskStore(Protocol):
         status: str | None = None,
         owner: str | None = None,
     ) -> Task: ...
+
+    async def release(self, tenant: str, team: str, owner: str) -> list[int]:
+        """Put the tasks ``owner`` holds and did not complete back (pending, unowned): the
+        ids released. A session's end does this, so its tasks do not stay claimed."""
+        ...

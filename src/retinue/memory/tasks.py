@@ -129,6 +129,9 @@ def _task(row: Sequence[object]) -> Task:
 
 
 _COLUMNS = "id, subject, description, status, owner, blocked_by, updated_at"
+_OWNED_SQLITE = (  # what a session that ends leaves: its unfinished tasks
+    "SELECT id FROM tasks WHERE tenant = ? AND team = ? AND owner = ? AND status != 'completed'"
+)
 
 
 class SQLiteTasks:
@@ -209,6 +212,19 @@ class SQLiteTasks:
             )
         return Task(task.id, task.subject, task.description, new_status, new_owner,
                     task.blocked_by, at)  # fmt: skip
+
+    async def release(self, tenant: str, team: str, owner: str) -> list[int]:
+        return await asyncio.to_thread(self._release, tenant, team, owner)
+
+    def _release(self, tenant: str, team: str, owner: str) -> list[int]:
+        with self._tx() as conn:
+            ids = [r[0] for r in conn.execute(_OWNED_SQLITE, (tenant, team, owner))]
+            conn.executemany(
+                "UPDATE tasks SET owner = NULL, status = 'pending', updated_at = ? "
+                "WHERE tenant = ? AND team = ? AND id = ?",
+                [(time.time(), tenant, team, i) for i in ids],
+            )
+        return ids
 
 
 class _Connects(Protocol):
@@ -298,3 +314,13 @@ class PgTasks:
             )
         return Task(task.id, task.subject, task.description, new_status, new_owner,
                     task.blocked_by, at)  # fmt: skip
+
+    async def release(self, tenant: str, team: str, owner: str) -> list[int]:
+        async with self.store.connection() as conn, conn.transaction():
+            cur = await conn.execute(
+                "UPDATE tasks SET owner = NULL, status = 'pending', updated_at = %s "
+                "WHERE tenant = %s AND team = %s AND owner = %s AND status != 'completed' "
+                "RETURNING id",
+                (time.time(), tenant, team, owner),
+            )
+            return sorted(int(r[0]) for r in await cur.fetchall())

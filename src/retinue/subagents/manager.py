@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from retinue.a2a.client import end_remote
@@ -39,6 +40,7 @@ from retinue.subagents.fork import ForkSource, fork_source, start_fork
 from retinue.subagents.messaging import messenger_of
 from retinue.subagents.registry import Held, SessionInfo, SessionKey, SessionRegistry
 from retinue.subagents.roles import Role, RoleCatalog
+from retinue.subagents.tasklist import release_tasks
 from retinue.subagents.tools import (
     background_note,
     found_roles,
@@ -51,6 +53,8 @@ from retinue.subagents.tools import (
 )
 from retinue.tools.base import Tool, ToolContext, ToolRegistry
 from retinue.tools.builtin.todo import forget_todos
+
+log = logging.getLogger("retinue.subagents")
 
 __all__ = ["SubAgentManager"]
 
@@ -444,8 +448,15 @@ class _Hooks:
         return self.manager.factory.system_prompt(self.role, self.ctx)
 
     async def end_children(self) -> object:
-        ended = await self.manager.cleanup(self.agent_id)
+        manager, agent_id = self.manager, self.agent_id
+        ended = await manager.cleanup(agent_id)
         await end_remote(self.config.model)  # a remote A2A agent's context ends with it
+        if not manager.lets_go(agent_id):  # its unfinished tasks go back to the list
+            team = messenger_of(manager.registry).root_of(self.ctx.agent_id)
+            try:
+                await release_tasks(manager.memory, self.ctx.tenant, team, agent_id)
+            except Exception:  # the store is down: they stay claimed; the close goes on
+                log.warning("could not release the tasks of %s", agent_id, exc_info=True)
         return ended
 
     def consolidate(self, messages: Sequence[Message]) -> Awaitable[Consolidation]:

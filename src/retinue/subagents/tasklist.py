@@ -21,6 +21,7 @@ from retinue.tools.base import Tool, ToolContext, tool
 __all__ = [
     "TASK_TOOL_NAMES",
     "format_task",
+    "release_tasks",
     "task_lists",
     "task_store",
     "task_tools",
@@ -142,6 +143,15 @@ async def task_lists(
         if tasks := await store.list(tenant, team):
             out[team] = tasks
     return out
+
+
+async def release_tasks(memory: object, tenant: str, team: str, agent_id: str) -> list[int]:
+    """Put back what ``agent_id``, whose session ends, holds and did not complete: those
+    tasks of ``team``'s list turn pending and unowned, for another to claim. The ids."""
+    store = task_store(memory)
+    if store is None:
+        return []
+    return await store.release(tenant, team, agent_id)
 
 
 def task_tools() -> tuple[Tool, ...]:
