@@ -53,6 +53,25 @@ async def test_a_saved_history_loads_back_message_for_message(
     assert await conv_store.load("other-tenant", "c") is None
 
 
+async def test_a_lone_surrogate_a_model_sent_is_stored_replaced_not_refused(
+    conv_store: ConversationStore,
+) -> None:
+    """UTF-8 cannot hold a lone surrogate (JSON from a model can carry one): the history is
+    saved with U+FFFD in its place, title included, instead of the save failing."""
+    history: list[Message] = [
+        UserMessage("odd \ud800 title"),
+        AssistantMessage("reply \udfff", (ToolCall("c1", "Read", '{"file_path": "\ud83d"}'),)),
+        ToolResultMessage("c1", "Read", "ok"),
+    ]
+    await conv_store.save("t", "s", history)
+    loaded = await conv_store.load("t", "s")
+    assert loaded is not None and len(loaded) == 3
+    assert loaded[0] == UserMessage("odd \ufffd title")
+    assert isinstance(loaded[1], AssistantMessage) and loaded[1].content == "reply \ufffd"
+    [summary] = [s for s in await conv_store.summaries("t") if s.id == "s"]
+    assert summary.title == "odd \ufffd title"
+
+
 async def test_saving_with_keep_writes_the_tail_and_replaces_what_followed(
     conv_store: ConversationStore,
 ) -> None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, LiteralString, Protocol, runtime_checkable
 
 from retinue.errors import MemoryStoreError
-from retinue.memory.text import scrub
+from retinue.memory.text import storable
 from retinue.messages import Message, from_dict, to_dict
 
 __all__ = [
@@ -49,7 +49,6 @@ __all__ = [
     "encode_messages",
     "encode_record",
     "group_rows",
-    "storable",
 ]
 
 log = logging.getLogger("retinue.memory")
@@ -257,19 +256,6 @@ def encode_messages(messages: Sequence[Message], start: int) -> list[str]:
         storable(json.dumps(to_dict(m), ensure_ascii=False, separators=_COMPACT))
         for m in messages[start:]
     ]
-
-
-def storable(text: str) -> str:
-    """JSON ``text`` as both stores take it: lone surrogates (a model can emit them; UTF-8
-    cannot hold them) replaced. JSON already escapes NUL, which PostgreSQL refuses. Most text
-    has none, and is checked at C speed (this runs on every step)."""
-    if text.isascii():
-        return text
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return scrub(text)
-    return text
 
 
 def decode_messages(session_id: str, bodies: Iterable[str]) -> list[Message]:

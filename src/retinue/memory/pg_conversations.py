@@ -157,7 +157,7 @@ class PgConversations:
                 "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (tenant, id) DO UPDATE SET "
                 "title = excluded.title, message_count = excluded.message_count, "
                 "updated_at = excluded.updated_at, approvals = excluded.approvals",
-                (tenant, cid, title_of(messages), len(messages), now, now, pending),
+                (tenant, cid, pg_text(title_of(messages)), len(messages), now, now, pending),
             )
 
     async def summaries(self, tenant: str, limit: int = 1000) -> list[ConversationSummary]:

@@ -22,6 +22,7 @@ from retinue.memory.conversations import (
     parse_approvals,
     title_of,
 )
+from retinue.memory.text import storable
 from retinue.messages import Message, from_dict, to_dict
 
 __all__ = ["SQLiteConversations"]
@@ -78,7 +79,7 @@ class SQLiteConversations:
     def _save(
         self, tenant: str, cid: str, messages: list[Message], keep: int, approvals: str
     ) -> None:
-        now = time.time()
+        now, title = time.time(), storable(title_of(messages))
         with self._tx() as conn:
             stored = conn.execute(
                 "SELECT count(*) FROM conversation_messages WHERE tenant = ? AND conversation = ?",
@@ -101,7 +102,7 @@ class SQLiteConversations:
                 "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, id) DO UPDATE SET "
                 "title = excluded.title, message_count = excluded.message_count, "
                 "updated_at = excluded.updated_at, approvals = excluded.approvals",
-                (tenant, cid, title_of(messages), len(messages), now, now, approvals),
+                (tenant, cid, title, len(messages), now, now, storable(approvals)),
             )
 
     async def summaries(self, tenant: str, limit: int = 1000) -> list[ConversationSummary]:
@@ -146,5 +147,5 @@ def _rows(
     tenant: str, cid: str, messages: list[Message], start: int
 ) -> Iterator[tuple[str, str, int, str]]:
     for seq in range(start, len(messages)):
-        body = json.dumps(to_dict(messages[seq]), ensure_ascii=False)
+        body = storable(json.dumps(to_dict(messages[seq]), ensure_ascii=False))
         yield tenant, cid, seq, body

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["merge_lines", "normalize", "pg_text", "scrub"]
+__all__ = ["merge_lines", "normalize", "pg_text", "scrub", "storable"]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -28,6 +28,19 @@ def scrub(text: str) -> str:
     """``text`` with every lone surrogate replaced by U+FFFD (a Python ``str`` holds code
     points, so any surrogate in it is a lone one)."""
     return _SURROGATE.sub("\ufffd", text)
+
+
+def storable(text: str) -> str:
+    """JSON ``text`` as both stores take it: lone surrogates (a model can emit them; UTF-8
+    cannot hold them) replaced. JSON already escapes NUL, which PostgreSQL refuses. Most text
+    has none, and is checked at C speed (this runs on every step)."""
+    if text.isascii():
+        return text
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return scrub(text)
+    return text
 
 
 def pg_text(text: str) -> str:
