@@ -28,7 +28,11 @@ next ``SubAgent`` call, as Retinue's own agents do.
 (``io.modelcontextprotocol/tasks``) gets each ``SubAgent`` call as a task it polls
 (``tasks/get``), answers the sub-agent's question of (``tasks/update``) and can cancel,
 which interrupts the sub-agent's turn (see :mod:`retinue.server.mcp_tasks`); an approval a
-sub-agent's call needs is asked there too. Other clients get the call's result as before.
+sub-agent's call needs is asked there too. At 2025-11-25 a client that sends ``SubAgent``
+with a ``task`` param gets the core spec's task: ``tasks/get``, ``tasks/list``,
+``tasks/cancel``, and ``tasks/result``, through which a question is asked by elicitation;
+it hears status changes and, with a progress token, the tree's progress (see
+:mod:`retinue.server.mcp_tasks_2025`). Other calls get their result as before.
 
 **Who the client is.** On stdio the client is one parent, ``mcp-client``. Over HTTP each
 request's token decides (see :mod:`retinue.server.tokens`): the service's own token is the
@@ -58,7 +62,8 @@ from retinue.events import TEXT_DELTA, Event
 from retinue.mcp.client import retinue_version
 from retinue.policy.approvals import Approval, ApprovalRequest
 from retinue.runtime import Runtime
-from retinue.server.mcp_tasks import Asker, TaskBook, TasksExtension, Work
+from retinue.server.mcp_tasks import Asker, Reporter, TaskBook, Work
+from retinue.server.mcp_tasks_2025 import PROGRESS_CHARS, BothTasks
 from retinue.server.tokens import Principal
 from retinue.subagents.registry import Held
 from retinue.subagents.tools import question_note, subagent, subagent_status, unload_subagent
@@ -104,7 +109,9 @@ class Progress:
                 q.put_nowait(event)
 
     @asynccontextmanager
-    async def reporting(self, mcp_ctx: Context[Any, Any]) -> AsyncIterator[None]:
+    async def reporting(self, send: Callable[[int, Event], Awaitable[None]]
+                        ) -> AsyncIterator[None]:  # fmt: skip
+        """While it lasts, each event goes to ``send`` (with its number), in order."""
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
 
         async def forward() -> None:
@@ -112,7 +119,7 @@ class Progress:
             while (event := await queue.get()) is not None:
                 sent += 1
                 with suppress(Exception):  # a client that went away is not our failure
-                    await mcp_ctx.report_progress(sent, None, json.dumps(event.to_dict()))
+                    await send(sent, event)
 
         self._queues.add(queue)
         async with asyncio.TaskGroup() as group:
@@ -429,8 +436,12 @@ async def _run(
     failures as tool errors with their own message (none reaches the SDK as a crash)."""
     ctx, progress, approvals = clients.of(principal_of(mcp_ctx))
     raw = json.dumps({k: v for k, v in arguments.items() if v})
+
+    async def report(sent: int, event: Event) -> None:
+        await mcp_ctx.report_progress(sent, None, json.dumps(event.to_dict()))
+
     try:
-        async with progress.reporting(mcp_ctx):  # (a task group: what it raises comes grouped)
+        async with progress.reporting(report):  # (a task group: what it raises comes grouped)
             with approvals.calling(mcp_ctx):
                 if t is subagent:
                     out = await _delegate(ctx, clients, mcp_ctx, raw)
@@ -446,12 +457,17 @@ async def _run(
 
 def _task_work(clients: Clients) -> Work:
     """``SubAgent`` run as an MCP task: as :func:`_delegate`, but a sub-agent's question
-    parks the task (``input_required``) until ``tasks/update`` brings the answer."""
+    parks the task (``input_required``) until the client answers (``tasks/update`` at
+    2026-07-28, elicitation within ``tasks/result`` at 2025-11-25); the events of the
+    client's agents go to ``report`` while it runs."""
 
-    async def work(principal: Principal | None, arguments: dict[str, Any], ask: Asker
-                   ) -> types.CallToolResult:  # fmt: skip
-        ctx, _, approvals = clients.of(principal)
+    async def work(principal: Principal | None, arguments: dict[str, Any], ask: Asker,
+                   report: Reporter) -> types.CallToolResult:  # fmt: skip
+        ctx, progress, approvals = clients.of(principal)
         raw = json.dumps({k: v for k, v in arguments.items() if v})
+
+        async def tell(_sent: int, event: Event) -> None:
+            await report(_summary(event), _bounded(event))
 
         async def ask_client(held: Held) -> str | None:
             requests = _input_required(held).input_requests or {}
@@ -459,9 +475,10 @@ def _task_work(clients: Clients) -> Work:
             return _accepted((await ask(asked)).get(ANSWER_KEY))  # declined: the note stays
 
         try:
-            with approvals.calling(ask):  # a sub-agent's call to approve: asked in the task
-                reply = await _until_answered(ctx, clients, await subagent.invoke(ctx, raw),
-                                              ask_client)  # fmt: skip
+            async with progress.reporting(tell):  # (a task group: its errors come grouped)
+                with approvals.calling(ask):  # a sub-agent's call to approve: asked in the task
+                    reply = await _until_answered(ctx, clients, await subagent.invoke(ctx, raw),
+                                                  ask_client)  # fmt: skip
         except Exception as exc:
             error = _retinue_error(exc)
             if error is None:
@@ -472,10 +489,33 @@ def _task_work(clients: Clients) -> Work:
     return work
 
 
+def _summary(event: Event) -> str:
+    """An event in a few words: a task's ``statusMessage`` while it works."""
+    what = event.data.get("name") or event.data.get("action") or ""
+    return f"{event.agent_id}: {event.kind} {str(what)[:100]}".strip()
+
+
+def _bounded(event: Event, limit: int = PROGRESS_CHARS) -> str:
+    """An event as JSON within ``limit`` characters: when too long, its long strings are
+    cut and its nested data left out (``"truncated": true`` says so)."""
+    whole = event.to_dict()
+    text = json.dumps(whole)
+    if len(text) <= limit:
+        return text
+    short = {k: v[:200] if isinstance(v, str) else v for k, v in whole.items()
+             if v is None or isinstance(v, str | int | float | bool)}  # fmt: skip
+    text = json.dumps({**short, "truncated": True})
+    if len(text) <= limit:
+        return text
+    return json.dumps({"kind": event.kind, "agent_id": event.agent_id[:200], "at": event.at,
+                       "truncated": True})  # fmt: skip
+
+
 def build_server(runtime: Runtime, parent_id: str = PARENT_ID) -> MCPServer[Any]:
     """The MCP server of ``runtime``'s roles; its lifespan ends the client's sessions."""
     clients = Clients(runtime, parent_id)
     book = TaskBook(_task_work(clients))
+    tasks = BothTasks(book, {"SubAgent"}, lambda ctx: principal_in(ctx.request))
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer[Any]) -> AsyncIterator[None]:
@@ -493,7 +533,8 @@ def build_server(runtime: Runtime, parent_id: str = PARENT_ID) -> MCPServer[Any]
         version=retinue_version(),
         instructions=f"Retinue's sub-agents. Roles:\n{roles or '(none)'}",
         lifespan=lifespan,
-        extensions=[TasksExtension(book, {"SubAgent"}, lambda ctx: principal_in(ctx.request))],
+        extensions=[tasks],
+        middleware=[tasks.middleware],  # 2025-11-25's task-augmented calls
     )
 
     @server.tool(

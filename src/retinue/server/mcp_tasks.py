@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -40,24 +41,54 @@ from pydantic import Field
 
 from retinue.server.tokens import Principal
 
-__all__ = ["TASKS", "Asker", "TaskBook", "TasksExtension", "Work"]
+__all__ = [
+    "TASKS",
+    "TERMINAL",
+    "Asker",
+    "Listener",
+    "Reporter",
+    "TaskBook",
+    "TaskRun",
+    "TasksExtension",
+    "Work",
+]
 
 TASKS = "io.modelcontextprotocol/tasks"
 TTL_MS = 3_600_000  # how long a task stays readable after its creation
 POLL_MS = 1_000  # the poll interval suggested to the client
 MAX_TASKS = 64  # tasks one client holds at once (finished ones until their TTL)
 
+NOTE_CHARS = 200  # a task's statusMessage while it works (its latest progress, in short)
+
 Status = Literal["working", "input_required", "completed", "failed", "cancelled"]
+TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 Asker = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 """Asks the client: input requests (by key) in, the client's responses (by key) out."""
-Work = Callable[[Principal | None, dict[str, Any], Asker], Awaitable[types.CallToolResult]]
-"""What a task runs: the caller, the tool's arguments, and how to ask the client."""
+Reporter = Callable[[str, str], Awaitable[None]]
+"""Tells how a task goes: a one-line summary (the task's ``statusMessage`` while it works)
+and the detail (a progress notification's message, where the client asked for progress)."""
+Work = Callable[
+    [Principal | None, dict[str, Any], Asker, Reporter], Awaitable[types.CallToolResult]
+]
+"""What a task runs: the caller, the tool's arguments, how to ask the client, and how to
+report progress."""
 Caller = Callable[[ServerRequestContext[Any, Any]], Principal | None]
 """Who makes a request (the token's principal over HTTP, None on stdio)."""
 
 
 def _now() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+class Listener:
+    """Hears one task on behalf of the protocol that made it (the base hears nothing): each
+    status change, and each progress message."""
+
+    async def status(self, run: TaskRun) -> None:
+        """The task's status changed (it is ``run.status`` now)."""
+
+    async def progress(self, run: TaskRun, message: str) -> None:
+        """The task's work reported ``message``."""
 
 
 @dataclass
@@ -69,24 +100,36 @@ class TaskRun:
     created: str = field(default_factory=_now)
     updated: str = ""
     status: Status = "working"
+    note: str | None = None  # the latest progress, in short, while it works
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     asking: dict[str, Any] | None = None  # the pending input requests, by key
     answers: asyncio.Future[dict[str, Any]] | None = None  # resolved once all are answered
     received: dict[str, Any] = field(default_factory=dict[str, Any])
     job: asyncio.Task[None] | None = None
+    ttl_ms: int = TTL_MS
+    can_ask: bool = True  # False: its questions are declined at once (the client cannot answer)
+    listener: Listener = field(default_factory=Listener)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)  # set at the next change
 
     def __post_init__(self) -> None:
         self.updated = self.updated or self.created
 
     def set(self, status: Status) -> None:
         self.status, self.updated = status, _now()
+        if status != "working":
+            self.note = None  # (the progress of its work, while it works)
+        self.changed.set()  # wakes whoever waits for this change; the next gets a new event
+        self.changed = asyncio.Event()
 
     def envelope(self) -> dict[str, Any]:
         """The task's fields as a ``CreateTaskResult`` carries them (no result yet)."""
-        return {"taskId": self.id, "status": self.status, "createdAt": self.created,
-                "lastUpdatedAt": self.updated, "ttlMs": TTL_MS,
-                "pollIntervalMs": POLL_MS}  # fmt: skip
+        found = {"taskId": self.id, "status": self.status, "createdAt": self.created,
+                 "lastUpdatedAt": self.updated, "ttlMs": self.ttl_ms,
+                 "pollIntervalMs": POLL_MS}  # fmt: skip
+        if self.note:
+            found["statusMessage"] = self.note
+        return found
 
     def detailed(self) -> dict[str, Any]:
         """The task as ``tasks/get`` returns it: its result, error or questions inlined."""
@@ -101,7 +144,8 @@ class TaskRun:
 
     def expired(self) -> bool:
         age = datetime.now(UTC) - datetime.fromisoformat(self.created.replace("Z", "+00:00"))
-        return self.job is not None and self.job.done() and age.total_seconds() * 1000 > TTL_MS
+        return (self.job is not None and self.job.done()
+                and age.total_seconds() * 1000 > self.ttl_ms)  # fmt: skip
 
 
 class TaskBook:
@@ -111,17 +155,26 @@ class TaskBook:
         self.work = work
         self._tasks: dict[str, TaskRun] = {}
 
-    def start(self, principal: Principal | None, arguments: dict[str, Any]) -> TaskRun:
-        """A new task of ``principal`` running ``arguments``; readable as soon as returned."""
+    def start(self, principal: Principal | None, arguments: dict[str, Any], *,
+              ttl_ms: int = TTL_MS, can_ask: bool = True,
+              listener: Listener | None = None) -> TaskRun:  # fmt: skip
+        """A new task of ``principal`` running ``arguments``, kept ``ttl_ms`` (at most
+        ``TTL_MS``), heard by ``listener``; readable as soon as returned."""
         owner = _owner(principal)
         for tid in [t.id for t in self._tasks.values() if t.expired()]:
             del self._tasks[tid]
         if sum(t.owner == owner for t in self._tasks.values()) >= MAX_TASKS:
             raise MCPError(INVALID_PARAMS, f"at most {MAX_TASKS} tasks at once: wait for some")
-        run = TaskRun(id=uuid.uuid4().hex, owner=owner)
+        run = TaskRun(id=uuid.uuid4().hex, owner=owner, ttl_ms=min(ttl_ms, TTL_MS),
+                      can_ask=can_ask, listener=listener or Listener())  # fmt: skip
         self._tasks[run.id] = run
         run.job = asyncio.create_task(self._run(run, principal, arguments))
         return run
+
+    def owned_by(self, principal: Principal | None) -> list[TaskRun]:
+        """The tasks of ``principal`` still kept, oldest first."""
+        owner = _owner(principal)
+        return [t for t in self._tasks.values() if t.owner == owner and not t.expired()]
 
     def of(self, principal: Principal | None, task_id: object) -> TaskRun:
         run = self._tasks.get(task_id) if isinstance(task_id, str) else None
@@ -146,7 +199,7 @@ class TaskBook:
             return
         run.job.cancel()
         await asyncio.gather(run.job, return_exceptions=True)
-        run.set("cancelled")
+        await self._set(run, "cancelled")
 
     async def close(self) -> None:
         """Cancel every task still running (the server stops)."""
@@ -156,28 +209,41 @@ class TaskBook:
     async def _run(self, run: TaskRun, principal: Principal | None, arguments: dict[str, Any]
                    ) -> None:  # fmt: skip
         async def ask(requests: dict[str, Any]) -> dict[str, Any]:
+            if not run.can_ask:
+                return {}  # declined: the work goes on as with a client that says no
             run.answers = asyncio.get_running_loop().create_future()
             run.asking, run.received = dict(requests), {}
-            run.set("input_required")
+            await self._set(run, "input_required")
             try:  # a client that never answers: declined when the task's TTL is over
-                return await asyncio.wait_for(run.answers, TTL_MS / 1000)
+                answers = await asyncio.wait_for(run.answers, run.ttl_ms / 1000)
             except TimeoutError:
-                return {}
+                answers = {}
             finally:
                 run.asking, run.answers = None, None
-                if run.status == "input_required":
-                    run.set("working")
+            await self._set(run, "working")
+            return answers
+
+        async def report(summary: str, detail: str) -> None:
+            run.note = summary[:NOTE_CHARS] or None
+            await run.listener.progress(run, detail)
 
         try:
-            result = await self.work(principal, arguments, ask)
+            result = await self.work(principal, arguments, ask, report)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a protocol-level failure: the task failed, the server goes on
             run.error = {"code": INTERNAL_ERROR, "message": f"{type(exc).__name__}"}
-            run.set("failed")
+            await self._set(run, "failed")
             return
         run.result = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-        run.set("completed")
+        await self._set(run, "completed")
+
+    async def _set(self, run: TaskRun, status: Status) -> None:
+        """Record the task's new status, then tell its listener (a failing one is not the
+        task's failure)."""
+        run.set(status)
+        with suppress(Exception):
+            await run.listener.status(run)
 
 
 def _owner(principal: Principal | None) -> tuple[str | None, str | None]:
