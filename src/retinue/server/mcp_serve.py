@@ -472,7 +472,11 @@ def _task_work(clients: Clients) -> Work:
         async def ask_client(held: Held) -> str | None:
             requests = _input_required(held).input_requests or {}
             asked = {k: _json(r) for k, r in requests.items() if isinstance(r, types.ElicitRequest)}
-            return _accepted((await ask(asked)).get(ANSWER_KEY))  # declined: the note stays
+            try:
+                return _accepted((await ask(asked)).get(ANSWER_KEY))  # declined: the note stays
+            except asyncio.CancelledError:  # the task is cancelled: so is the turn that asks
+                clients.runtime.manager.interrupt(held.id)
+                raise
 
         try:
             async with progress.reporting(tell):  # (a task group: its errors come grouped)
