@@ -35,7 +35,8 @@ class TaskServer(MCPServer[Any]):
 
 def task_server(seen: list[dict[str, Any]], book: list[TaskBook] | None = None
                 ) -> MCPServer[Any]:  # fmt: skip
-    async def work(_who: Any, arguments: dict[str, Any], ask: Asker) -> types.CallToolResult:
+    async def work(_who: Any, arguments: dict[str, Any], ask: Asker, *_: Any
+                   ) -> types.CallToolResult:  # fmt: skip
         seen.append(arguments)
         if arguments.get("size") == 0:
             await asyncio.Event().wait()  # never ends
