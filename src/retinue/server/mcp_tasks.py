@@ -18,7 +18,11 @@ Each client (each token over HTTP) sees only its own tasks: another's id is unkn
 ``SubAgent`` runs as it always did. A task is kept ``TTL_MS`` after its creation (a question
 unanswered that long is declined), at most ``MAX_TASKS`` per client. What a task runs is
 given by the server (:data:`Work`), so this module knows the protocol, not Retinue's
-tools."""
+tools. While a task works, its ``statusMessage`` is its latest progress, in short.
+
+The same :class:`TaskBook` serves protocol 2025-11-25's tasks (see
+:mod:`retinue.server.mcp_tasks_2025`): a task is started with its TTL, whether its client
+can be asked at all, and a :class:`Listener` that hears its status changes and progress."""
 
 from __future__ import annotations
 
