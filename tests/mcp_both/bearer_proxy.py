@@ -5,7 +5,11 @@ reaches it as a token holder would.
 
 Everything else goes through as sent, ``Host`` and ``Origin`` included (the suite's DNS
 rebinding checks send foreign ones and expect the server's refusal), and responses stream
-back as they come (SSE)."""
+back as they come (SSE).
+
+With ``token=None`` it adds nothing (the client's own ``Authorization`` goes through), and
+with a ``seen`` list it records each request as the server receives it (:class:`Seen`): a
+test's view of the wire from the server's side."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import asyncio
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -28,12 +33,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@dataclass(frozen=True)
+class Seen:
+    """One forwarded request: its method, path, headers (names lower-cased) and body."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
 class BearerProxy:
     """An ASGI app forwarding to ``upstream`` (scheme://host:port) with the bearer token."""
 
-    def __init__(self, upstream: str, token: str) -> None:
+    def __init__(self, upstream: str, token: str | None, seen: list[Seen] | None = None) -> None:
         self.upstream = upstream
         self.token = token
+        self.seen = seen
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(120.0))
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -45,13 +61,17 @@ class BearerProxy:
             body += message.get("body", b"")
             if not message.get("more_body"):
                 break
-        dropped = HOP_BY_HOP | {"authorization"}
+        dropped = HOP_BY_HOP | ({"authorization"} if self.token is not None else set())
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]
                    if k.decode("latin-1").lower() not in dropped]  # fmt: skip
-        headers.append(("authorization", f"Bearer {self.token}"))
+        if self.token is not None:
+            headers.append(("authorization", f"Bearer {self.token}"))
         path = scope["raw_path"].decode("latin-1") or scope["path"]
         if scope["query_string"]:
             path += "?" + scope["query_string"].decode("latin-1")
+        if self.seen is not None:
+            named = {k.lower(): v for k, v in headers}
+            self.seen.append(Seen(scope["method"], path, named, body))
         request = self.client.build_request(
             scope["method"], self.upstream + path, headers=headers, content=body
         )
@@ -86,10 +106,12 @@ async def _disconnected(receive: Any) -> None:
 
 
 @asynccontextmanager
-async def bearer_proxy(upstream: str, token: str) -> AsyncIterator[str]:
+async def bearer_proxy(
+    upstream: str, token: str | None, seen: list[Seen] | None = None
+) -> AsyncIterator[str]:
     """Serve a :class:`BearerProxy` to ``upstream`` on a loopback port; yields its base URL."""
     port = free_port()
-    proxy = BearerProxy(upstream, token)
+    proxy = BearerProxy(upstream, token, seen)
     config = uvicorn.Config(proxy, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
