@@ -74,8 +74,8 @@ def _node() -> Path | None:
             said = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=20)
         except (OSError, subprocess.TimeoutExpired):
             continue
-        major, minor = (int(n) for n in said.stdout.strip().lstrip("v").split(".")[:2])
-        if (major, minor) >= (22, 19):
+        found_version = re.match(r"v(\d+)\.(\d+)\.", said.stdout)
+        if found_version and (int(found_version[1]), int(found_version[2])) >= (22, 19):
             return node
     return None
 
