@@ -71,8 +71,9 @@ NOT_APPLICABLE: dict[str, str] = {
     "resources-read-text": "reads the suite's fixture resource test://static-text",
     "resources-read-binary": "reads the suite's fixture resource test://static-binary",
     "resources-templates-read": "reads the suite's fixture template test://template/{id}/data",
-    "resources-subscribe": "resources/subscribe: Retinue's one resource never changes, it does "
-    "not declare subscriptions",
+    "resources-subscribe": "resources/subscribe of the suite's fixture resources; Retinue's one "
+    "resource never changes (it declares no subscriptions at 2025-11-25; at 2026-07-28 the SDK "
+    "declares resources.subscribe for its subscriptions/listen stream)",
     "resources-unsubscribe": "resources/unsubscribe: as resources-subscribe",
     "prompts-get-simple": "gets the suite's fixture prompt test_simple_prompt (Retinue has none)",
     "prompts-get-with-args": "gets the fixture prompt test_prompt_with_arguments",
