@@ -36,6 +36,7 @@ import math
 import os
 import platform
 import re
+import resource
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -248,8 +249,11 @@ def cpu_seconds() -> float:
     """CPU seconds used so far by this process and its live children (the model's worker
     processes; Linux ``/proc``). On a loaded machine a task's CPU time depends far less on
     the load than its wall time: divided by the worker's threads it estimates the task's time
-    on that many idle cores (an overestimate when busy-waiting threads were descheduled)."""
-    total = time.process_time()
+    on that many idle cores (an overestimate when busy-waiting threads were descheduled).
+    Children that ended and were waited for count too (a worker stopped mid-answer by a
+    cancel is replaced: without them a task's figure could come out negative)."""
+    ended = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = time.process_time() + ended.ru_utime + ended.ru_stime
     tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     me = os.getpid()
     for entry in Path("/proc").glob("[0-9]*/stat"):

@@ -160,7 +160,8 @@ def rounds_table(tasks: dict[str, Any], speeds: dict[str, Any]) -> list[str]:
     for (model, fmt), runs in sorted(by_pair.items()):
         every = [r for d in runs for r in d["results"]]
         seconds = [r["seconds"] for r in every]
-        cpu = [r["cpu_seconds"] for r in every if "cpu_seconds" in r]
+        # (a negative figure: a run before agent_tasks counted ended workers; left out)
+        cpu = [r["cpu_seconds"] for r in every if r.get("cpu_seconds", -1) >= 0]
         stopped = sum("--task-limit" in str(r.get("answer", "")) for r in every)
         loads = [
             x for d in runs for run in d["load_average"] for x in (*run["before"], *run["after"])
