@@ -279,6 +279,7 @@ def principal_in(request: object) -> Principal | None:
 
 MAX_QUESTIONS = 20  # rounds of a sub-agent's questions answered within one call
 ANSWER_KEY = "answer"  # the key of the question in a 2026-07-28 input_required result
+TASK_ARGUMENTS = frozenset({"task", "role", "interactive", "instance"})  # as SubAgent's
 
 
 class AnswerForm(BaseModel):
@@ -464,7 +465,8 @@ def _task_work(clients: Clients) -> Work:
     async def work(principal: Principal | None, arguments: dict[str, Any], ask: Asker,
                    report: Reporter) -> types.CallToolResult:  # fmt: skip
         ctx, progress, approvals = clients.of(principal)
-        raw = json.dumps({k: v for k, v in arguments.items() if v})
+        offered = {k: v for k, v in arguments.items() if v and k in TASK_ARGUMENTS}
+        raw = json.dumps(offered)  # (not background, steer or fork: the tool has none)
 
         async def tell(_sent: int, event: Event) -> None:
             await report(_summary(event), _bounded(event))

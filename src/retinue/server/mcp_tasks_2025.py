@@ -276,7 +276,8 @@ def _offset(cursor: object, count: int) -> int:
     """Where a ``tasks/list`` cursor (the offset of the next page) starts."""
     if cursor is None:
         return 0
-    if isinstance(cursor, str) and cursor.isdigit() and len(cursor) < 9 and int(cursor) <= count:
+    if (isinstance(cursor, str) and cursor.isascii() and cursor.isdigit()  # (not "²")
+            and len(cursor) < 9 and int(cursor) <= count):  # fmt: skip
         return int(cursor)
     raise MCPError(INVALID_PARAMS, "invalid cursor")
 

@@ -1,0 +1,120 @@
+"""Attacks on 2025-11-25 tasks of ``retinue mcp serve`` (everything a client sends is
+untrusted): a ``tasks/list`` cursor of Unicode digits is a clear -32602, not a crash; a task's
+arguments are those the ``SubAgent`` tool offers, no more (its hidden options stay hidden);
+ttl, task ids, cursors of every shape, two ``tasks/result`` at once and one cancelled while it
+asks are bounded and leave the task valid; over HTTP a session belongs to the token that
+opened it, so another token can neither hear its task notifications nor post into it."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, types
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
+from test_mcp_serve_protocol import runtime_for
+from test_mcp_tasks_2025 import answer, raw
+
+from retinue.server.mcp_serve import build_server
+from retinue.testing import ScriptedModel
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def call_with(arguments: dict[str, Any], task: object) -> dict[str, Any]:
+    return {"name": "SubAgent", "arguments": arguments, "task": task}
+
+
+async def code_of(client: Client, method: str, params: dict[str, Any]) -> int:
+    with pytest.raises(MCPError) as refused:
+        await raw(client, method, params)
+    return refused.value.error.code
+
+
+async def test_bad_ttls_ids_and_cursors_are_clear_errors_or_bounded(tmp_path: Path) -> None:
+    server = build_server(runtime_for(tmp_path, ScriptedModel(responder=answer)))
+    args = {"task": "sum", "role": "asker"}
+    async with Client(server, mode="legacy") as client:
+        ttls = []
+        for ttl in (-5, 10**30, "100", None):
+            created = await raw(client, "tools/call", call_with(args, {"ttl": ttl}))
+            ttls.append(created["task"]["ttl"])
+        bad_ttl = [await code_of(client, "tools/call", call_with(args, {"ttl": t}))
+                   for t in (1.5, "abc", [], {})]  # fmt: skip
+        bad_task = [await code_of(client, "tools/call", call_with(args, t)) for t in (5, "x", [])]
+        ids: list[object] = ["x" * 10_000, 123, None, "", "0" * 32]
+        methods = ("tasks/get", "tasks/result", "tasks/cancel")
+        bad_ids = [await code_of(client, m, {"taskId": t}) for m in methods for t in ids]
+        cursors = ["²", "١٢", "-1", "99999999", "", "1" * 50, " 1"]
+        bad_cursors = [await code_of(client, "tasks/list", {"cursor": c}) for c in cursors]
+        with pytest.raises(MCPError) as superscript:
+            await raw(client, "tasks/list", {"cursor": "²"})
+        listed = await raw(client, "tasks/list", {"cursor": "1"})
+    assert ttls == [60_000, 3_600_000, 60_000, 3_600_000]  # within a minute and an hour
+    assert set(bad_ttl) == set(bad_task) == set(bad_ids) == {INVALID_PARAMS}
+    assert bad_cursors == [INVALID_PARAMS] * len(cursors)  # (a Unicode digit crashed int())
+    assert "invalid literal" not in superscript.value.error.message
+    assert len(listed["tasks"]) == 3 and "nextCursor" not in listed
+
+
+async def test_a_task_takes_only_the_arguments_the_subagent_tool_offers(tmp_path: Path) -> None:
+    """``background``, ``steer`` and ``fork`` are options of Retinue's own SubAgent tool that
+    ``mcp serve`` does not offer (its tool takes task, role, interactive, instance): a task's
+    arguments reached the tool whole, so a client could send them; they are left out now, as
+    a plain call leaves them out."""
+    model = ScriptedModel(responder=answer)
+    server = build_server(runtime_for(tmp_path, model))
+    hidden = {"task": "sum", "role": "asker", "interactive": True, "background": True,
+              "steer": True, "fork": True}  # fmt: skip
+    async with Client(server, mode="legacy") as client:
+        created = await raw(client, "tools/call", {"name": "SubAgent", "arguments": hidden,
+                                                   "task": {}})  # fmt: skip
+        result = await raw(client, "tasks/result", {"taskId": created["task"]["taskId"]})
+        plain = await client.call_tool("SubAgent", hidden)
+    assert not result.get("isError"), result
+    assert result["content"][0]["text"].startswith("the sum is 5")  # not sent to the background
+    assert not plain.is_error and "the sum is 5" in str(plain.content[0])
+
+
+async def test_two_results_at_once_and_one_cancelled_while_it_asks(tmp_path: Path) -> None:
+    """A ``tasks/result`` cancelled while its elicitation is unanswered leaves the task
+    ``input_required``; two more at once: the question is asked once more, by one of them,
+    and both get the same result; an answer of the wrong type is declined (the question's
+    note comes back)."""
+    model = ScriptedModel(responder=answer)
+    server = build_server(runtime_for(tmp_path, model))
+    asked: list[str] = []
+    hang = asyncio.Event()
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        del context
+        asked.append(params.message)
+        if len(asked) == 1:
+            await hang.wait()  # never answered: its tasks/result is cancelled
+        if len(asked) == 3:
+            return types.ElicitResult(action="accept", content={"answer": 123})
+        return types.ElicitResult(action="accept", content={"answer": "teal"})
+
+    call = {"name": "SubAgent", "arguments": {"task": "paint", "role": "asker"}, "task": {}}
+    async with Client(server, mode="legacy", elicitation_callback=elicit) as client:
+        tid = (await raw(client, "tools/call", call))["task"]["taskId"]
+        first = asyncio.create_task(raw(client, "tasks/result", {"taskId": tid}))
+        for _ in range(200):
+            if asked:
+                break
+            await asyncio.sleep(0.02)
+        first.cancel()
+        await asyncio.gather(first, return_exceptions=True)
+        still = await raw(client, "tasks/get", {"taskId": tid})
+        one, two = await asyncio.gather(raw(client, "tasks/result", {"taskId": tid}),
+                                        raw(client, "tasks/result", {"taskId": tid}))  # fmt: skip
+        wrong = (await raw(client, "tools/call", call))["task"]["taskId"]
+        declined = await raw(client, "tasks/result", {"taskId": wrong})
+        hang.set()
+    assert still["status"] == "input_required"
+    assert one == two and "painted it" in one["content"][0]["text"]
+    assert len(asked) == 3  # once cancelled, once for both, once for the second task
+    assert "asks: Which colour?]" in declined["content"][0]["text"]
