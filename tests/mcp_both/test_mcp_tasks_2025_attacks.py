@@ -8,17 +8,25 @@ opened it, so another token can neither hear its task notifications nor post int
 from __future__ import annotations
 
 import asyncio
+import json
+import signal
+import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from bearer_proxy import free_port
 from mcp import Client, types
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
+from test_mcp_cli import env_for
 from test_mcp_serve_protocol import runtime_for
-from test_mcp_tasks_2025 import answer, raw
+from test_mcp_tasks_2025 import answer, raw, workspace_in
 
+from retinue.llm.loopback import LoopbackOpenAIServer
 from retinue.server.mcp_serve import build_server
+from retinue.server.tokens import TokenBook
 from retinue.testing import ScriptedModel
 
 pytestmark = pytest.mark.timeout(120)
@@ -118,3 +126,81 @@ async def test_two_results_at_once_and_one_cancelled_while_it_asks(tmp_path: Pat
     assert one == two and "painted it" in one["content"][0]["text"]
     assert len(asked) == 3  # once cancelled, once for both, once for the second task
     assert "asks: Which colour?]" in declined["content"][0]["text"]
+
+
+def headers(token: str, session: str | None = None) -> dict[str, str]:
+    found = {"Authorization": f"Bearer {token}", "MCP-Protocol-Version": "2025-11-25",
+             "Accept": "application/json, text/event-stream"}  # fmt: skip
+    return found | ({"mcp-session-id": session} if session else {})
+
+
+async def hear(client: httpx.AsyncClient, url: str, token: str, session: str,
+               heard: list[Any]) -> None:  # fmt: skip
+    """Open the session's GET stream as ``token``: its status, then each message on it."""
+    async with client.stream("GET", url, headers=headers(token, session)) as stream:
+        heard.append(stream.status_code)
+        async for line in stream.aiter_lines():
+            if line.startswith("data:") and line[5:].strip():
+                heard.append(json.loads(line[5:]))
+
+
+async def test_over_http_a_session_is_its_tokens_alone(tmp_path: Path) -> None:
+    """Bob, who learned Alice's session id (the server logs it), sends it with his own token:
+    he could open its GET stream and hear her task's status and progress notifications, and
+    post into it (a response to the elicitation her tasks/result waits on). The session is
+    Alice's alone now: to Bob it does not exist (404), as the SDK answers an unknown one."""
+    workspace = workspace_in(tmp_path)
+    tokens = TokenBook(tmp_path / "home")
+    alice, bob = tokens.issue("alice"), tokens.issue("bob")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "alice", "version": "1"}}}  # fmt: skip
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "SubAgent", "arguments": {"task": "sum", "role": "helper"}, "task": {},
+        "_meta": {"progressToken": "p"}}}  # fmt: skip
+    with LoopbackOpenAIServer(ScriptedModel(responder=answer)) as llm:
+        cmd = [sys.executable, "-m", "retinue", "mcp", "serve", "--http", "--port", str(port),
+               "--model", "openai:test"]  # fmt: skip
+        pipe = asyncio.subprocess.PIPE
+        proc = await asyncio.create_subprocess_exec(*cmd, env=env_for(tmp_path, llm),
+                                                    cwd=workspace, stderr=pipe)  # fmt: skip
+        try:
+            async with httpx.AsyncClient(timeout=30) as http:
+                for _ in range(300):
+                    try:
+                        await http.post(url, json={})
+                        break
+                    except httpx.TransportError:
+                        await asyncio.sleep(0.1)
+                opened = await http.post(url, json=init, headers=headers(alice))
+                session = opened.headers["mcp-session-id"]
+                note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+                await http.post(url, json=note, headers=headers(alice, session))
+                by_bob: list[Any] = []
+                by_alice: list[Any] = []
+                listening = []
+                for who, heard in ((bob, by_bob), (alice, by_alice)):  # (one GET stream each)
+                    listening.append(asyncio.create_task(hear(http, url, who, session, heard)))
+                    await asyncio.sleep(0.3)
+                created = await http.post(url, json=call, headers=headers(alice, session))
+                lists = {"jsonrpc": "2.0", "id": 3, "method": "tasks/list", "params": {}}
+                posted = await http.post(url, json=lists, headers=headers(bob, session))
+                for _ in range(100):
+                    if any("tasks/status" in str(m) for m in by_alice):
+                        break
+                    await asyncio.sleep(0.1)
+                for job in listening:
+                    job.cancel()
+                await asyncio.gather(*listening, return_exceptions=True)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert created.status_code == 200 and '"task"' in created.text
+    assert by_bob == [404] and posted.status_code == 404  # nothing of Alice's reached Bob
+    assert by_alice[0] == 200
+    statuses = [m["params"]["status"] for m in by_alice[1:]
+                if m.get("method") == "notifications/tasks/status"]  # fmt: skip
+    assert statuses == ["completed"]  # Alice still hears her own task
+    assert "Traceback" not in err.decode()

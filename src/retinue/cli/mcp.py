@@ -224,13 +224,14 @@ def serve(
 def _serve_http(server: MCPServer[Any], home: Path, port: int) -> None:
     import uvicorn
 
+    from retinue.server.mcp_http import SessionOwners
     from retinue.server.security import TOKEN_FILE, Guard, Security, ensure_token
     from retinue.server.tokens import TokenBook
 
     with _one_line_errors():
         token, _ = ensure_token(home)
     security = Security.build(token, tokens=TokenBook(home))  # `retinue token issue`
-    app = Guard(server.streamable_http_app(host="127.0.0.1"), security)
+    app = Guard(SessionOwners(server.streamable_http_app(host="127.0.0.1")), security)
     typer.echo(f"retinue MCP on http://127.0.0.1:{port}/mcp; send "
                f'"Authorization: Bearer $(cat {home / TOKEN_FILE})"', err=True)  # fmt: skip
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=5)
