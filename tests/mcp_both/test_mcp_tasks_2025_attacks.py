@@ -18,6 +18,7 @@ import httpx
 import pytest
 from bearer_proxy import free_port
 from mcp import Client, types
+from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 from test_mcp_cli import env_for
@@ -26,6 +27,8 @@ from test_mcp_tasks_2025 import answer, raw, workspace_in
 
 from retinue.llm.loopback import LoopbackOpenAIServer
 from retinue.server.mcp_serve import build_server
+from retinue.server.mcp_tasks import TaskBook
+from retinue.server.mcp_tasks_2025 import BothTasks
 from retinue.server.tokens import TokenBook
 from retinue.testing import ScriptedModel
 
@@ -204,3 +207,68 @@ async def test_over_http_a_session_is_its_tokens_alone(tmp_path: Path) -> None:
                 if m.get("method") == "notifications/tasks/status"]  # fmt: skip
     assert statuses == ["completed"]  # Alice still hears her own task
     assert "Traceback" not in err.decode()
+
+
+def job_server(book: TaskBook) -> MCPServer[Any]:
+    """A server whose one tool ``Job`` runs as a 2025-11-25 task from ``book``."""
+    tasks = BothTasks(book, {"Job"}, lambda _ctx: None)
+    server: MCPServer[Any] = MCPServer("t", extensions=[tasks], middleware=[tasks.middleware])
+
+    @server.tool(name="Job")
+    def job() -> str:
+        return "plain"
+
+    del job  # registered on the server
+    return server
+
+
+async def test_a_tasks_progress_carries_its_related_task(tmp_path: Path) -> None:
+    """2025-11-25: every notification associated with a task carries the related-task
+    metadata (only tasks/get, tasks/list, tasks/cancel and the status notification, which
+    hold the task id already, need not): its progress did not."""
+
+    async def work(_who: Any, _args: Any, _ask: Any, report: Any) -> types.CallToolResult:
+        await report("one", "first")
+        return types.CallToolResult(content=[types.TextContent(text="done")])
+
+    heard: list[types.ProgressNotificationParams] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ProgressNotification):
+            heard.append(message.params)
+
+    server = job_server(TaskBook(work))
+    async with Client(server, mode="legacy", message_handler=on_message) as client:
+        call = {"name": "Job", "task": {}, "_meta": {"progressToken": "t1"}}
+        tid = (await raw(client, "tools/call", call))["task"]["taskId"]
+        await raw(client, "tasks/result", {"taskId": tid})
+        await asyncio.sleep(0.1)
+    [progress] = heard
+    assert progress.message == "first"
+    assert progress.meta == {"io.modelcontextprotocol/related-task": {"taskId": tid}}
+
+
+async def test_what_tasks_get_finds_tasks_list_lists() -> None:
+    """A task past its ttl was left out of tasks/list but still read by tasks/get, result
+    and cancel until the next task was made; the spec: a task tasks/get finds, tasks/list
+    lists. Both find it now (its result stays readable), until a new task lets it go."""
+
+    async def work(_who: Any, _args: Any, _ask: Any, _report: Any) -> types.CallToolResult:
+        return types.CallToolResult(content=[types.TextContent(text="done")])
+
+    book = TaskBook(work)
+    async with Client(job_server(book), mode="legacy") as client:
+        run = book.start(None, {}, ttl_ms=1)  # (a client's ttl is raised to a minute)
+        assert run.job is not None
+        await asyncio.wait_for(run.job, 5)
+        await asyncio.sleep(0.01)
+        listed = await raw(client, "tasks/list", {})
+        found = await raw(client, "tasks/get", {"taskId": run.id})
+        result = await raw(client, "tasks/result", {"taskId": run.id})
+        await raw(client, "tools/call", {"name": "Job", "task": {}})  # (a new task)
+        gone = await code_of(client, "tasks/get", {"taskId": run.id})
+        after = await raw(client, "tasks/list", {})
+    assert run.expired()
+    assert [t["taskId"] for t in listed["tasks"]] == [found["taskId"]] == [run.id]
+    assert result["content"][0]["text"] == "done"
+    assert gone == INVALID_PARAMS and run.id not in str(after)

@@ -176,9 +176,10 @@ class TaskBook:
         return run
 
     def owned_by(self, principal: Principal | None) -> list[TaskRun]:
-        """The tasks of ``principal`` still kept, oldest first."""
+        """The tasks of ``principal`` still kept, oldest first: each that :meth:`of` finds
+        (one past its TTL too, until the next :meth:`start` lets it go)."""
         owner = _owner(principal)
-        return [t for t in self._tasks.values() if t.owner == owner and not t.expired()]
+        return [t for t in self._tasks.values() if t.owner == owner]
 
     def of(self, principal: Principal | None, task_id: object) -> TaskRun:
         run = self._tasks.get(task_id) if isinstance(task_id, str) else None

@@ -124,9 +124,12 @@ class LegacyListener(Listener):
             return
         self._budget -= 1
         self.sent += 1
-        send = self.session.send_progress_notification(self.token, self.sent, None,
-                                                       message[:PROGRESS_CHARS])  # fmt: skip
-        await asyncio.wait_for(send, SEND_S)
+        related = {RELATED_TASK: {"taskId": run.id}}  # (as every message of a task carries)
+        params = types.ProgressNotificationParams.model_validate({"_meta": related,
+            "progressToken": self.token, "progress": self.sent,
+            "message": message[:PROGRESS_CHARS]})  # fmt: skip
+        notification = types.ProgressNotification(params=params)
+        await asyncio.wait_for(self.session.send_notification(notification), SEND_S)
 
 
 class BothTasks(TasksExtension):
