@@ -92,9 +92,9 @@ async def test_a_task_takes_only_the_arguments_the_subagent_tool_offers(tmp_path
 
 async def test_two_results_at_once_and_one_cancelled_while_it_asks(tmp_path: Path) -> None:
     """A ``tasks/result`` cancelled while its elicitation is unanswered leaves the task
-    ``input_required``; two more at once: the question is asked once more, by one of them,
-    and both get the same result; an answer of the wrong type is declined (the question's
-    note comes back)."""
+    ``input_required``; two more at once: the newer asks (the older gives way), both get
+    the same result, and the answer goes on in the same turn, once; an answer of the wrong
+    type is declined (the question's note comes back)."""
     model = ScriptedModel(responder=answer)
     server = build_server(runtime_for(tmp_path, model))
     asked: list[str] = []
@@ -105,7 +105,7 @@ async def test_two_results_at_once_and_one_cancelled_while_it_asks(tmp_path: Pat
         asked.append(params.message)
         if len(asked) == 1:
             await hang.wait()  # never answered: its tasks/result is cancelled
-        if len(asked) == 3:
+        if "asker#2" in params.message:  # (the second task's session)
             return types.ElicitResult(action="accept", content={"answer": 123})
         return types.ElicitResult(action="accept", content={"answer": "teal"})
 
@@ -127,7 +127,9 @@ async def test_two_results_at_once_and_one_cancelled_while_it_asks(tmp_path: Pat
         hang.set()
     assert still["status"] == "input_required"
     assert one == two and "painted it" in one["content"][0]["text"]
-    assert len(asked) == 3  # once cancelled, once for both, once for the second task
+    teal = [c for c in model.calls if c.messages[-1].content == "teal"]
+    assert len(teal) == 1  # one answer, to the same turn
+    assert sum("asker#2" in a for a in asked) == 1
     assert "asks: Which colour?]" in declined["content"][0]["text"]
 
 
@@ -272,3 +274,81 @@ async def test_what_tasks_get_finds_tasks_list_lists() -> None:
     assert [t["taskId"] for t in listed["tasks"]] == [found["taskId"]] == [run.id]
     assert result["content"][0]["text"] == "done"
     assert gone == INVALID_PARAMS and run.id not in str(after)
+
+
+def data_of(line: str) -> dict[str, Any] | None:
+    return json.loads(line[5:]) if line.startswith("data:") and line[5:].strip() else None
+
+
+async def test_over_http_a_tasks_result_whose_stream_drops_leaves_the_turn_askable(
+    tmp_path: Path,
+) -> None:
+    """A client's tasks/result stream drops once the question's elicitation is on it (HTTP
+    does not cancel the request: its handler waited on for an answer that could not come).
+    The next tasks/result was never asked: the turn waited for its TTL, an hour. The newest
+    tasks/result asks now: the same question comes on its stream, the answer goes on."""
+    workspace = workspace_in(tmp_path)
+    alice = TokenBook(tmp_path / "home").issue("alice")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "alice", "version": "1"}}}  # fmt: skip
+    paint = {"task": "paint", "role": "asker"}
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "SubAgent", "arguments": paint, "task": {}}}  # fmt: skip
+    with LoopbackOpenAIServer(ScriptedModel(responder=answer)) as llm:
+        cmd = [sys.executable, "-m", "retinue", "mcp", "serve", "--http", "--port", str(port),
+               "--model", "openai:test"]  # fmt: skip
+        pipe = asyncio.subprocess.PIPE
+        proc = await asyncio.create_subprocess_exec(*cmd, env=env_for(tmp_path, llm),
+                                                    cwd=workspace, stderr=pipe)  # fmt: skip
+        try:
+            async with httpx.AsyncClient(timeout=30) as http:
+                for _ in range(300):
+                    try:
+                        await http.post(url, json={})
+                        break
+                    except httpx.TransportError:
+                        await asyncio.sleep(0.1)
+                opened = await http.post(url, json=init, headers=headers(alice))
+                session = opened.headers["mcp-session-id"]
+                note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+                await http.post(url, json=note, headers=headers(alice, session))
+                created = await http.post(url, json=call, headers=headers(alice, session))
+                [reply] = [m for m in map(data_of, created.text.splitlines()) if m]
+                tid = reply["result"]["task"]["taskId"]
+            first: list[dict[str, Any]] = []
+            result = {"jsonrpc": "2.0", "id": 3, "method": "tasks/result",
+                      "params": {"taskId": tid}}  # fmt: skip
+            async with (
+                httpx.AsyncClient(timeout=30) as dropped,  # its connection is closed
+                dropped.stream("POST", url, json=result, headers=headers(alice, session)) as stream,
+            ):
+                async for line in stream.aiter_lines():
+                    if (message := data_of(line)) is not None:
+                        first.append(message)
+                        break
+            second: list[dict[str, Any]] = []
+            async with asyncio.timeout(30), httpx.AsyncClient(timeout=30) as http:
+                again = {**result, "id": 4}
+                async with http.stream("POST", url, json=again,
+                                       headers=headers(alice, session)) as stream:  # fmt: skip
+                    async for line in stream.aiter_lines():
+                        if (message := data_of(line)) is None:
+                            continue
+                        second.append(message)
+                        if message.get("method") == "elicitation/create":
+                            teal = {"action": "accept", "content": {"answer": "teal"}}
+                            response = {"jsonrpc": "2.0", "id": message["id"], "result": teal}
+                            await http.post(url, json=response, headers=headers(alice, session))
+                        elif message.get("id") == 4:
+                            break
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert [m.get("method") for m in first] == ["elicitation/create"]
+    asked, final = second[0], second[-1]
+    assert asked.get("method") == "elicitation/create" and "Which colour?" in str(asked)
+    assert "painted it" in final["result"]["content"][0]["text"]  # the same turn went on
+    assert "Traceback" not in err.decode()

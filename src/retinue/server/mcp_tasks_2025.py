@@ -17,8 +17,10 @@ from the same :class:`~retinue.server.mcp_tasks.TaskBook` as the 2026-07-28 exte
   error returns that error, a cancelled one an error (-32602). While it blocks, a
   sub-agent's question (or an approval) is asked of the client through it: an
   ``elicitation/create`` request on its stream, related to the task; the answer continues
-  the same turn. A client that does not declare elicitation is not asked: the question comes
-  back in the result as ``[session … asks: …]``, as in a plain call.
+  the same turn. Of several ``tasks/result`` the newest asks (one before it may have lost its
+  stream, which HTTP does not tell): the one asking gives way, its question unanswered. A
+  client that does not declare elicitation is not asked: the question comes back in the
+  result as ``[session … asks: …]``, as in a plain call.
 - ``tasks/cancel`` interrupts the sub-agent's turn and returns the cancelled task; an ended
   task is ``-32602``.
 - ``notifications/tasks/status`` goes to the client on each status change, and, where the
@@ -139,7 +141,9 @@ class BothTasks(TasksExtension):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._asking: set[str] = set()  # tasks whose questions a tasks/result is asking now
+        # by task: the tasks/result that asks its questions (the newest: one before it may
+        # have lost its stream, which no error tells), set when a newer one takes over
+        self._asker: dict[str, asyncio.Event] = {}
 
     def methods(self) -> tuple[MethodBinding, ...]:
         wider = {"tasks/get", "tasks/cancel"}  # served at both versions, in each one's shape
@@ -221,17 +225,22 @@ class BothTasks(TasksExtension):
     async def _result(self, ctx: ServerRequestContext[Any, Any], params: Any) -> HandlerResult:
         """Block until the task ends, asking the client its questions meanwhile."""
         run = self.book.of(self.principal(ctx), params.task_id)
-        while run.status not in TERMINAL:
-            changed = run.changed
-            if run.status == "input_required" and run.asking and run.id not in self._asking:
-                self._asking.add(run.id)
-                try:
-                    await self._ask(ctx, run, dict(run.asking))
-                finally:
-                    self._asking.discard(run.id)
-            else:  # (another tasks/result asking may give up: look again in a while)
-                with suppress(TimeoutError):
+        if (before := self._asker.get(run.id)) is not None:
+            before.set()  # it gives way to this one
+        self._asker[run.id] = mine = asyncio.Event()
+        try:
+            while run.status not in TERMINAL:
+                changed = run.changed
+                if run.status == "input_required" and run.asking:
+                    if run.id not in self._asker:  # the newer one has gone: this one asks
+                        self._asker[run.id] = mine = asyncio.Event()
+                    if self._asker[run.id] is mine:
+                        await self._ask(ctx, run, dict(run.asking), mine)
+                with suppress(TimeoutError):  # (not answered: ask again in a while at most)
                     await asyncio.wait_for(changed.wait(), POLL_MS / 1000)
+        finally:
+            if self._asker.get(run.id) is mine:
+                del self._asker[run.id]
         if run.status == "completed" and run.result is not None:
             found = {k: v for k, v in run.result.items() if k != "resultType"}  # (a 2026 field)
             meta = found.get("_meta")
@@ -244,19 +253,21 @@ class BothTasks(TasksExtension):
         raise MCPError(INVALID_PARAMS, f"task {run.id} was cancelled: it has no result")
 
     async def _ask(self, ctx: ServerRequestContext[Any, Any], run: TaskRun,
-                   asking: dict[str, Any]) -> None:  # fmt: skip
+                   asking: dict[str, Any], displaced: asyncio.Event) -> None:  # fmt: skip
         """Ask the client, on this ``tasks/result`` stream, the task's pending questions,
-        and give the task the answers (none if the task ends first)."""
+        and give the task the answers (none if the task ends, or a newer ``tasks/result``
+        takes over, first)."""
         answers = asyncio.ensure_future(
             asyncio.gather(*(self._elicit(ctx, run, r) for r in asking.values()))
         )
         ended = asyncio.ensure_future(_ended(run))
+        gave_way = asyncio.ensure_future(displaced.wait())
         try:
-            await asyncio.wait({answers, ended}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({answers, ended, gave_way}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for job in (answers, ended):
+            for job in (answers, ended, gave_way):
                 job.cancel()
-            await asyncio.gather(answers, ended, return_exceptions=True)
+            await asyncio.gather(answers, ended, gave_way, return_exceptions=True)
         if answers.done() and not answers.cancelled() and answers.exception() is None:
             self.book.update(run, dict(zip(asking, answers.result(), strict=True)))
 
