@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import signal
 import sys
 from pathlib import Path
@@ -352,3 +353,46 @@ async def test_over_http_a_tasks_result_whose_stream_drops_leaves_the_turn_askab
     assert asked.get("method") == "elicitation/create" and "Which colour?" in str(asked)
     assert "painted it" in final["result"]["content"][0]["text"]  # the same turn went on
     assert "Traceback" not in err.decode()
+
+
+SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}}
+QUESTION = {"method": "elicitation/create",
+            "params": {"mode": "form", "message": "Which?", "requestedSchema": SCHEMA}}  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+async def test_results_cancelled_at_random_leave_every_task_answerable(seed: int) -> None:
+    """Tasks that each ask two questions; tasks/result calls made and cancelled at random
+    moments, answers slow or declined at random (fixed seeds). Then one tasks/result per
+    task: each ends completed with two answers, none hangs, and nothing is left asking."""
+    rng = random.Random(seed)
+
+    async def work(_who: Any, _args: Any, ask: Any, _report: Any) -> types.CallToolResult:
+        got = [(await ask({"answer": QUESTION})).get("answer", {}).get("action") for _ in "ab"]
+        return types.CallToolResult(content=[types.TextContent(text=" ".join(map(str, got)))])
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        del context, params
+        await asyncio.sleep(rng.random() * 0.05)
+        if rng.random() < 0.2:
+            return types.ElicitResult(action="decline")
+        return types.ElicitResult(action="accept", content={"answer": "x"})
+
+    tasks = BothTasks(TaskBook(work), {"Job"}, lambda _ctx: None)
+    server: MCPServer[Any] = MCPServer("t", extensions=[tasks], middleware=[tasks.middleware])
+    server.tool(name="Job")(lambda: "plain")
+    async with Client(server, mode="legacy", elicitation_callback=elicit) as client:
+        ids = [(await raw(client, "tools/call", {"name": "Job", "task": {}}))["task"]["taskId"]
+               for _ in range(3)]  # fmt: skip
+        calls: list[asyncio.Task[dict[str, Any]]] = []
+        for _ in range(12):
+            tid = rng.choice(ids)
+            calls.append(asyncio.create_task(raw(client, "tasks/result", {"taskId": tid})))
+            await asyncio.sleep(rng.random() * 0.04)
+            if rng.random() < 0.6:
+                rng.choice(calls).cancel()
+        async with asyncio.timeout(30):
+            results = [await raw(client, "tasks/result", {"taskId": t}) for t in ids]
+            await asyncio.gather(*calls, return_exceptions=True)
+    assert all(len(r["content"][0]["text"].split()) == 2 for r in results)
+    assert tasks._asker == {}  # pyright: ignore[reportPrivateUsage]
