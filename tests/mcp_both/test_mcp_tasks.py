@@ -149,6 +149,7 @@ async def test_a_tokens_tasks_are_its_own_and_a_crash_is_a_failed_task() -> None
     shown = book.of(alice, run.id).detailed()
     assert shown["status"] == "failed" and "result" not in shown
     assert "secret detail" not in str(shown["error"])  # the exception's text stays inside
+    assert "internal error (" in shown["error"]["message"]  # but says what kind, and where
 
 
 async def test_over_http_the_task_runs_behind_the_token_and_its_question_is_answered(

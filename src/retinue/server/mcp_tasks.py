@@ -27,6 +27,7 @@ can be asked at all, and a :class:`Listener` that hears its status changes and p
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import suppress
@@ -61,6 +62,8 @@ TASKS = "io.modelcontextprotocol/tasks"
 TTL_MS = 3_600_000  # how long a task stays readable after its creation
 POLL_MS = 1_000  # the poll interval suggested to the client
 MAX_TASKS = 64  # tasks one client holds at once (finished ones until their TTL)
+
+log = logging.getLogger("retinue.server")
 
 NOTE_CHARS = 200  # a task's statusMessage while it works (its latest progress, in short)
 
@@ -237,7 +240,11 @@ class TaskBook:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a protocol-level failure: the task failed, the server goes on
-            run.error = {"code": INTERNAL_ERROR, "message": f"{type(exc).__name__}"}
+            log.error("MCP task %s failed", run.id, exc_info=True)
+            run.error = {
+                "code": INTERNAL_ERROR,
+                "message": f"internal error ({type(exc).__name__}); the server's log has more",
+            }
             await self._set(run, "failed")
             return
         run.result = result.model_dump(by_alias=True, mode="json", exclude_none=True)
