@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from retinue.config import Settings
+from retinue.llm.base import ToolSpec
 from retinue.mcp.config import configured_servers
+from retinue.messages import Message
 from retinue.policy.trust import TrustStore
 from retinue.runtime import load_roles
+from retinue.testing import Step, call_tool
 
 ECHO = Path(__file__).with_name("echo_server.py")
 
@@ -40,3 +44,19 @@ def trust_all(home: Path, workspace: Path) -> int:
     defs = [d for c in found if (d := c.definition()) is not None]
     TrustStore(home).approve(defs)
     return len(defs)
+
+
+def painter(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Step:
+    """The scripted model the MCP client tests share, by request: a one-shot sum ("sum"); a
+    painter that asks which colour ("paint") and, given "teal", paints; a holder that asks
+    and is never answered ("hold"); a consolidation (memorize offered) that keeps nothing."""
+    if "memorize" in {t.name for t in tools}:
+        return call_tool("memorize", {"block_updates": [], "new_passages": []})
+    last = messages[-1].content
+    if last == "teal":
+        return "painted it teal"
+    if last == "paint":
+        return call_tool("AskParent", {"question": "Which colour?"})
+    if last == "hold":
+        return call_tool("AskParent", {"question": "Hold on?"})
+    return "the sum is 5" if last == "sum" else f"unexpected request: {last}"

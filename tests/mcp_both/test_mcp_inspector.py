@@ -33,7 +33,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from importlib.metadata import version
@@ -43,13 +43,11 @@ from typing import Any
 import httpx
 import pytest
 from bearer_proxy import Seen, bearer_proxy, free_port
-from mcp_kit import role
+from mcp_kit import painter, role
 from test_mcp_cli import env_for
 
-from retinue.llm.base import ToolSpec
 from retinue.llm.loopback import LoopbackOpenAIServer
-from retinue.messages import Message
-from retinue.testing import ScriptedModel, Step, call_tool
+from retinue.testing import ScriptedModel
 
 HERE = Path(__file__).with_name("inspector")
 PACKAGE = HERE / "node_modules" / "@modelcontextprotocol" / "inspector"
@@ -94,17 +92,7 @@ pytestmark = [
 ]
 
 
-def answer(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Step:
-    """The scripted model, by request: a one-shot sum; a painter that asks which colour and,
-    given the answer, paints; a consolidation (memorize offered) that keeps nothing."""
-    if "memorize" in {t.name for t in tools}:
-        return call_tool("memorize", {"block_updates": [], "new_passages": []})
-    last = messages[-1].content
-    if last == "teal":
-        return "painted it teal"
-    if last == "paint":
-        return call_tool("AskParent", {"question": "Which colour?"})
-    return "the sum is 5" if last == "sum" else f"unexpected request: {last}"
+answer = painter  # (mcp_kit: sum, paint/teal, hold, memorize)
 
 
 @asynccontextmanager

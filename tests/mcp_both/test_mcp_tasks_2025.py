@@ -18,7 +18,6 @@ import json
 import shutil
 import signal
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,19 +27,17 @@ from bearer_proxy import free_port
 from mcp import Client, types
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
-from mcp_kit import role
+from mcp_kit import painter, role
 from mcp_types import INVALID_PARAMS, METHOD_NOT_FOUND
 from test_mcp_cli import env_for
 from test_mcp_serve_protocol import asking_model, runtime_for
 
-from retinue.llm.base import ToolSpec
 from retinue.llm.loopback import LoopbackOpenAIServer
-from retinue.messages import Message
 from retinue.server.mcp_serve import build_server
 from retinue.server.mcp_tasks import TaskBook
 from retinue.server.mcp_tasks_2025 import PROGRESS_BURST, PROGRESS_CHARS, BothTasks
 from retinue.server.tokens import TokenBook
-from retinue.testing import ScriptedModel, Step, call_tool
+from retinue.testing import ScriptedModel
 
 TS = Path(__file__).with_name("ts")
 pytestmark = pytest.mark.timeout(120)
@@ -50,20 +47,7 @@ needs_node = pytest.mark.skipif(
 )
 
 
-def answer(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Step:
-    """The scripted model, by request: a one-shot sum; a painter that asks which colour and,
-    given it, paints; a holder that asks and is never answered; a consolidation that keeps
-    nothing."""
-    if "memorize" in {t.name for t in tools}:
-        return call_tool("memorize", {"block_updates": [], "new_passages": []})
-    last = messages[-1].content
-    if last == "teal":
-        return "painted it"
-    if last == "paint":
-        return call_tool("AskParent", {"question": "Which colour?"})
-    if last == "hold":
-        return call_tool("AskParent", {"question": "Hold on?"})
-    return "the sum is 5" if last == "sum" else f"unexpected request: {last}"
+answer = painter  # (mcp_kit: sum, paint/teal, hold, memorize)
 
 
 def workspace_in(tmp_path: Path) -> Path:

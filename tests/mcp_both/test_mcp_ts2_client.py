@@ -13,19 +13,16 @@ import asyncio
 import json
 import shutil
 import sys
-from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_kit import role
+from mcp_kit import painter, role
 from test_mcp_cli import env_for
 
-from retinue.llm.base import ToolSpec
 from retinue.llm.loopback import LoopbackOpenAIServer
-from retinue.messages import Message
-from retinue.testing import ScriptedModel, Step, call_tool
+from retinue.testing import ScriptedModel
 
 TS2 = Path(__file__).with_name("ts2")
 pytestmark = [
@@ -38,17 +35,7 @@ pytestmark = [
 ]
 
 
-def answer(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Step:
-    """The scripted model, by request: a one-shot sum; a painter that asks which colour and,
-    given the answer, paints; a consolidation (memorize offered) that keeps nothing."""
-    if "memorize" in {t.name for t in tools}:
-        return call_tool("memorize", {"block_updates": [], "new_passages": []})
-    last = messages[-1].content
-    if last == "teal":
-        return "painted it"
-    if last == "paint":
-        return call_tool("AskParent", {"question": "Which colour?"})
-    return "the sum is 5" if last == "sum" else f"unexpected request: {last}"
+answer = painter  # (mcp_kit: sum, paint/teal, hold, memorize)
 
 
 async def drive(workspace: Path, env: dict[str, str]) -> dict[str, Any]:
