@@ -34,6 +34,7 @@ from retinue.engine.session import (
     repair_history,
 )
 from retinue.events import EventSink
+from retinue.llm._gguf import DEFAULT_MODEL
 from retinue.llm.base import Model
 from retinue.llm.profiles import profile_for
 from retinue.llm.resolve import resolve_model
@@ -67,7 +68,7 @@ __all__ = [
     "role_tools",
 ]
 
-LOCAL_DEFAULT = "local:qwen2.5-coder-0.5b"
+LOCAL_DEFAULT = f"local:{DEFAULT_MODEL}"
 MAIN_PROMPT = (
     "You are Retinue, a capable software agent working in the workspace {workspace}. "
     "Use your tools to read, search and change files and to run commands there; prefer "
@@ -89,8 +90,9 @@ def choose_model(settings: Settings) -> tuple[str, str | None]:
     return LOCAL_DEFAULT, (
         f"No model configured and no API key set: using the embedded local model "
         f"{LOCAL_DEFAULT} (set RETINUE_MODEL or --model to choose another). It manages "
-        "small tasks only (listing files, short answers; it often picks the wrong tool): "
-        "for real work use a hosted model, or Ollama or vLLM with "
+        "small tasks only (listing or reading files, a one-shot delegation; editing code and "
+        "running commands usually fail, and it is slow: tens of seconds a task): for real "
+        "work use a hosted model, or Ollama or vLLM with "
         "OPENAI_BASE_URL=<server>/v1 --model openai:<name>."
     )
 

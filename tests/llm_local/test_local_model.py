@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.local_model, pytest.mark.timeout(600)]
 
 @pytest.fixture
 def model(model_home: Path) -> LocalModel:
-    return LocalModel(home=model_home, temperature=0.0, seed=7)
+    return LocalModel("qwen2.5-coder-0.5b", home=model_home, temperature=0.0, seed=7)
 
 
 @tool()

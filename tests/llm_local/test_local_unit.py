@@ -98,8 +98,9 @@ def test_tool_results_can_be_shown_as_one_user_turn_with_an_instruction() -> Non
 
 def test_the_embedded_model_uses_its_tool_result_prompt_by_default() -> None:
     pytest.importorskip("llama_cpp")
-    assert LocalModel().tool_results == QWEN_TOOL_RESULT_PROMPT
-    assert LocalModel(tool_results=None).tool_results is None
+    assert LocalModel("qwen2.5-coder-0.5b").tool_results == QWEN_TOOL_RESULT_PROMPT
+    assert LocalModel("qwen2.5-coder-0.5b", tool_results=None).tool_results is None
+    assert LocalModel().tool_results is None  # the default (1.5B) uses the template's tool turns
 
 
 def test_compact_tools_keep_types_and_required_descriptions_only() -> None:

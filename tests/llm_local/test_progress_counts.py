@@ -27,7 +27,9 @@ READ = ToolSpec(
 
 
 async def test_a_tool_calls_reports_count_as_its_usage(model_home: Path) -> None:
-    model = LocalModel(home=model_home, temperature=0.0, seed=3, max_tokens=64)
+    model = LocalModel(
+        "qwen2.5-coder-0.5b", home=model_home, temperature=0.0, seed=3, max_tokens=64
+    )
     reports: list[dict[str, Any]] = []
     token = local_progress.set(reports.append)
     try:

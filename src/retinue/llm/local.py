@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from retinue.config import default_home
 from retinue.errors import ConfigError
-from retinue.llm._gguf import INSTALL_HINT, MODELS, ensure_model_file
+from retinue.llm._gguf import DEFAULT_MODEL, INSTALL_HINT, MODELS, ensure_model_file
 from retinue.llm._local_client import LocalWorker, worker_for
 from retinue.llm._tool_text import ToolCallStreamFilter, parse_tool_calls
 from retinue.llm.base import ModelResponse, TextCallback, ToolSpec
@@ -57,7 +57,7 @@ __all__ = [
     "render_tools",
 ]
 
-DEFAULT_LOCAL_MODEL = "qwen2.5-coder-0.5b"
+DEFAULT_LOCAL_MODEL = DEFAULT_MODEL
 
 _MISSING_LLAMA = f"the local model needs llama-cpp-python (the 'local' extra): {INSTALL_HINT}"
 
