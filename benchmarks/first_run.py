@@ -41,7 +41,7 @@ class Window:
         )
 
     def text(self) -> str:
-        args = ["tmux", "-S", str(self.socket), "capture-pane", "-p", "-J", "-S", "-400"]
+        args = ["tmux", "-S", str(self.socket), "capture-pane", "-p", "-J", "-S", "-400", "-t", "0"]
         return subprocess.run(args, capture_output=True, text=True).stdout
 
     def keys(self, *keys: str) -> None:
@@ -117,7 +117,10 @@ def main() -> None:
         def sample() -> None:
             peak[0] = max(peak[0], tree_rss_mib())
 
-        screen = wait(window, lambda t: t.count(PROMPT) >= 3, args.timeout, sample)
+        # answered: the turn's usage line, then the prompt again
+        screen = wait(
+            window, lambda t: t.count(PROMPT) >= 2 and " out tokens" in t, args.timeout, sample
+        )
         answer_s = time.monotonic() - start
         window.keys("/exit", "Enter")
     finally:
