@@ -76,7 +76,28 @@ def test_the_embedded_default_says_what_it_manages_and_how_to_choose_another(
 
     for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "RETINUE_MODEL"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr("retinue.llm._gguf.installed", lambda model: True)
     model, notice = choose_model(Settings.load(home=tmp_path, workspace=tmp_path))
     assert model == LOCAL_DEFAULT and notice is not None
     assert "small tasks only" in notice and "Ollama or vLLM" in notice
     assert "OPENAI_BASE_URL=<server>/v1 --model openai:<name>" in notice
+
+
+def test_with_only_another_tier_installed_the_default_is_that_tier(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Whoever installed only ``local-0.5b`` gets it, not an error asking for 1.1 GB more;
+    with no tier installed the default stays, and its error names the ``local`` extra."""
+    from retinue.llm._gguf import MODELS
+    from retinue.runtime import LOCAL_DEFAULT, choose_model
+
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "RETINUE_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    small = MODELS["qwen2.5-coder-0.5b"]
+    settings = Settings.load(home=tmp_path, workspace=tmp_path)
+    monkeypatch.setattr("retinue.llm._gguf.installed", lambda model: model is small)
+    model, notice = choose_model(settings)
+    assert model == "local:qwen2.5-coder-0.5b" != LOCAL_DEFAULT
+    assert notice is not None and "local:qwen2.5-coder-0.5b" in notice
+    monkeypatch.setattr("retinue.llm._gguf.installed", lambda model: False)
+    assert choose_model(settings)[0] == LOCAL_DEFAULT

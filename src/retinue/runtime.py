@@ -34,7 +34,7 @@ from retinue.engine.session import (
     repair_history,
 )
 from retinue.events import EventSink
-from retinue.llm._gguf import DEFAULT_MODEL
+from retinue.llm._gguf import DEFAULT_MODEL, installed_default
 from retinue.llm.base import Model
 from retinue.llm.profiles import profile_for
 from retinue.llm.resolve import resolve_model
@@ -87,13 +87,13 @@ def choose_model(settings: Settings) -> tuple[str, str | None]:
             "anthropic:claude-sonnet-4-5",
             "Using anthropic:claude-sonnet-4-5 (ANTHROPIC_API_KEY is set).",
         )
-    return LOCAL_DEFAULT, (
+    local = f"local:{installed_default()}"
+    return local, (
         f"No model configured and no API key set: using the embedded local model "
-        f"{LOCAL_DEFAULT} (set RETINUE_MODEL or --model to choose another). It manages "
-        "small tasks only (listing or reading files, a one-shot delegation; editing code and "
-        "running commands usually fail, and it is slow: tens of seconds a task): for real "
-        "work use a hosted model, or Ollama or vLLM with "
-        "OPENAI_BASE_URL=<server>/v1 --model openai:<name>."
+        f"{local} (set RETINUE_MODEL or --model to choose another). It manages "
+        "small tasks only (listing or reading files; editing code and running commands "
+        "usually fail, and a task takes tens of seconds): for real work use a hosted model, "
+        "or Ollama or vLLM with OPENAI_BASE_URL=<server>/v1 --model openai:<name>."
     )
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "assemble",
     "ensure_model_file",
     "installed",
+    "installed_default",
     "part_paths",
 ]
 
@@ -89,6 +90,15 @@ MODELS: dict[str, GGUFModel] = {
 def installed(model: GGUFModel) -> bool:
     """Whether every part package of ``model`` is installed (its files are not read)."""
     return all(importlib.util.find_spec(p) is not None for p in model.packages)
+
+
+def installed_default() -> str:
+    """The embedded model to use when none is configured: :data:`DEFAULT_MODEL`, or, when its
+    parts are missing and another tier's are installed, that tier (whoever installed only
+    ``local-0.5b`` gets it, not an error asking for 1.1 GB more)."""
+    if installed(MODELS[DEFAULT_MODEL]):
+        return DEFAULT_MODEL
+    return next((name for name, model in MODELS.items() if installed(model)), DEFAULT_MODEL)
 
 
 def part_paths(model: GGUFModel) -> list[Path]:
