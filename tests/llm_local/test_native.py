@@ -101,3 +101,39 @@ def test_the_native_prompt_shows_the_tools_in_the_templates_section_without_samp
     tool_section = prompt.split("<tools>\n", 1)[1].split("\n</tools>", 1)[0]
     assert all(f'"name": "{t["function"]["name"]}"' in tool_section for t in tools)
     assert not SAMPLES.search(tool_section)
+
+
+class _Worker:
+    """Stands in for the model's worker process: answers every request with ``text``."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def generate(self, request_id: int, payload: Any, on_event: Any, cancelled: Any) -> Any:
+        return {"text": self.text, "input_tokens": 10, "output_tokens": 5, "finish": "stop"}
+
+
+@pytest.mark.parametrize("tool_format", ["native", "steps"])
+async def test_only_the_native_format_reads_a_described_call(
+    monkeypatch: pytest.MonkeyPatch, tool_format: str
+) -> None:
+    import json
+
+    from retinue.llm.base import ToolSpec
+    from retinue.llm.local import LocalModel
+    from retinue.messages import UserMessage
+
+    text = 'Here is the command:\n```bash\nGlob pattern="*" path="."\n```'
+    model = LocalModel("qwen2.5-coder-1.5b", tool_format=tool_format)
+    monkeypatch.setattr(model, "worker", lambda: _Worker(text))
+    glob = ToolSpec("Glob", "Find files.", {"type": "object", "properties": {
+        "pattern": {"type": "string"}, "path": {"type": "string"}}})  # fmt: skip
+    response = await model.complete([UserMessage("Which files are here?")], [glob])
+    calls = response.message.tool_calls
+    if tool_format == "native":
+        assert [(c.name, json.loads(c.arguments)) for c in calls] == [
+            ("Glob", {"pattern": "*", "path": "."})
+        ]
+        assert response.finish_reason == "tool_calls"
+    else:  # steps decodes under a grammar: a reply that is not a call is an answer
+        assert calls == () and "Glob pattern" in response.message.content

@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from retinue.llm._tool_text import MALFORMED_NAME, ToolCallStreamFilter, parse_tool_calls
+from retinue.llm._tool_text import (
+    MALFORMED_NAME,
+    ToolCallStreamFilter,
+    described_calls,
+    parse_tool_calls,
+)
 from retinue.tools import ToolContext, ToolRegistry, tool
 
 
@@ -167,3 +172,54 @@ def test_constrained_replies_are_calls_only_when_they_start_as_one() -> None:
     for text in (f"<tool_call>\n{call}\n</tool_call>", call, f"```json\n{call}\n```"):
         content, calls = parse_tool_calls(text, constrained=True)
         assert content == "" and [c.name for c in calls] == ["Read"], text
+
+
+# -- calls described in a code block instead of made (the native format) -------------------
+
+SCHEMAS = {
+    "Glob": {"properties": {"pattern": {"type": "string"}, "path": {"type": "string"}}},
+    "Read": {"properties": {"file_path": {"type": "string"}, "limit": {"type": "integer"}}},
+    "Grep": {"properties": {"pattern": {"type": "string"}, "-i": {"type": "boolean"}}},
+}
+
+
+def test_a_call_described_in_a_fenced_block_is_read_as_that_call() -> None:
+    text = (
+        "To list the files, use the `Glob` function. Here is the command:\n\n"
+        '```bash\nGlob pattern="*" path="/tmp/ws"\n```\n\nThis returns every file.'
+    )
+    content, calls = described_calls(text, SCHEMAS)
+    assert [(c.name, args(c.arguments)) for c in calls] == [
+        ("Glob", {"pattern": "*", "path": "/tmp/ws"})
+    ]
+    assert "```" not in content and content.startswith("To list the files")
+
+
+def test_call_syntax_single_quotes_and_schema_types_are_read() -> None:
+    text = "```\nRead(file_path='notes/a b.txt', limit=20)\nGlob pattern=*.py\n```"
+    _, calls = described_calls(text, SCHEMAS)
+    assert [(c.name, args(c.arguments)) for c in calls] == [
+        ("Read", {"file_path": "notes/a b.txt", "limit": 20}),
+        ("Glob", {"pattern": "*.py"}),
+    ]
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        "ls -la /tmp/ws",  # not an offered tool
+        'Glob pattern="*" recursive=true',  # a parameter the tool does not have
+        'Glob pattern="*"\nthen look at the output',  # a line that is not a call
+        "Glob",  # a bare word
+        'Bash command="ls"',  # not offered
+        'Glob pattern="*',  # an unterminated string
+    ],
+)
+def test_a_block_that_is_not_only_offered_calls_stays_text(block: str) -> None:
+    text = f"Try this:\n```sh\n{block}\n```"
+    assert described_calls(text, SCHEMAS) == (text, ())
+
+
+def test_text_without_a_fenced_block_is_never_a_described_call() -> None:
+    text = 'Use Glob pattern="*" to list them.'
+    assert described_calls(text, SCHEMAS) == (text, ())

@@ -12,6 +12,11 @@ Small local models ask for tools in one of these forms, all accepted:
 string. Several objects in a row (one per line) are several calls; a call repeated word for word
 in one reply (a small model's degenerate repetition) counts once.
 
+With the model's own tool format a small model sometimes describes a call instead of making
+it: a fenced block holding ``Glob pattern="*" path="."`` or ``Read(file_path="a.py")``.
+:func:`described_calls` reads such a block as the calls it describes, but only when every line
+of it names an offered tool and only that tool's own parameters.
+
 A tagged call whose JSON is broken is still returned as a :class:`ToolCall` (its name
 if one can be read, else :data:`MALFORMED_NAME`; its arguments the raw text), so the run loop
 turns it into an error result the model reads and can correct. Inside a code block or a bare
@@ -20,14 +25,16 @@ reply, only text that looks like a call (has ``"name"`` and ``"arguments"``) is 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from retinue.messages import ToolCall
 
-__all__ = ["MALFORMED_NAME", "ToolCallStreamFilter", "parse_tool_calls"]
+__all__ = ["MALFORMED_NAME", "ToolCallStreamFilter", "described_calls", "parse_tool_calls"]
 
 MALFORMED_NAME = "invalid_tool_call"
 
@@ -65,6 +72,74 @@ def parse_tool_calls(text: str, *, constrained: bool = False) -> tuple[str, tupl
     if bare:
         return "", tuple(bare)
     return text.strip(), ()
+
+
+_DESCRIBED = re.compile(r"^\s*([A-Za-z_][\w-]*)\s*(?:\((.*)\)|\s+(.*))\s*$")
+_DESCRIBED_ARG = re.compile(
+    r"""\s*([A-Za-z_]\w*)\s*=\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^\s,'"]+)\s*(?:,|(?=\s)|$)"""
+)
+_MAX_DESCRIBED = 2_000  # characters of one fenced block read as described calls
+
+
+def described_calls(
+    text: str, schemas: Mapping[str, Mapping[str, Any]]
+) -> tuple[str, tuple[ToolCall, ...]]:
+    """The calls a reply describes in fenced blocks instead of making them (see the module
+    docstring), with the reply's text less those blocks; ``schemas``: each offered tool's
+    name and JSON schema. A block with any line that is not such a call is left as text."""
+    calls: list[ToolCall] = []
+
+    def take_block(match: re.Match[str]) -> str:
+        body = match.group(1)
+        info, newline, rest = body.partition("\n")
+        if newline and re.fullmatch(r"[\w+-]*", info.strip()):
+            body = rest  # the fence's language tag (```bash)
+        lines = [ln for ln in body.splitlines() if ln.strip()]
+        if not lines or len(body) > _MAX_DESCRIBED:
+            return match.group(0)
+        found = [_described_call(ln, schemas) for ln in lines]
+        if any(c is None for c in found):
+            return match.group(0)
+        calls.extend(c for c in found if c is not None)
+        return ""
+
+    content = _FENCED.sub(take_block, text)
+    return (content.strip(), tuple(calls)) if calls else (text.strip(), ())
+
+
+def _described_call(line: str, schemas: Mapping[str, Mapping[str, Any]]) -> ToolCall | None:
+    match = _DESCRIBED.match(line)
+    if match is None or match.group(1) not in schemas:
+        return None
+    name, raw = match.group(1), (match.group(2) if match.group(2) is not None else match.group(3))
+    properties = schemas[name].get("properties") or {}
+    arguments: dict[str, Any] = {}
+    at, raw = 0, raw.strip()
+    while at < len(raw):
+        arg = _DESCRIBED_ARG.match(raw, at)
+        if arg is None or arg.end() == at or arg.group(1) not in properties:
+            return None
+        key, value = arg.group(1), arg.group(2)
+        arguments[key] = _described_value(value, properties[key])
+        at = arg.end()
+    if not arguments and match.group(2) is None:
+        return None  # a bare word is not a call
+    return ToolCall(_new_id(), name, json.dumps(arguments, ensure_ascii=False))
+
+
+def _described_value(raw: str, schema: Any) -> Any:
+    if raw[:1] in "'\"" and len(raw) >= 2:
+        inner = raw[1:-1]
+        return inner.replace("\\" + raw[0], raw[0])
+    kind = schema.get("type") if isinstance(schema, dict) else None
+    with contextlib.suppress(ValueError):
+        if kind == "integer":
+            return int(raw)
+        if kind == "number":
+            return float(raw)
+    if kind == "boolean" and raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    return raw
 
 
 def _calls_from_text(raw: str, strict: bool) -> list[ToolCall]:

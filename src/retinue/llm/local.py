@@ -34,9 +34,9 @@ from retinue.config import default_home
 from retinue.errors import ConfigError
 from retinue.llm._gguf import DEFAULT_MODEL, INSTALL_HINT, MODELS, ensure_model_file
 from retinue.llm._local_client import LocalWorker, worker_for
-from retinue.llm._tool_text import ToolCallStreamFilter, parse_tool_calls
+from retinue.llm._tool_text import ToolCallStreamFilter, described_calls, parse_tool_calls
 from retinue.llm.base import ModelResponse, TextCallback, ToolSpec
-from retinue.llm.profiles import STEPS, TOOL_FORMATS, profile_for
+from retinue.llm.profiles import NATIVE, STEPS, TOOL_FORMATS, profile_for
 from retinue.messages import (
     AssistantMessage,
     Message,
@@ -202,6 +202,9 @@ class LocalModel:
         content, calls = (
             parse_tool_calls(text, constrained=constrained) if tools else (text.strip(), ())
         )
+        if tools and not calls and self.tool_format == NATIVE:
+            # a call described in a code block instead of made (see described_calls)
+            content, calls = described_calls(content, {t.name: t.parameters for t in tools})
         rest = stream_filter.flush(found_calls=bool(calls)) if stream_filter else ""
         if on_text is not None and rest:
             on_text(rest)
