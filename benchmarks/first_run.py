@@ -52,7 +52,8 @@ class Window:
 
 
 def tree_rss_mib() -> float:
-    """Resident memory of every process of this user named like the chat or its model worker."""
+    """Resident memory of every process whose command line names retinue (the chat, its model
+    worker, and the uv and tmux processes that started them), this script left out."""
     total = 0
     for status in Path("/proc").glob("[0-9]*/status"):
         try:
@@ -104,14 +105,27 @@ def main() -> None:
     env.pop("RETINUE_MODEL", None)
     env.pop("VIRTUAL_ENV", None)
     env |= {"UV_CACHE_DIR": str(work / "uv-cache"), "RETINUE_HOME": str(work / "home")}
+    try:
+        result = measure(work, clone, env, args.question, args.timeout)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # 2 GB of cache and clone, run or failed
+    result["commit"] = commit
+    write_result("first_run", result)
+    print(json.dumps({k: v for k, v in result.items() if k != "screen"}, indent=1))
+
+
+def measure(
+    work: Path, clone: Path, env: dict[str, str], question: str, timeout: float
+) -> dict[str, object]:
+    """The README's main command in a tmux window, timed to its first prompt and answer."""
     window = Window(work / "tmux.sock", COMMAND, clone, env)
     start = time.monotonic()
     peak = [0.0]
     try:
-        wait(window, lambda t: PROMPT in t, args.timeout)
+        wait(window, lambda t: PROMPT in t, timeout)
         prompt_s = time.monotonic() - start
         time.sleep(1)
-        window.keys(args.question, "Enter")
+        window.keys(question, "Enter")
         asked = time.monotonic()
 
         def sample() -> None:
@@ -119,18 +133,17 @@ def main() -> None:
 
         # answered: the turn's usage line, then the prompt again
         screen = wait(
-            window, lambda t: t.count(PROMPT) >= 2 and " out tokens" in t, args.timeout, sample
+            window, lambda t: t.count(PROMPT) >= 2 and " out tokens" in t, timeout, sample
         )
         answer_s = time.monotonic() - start
         window.keys("/exit", "Enter")
     finally:
         window.close()
     model_dir = work / "home" / "models"
-    result = {
+    return {
         "command": COMMAND,
-        "commit": commit,
         "machine": {"cores": os.cpu_count(), "load_average_after": load_average()},
-        "question": args.question,
+        "question": question,
         "seconds_to_first_prompt": round(prompt_s, 1),
         "seconds_to_first_answer": round(answer_s, 1),
         "seconds_answering": round(time.monotonic() - asked, 1),
@@ -141,9 +154,6 @@ def main() -> None:
         "model_files": sorted(p.name for p in model_dir.glob("*.gguf")),
         "screen": screen.rstrip()[-4000:],
     }
-    write_result("first_run", result)
-    print(json.dumps({k: v for k, v in result.items() if k != "screen"}, indent=1))
-    shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
