@@ -223,3 +223,13 @@ def test_a_block_that_is_not_only_offered_calls_stays_text(block: str) -> None:
 def test_text_without_a_fenced_block_is_never_a_described_call() -> None:
     text = 'Use Glob pattern="*" to list them.'
     assert described_calls(text, SCHEMAS) == (text, ())
+
+
+def test_an_overlong_block_is_not_read_as_described_calls() -> None:
+    line = 'Glob pattern="*.py" path="src"\n'
+    text = "```\n" + line * 80 + "```"  # 2,480 characters of calls
+    assert described_calls(text, SCHEMAS) == (text, ())
+    repeated = described_calls("```\n" + line * 10 + "```", SCHEMAS)[1]
+    assert len(repeated) == 1  # a degenerate repetition is one call
+    lines = "".join(f'Glob pattern="{i}.py"\n' for i in range(10))
+    assert len(described_calls(f"```\n{lines}```", SCHEMAS)[1]) == 10

@@ -88,19 +88,25 @@ def described_calls(
     docstring), with the reply's text less those blocks; ``schemas``: each offered tool's
     name and JSON schema. A block with any line that is not such a call is left as text."""
     calls: list[ToolCall] = []
+    seen: set[tuple[str, str]] = set()
 
     def take_block(match: re.Match[str]) -> str:
         body = match.group(1)
         info, newline, rest = body.partition("\n")
         if newline and re.fullmatch(r"[\w+-]*", info.strip()):
             body = rest  # the fence's language tag (```bash)
+        if len(body) > _MAX_DESCRIBED:
+            return match.group(0)
         lines = [ln for ln in body.splitlines() if ln.strip()]
-        if not lines or len(body) > _MAX_DESCRIBED:
+        if not lines:
             return match.group(0)
         found = [_described_call(ln, schemas) for ln in lines]
         if any(c is None for c in found):
             return match.group(0)
-        calls.extend(c for c in found if c is not None)
+        for call in found:  # a line repeated word for word counts once, as with JSON calls
+            if call is not None and (call.name, call.arguments) not in seen:
+                seen.add((call.name, call.arguments))
+                calls.append(call)
         return ""
 
     content = _FENCED.sub(take_block, text)
