@@ -8,6 +8,7 @@ import pytest
 
 from retinue.messages import (
     AssistantMessage,
+    ReasoningPart,
     SystemMessage,
     ToolCall,
     ToolResultMessage,
@@ -50,3 +51,39 @@ def test_unknown_role_is_refused() -> None:
 def test_usage_adds_and_text_size_counts_utf8() -> None:
     assert Usage(1, 2, 0, 1) + Usage(10, 20, 5, 1) == Usage(11, 22, 5, 2)
     assert message_text_size([UserMessage("hé")]) == 3
+
+
+THINKING = ReasoningPart(
+    "anthropic", "claude-fable-5-2", "thinking", {"signature": "sig=="}, "Let me add."
+)
+REDACTED = ReasoningPart("anthropic", "claude-fable-5-2", "redacted_thinking", {"data": "opaque"})
+
+
+def test_reasoning_parts_round_trip_in_order() -> None:
+    message = AssistantMessage("", (ToolCall("c1", "add", "{}"),), (THINKING, REDACTED))
+    text = dumps_conversation([message])
+    assert loads_conversation(text) == [message]
+    assert json.loads(text)[0]["reasoning"] == [
+        {
+            "provider": "anthropic",
+            "model": "claude-fable-5-2",
+            "kind": "thinking",
+            "data": {"signature": "sig=="},
+            "text": "Let me add.",
+        },
+        {
+            "provider": "anthropic",
+            "model": "claude-fable-5-2",
+            "kind": "redacted_thinking",
+            "data": {"data": "opaque"},
+            "text": "",
+        },
+    ]
+
+
+def test_a_message_without_reasoning_keeps_the_old_form() -> None:
+    old = {"role": "assistant", "content": "five"}
+    message = from_dict(old)
+    assert message == AssistantMessage("five")
+    assert isinstance(message, AssistantMessage) and message.reasoning == ()
+    assert "reasoning" not in dumps_conversation([message])

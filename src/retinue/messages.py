@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeAlias
 __all__ = [
     "AssistantMessage",
     "Message",
+    "ReasoningPart",
     "SystemMessage",
     "ToolCall",
     "ToolResultMessage",
@@ -39,6 +40,43 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
+class ReasoningPart:
+    """An opaque piece of a model's reasoning, sent back only to the provider (and model)
+    that made it, verbatim.
+
+    ``data`` is the provider's own JSON for it, unchanged (Anthropic's ``signature`` or
+    ``data``, OpenAI's reasoning item ``id`` and ``encrypted_content``, Gemini's thought
+    signature); ``text`` is the readable thinking or summary, for display only.
+    """
+
+    provider: str  # "anthropic" | "openai" | "gemini"
+    model: str  # the model that produced it, as the provider named it
+    kind: str  # "thinking" | "redacted_thinking" | "reasoning" | "thought_signature"
+    data: dict[str, Any]
+    text: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "provider": self.provider,
+            "model": self.model,
+            "kind": self.kind,
+            "data": self.data,
+            "text": self.text,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ReasoningPart:
+        payload = data.get("data")
+        return cls(
+            str(data["provider"]),
+            str(data.get("model", "")),
+            str(data["kind"]),
+            dict(payload) if isinstance(payload, dict) else {},
+            str(data.get("text") or ""),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class SystemMessage:
     content: str
     role: Literal["system"] = field(default="system", init=False, repr=False)
@@ -52,8 +90,12 @@ class UserMessage:
 
 @dataclass(frozen=True, slots=True)
 class AssistantMessage:
+    """A model's reply. ``reasoning`` holds the opaque reasoning parts the provider sent, in
+    its order; when the message is replayed they precede its text and tool calls."""
+
     content: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
+    reasoning: tuple[ReasoningPart, ...] = ()
     role: Literal["assistant"] = field(default="assistant", init=False, repr=False)
 
 
@@ -96,12 +138,14 @@ def to_dict(message: Message) -> dict[str, Any]:
     match message:
         case SystemMessage(content=c) | UserMessage(content=c):
             return {"role": message.role, "content": c}
-        case AssistantMessage(content=c, tool_calls=calls):
+        case AssistantMessage(content=c, tool_calls=calls, reasoning=parts):
             out: dict[str, Any] = {"role": "assistant", "content": c}
             if calls:
                 out["tool_calls"] = [
                     {"id": t.id, "name": t.name, "arguments": t.arguments} for t in calls
                 ]
+            if parts:
+                out["reasoning"] = [p.to_dict() for p in parts]
             return out
         case ToolResultMessage():
             out = {
@@ -127,7 +171,8 @@ def from_dict(data: dict[str, Any]) -> Message:
             ToolCall(str(t["id"]), str(t["name"]), str(t.get("arguments", "{}")))
             for t in data.get("tool_calls") or ()
         )
-        return AssistantMessage(str(data.get("content") or ""), calls)
+        parts = tuple(ReasoningPart.from_dict(p) for p in data.get("reasoning") or ())
+        return AssistantMessage(str(data.get("content") or ""), calls, parts)
     if role == "tool":
         return ToolResultMessage(
             str(data["tool_call_id"]),
