@@ -16,9 +16,21 @@ A sandboxed command runs as ``bwrap ... -- bash -c COMMAND`` with
   ``$HOME``: ``~/.ssh``, ``~/.aws``, ``~/.config``, ...) hidden behind empty mounts, even when
   they lie inside the workspace;
 - its own user, PID, IPC, UTS and network namespaces (no network at all unless
-  ``RETINUE_SHELL_NETWORK=1``), so it can neither see nor signal Retinue's processes;
-- ``--die-with-parent``: when Retinue dies, even by SIGKILL, the kernel kills the sandbox,
-  and with it every process inside (they share its PID namespace).
+  ``RETINUE_SHELL_NETWORK=1``), so it can neither see nor signal Retinue's processes nor read
+  their ``/proc/<pid>/environ``;
+- no capabilities and no root: inside its user namespace the command runs as the invoking
+  user, or as ``nobody`` (65534) when Retinue runs as root, with ``--cap-drop ALL``, so it
+  cannot unmount or remount what is read-only (as root with the capabilities bubblewrap
+  keeps by default, ``umount`` lifted every read-only mount). Where user namespaces are
+  unavailable the command keeps the caller's user but still loses every capability
+  (:func:`confinement` says which holds);
+- ``--new-session`` (no ``TIOCSTI`` into Retinue's terminal) and ``--die-with-parent``: when
+  Retinue dies, even by SIGKILL, the kernel kills the sandbox, and with it every process
+  inside (they share its PID namespace).
+
+:meth:`Sandbox.wrap` runs any program the same way (an MCP server or hook the workspace
+defines); :func:`lifetime_wrap` gives a program trusted to run outside the sandbox only the
+PID namespace, so that nothing it starts outlives it.
 
 Every command, sandboxed or not, gets only the environment variables of :data:`SAFE_ENV`
 (plus ``LC_*``): no API keys, tokens or passwords. Where ``bwrap`` is missing or cannot create
@@ -38,6 +50,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 __all__ = [
     "BWRAP_ENV",
@@ -45,8 +58,11 @@ __all__ = [
     "PROTECTED",
     "SAFE_ENV",
     "SECRET_PATHS",
+    "Confinement",
     "Sandbox",
     "bwrap_problem",
+    "confinement",
+    "lifetime_wrap",
     "safe_environment",
 ]
 
@@ -73,11 +89,27 @@ SECRET_PATHS = (
 )
 """Paths under ``$HOME`` that a sandboxed command cannot see."""
 
-PROTECTED = (".mcp.json", ".retinue", ".claude", ".git/hooks", ".git/config", ".git/modules")
+PROTECTED = (
+    ".mcp.json",
+    ".retinue",
+    ".claude",
+    ".git/hooks",
+    ".git/config",
+    ".git/config.worktree",
+    ".git/commondir",
+    ".git/info",
+    ".git/modules",
+    ".git/worktrees",
+)
 """Paths in the workspace that a sandboxed command may read but not write, create, rename or
-remove: a command could otherwise make the next ``retinue run`` (or ``git commit``) start a
-program of its choosing outside the sandbox (``.git/modules`` holds submodules' hooks and
-configs). ``.git`` itself cannot be renamed; without a ``.git`` directory, it is read-only."""
+remove: a command could otherwise make the next ``retinue run`` (or the user's ``git
+status``) start a program of its choosing outside the sandbox: ``.git/config`` names
+programs (``core.fsmonitor``, filters, ``core.hooksPath``), ``.git/commondir`` and each
+``.git/worktrees/*/commondir`` say where git reads its config from, ``.git/info`` holds
+attributes that pick filters, ``.git/modules`` submodules' hooks and configs. Everything else
+in ``.git`` (objects, refs, index, logs) stays writable, so commits work. ``.git`` itself
+cannot be renamed; without a ``.git`` directory, or with a ``.git`` file (a worktree's), it is
+read-only."""
 
 NETWORK_ENV = "RETINUE_SHELL_NETWORK"
 """Set to ``1`` to give sandboxed commands the network (they have none by default)."""
@@ -93,40 +125,112 @@ def safe_environment(environ: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
-@functools.cache
-def bwrap_problem(bwrap: str = "bwrap") -> str | None:
-    """Why commands cannot be sandboxed on this machine, or ``None`` when they can.
+@dataclass(frozen=True, slots=True)
+class Confinement:
+    """How far a sandbox confines its command on this machine.
 
-    Runs one trivial sandbox (namespaces included) the first time it is asked.
-    """
+    ``level``: ``"user"`` (a user namespace, not root inside, no capabilities), ``"caps"``
+    (no user namespace: the caller's own user, every capability dropped) or ``"none"`` (no
+    sandbox at all; ``problem`` says why)."""
+
+    level: Literal["user", "caps", "none"]
+    problem: str | None = None
+
+    def describe(self) -> str:
+        """One line for ``retinue doctor``."""
+        if self.level == "user":
+            return "bubblewrap: own user, PID, network and mount namespaces; no capabilities"
+        if self.level == "caps":
+            return (
+                "bubblewrap without a user namespace: own PID, network and mount namespaces; "
+                "every capability dropped"
+            )
+        return f"no sandbox: {self.problem}"
+
+
+def _inside_ids() -> list[str]:
+    """``--uid``/``--gid`` inside the user namespace: the caller's, or nobody's for root."""
+    uid, gid = os.getuid(), os.getgid()
+    if uid == 0:
+        uid, gid = _NOBODY, _NOBODY
+    return ["--uid", str(uid), "--gid", str(gid)]
+
+
+def _namespaces(level: str) -> list[str]:
+    """bubblewrap's options for ``level`` (:class:`Confinement`): namespaces, no capabilities,
+    a session of its own, and death with its parent."""
+    common = ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    if level == "user":
+        return [*common, "--unshare-all", "--unshare-user", *_inside_ids()]
+    return [*common, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
+
+
+@functools.cache
+def confinement(bwrap: str = "bwrap") -> Confinement:
+    """The strongest confinement bubblewrap gives on this machine; probed once (two trivial
+    sandboxes at most) the first time it is asked."""
     path = shutil.which(bwrap)
     if path is None:
-        return f"bubblewrap ({bwrap}) is not installed (Debian: `apt-get install bubblewrap`)"
-    probe = [path, "--die-with-parent", "--unshare-all", "--ro-bind", "/", "/"]
-    probe += ["--dev", "/dev", "--proc", "/proc", "--", "true"]
-    try:
-        done = subprocess.run(probe, capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"bubblewrap cannot run here: {exc}"
-    if done.returncode != 0:
-        why = " ".join(done.stderr.split())[:200] or f"exit code {done.returncode}"
-        return f"bubblewrap cannot create a sandbox here: {why}"
-    return None
+        why = f"bubblewrap ({bwrap}) is not installed (Debian: `apt-get install bubblewrap`)"
+        return Confinement("none", why)
+    why = ""
+    for level in ("user", "caps"):
+        probe = [path, *_namespaces(level), "--ro-bind", "/", "/", "--dev", "/dev"]
+        probe += ["--proc", "/proc", "--", "true"]
+        try:
+            done = subprocess.run(probe, capture_output=True, text=True, timeout=10, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return Confinement("none", f"bubblewrap cannot run here: {exc}")
+        if done.returncode == 0:
+            return Confinement(level)  # type: ignore[arg-type]
+        why = why or " ".join(done.stderr.split())[:200] or f"exit code {done.returncode}"
+    return Confinement("none", f"bubblewrap cannot create a sandbox here: {why}")
+
+
+def bwrap_problem(bwrap: str = "bwrap") -> str | None:
+    """Why commands cannot be sandboxed on this machine, or ``None`` when they can."""
+    return confinement(bwrap).problem
+
+
+def lifetime_wrap(argv: Sequence[str], bwrap: str = "bwrap") -> list[str]:
+    """``argv`` in a PID namespace of its own, with the host's filesystem and the caller's
+    privileges: for a program the user trusts to run outside the sandbox, so that everything
+    it starts (``setsid`` children included) dies when it ends, is killed, or Retinue dies.
+    ``argv`` unchanged where bubblewrap cannot run."""
+    found = confinement(bwrap)
+    if found.level == "none":
+        return list(argv)
+    args = [shutil.which(bwrap) or bwrap, "--die-with-parent", "--unshare-pid"]
+    if found.level == "user" and os.getuid() != 0:
+        args.append("--unshare-user")  # an unprivileged user needs one for the PID namespace
+    args += ["--dev-bind", "/", "/", "--proc", "/proc", "--", *argv]
+    return args
 
 
 @dataclass(frozen=True, slots=True)
 class Sandbox:
-    """Where a sandboxed command may write (``workspace``) and what it cannot see."""
+    """Where a sandboxed command may write (``workspace``) and what it cannot see.
+
+    ``denied``: paths no command may see (Read deny rules), ``read_only``: paths it may read
+    but not change (Edit deny rules); both absolute, existing ones only."""
 
     workspace: Path
     hidden: tuple[Path, ...] = ()
     network: bool = False
     bwrap: str = "bwrap"
     data_dir: Path | None = None  # hidden (in ``hidden``); made first when in the workspace
+    denied: tuple[Path, ...] = ()
+    read_only: tuple[Path, ...] = ()
 
     @classmethod
     def for_workspace(
-        cls, workspace: Path, data_dir: Path, environ: Mapping[str, str] = os.environ
+        cls,
+        workspace: Path,
+        data_dir: Path,
+        environ: Mapping[str, str] = os.environ,
+        *,
+        denied: Sequence[Path] = (),
+        read_only: Sequence[Path] = (),
     ) -> Sandbox:
         """The sandbox for this workspace: ``data_dir`` and ``$HOME``'s secrets hidden."""
         home = Path(environ.get("HOME") or Path.home())
@@ -137,13 +241,22 @@ class Sandbox:
             network=environ.get(NETWORK_ENV, "") == "1",
             bwrap=environ.get(BWRAP_ENV) or "bwrap",
             data_dir=data_dir.resolve(),
+            denied=tuple(denied),
+            read_only=tuple(read_only),
         )
 
     def argv(self, command: str) -> list[str]:
         """``bwrap ... -- bash -c command``. Call :meth:`release` once the command has
         ended: this counts it as running in the workspace until then."""
-        args = [shutil.which(self.bwrap) or self.bwrap, "--die-with-parent", "--unshare-all"]
-        if self.network:
+        return self.wrap(["bash", "-c", command])
+
+    def wrap(self, argv: Sequence[str], *, network: bool | None = None) -> list[str]:
+        """``bwrap ... -- argv``: any program, confined as a ``Bash`` command is (``network``:
+        the host's network, else the sandbox's own setting). Call :meth:`release` once the
+        program has ended."""
+        level = confinement(self.bwrap).level
+        args = [shutil.which(self.bwrap) or self.bwrap, *_namespaces(level)]
+        if self.network if network is None else network:
             args.append("--share-net")
         args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
         # /run holds sockets (docker.sock, the D-Bus buses) that a read-only mount does not
@@ -154,8 +267,9 @@ class Sandbox:
         args += _hide(around)
         args += ["--bind", str(self.workspace), str(self.workspace)]
         args += self._protect()
-        args += _hide(inside)
-        args += ["--chdir", str(self.workspace), "--", "bash", "-c", command]
+        args += _read_only(self.read_only)
+        args += _hide([*inside, *self.denied])
+        args += ["--chdir", str(self.workspace), "--", *argv]
         return args
 
     def _protect(self) -> list[str]:
@@ -180,6 +294,8 @@ class Sandbox:
         else:  # a worktree's .git file, or none yet: no repository to make
             wanted = [ws / p for p in PROTECTED if not p.startswith(".git/")] + [git]
         for path in wanted:
+            if path.name == "commondir" and _plant_commondir(path):
+                made.append(path)  # (then read-only below, as one that exists)
             if path.exists():
                 args += ["--ro-bind", str(path), str(path)]
             elif path.relative_to(ws).as_posix() in _FILES:  # an empty, unwritable file
@@ -209,15 +325,42 @@ class Sandbox:
                     continue
                 if path.is_dir():
                     path.rmdir()
-                elif path.is_file() and path.stat().st_size == 0:
+                elif path.is_file() and path.read_bytes() in (b"", _SAME_DIR):
                     path.unlink()
 
 
-_FILES = frozenset({".mcp.json", ".git/config"})  # the rest of PROTECTED are directories
+def _plant_commondir(path: Path) -> bool:
+    """Make a missing ``.git/commondir`` one that names the repository itself (``.``), so
+    that it can be mounted read-only while a command runs: git reads an empty one as an
+    error, and one the command wrote could send every later git command to a config of the
+    command's choosing. Whether it was made here."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    except OSError:
+        return False
+    with os.fdopen(fd, "wb") as out:
+        out.write(_SAME_DIR)
+    return True
+
+
+_FILES = frozenset(
+    {".mcp.json", ".git/config", ".git/config.worktree", ".git/commondir"}
+)  # the rest of PROTECTED are directories
 _LOCK = threading.Lock()
 _RUNNING: Counter[Path] = Counter()  # sandboxed commands running, per workspace
 _PLACEHOLDERS: dict[Path, set[Path]] = {}  # what bubblewrap may have created, per workspace
 _RESOLVED = "/run/systemd/resolve"  # where /etc/resolv.conf points on systemd machines
+_NOBODY = 65534
+_SAME_DIR = b".\n"  # a commondir naming its own repository
+
+
+def _read_only(paths: Sequence[Path]) -> list[str]:
+    """Read-only mounts over each existing path (parents first)."""
+    args: list[str] = []
+    for path in sorted(paths, key=lambda p: len(p.parts)):
+        if path.exists() and not path.is_symlink():
+            args += ["--ro-bind", str(path), str(path)]
+    return args
 
 
 def _hide(paths: Sequence[Path]) -> list[str]:
