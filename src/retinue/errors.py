@@ -6,6 +6,7 @@ The whole tree::
     ├── ConfigError            a setting is missing or wrong (names the setting to fix)
     ├── ModelError             a model provider failed (after the SDK's retries)
     │   ├── ContextTooLongError    the request did not fit the model's context window
+    │   ├── ModelRefusal           the model declined to answer (a safety refusal)
     │   └── ScriptError            the scripted test model was misused (unscripted call, ...)
     ├── ToolError              a tool could not do what it was asked; the model sees the message
     │   └── WorkspaceError         a path or command left the workspace root
@@ -32,6 +33,7 @@ __all__ = [
     "ContextTooLongError",
     "MemoryStoreError",
     "ModelError",
+    "ModelRefusal",
     "PolicyError",
     "RetinueError",
     "RoleError",
@@ -63,6 +65,11 @@ class ModelError(RetinueError):
 
 class ContextTooLongError(ModelError):
     """The provider refused the request because it exceeds the context window."""
+
+
+class ModelRefusal(ModelError):
+    """The model declined the request (Anthropic's ``stop_reason: "refusal"``, OpenAI's
+    ``refusal`` output): an answer that is not one, reported instead of an empty reply."""
 
 
 class ScriptError(ModelError):
