@@ -22,7 +22,9 @@ Money (:mod:`retinue.telemetry`): ``max_budget_usd`` (US dollars one conversatio
 session may spend; 0 = none) and a ``[model_prices]`` table (``"openai:gpt-4o" = { input =
 2.5, cached_input = 1.25, output = 10 }``, dollars per million tokens). Tracing:
 ``otel_endpoint`` (an OTLP/HTTP base URL; ``OTEL_EXPORTER_OTLP_ENDPOINT`` wins) and
-``otel_capture_content`` (prompts and completions in the spans; default false).
+``otel_capture_content`` (prompts and completions in the spans; default false). Providers:
+``[providers.openai] api = "responses" | "chat"`` (``RETINUE_OPENAI_API`` wins) chooses the
+wire API of ``openai:`` models (:func:`provider_api`).
 
 A model is named the same way everywhere (``--model``, ``RETINUE_MODEL``, ``config.toml``, a
 role file's ``model:``, ``Agent(model=...)``): :func:`canonical_model` turns ``provider:model``,
@@ -41,7 +43,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import pydantic
 from pydantic import Field
@@ -57,6 +59,7 @@ __all__ = [
     "create_private_file",
     "default_home",
     "make_private_dir",
+    "provider_api",
 ]
 
 DEFAULT_MODEL_ALIASES = {
@@ -116,6 +119,21 @@ def _not_a_model(name: str, table: Mapping[str, str], where: str | None) -> str:
     return f"{what}; {fix}" if fix else what
 
 
+def provider_api(provider: str, home: Path | None = None) -> str | None:
+    """The wire API set for ``provider`` (``"responses"`` / ``"chat"``), or None when unset:
+    ``RETINUE_<PROVIDER>_API`` wins over ``[providers.<provider>] api`` in config.toml."""
+    var = f"RETINUE_{provider.upper()}_API"
+    raw = os.environ.get(var, "").strip().lower()
+    if raw:
+        if raw not in ("responses", "chat"):
+            raise ConfigError(f"{var} must be responses or chat, not {raw!r}")
+        return raw
+    settings = Settings(home=home or default_home())
+    settings._apply_file()
+    api = (settings.providers.get(provider) or {}).get("api")
+    return str(api) if api else None
+
+
 def make_private_dir(path: Path) -> Path:
     """Create ``path`` (and missing parents) if it does not exist; ``path`` itself is made
     mode 0700, as the data directory and its folders are: they hold conversations and
@@ -132,6 +150,14 @@ def create_private_file(path: Path) -> None:
     except FileExistsError:
         return
     os.close(fd)
+
+
+class ProviderSettings(pydantic.BaseModel):
+    """A ``[providers.<name>]`` table: ``api``, the wire API of an ``openai:`` model
+    (``"responses"`` or ``"chat"``; see :mod:`retinue.llm.openai_responses`)."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", strict=True)
+    api: Literal["responses", "chat"] | None = None
 
 
 class FileSettings(pydantic.BaseModel):
@@ -158,6 +184,7 @@ class FileSettings(pydantic.BaseModel):
     model_prices: dict[str, dict[str, Annotated[float, Field(ge=0)]]] | None = None
     otel_endpoint: Annotated[str, Field(pattern=r"^https?://\S+$", max_length=2000)] | None = None
     otel_capture_content: bool | None = None  # prompts and completions in spans
+    providers: dict[str, ProviderSettings] | None = None  # [providers.openai] api = "chat"
 
 
 _KINDS = {"int": "an integer", "string": "a string", "dict": "a table"}
@@ -207,6 +234,7 @@ class Settings:
     model_prices: dict[str, dict[str, float]] = field(default_factory=dict)  # per Mtok
     otel_endpoint: str | None = None  # OTLP/HTTP base URL (OTEL_EXPORTER_OTLP_ENDPOINT wins)
     otel_capture_content: bool = False
+    providers: dict[str, dict[str, Any]] = field(default_factory=dict)  # per provider: api
 
     @property
     def config_file(self) -> Path:

@@ -20,10 +20,10 @@ def resolve_model(spec: str) -> Model:
     :func:`~retinue.config.canonical_model` accepts); raise :class:`ConfigError` if wrong."""
     spec = canonical_model(spec, where="--model or RETINUE_MODEL")
     provider, _, name = spec.partition(":")
-    if provider == "openai":
-        from retinue.llm.openai import OpenAIModel
+    if provider == "openai":  # Responses on api.openai.com, Chat Completions elsewhere
+        from retinue.llm.openai_responses import openai_model
 
-        return OpenAIModel(name)
+        return openai_model(name)
     if provider == "anthropic":
         from retinue.llm.anthropic import AnthropicModel
 
