@@ -14,9 +14,11 @@ The rules, and where each comes from:
   ``mcpServers``, ``hooks``, ``memory``, ``background``, ``effort``, ``isolation``,
   ``color``, ``initialPrompt``): a file is Markdown whose YAML front matter opens on the
   first line with ``---``; ``name`` and ``description`` are required, and a name with a
-  ``:`` or a leading ``-`` makes Claude Code skip the file; ``tools`` is a comma-separated
-  string or a list, and when omitted the agent inherits every tool, ``Agent`` included
-  (sub-agents delegate, nested to a depth limit); ``mcp__<server>__*`` in it is the whole
+  ``:`` or a leading ``-`` makes Claude Code skip the file; ``tools`` is a string of names
+  separated by commas or spaces, or a list, and when omitted (or ``"*"``) the agent
+  inherits every tool, ``Agent`` included (sub-agents delegate, nested to a depth limit);
+  ``tools:`` with no value gives no tool and no delegation (Claude Code 2.1.328, checked
+  with a recording stand-in of the Messages API, issue 41); ``mcp__<server>__*`` in it is the whole
   server; ``disallowedTools`` is removed from what ``tools`` gives; ``permissionMode:
   plan`` is read-only; ``model`` is an alias (``sonnet``, ``opus``, ``haiku``; ``fable``
   is the top tier, with ``opus``), a full model id, or ``inherit`` (the default);
@@ -168,8 +170,10 @@ def _text(f: _Field | None) -> str:
     return _unquote(" ".join([first, *f.more]).strip())
 
 
-def _entries(f: _Field | None) -> list[str] | None:
-    """Tool entries of ``tools`` / ``disallowedTools``; ``Agent(a, b)`` stays one entry."""
+def _entries(f: _Field | None, *, spaced: bool = True) -> list[str] | None:
+    """Tool entries of ``tools`` / ``disallowedTools`` (a string split on commas and spaces,
+    ``spaced``; other keys' on commas only); ``Agent(a, b)`` stays one entry; a key with no
+    value is an empty list."""
     if f is None:
         return None
     if f.more:
@@ -179,19 +183,26 @@ def _entries(f: _Field | None) -> list[str] | None:
             raise Unsupported("a value and list items together")
         raw = f.items
     elif not f.value:
-        return None  # ``tools:`` with no value is YAML's null: as if omitted
+        return []  # ``tools:`` with no value: Claude Code gives no tool (issue 41, item 6)
     elif f.value.startswith("[") and f.value.endswith("]"):
         raw = [f.value[1:-1]]
+    elif _unquote(f.value) != f.value:
+        raw = [_unquote(f.value)]  # ``tools: "*"``, ``tools: 'Read, Grep'``
     elif f.value[0] in "{\"'&*!|>#" or " #" in f.value:
         raise Unsupported(f"tools value not understood: {f.value!r}")
     else:
         raw = [f.value]
+    spaced = spaced and not f.items and not f.value.startswith("[")
     out: list[str] = []
     for text in raw:
-        # take the parenthesised groups out first, then split what is left on commas
+        # take the parenthesised groups out first, then split what is left on commas (and
+        # on spaces: Claude Code reads ``tools: Read Grep Glob`` as three tools)
         groups = [g.strip("\"'") for g in re.findall(r"\b(?:Agent|Task)\([^)]*\)", text)]
         rest = re.sub(r"\b(?:Agent|Task)\([^)]*\)", ",", text)
-        out += groups + [t.strip().strip("\"'") for t in rest.split(",") if t.strip("\"' ")]
+        if spaced and "(" in rest:
+            raise Unsupported(f"parentheses in a spaced tools string: {text!r}")
+        pieces = re.split(r"[,\s]+" if spaced else ",", rest)
+        out += groups + [t.strip().strip("\"'") for t in pieces if t.strip("\"' ")]
     return out
 
 
@@ -243,6 +254,8 @@ def expect(path: Path, text: str, available: Iterable[str]) -> Expected:
         return tuple(dict.fromkeys(names))
 
     listed = _entries(fields.get("tools"))
+    if listed is not None and "*" in listed:
+        listed = None  # ``tools: "*"``: every tool, as when omitted (issue 41, item 8)
     denied = _entries(fields.get("disallowedTools")) or []
     granting = [m for e in listed or () if (m := _DELEGATION.match(e))]
     delegates = bool(granting) or listed is None  # no allow-list: every tool, Agent too
@@ -274,7 +287,7 @@ def expect(path: Path, text: str, available: Iterable[str]) -> Expected:
         model=model,
         delegates=delegates,
         delegates_to=tuple(named) if delegates and granting and not bare else None,
-        skills=tuple(_entries(fields.get("skills")) or ()),
+        skills=tuple(_entries(fields.get("skills"), spaced=False) or ()),
         background=_text(fields.get("background")) == "true",
         max_turns=int(t) if (t := _text(fields.get("maxTurns"))).isdigit() else None,
         ignored=tuple(k for k in fields if k in NO_EFFECT or k not in DOCUMENTED | RETINUE_KEYS),

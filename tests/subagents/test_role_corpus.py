@@ -88,6 +88,12 @@ SHAPES = {
     "only-mcp": ("a", ["tools: mcp__github__create_issue"]),
     "dated-model": ("a", ["model: claude-opus-4-1-20250805"]),
     "tools-null": ("a", ["tools:", "model: inherit"]),
+    # issue 41: Claude Code 2.1.328 gives no tool for an empty value, those three for a
+    # spaced string, every tool for "*"
+    "tools-empty-text": ("a", ['tools: ""']),
+    "tools-spaced": ("a", ["tools: Read Grep Glob", "disallowedTools: Grep  Task"]),
+    "tools-star": ("a", ['tools: "*"']),
+    "tools-star-list": ("a", ["tools: ['*']"]),
     "flow-agent": ("a", ["tools: [Read, 'Agent(a, b)', \"Grep\"]"]),
     "xbot-limited": ("CjiW__xbot", ["tools: [Read, Shell, 'Agent(tester)']"]),
     # issue 27: the 16 fields' meanings
@@ -127,7 +133,13 @@ def test_the_oracle_reads_the_shapes_as_documented(tmp_path: Path) -> None:
     assert got["only-mcp"].reason == "no usable tool"
     assert got["dated-model"].model == "anthropic:claude-opus-4-1-20250805"
     assert got["xbot-limited"].tools == ("Read", "Bash")
-    assert got["tools-null"].tools is None and got["tools-null"].model is None
+    assert got["tools-null"].tools == () and got["tools-null"].model is None
+    assert not got["tools-null"].delegates and got["tools-null"].loads
+    assert got["tools-empty-text"].tools == () and not got["tools-empty-text"].delegates
+    assert got["tools-spaced"].tools == ("Read", "Grep", "Glob")
+    assert got["tools-spaced"].disallowed == ("Grep",) and not got["tools-spaced"].delegates
+    assert got["tools-star"].tools is None and got["tools-star"].delegates
+    assert got["tools-star-list"].tools is None and got["tools-star-list"].delegates
     assert got["flow-agent"].tools == ("Read", "Grep")
     assert got["flow-agent"].delegates_to == ("a", "b")
     assert got["xbot-limited"].delegates_to == ("tester",)

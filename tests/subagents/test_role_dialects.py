@@ -163,3 +163,32 @@ def test_many_roles_do_not_inflate_the_prompt() -> None:
     assert len(section) < ROLES_BUDGET_CHARS + 1000
     assert "FindRole" in section and "never shown" not in section
     assert [r.name for r in many.search("topic7")] == ["role-7"]
+
+
+@pytest.mark.parametrize(
+    ("front", "names", "delegates"),
+    [
+        ("tools:", set(), False),  # an empty value: no tool, no delegation (Claude Code)
+        ('tools: ""', set(), False),
+        ("tools: []", set(), False),
+        ("tools: Read Grep Glob", {"Read", "Grep", "Glob"}, False),  # spaces, as Claude Code
+        ("tools: Read,  Grep Bash(git status)", {"Read", "Grep", "Bash(git status)"}, False),
+        ('tools: "*"', {"Read", "Write", "Edit", "Glob", "Grep", "Bash", "SubAgent"}, True),
+        ("tools: ['*']", {"Read", "Write", "Edit", "Glob", "Grep", "Bash", "SubAgent"}, True),
+    ],
+)
+def test_tools_empty_spaced_and_star_give_what_claude_code_gives(
+    front: str, names: set[str], delegates: bool
+) -> None:
+    r = role(front)
+    assert r.can("spawn_agent") is delegates
+    given = set(manager(r).factory.tools_for(r).names)
+    if "Bash(git status)" in names:  # a pattern names a tool of the registry, as written
+        assert r.tools == ("Read", "Grep", "Bash(git status)")
+    elif delegates:  # every tool, and the delegation tools with SubAgent
+        assert names <= given
+    else:
+        assert given == names
+    catalog = RoleCatalog.of(r)
+    catalog.check_tools(TOOLS.names)
+    assert "r" in catalog.roles  # loaded, not refused

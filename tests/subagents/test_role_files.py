@@ -85,10 +85,49 @@ def test_an_unquoted_colon_in_a_one_line_value_reads_as_text() -> None:
     meta, notes, body = split_front_matter(text)
     assert meta["description"] == "Use this agent when: plans need review. Example: x"
     assert meta["model"] == "opus" and body == "body"
-    assert notes == ["front matter is not strict YAML (an unquoted ': ' in a value); read as text"]
-    # the fallback is for one-line values only: other broken YAML is still an error
-    with pytest.raises(RoleError, match="invalid YAML"):
-        split_front_matter("---\nname: x\ndescription: [a: b\n---\n")
+    assert notes == [
+        "front matter is not strict YAML; read with description quoted, as Claude Code does"
+    ]
+    # what quoting cannot mend is still an error, and a flow list is never quoted
+    for broken in ("description: d\n- stray item", "description: [a: b"):
+        with pytest.raises(RoleError, match="invalid YAML"):
+            split_front_matter(f"---\nname: x\n{broken}\n---\n")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "**TECHNICAL DESIGN SPECIALIST**: designs systems",  # one popular collection's files
+        "*Expert* reviewer",
+        "&amp; friends",
+        "!important reviewer",
+        "%TAG-like text",
+        "@mentions the team",
+        "`code` reviewer: reads diffs",
+        "ends with a colon:",
+        'has "quotes" and a \\ backslash: kept',
+    ],
+)
+def test_claude_codes_retry_quotes_values_strict_yaml_refuses(value: str) -> None:
+    """Claude Code quotes such values and parses again; a file it loads must load here."""
+    text = f"---\nname: designer\ndescription: {value}\ntools: [Read, Grep]\n---\nbody"
+    meta, notes, _ = split_front_matter(text)
+    assert meta["description"] == value
+    assert meta["tools"] == ["Read", "Grep"]  # a flow list stays a list
+    assert "description quoted" in notes[0]
+
+
+def test_the_retry_folds_continuation_lines_and_leaves_lists_and_blocks_alone() -> None:
+    text = (
+        "---\nname: a\ndescription: **Designs**: systems\n  and reviews: them\n"
+        "tools: [Read, Grep]\nskills:\n  - one\nhooks: {x: 1}\nnote: |\n  kept: as is\n"
+        "model: 'sonnet'\n---\n"
+    )
+    meta, _, _ = split_front_matter(text)
+    assert meta["description"] == "**Designs**: systems and reviews: them"
+    assert meta["tools"] == ["Read", "Grep"] and meta["skills"] == ["one"]
+    assert meta["hooks"] == {"x": 1} and meta["note"] == "kept: as is\n"
+    assert meta["model"] == "sonnet"
 
 
 def test_front_matter_closing_line_may_be_longer_and_bom_is_dropped() -> None:

@@ -10,9 +10,13 @@ Role files are untrusted input (people copy whole collections from the internet)
   on), accepts regular files only (a link to ``/dev/zero`` is refused), reads at most
   :data:`MAX_FILE_BYTES`, and wants UTF-8.
 - **Front matter** is a ``---`` line at the very top and the next line made only of dashes
-  (three or more). Strict YAML first; when it fails, the one fallback Claude Code's parser
-  also makes: a one-line ``key: value`` whose value holds ``": "`` (an unquoted colon in a
-  description) is read as a plain string. YAML nesting depth and alias count are bounded, so
+  (three or more). Strict YAML first; when it fails, the retry Claude Code's parser also
+  makes, once: each top-level ``key: value`` whose plain value YAML cannot take as text
+  (one that holds ``": "`` or ends with ``:``, or starts with ``*``, ``&``, ``!``, ``%``,
+  ``@`` or a backtick) is put in double quotes, with
+  the indented lines that continue it, and the whole is parsed again. A quoted value, a
+  flow list ``[a, b]`` or mapping, and a block scalar (``|``, ``>``) are left as written, so
+  ``tools: [Read, Grep]`` stays a list. YAML nesting depth and alias count are bounded, so
   neither a 20,000-deep list nor an alias bomb can stop the command.
 
 Every failure is a :class:`~retinue.errors.RoleError` naming what is wrong.
@@ -49,6 +53,7 @@ MAX_YAML_ALIASES = 64
 _SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules"})
 _CLOSE = re.compile(r"^-{3,}[ \t]*$")
 _PLAIN_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*):[ \t]+(.*\S)[ \t]*$")
+_UNSAFE_START = frozenset("*&!%@`")  # YAML indicators a plain value cannot start with
 
 
 def find_role_files(root: Path) -> Iterator[Path]:
@@ -155,14 +160,17 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], list[str], str]:
     try:
         meta = _load_yaml("\n".join(head))
     except yaml.YAMLError as exc:
-        fixed = _quote_colon_values(head)
-        if fixed == head:
+        fixed, quoted = _quote_plain_values(head)
+        if not quoted:
             raise RoleError(f"invalid YAML front matter: {_one_line(exc)}") from None
         try:
             meta = _load_yaml("\n".join(fixed))
         except yaml.YAMLError:
             raise RoleError(f"invalid YAML front matter: {_one_line(exc)}") from None
-        notes.append("front matter is not strict YAML (an unquoted ': ' in a value); read as text")
+        keys = ", ".join(dict.fromkeys(quoted))
+        notes.append(
+            f"front matter is not strict YAML; read with {keys} quoted, as Claude Code does"
+        )
     if meta is None:
         meta = {}
     if not isinstance(meta, dict):
@@ -170,17 +178,35 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], list[str], str]:
     return {str(k): v for k, v in meta.items()}, notes, body
 
 
-def _quote_colon_values(lines: list[str]) -> list[str]:
-    """Claude Code's fallback: a top-level ``key: value`` line whose value contains ``: `` and
-    is not already quoted or a YAML block/flow start is taken as a plain string."""
-    out = []
-    for line in lines:
-        m = _PLAIN_LINE.match(line)
-        if m and ": " in m.group(2) and m.group(2)[0] not in "\"'[{|>&*!#":
-            value = m.group(2).replace("\\", "\\\\").replace('"', '\\"')
-            line = f'{m.group(1)}: "{value}"'
-        out.append(line)
-    return out
+def _quote_plain_values(lines: list[str]) -> tuple[list[str], list[str]]:
+    """Claude Code's retry: ``(the lines with every top-level plain value YAML cannot read
+    put in double quotes, the keys quoted)``. A value's indented continuation lines are
+    folded into it (as YAML folds a plain value's lines)."""
+    out: list[str] = []
+    quoted: list[str] = []
+    i = 0
+    while i < len(lines):
+        m = _PLAIN_LINE.match(lines[i])
+        i += 1
+        if m is None or not _needs_quotes(m.group(2)):
+            out.append(lines[i - 1])
+            continue
+        parts = [m.group(2)]
+        while i < len(lines) and lines[i][:1] in (" ", "\t") and lines[i].strip():
+            parts.append(lines[i].strip())
+            i += 1
+        value = " ".join(parts).replace("\\", "\\\\").replace('"', '\\"')
+        out.append(f'{m.group(1)}: "{value}"')
+        quoted.append(m.group(1))
+    return out, quoted
+
+
+def _needs_quotes(value: str) -> bool:
+    """Whether a plain value is one strict YAML refuses and quoting makes text."""
+    first = value[0]
+    if first in "\"'|>#[{":  # quoted, a block scalar, a comment, a flow list: as written
+        return False
+    return first in _UNSAFE_START or ": " in value or value.endswith(":")
 
 
 class _BoundedLoader(yaml.SafeLoader):

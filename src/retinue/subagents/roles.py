@@ -6,8 +6,10 @@ Front matter keys and what they mean here (Claude Code's 16 documented fields an
 - ``name`` (required; spaces and other characters are normalised to ``-`` and reported; a
   name with ``:`` or a leading ``-`` makes Claude Code skip the file, and Retinue skips it
   too, reported), ``description`` (required); the body is the role's system prompt.
-- ``tools``: the allow-list, a YAML list or a comma string; absent = every tool, delegation
-  (``SubAgent``) included, as in Claude Code, nested up to the depth limit. ``Task`` or
+- ``tools``: the allow-list, a YAML list or a string of names separated by commas or spaces
+  (``Read Grep Glob``); absent or ``"*"`` = every tool, delegation (``SubAgent``) included,
+  as in Claude Code, nested up to the depth limit; present but empty (``tools:``,
+  ``tools: ""``, ``tools: []``) = no tool and no delegation, as in Claude Code. ``Task`` or
   ``Agent`` grants delegation; ``Agent(worker, researcher)`` only to those roles (a
   deliberate difference: Claude Code honours that restriction only for the main thread; a
   Retinue role that delegates is the main thread of its own children, so the restriction
@@ -109,6 +111,8 @@ _OWN_KEYS = frozenset(
 KEPT_UNUSED = ("effort",)  # read and kept, no effect yet (README)
 MAX_INITIAL_PROMPT = 20_000
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_SPACED_KEYS = frozenset({"tools", "disallowedTools"})
+_SPACE_BEFORE_PAREN = re.compile(r"(?<=[\w*])\s+\(")
 _TOOL = re.compile(r"^([A-Za-z_][\w.-]*)\s*\((.*)\)$", re.DOTALL)
 PACKAGED_ROLES = Path(__file__).resolve().parent.parent / "roles"
 
@@ -196,7 +200,7 @@ def parse_role(path: Path, text: str, aliases: Mapping[str, str] | None = None) 
     description = meta.get("description")
     if not isinstance(description, str) or not description.strip():
         raise RoleError("'description' is required (one line saying what the role is for)")
-    tools, delegates, grants = _tool_grant(meta.get("tools"), "tools")
+    tools, delegates, grants = _tool_grant(_allow_list(meta), "tools")
     restricted = _restricted_tools(meta.get("capabilities"), notes)
     denied, _, denies_delegation = _tool_grant(
         [*split_tools(meta.get("disallowedTools"), "disallowedTools"), *restricted],
@@ -252,6 +256,19 @@ def parse_role(path: Path, text: str, aliases: Mapping[str, str] | None = None) 
         max_budget_usd=budget,
         a2a=remote,
     )
+
+
+def _allow_list(meta: dict[str, Any]) -> Any:
+    """``tools`` as :func:`_tool_grant` takes it: None (every tool) when absent or ``*``;
+    an empty list when the key is there with no value (Claude Code gives no tool then)."""
+    if "tools" not in meta:
+        return None
+    value = meta["tools"]
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return []
+    if "*" in split_tools(value, "tools"):
+        return None
+    return value
 
 
 def _spawn_turned_off(meta: dict[str, Any]) -> bool:
@@ -355,7 +372,9 @@ def _name(meta: dict[str, Any], notes: list[str]) -> str:
 
 
 def split_tools(value: Any, key: str = "tools") -> list[str]:
-    """Tool entries from a comma string or a list; ``Agent(a, b)`` stays one entry."""
+    """Tool entries from a list or a string; ``Agent(a, b)`` stays one entry. A string of
+    ``tools`` or ``disallowedTools`` is split on commas and on spaces (``Read Grep Glob``,
+    as Claude Code reads it; ``Bash (git *)`` stays one entry), other keys' on commas."""
     if value is None:
         return []
     if isinstance(value, str):
@@ -368,13 +387,26 @@ def split_tools(value: Any, key: str = "tools") -> list[str]:
     for item in items:
         if not isinstance(item, str | int | float):
             raise RoleError(f"'{key}' entries must be tool names, not {type(item).__name__}")
-        depth, start, text = 0, 0, str(item)
+        text = str(item)
+        if isinstance(value, str) and key in _SPACED_KEYS:
+            text = _SPACE_BEFORE_PAREN.sub("(", text.strip())
+            text = _spaces_outside_parentheses(text)
+        depth, start = 0, 0
         for i, ch in enumerate(text + ","):
             depth += {"(": 1, ")": -1}.get(ch, 0)
             if ch == "," and depth <= 0:
                 out.append(text[start:i].strip())
                 start, depth = i + 1, 0
     return [t for t in out if t]
+
+
+def _spaces_outside_parentheses(text: str) -> str:
+    """Each run of spaces outside ``(…)`` made a comma (``Read Grep`` -> ``Read,Grep``)."""
+    out, depth = [], 0
+    for ch in text:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        out.append("," if ch.isspace() and depth <= 0 else ch)
+    return "".join(out)
 
 
 def _tool_grant(
