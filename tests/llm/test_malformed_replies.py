@@ -84,11 +84,16 @@ def test_anthropic_sdk_blocks_parse() -> None:
     blocks = [
         TextBlock(type="text", text="a"),
         ToolUseBlock(type="tool_use", id="t1", name="Read", input={"file_path": "x"}),
-        {"type": "thinking", "thinking": "skipped"},
+        {"type": "thinking", "thinking": "unsigned: skipped"},
+        {"type": "thinking", "thinking": "kept", "signature": "s1"},
+        {"type": "redacted_thinking", "data": 7},
         {"type": "text", "text": "b"},
     ]
-    reply = reply_from_anthropic(blocks)
+    reply = reply_from_anthropic(blocks, "claude-x")
     assert reply.content == "ab"
+    assert [(p.kind, p.text, p.data, p.model) for p in reply.reasoning] == [
+        ("thinking", "kept", {"signature": "s1"}, "claude-x")
+    ]
     assert [(t.id, t.name, t.arguments) for t in reply.tool_calls] == [
         ("t1", "Read", '{"file_path": "x"}')
     ]

@@ -6,25 +6,144 @@
   results of parallel tool calls travel in one user message;
 * the prompt prefix is marked for prompt caching: ``cache_control`` on the last system block
   and on the last block of the last message. Our sessions keep a byte-stable prefix, so each
-  turn reads the previous turn's cache.
+  turn reads the previous turn's cache;
+* ``thinking`` and ``redacted_thinking`` blocks are kept as
+  :class:`~retinue.messages.ReasoningPart` (the readable thinking in ``text``, every other
+  field of the block, the ``signature`` or ``data``, in ``data``) and sent back verbatim,
+  first in their assistant message, to the model that made them and no other
+  (:func:`readable_by`);
+* models that always think (Claude Fable and Mythos 5.x) and those with adaptive thinking
+  (Opus and Sonnet 4.6 and later, the Claude 5 family) are sent ``thinking: {"type":
+  "adaptive"}`` (:func:`thinking_config`), never ``disabled`` or a manual budget. Retinue
+  never prefills an answer nor forces a tool choice.
 
 The answer's content blocks come back through :func:`reply_from_anthropic`, which checks
 their shape: a malformed answer is a one-line ``ModelError``, never a traceback.
+
+Sources: extended thinking, "Preserving thinking blocks" and "Thinking with tool use"
+(https://platform.claude.com/docs/en/build-with-claude/extended-thinking), the two-turn
+walk-through (https://platform.claude.com/docs/en/build-with-claude/thinking-tool-workflows),
+adaptive thinking (https://platform.claude.com/docs/en/build-with-claude/adaptive-thinking),
+the Fable 5 / 5.1 migration guides
+(https://platform.claude.com/docs/en/models/fable-5-1/migration-guide) and what is new in
+Fable 5.2 (https://platform.claude.com/docs/en/models/fable-5-2/whats-new-fable-5-2).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from retinue.errors import ModelError
 from retinue.llm.base import ToolSpec
-from retinue.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolResultMessage
+from retinue.messages import (
+    AssistantMessage,
+    Message,
+    ReasoningPart,
+    SystemMessage,
+    ToolCall,
+    ToolResultMessage,
+)
 
-__all__ = ["CACHE", "build_request", "reply_from_anthropic", "tool_input"]
+__all__ = [
+    "CACHE",
+    "always_thinks",
+    "build_request",
+    "is_signed",
+    "readable_by",
+    "reasoning_block",
+    "reasoning_part",
+    "reply_from_anthropic",
+    "thinking_config",
+    "tool_input",
+]
 
 CACHE = {"type": "ephemeral"}
+PROVIDER = "anthropic"
+THINKING_KINDS = ("thinking", "redacted_thinking")
+
+# Claude Fable and Mythos 5.x think on every request: "thinking: {type: 'disabled'} and
+# manual extended thinking ... return a 400 error" (Fable 5.1 migration guide, baseline).
+_ALWAYS = re.compile(r"claude-(fable|mythos)-(\d+)")
+# Adaptive thinking arrived with Opus 4.6 and Sonnet 4.6; the Claude 5 family takes only the
+# adaptive form (adaptive-thinking page, "supported models"). Older models: no thinking.
+_VERSIONED = re.compile(r"claude-(opus|sonnet|haiku|fable|mythos)-(\d+)(?:-(\d{1,2}))?(?!\d)")
+_DATE = re.compile(r"-\d{8}$")
+
+
+def always_thinks(model: str) -> bool:
+    """Whether ``model`` thinks on every request (no way to turn it off)."""
+    m = _ALWAYS.search(model.lower())
+    return m is not None and int(m.group(2)) >= 5
+
+
+def _adaptive(model: str) -> bool:
+    m = _VERSIONED.search(model.lower())
+    if m is None:
+        return False
+    major, minor = int(m.group(2)), int(m.group(3) or 0)
+    if major >= 5:
+        return True
+    return major == 4 and minor >= 6 and m.group(1) in ("opus", "sonnet")
+
+
+def thinking_config(model: str) -> dict[str, Any] | None:
+    """The ``thinking`` field for ``model``: adaptive where the model has it, else none.
+
+    Never ``disabled`` nor ``enabled`` with ``budget_tokens``: both are a 400 on the models
+    that always think, and the budget form is deprecated on Opus/Sonnet 4.6.
+    """
+    return {"type": "adaptive"} if always_thinks(model) or _adaptive(model) else None
+
+
+def _bare(model: str) -> str:
+    return _DATE.sub("", model.strip().lower())
+
+
+def readable_by(part: ReasoningPart, model: str) -> bool:
+    """Whether ``part`` may be sent to ``model``: only Anthropic blocks the same model made.
+
+    Thinking blocks are readable one way only ("Claude Fable 5.1 can read thinking blocks
+    from ... earlier Claude models. None of those models can read Claude Fable 5.1's thinking
+    blocks", Fable 5.1 migration guide; "Only Claude Fable 5.2 and Claude Mythos 5.2 read
+    Claude Fable 5.2 thinking blocks", what's new in Fable 5.2). Which older blocks a newer
+    model reads changes with each release, so a block goes back only to the model that made
+    it (a dated id and its alias count as one); blocks of another model or provider are
+    dropped, which the API allows for earlier turns ("you can omit thinking blocks from
+    previous turns", extended thinking, "Preserving thinking blocks").
+    """
+    return (
+        part.provider == PROVIDER
+        and part.kind in THINKING_KINDS
+        and _bare(part.model) == _bare(model)
+    )
+
+
+def reasoning_part(block: dict[str, Any], model: str) -> ReasoningPart:
+    """A ``thinking`` / ``redacted_thinking`` block (as a dict) as a reasoning part."""
+    kind = str(block.get("type"))
+    text = block.get("thinking") if kind == "thinking" else ""
+    if not isinstance(text, str):
+        raise _bad("a thinking block's thinking must be a string", text)
+    data = {k: v for k, v in block.items() if k not in ("type", "thinking")}
+    return ReasoningPart(PROVIDER, model, kind, data, text)
+
+
+def is_signed(part: ReasoningPart) -> bool:
+    """A block the API can check: a thinking block with its signature, a redacted one with
+    its data. One without (a proxy that strips them) cannot be sent back; it is dropped."""
+    key = "signature" if part.kind == "thinking" else "data"
+    value = part.data.get(key)
+    return isinstance(value, str) and bool(value)
+
+
+def reasoning_block(part: ReasoningPart) -> dict[str, Any]:
+    """The block ``part`` came from, as Anthropic sent it."""
+    if part.kind == "thinking":
+        return {"type": "thinking", "thinking": part.text, **part.data}
+    return {"type": part.kind, **part.data}
 
 
 def tool_input(arguments: str) -> dict[str, Any]:
@@ -44,19 +163,34 @@ def _bad(what: str, value: Any) -> ModelError:
     return ModelError(f"anthropic: malformed answer: {what}, got {type(value).__name__}")
 
 
-def reply_from_anthropic(content: Any) -> AssistantMessage:
+def _as_dict(block: Any) -> dict[str, Any]:
+    if isinstance(block, dict):
+        return block
+    dump = getattr(block, "model_dump", None)
+    if dump is None:
+        raise _bad("a content block must be an object", block)
+    return dump(mode="json", exclude_none=True)
+
+
+def reply_from_anthropic(content: Any, model: str = "") -> AssistantMessage:
     """An answer's content blocks (SDK objects or dicts) as an assistant message.
 
-    Text blocks are joined, ``tool_use`` blocks become tool calls, other kinds (thinking,
-    ...) are skipped; a wrong shape is a one-line ``ModelError``.
+    Text blocks are joined, ``tool_use`` blocks become tool calls, ``thinking`` and
+    ``redacted_thinking`` blocks become reasoning parts of ``model`` (the model that
+    answered), in order; other kinds are skipped; a wrong shape is a one-line ``ModelError``.
     """
     if not isinstance(content, list):
         raise _bad("content must be a list of blocks", content)
     texts: list[str] = []
     calls: list[ToolCall] = []
+    parts: list[ReasoningPart] = []
     for block in content:
         kind = _field(block, "type")
-        if kind == "text":
+        if kind in THINKING_KINDS:
+            part = reasoning_part(_as_dict(block), model)
+            if is_signed(part):
+                parts.append(part)
+        elif kind == "text":
             text = _field(block, "text")
             if not isinstance(text, str):
                 raise _bad("a text block's text must be a string", text)
@@ -70,10 +204,10 @@ def reply_from_anthropic(content: Any) -> AssistantMessage:
             if not isinstance(args, dict):
                 raise _bad(f"the input of tool call {name[:60]!r} must be an object", args)
             calls.append(ToolCall(call_id, name, json.dumps(args)))
-    return AssistantMessage("".join(texts), tuple(calls))
+    return AssistantMessage("".join(texts), tuple(calls), tuple(parts))
 
 
-def _blocks(m: Message) -> list[dict[str, Any]]:
+def _blocks(m: Message, model: str) -> list[dict[str, Any]]:
     if isinstance(m, ToolResultMessage):
         block: dict[str, Any] = {
             "type": "tool_result",
@@ -83,7 +217,13 @@ def _blocks(m: Message) -> list[dict[str, Any]]:
         if m.is_error:
             block["is_error"] = True
         return [block]
-    out: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
+    out: list[dict[str, Any]] = []
+    if isinstance(m, AssistantMessage):
+        # first in the message, before text and tool_use, as they came ("the assistant turn
+        # echoed exactly as received, thinking block included", thinking-tool-workflows)
+        out += [reasoning_block(p) for p in m.reasoning if readable_by(p, model)]
+    if m.content:
+        out.append({"type": "text", "text": m.content})
     if isinstance(m, AssistantMessage):
         out += [
             {"type": "tool_use", "id": t.id, "name": t.name, "input": tool_input(t.arguments)}
@@ -93,9 +233,10 @@ def _blocks(m: Message) -> list[dict[str, Any]]:
 
 
 def messages_to_anthropic(
-    messages: Sequence[Message],
+    messages: Sequence[Message], model: str = ""
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """``(system_blocks, messages)`` in Messages API form, cache breakpoints included."""
+    """``(system_blocks, messages)`` in Messages API form for ``model``, cache breakpoints
+    included; reasoning parts ``model`` cannot read are left out (:func:`readable_by`)."""
     system: list[dict[str, Any]] = []
     wire: list[dict[str, Any]] = []
     for m in messages:
@@ -104,7 +245,7 @@ def messages_to_anthropic(
                 system.append({"type": "text", "text": m.content})
             continue
         role = "assistant" if isinstance(m, AssistantMessage) else "user"
-        blocks = _blocks(m)
+        blocks = _blocks(m, model)
         if not blocks:
             continue  # Anthropic refuses empty text; an empty reply carries nothing
         if wire and wire[-1]["role"] == role:
@@ -115,8 +256,20 @@ def messages_to_anthropic(
         system[-1] = {**system[-1], "cache_control": CACHE}
     if wire:
         last = wire[-1]["content"]
-        last[-1] = {**last[-1], "cache_control": CACHE}
+        index = _cacheable(last)
+        if index is not None:
+            last[index] = {**last[index], "cache_control": CACHE}
     return system, wire
+
+
+def _cacheable(blocks: list[dict[str, Any]]) -> int | None:
+    """The last block a cache breakpoint may sit on: thinking blocks cannot carry
+    ``cache_control`` ("Thinking blocks cannot be explicitly marked with cache_control",
+    extended thinking, "Thinking block caching")."""
+    for i in range(len(blocks) - 1, -1, -1):
+        if blocks[i].get("type") not in THINKING_KINDS:
+            return i
+    return None
 
 
 def tools_to_anthropic(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
@@ -134,12 +287,15 @@ def build_request(
     stream: bool,
 ) -> dict[str, Any]:
     """The JSON body of one Messages API request."""
-    system, wire = messages_to_anthropic(messages)
+    system, wire = messages_to_anthropic(messages, model)
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": wire}
     if system:
         body["system"] = system
     if tools:
-        body["tools"] = tools_to_anthropic(tools)
+        body["tools"] = tools_to_anthropic(tools)  # no tool_choice: "auto" is the default
+    thinking = thinking_config(model)
+    if thinking is not None:
+        body["thinking"] = thinking
     if stream:
         body["stream"] = True
     return body

@@ -7,6 +7,13 @@ stream class of raw events.
 
 ``Usage.input_tokens`` is the whole prompt (uncached + cache reads + cache writes), the figure
 the run loop compares with the context window; ``cache_read_tokens`` is the cached part.
+
+Thinking blocks, streamed or not, come back as reasoning parts of the model that answered
+(:mod:`retinue.llm._anthropic_wire` says when they are sent back). A refusal arrives as HTTP
+200 with ``stop_reason: "refusal"`` ("A declined request returns stop_reason: "refusal" with
+a stop_details.category", https://platform.claude.com/docs/en/models/fable-5-1/migration-guide,
+and the docs' "Refusals and fallback" page); it is raised as
+:class:`~retinue.errors.ModelRefusal`, never passed on as an empty answer.
 """
 
 from __future__ import annotations
@@ -23,19 +30,29 @@ from anthropic.types import (
     RawMessageDeltaEvent,
     RawMessageStartEvent,
     RawMessageStreamEvent,
+    RedactedThinkingBlock,
+    RefusalStopDetails,
+    SignatureDelta,
     TextDelta,
+    ThinkingBlock,
+    ThinkingDelta,
     ToolUseBlock,
 )
 from anthropic.types import Message as WireMessage
 
-from retinue.errors import ModelError
-from retinue.llm._anthropic_wire import build_request, reply_from_anthropic
+from retinue.errors import ModelError, ModelRefusal
+from retinue.llm._anthropic_wire import (
+    build_request,
+    is_signed,
+    reasoning_part,
+    reply_from_anthropic,
+)
 from retinue.llm._clients import PerLoopClients, api_key_for
 from retinue.llm._errors import ProviderInfo, connection_error, status_error
 from retinue.llm._openai_wire import ToolCallAssembler
 from retinue.llm.base import ModelResponse, TextCallback, ToolSpec
 from retinue.llm.guard import check_request_allowed
-from retinue.messages import AssistantMessage, Message, Usage
+from retinue.messages import AssistantMessage, Message, ReasoningPart, Usage
 
 __all__ = ["DEFAULT_BASE_URL", "AnthropicModel"]
 
@@ -99,7 +116,7 @@ class AnthropicModel:
         try:
             if on_text is None:
                 reply = await client.post("/v1/messages", body=body, cast_to=WireMessage)
-                return _from_message(reply)
+                return _from_message(reply, self._model)
             events = await client.post(
                 "/v1/messages",
                 body=body,
@@ -107,7 +124,7 @@ class AnthropicModel:
                 stream=True,
                 stream_cls=AsyncStream[RawMessageStreamEvent],
             )
-            return await _from_stream(events, on_text)
+            return await _from_stream(events, on_text, self._model)
         except anthropic.APIStatusError as exc:
             raise status_error(self._info, exc.status_code, exc.body, exc.message) from None
         except anthropic.APIConnectionError as exc:
@@ -128,8 +145,19 @@ def _usage(
     return Usage(prompt, output_tokens or 0, read, 1)
 
 
-def _from_message(reply: WireMessage) -> ModelResponse:
-    message = reply_from_anthropic(reply.content)
+def refused(model: str, details: RefusalStopDetails | None) -> ModelRefusal:
+    """The one-line error for a ``stop_reason: "refusal"`` answer."""
+    why = ""
+    if details is not None and details.category:
+        why = f" (category: {details.category})"
+    return ModelRefusal(f"anthropic:{model} declined to answer this request{why}")
+
+
+def _from_message(reply: WireMessage, requested: str) -> ModelResponse:
+    model = reply.model or requested
+    if reply.stop_reason == "refusal":
+        raise refused(model, reply.stop_details)
+    message = reply_from_anthropic(reply.content, model)
     u = reply.usage
     usage = _usage(
         u.input_tokens, u.output_tokens, u.cache_read_input_tokens, u.cache_creation_input_tokens
@@ -138,13 +166,41 @@ def _from_message(reply: WireMessage) -> ModelResponse:
     return ModelResponse(message, usage, finish)
 
 
+class _Thinking:
+    """Thinking blocks assembled from a stream: ``thinking_delta`` and ``signature_delta``
+    events add to the block their index names ("Streaming thinking", extended thinking)."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, dict[str, str]] = {}
+
+    def start(self, index: int, block: ThinkingBlock | RedactedThinkingBlock) -> None:
+        self.blocks[index] = {k: v for k, v in block.model_dump(mode="json").items() if v}
+
+    def add(self, index: int, key: str, piece: str) -> None:
+        block = self.blocks.setdefault(index, {"type": "thinking"})
+        block[key] = block.get(key, "") + piece
+
+    def parts(self, model: str) -> tuple[ReasoningPart, ...]:
+        out = []
+        for _, block in sorted(self.blocks.items()):
+            if block.get("type") == "thinking":
+                block = {"thinking": "", "signature": "", **block}
+            part = reasoning_part(block, model)
+            if is_signed(part):
+                out.append(part)
+        return tuple(out)
+
+
 async def _from_stream(
-    events: AsyncStream[RawMessageStreamEvent], on_text: TextCallback
+    events: AsyncStream[RawMessageStreamEvent], on_text: TextCallback, requested: str
 ) -> ModelResponse:
     texts: list[str] = []
     calls = ToolCallAssembler()
+    thinking = _Thinking()
     tokens = [0, 0, 0, 0]  # input, output, cache read, cache write
     stop_reason = "end_turn"
+    model = requested
+    details: RefusalStopDetails | None = None
     async for event in events:
         if isinstance(event, RawContentBlockDeltaEvent):
             delta = event.delta
@@ -153,11 +209,18 @@ async def _from_stream(
                 on_text(delta.text)
             elif isinstance(delta, InputJSONDelta):
                 calls.add(event.index, None, None, delta.partial_json)
+            elif isinstance(delta, ThinkingDelta):
+                thinking.add(event.index, "thinking", delta.thinking)
+            elif isinstance(delta, SignatureDelta):
+                thinking.add(event.index, "signature", delta.signature)
         elif isinstance(event, RawContentBlockStartEvent):
             block = event.content_block
             if isinstance(block, ToolUseBlock):
                 calls.add(event.index, block.id, block.name, None)
+            elif isinstance(block, ThinkingBlock | RedactedThinkingBlock):
+                thinking.start(event.index, block)
         elif isinstance(event, RawMessageStartEvent):
+            model = event.message.model or model
             u = event.message.usage
             tokens = [
                 u.input_tokens,
@@ -172,6 +235,10 @@ async def _from_stream(
             tokens[2] = d.cache_read_input_tokens or tokens[2]
             tokens[3] = d.cache_creation_input_tokens or tokens[3]
             stop_reason = event.delta.stop_reason or stop_reason
+            details = event.delta.stop_details or details
+    if stop_reason == "refusal":
+        raise refused(model, details)
     usage = _usage(*tokens)
     finish = _FINISH.get(stop_reason, stop_reason)
-    return ModelResponse(AssistantMessage("".join(texts), calls.calls()), usage, finish)
+    message = AssistantMessage("".join(texts), calls.calls(), thinking.parts(model))
+    return ModelResponse(message, usage, finish)
