@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from retinue.events import TOOL_FINISHED, TOOL_STARTED, emit
@@ -26,6 +27,7 @@ from retinue.policy.approvals import (
     ask_approver,
     new_request_id,
 )
+from retinue.policy.confine import rule_paths
 from retinue.policy.hooks import HookResult, Hooks, hook_input, notify
 from retinue.policy.modes import (
     Decision,
@@ -37,6 +39,7 @@ from retinue.policy.modes import (
 )
 from retinue.policy.rules import Rule, RuleSet, rule_for, rule_names
 from retinue.tools.builtin.pathrules import PathFilter
+from retinue.tools.builtin.sandbox import RulePaths
 
 if TYPE_CHECKING:
     from retinue.tools.base import ToolContext, ToolRegistry
@@ -132,6 +135,11 @@ class Policy:
             return PathFilter()
         spellings = (os.path.normpath(ctx.workspace), os.path.realpath(ctx.workspace))
         return PathFilter(patterns, tuple(dict.fromkeys(spellings)))
+
+    def sandbox_paths(self, workspace: Path) -> RulePaths:
+        """What the sandbox must hide (Read deny rules) or keep read-only (Edit deny rules)
+        from a command in ``workspace`` (:mod:`retinue.policy.confine`)."""
+        return rule_paths(self.rules.deny, workspace)
 
     def _no_asking(self, decision: Decision, why: str) -> tuple[Decision, str]:
         """Under ``dontAsk`` (anywhere in the chain) what would ask a person is refused."""

@@ -50,7 +50,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol, runtime_checkable
 
 __all__ = [
     "BWRAP_ENV",
@@ -59,6 +59,8 @@ __all__ = [
     "SAFE_ENV",
     "SECRET_PATHS",
     "Confinement",
+    "RuleMounts",
+    "RulePaths",
     "Sandbox",
     "bwrap_problem",
     "confinement",
@@ -205,6 +207,24 @@ def lifetime_wrap(argv: Sequence[str], bwrap: str = "bwrap") -> list[str]:
         args.append("--unshare-user")  # an unprivileged user needs one for the PID namespace
     args += ["--dev-bind", "/", "/", "--proc", "/proc", "--", *argv]
     return args
+
+
+@dataclass(frozen=True, slots=True)
+class RulePaths:
+    """The existing paths deny rules name: ``hidden`` (Read), ``read_only`` (Edit);
+    ``complete`` false when they could not all be found (too many files to look at)."""
+
+    hidden: tuple[Path, ...] = ()
+    read_only: tuple[Path, ...] = ()
+    complete: bool = True
+
+
+@runtime_checkable
+class RuleMounts(Protocol):
+    """What the permission gate (:class:`retinue.policy.gate.Policy`) tells the sandbox:
+    the paths its deny rules keep from commands."""
+
+    def sandbox_paths(self, workspace: Path) -> RulePaths: ...
 
 
 @dataclass(frozen=True, slots=True)

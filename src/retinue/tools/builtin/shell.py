@@ -27,6 +27,7 @@ import os
 import signal
 import subprocess
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -34,7 +35,7 @@ from pydantic import Field
 
 from retinue.errors import ToolError
 from retinue.tools.base import Tool, ToolContext, tool
-from retinue.tools.builtin.sandbox import Sandbox, bwrap_problem, safe_environment
+from retinue.tools.builtin.sandbox import RuleMounts, Sandbox, bwrap_problem, safe_environment
 from retinue.tools.builtin.workspace import workspace_root
 
 __all__ = [
@@ -250,12 +251,26 @@ async def _sandbox_for(cwd: Path, ctx: ToolContext) -> tuple[Sandbox | None, str
     sandbox = Sandbox.for_workspace(cwd, ctx.data_dir)
     problem = await asyncio.to_thread(bwrap_problem, sandbox.bwrap)  # runs bwrap once
     if problem is None:
-        return sandbox, ""
+        return await _with_rules(sandbox, ctx), ""
     if problem in _told:
         return None, ""
     _told.add(problem)
     log.warning("Bash runs unsandboxed: %s", problem)
     return None, f"[note: no sandbox: {problem}; commands run unsandboxed]\n"
+
+
+async def _with_rules(sandbox: Sandbox, ctx: ToolContext) -> Sandbox:
+    """``sandbox`` with the paths the gate's deny rules keep from commands mounted away."""
+    gate = ctx.gate
+    if not isinstance(gate, RuleMounts):
+        return sandbox
+    found = await asyncio.to_thread(gate.sandbox_paths, sandbox.workspace)
+    if not found.complete:
+        raise ToolError(
+            "the workspace holds too many files to find every path a Read or Edit deny rule "
+            "names, so the sandbox cannot keep those rules; the command was not run"
+        )
+    return replace(sandbox, denied=found.hidden, read_only=found.read_only)
 
 
 def _describe(code: int) -> str:
