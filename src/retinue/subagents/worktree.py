@@ -4,19 +4,24 @@ The worktree is made when the session is built (``git worktree add --detach`` at
 workspace's ``HEAD``, under ``<data dir>/worktrees/``) and looked at when the session ends:
 with no change (nothing modified or untracked, no commit made) it is removed; otherwise it is
 kept and the changes are reported, for the user to merge or remove. The repository's own
-hooks are not run (``core.hooksPath`` is emptied for these commands: the workspace is not
-trusted to run code). A workspace that is not a git repository with a commit gets no
-worktree, and the reason is reported. Every git command is bounded in time.
+hooks are not run, nor any other program its config names (:data:`INERT`: the workspace is
+not trusted to run code; the sandbox keeps ``.git/config``, ``commondir`` and ``info/`` out
+of a command's reach, so what they name is the user's own). A workspace that is not a git
+repository with a commit gets no worktree, and the reason is reported. Every git command is
+bounded in time.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from retinue.tools.builtin.sandbox import safe_environment
 
 __all__ = ["Worktree", "close_worktree", "open_worktree"]
 
@@ -30,17 +35,35 @@ class Worktree:
     base: str  # the commit it started from
 
 
+INERT = (
+    "core.hooksPath=/dev/null",
+    "core.fsmonitor=false",
+    "core.sshCommand=false",
+    "core.pager=cat",
+    "core.editor=false",
+    "diff.external=",
+    "credential.helper=",
+    "protocol.ext.allow=never",
+    "submodule.recurse=false",
+)
+"""Settings every git command of Retinue's own runs with: no hook, file-system monitor, pager,
+editor, external diff or credential helper that the workspace's config names can start."""
+
+
 def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     git = shutil.which("git")
     if git is None:
         raise OSError("git is not installed")
+    inert = [arg for setting in INERT for arg in ("-c", setting)]
+    env = {**safe_environment(os.environ), "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0"}
     return subprocess.run(
-        [git, "-c", "core.hooksPath=/dev/null", "-C", str(cwd), *args],
+        [git, *inert, "--no-pager", "-C", str(cwd), *args],
         capture_output=True,
         text=True,
         timeout=GIT_TIMEOUT,
         check=False,
         stdin=subprocess.DEVNULL,
+        env=env,
     )
 
 
