@@ -353,7 +353,7 @@ class Conversation:
         workspace = rt.settings.workspace
         if self.compact:
             roles = [(r.name, r.description) for r in rt.catalog.roles.values()]
-            parts = [compact_main_prompt(workspace, roles, list(rt.skills.skills))]
+            parts = [compact_main_prompt(workspace, roles, [s.name for s in rt.skills.offered()])]
             if rt.instructions:
                 parts.insert(0, rt.instructions)
         else:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from retinue.errors import ToolError
+from retinue.policy.gate import Policy
 from retinue.skills import SkillCatalog, parse_skill, skill_dirs, skill_tool, skills_section
 from retinue.skills.catalog import MAX_LISTED_SKILLS, SKILLS_BUDGET_CHARS
 from retinue.skills.tool import read_skill_file
@@ -33,21 +34,22 @@ def write_skill(root: Path, name: str, *front: str, body: str = "Do it well.") -
 def test_precedence_as_for_roles_and_shadowing_reported(tmp_path: Path) -> None:
     ws, home, me = tmp_path / "ws", tmp_path / "retinue-home", tmp_path / "me"
     dirs = skill_dirs(ws, home, me)
+    # personal before project, as Claude Code ranks them ("enterprise > personal > project")
     assert dirs == [
-        ws / ".retinue" / "skills",
         home / "skills",
-        ws / ".claude" / "skills",
         me / ".claude" / "skills",
+        ws / ".retinue" / "skills",
+        ws / ".claude" / "skills",
     ]
-    write_skill(dirs[3], "pdf", body="USER pdf")
-    write_skill(dirs[2], "pdf", body="PROJECT pdf")
-    write_skill(dirs[0], "lint")
-    write_skill(dirs[1] / "plugin" / "skills", "tdd")  # a plugin's skills/ folder
+    write_skill(me / ".claude" / "skills", "pdf", body="USER pdf")
+    write_skill(ws / ".claude" / "skills", "pdf", body="PROJECT pdf")
+    write_skill(ws / ".retinue" / "skills", "lint")
+    write_skill(home / "skills" / "plugin" / "skills", "tdd")  # a plugin's skills/ folder
     catalog = SkillCatalog.load(dirs)
     assert sorted(catalog.skills) == ["lint", "pdf", "tdd"]
-    assert catalog.skills["pdf"].body == "PROJECT pdf"
+    assert catalog.skills["pdf"].body == "USER pdf"  # the project's does not shadow the user's
     shadowed = [p for p in catalog.problems if "shadowed by" in p.reason]
-    assert len(shadowed) == 1 and shadowed[0].path == dirs[3] / "pdf" / "SKILL.md"
+    assert len(shadowed) == 1 and shadowed[0].path == ws / ".claude" / "skills" / "pdf" / "SKILL.md"
 
 
 def test_untrusted_files_one_bad_skill_is_reported_and_skipped(tmp_path: Path) -> None:
@@ -78,7 +80,7 @@ def test_front_matter_as_the_specification_and_claude_code_write_it(tmp_path: Pa
     folder.mkdir()
     space = parse_skill(folder, "---\ndescription: d\nallowed-tools: Read Bash(git:*) Grep\n---\nB")
     assert space.name == "git-helper" and "folder's name" in space.notes[0]
-    assert space.allowed_tools == ("Read", "Bash", "Grep") and space.body == "B"
+    assert space.allowed_tools == ("Read", "Bash(git:*)", "Grep") and space.body == "B"
     comma = parse_skill(
         folder, "---\nname: git-helper\ndescription: d\nallowed-tools: Read, Edit\n---\n"
     )
@@ -126,7 +128,7 @@ async def test_the_skill_tool_loads_a_body_and_reads_files_of_its_folder_only(
     ctx = ToolContext("main", tmp_path, tmp_path)
     body = await t.invoke(ctx, '{"name": "pdf"}')
     assert "See reference.md" in body and "reference.md, scripts/fill.py" in body
-    assert "Its allowed tools: Read." in body
+    assert "Its allowed-tools (pre-approved where a role preloads it): Read." in body
     assert await t.invoke(ctx, '{"name": "pdf", "file": "reference.md"}') == "REFERENCE"
     skill = catalog.skills["pdf"]
     for escape in ("../../secret.txt", "link.txt", "/etc/hostname", "."):
@@ -145,27 +147,93 @@ def _make(name: str):
     return t
 
 
-async def test_a_role_preloads_skills_and_their_allowed_tools_narrow_its_tools(
+async def test_a_role_preloads_skills_and_their_allowed_tools_take_nothing_away(
     tmp_path: Path,
 ) -> None:
+    """allowed-tools means pre-approved (the specification, Claude Code), not "only these":
+    a role preloading such a skill keeps Write and Edit; disallowed-tools removes tools."""
     root = tmp_path / "skills"
     write_skill(root, "review", "allowed-tools: Read Grep", body="REVIEW STEPS")
-    write_skill(root, "notes", body="NOTES STEPS")
+    write_skill(root, "notes", "disallowed-tools: Bash", body="NOTES STEPS")
     catalog = SkillCatalog.load([root])
-    tools = ToolRegistry([_make(n) for n in ("Read", "Grep", "Bash", "Write")])
-    reviewer = Role("reviewer", "d", "p", skills=("review", "notes", "missing"))
-    plain = Role("plain", "d", "p", skills=("notes",))
-    mgr = SubAgentManager(RoleCatalog.of(reviewer, plain), tools, default_model=ScriptedModel())
+    tools = ToolRegistry([_make(n) for n in ("Read", "Grep", "Bash", "Write", "Edit")])
+    reviewer = Role("reviewer", "d", "p", skills=("review", "missing"))
+    noted = Role("noted", "d", "p", skills=("notes",))
+    mgr = SubAgentManager(RoleCatalog.of(reviewer, noted), tools, default_model=ScriptedModel())
     mgr.factory.skills, mgr.factory.skill_tool = catalog, skill_tool(catalog)
     mgr.factory.instructions = "## Project instructions\nUSE TABS"
     events: list[object] = []
     ctx = ToolContext("main/reviewer", tmp_path, tmp_path, role="reviewer", events=events.append)
     prompt = await mgr.factory.system_prompt(reviewer, ctx)
-    assert "REVIEW STEPS" in prompt and "NOTES STEPS" in prompt and "USE TABS" in prompt
+    assert "REVIEW STEPS" in prompt and "USE TABS" in prompt
     assert any("'missing', which is not installed" in str(e) for e in events)
-    names = mgr.factory.tools_for(reviewer).names
-    assert {"Read", "Grep", "Skill"} <= set(names) and not {"Bash", "Write"} & set(names)
-    assert {"Bash", "Write", "Skill"} <= set(mgr.factory.tools_for(plain).names)  # no narrowing
+    names = set(mgr.factory.tools_for(reviewer).names)
+    assert {"Read", "Grep", "Bash", "Write", "Edit", "Skill"} <= names
+    assert set(mgr.factory.tools_for(noted).names) == {"Read", "Grep", "Write", "Edit", "Skill"}
+
+
+def test_a_preloaded_skills_allowed_tools_are_pre_approved_for_that_role_only(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "skills"
+    write_skill(
+        root, "git", "allowed-tools: Bash(git status:*) Write", "disallowed-tools: Bash(rm:*)"
+    )
+    catalog = SkillCatalog.load([root])
+    tools = ToolRegistry([_make(n) for n in ("Read", "Bash", "Write")])
+    with_skill, plain = Role("gitter", "d", "p", skills=("git",)), Role("plain", "d", "p")
+    mgr = SubAgentManager(RoleCatalog.of(with_skill, plain), tools, default_model=ScriptedModel())
+    mgr.factory.skills, mgr.factory.skill_tool = catalog, skill_tool(catalog)
+    policy = Policy(modes=("default",), sandboxed=False)  # nobody to approve: ask is refused
+    parent = ToolContext("main", tmp_path, tmp_path, gate=policy)
+
+    def decide(role: Role, tool: str, args: dict[str, str]) -> str:
+        ctx = mgr.factory.config(role, parent, interactive=False).context
+        assert isinstance(ctx.gate, Policy)
+        return ctx.gate.decide(tool, args, ctx)[0]
+
+    write = {"file_path": str(tmp_path / "a.txt"), "content": "x"}
+    assert decide(with_skill, "Write", write) == "allow"
+    assert decide(with_skill, "Bash", {"command": "git status --short"}) == "allow"
+    assert decide(with_skill, "Bash", {"command": "git push"}) == "ask"  # not pre-approved
+    assert decide(with_skill, "Bash", {"command": "rm -rf x"}) == "deny"  # disallowed-tools
+    assert decide(plain, "Write", write) == "ask"  # the parent's policy is unchanged
+    assert policy.decide("Write", write, parent)[0] == "ask"
+    assert policy.rules.allow == []
+
+
+def test_a_skill_named_with_spaces_loads_under_its_folders_name(tmp_path: Path) -> None:
+    root = tmp_path / "skills"
+    (root / "agent-development").mkdir(parents=True)
+    (root / "agent-development" / "SKILL.md").write_text(
+        "---\nname: Agent Development\ndescription: builds agents\n---\nSTEPS"
+    )
+    catalog = SkillCatalog.load([root])
+    assert list(catalog.skills) == ["agent-development"] and catalog.errors() == []
+    assert "folder's name 'agent-development' is used" in catalog.problems[0].reason
+
+
+async def test_disable_model_invocation_keeps_a_skill_from_the_model(tmp_path: Path) -> None:
+    root = tmp_path / "skills"
+    write_skill(root, "prune-branches", "disable-model-invocation: true", body="DELETE BRANCHES")
+    write_skill(root, "lint", "disable-model-invocation: false")
+    catalog = SkillCatalog.load([root])
+    assert sorted(catalog.skills) == ["lint", "prune-branches"]  # loaded, listed for the user
+    section = skills_section(catalog)
+    assert "lint" in section and "prune-branches" not in section
+    t = skill_tool(catalog)
+    ctx = ToolContext("main", tmp_path, tmp_path)
+    with pytest.raises(ToolError, match="for the user to invoke"):
+        await t.invoke(ctx, '{"name": "prune-branches"}')
+    with pytest.raises(ToolError, match=r"known: lint$"):
+        await t.invoke(ctx, '{"name": "other"}')
+    pruner = Role("pruner", "d", "p", skills=("prune-branches",))
+    mgr = SubAgentManager(RoleCatalog.of(pruner), ToolRegistry(), default_model=ScriptedModel())
+    mgr.factory.skills, mgr.factory.skill_tool = catalog, t
+    events: list[object] = []
+    rctx = ToolContext("main/pruner", tmp_path, tmp_path, role="pruner", events=events.append)
+    assert "DELETE BRANCHES" not in await mgr.factory.system_prompt(pruner, rctx)
+    assert any("for the user to invoke" in str(e) for e in events)
 
 
 @pytest.mark.skipif(not SKILLS_CORPUS.is_dir(), reason=f"skills corpus not at {SKILLS_CORPUS}")

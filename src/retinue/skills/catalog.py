@@ -46,9 +46,11 @@ class Skill:
     description: str
     body: str
     folder: Path
-    allowed_tools: tuple[str, ...] | None = None  # None: the skill does not narrow
+    allowed_tools: tuple[str, ...] | None = None  # pre-approved while active, as written
     license: str | None = None
     notes: tuple[str, ...] = ()
+    disallowed_tools: tuple[str, ...] = ()  # removed from a sub-agent that preloads it
+    model_invocable: bool = True  # False: disable-model-invocation (the user's to invoke)
 
     def preloaded(self) -> str:
         """Its body as a sub-agent's prompt carries it (bounded, cut said)."""
@@ -62,28 +64,21 @@ SkillProblem = RoleProblem  # (path, reason, severity): the same report as a rol
 
 
 def skill_dirs(workspace: Path, home: Path, user_home: Path | None = None) -> list[Path]:
-    """Where skills are searched, highest precedence first (as :func:`role_dirs`)."""
+    """Where skills are searched, highest precedence first: the user's own before the
+    project's, as Claude Code ranks them ("enterprise > personal > project"; the reverse of
+    roles, where a project's sub-agents win), Retinue's folder before Claude Code's in each."""
     return [
-        workspace / ".retinue" / "skills",
         home / "skills",
-        workspace / ".claude" / "skills",
         (user_home or Path.home()) / ".claude" / "skills",
+        workspace / ".retinue" / "skills",
+        workspace / ".claude" / "skills",
     ]
 
 
 def parse_skill(folder: Path, text: str) -> Skill:
     """One ``SKILL.md``; :class:`RoleError` says what is wrong."""
     meta, notes, body = split_front_matter(text)
-    raw = meta.get("name")
-    if raw is None:
-        name = folder.name
-        notes.append(f"no 'name'; the folder's name {name!r} is used")
-    elif isinstance(raw, str | int) and str(raw).strip():
-        name = str(raw).strip()
-    else:
-        raise RoleError("'name' must be text")
-    if not _LOOSE_NAME.fullmatch(name):
-        raise RoleError(f"invalid skill name {name!r} (lowercase letters, digits and '-')")
+    name = _name(folder, meta.get("name"), notes)
     if not _NAME.fullmatch(name) or "--" in name:
         notes.append(f"name {name!r} is not lowercase letters, digits and single '-'")
     if name != folder.name:
@@ -95,30 +90,51 @@ def parse_skill(folder: Path, text: str) -> Skill:
     if len(description) > MAX_DESCRIPTION:
         notes.append(f"description longer than {MAX_DESCRIPTION} characters")
     licence = meta.get("license")
+    hidden = meta.get("disable-model-invocation", False)
+    if not isinstance(hidden, bool):
+        notes.append(f"disable-model-invocation {hidden!r} is not true or false (read as true)")
     return Skill(
         name=name,
         description=description,
         body=body,
         folder=folder,
-        allowed_tools=_allowed_tools(meta.get("allowed-tools"), notes),
+        allowed_tools=_tool_list(meta.get("allowed-tools"), "allowed-tools", notes),
         license=str(licence)[:200] if licence is not None else None,
         notes=tuple(notes),
+        disallowed_tools=_tool_list(meta.get("disallowed-tools"), "disallowed-tools", notes) or (),
+        model_invocable=hidden is False,
     )
 
 
-def _allowed_tools(value: Any, notes: list[str]) -> tuple[str, ...] | None:
-    """``allowed-tools``: space-delimited (the specification), commas or a list (Claude
-    Code); ``Bash(git:*)`` counts as ``Bash`` (patterns are the policy's business)."""
+def _name(folder: Path, raw: Any, notes: list[str]) -> str:
+    """The skill's name: its ``name``, or its folder's when it has none or one that is not
+    a name (``Agent Development``: Claude Code loads that skill under its folder's name)."""
+    if raw is not None and not (isinstance(raw, str | int) and str(raw).strip()):
+        raise RoleError("'name' must be text")
+    name = str(raw).strip() if raw is not None else None
+    if name is not None and _LOOSE_NAME.fullmatch(name):
+        return name
+    if not _LOOSE_NAME.fullmatch(folder.name):
+        shown = name if name is not None else folder.name
+        raise RoleError(f"invalid skill name {shown!r} (lowercase letters, digits and '-')")
+    said = "no 'name'" if name is None else f"name {name[:80]!r} is not a skill name"
+    notes.append(f"{said}; the folder's name {folder.name!r} is used")
+    return folder.name
+
+
+def _tool_list(value: Any, key: str, notes: list[str]) -> tuple[str, ...] | None:
+    """``allowed-tools`` / ``disallowed-tools``: space-delimited (the specification), commas
+    or a list (Claude Code); entries as written (``Bash(git:*)``: a permission rule)."""
     if value is None:
         return None
     if isinstance(value, str):
-        items = re.findall(r"[^\s,()]+(?:\([^)]*\))?", value)
+        items = re.findall(r"[^\s,()]+(?:\([^)]*\))?", value[:MAX_DESCRIPTION])
     elif isinstance(value, list):
-        items = [str(v).strip() for v in value if isinstance(v, str | int)]
+        items = [str(v).strip() for v in value[:100] if isinstance(v, str | int)]
     else:
-        notes.append("'allowed-tools' is not a list of tools (ignored)")
+        notes.append(f"'{key}' is not a list of tools (ignored)")
         return None
-    return tuple(dict.fromkeys(i.split("(", 1)[0] for i in items if i))
+    return tuple(dict.fromkeys(i for i in items if i))
 
 
 def _skill_folders(root: Path) -> Iterator[Path]:
@@ -175,16 +191,22 @@ class SkillCatalog:
     def errors(self) -> list[SkillProblem]:
         return [p for p in self.problems if p.severity == "error"]
 
+    def offered(self) -> list[Skill]:
+        """The skills a model is offered (``disable-model-invocation`` ones left out)."""
+        return [s for s in self.skills.values() if s.model_invocable]
+
     def preload(self, names: Sequence[str]) -> tuple[list[Skill], list[str]]:
-        """The skills ``names`` asks for, and the names no skill answers to."""
-        found = [s for n in names if (s := self.skills.get(n)) is not None]
-        return found, [n for n in names if n not in self.skills]
+        """The skills ``names`` asks for, and the names no skill answers to (a skill whose
+        author reserved it for the user is not preloaded either, as in Claude Code)."""
+        found = [s for n in names if (s := self.skills.get(n)) is not None and s.model_invocable]
+        return found, [n for n in names if n not in {s.name for s in found}]
 
 
 def skills_section(catalog: SkillCatalog) -> str:
     """The main agent's prompt section: names and descriptions only, bounded (past
-    :data:`MAX_LISTED_SKILLS` or :data:`SKILLS_BUDGET_CHARS`, names only)."""
-    skills = list(catalog.skills.values())
+    :data:`MAX_LISTED_SKILLS` or :data:`SKILLS_BUDGET_CHARS`, names only); skills whose
+    author set ``disable-model-invocation`` are not offered."""
+    skills = catalog.offered()
     if not skills:
         return ""
     head = (

@@ -37,6 +37,10 @@ def skill_tool(catalog: SkillCatalog) -> Tool:
         skill = catalog.get(name.strip())
         if skill is None:
             raise ToolError(_unknown(catalog, name))
+        if not skill.model_invocable:
+            raise ToolError(
+                f"skill {skill.name!r} is for the user to invoke (disable-model-invocation)"
+            )
         if file:
             return read_skill_file(skill, file)
         return _body(skill)
@@ -53,8 +57,9 @@ def _body(skill: Skill) -> str:
         else ""
     )
     tools = (
-        f"\nIts allowed tools: {', '.join(skill.allowed_tools)}."
-        if skill.allowed_tools is not None
+        f"\nIts allowed-tools (pre-approved where a role preloads it): "
+        f"{', '.join(skill.allowed_tools)}."
+        if skill.allowed_tools
         else ""
     )
     return f"# Skill {skill.name} (folder {skill.folder}){tools}\n\n{skill.body}" + (
@@ -90,6 +95,7 @@ def _files(folder: Path, limit: int = 200) -> list[str]:
 
 def _unknown(catalog: SkillCatalog, name: str) -> str:
     words = set(re.findall(r"[a-z0-9]+", name.lower()))
-    near = [s for s in catalog.skills if words & set(re.findall(r"[a-z0-9]+", s))][:8]
-    known = ", ".join(near or sorted(catalog.skills)[:20]) or "none"
+    names = [s.name for s in catalog.offered()]
+    near = [s for s in names if words & set(re.findall(r"[a-z0-9]+", s))][:8]
+    known = ", ".join(near or sorted(names)[:20]) or "none"
     return f"no skill {name!r}; {'similar' if near else 'known'}: {known}"

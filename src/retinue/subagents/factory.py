@@ -4,8 +4,10 @@ its memory goes when its conversation ends.
 Besides the role's own prompt, a sub-agent's system prompt carries the project instructions
 (``CLAUDE.md`` / ``AGENTS.md``, as Claude Code gives its sub-agents) and the bodies of the
 skills its ``skills:`` preloads; those skills are *active* for its whole session, so their
-``allowed-tools`` (when they say any) narrow its tools to the tools they name, delegation,
-``AskParent``, memory and ``Skill`` aside. ``skills``, ``skill_tool`` and ``instructions`` are
+``allowed-tools`` are pre-approved there (allow rules added to its policy: no approval is
+asked for them, deny rules and modes still apply; they never take its other tools away),
+and their ``disallowed-tools`` are removed from its tools, as in Claude Code and the Agent
+Skills specification. ``skills``, ``skill_tool`` and ``instructions`` are
 set by whoever assembles the process (:class:`retinue.runtime.Runtime`). A role with
 ``isolation: worktree`` works in a git worktree of the workspace
 (:mod:`~retinue.subagents.worktree`), released when its session closes."""
@@ -28,6 +30,7 @@ from retinue.messages import Message
 from retinue.policy.gate import Policy
 from retinue.policy.hooks import Hooks
 from retinue.policy.modes import PermissionMode
+from retinue.policy.rules import RuleSet
 from retinue.subagents.roles import Role, RoleCatalog
 from retinue.subagents.tasklist import TASK_TOOL_NAMES, task_store, task_tools
 from retinue.subagents.team import TEAM_TOOL_NAMES, team_tools
@@ -99,7 +102,13 @@ class AgentFactory:
             hooks = gate.hooks.for_role(role.hooks, role.source, workspace=ctx.workspace,
                                         data_dir=ctx.data_dir)  # fmt: skip
             mode = cast("PermissionMode | None", role.permission_mode)
-            ctx = replace(ctx, gate=gate.narrowed(mode, hooks))
+            gate = gate.narrowed(mode, hooks)
+            ctx = replace(ctx, gate=gate)
+        preloaded = self.preloaded(role)
+        approved = [t for s in preloaded for t in s.allowed_tools or ()]
+        denied = [t for s in preloaded for t in s.disallowed_tools if "(" in t]  # patterns
+        if (approved or denied) and isinstance(gate, Policy):
+            ctx = replace(ctx, gate=_with_skill_rules(gate, approved, denied, ctx))
         return RunConfig(
             model=model,
             messages=[],
@@ -134,11 +143,9 @@ class AgentFactory:
     def tools_for(self, role: Role, *, interactive: bool = False) -> ToolRegistry:
         """The role's tools; ``AskParent`` for interactive sessions, and for one-shot runs of
         roles with the ``ask_parent`` capability (or that list it in their tools)."""
-        tools = self.tools.restricted(role.tools).without(role.disallowed)
         preloaded = self.preloaded(role)
-        narrowing = [s.allowed_tools for s in preloaded if s.allowed_tools is not None]
-        if narrowing:  # its skills are active all along: their allowed-tools narrow
-            tools = tools.restricted({t for allowed in narrowing for t in allowed})
+        removed = {*role.disallowed, *(t for s in preloaded for t in s.disallowed_tools)}
+        tools = self.tools.restricted(role.tools).without(removed)
         named = set(role.tools or ())
         spawn = role.can("spawn_agent") or bool(SPAWN_TOOL_NAMES & named)
         extra = list(subagent_tools()) if spawn else []
@@ -155,7 +162,7 @@ class AgentFactory:
         if role.can("memory") and self.memory is not None:
             extra.extend(self._memory_tools)
         for t in extra:
-            if t.name not in role.disallowed:
+            if t.name not in removed:
                 tools.register(t)
         return tools
 
@@ -216,7 +223,12 @@ class AgentFactory:
         for name in missing:
             if events is not None and (role.name, name) not in self._missing:
                 self._missing.add((role.name, name))
-                note = f"role {role.name!r} preloads skill {name!r}, which is not installed"
+                why = (
+                    "which is not installed"
+                    if self.skills.get(name) is None
+                    else "which its author keeps for the user to invoke (not preloaded)"
+                )
+                note = f"role {role.name!r} preloads skill {name!r}, {why}"
                 log.warning("%s", note)
                 emit(events, NOTICE, role.name, text=note)
         return found
@@ -252,3 +264,18 @@ class AgentFactory:
             error=error,
         )
         return "failed" if error else "done"
+
+
+def _with_skill_rules(
+    gate: Policy, approved: Sequence[str], denied: Sequence[str], ctx: ToolContext
+) -> Policy:
+    """``gate`` with the preloaded skills' ``allowed-tools`` added as allow rules, and their
+    ``disallowed-tools`` patterns (``Bash(rm:*)``) as deny rules (a rule that does not parse
+    is logged and left out; the parent's rules are not changed)."""
+    rules = RuleSet()
+    rules.extend(gate.rules)
+    rules.add("allow", approved, ctx.workspace, where="a preloaded skill's allowed-tools")
+    rules.add("deny", denied, ctx.workspace, where="a preloaded skill's disallowed-tools")
+    for problem in rules.problems[len(gate.rules.problems) :]:
+        log.warning("%s: %s", ctx.agent_id, problem)
+    return replace(gate, rules=rules)
