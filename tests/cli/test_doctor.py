@@ -13,6 +13,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import shutil
 import socket
 import sqlite3
 import stat
@@ -46,6 +47,7 @@ from retinue.cli.doctor import (
     check_pending,
     check_provider,
     check_python,
+    check_workspace_git,
     generation_failure,
     provider_targets,
     redact,
@@ -55,7 +57,7 @@ from retinue.llm._gguf import installed as gguf_installed
 from retinue.llm._local_client import LocalWorker, describe_exit
 from retinue.memory import open_memory
 from retinue.runtime import LOCAL_DEFAULT
-from retinue.tools.builtin.sandbox import bwrap_problem
+from retinue.tools.builtin.sandbox import bwrap_problem, confinement
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -579,6 +581,31 @@ def test_bubblewrap_passes_warns_with_the_install_fix_or_is_skipped_off_linux() 
     assert "apt-get" not in missing.detail  # the fix is said once
     one_line(missing)
     assert check_bubblewrap("Darwin", "whatever").status == "skipped"
+
+
+@pytest.mark.skipif(bwrap_problem() is not None, reason=f"no sandbox: {bwrap_problem()}")
+def test_bubblewrap_says_which_confinement_is_in_force() -> None:
+    found = confinement()
+    check = check_bubblewrap("Linux", found.problem, found.describe())
+    assert check.status == "ok" and "capabilit" in check.detail, check
+    one_line(check)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_a_workspace_git_config_naming_a_program_is_a_warning(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True, timeout=30)
+    assert check_workspace_git(tmp_path).status == "ok"
+    for key, value in [("core.fsmonitor", "touch pwned"), ("alias.st", "!rm -rf ~"),
+                       ("filter.x.smudge", "sh evil.sh")]:  # fmt: skip
+        subprocess.run(["git", "-C", str(tmp_path), "config", key, value], check=True, timeout=30)
+        check = check_workspace_git(tmp_path)
+        assert check.status == "warning" and key in check.detail, check
+        subprocess.run(["git", "-C", str(tmp_path), "config", "--unset", key], check=True,
+                       timeout=30)  # fmt: skip
+    subprocess.run(["git", "-C", str(tmp_path), "config", "core.pager", "cat"], check=True,
+                   timeout=30)  # fmt: skip
+    assert check_workspace_git(tmp_path).status == "ok"
+    assert check_workspace_git(tmp_path / "nowhere").status == "skipped"
 
 
 # -- the command ---------------------------------------------------------------------------

@@ -24,6 +24,9 @@ from __future__ import annotations
 
 import os
 import platform
+import re
+import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -37,6 +40,7 @@ if TYPE_CHECKING:
     from retinue.config import Settings
     from retinue.llm._gguf import GGUFModel
     from retinue.llm._local_client import LocalWorker
+    from retinue.tools.builtin.sandbox import Confinement
 
 __all__ = [
     "REQUIRED_X86_FLAGS",
@@ -54,6 +58,7 @@ __all__ = [
     "check_pending",
     "check_provider",
     "check_python",
+    "check_workspace_git",
     "checks",
     "doctor",
     "generation_failure",
@@ -546,19 +551,57 @@ def check_memory_server(url: str, *, timeout: float = 15.0) -> Check:
 # -- the shell sandbox ---------------------------------------------------------------------
 
 
-def check_bubblewrap(system: str, problem: str | None) -> Check:
-    """Whether Bash commands run sandboxed; ``problem`` is ``bwrap_problem()``'s answer."""
+def check_bubblewrap(system: str, problem: str | None, confined: str = "") -> Check:
+    """Whether Bash commands run sandboxed; ``problem`` is ``bwrap_problem()``'s answer and
+    ``confined`` says how far (:meth:`~retinue.tools.builtin.sandbox.Confinement.describe`)."""
     name = "bubblewrap"
     if system != "Linux":
         return Check.skipped(name, f"no sandbox on {system}: Bash runs with a reduced environment")
     if problem is None:
-        return Check.passed(name, "Bash commands run in a bubblewrap sandbox")
+        return Check.passed(name, f"Bash commands run sandboxed ({confined or 'bubblewrap'})")
     problem = problem.split(" (Debian: ")[0]  # the fix line says how to install it
     return Check.warning(  # optional: everything works, with a weaker shell
         name,
         f"{problem}: Bash commands run unsandboxed (secrets still dropped from their environment)",
         "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap); in a container, "
         "allow user namespaces",
+    )
+
+
+_GIT_PROGRAMS = re.compile(
+    r"core\.(fsmonitor|hookspath|sshcommand|pager|editor|askpass|gitproxy)"
+    r"|diff\.external|sequence\.editor|credential\..*helper|gpg\.(.*\.)?program"
+    r"|(diff|filter|merge)\..*\.(textconv|command|clean|smudge|process|driver)"
+    r"|include(if\..*)?\.path|uploadpack\.packobjectshook"
+)
+_NOT_PROGRAMS = frozenset({"", "true", "false", "cat", "less", "/dev/null"})
+
+
+def check_workspace_git(workspace: Path) -> Check:
+    """Whether the workspace's git config names a program that the next ``git`` command
+    there runs (``core.fsmonitor``, filters, aliases with ``!``...): worth a look, since
+    whoever could write ``.git/config`` chose it."""
+    name = "workspace git config"
+    config = workspace / ".git" / "config"
+    git = shutil.which("git")
+    if git is None or not config.is_file():
+        return Check.skipped(name, "no git repository here" if git else "git is not installed")
+    listed = subprocess.run(
+        [git, "config", "--file", str(config), "--null", "--list"],
+        capture_output=True, text=True, timeout=10, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    named = []
+    for item in listed.stdout.split("\0"):
+        key, _, value = item.partition("\n")
+        alias = key.startswith("alias.") and value.lstrip().startswith("!")
+        if alias or (_GIT_PROGRAMS.fullmatch(key.lower()) and value not in _NOT_PROGRAMS):
+            named.append(f"{key}={value[:60]}")
+    if not named:
+        return Check.passed(name, f"{config} names no program")
+    return Check.warning(
+        name,
+        f"{config} names programs git runs: {'; '.join(named[:5])}",
+        "check that you set these yourself (git config --file .git/config --list)",
     )
 
 
@@ -617,13 +660,15 @@ def checks(model: str | None = None) -> Iterator[Check]:
     else:
         yield check_memory_db(settings.home / "memory.db")
         yield check_pending(settings.home / "pending")
-    yield check_bubblewrap(platform.system(), _bwrap_problem())
+    found = _confinement()
+    yield check_bubblewrap(platform.system(), found.problem, found.describe())
+    yield check_workspace_git(Path.cwd())
 
 
-def _bwrap_problem() -> str | None:
-    from retinue.tools.builtin.sandbox import BWRAP_ENV, bwrap_problem
+def _confinement() -> Confinement:
+    from retinue.tools.builtin.sandbox import BWRAP_ENV, confinement
 
-    return bwrap_problem(os.environ.get(BWRAP_ENV) or "bwrap")
+    return confinement(os.environ.get(BWRAP_ENV) or "bwrap")
 
 
 def _local_checks(local: str | None, home: Path, extra: Check) -> Iterator[Check]:
