@@ -1,6 +1,8 @@
 """``openai:<model>``: any OpenAI-compatible Chat Completions endpoint via the official SDK.
 
 Works with OpenAI, DeepSeek, Ollama, vLLM, llama.cpp server... by setting ``OPENAI_BASE_URL``.
+OpenAI's own API is spoken through Responses instead (:mod:`retinue.llm.openai_responses`
+says how the API is chosen); this adapter serves every other base URL, or ``api = "chat"``.
 The request body is built directly from Retinue messages (:mod:`retinue.llm._openai_wire`) and
 sent with the SDK's low-level ``client.post`` rather than ``chat.completions.create``, whose
 parameter transformation grows with the history; the SDK's HTTP client, retries with backoff
@@ -159,7 +161,7 @@ class OpenAIModel:
             )
             return await _from_stream(stream, on_text)
         except openai.APIStatusError as exc:
-            raise status_error(self._info, exc.status_code, exc.body, exc.message) from None
+            raise _status_error(self._info, exc.status_code, exc.body, exc.message) from None
         except openai.APIConnectionError as exc:
             timed_out = isinstance(exc, openai.APITimeoutError)
             raise connection_error(self._info, exc, timed_out=timed_out) from None
@@ -185,9 +187,19 @@ class OpenAIModel:
         if not retry or self.max_retries < 1:
             error = _error_json(answer.body)
             fallback = f"Error code: {answer.status}"
-            raise status_error(self._info, answer.status, error, fallback)
+            raise _status_error(self._info, answer.status, error, fallback)
         delay = answer.retry_after
         await asyncio.sleep(delay if delay is not None and 0 <= delay <= 60 else RETRY_DELAY)
+
+
+def _status_error(info: ProviderInfo, status: int, body: object, fallback: str) -> ModelError:
+    """:func:`status_error`, naming the API setting when the server asks for /v1/responses
+    (OpenAI's reasoning models refuse function tools on Chat Completions)."""
+    error = status_error(info, status, body, fallback)
+    if status in (400, 404) and "/v1/responses" in str(error):
+        hint = 'set RETINUE_OPENAI_API=responses (or api = "responses" under [providers.openai])'
+        return ModelError(f"{error}; {hint}", status_code=status)
+    return error
 
 
 def _sdk_client(model: OpenAIModel, key: str) -> AsyncOpenAI:
