@@ -26,11 +26,28 @@ matches that call's exact command, file or host and nothing more (no folder, no 
 prefix, no subdomain, and a ``*`` in the call is a plain character), so a person's "always"
 never allows a call they did not see.
 
-A compound command (``a && b``, ``a; b``, ``a | b``) is allowed by rules only when every part
-is, and one with a command or process substitution (``$(…)``, backticks, ``<(…)``) never
-is; a deny or ask rule that matches any part applies, also wrapped in shell syntax (``(rm …)``,
-``FOO=1 rm …``, ``then rm …``). Deny wins over ask, and ask over allow. A rule that cannot be
-parsed is reported (file and line) and the others stay in force.
+Deny wins over ask, and ask over allow. A rule that cannot be parsed is reported (file and
+line) and the others stay in force.
+
+What a Bash rule can promise, and what it cannot. A command is parsed with a real bash parser
+(:mod:`retinue.policy.shellwords`) and a Bash rule is matched against every simple command it
+would start: each part of ``a && b``, ``a || b``, ``a; b``, ``a | b``; what runs inside ``$(…)``,
+backticks, ``<(…)``, ``( … )``, a function's body, ``bash -c '…'``, ``eval '…'``; the command a
+wrapper runs (``sudo``, ``env``, ``timeout``, ``nice``, ``xargs``, ``find -exec``, ``git -c
+alias.x='!…'``…). The shell's quoting is removed first (``r''m``, ``"r"m``, ``\rm`` and
+``$'\x72m'`` are ``rm``), and a program's folder too (``/bin/rm`` matches ``Bash(rm:*)``). A deny
+or ask rule applies when it matches any of them; allow rules allow a command only when they
+match every one, and never one whose programs cannot all be known before it runs (a variable
+or an expansion as the program, ``eval "$x"``, ``source``, an alias, ``python3 -c``, ``perl -e``,
+``curl … | sh``, a setting such as ``PAGER=``…). While any Bash deny or ask rule exists, such a
+command asks, saying what could not be known (it is not auto-allowed for running sandboxed), as
+does one whose argument known only at run time could make a deny or ask rule match (``git push
+$F`` under ``Bash(git push --force:*)``); with none, nothing changes. What no rule can promise:
+it matches the programs a command starts as written, not what they do once they run.
+``python3 x.py``, ``bash x.sh``, ``make`` or ``npm test`` may delete files or reach the network,
+and ``Bash(rm:*)`` says nothing about them; ``Bash(curl:*)`` does not stop ``wget``. The sandbox
+(what is writable, what is hidden, whether the network is reachable) is the boundary; command
+rules decide what is asked.
 """
 
 from __future__ import annotations
@@ -45,14 +62,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from retinue.policy.modes import EDIT_TOOLS, Decision
+from retinue.policy.shellwords import CommandLine, Simple, analyse
 
 __all__ = ["Rule", "RuleSet", "parse_rule", "rule_for", "rule_names"]
 
 _RULE = re.compile(r"^([A-Za-z_][\w\-]*(?:__\*)?)(?:\((.*)\))?$", re.DOTALL)
 _READ_FAMILY = frozenset({"Read", "Glob", "Grep", "LS", "NotebookRead"})
 _PATH_ARGS = ("file_path", "path", "notebook_path")
-_SPLIT = re.compile(r"\|\||&&|[;|&\n]")
-_HIDDEN = ("$(", "`", "<(", ">(")  # what runs another command inside one
 _ALIASES = {"Task": "Agent", "SubAgent": "Agent", "MultiEdit": "Edit", "Write": "Edit"}
 MAX_SPEC = 2_000  # characters of one rule's specifier
 
@@ -66,6 +82,8 @@ class Rule:
     spec: str | None  # None: every call of the tool
     _regex: re.Pattern[str] | None = field(default=None, compare=False)  # (WebFetch: the host
     # of a rule made from one call, matched exactly; a written one's domain takes subdomains)
+    _lead: tuple[str, ...] = field(default=(), compare=False)  # Bash: the words before any *
+    _open: bool = field(default=False, compare=False)  # Bash: a plain prefix (``npm test:*``)
 
     def matches(
         self,
@@ -85,8 +103,7 @@ class Rule:
         if self.spec is None or self.spec in ("*", ""):
             return True
         if self.tool == "Bash":
-            parts = _parts(str(args.get("command", "")))
-            return any(self._command(p) for part in parts for p in (part, _unwrapped(part)))
+            return self.covers(analyse(str(args.get("command", ""))))
         if self.tool == "WebFetch":
             url = str(args.get("url", ""))
             if self._regex is not None:
@@ -97,6 +114,23 @@ class Rule:
         if self.tool in EDIT_TOOLS or self.tool == "Edit" or self.tool in _READ_FAMILY:
             return self._path(args, workspace, every, {} if resolved is None else resolved)
         return False
+
+    def covers(self, line: CommandLine) -> bool:
+        """Whether this Bash rule matches any command ``line`` runs (a deny or ask rule)."""
+        if self.spec is None:
+            return True
+        return any(self._command(s) for c in line.commands for s in _spellings(c))
+
+    def may_match(self, command: Simple) -> bool:
+        """Whether this Bash rule could match ``command`` once its words known only at run time
+        are (``git push $F`` for ``Bash(git push --force:*)``)."""
+        if self.spec is None or command.known >= len(command.words):
+            return False
+        lead, words = self._lead, command.words
+        for i in range(min(command.known, len(lead))):
+            if words[i] != lead[i] and not (i == 0 and command.program == lead[0]):
+                return False
+        return command.known < len(lead) or not self._open
 
     def _command(self, command: str) -> bool:
         assert self.spec is not None and self._regex is not None
@@ -132,23 +166,18 @@ def rule_names(rule_tool: str, tool: str) -> bool:
     return _ALIASES.get(tool, tool) == _ALIASES.get(rule_tool, rule_tool)
 
 
-def _parts(command: str) -> list[str]:
-    return [p.strip() for p in _SPLIT.split(command) if p.strip()]
+def _spellings(command: Simple) -> tuple[str, ...]:
+    """What a deny or ask rule is matched against: the words as the program gets them, with
+    the program's folder and without, and the command as written."""
+    joined = " ".join(command.words)
+    named = " ".join((command.program, *command.words[1:]))
+    return tuple(dict.fromkeys((joined, named, command.written)))
 
 
-_WRAPPING = re.compile(
-    r"^(?:[({!]\s*|(?:then|do|else|elif|if|while|until|time|exec|command|builtin|nohup"
-    r"|env|sudo|eval|xargs|nice)\s+|\w+=(?:\"[^\"]*\"|'[^']*'|\S*)\s+)*"
-    r"(?:\\|(?:/[^\s/]+)*/)?"  # \rm, /usr/bin/rm
-)
-
-
-def _unwrapped(part: str) -> str:
-    """``part`` without what runs it as it is (``(``, ``{``, ``!``, ``then``, ``FOO=1``,
-    ``env``, ``sudo``, ``\\rm``, ``/bin/rm``…), so that a deny or ask rule for a command also
-    holds for it wrapped in shell syntax (not for every spelling: quotes, ``bash -c`` and
-    options of the wrappers still hide it, as in Claude Code)."""
-    return _WRAPPING.sub("", part)
+def _allow_spellings(command: Simple) -> tuple[str, ...]:
+    """What an allow rule is matched against: the command as written, or its words with its
+    ``NAME=value`` settings (a setting is part of what is allowed)."""
+    return tuple(dict.fromkeys((" ".join((*command.settings, *command.words)), command.written)))
 
 
 def _on_domain(url: str, domain: str) -> bool:
@@ -232,9 +261,24 @@ def _path_regex(spec: str, workspace: Path) -> re.Pattern[str]:
 
 def _command_regex(spec: str) -> re.Pattern[str]:
     if spec.endswith(":*"):
-        return re.compile(re.escape(spec[:-2].strip()) + r"(?:\s.*)?", re.DOTALL)
-    pieces = [re.escape(piece) for piece in spec.strip().split("*")]
+        return re.compile(_spaced(spec[:-2].strip()) + r"(?:\s.*)?", re.DOTALL)
+    pieces = [_spaced(piece) for piece in spec.strip().split("*")]
     return re.compile(".*".join(pieces), re.DOTALL)
+
+
+def _spaced(text: str) -> str:
+    """``text`` as a regex in which each run of spaces matches any run of spaces."""
+    return r"\s+".join(re.escape(piece) for piece in re.split(r"\s+", text))
+
+
+def _lead(spec: str) -> tuple[str, ...]:
+    """A Bash rule's words before its first ``*`` (the program, its subcommand…)."""
+    words = []
+    for word in spec.removesuffix(":*").split():
+        if "*" in word:
+            break
+        words.append(word)
+    return tuple(words)
 
 
 def parse_rule(text: str, workspace: Path) -> Rule:
@@ -255,7 +299,8 @@ def parse_rule(text: str, workspace: Path) -> Rule:
     if tool == "Bash":
         if ":*" in spec[:-2]:
             raise ValueError(f"{text!r}: ':*' may stand only at the end")
-        return Rule(text, tool, spec, _command_regex(spec))
+        is_open = spec.endswith(":*") and "*" not in spec[:-2]
+        return Rule(text, tool, spec, _command_regex(spec), _lead(spec), is_open)
     if tool == "WebFetch":
         if not spec.startswith("domain:") or not spec.removeprefix("domain:").strip():
             raise ValueError(f"{text!r}: WebFetch takes domain:<host>")
@@ -296,10 +341,13 @@ def rule_for(tool: str, args: Mapping[str, Any], workspace: Path) -> Rule | None
 
 def _exact_command(command: str) -> Rule | None:
     """``Bash(command)`` matching that one simple command only (its ``*`` a character)."""
-    parts = _parts(command)
-    if len(parts) != 1 or parts[0] == "*" or any(h in command for h in _HIDDEN):
-        return None  # (the rules allow a compound command part by part; never a hidden one)
-    return Rule(f"Bash({parts[0]})", "Bash", parts[0], re.compile(re.escape(parts[0])))
+    line = analyse(command)
+    if len(line.commands) != 1 or line.unknown:
+        return None  # (the rules allow a compound command part by part; never an unknown one)
+    written = line.commands[0].written
+    if written != command.strip() or written == "*":
+        return None
+    return Rule(f"Bash({written})", "Bash", written, re.compile(re.escape(written)))
 
 
 def _exact_path(family: str, args: Mapping[str, Any], workspace: Path) -> Rule | None:
@@ -376,7 +424,7 @@ class RuleSet:
             if rule.matches(tool, args, workspace, resolved=resolved):
                 return "ask", rule.text
         if tool == "Bash":
-            return self._allows_command(allow, str(args.get("command", "")))
+            return _decide_command(deny, ask, allow, analyse(str(args.get("command", ""))))
         for rule in allow:
             if rule.matches(tool, args, workspace, every=True, resolved=resolved):
                 return "allow", rule.text
@@ -404,19 +452,42 @@ class RuleSet:
             )
         return found  # type: ignore[return-value]
 
-    @staticmethod
-    def _allows_command(allow: list[Rule], command: str) -> tuple[Decision, str] | None:
-        """Allowed when every part of ``command`` is (and nothing is hidden in it)."""
-        rules = [r for r in allow if r.tool == "Bash"]
-        whole = next((r for r in rules if r.spec in (None, "*", "")), None)
-        if whole is not None:
-            return "allow", whole.text
-        if any(hidden in command for hidden in _HIDDEN) or not rules:
+
+def _decide_command(
+    deny: list[Rule], ask: list[Rule], allow: list[Rule], line: CommandLine
+) -> tuple[Decision, str] | None:
+    """Deny or ask where a rule matches any command ``line`` runs; ask where one cannot be
+    checked against it; allow where allow rules cover every command and all are known."""
+    for decision, rules in (("deny", deny), ("ask", ask)):
+        for rule in rules:
+            if rule.tool == "Bash" and rule.covers(line):
+                return decision, rule.text  # type: ignore[return-value]
+    guards = [r for r in (*deny, *ask) if r.tool == "Bash"]
+    if guards:
+        names = ", ".join(r.text for r in guards[:2]) + (", …" if len(guards) > 2 else "")
+        if line.unknown:
+            return "ask", f"{line.unknown[0]}; the Bash rules ({names}) cannot be checked"
+        for command in line.commands:
+            rule = next((r for r in guards if r.may_match(command)), None)
+            if rule is not None:
+                unknown = command.words[command.known]
+                return "ask", f"{rule.text} may match once {unknown} is known"
+    return _allows_command(allow, line)
+
+
+def _allows_command(allow: list[Rule], line: CommandLine) -> tuple[Decision, str] | None:
+    """Allowed when allow rules cover every command ``line`` runs, and all are known."""
+    rules = [r for r in allow if r.tool == "Bash"]
+    whole = next((r for r in rules if r.spec in (None, "*", "")), None)
+    if whole is not None:
+        return "allow", whole.text
+    if line.unknown or not rules or not line.commands:
+        return None
+    first = ""
+    for command in line.commands:
+        spellings = _allow_spellings(command)
+        rule = next((r for r in rules if any(r._command(s) for s in spellings)), None)
+        if rule is None:
             return None
-        first = ""
-        for part in _parts(command) or [""]:
-            rule = next((r for r in rules if r.spec and r._command(part)), None)
-            if rule is None:
-                return None
-            first = first or rule.text
-        return "allow", first
+        first = first or rule.text
+    return "allow", first
