@@ -203,3 +203,16 @@ def test_report_renders_without_peers() -> None:
     assert "results/workers.json" not in text  # (not listed again)
     assert "no peers" in text
     assert "idle session memory vs its message text (UTF-8) | ≤ 2× | 2.00× | met" in text
+
+
+def test_confinement_measures_every_way_of_starting_a_command() -> None:
+    from retinue.tools.builtin.sandbox import bwrap_problem
+
+    if bwrap_problem() is not None:
+        pytest.skip(f"no sandbox here: {bwrap_problem()}")
+    confinement = importlib.import_module("confinement")
+    out = confinement.measure(1)
+    ways = out["per_start"]
+    assert set(ways) == {"plain", "lifetime", "sandbox", "sandbox_net", "sandbox_rules"}
+    assert all(w["wall_ms"] > 0 for w in ways.values())
+    assert ways["plain"]["wall_x_plain"] == 1.0
