@@ -9,7 +9,6 @@ the model reads a tool result that says why, and the same turn goes on.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 from dataclasses import dataclass, field, replace
@@ -39,6 +38,7 @@ from retinue.policy.modes import (
 )
 from retinue.policy.rules import Rule, RuleSet, rule_for, rule_names
 from retinue.tools.builtin.pathrules import PathFilter
+from retinue.tools.builtin.reach import Places, spellings
 from retinue.tools.builtin.sandbox import RulePaths
 
 if TYPE_CHECKING:
@@ -278,25 +278,19 @@ class Policy:
         return replace(result, content=result.content + "\n\n" + "\n".join(notes))
 
 
-PROTECTED = (".claude", ".retinue", ".mcp.json", ".git")
-"""What an edit may change only with a person's yes, in every mode (what they hold runs)."""
-
-
 def _protected(args: dict[str, Any], ctx: ToolContext) -> bool:
+    """Whether an edit's path is in what runs later (``.claude``, ``.mcp.json``, ``.retinue``,
+    ``.git`` of the workspace or of ``$HOME``, or the data directory): then a person is asked
+    in every mode. ``~`` is expanded as the file tools expand it; the path is judged as
+    written and as the file tools will reach it (a link in the workspace may point at
+    ``.claude``), case-folded (:meth:`~retinue.tools.builtin.reach.Places.protected`, which
+    the tools ask again when they write)."""
     raw = args.get("file_path") or args.get("notebook_path")
     if not isinstance(raw, str):
         return False
-    workspace = str(ctx.workspace)
-    joined = os.path.join(workspace, raw)
-    # as written, and as the file tools will reach it (a link in the workspace may point at
-    # .claude); case-folded, for the filesystems that ignore case
-    pairs = [(workspace, os.path.normpath(joined))]
-    with contextlib.suppress(ValueError, OSError):  # (a NUL in it: no tool can open it)
-        pairs.append((os.path.realpath(workspace), os.path.realpath(joined)))
-    for base, target in pairs:
-        if os.path.relpath(target, base).split(os.sep, 1)[0].casefold() in PROTECTED:
-            return True
-    return False
+    places = Places.of(ctx)
+    joined = os.path.join(places.workspace[0], os.path.expanduser(raw))
+    return any(places.protected(p) for p in spellings(joined))
 
 
 def bwrap_works() -> bool:

@@ -2,8 +2,11 @@
 
 Every path is checked by :func:`locate` and then opened race-free by
 :mod:`retinue.tools.builtin._fsafe` (directory descriptors, ``O_NOFOLLOW``, regular files
-with one link only). All file I/O runs in a worker thread, and every read is bounded: Read
-returns at most :data:`READ_MAX_CHARS` characters and scans at most
+with one link only); what it may reach (nothing the sandbox hides, nothing the rules keep
+from the tool, no protected file through a path that did not name it) is judged again at
+that moment, on the path resolved after any approval wait and on the folder really opened
+(:mod:`retinue.tools.builtin.reach`). All file I/O runs in a worker thread, and every read
+is bounded: Read returns at most :data:`READ_MAX_CHARS` characters and scans at most
 :data:`READ_SCAN_BYTES` bytes, Edit refuses files over :data:`EDIT_MAX_BYTES`. Text is UTF-8
 (undecodable bytes are replaced when reading); line endings are kept as they are.
 """
@@ -21,6 +24,7 @@ from retinue.errors import ToolError
 from retinue.tools.base import Tool, ToolContext, tool
 from retinue.tools.builtin._fsafe import OpenMode, open_dir, open_regular, read_head
 from retinue.tools.builtin._seen import Stamp, last_seen, note, stamp
+from retinue.tools.builtin.reach import Reach, opened
 from retinue.tools.builtin.workspace import Target, locate
 
 __all__ = [
@@ -61,12 +65,15 @@ def looks_binary(head: bytes) -> bool:
     return b"\0" in head
 
 
-def _open(t: Target, mode: OpenMode) -> int:
-    """A descriptor of the file ``t`` names, opened race-free (see ``_fsafe``)."""
+def _open(t: Target, mode: OpenMode, reach: Reach) -> int:
+    """A descriptor of the file ``t`` names, opened race-free (see ``_fsafe``), once
+    ``reach`` allows both the path resolved and the path of the folder really opened."""
     if not t.parts:
         raise ToolError(f"{t.shown} is a directory, not a file")
+    reach.check(t.real)
     dir_fd = open_dir(t.root, t.parts[:-1], create=mode in ("create", "new"), shown=t.shown)
     try:
+        reach.check(opened(dir_fd, t.parts[-1], t.real))
         return open_regular(dir_fd, t.parts[-1], mode, t.shown)
     finally:
         os.close(dir_fd)
@@ -118,10 +125,10 @@ def _cut(head: bytes, length: int) -> str:
     return text[:MAX_LINE_CHARS] + f"... [line truncated, {total}]"
 
 
-def _read(t: Target, start: int, limit: int) -> tuple[list[str] | None, str, Stamp]:
+def _read(t: Target, reach: Reach, start: int, limit: int) -> tuple[list[str] | None, str, Stamp]:
     """Numbered lines from ``start`` (1-based), at most ``limit``, a closing note, and the
     stamp of the file read; no lines for a binary file."""
-    with os.fdopen(_open(t, "read"), "rb") as f:
+    with os.fdopen(_open(t, "read", reach), "rb") as f:
         seen = stamp(os.fstat(f.fileno()))
         if looks_binary(read_head(f.fileno())):
             return None, "", seen
@@ -173,7 +180,10 @@ async def read_tool(
     """
     start = max(offset or 1, 1)
     t = locate(ctx, file_path)
-    lines, closing, seen = await _in_thread(file_path, _read, t, start, limit or READ_DEFAULT_LIMIT)
+    reach = Reach.of(ctx, "Read", file_path)
+    lines, closing, seen = await _in_thread(
+        file_path, _read, t, reach, start, limit or READ_DEFAULT_LIMIT
+    )
     _noted(ctx, t, seen)  # (a binary file too: Write may then replace it)
     if lines is None:
         raise ToolError(f"{t.shown} is a binary file; Read only shows text files")
@@ -201,18 +211,21 @@ async def write_tool(
     t = locate(ctx, file_path)
     data = content.encode("utf-8", errors="replace")
     expected = last_seen(ctx.agent_id, str(t.real))
-    created, seen = await _in_thread(file_path, _write, t, data, "create", expected)
+    reach = Reach.of(ctx, "Write", file_path, edit=True)
+    created, seen = await _in_thread(file_path, _write, t, reach, data, "create", expected)
     _noted(ctx, t, seen)
     return f"{'Created' if created else 'Updated'} {t.shown} ({len(data)} bytes)"
 
 
-def _write(t: Target, data: bytes, mode: OpenMode, expected: Stamp | None) -> tuple[bool, Stamp]:
+def _write(
+    t: Target, reach: Reach, data: bytes, mode: OpenMode, expected: Stamp | None
+) -> tuple[bool, Stamp]:
     """Replace the file's content with ``data``: whether the file was new, and its stamp now.
 
     A file with content is replaced only if its stamp is ``expected`` (what the agent saw)."""
     existed = _exists(t)
     try:
-        fd = _open(t, mode)
+        fd = _open(t, mode, reach)
     except FileExistsError:  # mode "new": Edit with an empty old_string
         raise ToolError(
             f"old_string is empty but {t.shown} already exists; give the text to replace, "
@@ -270,8 +283,9 @@ async def edit_tool(
     if old_string == "":
         return await _create_by_edit(ctx, file_path, new_string)
     t = locate(ctx, file_path)
+    reach = Reach.of(ctx, "Edit", file_path, edit=True)
     [found], seen = await _in_thread(
-        file_path, _edit, t, file_path, [(old_string, new_string, replace_all)]
+        file_path, _edit, t, reach, file_path, [(old_string, new_string, replace_all)]
     )
     _noted(ctx, t, seen)
     times = f"{found} occurrences" if found > 1 else "1 occurrence"
@@ -309,17 +323,18 @@ async def multi_edit_tool(
         if old == new:
             raise ToolError(f"edit {n}: old_string and new_string are the same; nothing to change")
     t = locate(ctx, file_path)
-    counts, seen = await _in_thread(file_path, _edit, t, file_path, steps)
+    reach = Reach.of(ctx, "MultiEdit", file_path, edit=True)
+    counts, seen = await _in_thread(file_path, _edit, t, reach, file_path, steps)
     _noted(ctx, t, seen)
     return f"Edited {t.shown}: {len(steps)} edits, {sum(counts)} replacements"
 
 
 def _edit(
-    t: Target, file_path: str, steps: Sequence[tuple[str, str, bool]]
+    t: Target, reach: Reach, file_path: str, steps: Sequence[tuple[str, str, bool]]
 ) -> tuple[list[int], Stamp]:
     """Apply each ``(old, new, replace_all)`` in order, all or none: the counts replaced, and
     the file's stamp after."""
-    with os.fdopen(_open(t, "write"), "r+b") as f:
+    with os.fdopen(_open(t, "write", reach), "r+b") as f:
         size = os.fstat(f.fileno()).st_size
         if size > EDIT_MAX_BYTES:
             mb = EDIT_MAX_BYTES // (1024 * 1024)
@@ -353,8 +368,9 @@ def _edit(
 
 async def _create_by_edit(ctx: ToolContext, file_path: str, content: str) -> str:
     t = locate(ctx, file_path)
+    reach = Reach.of(ctx, "Edit", file_path, edit=True)
     data = content.encode("utf-8", errors="replace")
-    _created, seen = await _in_thread(file_path, _write, t, data, "new", None)
+    _created, seen = await _in_thread(file_path, _write, t, reach, data, "new", None)
     _noted(ctx, t, seen)
     return f"Created {t.shown} ({len(data)} bytes)"
 

@@ -4,8 +4,8 @@ The folder is checked by :func:`~retinue.tools.builtin.workspace.locate` and ope
 directory descriptors without following symlinks (:func:`~retinue.tools.builtin._fsafe.open_dir`);
 its entries are read with ``lstat`` only, so nothing outside the workspace is looked at.
 At most :data:`LS_LIMIT` entries are listed. Entries a Read deny rule (or an ask rule this
-call did not match) covers are left out, named by count only, as ``Glob`` and ``Grep`` do
-(:func:`~retinue.tools.builtin.pathrules.search_filter`).
+call did not match) covers are left out, named by count only, as ``Glob`` and ``Grep`` do,
+and so is what the Bash sandbox hides (:func:`~retinue.tools.builtin.reach.search_filter`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from pydantic import Field
 from retinue.errors import ToolError
 from retinue.tools.base import ToolContext, tool
 from retinue.tools.builtin._fsafe import open_dir
-from retinue.tools.builtin.pathrules import PathFilter, left_out_note, search_filter
+from retinue.tools.builtin.pathrules import PathFilter, left_out_note
+from retinue.tools.builtin.reach import Reach, search_filter
 from retinue.tools.builtin.workspace import Target, locate
 
 __all__ = ["LS_LIMIT", "ls_tool"]
@@ -73,6 +74,7 @@ async def ls_tool(
     files by pattern across folders.
     """
     t = locate(ctx, path)
+    Reach.of(ctx, "LS", path).check_hidden(t.real)
     hidden = search_filter(ctx, "LS", path)
     try:
         lines, left_out = await asyncio.to_thread(_list, t, ignore or [], hidden)

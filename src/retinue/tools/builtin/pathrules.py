@@ -6,12 +6,14 @@ a parent folder walks into ``secrets`` on its own. Claude Code applies Read rule
 Glob too, so a search leaves out, file by file, what a Read of that file would be refused:
 it asks the gate (a :class:`PathGate`, which :class:`retinue.policy.gate.Policy` is) for a
 :class:`PathFilter` once per call, and every file it would list or read passes the filter
-first. (Refusing the whole search instead would let ``Read(./.env)`` end every search from
+first (:func:`retinue.tools.builtin.reach.search_filter`, which adds what the Bash sandbox
+hides). (Refusing the whole search instead would let ``Read(./.env)`` end every search from
 the workspace root.) The walk never follows a symlink, so a link inside the tree that points
 into a denied folder is never read either.
 
 The filter is plain data, the rules' own regular expressions over absolute paths, so the
-``Grep`` worker process can take it as JSON; what goes in it is the policy's decision alone.
+``Grep`` worker process can take it as JSON; what goes in it is the policy's decision and
+what the sandbox hides, nothing the model said.
 Standard library only (the worker imports it).
 """
 
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from retinue.tools.base import ToolContext
 
-__all__ = ["PathFilter", "PathGate", "left_out_note", "search_filter"]
+__all__ = ["PathFilter", "PathGate", "left_out_note"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,14 +68,6 @@ class PathGate(Protocol):
     def hidden_paths(self, tool: str, path: str | None, ctx: ToolContext) -> PathFilter:
         """The files a ``tool`` call searching from ``path`` must not list or read."""
         ...
-
-
-def search_filter(ctx: ToolContext, tool: str, path: str | None) -> PathFilter:
-    """What the calling agent's gate keeps from this search (nothing without a gate)."""
-    gate = ctx.gate
-    if isinstance(gate, PathGate):
-        return gate.hidden_paths(tool, path, ctx)
-    return PathFilter()
 
 
 def left_out_note(count: int, tool: str, noun: tuple[str, str] = ("file", "files")) -> list[str]:

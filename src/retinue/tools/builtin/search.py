@@ -3,7 +3,9 @@
 
 Both stay inside the workspace by construction: they walk folders through directory file
 descriptors from the workspace root (:func:`retinue.tools.builtin._fsafe.walk`), never
-follow a symlink, and only look at regular files, so a FIFO cannot make them wait. ``Glob``
+follow a symlink, and only look at regular files, so a FIFO cannot make them wait; what
+the Bash sandbox hides or the rules keep from them is left out
+(:func:`retinue.tools.builtin.reach.search_filter`). ``Glob``
 walks in a worker thread, refuses ``..`` in a pattern, and stops after
 :data:`GLOB_SCAN_LIMIT` entries. ``Grep`` runs in a child process
 (:mod:`retinue.tools.builtin._grep_worker`) that is killed after :data:`GREP_TIMEOUT_S`
@@ -29,7 +31,8 @@ from retinue.errors import ToolError
 from retinue.tools.base import Tool, ToolContext, tool
 from retinue.tools.builtin._fsafe import walk
 from retinue.tools.builtin._grep_worker import Query
-from retinue.tools.builtin.pathrules import PathFilter, left_out_note, search_filter
+from retinue.tools.builtin.pathrules import PathFilter, left_out_note
+from retinue.tools.builtin.reach import Reach, search_filter
 from retinue.tools.builtin.workspace import Target, locate
 
 __all__ = [
@@ -202,6 +205,7 @@ async def glob_tool(
     not followed.
     """
     base, rel_pattern = _split_absolute(ctx, pattern, locate(ctx, path or "."))
+    Reach.of(ctx, "Glob", path or ".").check_hidden(base.real)
     hidden = search_filter(ctx, "Glob", path)
     try:
         paths, total, cut, left_out = await asyncio.to_thread(
@@ -328,6 +332,7 @@ async def grep_tool(
     if file_type:
         types = _TYPES.get(file_type.lower(), (f"*.{file_type}",))
     base = locate(ctx, path or ".")
+    Reach.of(ctx, "Grep", path or ".").check_hidden(base.real)
     b = before if before is not None else (context or 0)
     a = after if after is not None else (context or 0)
     default = GLOB_LIMIT if output_mode == "files_with_matches" else GREP_LINE_LIMIT
