@@ -195,7 +195,9 @@ def test_the_whole_corpus_as_one_catalog() -> None:
         "gallery-researcher.md", "image-generator.md"
     }  # fmt: skip
     left_out = [p.reason for p in catalog.problems if "not available here" in p.reason]
-    assert len(left_out) == 31  # LSP, SendMessage, Task* and unconfigured MCP tools
+    # LSP, SendMessage, Task* and unconfigured MCP tools (a role naming Skill that preloads
+    # skills gets Skill at run time: not reported, issue 41 item 9)
+    assert len(left_out) == 30
     assert not any(
         re.search(r"\b(WebFetch|WebSearch|LS|MultiEdit|TodoWrite)\b", r) for r in left_out
     )

@@ -161,7 +161,12 @@ def chat(
 
 
 @app.command()
-def roles(workspace: WorkspaceOpt = None) -> None:
+def roles(
+    workspace: WorkspaceOpt = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="list Markdown files that are not agents too")
+    ] = False,
+) -> None:
     """List the roles sub-agents can take, where each comes from, and why files were skipped."""
     from retinue.cli.roles_view import print_catalog
     from retinue.cli.term import console
@@ -170,7 +175,7 @@ def roles(workspace: WorkspaceOpt = None) -> None:
 
     with one_line_errors():
         catalog = load_roles(Settings.load(workspace=workspace))
-    print_catalog(catalog, console(), console(stderr=True))
+    print_catalog(catalog, console(), console(stderr=True), verbose=verbose)
 
 
 for _command in (serve, sessions, interrupt, doctor, skills):

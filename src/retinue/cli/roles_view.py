@@ -1,6 +1,8 @@
 """What ``retinue roles`` prints: the roles found (stdout), then where the search looked, the
 front matter fields that mean nothing here, and every file skipped or read leniently, with
-the reason (stderr). Everything that comes from a file is escaped before it reaches markup."""
+the reason (stderr); Markdown files without front matter (a README in an agents folder: not
+agents, which Claude Code passes over in silence) are counted in one line (``--verbose``
+lists them). Everything that comes from a file is escaped before it reaches markup."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from retinue.subagents import Role, RoleCatalog, RoleProblem
+from retinue.subagents.roles import PRELOAD_TOOL
 from retinue.subagents.tools import brief
 
 __all__ = ["print_catalog", "print_problems"]
@@ -20,6 +23,8 @@ def _tools(role: Role) -> str:
     text = ", ".join(role.tools) if role.tools is not None else "all"
     if role.disallowed:
         text += f" (not {', '.join(role.disallowed)})"
+    if role.skills and PRELOAD_TOOL not in (*role.disallowed, *(role.tools or ())):
+        text += f" + {PRELOAD_TOOL} (its preloaded skills)"  # what its run gets (factory)
     if role.can("spawn_agent"):
         text += " + delegates" + (f" to {', '.join(role.delegates)}" if role.delegates else "")
     return text
@@ -36,7 +41,9 @@ def _caps(role: Role) -> str:
     return f" ({', '.join(caps)})" if caps else ""
 
 
-def print_catalog(catalog: RoleCatalog, out: Console, err: Console) -> None:
+def print_catalog(
+    catalog: RoleCatalog, out: Console, err: Console, *, verbose: bool = False
+) -> None:
     table = Table("role", "description", "tools", "model", "source")
     for r in catalog.roles.values():
         table.add_row(
@@ -55,7 +62,19 @@ def print_catalog(catalog: RoleCatalog, out: Console, err: Console) -> None:
     if ignored := catalog.ignored_fields():
         fields = ", ".join(f"{escape(k)} ({n})" for k, n in ignored.most_common())
         err.print(f"[dim]fields accepted but ignored here: {fields}[/]", highlight=False)
-    print_problems(catalog.problems, err, "file(s)")
+    quiet = [] if verbose else [p for p in catalog.problems if _not_an_agent(p)]
+    print_problems([p for p in catalog.problems if p not in quiet], err, "file(s)")
+    if quiet:  # Claude Code says nothing of them: one line, not one each
+        err.print(
+            f"[dim]{len(quiet)} Markdown file{'s' if len(quiet) != 1 else ''} without front "
+            "matter skipped; --verbose lists them[/]",
+            highlight=False,
+        )
+
+
+def _not_an_agent(problem: RoleProblem) -> bool:
+    """A Markdown file that is no agent at all (no front matter: a README, notes)."""
+    return problem.severity == "error" and problem.reason.startswith("no front matter")
 
 
 def print_problems(problems: Iterable[RoleProblem], err: Console, what: str) -> None:

@@ -108,6 +108,7 @@ _OWN_KEYS = frozenset(
      "initialPrompt", "background", "isolation", "maxBudgetUsd", "max_budget_usd", "a2a",
      "a2aAuthEnv"}
 )  # fmt: skip
+PRELOAD_TOOL = "Skill"  # a role that preloads skills gets it (retinue.subagents.factory)
 KEPT_UNUSED = ("effort",)  # read and kept, no effect yet (README)
 MAX_INITIAL_PROMPT = 20_000
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -566,6 +567,7 @@ class RoleCatalog:
     def check_tools(self, known: Iterable[str], mcp_servers: Iterable[str] = ()) -> None:
         """Report tool names no tool answers to (warnings); a role whose allow-list names no
         usable tool at all (and that cannot delegate) is removed and reported as an error.
+        ``Skill`` counts as known for a role that preloads skills (its run gets it).
         ``mcp__<server>…`` names count as known when the server is configured (``mcp_servers``)
         or defined in the role; its tools are only listed when the server starts."""
         known_set, configured = set(known), set(mcp_servers)
@@ -576,8 +578,12 @@ class RoleCatalog:
                     reason = f"MCP server {server!r} is not configured (.mcp.json, config.toml)"
                     self.problems.append(RoleProblem(role.source, reason, "warning"))
 
-            def ok(t: str, servers: set[str] = servers) -> bool:
-                return t in known_set or (t.startswith("mcp__") and _mcp_server(t) in servers)
+            def ok(t: str, servers: set[str] = servers, skills: bool = bool(role.skills)) -> bool:
+                return (
+                    t in known_set
+                    or (t.startswith("mcp__") and _mcp_server(t) in servers)
+                    or (t == PRELOAD_TOOL and skills)  # the run gives it with its skills
+                )
 
             missing = [t for t in role.tools or () if not ok(t)]
             if not missing or role.source is None:
