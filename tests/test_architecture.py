@@ -24,7 +24,7 @@ PACKAGE = Path(retinue.__file__).parent
 
 # the layer of each top-level module or subpackage; a module may import its own layer or lower
 LAYERS = {
-    "errors": 0, "messages": 0, "events": 0, "config": 0, "_tasks": 0,
+    "errors": 0, "messages": 0, "events": 0, "config": 0, "_tasks": 0, "safe_text": 0,
     "llm": 1, "tools": 1, "memory": 1, "testing": 1, "telemetry": 1,
     "policy": 2,
     "engine": 3, "subagents": 3, "mcp": 3, "skills": 3,

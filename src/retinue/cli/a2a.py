@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from retinue.cli.common import ModelOpt, PermissionOpt, TenantOpt, WorkspaceOpt, one_line_errors
+from retinue.cli.term import echo
 
 a2a_app = typer.Typer(name="a2a", help="A2A (Agent2Agent): Retinue's roles served to other agents.",
                       no_args_is_help=True)  # fmt: skip
@@ -29,7 +30,7 @@ def serve(
     try:
         from retinue.a2a.server import build_app
     except ImportError as exc:  # the a2a extra is not installed
-        typer.echo(f"A2A needs the a2a extra (pip install 'retinue[a2a]'): {exc}", err=True)
+        echo(f"A2A needs the a2a extra (pip install 'retinue[a2a]'): {exc}", err=True)
         raise typer.Exit(2) from None
     import uvicorn
 
@@ -43,12 +44,12 @@ def serve(
         runtime = Runtime.create(settings, permission_mode=permission_mode, default_mode="default")
         token, _ = ensure_token(settings.home)
     for problem in runtime.problems:
-        typer.echo(problem, err=True)
+        echo(problem, err=True)
     url = f"http://127.0.0.1:{port}/"
     app, _executor = build_app(runtime, url)  # (its lifespan ends the sessions)
     guarded = Guard(app, Security.build(token, tokens=TokenBook(settings.home)))
     where = settings.home / TOKEN_FILE
-    typer.echo(f'retinue A2A on {url}; send "Authorization: Bearer $(cat {where})"', err=True)
+    echo(f'retinue A2A on {url}; send "Authorization: Bearer $(cat {where})"', err=True)
     uvicorn.run(guarded, host="127.0.0.1", port=port, log_level="warning",
                 timeout_graceful_shutdown=5)  # fmt: skip
 
@@ -72,9 +73,9 @@ def approve(
         for name in names:
             role = roles.get(name)
             if role is None or role.a2a is None or role.source is None:
-                typer.echo(printable(f"no role {name!r} names a remote A2A agent"), err=True)
+                echo(printable(f"no role {name!r} names a remote A2A agent"), err=True)
                 raise typer.Exit(1)
             defs.append(definition(role.name, role.a2a, role.source))
         TrustStore(settings.home).approve(defs)
     for d in defs:
-        typer.echo(printable(f"approved: role {d.name!r} may reach {d.command} ({d.source})"))
+        echo(printable(f"approved: role {d.name!r} may reach {d.command} ({d.source})"))

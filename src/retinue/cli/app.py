@@ -61,7 +61,9 @@ def _version(value: bool) -> None:
     if value:
         from importlib.metadata import version
 
-        typer.echo(f"retinue {version('retinue')}")
+        from retinue.cli.term import echo
+
+        echo(f"retinue {version('retinue')}")
         raise typer.Exit()
 
 
@@ -110,18 +112,21 @@ def run(
     if out.stop_reason == "max_iterations":
         err(out.content)
         raise typer.Exit(EXIT_INCOMPLETE)
-    sys.stdout.write(out.content.rstrip("\n") + "\n")
+    from retinue.cli.term import echo
+
+    echo(out.content.rstrip("\n"))  # (the model's text: nothing in it a terminal acts on)
 
 
 async def _answering(runtime: Runtime, task: str) -> RunOutput:
     """One turn; each question the agent asks is answered from stdin (a line on a terminal;
     otherwise :data:`~retinue.subagents.tools.NO_ANSWER`) and the same turn goes on."""
+    from retinue.cli.term import echo
     from retinue.subagents.tools import NO_ANSWER
 
     conversation = runtime.conversation()
     out = await conversation.send(task)
     while out.asking:
-        sys.stderr.write(f"? {out.content}\n")
+        echo(f"? {out.content}", err=True)
         line = await asyncio.to_thread(sys.stdin.readline) if sys.stdin.isatty() else ""
         out = await conversation.send(line.strip() or NO_ANSWER)
     await conversation.close()  # the conversation ends here (its SessionEnd hooks run)

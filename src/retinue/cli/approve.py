@@ -12,21 +12,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import sys
 from collections.abc import Callable
 from typing import TextIO
 
 from rich.console import Console
-from rich.markup import escape
 
-from retinue.cli.term import local_modes
+from retinue.cli.term import escape, local_modes
 from retinue.policy.approvals import Approval, ApprovalRequest
 
 __all__ = ["TerminalApprover", "parse_answer"]
 
 MAX_ANSWER = 4096
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 PROMPT = "[bold]allow?[/] [dim]\\[y]es / \\[n]o / \\[a]lways ({rule})[/] "
 
@@ -102,9 +99,9 @@ class TerminalApprover:
 
 
 def _shown(text: str) -> str:
-    """Model-made text made safe to print: no markup, and no control character (an escape
-    sequence could rewrite what the person reads before answering)."""
-    return escape(_CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", text))
+    """Model-made text made safe to print: no markup, and nothing a terminal acts on (an
+    escape sequence could rewrite what the person reads before answering); one line."""
+    return escape(text).replace("\n", "␊")
 
 
 def _discard_typed_ahead(fd: int) -> None:

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from retinue.cli.term import confirm, echo
+
 if TYPE_CHECKING:
     from retinue.policy.trust import Definition, TrustStore
 
@@ -48,28 +50,28 @@ def approve_candidates(
         unknown = sorted(set(names) - {c.name for c in found})
         if unknown:
             known = ", ".join(sorted({c.name for c in found if c.state != "own"})) or "none"
-            typer.echo(f"error: no {noun} named {printable(', '.join(unknown))} is defined "
+            echo(f"error: no {noun} named {printable(', '.join(unknown))} is defined "
                        f"here (workspace {plural}: {printable(known)})", err=True)  # fmt: skip
             raise typer.Exit(1)
         found = [c for c in found if c.name in names]
         for c in found:
             if c.state != "untrusted":
                 why = "approved already" if c.state == "approved" else "needs no approval"
-                typer.echo(f"{printable(c.name)} ({c.where}): {why}")
+                echo(f"{printable(c.name)} ({c.where}): {why}")
     chosen = [c for c in found if c.state == "untrusted"]
     if not chosen:
         if not names:
-            typer.echo(f"Nothing to approve: every {noun} defined here is approved.")
+            echo(f"Nothing to approve: every {noun} defined here is approved.")
         return
     for c in chosen:
-        typer.echo(f"{printable(c.name)} ({c.where}): {c.what}")
+        echo(f"{printable(c.name)} ({c.where}): {c.what}")
     if not names and not yes:
         if not sys.stdin.isatty():
-            typer.echo("error: not a terminal: pass --yes to approve these, or name them",
+            echo("error: not a terminal: pass --yes to approve these, or name them",
                        err=True)  # fmt: skip
             raise typer.Exit(1)
-        if not typer.confirm(f"Approve these {len(chosen)}?", default=False):
-            typer.echo("Nothing approved.")
+        if not confirm(f"Approve these {len(chosen)}?"):
+            echo("Nothing approved.")
             raise typer.Exit(1)
     store.approve(c.definition for c in chosen if c.definition is not None)
-    typer.echo(f"Approved {len(chosen)} (kept in {store.path}).")
+    echo(f"Approved {len(chosen)} (kept in {store.path}).")

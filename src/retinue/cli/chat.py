@@ -16,8 +16,9 @@ for ``retinue memory retry``.
 The prompt is a line editor with history (see :mod:`retinue.cli.lineedit`). The main agent's
 text streams to stdout, wrapped at word boundaries on a terminal; progress, token counts and
 warnings go to stderr, each on a line of its own (:class:`~retinue.cli.term.LineDiscipline`),
-and all of it is escaped. What is typed while a turn runs is not echoed (it would run into the
-spinner): it stays in the terminal's input and the next prompt reads it.
+and all of it is escaped (:mod:`retinue.cli.term`: nothing in it a terminal acts on). What is
+typed while a turn runs is not echoed (it would run into the spinner): it stays in the
+terminal's input and the next prompt reads it.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from dataclasses import asdict
 from typing import Any, TypeVar
 
 from rich.markdown import Markdown
-from rich.markup import escape
 from rich.table import Table
 
 from retinue._tasks import cancel_and_wait
@@ -44,7 +44,16 @@ from retinue.cli.render import (
     task_table,
     todos_cell,
 )
-from retinue.cli.term import Deferred, LineDiscipline, console, quiet_input, route_logs
+from retinue.cli.term import (
+    Deferred,
+    LineDiscipline,
+    console,
+    echo,
+    escape,
+    for_terminal,
+    quiet_input,
+    route_logs,
+)
 from retinue.errors import RetinueError
 from retinue.events import TEXT_DELTA, Event, EventSink
 from retinue.memory.consolidate import ConsolidationScope, consolidation_scope
@@ -132,8 +141,7 @@ class ChatRepl:
                     self.err.print("\n[dim](/exit or Ctrl-D to leave)[/]")
                     continue
                 if message is None:  # Ctrl-D: leave on a fresh line
-                    sys.stdout.write("\n")
-                    sys.stdout.flush()
+                    echo("")
                     break
                 line = message.strip()
                 if not line:
@@ -180,7 +188,8 @@ class ChatRepl:
             question = escape(out.content)
             self.out.print(f"[bold yellow]?[/] {question} [dim](answer it)[/]", highlight=False)
         elif not self._streamed:
-            self.out.print(Markdown(out.content))
+            # (links shown with their target: a model's link text may name another place)
+            self.out.print(Markdown(for_terminal(out.content), hyperlinks=False))
 
     def _end_stream(self) -> None:
         self.lines.end_line()

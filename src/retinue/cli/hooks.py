@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from retinue.cli.common import WorkspaceOpt, one_line_errors
+from retinue.cli.term import echo
 
 if TYPE_CHECKING:
     from retinue.cli.approving import Candidate
@@ -93,16 +94,16 @@ def list_hooks(workspace: WorkspaceOpt = None) -> None:
     with one_line_errors():
         _, rows, problems = _survey(workspace)
     for line in problems:
-        typer.echo(f"problem: {printable(line)}", err=True)
+        echo(f"problem: {printable(line)}", err=True)
     if not rows:
-        typer.echo(
+        echo(
             "No hooks configured (~/.claude/settings.json, .claude/settings.json, "
             ".claude/settings.local.json, [hooks] in config.toml, a role's hooks)."
         )
         return
     label = {"own": "", "approved": " [approved]", "untrusted": " [not approved: inert]"}
     for row in rows:
-        typer.echo(f"{printable(row.name)}{label[row.state]}: {row.what}\n    {row.where}")
+        echo(f"{printable(row.name)}{label[row.state]}: {row.what}\n    {row.where}")
 
 
 @hooks_app.command("approve")
@@ -140,4 +141,4 @@ def revoke(
         settings, rows, _ = _survey(workspace)
         defs = [r.definition for r in rows if r.name in names and r.definition is not None]
         gone = TrustStore(settings.home).revoke(defs)
-    typer.echo(f"Revoked {gone} approval(s).")
+    echo(f"Revoked {gone} approval(s).")

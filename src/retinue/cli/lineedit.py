@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from retinue.cli.term import read_line
+
 __all__ = ["HISTORY_FILE", "LineReader"]
 
 HISTORY_FILE = "chat_history"
@@ -32,7 +34,7 @@ class LineReader:
 
     def read(self) -> str | None:
         try:
-            first = input(self.prompt)
+            first = read_line(self.prompt)
         except EOFError:
             return None
         if first.strip() == BLOCK:
@@ -55,7 +57,7 @@ class LineReader:
 
     def _more(self) -> str | None:
         try:
-            return input(self.more)
+            return read_line(self.more)
         except EOFError:  # the end of input ends the message too
             return None
 

@@ -12,6 +12,7 @@ import typer
 
 from retinue.cli.common import PermissionOpt, WorkspaceOpt
 from retinue.cli.common import one_line_errors as _one_line_errors
+from retinue.cli.term import echo
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -75,7 +76,7 @@ def list_servers(
         states = [(c, trust_state(c, settings, store)) for c in found]
         hub = build_hub(settings, [c for c, state in states if state != "untrusted"])
     if not found:
-        typer.echo("No MCP servers configured (.mcp.json, [mcp_servers] in config.toml, "
+        echo("No MCP servers configured (.mcp.json, [mcp_servers] in config.toml, "
                    "or a role's mcpServers).")  # fmt: skip
         return
     started = asyncio.run(_survey(hub, start=start)) if hub is not None else {}
@@ -84,11 +85,11 @@ def list_servers(
         if state == "untrusted":
             d = c.definition()
             assert d is not None
-            typer.echo(f"{c.name}{owner}: {_what(c)} [not approved]\n"
+            echo(f"{c.name}{owner}: {_what(c)} [not approved]\n"
                        f"    {untrusted_line(d)}")  # fmt: skip
             continue
         trust = " approved" if state == "approved" else ""
-        typer.echo(f"{c.name}{owner}: {_what(c)}{trust} "
+        echo(f"{c.name}{owner}: {_what(c)}{trust} "
                    f"{started.get((c.role, c.name), '[not started]')}")  # fmt: skip
 
 
@@ -180,7 +181,7 @@ def revoke(
         defs += [c.definition for c in _settings_candidates(settings, store)
                  if c.name in names and c.definition is not None]  # fmt: skip
         gone = store.revoke(defs)
-    typer.echo(f"Revoked {gone} approval(s).")
+    echo(f"Revoked {gone} approval(s).")
 
 
 @mcp_app.command("serve")
@@ -211,9 +212,9 @@ def serve(
         settings = Settings.load(model=model, workspace=workspace, tenant=tenant)
         runtime = Runtime.create(settings, permission_mode=permission_mode, default_mode="default")
         if runtime.notice:
-            typer.echo(runtime.notice, err=True)
+            echo(runtime.notice, err=True)
         for problem in runtime.problems:
-            typer.echo(problem, err=True)
+            echo(problem, err=True)
         server = build_server(runtime)
     if not http:
         asyncio.run(server.run_stdio_async())
@@ -232,6 +233,6 @@ def _serve_http(server: MCPServer[Any], home: Path, port: int) -> None:
         token, _ = ensure_token(home)
     security = Security.build(token, tokens=TokenBook(home))  # `retinue token issue`
     app = Guard(SessionOwners(server.streamable_http_app(host="127.0.0.1")), security)
-    typer.echo(f"retinue MCP on http://127.0.0.1:{port}/mcp; send "
+    echo(f"retinue MCP on http://127.0.0.1:{port}/mcp; send "
                f'"Authorization: Bearer $(cat {home / TOKEN_FILE})"', err=True)  # fmt: skip
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=5)

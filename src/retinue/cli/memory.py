@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import click
 import typer
-from rich.markup import escape
 
-from retinue.cli.term import console
+from retinue.cli.term import console, escape, write_data
 from retinue.errors import RetinueError
 
 if TYPE_CHECKING:  # settings, the store and the providers load only when a command runs
@@ -105,7 +104,7 @@ def show(role: str, tenant: Tenant = "default") -> None:
         _nothing_stored(role, tenant)
         return
     for b in blocks:
-        title = f"{b.name} [dim]({len(b.value)}/{b.limit} chars)[/dim]"
+        title = f"{escape(b.name)} [dim]({len(b.value)}/{b.limit} chars)[/dim]"
         _out.print(Panel(escape(b.value) or "[dim](empty)[/dim]", title=title, title_align="left"))
     _out.print(f"archival passages: [bold]{count}[/bold]  (tenant {escape(tenant)!r})")
 
@@ -172,7 +171,7 @@ def edit(
             value = edited.rstrip("\n")
         text: str = value
         b = run(lambda: store.set_block(tenant, role, block, text))
-    _out.print(f"saved {b.name!r} ({len(b.value)}/{b.limit} chars)")
+    _out.print(f"saved {escape(repr(b.name))} ({len(b.value)}/{b.limit} chars)")
 
 
 @memory_app.command("retry")
@@ -268,7 +267,7 @@ def export(
     async def write(store: MemoryBackend, out: Any) -> int:
         n = 0
         async for line in export_lines(store, tenant):
-            out.write(line + "\n")
+            write_data(out, line + "\n")
             n += 1
         return n
 

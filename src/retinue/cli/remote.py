@@ -32,6 +32,7 @@ from retinue.cli.common import (
     one_line_errors,
     port_option,
 )
+from retinue.cli.term import echo
 
 if TYPE_CHECKING:
     import httpx
@@ -118,7 +119,7 @@ def serve(
     )
     sock = _listen(host, port)
     bound = sock.getsockname()[1]
-    typer.echo(f"retinue serving {runtime.model.name} on http://{host}:{bound}", err=True)
+    echo(f"retinue serving {runtime.model.name} on http://{host}:{bound}", err=True)
     _say_how_to_use(runtime.settings.home, f"http://{host}:{bound}")
     limits = Limits(max_turns=max_turns, idle_s=idle_timeout, lease_s=lease)
     app = create_app(runtime, security, limits)
@@ -156,12 +157,12 @@ def _say_how_to_use(home: Path, url: str) -> None:
         where = f"${TOKEN_ENV}"
     else:
         where = f"$(cat {home / TOKEN_FILE})"
-    typer.echo(
+    echo(
         f'every request but /healthz needs: -H "Authorization: Bearer {where}" '
         f"(e.g. curl -H ... {url}/v1/conversations)",
         err=True,
     )
-    typer.echo(f"web page: {url}/ (sign in with the same token)", err=True)
+    echo(f"web page: {url}/ (sign in with the same token)", err=True)
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -191,11 +192,11 @@ def sessions(
     one's task list (TodoWrite) where it keeps one, then the shared task list of each tree
     (TaskCreate, TaskUpdate: a team's), and (durable sessions) the sessions recorded but not
     loaded in that process."""
-    from rich.markup import escape
     from rich.table import Table
 
     from retinue.cli.render import parse_todos, task_table, todos_cell
     from retinue.cli.term import console as make_console
+    from retinue.cli.term import escape
     from retinue.telemetry.prices import format_cost
 
     params = {"parent": parent} if parent else None
@@ -206,7 +207,7 @@ def sessions(
     if as_json:
         more = {"tasks": lists} if lists else {}
         more |= {"recorded": recorded} if recorded else {}
-        typer.echo(json.dumps({"sessions": live, **more} if more else live, indent=2))
+        echo(json.dumps({"sessions": live, **more} if more else live, indent=2))
         return
     console = make_console()
     for team, tasks in lists.items():  # (the service's JSON: model-written text, escaped)
@@ -239,8 +240,9 @@ def sessions(
 def _recorded_table(recorded: list[dict[str, Any]]) -> Any:
     """Durable sessions recorded but not loaded in the service's process (a message or an
     answer to one loads its tree)."""
-    from rich.markup import escape
     from rich.table import Table
+
+    from retinue.cli.term import escape
 
     table = Table(title="recorded, not loaded (durable sessions)")
     table.add_column("id", no_wrap=True)
@@ -268,9 +270,9 @@ def interrupt(
     path = f"/v1/sessions/{quote(session_id, safe='/:@')}/interrupt"
     answer = _call("POST", url, path, token=token)
     if answer["interrupted"]:
-        typer.echo(f"interrupted the running turn of {session_id}; the session is kept")
+        echo(f"interrupted the running turn of {session_id}; the session is kept")
     else:
-        typer.echo(f"{session_id} has no running turn; nothing to interrupt")
+        echo(f"{session_id} has no running turn; nothing to interrupt")
 
 
 def _state(session: dict[str, Any]) -> str:

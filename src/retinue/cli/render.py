@@ -1,7 +1,8 @@
 """Terminal rendering of progress events as an indented tree on stderr.
 
 Indentation follows the agent id: ``main`` at the left, ``main/reviewer`` one step in,
-``main/reviewer/tester`` two steps, so nested sub-agent work reads as a tree.
+``main/reviewer/tester`` two steps, so nested sub-agent work reads as a tree. What an event
+carries (a model's, a tool's or a hook's text) is shown through :func:`retinue.cli.term.escape`.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.status import Status
 from rich.table import Table
 from rich.text import Text
 
 from retinue import events as ev
+from retinue.cli.term import escape, for_terminal
 from retinue.errors import RetinueError
 from retinue.events import Event
 from retinue.telemetry.prices import format_cost
@@ -198,7 +199,7 @@ class ModelSpinner:
         elapsed = time.monotonic() - self._since
         detail = f" · {self._detail}" if self._detail else ""
         who = f"{self._agent} " if self._agent else ""
-        return Text(f"{who}{self._doing} {elapsed:.0f}s{detail}", style="dim")
+        return Text(for_terminal(f"{who}{self._doing} {elapsed:.0f}s{detail}"), style="dim")
 
 
 _SPINNER_STOPS = frozenset({ev.TEXT_DELTA, ev.MODEL_CALLED, ev.RUN_FINISHED, ev.TOOL_STARTED})

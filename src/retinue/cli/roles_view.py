@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from retinue.cli.term import escape
 from retinue.subagents import Role, RoleCatalog, RoleProblem
 from retinue.subagents.roles import PRELOAD_TOOL
 from retinue.subagents.tools import brief

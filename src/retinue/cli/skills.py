@@ -33,10 +33,10 @@ def skills(workspace: WorkspaceOpt = None) -> None:
 
 
 def print_skills(catalog: SkillCatalog, project: Instructions, out: Console, err: Console) -> None:
-    from rich.markup import escape
     from rich.table import Table
 
     from retinue.cli.roles_view import print_problems
+    from retinue.cli.term import escape
     from retinue.subagents.tools import brief
 
     table = Table("skill", "description", "allowed tools", "source")

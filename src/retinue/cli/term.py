@@ -3,9 +3,22 @@ or files wrote, a line discipline between streamed text and progress lines, log 
 routed through it, output held back while the user edits a line, and a quiet terminal while a
 turn runs.
 
-Rich applies markup (``[bold]``) and emoji codes (``:b:``) to what it prints: every text that
-comes from outside goes through :func:`escape` and every console is made by :func:`console`
-(emoji codes off), so ``archivist:b:`` stays ``archivist:b:``.
+Text from outside (a model, a tool, a hook, a file, an MCP server, a remote service) reaches
+the terminal only as :func:`retinue.safe_text.for_terminal` leaves it: no escape sequence, no
+C1 or other control character, no bidi override (each shown, e.g. ESC as ``␛``). This module
+holds the only ways the commands print, and each of them applies it:
+
+* :func:`console` makes every console (a Rich console whose printed text, whatever the
+  renderable, passes :func:`~retinue.safe_text.for_terminal` before Rich adds its own styles
+  and cursor controls; it never writes a hyperlink, emoji codes are off);
+* :func:`escape` makes text safe for a console's markup too (``[bold]`` stays text,
+  ``archivist:b:`` stays ``archivist:b:``): printers escape what they interpolate, so that
+  tables are laid out on the text as it will be shown;
+* :func:`echo` and :meth:`LineDiscipline.text` write plain lines and streamed text;
+  :func:`write_data` writes a data stream (an export) unchanged unless it is a terminal;
+  :func:`read_line` and :func:`confirm` ask with a prompt.
+
+``tests/cli/test_printers.py`` fails on any other way of printing in :mod:`retinue.cli`.
 """
 
 from __future__ import annotations
@@ -15,27 +28,90 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TextIO
 
 from rich.cells import cell_len
 from rich.console import Console
-from rich.markup import escape
+from rich.markup import escape as _markup_escape
+from rich.segment import Segment
+
+from retinue.safe_text import for_terminal
 
 __all__ = [
     "Deferred",
     "LineDiscipline",
+    "confirm",
     "console",
+    "echo",
     "escape",
+    "for_terminal",
     "local_modes",
     "quiet_input",
+    "read_line",
     "route_logs",
+    "write_data",
 ]
 
 
 def console(*, stderr: bool = False, file: TextIO | None = None) -> Console:
-    """A console for this program: soft wrapping, no emoji codes, no highlighting guesses."""
-    return Console(stderr=stderr, file=file, soft_wrap=True, emoji=False, highlight=False)
+    """A console for this program: soft wrapping, no emoji codes, no highlighting guesses,
+    and nothing a terminal acts on in what it prints (see the module text)."""
+    return _SafeConsole(stderr=stderr, file=file, soft_wrap=True, emoji=False, highlight=False)
+
+
+class _SafeConsole(Console):
+    """A console that passes the text of every segment it writes through
+    :func:`for_terminal` and drops hyperlinks (OSC 8: a link's target is not what its text
+    says); Rich's own control segments (the spinner's cursor moves) are kept."""
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        return super()._render_buffer(_safe(segment) for segment in buffer)
+
+
+def _safe(segment: Segment) -> Segment:
+    text, style, control = segment
+    if control:
+        return segment
+    if style is not None and style.link:
+        style = style.update_link(None)
+    return Segment(for_terminal(text), style, control)
+
+
+def escape(text: str) -> str:
+    """``text`` made safe to interpolate into a console's markup: shown as
+    :func:`for_terminal` shows it, and no ``[tag]`` in it taken for markup."""
+    return _markup_escape(for_terminal(text))
+
+
+def echo(text: str, *, err: bool = False, file: TextIO | None = None, end: str = "\n") -> None:
+    """``text`` and ``end`` on stdout (stderr with ``err``, or ``file``), as
+    :func:`for_terminal` shows it: where plain text is printed (no markup, no console)."""
+    out = file or (sys.stderr if err else sys.stdout)
+    out.write(for_terminal(text + end))
+    out.flush()
+
+
+def write_data(out: TextIO, text: str) -> None:
+    """``text`` written to ``out`` as it is (an export's lines, for a file or a pipe), or as
+    :func:`for_terminal` shows it when ``out`` is a terminal."""
+    try:
+        shown = os.isatty(out.fileno())
+    except (OSError, ValueError, AttributeError):
+        shown = False
+    out.write(for_terminal(text) if shown else text)
+
+
+def read_line(prompt: str = "") -> str:
+    """A line read from stdin after ``prompt`` (with GNU readline's editing when loaded)."""
+    return input(for_terminal(prompt))
+
+
+def confirm(question: str) -> bool:
+    """A yes/no question on the terminal; no is the default."""
+    import typer
+
+    return typer.confirm(for_terminal(question), default=False)
 
 
 class LineDiscipline:
@@ -47,6 +123,10 @@ class LineDiscipline:
     cut there by the terminal. A word is written once it is complete (a space, a line end,
     or :meth:`end_line` follows), and only one wider than the screen is cut. A pipe gets the
     text unchanged.
+
+    The text is shown as :func:`for_terminal` shows it, piece by piece (an escape sequence
+    cut across two pieces is inert in each); a carriage return that ends a piece waits for
+    the next one, so that a Windows line end cut in two is still one line end.
     """
 
     def __init__(
@@ -62,12 +142,19 @@ class LineDiscipline:
         self._width = width
         self._column = 0
         self._word = ""  # the word being streamed, not written yet
+        self._return = ""  # a carriage return that ended the last piece
 
     @property
     def out(self) -> TextIO:
         return self._out or sys.stdout
 
     def text(self, chunk: str) -> None:
+        chunk, self._return = self._return + chunk, ""
+        if chunk.endswith("\r"):
+            chunk, self._return = chunk[:-1], "\r"
+        self._show(for_terminal(chunk))
+
+    def _show(self, chunk: str) -> None:
         if not chunk:
             return
         width = self._columns()
@@ -82,6 +169,9 @@ class LineDiscipline:
 
     def end_line(self) -> None:
         """Finish the partial line, if there is one."""
+        if self._return:  # the text ended with it: shown
+            self._show(for_terminal(self._return))
+            self._return = ""
         if self.open:
             width = self._columns()
             self.out.write(self._place(width or 0) + "\n")

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from retinue.cli.term import echo
+
 if TYPE_CHECKING:
     from retinue.server.tokens import TokenBook
 
@@ -63,8 +65,8 @@ def issue(
         token = book.issue(name, tenant)
     except (RetinueError, OSError) as exc:
         raise _fail(str(exc)) from None
-    typer.echo(f"token {name!r} for tenant {tenant or name!r} (shown once, keep it):", err=True)
-    typer.echo(token)
+    echo(f"token {name!r} for tenant {tenant or name!r} (shown once, keep it):", err=True)
+    echo(token)
 
 
 @token_app.command("revoke")
@@ -78,7 +80,7 @@ def revoke(
         gone = _book(home).revoke(name)
     except (RetinueError, OSError) as exc:
         raise _fail(str(exc)) from None
-    typer.echo(f"revoked token {gone.name!r} (tenant {gone.tenant!r})")
+    echo(f"revoked token {gone.name!r} (tenant {gone.tenant!r})")
 
 
 @token_app.command("list")
@@ -93,8 +95,8 @@ def list_tokens(home: HomeOpt = None) -> None:
     except (RetinueError, OSError) as exc:
         raise _fail(str(exc)) from None
     if not tokens:
-        typer.echo("no named tokens (the service's own token is in server-token)")
+        echo("no named tokens (the service's own token is in server-token)")
         return
     for t in tokens:
         issued = time.strftime("%Y-%m-%d %H:%M", time.localtime(t.created_at))
-        typer.echo(f"{t.name}\ttenant {t.tenant}\tissued {issued}")
+        echo(f"{t.name}\ttenant {t.tenant}\tissued {issued}")

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
+from retinue.cli.term import echo, read_line
 from retinue.policy.trust import Definition, printable
 
 __all__ = ["ask_on_terminal", "ask_workspace_trust"]
@@ -24,17 +25,18 @@ def ask_on_terminal(
     to = out or sys.stderr
     what = "MCP server" if d.kind == "mcp" else d.kind
     env = f"\n  environment: {printable(', '.join(d.env_keys))}" if d.env_keys else ""
-    to.write(
+    echo(
         f"{printable(str(d.source))} defines {what} {printable(d.name)!r}, which runs "
         f"outside the sandbox with your rights:\n  {d.describe(limit=MAX_SHOWN)}{env}\n"
-        "Start it, and remember this approval? [y/N] "
+        "Start it, and remember this approval? [y/N] ",
+        file=to,
+        end="",
     )
-    to.flush()
     try:
-        answer = read() if read is not None else input()
+        answer = read() if read is not None else read_line()
     except (EOFError, KeyboardInterrupt):
         answer = ""
-        to.write("\n")
+        echo("", file=to)
     return answer.strip().lower() in {"y", "yes"}
 
 
