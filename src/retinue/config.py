@@ -24,7 +24,8 @@ session may spend; 0 = none) and a ``[model_prices]`` table (``"openai:gpt-4o" =
 ``otel_endpoint`` (an OTLP/HTTP base URL; ``OTEL_EXPORTER_OTLP_ENDPOINT`` wins) and
 ``otel_capture_content`` (prompts and completions in the spans; default false). Providers:
 ``[providers.openai] api = "responses" | "chat"`` (``RETINUE_OPENAI_API`` wins) chooses the
-wire API of ``openai:`` models (:func:`provider_api`).
+wire API of ``openai:`` models (:func:`provider_api`). ``[sandbox] trusted_outside``: which of
+the user's own hooks and MCP servers run outside the sandbox (:class:`SandboxSettings`).
 
 A model is named the same way everywhere (``--model``, ``RETINUE_MODEL``, ``config.toml``, a
 role file's ``model:``, ``Agent(model=...)``): :func:`canonical_model` turns ``provider:model``,
@@ -54,6 +55,7 @@ __all__ = [
     "DEFAULT_MODEL_ALIASES",
     "MODEL_TIERS",
     "FileSettings",
+    "SandboxSettings",
     "Settings",
     "canonical_model",
     "create_private_file",
@@ -160,6 +162,19 @@ class ProviderSettings(pydantic.BaseModel):
     api: Literal["responses", "chat"] | None = None
 
 
+_OUTSIDE = r"^(hooks|mcp|mcp:[A-Za-z0-9_-]{1,64})$"  # what [sandbox] trusted_outside may list
+
+
+class SandboxSettings(pydantic.BaseModel):
+    """The ``[sandbox]`` table: ``trusted_outside`` lists what of the user's own runs on the
+    host instead of in the sandbox: ``"hooks"`` (the hooks of ``~/.claude/settings.json`` and
+    ``[hooks]``), ``"mcp"`` (every MCP server of ``[mcp_servers]`` and the user's own role
+    files) or ``"mcp:<name>"`` (one); see :mod:`retinue.policy.launch`."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", strict=True)
+    trusted_outside: list[Annotated[str, Field(pattern=_OUTSIDE)]] = []
+
+
 class FileSettings(pydantic.BaseModel):
     """What ``config.toml`` may set, with the type and range of each value."""
 
@@ -185,6 +200,7 @@ class FileSettings(pydantic.BaseModel):
     otel_endpoint: Annotated[str, Field(pattern=r"^https?://\S+$", max_length=2000)] | None = None
     otel_capture_content: bool | None = None  # prompts and completions in spans
     providers: dict[str, ProviderSettings] | None = None  # [providers.openai] api = "chat"
+    sandbox: SandboxSettings | None = None  # [sandbox] trusted_outside = ["hooks", "mcp:gh"]
 
 
 _KINDS = {"int": "an integer", "string": "a string", "dict": "a table"}
@@ -235,6 +251,7 @@ class Settings:
     otel_endpoint: str | None = None  # OTLP/HTTP base URL (OTEL_EXPORTER_OTLP_ENDPOINT wins)
     otel_capture_content: bool = False
     providers: dict[str, dict[str, Any]] = field(default_factory=dict)  # per provider: api
+    sandbox: dict[str, Any] = field(default_factory=dict)  # trusted_outside (SandboxSettings)
 
     @property
     def config_file(self) -> Path:

@@ -9,6 +9,7 @@ import json
 import os
 import stat
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -189,28 +190,42 @@ async def test_matchers_follow_claude_codes_rule(tmp_path: Path) -> None:
 async def test_a_hook_that_times_out_is_killed_with_its_children_and_the_call_still_runs(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    slow = f"sleep 60 & echo $! > {tmp_path}/child.pid; wait"
+    tok = _token()
+    slow = f"sleep {tok} & wait"
     ctx = context(tmp_path, hooks_for("PreToolUse", slow, timeout=0.5))
     model = ScriptedModel([call_tool("Bash", {"command": "echo ran"}), "done"])
     assert await run_main(model, ctx) == "done"
     [ran] = tool_results(model)
     assert not ran.is_error and "ran" in ran.content
     assert "PreToolUse hook PreToolUse:*#0 timed out after 0.5 s and was killed" in caplog.text
-    child = int((tmp_path / "child.pid").read_text())
-    for _ in range(100):
-        if not _alive(child):
-            break
+    assert await _gone(tok)
+
+
+def _token() -> str:
+    """A sleep length no other process has in its command line (a hook in a PID namespace
+    knows its children by numbers the host does not use, so they are found by this)."""
+    return f"60.{uuid.uuid4().int % 10**9:09d}"
+
+
+def _running(tok: str) -> bool:
+    """Whether a live process on the machine runs ``sleep tok``."""
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if tok.encode() in cmdline and state != "Z":
+            return True
+    return False
+
+
+async def _gone(tok: str) -> bool:
+    for _ in range(250):  # a kill lands asynchronously: this bounds the wait, it times nothing
+        if not _running(tok):
+            return True
         await asyncio.sleep(0.02)
-    assert not _alive(child)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    status = Path(f"/proc/{pid}/stat")
-    return not (status.exists() and status.read_text().split()[2] == "Z")
+    return False
 
 
 async def test_bad_json_and_a_failing_hook_are_reported_and_the_call_runs(
@@ -256,16 +271,18 @@ async def test_a_hook_that_does_not_read_its_large_input_is_fine(tmp_path: Path)
 
 
 async def test_cancelling_the_turn_kills_the_hook(tmp_path: Path) -> None:
-    hooks = hooks_for("PreToolUse", f"echo $$ > {tmp_path}/pid; sleep 60")
+    tok = _token()
+    hooks = hooks_for("PreToolUse", f"sleep {tok}", workspace=tmp_path)
     task = asyncio.create_task(hooks.run("PreToolUse", {}))
-    for _ in range(200):
-        if (tmp_path / "pid").exists() and (tmp_path / "pid").read_text().strip():
+    for _ in range(500):
+        if _running(tok):
             break
         await asyncio.sleep(0.02)
+    assert _running(tok)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert not _alive(int((tmp_path / "pid").read_text()))
+    assert await _gone(tok)
 
 
 # -- what a hook sees --------------------------------------------------------------------------

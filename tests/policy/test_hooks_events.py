@@ -31,6 +31,7 @@ from retinue.subagents import Role, RoleCatalog, SubAgentManager
 from retinue.subagents.tools import ask_parent
 from retinue.testing import ScriptedModel, call_tool
 from retinue.tools import ToolContext, ToolRegistry, tool
+from retinue.tools.builtin.sandbox import bwrap_problem
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -280,7 +281,7 @@ async def test_a_project_hook_stays_inert_until_approved_and_again_once_changed(
     user.mkdir()
     monkeypatch.setenv("HOME", str(user))
     monkeypatch.setenv("RETINUE_HOME", str(home))
-    marker = tmp_path / "ran"
+    marker = ws / "ran"  # in the workspace: an approved project hook runs in the sandbox
     _project(ws, f"touch {marker}")
 
     hooks = load_hooks(ws, home, user_home=user)
@@ -299,8 +300,11 @@ async def test_a_project_hook_stays_inert_until_approved_and_again_once_changed(
 
     hooks = load_hooks(ws, home, user_home=user)
     assert len(hooks.commands) == 1 and not hooks.untrusted
-    await hooks.run("PreToolUse", {"tool_name": "Bash"}, matcher_value="Bash")
-    assert marker.exists()
+    said = await hooks.run("PreToolUse", {"tool_name": "Bash"}, matcher_value="Bash")
+    if bwrap_problem() is not None:  # no sandbox to run it in: refused, saying so
+        assert not marker.exists() and "retinue doctor" in said.problems[0]
+    else:
+        assert marker.exists() and said.problems == ()
 
     _project(ws, f"touch {marker}; curl evil.example")  # changed: approval needed again
     hooks = load_hooks(ws, home, user_home=user)

@@ -30,6 +30,7 @@ from retinue.policy.trust import (
 from retinue.runtime import Runtime, load_roles
 from retinue.testing import ScriptedModel, call_tool
 from retinue.tools import ToolRegistry
+from retinue.tools.builtin.sandbox import bwrap_problem
 
 CANARY = "sk-canary-trust-0123456789"
 SPY = (
@@ -198,7 +199,7 @@ async def test_an_unapproved_workspace_server_never_starts_and_is_reported(
     caplog: pytest.LogCaptureFixture,
 ) -> None:  # fmt: skip
     monkeypatch.setenv("OPENAI_API_KEY", CANARY)
-    marks = tmp_path / "marks"
+    marks = ws / "marks"  # in the workspace: an approved server runs in the sandbox
     write_mcp_json(ws, {"spy": spy(marks)})
     with caplog.at_level(logging.WARNING, logger="retinue.mcp"):
         await one_run(settings)
@@ -210,7 +211,11 @@ async def test_an_unapproved_workspace_server_never_starts_and_is_reported(
     (d,) = [c.definition() for c in configured_servers(settings, [])]
     assert d is not None
     TrustStore(settings.home).approve([d])
+    caplog.clear()
     await one_run(settings)  # approved: it runs, with the variables expanded
+    if bwrap_problem() is not None:  # no sandbox to run it in: refused, saying so
+        assert not marks.exists() and "retinue doctor" in caplog.text
+        return
     assert json.loads((marks / "ran").read_text())["CANARY"] == CANARY
 
     (marks / "ran").unlink()

@@ -11,6 +11,12 @@ tool-list change (a ``tools/list_changed`` notification, or the event of a 2026
 ``subscriptions/listen`` stream) makes the next listing ask the server again.
 :meth:`McpHub.close` stops every server (stdio processes are terminated by the SDK); a
 stdio server also exits on its own when this process dies, since its stdin closes.
+
+A stdio server starts where its placement says (:mod:`retinue.policy.launch`): one the
+workspace defines only inside the ``Bash`` tool's sandbox (with the network), the user's own
+there too unless ``[sandbox] trusted_outside`` names it; always in a PID namespace of its own
+that dies with it and with Retinue. Its environment is the ``Bash`` tool's allow-list and the
+definition's own ``env``: never the provider keys Retinue was started with.
 """
 
 from __future__ import annotations
@@ -18,8 +24,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, TextIO
@@ -33,9 +40,12 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from retinue.config import default_home
 from retinue.errors import RetinueError
 from retinue.mcp.servers import HttpServer, ServerConfig, StdioServer, expanded
 from retinue.mcp.tasks import TASKS, TasksClient
+from retinue.policy.launch import Launch, Placement
+from retinue.tools.builtin.sandbox import safe_environment
 
 __all__ = ["McpError", "McpHub", "McpServer", "retinue_version"]
 
@@ -65,11 +75,25 @@ def _reason(exc: BaseException) -> str:
 
 
 class McpServer:
-    """One configured server: its state, its tools, and the calls made to it."""
+    """One configured server: its state, its tools, and the calls made to it. A stdio
+    server starts as ``placement`` says, in the sandbox of the workspace ``cwd`` (which
+    hides ``data_dir``, default the data directory)."""
 
-    def __init__(self, name: str, config: ServerConfig, *, cwd: Path, log_dir: Path | None) -> None:
+    def __init__(
+        self,
+        name: str,
+        config: ServerConfig,
+        *,
+        cwd: Path,
+        log_dir: Path | None,
+        placement: Placement = "own",
+        data_dir: Path | None = None,
+    ) -> None:
         self.name = name
         self.config = config
+        self.placement: Placement = placement
+        self._launch = Launch(cwd, data_dir or default_home())
+        self._release: Callable[[], None] | None = None
         self.state = "stopped"  # stopped | running | crashed | failed
         self.error: str | None = None
         self.starts = 0
@@ -210,6 +234,9 @@ class McpServer:
                 log.info("MCP server %s stopped: %s", self.name, self.error)
             finally:
                 self._client, self._tools = None, None
+                release, self._release = self._release, None
+                if release is not None:  # its process has ended: the sandbox's placeholders go
+                    release()
 
     def _errlog(self, files: contextlib.ExitStack) -> TextIO | None:
         if self._log_dir is None:
@@ -230,11 +257,14 @@ class McpServer:
         cfg = expanded(self.config)  # ${VAR}s: only now, for a server allowed to start
         options = self._options()
         if isinstance(cfg, StdioServer):
+            cwd = self._cwd / cfg.cwd if cfg.cwd else self._cwd
+            started = self._launch.start([cfg.command, *cfg.args], self.placement, cwd=cwd)
+            self._release = started.release
             params = StdioServerParameters(
-                command=cfg.command,
-                args=cfg.args,
-                env=cfg.env or None,
-                cwd=cfg.cwd or self._cwd,
+                command=started.argv[0],
+                args=started.argv[1:],
+                env=safe_environment(os.environ) | cfg.env,
+                cwd=cwd,
             )
             transport = stdio_client(params, errlog) if errlog is not None else stdio_client(params)
             return Client(transport, **options)
@@ -282,7 +312,8 @@ class McpServer:
 
 
 class McpHub:
-    """Every server this process knows, by name; role-private ones under their role."""
+    """Every server this process knows, by name; role-private ones under their role.
+    ``placements``: where each ``(role or None, name)`` may start (default ``"own"``)."""
 
     def __init__(
         self,
@@ -291,11 +322,19 @@ class McpHub:
         cwd: Path,
         log_dir: Path | None = None,
         role_servers: Mapping[str, Mapping[str, ServerConfig]] | None = None,
+        placements: Mapping[tuple[str | None, str], Placement] | None = None,
+        data_dir: Path | None = None,
     ) -> None:
         self._cwd, self._log_dir = cwd, log_dir
-        self.servers = {n: McpServer(n, c, cwd=cwd, log_dir=log_dir) for n, c in servers.items()}
+        where: dict[tuple[str | None, str], Placement] = dict(placements or {})
+
+        def server(role: str | None, name: str, config: ServerConfig) -> McpServer:
+            return McpServer(name, config, cwd=cwd, log_dir=log_dir, data_dir=data_dir,
+                             placement=where.get((role, name), "own"))  # fmt: skip
+
+        self.servers = {n: server(None, n, c) for n, c in servers.items()}
         self._private = {
-            role: {n: McpServer(n, c, cwd=cwd, log_dir=log_dir) for n, c in defs.items()}
+            role: {n: server(role, n, c) for n, c in defs.items()}
             for role, defs in (role_servers or {}).items()
         }
 

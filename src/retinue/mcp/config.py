@@ -17,6 +17,12 @@ under ``.retinue/agents`` or ``.claude/agents``) starts only once the user appro
 code here, but the workspace would choose where the user's headers (``${VAR}`` expanded)
 and the model's tool calls go. An unapproved one is reported in one line and left out of
 the hub, before anything in it is expanded.
+
+**Where they run.** Approval is for the definition; what it runs (``tools/server.py``, a
+shadowing ``json.py``, ``package.json``...) the agent's sandboxed ``Bash`` may have rewritten.
+So an approved workspace definition starts only inside the sandbox, and the user's own ones
+there too unless ``config.toml``'s ``[sandbox] trusted_outside`` names them (``"mcp"`` or
+``"mcp:<name>"``); see :mod:`retinue.policy.launch` and :func:`placement`.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from retinue.mcp.servers import (
     role_servers,
     valid_server_name,
 )
+from retinue.policy.launch import Placement, placement_of
 from retinue.policy.trust import Definition, TrustStore, extra_digest, needs_trust, untrusted_line
 
 if TYPE_CHECKING:
@@ -55,6 +62,7 @@ __all__ = [
     "definition_of",
     "load_servers",
     "parse_server",
+    "placement",
     "role_servers",
     "startable",
     "trust_state",
@@ -208,15 +216,27 @@ def attach_servers(
     return hub
 
 
+def placement(c: Configured, settings: Settings) -> Placement:
+    """Where ``c``'s program may start: in the sandbox only when a workspace file defines
+    it; the user's own in the sandbox too, unless ``[sandbox] trusted_outside`` names it."""
+    d = c.definition()
+    own = d is None or not needs_trust(d, settings.workspace, settings.home)
+    outside = settings.sandbox.get("trusted_outside", ())
+    return placement_of("mcp", c.name, own, outside)
+
+
 def build_hub(settings: Settings, servers: Iterable[Configured]) -> McpHub | None:
     """The hub of ``servers`` (checked by :func:`startable` first), ``None`` for none."""
     shared: dict[str, ServerConfig] = {}
     private: dict[str, dict[str, ServerConfig]] = {}
+    where: dict[tuple[str | None, str], Placement] = {}
     for c in servers:
         (shared if c.role is None else private.setdefault(c.role, {}))[c.name] = c.config
+        where[(c.role, c.name)] = placement(c, settings)
     if not shared and not private:
         return None
     from retinue.mcp.client import McpHub
 
     log_dir = settings.home / "logs" / "mcp"
-    return McpHub(shared, cwd=settings.workspace, log_dir=log_dir, role_servers=private)
+    return McpHub(shared, cwd=settings.workspace, log_dir=log_dir, role_servers=private,
+                  placements=where, data_dir=settings.home)  # fmt: skip

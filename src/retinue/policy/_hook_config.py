@@ -16,7 +16,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from retinue.policy.launch import Placement
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -60,7 +63,8 @@ _SIMPLE = re.compile(r"^[\w|]+$")  # Claude Code: only names and '|' is a list o
 @dataclass(frozen=True, slots=True)
 class HookCommand:
     """One command hook: the event it runs at, its matcher, the command, its timeout and
-    the file (or setting) that defines it, and its place there (``index``)."""
+    the file (or setting) that defines it, and its place there (``index``); ``placement``:
+    where it may run (:mod:`retinue.policy.launch`; the loader sets it)."""
 
     event: str
     matcher: str
@@ -70,6 +74,7 @@ class HookCommand:
     index: int = 0
     _names: frozenset[str] | None = field(default=None, compare=False, repr=False)
     _regex: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
+    placement: Placement = "own"
 
     @property
     def name(self) -> str:

@@ -1,12 +1,14 @@
-"""Running one command hook: ``bash -c COMMAND`` as the user, outside the sandbox.
+"""Running one command hook: ``bash -c COMMAND``, confined where its placement says.
 
 The hook reads its event's JSON on stdin and runs in the workspace (``cwd``) with the
 environment it is given (see :func:`hook_environment`: the allow-list of the ``Bash`` tool,
 ``CLAUDE_PROJECT_DIR``, and only the variables the user's own settings pass on; never the
-provider keys Retinue itself was started with). It runs in a process group of its own, which
-is killed on timeout and on cancellation (the cancellation then propagates). stdout and stderr
-are kept up to :data:`OUTPUT_LIMIT` bytes each; the rest is read and dropped, and
-:class:`Outcome` says how much.
+provider keys Retinue itself was started with). Where it runs is its placement
+(:mod:`retinue.policy.launch`): inside the ``Bash`` tool's sandbox, or, when the user's own
+config trusts it, on the host; either way in a PID namespace of its own, so nothing it starts
+(``setsid`` children included) outlives it: not its end, its timeout, a cancellation (which
+then propagates), nor Retinue's death. stdout and stderr are kept up to :data:`OUTPUT_LIMIT`
+bytes each; the rest is read and dropped, and :class:`Outcome` says how much.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from retinue.config import default_home
+from retinue.errors import PolicyError
+from retinue.policy.launch import Launch, Placement
 from retinue.tools.builtin.sandbox import safe_environment
 from retinue.tools.builtin.shell import live_groups
 
@@ -100,13 +105,35 @@ async def run_hook_command(
     env: Mapping[str, str],
     timeout: float,  # noqa: ASYNC109 (a hook's own setting, in seconds)
     limit: int = OUTPUT_LIMIT,
+    placement: Placement = "own",
+    data_dir: Path | None = None,
 ) -> Outcome:
-    """Run ``bash -c command`` (see the module text)."""
+    """Run ``bash -c command`` where ``placement`` says: in the sandbox of the workspace
+    ``cwd`` (``data_dir``, default the data directory, hidden), or outside it (see the
+    module text)."""
+    launch = Launch(cwd, data_dir or default_home())
+    try:
+        started = launch.start(["bash", "-c", command], placement)
+    except PolicyError as exc:
+        return Outcome(None, "", "", error=f"was not started: {exc}")
+    try:
+        return await _run(started.argv, stdin, cwd=cwd, env=env, timeout=timeout, limit=limit)
+    finally:
+        started.release()
+
+
+async def _run(
+    argv: list[str],
+    stdin: bytes,
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout: float,  # noqa: ASYNC109
+    limit: int,
+) -> Outcome:
     try:
         proc = await asyncio.create_subprocess_exec(
-            "bash",
-            "-c",
-            command,
+            *argv,
             cwd=cwd,
             env=dict(env),
             stdin=subprocess.PIPE,

@@ -2,9 +2,11 @@
 
 A hook is a shell command (``bash -c``) from the ``hooks`` of a settings file, of Retinue's
 ``config.toml`` or of a role's front matter (see :mod:`retinue.policy._hook_config` for the
-shape). It runs with the user's rights, outside the sandbox, in the workspace, with the event
-as JSON on stdin (``session_id``, ``cwd``, ``hook_event_name``, ``permission_mode`` and the
-event's own fields) and an environment without secrets (:mod:`retinue.policy._hook_run`).
+shape). It runs in the workspace, inside the ``Bash`` tool's sandbox unless the user's own
+config trusts it outside (:mod:`retinue.policy.launch`), in a PID namespace that dies with it,
+with the event as JSON on stdin (``session_id``, ``cwd``, ``hook_event_name``,
+``permission_mode`` and the event's own fields) and an environment without secrets
+(:mod:`retinue.policy._hook_run`).
 
 What it says, as Claude Code reads it:
 
@@ -25,7 +27,8 @@ The hooks an event matches run in parallel; their answers merge: any block block
 ask beats allow, contexts and reasons join in the order the hooks are configured.
 
 Where hooks come from, and trust (:func:`load_hooks`, :meth:`Hooks.for_role`): the user's
-``~/.claude/settings.json`` and ``config.toml`` ``[hooks]`` run as they are. Hooks defined by
+``~/.claude/settings.json`` and ``config.toml`` ``[hooks]`` run as they are (confined, or on
+the host when ``config.toml``'s ``[sandbox] trusted_outside`` lists ``hooks``). Hooks defined by
 files inside the workspace (``.claude/settings.json``, ``.claude/settings.local.json``, a role
 file under the workspace) stay inert until the user approved that exact definition
 (``retinue hooks approve``), as every command the workspace defines
@@ -46,8 +49,8 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -55,6 +58,7 @@ from retinue.errors import PolicyError, SessionError
 from retinue.events import NOTICE, EventSink, emit
 from retinue.policy._hook_config import HookCommand, parse_hooks
 from retinue.policy._hook_run import OUTPUT_LIMIT, Outcome, hook_environment, run_hook_command
+from retinue.policy.launch import placement_of
 from retinue.policy.trust import Definition, TrustStore, needs_trust, untrusted_line
 
 if TYPE_CHECKING:
@@ -123,7 +127,8 @@ class Hooks:
     """The command hooks in force, with the environment they run in.
 
     ``untrusted`` are project hooks not approved yet: listed, never run. ``problems`` are the
-    lines about entries that were skipped (by file).
+    lines about entries that were skipped (by file). ``data_dir`` is hidden from the hooks
+    that run in the sandbox (default: the data directory of the environment).
     """
 
     __slots__ = (
@@ -131,6 +136,7 @@ class Hooks:
         "_by_event",
         "_roles",
         "commands",
+        "data_dir",
         "env",
         "problems",
         "untrusted",
@@ -145,9 +151,11 @@ class Hooks:
         env: Mapping[str, str] | None = None,
         problems: Iterable[str] = (),
         untrusted: Iterable[HookCommand] = (),
+        data_dir: Path | None = None,
     ) -> None:
         self.commands = tuple(commands)
         self.workspace = workspace
+        self.data_dir = data_dir
         self.env = dict(env or {})
         self.problems = tuple(problems)
         self.untrusted = tuple(untrusted)
@@ -191,7 +199,7 @@ class Hooks:
             commands, untrusted, trouble = _trusted_only(commands, source, workspace, data_dir)
             problems.extend(trouble)
         return cls(commands, workspace=workspace, env=env, problems=problems,
-                   untrusted=untrusted)  # fmt: skip
+                   untrusted=untrusted, data_dir=data_dir)  # fmt: skip
 
     def merged(self, *others: Hooks) -> Hooks:
         """These hooks and ``others``' together (this one's environment and workspace)."""
@@ -202,6 +210,7 @@ class Hooks:
             env={k: v for h in reversed(every) for k, v in h.env.items()},
             problems=[p for h in every for p in h.problems],
             untrusted=[d for h in every for d in h.untrusted],
+            data_dir=self.data_dir or next((h.data_dir for h in others if h.data_dir), None),
         )
 
     def for_role(
@@ -266,7 +275,8 @@ class Hooks:
         cwd = _cwd(payload, self.workspace)
         env = hook_environment(cwd if self.workspace is None else self.workspace, self.env)
         outcomes = await asyncio.gather(
-            *(run_hook_command(c.command, stdin, cwd=cwd, env=env, timeout=c.timeout)
+            *(run_hook_command(c.command, stdin, cwd=cwd, env=env, timeout=c.timeout,
+                               placement=c.placement, data_dir=self.data_dir)
               for c in chosen)
         )  # fmt: skip
         result = _merge(event, [_read(event, c, o) for c, o in zip(chosen, outcomes, strict=True)])
@@ -288,8 +298,8 @@ def _cwd(payload: Mapping[str, Any], workspace: Path | None) -> Path:
 def _trusted_only(
     commands: list[HookCommand], source: Path, workspace: Path, data_dir: Path | None
 ) -> tuple[list[HookCommand], list[HookCommand], list[str]]:
-    """The commands that may run (those outside the workspace, and the approved ones), and
-    those that wait for approval."""
+    """The commands that may run (those outside the workspace, and the approved ones, which
+    run only in the sandbox), and those that wait for approval."""
     store = TrustStore(data_dir) if data_dir is not None else None
     keep: list[HookCommand] = []
     held: list[HookCommand] = []
@@ -304,7 +314,7 @@ def _trusted_only(
         except PolicyError as exc:
             problems.append(str(exc))
             approved = False
-        (keep if approved else held).append(c)
+        (keep if approved else held).append(replace(c, placement="sandbox"))
     return keep, held, problems
 
 
@@ -445,11 +455,13 @@ def load_hooks(
     config_path: Path | None = None,
     user_home: Path | None = None,
     environ: Mapping[str, str] = os.environ,
+    trusted_outside: Collection[str] = (),
 ) -> Hooks:
     """Every hook in force for ``workspace``: ``~/.claude/settings.json``, ``config.toml``'s
     ``[hooks]`` (``config``), then the project's ``.claude/settings.json`` and
     ``.claude/settings.local.json`` (approved definitions only). A file that cannot be read
-    is reported and the others count."""
+    is reported and the others count. ``trusted_outside`` (config.toml's ``[sandbox]``):
+    when it lists ``hooks``, the user's own hooks run outside the sandbox."""
     from retinue.policy.settings import read_settings, settings_files
 
     parts: list[Hooks] = []
@@ -471,7 +483,18 @@ def load_hooks(
                                          data_dir=data_dir))  # fmt: skip
     if config:
         parts.append(_config_hooks(config, config_path, env, environ, problems))
-    return Hooks(workspace=workspace, env=env, problems=problems).merged(*parts)
+    parts = [_placed(h, trusted_outside) for h in parts]
+    base = Hooks(workspace=workspace, env=env, problems=problems, data_dir=data_dir)
+    return base.merged(*parts)
+
+
+def _placed(hooks: Hooks, trusted_outside: Collection[str]) -> Hooks:
+    """``hooks`` with the user's own ones (those not approved from the workspace) placed as
+    ``trusted_outside`` says."""
+    own = placement_of("hook", "", True, trusted_outside)
+    placed = [c if c.placement == "sandbox" else replace(c, placement=own) for c in hooks.commands]
+    return Hooks(placed, workspace=hooks.workspace, env=hooks.env, problems=hooks.problems,
+                 untrusted=hooks.untrusted, data_dir=hooks.data_dir)  # fmt: skip
 
 
 def _config_hooks(
