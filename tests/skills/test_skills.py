@@ -247,7 +247,8 @@ def test_the_real_skills_corpus_loads() -> None:
 
 def test_retinue_skills_lists_sources_and_problems(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
-    write_skill(ws / ".claude" / "skills", "lint")
+    write_skill(ws / ".claude" / "skills", "lint", "allowed-tools: Bash(ruff:*)")
+    write_skill(ws / ".claude" / "skills", "prune", "disable-model-invocation: true")
     (ws / ".claude" / "skills" / "broken").mkdir()
     (ws / ".claude" / "skills" / "broken" / "SKILL.md").write_text("---\nname: broken\n---\n[red]x")
     (ws / "CLAUDE.md").write_text("rules")
@@ -258,7 +259,9 @@ def test_retinue_skills_lists_sources_and_problems(tmp_path: Path) -> None:
         env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert "lint" in done.stdout and "1 skills." in done.stdout
+    assert "lint" in done.stdout and "2 skills." in done.stdout
+    assert "pre-approved tools" in done.stdout and "Bash(ruff:*)" in done.stdout
+    assert "prune (user only)" in done.stdout
     assert (
         "skipped:" in done.stderr
         and "broken" in done.stderr

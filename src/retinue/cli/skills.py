@@ -39,11 +39,14 @@ def print_skills(catalog: SkillCatalog, project: Instructions, out: Console, err
     from retinue.cli.term import escape
     from retinue.subagents.tools import brief
 
-    table = Table("skill", "description", "allowed tools", "source")
+    table = Table("skill", "description", "pre-approved tools", "source")
     for s in catalog.skills.values():
-        tools = ", ".join(s.allowed_tools) if s.allowed_tools is not None else "any"
+        tools = ", ".join(s.allowed_tools or ()) or "-"
+        if s.disallowed_tools:
+            tools += f" (removes {', '.join(s.disallowed_tools)})"
+        name = s.name if s.model_invocable else f"{s.name} (user only)"
         table.add_row(
-            escape(s.name), escape(brief(s.description, 100)), escape(tools), escape(str(s.folder))
+            escape(name), escape(brief(s.description, 100)), escape(tools), escape(str(s.folder))
         )
     out.print(table)
     out.print(f"{len(catalog.skills)} skills.", highlight=False)
