@@ -184,8 +184,9 @@ class Runtime:
             session_token_budget=settings.session_token_budget or None,
             stream=stream,
         )
+        outside = settings.sandbox.get("trusted_outside", ())  # the user's hooks on the host
         hooks = load_hooks(settings.workspace, settings.home, config=settings.hooks,
-                           config_path=settings.config_file)  # fmt: skip
+                           config_path=settings.config_file, trusted_outside=outside)  # fmt: skip
         policy, problems = make_policy(
             settings.workspace,
             mode=permission_mode,
