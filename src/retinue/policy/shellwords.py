@@ -54,6 +54,7 @@ MAX_LENGTH = 20_000  # characters of one command line (text given to bash -c cou
 MAX_NESTING = 4  # bash -c inside bash -c (eval, trap…) inside …
 MAX_COMMANDS = 500  # simple commands in one command line, all levels together
 MAX_NODES = 100_000  # syntax nodes walked, all levels together
+MAX_KEPT = 200_000  # characters of the commands kept, all together (nested text repeats)
 
 _LANGUAGE = tree_sitter.Language(tree_sitter_bash.language())
 
@@ -81,7 +82,7 @@ class CommandLine:
     unknown: tuple[str, ...]
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=128)
 def analyse(command: str) -> CommandLine:
     """The simple commands ``command`` runs (as far as they can be known before it runs)."""
     reader = _Reader()
@@ -100,6 +101,7 @@ class _Reader:
         self.commands: list[Simple] = []
         self.unknown: list[str] = []
         self.nodes = 0
+        self.kept = 0
 
     def doubt(self, why: str) -> None:
         if len(self.unknown) < 20:
@@ -121,8 +123,7 @@ class _Reader:
         while stack:
             node = stack.pop()
             self.nodes += 1
-            if self.nodes > MAX_NODES or len(self.commands) > MAX_COMMANDS:
-                self.doubt(f"a command with more than {MAX_COMMANDS} parts")
+            if self.over():
                 return
             kind = node.type
             if kind == "command":
@@ -132,6 +133,13 @@ class _Reader:
             elif kind == "file_redirect":
                 self.redirect(node)
             stack.extend(reversed(node.children))
+
+    def over(self) -> bool:
+        """Whether the walk has reached its bounds (then what it did not see is unknown)."""
+        if self.nodes > MAX_NODES or len(self.commands) > MAX_COMMANDS or self.kept > MAX_KEPT:
+            self.doubt(f"a command with more than {MAX_COMMANDS} parts, or too long to read")
+            return True
+        return False
 
     def simple(self, node: Node, depth: int) -> None:
         name = node.child_by_field_name("name")
@@ -168,6 +176,9 @@ class _Reader:
     ) -> None:
         """Record one command and follow what it runs in turn."""
         known = next((i for i, (_, ok) in enumerate(words) if not ok), len(words))
+        self.kept += len(written) + sum(len(w) + 1 for w, _ in words)
+        if self.over():
+            return
         self.commands.append(Simple(tuple(w for w, _ in words), known, written, settings))
         program = _base(words[0][0])
         if program in _WRAPPERS:
