@@ -315,6 +315,8 @@ def _under(
     decision = found[0]
     if decision == "ask" and mode == "dontAsk":
         return "deny"
+    if decision == "ask":  # never looser than the mode itself unsandboxed (plan runs nothing)
+        return strictest("ask", decide_by_mode(mode, kind, sandboxed=False))
     if decision == "allow" and kind in _MODE_DENIES_ALLOW_RULES.get(mode, ()):
         return "deny"
     return decision
