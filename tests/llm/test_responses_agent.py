@@ -79,3 +79,41 @@ async def test_an_interactive_sub_agent_keeps_its_reasoning_over_two_turns(
     # the parent's last request carries its two delegations with their reasoning
     parent_last = server.requests[6]["input"]
     assert [i.get("type") for i in parent_last].count("reasoning") == 2
+
+
+async def test_unloading_the_sub_agent_consolidates_over_responses(tmp_path: Path) -> None:
+    keeper = Role(
+        name="calculator",
+        description="Does arithmetic with the add tool",
+        prompt="You are a careful calculator.",
+        tools=("add",),
+        capabilities=frozenset({"memory"}),
+    )
+    script = ScriptedModel(
+        [
+            _delegate("add 2 and 3"),  # parent
+            call_tool("add", {"a": 2, "b": 3}, id="s1"),  # sub-agent
+            "5",
+            call_tool("UnloadSubAgent", {"role": "calculator"}),  # parent
+            call_tool("memorize", {"block_updates": [], "new_passages": ["2 + 3 = 5"]}),
+            "Done: 5.",  # parent
+        ]
+    )
+    with LoopbackResponsesServer(script) as server:
+        model = OpenAIResponsesModel("gpt-5.6-terra", base_url=server.base_url, max_retries=0)
+        agent = Agent(
+            model,
+            workspace=tmp_path,
+            home=tmp_path / "home",
+            builtin_tools=False,
+            tools=[add],
+            roles=[keeper],
+        )
+        with agent:
+            out = await agent.run("Add 2 and 3 with the calculator, then let it go.")
+        await model.aclose()
+    script.assert_done()
+    assert out.content == "Done: 5."
+    assert server.rejected == []
+    results = [i for i in server.requests[5]["input"] if i.get("type") == "function_call_output"]
+    assert "consolidated" in results[-1]["output"]
