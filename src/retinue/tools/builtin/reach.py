@@ -56,13 +56,13 @@ def spellings(path: str | os.PathLike[str]) -> tuple[str, ...]:
 
 
 def _below(path: str, base: str) -> str | None:
-    """``path`` relative to ``base`` ("" for ``base`` itself; case-folded match), or None."""
-    base = base.rstrip(os.sep)
-    if path.casefold() == base.casefold():
-        return ""
-    if path.casefold().startswith(base.casefold() + os.sep):
-        return path[len(base) + 1 :]
-    return None
+    """``path`` relative to ``base`` ("" for ``base`` itself), or None; both absolute and
+    normalised, their components compared case-folded."""
+    have = [c for c in path.split(os.sep) if c]
+    want = [c.casefold() for c in base.split(os.sep) if c]
+    if [c.casefold() for c in have[: len(want)]] != want:
+        return None
+    return os.sep.join(have[len(want) :])
 
 
 @dataclass(frozen=True, slots=True)
