@@ -156,6 +156,28 @@ async def test_one_shot_and_a_two_turn_context(served: Served, helper_model: Scr
     assert got.status.state == TaskState.TASK_STATE_COMPLETED
 
 
+async def test_the_messages_metadata_role_is_read_and_wins_over_the_requests(
+    served: Served, helper_model: ScriptedModel
+) -> None:
+    """The a2a-sdk client puts per-message data on the message (README: "a message runs the
+    role named in its metadata.role"); the request's is read too, the message's wins."""
+    helper_model.add("on the message", "message wins")
+    client = await served.client()
+    assert len(served.runtime.catalog.roles) > 1  # (the role must be named)
+
+    def sent(text: str, request: dict[str, Any]) -> SendMessageRequest:
+        msg = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)])
+        msg.metadata.update({"role": "helper"})
+        return SendMessageRequest(message=msg, metadata=request)
+
+    only = await last_task(client, sent("hello", {}))
+    assert only.status.state == TaskState.TASK_STATE_COMPLETED, said(only)
+    assert said(only) == "on the message"
+    both = await last_task(client, sent("hello again", {"role": "no-such-role"}))
+    assert both.status.state == TaskState.TASK_STATE_COMPLETED, said(both)
+    assert said(both) == "message wins"
+
+
 async def test_a_question_is_input_required_and_the_answer_goes_on(
     served: Served, helper_model: ScriptedModel
 ) -> None:

@@ -32,6 +32,7 @@ from a2a.types import (
     Part,
     TaskState,
 )
+from google.protobuf import json_format
 from starlette.applications import Starlette
 from starlette.requests import Request
 
@@ -103,6 +104,17 @@ def _instance(context_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", context_id)[:64] or "context"
 
 
+def _metadata(context: RequestContext) -> dict[str, Any]:
+    """The request's metadata with the message's over it: the a2a-sdk client puts per-message
+    data on the message (``Message.metadata``), others on the request
+    (``SendMessageRequest.metadata``); both are read, the message's wins."""
+    merged = dict(context.metadata)
+    message = context.message
+    if message is not None and message.HasField("metadata"):
+        merged.update(json_format.MessageToDict(message.metadata))
+    return merged
+
+
 class RoleExecutor(AgentExecutor):
     """Runs a role for each A2A message, the context being an interactive session held by
     the A2A client: ``a2a-client`` for the service's token, ``a2a-client-<name>`` in its own
@@ -116,7 +128,7 @@ class RoleExecutor(AgentExecutor):
         self._cancelled: set[str] = set()  # tasks cancelled: nothing more is published
 
     def _role(self, context: RequestContext) -> str:
-        named = context.metadata.get("role")
+        named = _metadata(context).get("role")
         if isinstance(named, str) and named:
             return named
         roles = list(self.runtime.catalog.roles)
@@ -136,7 +148,7 @@ class RoleExecutor(AgentExecutor):
         try:
             role = self._role(context)
             instance = _instance(task.context_id)
-            if context.metadata.get("unload"):
+            if _metadata(context).get("unload"):
                 text = await self.runtime.manager.unload_subagent(ctx.agent_id, role, instance)
                 await updater.complete(self._say(updater, text))
                 return
