@@ -160,8 +160,9 @@ class Reach:
         if self.edit and self.places.protected(path) and not self.places.protected(self.lexical):
             raise WorkspaceError(
                 f"{self._via(rel, shown)}{shown} holds what runs later (settings, hooks, "
-                f"servers), and the approval was for {self.spelt}, not for that: nothing was "
-                f"written. To change {shown}, name it as it is, so that a person is asked"
+                f"servers), but this call named {self.spelt}: what allowed it (an approval, a "
+                f"rule or the mode) did not cover {shown}, so nothing was written. To change "
+                f"it, name {shown} as it is, so that a person is asked"
             )
 
     def check_hidden(self, path: str | os.PathLike[str]) -> None:
