@@ -215,7 +215,7 @@ class Policy:
     ) -> Approval:
         rule = rule_for(call.name, args, ctx.workspace)
         if self.approver is None:
-            return Approval(False, message=_nobody(call.name, why, rule))
+            return Approval(False, message=_nobody(self, call.name, args, ctx, why, rule))
         request = ApprovalRequest(
             new_request_id(),
             ctx.agent_id,
@@ -338,13 +338,32 @@ def _reason(
     return f"{tool} needs approval in permission mode '{mode}'"
 
 
-def _nobody(tool: str, why: str, rule: Rule | None) -> str:
-    named = f'the rule "{rule.text}"' if rule is not None else f"a rule for {tool}"
-    return (
-        f"{why}, and nobody is here to approve it. To let it run, start with "
-        f"--permission-mode acceptEdits or bypassPermissions, or add {named} to "
-        "permissions.allow in .claude/settings.json"
-    )
+def _nobody(
+    policy: Policy, tool: str, args: dict[str, Any], ctx: ToolContext, why: str, rule: Rule | None
+) -> str:
+    """The refusal of a call that would ask with nobody to answer, naming only what would let
+    this call run: each mode (for the main agent, ``--permission-mode``) under which it is
+    allowed, and the allow rule, where adding it would allow it (an ask rule outranks it)."""
+    modes = [
+        mode
+        for mode in ("acceptEdits", "bypassPermissions")
+        if replace(policy, modes=(mode, *policy.modes[1:])).decide(tool, args, ctx)[0] == "allow"
+    ]
+    ways = [f"start with --permission-mode {' or '.join(modes)}"] if modes else []
+    if rule is not None:
+        rules = RuleSet()
+        rules.extend(policy.rules)
+        rules.allow_rule(rule)
+        if replace(policy, rules=rules).decide(tool, args, ctx)[0] == "allow":
+            ways.append(f'add the rule "{rule.text}" to permissions.allow in .claude/settings.json')
+    elif policy.rules.match(tool, args, ctx.workspace) is None:
+        ways.append(f"add a rule for {tool} to permissions.allow in .claude/settings.json")
+    if not ways:
+        return (
+            f"{why}, and nobody is here to approve it; no mode or allow rule lets it run "
+            "without a person's approval (retinue chat asks one)"
+        )
+    return f"{why}, and nobody is here to approve it. To let it run, {', or '.join(ways)}"
 
 
 def _preview(args: dict[str, Any]) -> str:
