@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 
 from retinue.errors import ToolError, WorkspaceError
 from retinue.tools.builtin.pathrules import PathFilter, PathGate
+from retinue.tools.builtin.sandbox import PROTECTED as READ_ONLY
 from retinue.tools.builtin.sandbox import SECRET_PATHS
 
 if TYPE_CHECKING:
@@ -41,9 +42,10 @@ if TYPE_CHECKING:
 
 __all__ = ["PROTECTED", "Places", "Reach", "opened", "search_filter", "spellings"]
 
-PROTECTED = (".claude", ".retinue", ".mcp.json", ".git")
-"""Names at the top of the workspace (or of ``$HOME``) whose files decide what runs later:
-an edit there needs a person's yes in every mode."""
+PROTECTED = tuple(dict.fromkeys(p.split("/", 1)[0] for p in READ_ONLY))
+"""Names at the top of the workspace (or of ``$HOME``) whose files decide what runs later
+(``.claude``, ``.mcp.json``, ``.retinue``, ``.git``: the first names of what the sandbox
+keeps read-only): an edit anywhere below one needs a person's yes in every mode."""
 
 
 def spellings(path: str | os.PathLike[str]) -> tuple[str, ...]:
