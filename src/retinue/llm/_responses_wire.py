@@ -12,7 +12,11 @@ the Responses API reference): a request made with ``store=false`` and
 :class:`~retinue.messages.ReasoningPart` (``provider="openai"``, ``kind="reasoning"``) and sent
 back unchanged, before the message text and ``function_call`` items it preceded, only to the
 model that made it: OpenAI decrypts and verifies the content per model, so an item from another
-model (or another provider's thinking) is left out rather than risk a 400.
+model (or another provider's thinking) is left out rather than risk a 400. The part records the
+model as the request named it (the name the next request compares), not the dated snapshot
+the response reports. An output whose reasoning items come between its calls is replayed with
+all its reasoning first (an assistant message keeps parts and calls apart); the usual output,
+reasoning then message and calls, is replayed in its own order.
 """
 
 from __future__ import annotations

@@ -88,8 +88,8 @@ def chat_tools_refusal(body: dict[str, Any]) -> str | None:
     return None
 
 
-class Rejected(Exception):
-    """A request the emulated rules refuse."""
+class _Rejected(Exception):
+    """A request the emulated rules refuse (caught in this module, answered as HTTP)."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -124,13 +124,13 @@ class LoopbackResponsesServer(LoopbackOpenAIServer):
             except ValueError:
                 refusal = None
             if refusal is not None:
-                return self._reject(Rejected(400, refusal))
+                return self._reject(_Rejected(400, refusal))
             return super().handle(path, raw)
         if not route.endswith("/responses"):
             return super().handle(path, raw)  # a 404, as the base answers unknown routes
         return self._responses(raw)
 
-    def _reject(self, exc: Rejected) -> tuple[int, dict[str, str], bytes]:
+    def _reject(self, exc: _Rejected) -> tuple[int, dict[str, str], bytes]:
         with self._lock:
             self.request_count += 1
             self.rejected.append((exc.status, str(exc)))
@@ -147,10 +147,10 @@ class LoopbackResponsesServer(LoopbackOpenAIServer):
             self.check(body)
             messages = messages_from_responses(body)
             tools = tools_from_responses(body.get("tools") or [])
-        except Rejected as exc:
+        except _Rejected as exc:
             return self._reject(exc)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            return self._reject(Rejected(400, f"bad request: {exc}"))
+            return self._reject(_Rejected(400, f"bad request: {exc}"))
         with self._lock:
             self.request_count += 1
             failure = self.fail_first.popleft() if self.fail_first else self.fail_always
@@ -172,7 +172,7 @@ class LoopbackResponsesServer(LoopbackOpenAIServer):
         return 200, {"Content-Type": "application/json"}, json.dumps(data).encode()
 
     def check(self, body: dict[str, Any]) -> None:
-        """Raise :class:`Rejected` when ``body``'s input breaks rules R2 to R7."""
+        """Raise :class:`_Rejected` when ``body``'s input breaks rules R2 to R7."""
         raw = body.get("input")
         items: list[dict[str, Any]] = [] if isinstance(raw, str) else list(raw or ())
         model, store = str(body.get("model", "")), body.get("store", True) is not False
@@ -191,7 +191,7 @@ class LoopbackResponsesServer(LoopbackOpenAIServer):
                 call_id = str(item.get("call_id"))
                 fc, rs = self._call_reasoning.get(call_id, ("", ""))
                 if rs and rs not in run:
-                    raise Rejected(
+                    raise _Rejected(
                         400,
                         f"Item '{fc}' of type 'function_call' was provided without its "
                         f"required 'reasoning' item: '{rs}'.",
@@ -200,12 +200,12 @@ class LoopbackResponsesServer(LoopbackOpenAIServer):
             elif kind == "function_call_output":
                 call_id = str(item.get("call_id"))
                 if call_id not in calls:
-                    raise Rejected(
+                    raise _Rejected(
                         400, f"No tool call found for function call output with call_id {call_id}."
                     )
                 answered.add(call_id)
         for call_id in sorted(calls - answered):
-            raise Rejected(400, f"No tool output found for function call {call_id}.")
+            raise _Rejected(400, f"No tool output found for function call {call_id}.")
 
     def _check_reasoning(
         self, item: dict[str, Any], model: str, store: bool, following: list[dict[str, Any]]
@@ -214,7 +214,7 @@ class LoopbackResponsesServer(LoopbackOpenAIServer):
         encrypted = item.get("encrypted_content")
         if encrypted is None:
             if not store or rs not in self._stored:
-                raise Rejected(
+                raise _Rejected(
                     404,
                     f"Item with id '{rs}' not found. Items are not persisted when `store` is "
                     "set to false. Try again with `store` set to true, or remove this item "
@@ -223,10 +223,10 @@ class LoopbackResponsesServer(LoopbackOpenAIServer):
         else:
             issued = self._issued.get(rs)
             if issued is None or issued.encrypted != encrypted or issued.model != model:
-                raise Rejected(400, f"The encrypted content for item {rs} could not be verified.")
+                raise _Rejected(400, f"The encrypted content for item {rs} could not be verified.")
         nxt = following[0] if following else {}
         if not (nxt.get("type") == "function_call" or nxt.get("role") == "assistant"):
-            raise Rejected(
+            raise _Rejected(
                 400,
                 f"Item '{rs}' of type 'reasoning' was provided without its required "
                 "following item.",
