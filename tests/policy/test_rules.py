@@ -248,6 +248,7 @@ RM_SPELLINGS = [
     "/bin/r? f", 'r"$EMPTY"m f', "{rm,f}", "trap 'rm f' EXIT", "su -c 'rm f'",
     "watch -n 1 rm f", "PAGER='rm f' git log", "export PAGER='rm f'; git log",
     "GIT_SSH_COMMAND='rm f' git fetch", "$\"rm\" f", "rm\\\n f",
+    "cat <<-EOF\n\t$(rm f)\n\tEOF", "cat <<EOF\n`rm f`\nEOF", 'echo "${x:-`rm f`}"',
     "bash -c " + "'" + "rm f" * 6000 + "'",  # too long to read
     "bash -c 'bash -c \"bash -c \\\"bash -c \\\\\\\"bash -c rm\\\\\\\"\\\"\"'",  # too deep
 ]  # fmt: skip
@@ -420,3 +421,23 @@ def test_always_adds_no_rule_for_a_command_that_runs_more_than_itself() -> None:
     assert text_of("Bash", {"command": "npm run build > out.log"}) == (
         "Bash(npm run build > out.log)"
     )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git status && ls",
+        "git commit -m \"$(cat <<'EOF'\nfix: the `x` case\nEOF\n)\"",
+        "cat > clean.sh <<'EOF'\nrm -rf build $(ls)\nEOF",
+        "python3 -m pytest -x tests",
+        "npm test 2>&1 | tail -5",
+        "find . -name '*.pyc' | head",
+        "sed -i 's/a/b/g' x.txt",
+        "awk -F'|' '{print $2}' x.txt",
+        'echo "$HOME" && ls "$HOME"',
+        "command -v rm",
+    ],
+)
+def test_everyday_commands_stay_sandbox_allowed_under_a_deny_rule(command: str) -> None:
+    decision, why = _decide(policy_denying("Bash(rm:*)"), command)
+    assert decision == "allow", (command, why)

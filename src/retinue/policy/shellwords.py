@@ -132,7 +132,23 @@ class _Reader:
                 self.setting(_text(node))
             elif kind == "file_redirect":
                 self.redirect(node)
+            elif node.child_count == 0 and node.is_named and kind not in _LITERAL:
+                self.unread(node)
             stack.extend(reversed(node.children))
+
+    def unread(self, node: Node) -> None:
+        """A piece of text the parser left as text where bash may still find a command
+        (backticks inside ``${…}``, a ``<<-`` heredoc): unknown, unless quoted."""
+        if not _HIDDEN.search(_ESCAPED.sub("", _text(node))):
+            return
+        redirect = node.parent if node.type == "heredoc_body" else None
+        if redirect is not None and redirect.type == "heredoc_body":
+            redirect = redirect.parent
+        if redirect is not None:
+            start = next((c for c in redirect.children if c.type == "heredoc_start"), None)
+            if start is not None and re.search(r"['\"\\]", _text(start)):
+                return  # (<<'EOF': the body is text)
+        self.doubt(f"bash may run a command in {_show(_text(node))} that was not read")
 
     def over(self) -> bool:
         """Whether the walk has reached its bounds (then what it did not see is unknown)."""
@@ -618,6 +634,9 @@ _NOT_WORDS = frozenset({
     "comment",
 })  # fmt: skip
 _PATTERN = re.compile(r"[*?\[{]")  # a program name bash would expand as a pattern
+_LITERAL = frozenset({"raw_string", "ansi_c_string", "comment", "heredoc_start", "heredoc_end"})
+_HIDDEN = re.compile(r"`|\$\(")  # where bash would run a command inside a piece of text
+_ESCAPED = re.compile(r"\\.", re.DOTALL)
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
