@@ -64,14 +64,20 @@ __all__ = [
     "provider_api",
 ]
 
+# As Claude Code resolves its floating aliases today (first party): sonnet claude-sonnet-5-5,
+# opus claude-opus-5-5, haiku claude-haiku-5-5 (CLI 2.1.284 / 2.1.280 / 2.1.293, per the
+# claude-codes crate's ClaudeModel docs, https://docs.rs/claude-codes/latest/claude_codes/
+# models/enum.ClaudeModel.html); fable: Claude Fable 5.2, the current Fable ("What's new in
+# Claude Fable 5.2", https://platform.claude.com/docs/en/models/fable-5-2/whats-new-fable-5-2).
 DEFAULT_MODEL_ALIASES = {
-    "sonnet": "anthropic:claude-sonnet-4-5",
-    "opus": "anthropic:claude-opus-4-1",
-    "haiku": "anthropic:claude-haiku-4-5",
+    "sonnet": "anthropic:claude-sonnet-5-5",
+    "opus": "anthropic:claude-opus-5-5",
+    "haiku": "anthropic:claude-haiku-5-5",
+    "fable": "anthropic:claude-fable-5-2",
 }
 # aliases that name another alias (xbot's tiers and their plain names)
 MODEL_TIERS = {
-    "vanguard": "opus", "strong": "opus", "fable": "opus",  # fable: Claude Code's top tier
+    "vanguard": "opus", "strong": "opus",
     "balance": "sonnet", "medium": "sonnet",
     "swift": "haiku", "weak": "haiku",
 }  # fmt: skip

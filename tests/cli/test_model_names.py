@@ -24,9 +24,9 @@ pytestmark = pytest.mark.timeout(60)
 NAMES = [
     ("gpt-4o", "openai:gpt-4o"),
     ("o3-mini", "openai:o3-mini"),
-    ("sonnet", "anthropic:claude-sonnet-4-5"),
-    ("Opus", "anthropic:claude-opus-4-1"),
-    ("strong", "anthropic:claude-opus-4-1"),
+    ("sonnet", "anthropic:claude-sonnet-5-5"),
+    ("Opus", "anthropic:claude-opus-5-5"),
+    ("strong", "anthropic:claude-opus-5-5"),
     ("claude-haiku-4-5", "anthropic:claude-haiku-4-5"),
     ("openai:gpt-4.1", "openai:gpt-4.1"),
     ("local:qwen2.5-coder-0.5b", "local:qwen2.5-coder-0.5b"),

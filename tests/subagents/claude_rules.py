@@ -72,14 +72,14 @@ RETINUE_KEYS = frozenset({"capabilities", "spawn_agent", "maxBudgetUsd", "max_bu
 WRITING_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit", "Bash")
 
 MODEL_TABLE = {
-    "sonnet": "anthropic:claude-sonnet-4-5",
-    "opus": "anthropic:claude-opus-4-1",
-    "haiku": "anthropic:claude-haiku-4-5",
-    "fable": "anthropic:claude-opus-4-1",  # Claude Code's top tier
+    "sonnet": "anthropic:claude-sonnet-5-5",
+    "opus": "anthropic:claude-opus-5-5",
+    "haiku": "anthropic:claude-haiku-5-5",
+    "fable": "anthropic:claude-fable-5-2",  # Claude Code's top tier
     # xbot's tiers (xbot files only)
-    "vanguard": "anthropic:claude-opus-4-1",
-    "balance": "anthropic:claude-sonnet-4-5",
-    "swift": "anthropic:claude-haiku-4-5",
+    "vanguard": "anthropic:claude-opus-5-5",
+    "balance": "anthropic:claude-sonnet-5-5",
+    "swift": "anthropic:claude-haiku-5-5",
 }
 XBOT_TOOLS = {"Shell": "Bash", "FileCreate": "Write", "FileReplace": "Edit"}
 XBOT_FOLDER = "CjiW__xbot"

@@ -144,7 +144,7 @@ def test_the_oracle_reads_the_shapes_as_documented(tmp_path: Path) -> None:
     assert got["flow-agent"].delegates_to == ("a", "b")
     assert got["xbot-limited"].delegates_to == ("tester",)
     assert not got["colon-name"].loads and not got["dash-name"].loads
-    assert got["fable"].model == "anthropic:claude-opus-4-1" and got["fable"].delegates
+    assert got["fable"].model == "anthropic:claude-fable-5-2" and got["fable"].delegates
     assert got["mcp-server-star"].tools == ("Read", "mcp__github")
     assert got["mcp-server-star"].disallowed == ("mcp__slack",)
     assert "Bash" in got["plan-mode"].disallowed and got["plan-mode"].delegates
@@ -216,7 +216,7 @@ def test_xbot_role_files_keep_capabilities_tiers_and_tools() -> None:
     roles = catalog.roles
     assert sorted(roles) == ["brainstorm", "code-reviewer", "explore", "explorer", "tester"]
     assert roles["brainstorm"].capabilities == {"memory"}  # spawn_agent: false is honoured
-    assert roles["explore"].model == "anthropic:claude-haiku-4-5"  # tier swift
+    assert roles["explore"].model == "anthropic:claude-haiku-5-5"  # tier swift
     assert roles["explore"].tools == ("Grep", "Glob", "Read", "Bash", "Write", "Edit")
     for name in ("code-reviewer", "explore", "explorer", "tester"):
         assert roles[name].can("spawn_agent") and "Bash" in (roles[name].tools or ())

@@ -48,13 +48,13 @@ def manager(*roles: Role, model_for=None, default: Model | None = None) -> SubAg
         ("gpt-4o-mini", "openai:gpt-4o-mini"),
         ("o3-mini", "openai:o3-mini"),
         ("openai:gpt-4.1", "openai:gpt-4.1"),
-        ("sonnet", "anthropic:claude-sonnet-4-5"),
-        ("Opus", "anthropic:claude-opus-4-1"),
-        ("fable", "anthropic:claude-opus-4-1"),  # Claude Code: the top tier
-        ("vanguard", "anthropic:claude-opus-4-1"),
-        ("balance", "anthropic:claude-sonnet-4-5"),
-        ("swift", "anthropic:claude-haiku-4-5"),
-        ("weak", "anthropic:claude-haiku-4-5"),
+        ("sonnet", "anthropic:claude-sonnet-5-5"),
+        ("Opus", "anthropic:claude-opus-5-5"),
+        ("fable", "anthropic:claude-fable-5-2"),  # Claude Code: the top tier
+        ("vanguard", "anthropic:claude-opus-5-5"),
+        ("balance", "anthropic:claude-sonnet-5-5"),
+        ("swift", "anthropic:claude-haiku-5-5"),
+        ("weak", "anthropic:claude-haiku-5-5"),
         ("inherit", None),
     ],
 )
@@ -147,7 +147,7 @@ def test_a_model_without_credentials_falls_back_to_the_main_model_once(tmp_path:
     mgr = manager(r, model_for=model_for, default=main)
     assert mgr.factory.model(r, events.append) is main
     assert mgr.factory.model(r, events.append) is main
-    assert calls == ["anthropic:claude-sonnet-4-5"]
+    assert calls == ["anthropic:claude-sonnet-5-5"]
     assert [e.kind for e in events] == [NOTICE]
     assert "runs on scripted:main instead" in events[0].data["text"]
 

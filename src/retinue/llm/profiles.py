@@ -93,6 +93,9 @@ _FAMILIES: tuple[tuple[re.Pattern[str], ModelProfile], ...] = tuple(
         (r"(?<![a-z0-9])gpt-3\.5", ModelProfile(16_385, 4_096)),
         (r"(?<![a-z0-9])o1-mini", ModelProfile(128_000, 65_536)),
         (r"(?<![a-z0-9])o[1-9](?![0-9])", ModelProfile(200_000, 100_000)),
+        # "a 1M token context window (default and maximum) and 128k max output tokens"
+        # (https://platform.claude.com/docs/en/models/fable-5-2/whats-new-fable-5-2)
+        (r"claude-(fable|mythos)-5", ModelProfile(1_000_000, 128_000)),
         (r"claude", _CLAUDE),
         (r"deepseek-(reasoner|r1)", ModelProfile(128_000, 32_768)),
         (r"deepseek", ModelProfile(128_000, 8_192)),

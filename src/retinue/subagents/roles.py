@@ -26,7 +26,7 @@ Front matter keys and what they mean here (Claude Code's 16 documented fields an
   also disallows every tool that writes or runs commands.
 - ``model``: ``provider:model``, ``inherit``, a full model id (``claude-…`` is Anthropic,
   ``gpt-…`` / ``o1…`` OpenAI), or an alias resolved through one tier table: Claude Code's
-  ``sonnet`` / ``opus`` / ``haiku`` / ``fable`` (the top tier, with ``opus``) and xbot's
+  ``sonnet`` / ``opus`` / ``haiku`` / ``fable`` (Claude Fable, the top tier) and xbot's
   tiers ``vanguard`` / ``balance`` / ``swift`` (also ``strong`` / ``medium`` / ``weak``),
   all settable in ``config.toml``'s ``[model_aliases]``. An unknown model is reported and
   the role runs on its parent's model.
