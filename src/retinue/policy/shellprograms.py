@@ -1,0 +1,484 @@
+"""What a program runs in turn: the knowledge :mod:`retinue.policy.shellwords` follows.
+
+Wrappers and their options (``sudo``, ``env``, ``timeout``, ``xargs``…), shells given text
+(``bash -c``), ``eval``, ``trap``, ``find -exec``/``-delete``, git's aliases and settings,
+interpreters given code inline (``python3 -c``), and the settings that name a program
+(``PAGER=``). Each :func:`follow` step tells the reader (a :class:`Reader`) the command found
+inside, the text to parse in turn, or why what runs cannot be known.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = ["Reader", "Word", "base", "follow", "sets_program", "show"]
+
+Word = tuple[str, bool]  # a word's value (or its text, when not known) and whether known
+
+
+class Reader(Protocol):
+    """What a command line's walk offers the steps that follow a program."""
+
+    def run(self, words: Sequence[Word], written: str, depth: int) -> None:
+        """Record a command found inside another, and follow it in turn."""
+
+    def nested(self, word: Word, depth: int, what: str) -> None:
+        """Parse text a command runs (``bash -c TEXT``) as a command line."""
+
+    def doubt(self, why: str) -> None:
+        """Say why what runs cannot be known."""
+
+    def setting(self, assignment: str) -> None:
+        """Look at a ``NAME=value`` a command is given."""
+
+
+def follow(reader: Reader, words: Sequence[Word], depth: int) -> None:
+    """Tell ``reader`` what the command ``words`` (its program known) runs in turn."""
+    program = base(words[0][0])
+    if program in _WRAPPERS:
+        _wrapped(reader, program, words, depth)
+    elif program in _FOLLOW:
+        _FOLLOW[program](reader, words, depth)
+    elif program in _SHELLS:
+        _shell(reader, words, depth)
+    elif program in _OTHER_SHELLS:
+        reader.doubt(f"{program} commands cannot be read as bash")
+    else:
+        _inspect(reader, program, words)
+
+
+def sets_program(name: str) -> bool:
+    """Whether setting the variable ``name`` changes what other programs run."""
+    return name in _PROGRAM_SETTINGS or name.startswith(("GIT_CONFIG_", "BASH_FUNC_"))
+
+
+def base(program: str) -> str:
+    """A program's name without its folder (``/bin/rm`` → ``rm``)."""
+    return os.path.basename(program) or program
+
+
+def show(text: str, limit: int = 60) -> str:
+    """A piece of the command for a reason: short, one line, no control characters."""
+    flat = "".join(c if c.isprintable() else "?" for c in text)
+    return f"`{flat[:limit]}…`" if len(flat) > limit else f"`{flat}`"
+
+
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def _wrapped(reader: Reader, program: str, words: Sequence[Word], depth: int) -> None:
+    """A wrapper: the command it runs starts after its options."""
+    spec = _WRAPPERS[program]
+    start = _after_options(spec, [w for w, _ in words[1:]])
+    if start is None:  # (command -v rm: it only says what rm is)
+        return
+    if isinstance(start, str):
+        reader.doubt(f"{program}: {start}")
+        return
+    start += 1 + spec.operands
+    while spec.settings and start < len(words) and _ASSIGNMENT.match(words[start][0]):
+        reader.setting(words[start][0])
+        start += 1
+    if start >= len(words):
+        return
+    if not all(ok for _, ok in words[: start + 1]):
+        reader.doubt(f"what {program} runs is known only when it runs")
+        return
+    inner = words[start:]
+    reader.run(inner, " ".join(w for w, _ in inner), depth)
+
+
+def _shell(reader: Reader, words: Sequence[Word], depth: int) -> None:
+    """``bash -c TEXT``: TEXT is parsed; ``bash FILE`` runs a file (not seen)."""
+    program, i, command = base(words[0][0]), 1, False
+    while i < len(words):
+        word, ok = words[i]
+        if not ok:
+            reader.doubt(f"{program}'s options are known only when it runs")
+            return
+        if word == "--" or word == "-":
+            i += 1
+            break
+        if word in _SHELL_LONG_VALUES:
+            i += 2
+            continue
+        if word.startswith("--"):
+            i += 1
+            continue
+        if word[:1] not in "-+" or len(word) < 2:
+            break
+        letters = word[1:]
+        if "i" in letters or "s" in letters:
+            reader.doubt(f"{program} {word} runs what it reads, or the user's aliases")
+            return
+        command = command or "c" in letters
+        i += 1 + sum(letters.count(x) for x in "oO")
+    if command:
+        if i >= len(words):
+            reader.doubt(f"{program} -c without a command")
+            return
+        reader.nested(words[i], depth, program)
+    elif i >= len(words):
+        reader.doubt(f"{program} runs the commands it reads from its input")
+
+
+def _inspect(reader: Reader, program: str, words: Sequence[Word]) -> None:
+    """Programs that run code given inline, or read from their input."""
+    args = [w for w, _ in words[1:]]
+    interpreter = _interpreter(program)
+    if interpreter is not None:
+        why = _inline(interpreter, args)
+        if why:
+            reader.doubt(f"{program} {why}")
+        return
+    if program in _AWKS:
+        script = _awk_program(args)
+        if script is not None and ("system" in script or "|" in script):
+            reader.doubt(f"{program}'s program runs other commands ({show(script)})")
+    elif program in ("sed", "gsed") and any(_SED_EXEC.search(a) for a in args):
+        reader.doubt(f"{program}'s script may run commands (its 'e')")
+    elif program in _CALLBACKS and any(
+        a.startswith("-") and set(a[1:]) & set(_CALLBACKS[program]) for a in args
+    ):
+        reader.doubt(f"{program} runs text given to one of its options")
+
+
+# -- what follows other commands -----------------------------------------------------------
+
+
+def _eval(reader: Reader, words: Sequence[Word], depth: int) -> None:
+    args = words[1:]
+    if args:
+        text = " ".join(w for w, _ in args)
+        reader.nested((text, all(ok for _, ok in args)), depth, "eval")
+
+
+def _trap(reader: Reader, words: Sequence[Word], depth: int) -> None:
+    args = [w for w in words[1:] if not w[0].startswith("-")]
+    if len(args) >= 2:  # (trap ACTION SIGNAL…; trap SIGNAL alone resets it)
+        reader.nested(args[0], depth, "trap")
+
+
+def _source(reader: Reader, words: Sequence[Word], depth: int) -> None:
+    del depth
+    name = words[1][0] if len(words) > 1 else ""
+    reader.doubt(f"{base(words[0][0])} {show(name)} runs a file's commands, unseen")
+
+
+def _alias(reader: Reader, words: Sequence[Word], depth: int) -> None:
+    defined = [w for w in words[1:] if "=" in w[0]]
+    if defined:
+        reader.doubt("alias changes what later commands' names mean")
+    for value, ok in defined:
+        reader.nested((value.split("=", 1)[1], ok), depth, "alias")
+
+
+def _su(reader: Reader, words: Sequence[Word], depth: int) -> None:
+    args = list(words[1:])
+    for i, (word, _) in enumerate(args):
+        if word in ("-c", "--command", "--session-command") and i + 1 < len(args):
+            reader.nested(args[i + 1], depth, "su")
+            return
+        if word.startswith(("--command=", "--session-command=")):
+            reader.nested((word.split("=", 1)[1], args[i][1]), depth, "su")
+            return
+    reader.doubt(f"{base(words[0][0])} without -c starts a shell that runs what it reads")
+
+
+def _watch(reader: Reader, words: Sequence[Word], depth: int) -> None:
+    spec = _Options(values="nq", flags="bcdegptwrhx", long_values=("--interval",))
+    start = _after_options(spec, [w for w, _ in words[1:]])
+    if start is None or isinstance(start, str):
+        reader.doubt(f"watch: {start or 'an option not known here'}")
+        return
+    rest = words[1 + start :]
+    if rest:
+        reader.nested((" ".join(w for w, _ in rest), all(ok for _, ok in rest)), depth, "watch")
+
+
+def _find(reader: Reader, words: Sequence[Word], depth: int) -> None:
+    args = list(words[1:])
+    starts = []
+    for word, ok in args:
+        if word.startswith(("-", "(", "!")):
+            break
+        starts.append((word, ok))
+    i = 0
+    while i < len(args):
+        word = args[i][0]
+        if word in ("-exec", "-execdir", "-ok", "-okdir"):
+            end = next((j for j in range(i + 1, len(args)) if args[j][0] in (";", "+")), len(args))
+            inner = args[i + 1 : end]
+            if inner and inner[0][1]:
+                reader.run(inner, " ".join(w for w, _ in inner), depth)
+            elif inner:
+                reader.doubt(f"what find {word} runs is known only when it runs")
+            i = end
+        elif word == "-delete":
+            removed = [("rm", True), ("-rf", True), *(starts or [(".", True)])]
+            reader.run(removed, " ".join(w for w, _ in removed), depth)
+        i += 1
+
+
+def _git(reader: Reader, words: Sequence[Word], depth: int) -> None:
+    args = list(words[1:])
+    i = 0
+    while i < len(args) and args[i][0].startswith("-"):
+        word, ok = args[i]
+        if word in ("-c", "-C") and i + 1 < len(args):
+            if word == "-c":
+                _git_setting(reader, args[i + 1], depth)
+            i += 2
+            continue
+        if word.startswith(("--config-env", "--exec-path=")) or word == "--exec-path":
+            reader.doubt(f"git {show(word)} changes what git runs")
+        elif word.startswith("-c") and word != "-c":
+            _git_setting(reader, (word[2:], ok), depth)
+        i += 1
+
+
+def _git_setting(reader: Reader, setting: Word, depth: int) -> None:
+    text, ok = setting
+    key, _, value = text.partition("=")
+    key = key.lower()
+    if not ok:
+        reader.doubt("git -c with a setting known only when it runs")
+    elif key.startswith("alias.") and value.startswith("!"):
+        reader.nested((value[1:], True), depth, "a git alias")
+    elif key.startswith(("alias.", "include", "pager.")) or key.rsplit(".", 1)[-1] in _GIT_PROGRAMS:
+        reader.doubt(f"git -c {show(text)} changes what git runs")
+
+
+def _uv_run(reader: Reader, words: Sequence[Word], depth: int) -> None:
+    """``uv run CMD`` (``poetry run``, ``pipenv run``, ``conda run``…) runs CMD."""
+    if len(words) < 3 or words[1][0] not in ("run", "exec"):
+        return
+    if words[2][0].startswith("-") or not words[2][1]:
+        reader.doubt(f"what {base(words[0][0])} {words[1][0]} runs is not known")
+        return
+    reader.run(words[2:], " ".join(w for w, _ in words[2:]), depth)
+
+
+_FOLLOW: dict[str, Callable[[Reader, Sequence[Word], int], None]] = {
+    "eval": _eval, "trap": _trap, "source": _source, ".": _source, "alias": _alias,
+    "su": _su, "runuser": _su, "watch": _watch, "find": _find, "git": _git,
+    "uv": _uv_run, "poetry": _uv_run, "pipenv": _uv_run, "bundle": _uv_run,
+}  # fmt: skip
+
+
+# -- wrappers and their options ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Options:
+    """How a wrapper reads its options, then the words before the command it runs."""
+
+    values: str = ""  # short options that take a value (attached or the next word)
+    flags: str = ""  # short options that take none
+    optional: str = ""  # short options whose value, if any, is attached (xargs -i)
+    long_values: tuple[str, ...] = ()
+    long_flags: tuple[str, ...] = ()
+    stops: str = ""  # options after which nothing runs (command -v)
+    operands: int = 0  # words before the command (timeout's duration, chroot's folder)
+    settings: bool = False  # NAME=value words before the command (env)
+
+
+_DIGITS = "0123456789"
+_WRAPPERS: dict[str, _Options] = {
+    "sudo": _Options(values="ugCDhprtTU", flags="AbEHKkPSnBNRVv", settings=True,
+                     stops="elvVK",
+                     long_values=("--user", "--group", "--close-from", "--chdir", "--host",
+                                  "--prompt", "--role", "--type", "--command-timeout",
+                                  "--other-user"),
+                     long_flags=("--askpass", "--background", "--preserve-env",
+                                 "--set-home", "--non-interactive", "--stdin",
+                                 "--reset-timestamp", "--remove-timestamp", "--bell")),
+    "doas": _Options(values="uC", flags="ns"),
+    "env": _Options(values="uC", flags="i0v", settings=True,
+                    long_values=("--unset", "--chdir"),
+                    long_flags=("--ignore-environment", "--null", "--debug", "-")),
+    "timeout": _Options(values="sk", flags="v", operands=1,
+                        long_values=("--signal", "--kill-after"),
+                        long_flags=("--foreground", "--preserve-status", "--verbose")),
+    "nice": _Options(values="n", flags=_DIGITS, long_values=("--adjustment",)),
+    "nohup": _Options(),
+    "command": _Options(flags="p", stops="vV"),
+    "builtin": _Options(),
+    "exec": _Options(values="a", flags="cl"),
+    "time": _Options(values="fo", flags="pvaq",
+                     long_values=("--format", "--output"),
+                     long_flags=("--verbose", "--append", "--portability", "--quiet")),
+    "stdbuf": _Options(values="ioe", long_values=("--input", "--output", "--error")),
+    "setsid": _Options(flags="cfw", long_flags=("--ctty", "--fork", "--wait")),
+    "ionice": _Options(values="cn", flags="t", stops="p",
+                       long_values=("--class", "--classdata"), long_flags=("--ignore",)),
+    "chroot": _Options(operands=1, long_values=("--userspec", "--groups"),
+                       long_flags=("--skip-chdir",)),
+    "taskset": _Options(flags="ac", stops="p", operands=1,
+                        long_flags=("--all-tasks", "--cpu-list")),
+    "strace": _Options(values="abeEIoOPsSuUX", flags="cCdDfFhikqrtTvVwxyYZ"),
+    "ltrace": _Options(values="aeEnosuAlLx", flags="bcCdDfhiLrStTV"),
+    "xargs": _Options(values="adEILnPs", flags="0rtpx", optional="eil",
+                      long_values=("--arg-file", "--delimiter", "--eof", "--max-lines",
+                                   "--max-args", "--max-procs", "--max-chars",
+                                   "--process-slot-var"),
+                      long_flags=("--null", "--no-run-if-empty", "--verbose",
+                                  "--interactive", "--exit", "--open-tty", "--replace")),
+    "coproc": _Options(),
+    "unbuffer": _Options(),
+    "busybox": _Options(),
+    "toybox": _Options(),
+    "fakeroot": _Options(),
+    "catchsegv": _Options(),
+    "npx": _Options(values="p", flags="yq", long_values=("--package",),
+                    long_flags=("--yes", "--no", "--quiet")),
+}  # fmt: skip
+
+
+def _after_options(spec: _Options, args: Sequence[str]) -> int | str | None:
+    """Where a wrapper's options end in ``args``, why that cannot be told, or None where an
+    option says it runs nothing."""
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if word == "--":
+            return i + 1
+        if not word.startswith("-") or (word == "-" and "-" not in spec.long_flags):
+            return i
+        if word.startswith("--") or word == "-":
+            name = word.split("=", 1)[0]
+            if name in spec.long_values:
+                i += 1 if "=" in word else 2
+            elif name in spec.long_flags:
+                i += 1
+            else:
+                return f"option {show(word)} is not known here"
+            continue
+        step = _short(spec, word)
+        if step is None or isinstance(step, str):
+            return step
+        i += step
+    return i
+
+
+def _short(spec: _Options, word: str) -> int | str | None:
+    """How many words one cluster of short options takes (1 or 2), why that is not known, or
+    None for an option after which nothing runs."""
+    for j, letter in enumerate(word[1:], start=1):
+        if letter in spec.stops:
+            return None
+        if letter in spec.values:
+            return 2 if j == len(word) - 1 else 1
+        if letter in spec.optional:
+            return 1
+        if letter not in spec.flags:
+            return f"option {show(word)} is not known here"
+    return 1
+
+
+# -- shells and interpreters -----------------------------------------------------------------
+
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "posh", "rbash"})
+_OTHER_SHELLS = frozenset({"fish", "csh", "tcsh", "nu", "elvish", "xonsh", "pwsh", "powershell"})
+_SHELL_LONG_VALUES = frozenset({"--rcfile", "--init-file"})
+_AWKS = frozenset({"awk", "gawk", "mawk", "nawk"})
+_CALLBACKS = {"mapfile": "C", "readarray": "C", "compgen": "CF", "complete": "CF",
+              "hash": "p", "enable": "f", "bind": "x"}  # fmt: skip
+_INLINE: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    # interpreter: (short options giving code inline, short options taking a value,
+    #               long options giving code inline)
+    "python": ("c", "WXQ", ("--command",)),
+    "perl": ("eE", "IMmxdDC", ()),
+    "ruby": ("e", "IrCEFKTWx", ("--eval",)),
+    "node": ("ep", "r", ("--eval", "--print")),
+    "bun": ("e", "r", ("--eval", "--print")),
+    "deno": ("", "", ("eval",)),
+    "php": ("rRBFEa", "cdz", ()),
+    "lua": ("e", "l", ()),
+    "Rscript": ("e", "", ("--expr",)),
+    "osascript": ("e", "lsi", ()),
+    "tclsh": ("", "", ()),
+    "expect": ("c", "", ()),
+    "jshell": ("", "", ()),
+}
+_VERSION = frozenset({"--version", "-V", "-v", "--help", "-h"})
+
+
+def _interpreter(program: str) -> str | None:
+    if re.fullmatch(r"(?:python|pypy)[\d.]*", program):
+        return "python"
+    if re.fullmatch(r"(?:perl|ruby|node|lua|php)[\d.]*", program):
+        return re.sub(r"[\d.]+$", "", program)
+    if program == "nodejs":
+        return "node"
+    return program if program in _INLINE else None
+
+
+def _inline(interpreter: str, args: Sequence[str]) -> str:
+    """Why an interpreter's code cannot be known from the command ('' if it runs a file)."""
+    inline, values, long_inline = _INLINE.get(interpreter, _INLINE["node"])
+    if args[:1] and args[0] in _VERSION:
+        return ""
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if word in long_inline or word.split("=", 1)[0] in long_inline:
+            return f"runs code given on its command line ({show(word)})"
+        if word == "-":
+            break
+        if not word.startswith("-"):
+            return ""  # (a script file, or python -m's module: what it does is not seen)
+        if word.startswith("--") or word == "--":
+            i += 1
+            continue
+        for j, letter in enumerate(word[1:], start=1):
+            if letter in inline:
+                return f"runs code given on its command line ({show(word)})"
+            if interpreter == "python" and letter == "m":
+                return ""
+            if letter in values:
+                i += 1 if j == len(word) - 1 else 0  # (its value: the next word)
+                break
+        i += 1
+    return "runs code it reads from its input"
+
+
+def _awk_program(args: Sequence[str]) -> str | None:
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if word in ("-f", "--file") or word.startswith("-f"):
+            return None  # (a program file: not seen)
+        if word in ("-v", "-F", "--assign", "--field-separator"):
+            i += 2
+            continue
+        if word in ("-e", "--source") and i + 1 < len(args):
+            return args[i + 1]
+        if not word.startswith("-") or word == "-":
+            return word
+        i += 1
+    return None
+
+
+_SED_EXEC = re.compile(
+    r"(?:^|[;\n{}])\s*(?:[\d$]+|/(?:\\.|[^/])*/)?\s*e(?:\s|;|$)"  # the e command
+    r"|(?:^|[;\n{}])\s*s(.)(?:\\.|(?!\1).)*\1(?:\\.|(?!\1).)*\1[gpiImM\d]*e",  # s///e
+    re.DOTALL,
+)
+_GIT_PROGRAMS = frozenset({
+    "pager", "editor", "sshcommand", "fsmonitor", "external", "textconv", "clean", "smudge",
+    "process", "helper", "program", "hookspath", "askpass", "gitproxy", "command", "cmd",
+    "sequenceeditor", "uploadpack", "receivepack", "tool", "path", "exec", "browser",
+})  # fmt: skip
+_PROGRAM_SETTINGS = frozenset({
+    "PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV", "PROMPT_COMMAND",
+    "PS0", "PS1", "PS2", "PS4", "SHELLOPTS", "BASHOPTS", "PAGER", "MANPAGER", "EDITOR", "VISUAL",
+    "BROWSER", "LESSOPEN", "LESSCLOSE", "GIT_PAGER", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR",
+    "GIT_SSH", "GIT_SSH_COMMAND", "GIT_EXTERNAL_DIFF", "GIT_ASKPASS", "SSH_ASKPASS",
+    "GIT_PROXY_COMMAND", "GIT_EXEC_PATH", "GIT_TEMPLATE_DIR", "GIT_DIR", "PYTHONPATH",
+    "PYTHONSTARTUP", "NODE_OPTIONS", "PERL5OPT", "PERL5LIB", "RUBYOPT", "RUBYLIB",
+})  # fmt: skip
