@@ -31,7 +31,7 @@ def write_skill(root: Path, name: str, *front: str, body: str = "Do it well.") -
     return folder
 
 
-def test_precedence_as_for_roles_and_shadowing_reported(tmp_path: Path) -> None:
+def test_personal_skills_win_over_project_ones_and_shadowing_is_reported(tmp_path: Path) -> None:
     ws, home, me = tmp_path / "ws", tmp_path / "retinue-home", tmp_path / "me"
     dirs = skill_dirs(ws, home, me)
     # personal before project, as Claude Code ranks them ("enterprise > personal > project")
