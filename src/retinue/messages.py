@@ -193,13 +193,16 @@ def loads_conversation(text: str) -> list[Message]:
 
 
 def message_text_size(messages: Sequence[Message]) -> int:
-    """UTF-8 bytes of the text a conversation carries (contents, tool names and arguments)."""
+    """UTF-8 bytes of the text a conversation carries (contents, tool names and arguments,
+    reasoning text and its opaque payloads, which are sent back too)."""
     total = 0
     for m in messages:
         total += len(m.content.encode())
         if isinstance(m, AssistantMessage):
             for t in m.tool_calls:
                 total += len(t.id) + len(t.name) + len(t.arguments.encode())
+            for p in m.reasoning:
+                total += len(p.text.encode()) + len(json.dumps(p.data).encode())
         elif isinstance(m, ToolResultMessage):
             total += len(m.tool_call_id) + len(m.name)
     return total

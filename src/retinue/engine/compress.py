@@ -11,6 +11,15 @@ position). The leading system messages and the newest messages are kept; a cut n
 between an assistant message's tool calls and their results. Old bulky tool results in the
 kept tail are trimmed with a marker.
 
+Reasoning parts (signed thinking blocks, encrypted reasoning) are never summarised nor
+edited: the summary reads only text and tool calls, and the parts of the summarised
+messages go with them. A signed block is valid only after the exact prefix it was made
+after, which a compression changes; so the kept turns that are over lose theirs too, as
+Anthropic advises for summarised histories ("remove the thinking in the retained turns",
+https://platform.claude.com/docs/en/build-with-claude/preserved-thinking/prefix-checks;
+earlier turns' blocks may be left out, extended thinking, "Preserving thinking blocks").
+The turn in progress keeps its own: its tool calls cannot be sent without them.
+
 When the provider still answers "context too long", :meth:`AutoCompressor.on_context_too_long`
 compresses harder (a smaller tail, every bulky tool result trimmed) and the loop retries.
 
@@ -25,7 +34,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from retinue.errors import ConfigError, ModelError
 from retinue.events import COMPRESSED, MODEL_CALLED, emit
@@ -49,6 +58,7 @@ __all__ = [
     "AutoCompressor",
     "CompressionResult",
     "choose_cut",
+    "drop_settled_reasoning",
     "is_summary",
     "render_transcript",
     "trim_tool_results",
@@ -275,6 +285,7 @@ class AutoCompressor:
         tail, trimmed = trim_tool_results(body[tail_start:], limit, newest_too=hard)
         if cut is None and not trimmed:
             return None
+        tail = drop_settled_reasoning(tail)
         summary = ""
         if cut is not None:
             await pre_compact(ctx, "manual" if reason == "manual" else "auto")  # PreCompact hooks
@@ -472,6 +483,18 @@ def trim_tool_results(
             trimmed += 1
         out.append(m)
     return out, trimmed
+
+
+def drop_settled_reasoning(tail: Sequence[Message]) -> list[Message]:
+    """``tail`` with the reasoning parts of its finished turns (those before its last user
+    message) left out; the turn in progress keeps them (see the module)."""
+    last_user = max((i for i, m in enumerate(tail) if isinstance(m, UserMessage)), default=-1)
+    return [
+        replace(m, reasoning=())
+        if isinstance(m, AssistantMessage) and m.reasoning and i < last_user
+        else m
+        for i, m in enumerate(tail)
+    ]
 
 
 def render_transcript(messages: Sequence[Message], max_tokens: int) -> str:
