@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from retinue.engine import RunConfig, run
-from retinue.errors import ModelError, ModelRefusal
+from retinue.errors import ContextTooLongError, ModelError, ModelRefusal
 from retinue.llm.base import ModelResponse, ToolSpec
 from retinue.llm.loopback import LoopbackOpenAIServer
 from retinue.llm.loopback_responses import LoopbackResponsesServer
@@ -287,3 +287,11 @@ async def test_the_guard_refuses_the_real_endpoint() -> None:
     model = OpenAIResponsesModel(TERRA, base_url="https://api.openai.com/v1", api_key="sk-test")
     with pytest.raises(ModelError, match="blocked"):
         await model.complete(HELLO)
+
+
+async def test_a_context_overflow_is_context_too_long() -> None:
+    too_long = ContextTooLongError("Your input exceeds the context window of this model.")
+    server = LoopbackResponsesServer(ScriptedModel([too_long]))
+    with server, pytest.raises(ContextTooLongError, match="context window"):
+        await make(server).complete(HELLO)
+    assert server.request_count == 1
