@@ -249,6 +249,12 @@ RM_SPELLINGS = [
     "watch -n 1 rm f", "PAGER='rm f' git log", "export PAGER='rm f'; git log",
     "GIT_SSH_COMMAND='rm f' git fetch", "$\"rm\" f", "rm\\\n f",
     "cat <<-EOF\n\t$(rm f)\n\tEOF", "cat <<EOF\n`rm f`\nEOF", 'echo "${x:-`rm f`}"',
+    "parallel rm ::: f", "parallel 'rm {}' ::: f", "script -qc 'rm f' /dev/null",
+    "flock /tmp/l rm f", "flock /tmp/l -c 'rm f'", "git rebase -x 'rm f' main",
+    "git bisect run rm f", "git submodule foreach 'rm f'", "git config alias.x '!rm f'",
+    "tar --to-command='rm f' -xf a.tar", "rsync -e 'rm f' a b", "ssh -o ProxyCommand='rm f' h",
+    "vim -es -c '!rm f' -c q", "gdb -batch -ex '!rm f'", "chronic rm f", "su -lc 'rm f'",
+    "git clone --upload-pack='rm f' x", "git difftool -x 'rm f'", "BASH_ENV=x.sh bash -c :",
     "bash -c " + "'" + "rm f" * 6000 + "'",  # too long to read
     "bash -c 'bash -c \"bash -c \\\"bash -c \\\\\\\"bash -c rm\\\\\\\"\\\"\"'",  # too deep
 ]  # fmt: skip

@@ -70,9 +70,11 @@ def show(text: str, limit: int = 60) -> str:
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
-def _wrapped(reader: Reader, program: str, words: Sequence[Word], depth: int) -> None:
+def _wrapped(
+    reader: Reader, program: str, words: Sequence[Word], depth: int, spec: _Options | None = None
+) -> None:
     """A wrapper: the command it runs starts after its options."""
-    spec = _WRAPPERS[program]
+    spec = spec or _WRAPPERS[program]
     start = _after_options(spec, [w for w, _ in words[1:]])
     if start is None:  # (command -v rm: it only says what rm is)
         return
@@ -141,6 +143,12 @@ def _inspect(reader: Reader, program: str, words: Sequence[Word]) -> None:
             reader.doubt(f"{program}'s program runs other commands ({show(script)})")
     elif program in ("sed", "gsed") and any(_SED_EXEC.search(a) for a in args):
         reader.doubt(f"{program}'s script may run commands (its 'e')")
+    elif program in _COMMAND_OPTIONS and any(
+        _is_option(a, o) for a in args for o in _COMMAND_OPTIONS[program]
+    ):
+        reader.doubt(f"{program} runs a command given to one of its options")
+    elif program in ("ssh", "scp", "sftp") and any(_SSH_RUNS.search(a) for a in args):
+        reader.doubt(f"{program} runs a command its options or a config file name")
     elif program in _CALLBACKS and any(
         a.startswith("-") and set(a[1:]) & set(_CALLBACKS[program]) for a in args
     ):
@@ -178,15 +186,17 @@ def _alias(reader: Reader, words: Sequence[Word], depth: int) -> None:
 
 
 def _su(reader: Reader, words: Sequence[Word], depth: int) -> None:
-    args = list(words[1:])
+    """``su -c TEXT`` (``runuser``, ``script``, ``flock``): TEXT is parsed."""
+    args, program = list(words[1:]), base(words[0][0])
     for i, (word, _) in enumerate(args):
-        if word in ("-c", "--command", "--session-command") and i + 1 < len(args):
-            reader.nested(args[i + 1], depth, "su")
+        short = word.startswith("-") and not word.startswith("--") and word.endswith("c")
+        if (short or word in ("--command", "--session-command")) and i + 1 < len(args):
+            reader.nested(args[i + 1], depth, program)  # (-c, or a cluster ending in it: -qc)
             return
         if word.startswith(("--command=", "--session-command=")):
-            reader.nested((word.split("=", 1)[1], args[i][1]), depth, "su")
+            reader.nested((word.split("=", 1)[1], args[i][1]), depth, program)
             return
-    reader.doubt(f"{base(words[0][0])} without -c starts a shell that runs what it reads")
+    reader.doubt(f"{program} without -c starts a shell that runs what it reads")
 
 
 def _watch(reader: Reader, words: Sequence[Word], depth: int) -> None:
@@ -239,6 +249,43 @@ def _git(reader: Reader, words: Sequence[Word], depth: int) -> None:
         elif word.startswith("-c") and word != "-c":
             _git_setting(reader, (word[2:], ok), depth)
         i += 1
+    if i < len(args):
+        _git_command(reader, args[i][0], args[i + 1 :], depth)
+
+
+def _git_command(reader: Reader, sub: str, args: Sequence[Word], depth: int) -> None:
+    """Git subcommands that run a command given to them (``rebase -x``, ``bisect run``…)."""
+    words = [w for w, _ in args]
+    if sub == "bisect" and words[:1] == ["run"] and len(args) > 1:
+        if args[1][1]:
+            reader.run(args[1:], " ".join(words[1:]), depth)
+        else:
+            reader.doubt("what git bisect run runs is known only when it runs")
+    elif sub == "rebase":
+        for k, word in enumerate(words):
+            if word in ("-x", "--exec") and k + 1 < len(args):
+                reader.nested(args[k + 1], depth, "git rebase --exec")
+            elif word.startswith(("--exec=", "-x")) and word != "-x":
+                text = word.split("=", 1)[1] if "=" in word else word[2:]
+                reader.nested((text, args[k][1]), depth, "git rebase --exec")
+    elif sub == "submodule" and "foreach" in words:
+        rest = [a for a in args[words.index("foreach") + 1 :] if not a[0].startswith("--")]
+        if rest:
+            text = (" ".join(w for w, _ in rest), all(ok for _, ok in rest))
+            reader.nested(text, depth, "git submodule foreach")
+    elif sub == "filter-branch" or any(
+        w.split("=", 1)[0] in _GIT_COMMAND_OPTIONS.get(sub, ()) for w in words
+    ):
+        reader.doubt(f"git {sub} runs a command given as text")
+    elif sub == "config" and any(_git_program_key(w.lower()) for w in words):
+        reader.doubt("git config sets a program git runs later")
+
+
+def _git_program_key(key: str) -> bool:
+    """Whether a git setting names a program (``core.pager``, ``alias.x``, ``pager.log``…)."""
+    return key.startswith(("alias.", "include", "pager.")) or (
+        "." in key and key.rsplit(".", 1)[-1] in _GIT_PROGRAMS
+    )
 
 
 def _git_setting(reader: Reader, setting: Word, depth: int) -> None:
@@ -249,8 +296,37 @@ def _git_setting(reader: Reader, setting: Word, depth: int) -> None:
         reader.doubt("git -c with a setting known only when it runs")
     elif key.startswith("alias.") and value.startswith("!"):
         reader.nested((value[1:], True), depth, "a git alias")
-    elif key.startswith(("alias.", "include", "pager.")) or key.rsplit(".", 1)[-1] in _GIT_PROGRAMS:
+    elif _git_program_key(key):
         reader.doubt(f"git -c {show(text)} changes what git runs")
+
+
+def _flock(reader: Reader, words: Sequence[Word], depth: int) -> None:
+    """``flock FILE -c TEXT`` (parsed) or ``flock FILE CMD…`` (a wrapper)."""
+    if any(w in ("-c", "--command") or w.startswith("--command=") for w, _ in words[1:]):
+        _su(reader, words, depth)
+    else:
+        _wrapped(reader, "flock", words, depth, _FLOCK)
+
+
+def _parallel(reader: Reader, words: Sequence[Word], depth: int) -> None:
+    """``parallel CMD ::: ARGS``: CMD runs through a shell, as text."""
+    args, i = list(words[1:]), 0
+    while i < len(args) and args[i][0].startswith("-"):
+        word = args[i][0]
+        if word in ("-j", "--jobs"):
+            i += 2
+        elif _PARALLEL_FLAGS.fullmatch(word):
+            i += 1
+        else:
+            reader.doubt(f"parallel: option {show(word)} is not known here")
+            return
+    end = next((j for j in range(i, len(args)) if args[j][0].startswith(":::")), len(args))
+    command = args[i:end]
+    if not command:
+        reader.doubt("parallel runs the commands it reads from its input")
+        return
+    text = (" ".join(w for w, _ in command), all(ok for _, ok in command))
+    reader.nested(text, depth, "parallel")
 
 
 def _uv_run(reader: Reader, words: Sequence[Word], depth: int) -> None:
@@ -267,6 +343,7 @@ _FOLLOW: dict[str, Callable[[Reader, Sequence[Word], int], None]] = {
     "eval": _eval, "trap": _trap, "source": _source, ".": _source, "alias": _alias,
     "su": _su, "runuser": _su, "watch": _watch, "find": _find, "git": _git,
     "uv": _uv_run, "poetry": _uv_run, "pipenv": _uv_run, "bundle": _uv_run,
+    "script": _su, "flock": _flock, "parallel": _parallel,
 }  # fmt: skip
 
 
@@ -334,6 +411,15 @@ _WRAPPERS: dict[str, _Options] = {
     "toybox": _Options(),
     "fakeroot": _Options(),
     "catchsegv": _Options(),
+    "eatmydata": _Options(),
+    "nocache": _Options(),
+    "torsocks": _Options(),
+    "chronic": _Options(flags="ev"),
+    "ifne": _Options(flags="n"),
+    "pkexec": _Options(long_values=("--user",),
+                       long_flags=("--keep-cwd", "--disable-internal-agent")),
+    "proxychains": _Options(values="f", flags="q"),
+    "proxychains4": _Options(values="f", flags="q"),
     "npx": _Options(values="p", flags="yq", long_values=("--package",),
                     long_flags=("--yes", "--no", "--quiet")),
 }  # fmt: skip
@@ -462,6 +548,44 @@ def _awk_program(args: Sequence[str]) -> str | None:
             return word
         i += 1
     return None
+
+
+_FLOCK = _Options(values="wE", flags="sxeunoF", operands=1,
+                  long_values=("--timeout", "--conflict-exit-code"),
+                  long_flags=("--shared", "--exclusive", "--unlock", "--nonblock",
+                              "--close", "--no-fork", "--verbose"))  # fmt: skip
+_PARALLEL_FLAGS = re.compile(
+    r"-j\d+|--jobs=\S+|-k|--keep-order|-q|--quote|--will-cite|-0|--null|-X|-m|-v|--bar"
+    r"|--eta|--tag|-u|--ungroup|--line-buffer|--halt=\S+"
+)
+_COMMAND_OPTIONS: dict[str, tuple[str, ...]] = {  # options whose value is a command
+    "tar": ("--to-command", "--checkpoint-action", "--use-compress-program", "-I",
+            "--info-script", "--new-volume-script", "-F", "--rsh-command", "--rmt-command"),
+    "rsync": ("-e", "--rsh", "--rsync-path"),
+    "zip": ("-TT", "--unzip-command"),
+    "man": ("-P", "--pager", "-H", "--html"),
+    "make": ("--eval", "-E"),
+    "gdb": ("-ex", "-iex", "-x", "-ix", "--eval-command", "--command"),
+    "vim": ("-c", "--cmd", "-S", "+"), "vi": ("-c", "--cmd", "-S", "+"),
+    "nvim": ("-c", "--cmd", "-S", "+"), "ex": ("-c", "--cmd", "-S", "+"),
+}  # fmt: skip
+_GIT_COMMAND_OPTIONS: dict[str, tuple[str, ...]] = {
+    "clone": ("--upload-pack", "-u", "--template", "--config", "-c"),
+    "fetch": ("--upload-pack",), "pull": ("--upload-pack",), "ls-remote": ("--upload-pack",),
+    "push": ("--receive-pack", "--exec"), "archive": ("--exec",),
+    "difftool": ("-x", "--extcmd", "-t", "--tool"), "mergetool": ("-t", "--tool"),
+    "grep": ("-O", "--open-files-in-pager"),
+}  # fmt: skip
+_SSH_RUNS = re.compile(r"(?i)proxycommand|localcommand|knownhostscommand|match|^-[FSD]")
+
+
+def _is_option(word: str, option: str) -> bool:
+    """Whether ``word`` gives ``option`` (``-I zstd``, ``-Izstd``, ``--rsh=…``, ``+cmd``)."""
+    if option == "+":
+        return word.startswith("+")
+    if option.startswith("--"):
+        return word == option or word.startswith(option + "=")
+    return word.startswith(option)
 
 
 _SED_EXEC = re.compile(
