@@ -295,3 +295,23 @@ async def test_a_context_overflow_is_context_too_long() -> None:
     with server, pytest.raises(ContextTooLongError, match="context window"):
         await make(server).complete(HELLO)
     assert server.request_count == 1
+
+
+async def test_finished_turns_may_go_without_their_reasoning() -> None:
+    """As compression leaves them: only the turn in progress needs its reasoning items."""
+    script = ScriptedModel([call_tool("add", {"a": 1, "b": 2}, id="c1"), "3", "4", "5"])
+    with LoopbackResponsesServer(script) as server:
+        model = make(server)
+        history = await _history_after_one_call(model)
+        reply = history[2]
+        assert isinstance(reply, AssistantMessage)
+        history.append((await model.complete(history, [ADD])).message)
+        settled = [
+            replace(m, reasoning=()) if isinstance(m, AssistantMessage) else m for m in history
+        ]
+        answer = await model.complete([*settled, UserMessage("and 4?")], [ADD])
+        assert answer.message.content == "4"
+        history[2] = replace(reply, reasoning=())  # the turn in progress: refused
+        with pytest.raises(ModelError, match="without its required 'reasoning' item"):
+            await model.complete(history[:4], [ADD])
+    assert len(server.rejected) == 1

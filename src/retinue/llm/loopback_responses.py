@@ -30,10 +30,14 @@ refuses what OpenAI refuses, with OpenAI's own error texts. Each rule, and where
   changed one is refused ("a corrupted content would return an error":
   community.openai.com/t/1355946): 400 "The encrypted content for item rs_… could not be
   verified."
-* **R4** A ``function_call`` that followed a reasoning item must be sent back with that item
-  before it, in the same run of output items: 400 "Item 'fc_…' of type 'function_call' was
-  provided without its required 'reasoning' item: 'rs_…'." (community.openai.com/t/1236046
-  and /1355347: calls grouped after their reasoning, outputs after the calls).
+* **R4** A ``function_call`` of the turn in progress (after the last user message) that
+  followed a reasoning item must be sent back with that item before it, in the same run of
+  output items: 400 "Item 'fc_…' of type 'function_call' was provided without its required
+  'reasoning' item: 'rs_…'." (community.openai.com/t/1236046 and /1355347: calls grouped
+  after their reasoning, outputs after the calls). Earlier turns' reasoning is not required:
+  "reasoning items from turn 1 are ignored and removed, since the model does not reuse
+  reasoning items from previous turns" (cookbook.openai.com/examples/responses_api/
+  reasoning_items), so a history whose finished turns lost theirs (compression) is accepted.
 * **R5** A reasoning item must be followed by an output item: 400 "Item 'rs_…' of type
   'reasoning' was provided without its required following item." (community.openai.com/t/1236046).
 * **R6** A ``function_call_output`` needs its ``function_call`` earlier in the input: 400 "No
@@ -179,6 +183,8 @@ class LoopbackResponsesServer(LoopbackOpenAIServer):
         calls: set[str] = set()
         answered: set[str] = set()
         run: set[str] = set()  # reasoning ids in the current run of output items
+        users = [i for i, item in enumerate(items) if item.get("role") == "user"]
+        turn_start = users[-1] if users else -1  # R4 holds for the turn in progress
         for i, item in enumerate(items):
             kind = item.get("type") or "message"
             output = kind in ("reasoning", "function_call") or item.get("role") == "assistant"
@@ -190,7 +196,7 @@ class LoopbackResponsesServer(LoopbackOpenAIServer):
             elif kind == "function_call":
                 call_id = str(item.get("call_id"))
                 fc, rs = self._call_reasoning.get(call_id, ("", ""))
-                if rs and rs not in run:
+                if rs and rs not in run and i > turn_start:
                     raise _Rejected(
                         400,
                         f"Item '{fc}' of type 'function_call' was provided without its "
