@@ -15,15 +15,17 @@ from retinue.config import Settings
 
 @pytest.fixture
 def marks(tmp_path: Path) -> Path:
-    path = tmp_path / "marks"
-    path.mkdir()
+    """Where the echo server leaves its marks: in the workspace, since a server runs in
+    the sandbox (the rest of the filesystem is read-only there, ``/tmp`` its own)."""
+    path = tmp_path / "ws" / "marks"
+    path.mkdir(parents=True)
     return path
 
 
 @pytest.fixture
 def workspace(tmp_path: Path, marks: Path) -> Path:
     ws = tmp_path / "ws"
-    ws.mkdir()
+    ws.mkdir(exist_ok=True)
     servers = {
         "echo": echo_def(marks),
         "time": {"command": sys.executable, "args": ["-m", "mcp_server_time"]},

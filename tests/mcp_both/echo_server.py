@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import sys
+import uuid
 from pathlib import Path
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -13,6 +15,7 @@ from mcp.server.mcpserver.utilities.types import Image
 
 server = MCPServer("echo")
 MARKS = Path(os.environ.get("ECHO_MARKS", "."))
+INSTANCE = uuid.uuid4().hex[:12]  # which start of the server this is (PIDs repeat in sandboxes)
 
 
 @server.tool()
@@ -66,6 +69,12 @@ def pid() -> str:
 
 
 @server.tool()
+def instance() -> str:
+    """Which start of the server this is (``mcp_kit.running`` says whether it still runs)."""
+    return INSTANCE
+
+
+@server.tool()
 def client(ctx: Context) -> str:
     """How the calling client names itself (its clientInfo)."""
     params = ctx.session.client_params
@@ -87,6 +96,8 @@ async def sleep(seconds: float) -> str:
 
 if __name__ == "__main__":
     (MARKS / f"pid-{os.getpid()}").write_text("1")
+    held = open(MARKS / f"run-{INSTANCE}", "w")  # noqa: SIM115 (locked while it lives)
+    fcntl.flock(held, fcntl.LOCK_EX)
     if len(sys.argv) > 2 and sys.argv[1] == "http":
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     elif len(sys.argv) > 2 and sys.argv[1] == "sse":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,6 +36,18 @@ def alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return "\nState:\tZ" not in state
+
+
+def running(marks: Path, instance: str) -> bool:
+    """Whether that start of the echo server still runs (it holds a lock while it lives;
+    its PID, in a sandbox's PID namespace, means nothing out here)."""
+    with open(marks / f"run-{instance}") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(f, fcntl.LOCK_UN)
+        return False
 
 
 def trust_all(home: Path, workspace: Path) -> int:

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from mcp_kit import ECHO, alive, role, trust_all
+from mcp_kit import ECHO, role, running, trust_all
 
 from retinue.config import Settings
 from retinue.messages import ToolResultMessage
@@ -92,21 +92,23 @@ async def test_results_map_text_structured_images_and_errors(runtime_of) -> None
     assert result(model, 5).is_error
 
 
-async def test_a_crashed_server_gives_an_error_and_the_next_call_restarts_it(runtime_of) -> None:
+async def test_a_crashed_server_gives_an_error_and_the_next_call_restarts_it(
+    runtime_of, marks: Path
+) -> None:
     model = ScriptedModel([
-        call_tool("mcp__echo__pid"),
+        call_tool("mcp__echo__instance"),
         call_tool("mcp__echo__crash"),
-        call_tool("mcp__echo__pid"),
+        call_tool("mcp__echo__instance"),
         "done",
     ])  # fmt: skip
     await runtime_of(model).conversation().send("go")
-    first = int(results(model, 1))
+    first = results(model, 1)
     crashed = result(model, 2)
     assert crashed.is_error and "MCP server 'echo'" in crashed.content
     assert "restarted on next use" in crashed.content
-    second = int(results(model, 3))
+    second = results(model, 3)
     assert second != first
-    assert not alive(first)
+    assert not running(marks, first)
 
 
 async def test_a_timed_out_call_is_cancelled_on_the_server(
@@ -223,19 +225,21 @@ async def test_a_server_over_streamable_http_and_sse(
 
 
 def test_a_second_event_loop_starts_the_server_afresh(settings: Settings, marks: Path) -> None:
-    model = ScriptedModel([call_tool("mcp__echo__pid"), "one", call_tool("mcp__echo__pid"), "two"])
+    model = ScriptedModel([
+        call_tool("mcp__echo__instance"), "one", call_tool("mcp__echo__instance"), "two",
+    ])  # fmt: skip
     rt = Runtime.create(settings, model=model, with_memory=False)
     asyncio.run(rt.conversation().send("first"))
-    first = int(results(model, 1))
-    assert gone_soon(first)
+    first = results(model, 1)
+    assert gone_soon(marks, first)
     asyncio.run(rt.conversation().send("second"))
-    assert int(results(model, 3)) != first
+    assert results(model, 3) != first
     asyncio.run(rt.tools.close_sources())
 
 
-def gone_soon(pid: int) -> bool:
+def gone_soon(marks: Path, instance: str) -> bool:
     for _ in range(100):
-        if not alive(pid):
+        if not running(marks, instance):
             return True
         time.sleep(0.1)
     return False

@@ -28,6 +28,10 @@ from retinue.tools.builtin.sandbox import bwrap_problem
 pytestmark = pytest.mark.timeout(120)
 
 CANARY = "sk-canary-escape-9f8e7d6c5b4a"
+NEEDS_SANDBOX = pytest.mark.skipif(
+    bwrap_problem() is not None,
+    reason=f"an approved workspace server runs only in the sandbox, and here: {bwrap_problem()}",
+)
 PLANTED = (".mcp.json", ".retinue/agents/evil.md", ".claude/agents/evil2.md")
 
 
@@ -122,10 +126,11 @@ def test_files_the_agent_writes_start_nothing_later(tmp_path: Path, sandbox: boo
     assert roles.returncode == 0 and "evil" in roles.stdout
 
 
+@NEEDS_SANDBOX
 def test_approve_from_the_command_line(tmp_path: Path) -> None:
     """``retinue mcp approve``: off a terminal it wants --yes or names; approved, the server
     starts (and gets the key it was written to get); changed, it is refused again."""
-    ws, marks = tmp_path / "ws", tmp_path / "marks"
+    ws, marks = tmp_path / "ws", tmp_path / "ws" / "marks"  # a server writes in the workspace
     ws.mkdir()
     servers = {"a": payload(marks / "a"), "b": payload(marks / "b")}
     (ws / ".mcp.json").write_text(json.dumps({"mcpServers": servers}))
@@ -198,9 +203,9 @@ class Terminal:
             os.close(self.fd)
 
 
-@pytest.mark.parametrize("answer", ["n", "y"])
+@pytest.mark.parametrize("answer", ["n", pytest.param("y", marks=NEEDS_SANDBOX)])
 def test_chat_asks_before_starting_a_workspace_server(tmp_path: Path, answer: str) -> None:
-    ws, marks = tmp_path / "ws", tmp_path / "marks"
+    ws, marks = tmp_path / "ws", tmp_path / "ws" / "marks"  # a server writes in the workspace
     ws.mkdir()
     (ws / ".mcp.json").write_text(json.dumps({"mcpServers": {"spy": payload(marks)}}))
     with LoopbackOpenAIServer(ScriptedModel(["hello there"])) as server:
