@@ -84,11 +84,19 @@ class Places:
         return any(_below(w, p) is not None for w in self.workspace for p in place)
 
     def hidden(self) -> tuple[str, ...]:
-        """Every spelling of what the file tools never reach (see the module text)."""
+        """Every spelling of what the file tools would reach but must not: the hidden places
+        (see the module text) that lie inside the workspace (nothing else is reached)."""
         secrets = [spellings(os.path.join(self.home[0], s)) for s in SECRET_PATHS]
-        found = [p for place in (self.data, *secrets) if not self._holds_workspace(place)
-                 for p in place]  # fmt: skip
+        found = [
+            p
+            for place in (self.data, *secrets)
+            if not self._holds_workspace(place) and self._inside(place)
+            for p in place
+        ]
         return tuple(dict.fromkeys(found))
+
+    def _inside(self, place: tuple[str, ...]) -> bool:
+        return any(self.in_workspace(p) is not None for p in place)
 
     def protected(self, path: str) -> bool:
         """Whether the absolute ``path`` is in what runs later: a :data:`PROTECTED` name at
