@@ -9,6 +9,7 @@ the folder before it answers yes; then the disk is checked.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -19,9 +20,10 @@ from retinue.messages import SystemMessage, ToolResultMessage, UserMessage
 from retinue.policy.approvals import Approval, ApprovalRequest
 from retinue.policy.gate import Policy
 from retinue.policy.rules import RuleSet
-from retinue.testing import ScriptedModel, call_tool
+from retinue.testing import ScriptedModel, call_tool, call_tools
 from retinue.tools import ToolContext, ToolRegistry
 from retinue.tools.builtin import builtin_tools
+from retinue.tools.builtin.sandbox import bwrap_problem
 
 CANARY = "CANARY-3f1e9b"
 
@@ -109,3 +111,39 @@ async def test_an_approved_read_does_not_return_a_denied_file_a_swapped_folder_p
     [result] = await attack(ws, policy, ("Read", {"file_path": "d/key.txt"}))
     assert CANARY not in result.content
     assert result.is_error and "permission rules" in result.content
+
+
+async def test_a_parallel_sandboxed_bash_cannot_redirect_an_approved_write(ws: Path) -> None:
+    """The attack as reported: one turn asks for ``Write d/new.txt`` and, alongside, a
+    sandboxed ``Bash`` (allowed without asking) that swaps ``d`` for a link to ``.claude``;
+    the person answers yes once the swap has happened."""
+    if (problem := bwrap_problem()) is not None:
+        pytest.skip(f"needs bubblewrap: {problem}")
+
+    async def approve_once_swapped(request: ApprovalRequest) -> Approval:
+        for _ in range(2000):  # (the command runs in parallel; at most ~40 s)
+            if (ws / "d").is_symlink():
+                break
+            await asyncio.sleep(0.02)
+        return Approval(True)
+
+    model = ScriptedModel(
+        [
+            call_tools(
+                ("Write", {"file_path": "d/new.txt", "content": CANARY}),
+                ("Bash", {"command": "mv d d.old && ln -s .claude d"}),
+            ),
+            "done",
+        ]
+    )
+    policy = Policy(modes=("default",), approver=approve_once_swapped, sandboxed=True)
+    ctx = ToolContext("main", ws, ws.parent / "data", call_chain=("main",), gate=policy)
+    config = RunConfig(
+        model, [SystemMessage("s"), UserMessage("go")], ToolRegistry(builtin_tools()), ctx
+    )
+    assert (await run(config)).stop_reason == "final"
+    write, bash = [m for m in model.calls[-1].messages if isinstance(m, ToolResultMessage)]
+    assert not bash.is_error, bash.content
+    assert (ws / "d").is_symlink()  # the swap happened
+    assert not (ws / ".claude" / "new.txt").exists()
+    assert write.is_error and "symbolic link" in write.content
