@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import io
 import itertools
+import logging
+import subprocess
+import sys
 
 import pytest
 from rich.markdown import Markdown
 from rich.text import Text
 
-from retinue.cli.term import LineDiscipline, console, echo, escape, write_data
+from retinue.cli.term import LineDiscipline, console, echo, escape, route_logs, write_data
 from retinue.safe_text import for_terminal
 
 TITLE = "\x1b]0;pwned\x07"  # OSC 0: sets the window title
@@ -170,3 +173,31 @@ def test_every_c0_and_c1_character_but_newline_and_tab_is_replaced() -> None:
     for code in itertools.chain(range(0x20), range(0x7F, 0xA0)):
         char = chr(code)
         assert (for_terminal(char) == char) == (char in "\n\t"), hex(code)
+
+
+def test_warnings_are_shown_too_retinues_and_other_libraries() -> None:
+    out = io.StringIO()
+    ours = logging.getLogger("retinue")
+    saved, handlers, propagate = logging.lastResort, ours.handlers[:], ours.propagate
+    try:
+        route_logs(console(file=out))
+        logging.getLogger("retinue.somewhere").warning("a tool said %s", TITLE)
+        library = logging.getLogger("some.library")
+        library.propagate = False  # no handler anywhere: Python's last resort prints it
+        library.warning("a library said %s", CLEAR)
+    finally:
+        logging.lastResort, ours.handlers[:], ours.propagate = saved, handlers, propagate
+    assert "a tool said ␛]0;pwned␇" in out.getvalue()
+    assert "a library said ␛[2J" in out.getvalue()
+    assert "\x1b]" not in out.getvalue() and CLEAR not in out.getvalue()
+
+
+def test_an_uncaught_exceptions_report_is_shown_too() -> None:
+    crash = (
+        "from retinue.cli.term import safe_tracebacks; safe_tracebacks(); "
+        f"raise ValueError({TITLE!r} + 'model text')"
+    )
+    proc = subprocess.run([sys.executable, "-c", crash], capture_output=True, timeout=30)
+    assert proc.returncode == 1
+    assert b"ValueError: \xe2\x90\x9b]0;pwned" in proc.stderr  # ␛ in UTF-8
+    assert b"\x1b" not in proc.stderr and b"\x07" not in proc.stderr

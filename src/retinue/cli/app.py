@@ -109,7 +109,7 @@ def run(
         except KeyboardInterrupt:
             err("interrupted")
             raise typer.Exit(EXIT_INTERRUPTED) from None
-    if out.stop_reason == "max_iterations":
+    if out.stopped:  # max_iterations, or a call repeated after a warning
         err(out.content)
         raise typer.Exit(EXIT_INCOMPLETE)
     from retinue.cli.term import echo
@@ -201,4 +201,7 @@ _plain_usage(app)
 
 
 def main() -> None:
+    from retinue.cli.term import safe_tracebacks
+
+    safe_tracebacks()
     app()

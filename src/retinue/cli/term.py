@@ -16,7 +16,9 @@ holds the only ways the commands print, and each of them applies it:
   tables are laid out on the text as it will be shown;
 * :func:`echo` and :meth:`LineDiscipline.text` write plain lines and streamed text;
   :func:`write_data` writes a data stream (an export) unchanged unless it is a terminal;
-  :func:`read_line` and :func:`confirm` ask with a prompt.
+  :func:`read_line` and :func:`confirm` ask with a prompt;
+* :func:`route_logs` and :func:`safe_tracebacks` do the same for warnings (Retinue's and
+  other libraries') and for the report of an uncaught exception.
 
 ``tests/cli/test_printers.py`` fails on any other way of printing in :mod:`retinue.cli`.
 """
@@ -28,7 +30,9 @@ import logging
 import os
 import sys
 import threading
+import traceback
 from collections.abc import Callable, Iterable, Iterator
+from types import TracebackType
 from typing import Any, TextIO
 
 from rich.cells import cell_len
@@ -50,6 +54,7 @@ __all__ = [
     "quiet_input",
     "read_line",
     "route_logs",
+    "safe_tracebacks",
     "write_data",
 ]
 
@@ -329,9 +334,22 @@ def route_logs(
     err: Console, before: Callable[[], None] = lambda: None, *, deferred: Deferred | None = None
 ) -> None:
     """Print Retinue's warnings on ``err``, escaped, after ``before`` (e.g. ending a line),
-    instead of Python's bare last-resort handler; held back while ``deferred`` holds."""
+    instead of Python's bare last-resort handler (which this handler becomes for other
+    libraries' warnings); held back while ``deferred`` holds."""
     logger = logging.getLogger("retinue")
     for handler in [h for h in logger.handlers if isinstance(h, _ConsoleHandler)]:
         logger.removeHandler(handler)
-    logger.addHandler(_ConsoleHandler(err, before, deferred))
+    handler = _ConsoleHandler(err, before, deferred)
+    logger.addHandler(handler)
     logger.propagate = False
+    logging.lastResort = handler  # other libraries' warnings too, where nothing handles them
+
+
+def safe_tracebacks() -> None:
+    """Python's report of an uncaught exception (its message may quote a model, a tool or a
+    file) printed as :func:`for_terminal` shows it."""
+
+    def report(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+        echo("".join(traceback.format_exception(kind, exc, tb)).rstrip("\n"), err=True)
+
+    sys.excepthook = report
