@@ -3,9 +3,13 @@ interactive sub-agent with two turns, every request accepted by the emulated rul
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
+
 from retinue import Agent, Role
+from retinue.llm.loopback_anthropic import LoopbackAnthropicServer
 from retinue.llm.loopback_responses import LoopbackResponsesServer
 from retinue.llm.openai_responses import OpenAIResponsesModel
 from retinue.messages import AssistantMessage
@@ -117,3 +121,48 @@ async def test_unloading_the_sub_agent_consolidates_over_responses(tmp_path: Pat
     assert server.rejected == []
     results = [i for i in server.requests[5]["input"] if i.get("type") == "function_call_output"]
     assert "consolidated" in results[-1]["output"]
+
+
+async def test_a_sub_agent_on_claude_under_a_parent_on_responses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each provider gets only its own reasoning: the parent's items stay on OpenAI, the
+    sub-agent's signed thinking on Anthropic, and neither emulation refuses a request."""
+    reviewer = Role(
+        name="calculator",
+        description="Does arithmetic with the add tool",
+        prompt="You are a careful calculator.",
+        tools=("add",),
+        model="anthropic:claude-fable-5-2",
+    )
+    parent = ScriptedModel([_delegate("add 2 and 3"), _delegate("and 10 more?"), "15."])
+    child = ScriptedModel(
+        [
+            call_tool("add", {"a": 2, "b": 3}, id="t1"),
+            "5",
+            call_tool("add", {"a": 5, "b": 10}),
+            "15",
+        ]
+    )
+    with LoopbackResponsesServer(parent) as openai, LoopbackAnthropicServer(child) as claude:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", claude.base_url)
+        model = OpenAIResponsesModel("gpt-5.6-terra", base_url=openai.base_url, max_retries=0)
+        agent = Agent(
+            model,
+            workspace=tmp_path,
+            home=tmp_path / "home",
+            builtin_tools=False,
+            tools=[add],
+            roles=[reviewer],
+            memory=False,
+        )
+        with agent:
+            out = await agent.run("Add 2 and 3, then 10, with the calculator.")
+        await model.aclose()
+    parent.assert_done()
+    child.assert_done()
+    assert out.content == "15."
+    assert openai.rejected == [] and claude.rejected == []
+    assert all(i.get("type") != "thinking" for b in openai.requests for i in b["input"])
+    sent = json.dumps(claude.requests)
+    assert "encrypted_content" not in sent and '"rs_' not in sent
