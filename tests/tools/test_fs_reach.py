@@ -108,3 +108,22 @@ def test_protected_places_are_the_workspaces_and_homes_top_and_the_data_director
     assert all(places.protected(str(ws / p)) for p in yes)
     assert not any(places.protected(str(ws / p)) for p in no)
     assert places.protected(str(ws / "data"))
+
+
+async def test_a_worktree_inside_the_data_directory_is_an_ordinary_workspace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, registry: ToolRegistry
+) -> None:
+    """A role with ``isolation: worktree`` works in ``<data dir>/worktrees/…``: the data
+    directory holds that workspace, so it hides and protects nothing there."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    data = tmp_path / ".retinue"
+    ws = data / "worktrees" / "w1"
+    ws.mkdir(parents=True)
+    ctx = ToolContext("a", ws, data)
+    wrote = await registry.execute(
+        ToolCall("c", "Write", json.dumps({"file_path": "a.txt", "content": "x"})), ctx
+    )
+    read = await registry.execute(ToolCall("c", "Read", json.dumps({"file_path": "a.txt"})), ctx)
+    assert not wrote.is_error and not read.is_error, (wrote.content, read.content)
+    places = Places.of(ctx)
+    assert not places.protected(str(ws / "a.txt")) and places.protected(str(ws / ".git/x"))

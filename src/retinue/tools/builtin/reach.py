@@ -100,12 +100,13 @@ class Places:
 
     def protected(self, path: str) -> bool:
         """Whether the absolute ``path`` is in what runs later: a :data:`PROTECTED` name at
-        the top of the workspace or of ``$HOME``, or the data directory (unless it holds the
-        workspace)."""
+        the top of the workspace or of ``$HOME``, or the data directory (unless the place
+        holds the workspace: a worktree's workspace lies in the data directory)."""
         for base in (*self.workspace, *self.home):
             rel = _below(path, base)
-            if rel and rel.split(os.sep, 1)[0].casefold() in PROTECTED:
-                return True
+            name = rel.split(os.sep, 1)[0] if rel else ""
+            if name.casefold() in PROTECTED and not self._holds_workspace((base + os.sep + name,)):
+                return True  # (not ~/.retinue for a worktree in <data dir>/worktrees)
         if self._holds_workspace(self.data):
             return False
         return any(_below(path, d) is not None for d in self.data)
