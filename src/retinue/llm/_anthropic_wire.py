@@ -38,6 +38,7 @@ from typing import Any
 
 from retinue.errors import ModelError
 from retinue.llm.base import ToolSpec
+from retinue.llm.settings import ModelSettings
 from retinue.messages import (
     AssistantMessage,
     Message,
@@ -51,6 +52,7 @@ __all__ = [
     "CACHE",
     "always_thinks",
     "build_request",
+    "dropped_settings",
     "is_signed",
     "readable_by",
     "reasoning_block",
@@ -233,10 +235,11 @@ def _blocks(m: Message, model: str) -> list[dict[str, Any]]:
 
 
 def messages_to_anthropic(
-    messages: Sequence[Message], model: str = ""
+    messages: Sequence[Message], model: str = "", cache: dict[str, Any] = CACHE
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``(system_blocks, messages)`` in Messages API form for ``model``, cache breakpoints
-    included; reasoning parts ``model`` cannot read are left out (:func:`readable_by`)."""
+    (``cache``) included; reasoning parts ``model`` cannot read are left out
+    (:func:`readable_by`)."""
     system: list[dict[str, Any]] = []
     wire: list[dict[str, Any]] = []
     for m in messages:
@@ -253,12 +256,12 @@ def messages_to_anthropic(
         else:
             wire.append({"role": role, "content": blocks})
     if system:
-        system[-1] = {**system[-1], "cache_control": CACHE}
+        system[-1] = {**system[-1], "cache_control": cache}
     if wire:
         last = wire[-1]["content"]
         index = _cacheable(last)
         if index is not None:
-            last[index] = {**last[index], "cache_control": CACHE}
+            last[index] = {**last[index], "cache_control": cache}
     return system, wire
 
 
@@ -285,10 +288,15 @@ def build_request(
     *,
     max_tokens: int,
     stream: bool,
+    settings: ModelSettings | None = None,
 ) -> dict[str, Any]:
-    """The JSON body of one Messages API request."""
-    system, wire = messages_to_anthropic(messages, model)
-    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": wire}
+    """The JSON body of one Messages API request, ``settings`` mapped where ``model``
+    takes them (:func:`dropped_settings` names the others, left out)."""
+    s = settings or ModelSettings()
+    cache = {**CACHE, "ttl": s.cache_ttl} if s.cache_ttl else CACHE
+    system, wire = messages_to_anthropic(messages, model, cache)
+    limit = s.max_output_tokens or max_tokens
+    body: dict[str, Any] = {"model": model, "max_tokens": limit, "messages": wire}
     if system:
         body["system"] = system
     if tools:
@@ -296,6 +304,35 @@ def build_request(
     thinking = thinking_config(model)
     if thinking is not None:
         body["thinking"] = thinking
+        if s.effort:
+            body["output_config"] = {"effort": s.effort}
+    else:
+        body.update(
+            (k, v) for k, v in (("temperature", s.temperature), ("top_p", s.top_p)) if v is not None
+        )
+    body.update((k, v) for k, v in s.extra.items() if k not in _OWN_FIELDS)
     if stream:
         body["stream"] = True
     return body
+
+
+_OWN_FIELDS = frozenset({"model", "messages", "stream", "system", "tools"})
+
+
+def dropped_settings(model: str, settings: ModelSettings) -> list[str]:
+    """The settings :func:`build_request` leaves out for ``model``, each with the reason.
+
+    With thinking on, ``temperature`` and ``top_p`` are not sent ("Thinking isn't compatible
+    with temperature or top_k modifications", extended thinking, "Feature compatibility");
+    ``effort`` needs adaptive thinking (adaptive-thinking page).
+    """
+    thinking = thinking_config(model) is not None
+    out = []
+    if thinking and settings.temperature is not None:
+        out.append("temperature (not taken while the model thinks)")
+    if thinking and settings.top_p is not None:
+        out.append("top_p (not taken while the model thinks)")
+    if not thinking and settings.effort:
+        out.append("effort (the model has no adaptive thinking)")
+    out += [f"extra.{k} (set by Retinue)" for k in settings.extra if k in _OWN_FIELDS]
+    return out

@@ -18,6 +18,7 @@ and the docs' "Refusals and fallback" page); it is raised as
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 
@@ -43,6 +44,7 @@ from anthropic.types import Message as WireMessage
 from retinue.errors import ModelError, ModelRefusal
 from retinue.llm._anthropic_wire import (
     build_request,
+    dropped_settings,
     is_signed,
     reasoning_part,
     reply_from_anthropic,
@@ -52,6 +54,7 @@ from retinue.llm._errors import ProviderInfo, connection_error, status_error
 from retinue.llm._openai_wire import ToolCallAssembler
 from retinue.llm.base import ModelResponse, TextCallback, ToolSpec
 from retinue.llm.guard import check_request_allowed
+from retinue.llm.settings import ModelSettings
 from retinue.messages import AssistantMessage, Message, ReasoningPart, Usage
 
 __all__ = ["DEFAULT_BASE_URL", "AnthropicModel"]
@@ -59,6 +62,7 @@ __all__ = ["DEFAULT_BASE_URL", "AnthropicModel"]
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 KEY_VAR, URL_VAR = "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"
 _FINISH = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
+log = logging.getLogger("retinue.llm")
 
 
 class AnthropicModel:
@@ -66,6 +70,8 @@ class AnthropicModel:
 
     ``base_url`` / ``api_key`` default to ``ANTHROPIC_BASE_URL`` / ``ANTHROPIC_API_KEY``.
     Without a key, the official endpoint is a :class:`ConfigError`; a proxy gets a placeholder.
+    ``settings`` (:class:`~retinue.llm.settings.ModelSettings`) override ``max_retries``,
+    ``timeout`` and ``max_tokens`` where they set them, and shape each request body.
     """
 
     def __init__(
@@ -77,14 +83,22 @@ class AnthropicModel:
         max_retries: int = 3,
         timeout: float = 120.0,
         max_tokens: int = 4096,
+        settings: ModelSettings | None = None,
     ) -> None:
         self._model = name
         self.base_url = (base_url or os.environ.get(URL_VAR) or DEFAULT_BASE_URL).rstrip("/")
         key = api_key or os.environ.get(KEY_VAR)
         key = api_key_for(key, self.base_url, "api.anthropic.com", KEY_VAR)
+        self._key = key
+        self.settings = settings or ModelSettings()
+        if self.settings.max_retries is not None:
+            max_retries = self.settings.max_retries
+        timeout = self.settings.timeout or timeout
         self.max_retries = max_retries
         self.timeout = timeout
         self.max_tokens = max_tokens
+        for dropped in dropped_settings(name, self.settings):
+            log.warning("anthropic:%s: setting %s left out", name, dropped)
         self._info = ProviderInfo("anthropic", KEY_VAR, URL_VAR, self.base_url, max_retries)
         self._clients = PerLoopClients(
             lambda: AsyncAnthropic(
@@ -95,6 +109,18 @@ class AnthropicModel:
     @property
     def name(self) -> str:
         return f"anthropic:{self._model}"
+
+    def with_settings(self, settings: ModelSettings) -> AnthropicModel:
+        """This model asked with ``settings`` merged over its own (a new client)."""
+        return AnthropicModel(
+            self._model,
+            base_url=self.base_url,
+            api_key=self._key,
+            max_retries=self.max_retries,
+            timeout=self.timeout,
+            max_tokens=self.max_tokens,
+            settings=self.settings.merged(settings),
+        )
 
     async def aclose(self) -> None:
         """Close this event loop's HTTP connections (optional; for tidy shutdowns)."""
@@ -110,7 +136,12 @@ class AnthropicModel:
         check_request_allowed(self.base_url)
         stream = on_text is not None
         body = build_request(
-            self._model, messages, tools, max_tokens=self.max_tokens, stream=stream
+            self._model,
+            messages,
+            tools,
+            max_tokens=self.max_tokens,
+            stream=stream,
+            settings=self.settings,
         )
         client = self._clients.get()
         try:

@@ -8,6 +8,8 @@ written from Anthropic's documentation (cited where it is enforced):
 
 * Claude Fable and Mythos 5.x always think; ``thinking: {"type": "disabled"}`` or a manual
   budget is a 400, so is an assistant prefill, so is a ``tool_choice`` that forces a tool;
+  with thinking on, so is a ``temperature`` other than 1 or a ``top_p`` below 0.95, and an
+  unknown ``output_config.effort`` always is;
 * when thinking is on, every answer starts with a signed ``thinking`` block (and, with
   ``redact=True``, a ``redacted_thinking`` one);
 * the assistant message of the current tool-use cycle must come back starting with its
@@ -73,6 +75,11 @@ PREFILL = (
     "with a user message."
 )
 FORCED_TOOL = "Thinking may not be enabled when `tool_choice` forces tool use."
+SAMPLING = (
+    "`temperature` may only be set to 1 when thinking is enabled, and `top_p` to a value "
+    "between 0.95 and 1."
+)
+EFFORT = "output_config.effort: Input should be 'low', 'medium', 'high', 'xhigh' or 'max'"
 
 
 def _text(content: Any) -> str:
@@ -174,8 +181,21 @@ class LoopbackAnthropicServer(LoopbackServer):
             if wire and wire[-1].get("role") == "assistant":
                 # "Prefill: prefilling assistant messages returns a 400 error" (Fable 5.1 guide)
                 return PREFILL
+        effort = (body.get("output_config") or {}).get("effort")
+        if effort is not None and effort not in ("low", "medium", "high", "xhigh", "max"):
+            # "Valid values are `low`, `medium`, `high`, `xhigh`, or `max`" (the SDK's
+            # OutputConfigParam, after the API reference)
+            return EFFORT
         if not self.thinks(body):
             return None
+        temperature, top_p = body.get("temperature"), body.get("top_p")
+        if (temperature is not None and temperature != 1) or (
+            top_p is not None and not 0.95 <= top_p <= 1
+        ):
+            # "Thinking isn't compatible with temperature or top_k modifications ... you can
+            # set top_p to values between 1 and 0.95" (extended thinking, "Feature
+            # compatibility")
+            return SAMPLING
         if (body.get("tool_choice") or {}).get("type") in ("any", "tool"):
             # "tool_choice options that force tool use return an error while thinking is
             # on" (https://platform.claude.com/docs/en/build-with-claude/thinking-tool-workflows)
