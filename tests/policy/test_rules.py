@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from retinue.policy.gate import Policy
 from retinue.policy.modes import MODES, decide_by_mode, kind_of, parse_mode
 from retinue.policy.rules import RuleSet, parse_rule, rule_for
 from retinue.policy.settings import load_permissions
+from retinue.policy.shellwords import analyse
 from retinue.tools.base import ToolContext
 
 WS = Path("/work/project")
+BASH = shutil.which("bash") or "/bin/bash"
 
 
 def matches(rule: str, tool: str, **args: object) -> bool:
@@ -255,6 +262,8 @@ RM_SPELLINGS = [
     "tar --to-command='rm f' -xf a.tar", "rsync -e 'rm f' a b", "ssh -o ProxyCommand='rm f' h",
     "vim -es -c '!rm f' -c q", "gdb -batch -ex '!rm f'", "chronic rm f", "su -lc 'rm f'",
     "git clone --upload-pack='rm f' x", "git difftool -x 'rm f'", "BASH_ENV=x.sh bash -c :",
+    "julia -e 'rm(\"f\")'", "r\x00m f", "\ud800rm f; rm f", "r\\\nm f", "# a \\\nrm f",
+    "> 'r'm\\\nlet \\rm f", "echo a\\\n;rm f",
     "bash -c " + "'" + "rm f" * 6000 + "'",  # too long to read
     "bash -c 'bash -c \"bash -c \\\"bash -c \\\\\\\"bash -c rm\\\\\\\"\\\"\"'",  # too deep
 ]  # fmt: skip
@@ -447,3 +456,33 @@ def test_always_adds_no_rule_for_a_command_that_runs_more_than_itself() -> None:
 def test_everyday_commands_stay_sandbox_allowed_under_a_deny_rule(command: str) -> None:
     decision, why = _decide(policy_denying("Bash(rm:*)"), command)
     assert decision == "allow", (command, why)
+
+
+ALPHABET = list("rm f$()`'\"\\;|&<>{}=!*?[]~#\n\t-cexa")
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(text=st.text(alphabet=st.sampled_from(ALPHABET), max_size=40))
+def test_when_bash_itself_runs_rm_the_rules_never_allow_it(
+    tmp_path_factory: pytest.TempPathFactory, text: str
+) -> None:
+    """Differential: real bash, whose PATH holds only a stand-in ``rm`` that leaves a mark,
+    runs the text (and the text followed by ``rm f``); whenever the mark appears, a
+    ``Bash(rm:*)`` deny rule must deny or ask, never allow."""
+    line = analyse(text)
+    assert all(c.words and 0 < c.known <= len(c.words) for c in line.commands)
+    root = tmp_path_factory.mktemp("sh")
+    (root / "bin").mkdir()
+    (root / "bin" / "rm").write_text(f"#!{BASH}\necho ran >> {root}/mark\n")
+    (root / "bin" / "rm").chmod(0o755)
+    for command in (text, text + "\nrm f"):
+        (root / "mark").unlink(missing_ok=True)
+        env = {"PATH": str(root / "bin"), "HOME": str(root)}
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            subprocess.run(
+                [BASH, "-c", command], cwd=root, env=env, timeout=5, stdin=subprocess.DEVNULL,
+                capture_output=True, start_new_session=True,
+            )  # fmt: skip
+        if (root / "mark").exists():
+            decision, why = _decide(policy_denying("Bash(rm:*)"), command)
+            assert decision in ("deny", "ask"), (command, why)

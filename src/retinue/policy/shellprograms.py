@@ -490,6 +490,14 @@ _INLINE: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "tclsh": ("", "", ()),
     "expect": ("c", "", ()),
     "jshell": ("", "", ()),
+    "julia": ("eE", "", ("--eval", "--print")),
+    "groovy": ("e", "", ()),
+    "elixir": ("e", "r", ("--eval",)),
+    "erl": ("", "", ("-eval",)),
+    "ghc": ("e", "", ()),
+    "racket": ("e", "", ("--eval",)),
+    "sbcl": ("", "", ("--eval",)),
+    "guile": ("c", "", ()),
 }
 _VERSION = frozenset({"--version", "-V", "-v", "--help", "-h"})
 

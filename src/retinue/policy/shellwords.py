@@ -87,7 +87,13 @@ class CommandLine:
 def analyse(command: str) -> CommandLine:
     """The simple commands ``command`` runs (as far as they can be known before it runs)."""
     reader = _Reader()
-    reader.source(command, 0)
+    if "\0" in command:
+        reader.doubt("a NUL character (bash cannot be given it)")
+        return CommandLine((), tuple(reader.unknown))
+    try:
+        reader.source(command, 0)
+    except (RecursionError, UnicodeError, ValueError) as exc:  # (never expected: unread)
+        reader.doubt(f"the command could not be read ({type(exc).__name__})")
     return CommandLine(tuple(reader.commands), tuple(dict.fromkeys(reader.unknown)))
 
 
@@ -116,7 +122,11 @@ class _Reader:
             self.doubt(f"a command longer than {MAX_LENGTH} characters")
             return
         data = text.encode("utf-8", "surrogatepass")
-        root = tree_sitter.Parser(_LANGUAGE).parse(data).root_node
+        parser = tree_sitter.Parser(_LANGUAGE)
+        root = parser.parse(data).root_node
+        joined = _joined(data, root)
+        if joined is not None:  # (read again as bash reads it: lines continued)
+            data, root = joined, parser.parse(joined).root_node
         if root.has_error:
             self.doubt(f"bash may read {show(text)} otherwise than the parser does")
         stack = [root]
@@ -130,7 +140,7 @@ class _Reader:
                 self.simple(node, depth)
             elif kind == "variable_assignment":
                 self.setting(_text(node))
-            elif kind == "file_redirect":
+            elif kind in ("file_redirect", "herestring_redirect"):
                 self.redirect(node)
             elif node.child_count == 0 and node.is_named and kind not in _LITERAL:
                 self.unread(node)
@@ -139,15 +149,8 @@ class _Reader:
     def unread(self, node: Node) -> None:
         """A piece of text the parser left as text where bash may still find a command
         (backticks inside ``${…}``, a ``<<-`` heredoc): unknown, unless quoted."""
-        if not _HIDDEN.search(_ESCAPED.sub("", _text(node))):
-            return
-        redirect = node.parent if node.type == "heredoc_body" else None
-        if redirect is not None and redirect.type == "heredoc_body":
-            redirect = redirect.parent
-        if redirect is not None:
-            start = next((c for c in redirect.children if c.type == "heredoc_start"), None)
-            if start is not None and re.search(r"['\"\\]", _text(start)):
-                return  # (<<'EOF': the body is text)
+        if not _HIDDEN.search(_ESCAPED.sub("", _text(node))) or _quoted_heredoc(node):
+            return  # (<<'EOF': the body is text)
         self.doubt(f"bash may run a command in {show(_text(node))} that was not read")
 
     def over(self) -> bool:
@@ -184,7 +187,18 @@ class _Reader:
 
     def redirect(self, node: Node) -> None:
         target = next((c for c in node.named_children if c.type != "file_descriptor"), None)
-        if target is not None and _word(target)[0].startswith(("/dev/tcp/", "/dev/udp/")):
+        if target is None:
+            return
+        operator = target.prev_sibling
+        if (
+            operator is not None
+            and b"\n"
+            in (node.text or b"")[
+                operator.end_byte - node.start_byte : target.start_byte - node.start_byte
+            ]
+        ):  # (bash wants the target on the operator's line; the parser reads the next)
+            self.doubt(f"bash may read {show(_text(node))} otherwise than the parser does")
+        elif _word(target)[0].startswith(("/dev/tcp/", "/dev/udp/")):
             self.doubt(f"{show(_text(node))} opens a network connection in bash itself")
 
     def run(
@@ -218,8 +232,47 @@ _HIDDEN = re.compile(r"`|\$\(")  # where bash would run a command inside a piece
 _ESCAPED = re.compile(r"\\.", re.DOTALL)
 
 
+_CONTINUED = re.compile(rb"(\\+)\n")
+_AS_WRITTEN = frozenset({"raw_string", "ansi_c_string", "comment"})
+
+
+def _joined(data: bytes, root: Node) -> bytes | None:
+    """``data`` with its line continuations (a backslash ending a line) taken out where bash
+    takes them out: the parser reads ``r\\⏎m`` as two words, bash as ``rm``. None: none."""
+    cuts = []
+    for m in _CONTINUED.finditer(data):
+        at = m.end(1) - 1  # (the last backslash: an even run escapes itself)
+        if len(m.group(1)) % 2 == 0:
+            continue
+        node: Node | None = root.descendant_for_byte_range(at, at + 1)
+        while node is not None and node.type not in _AS_WRITTEN and not _quoted_heredoc(node):
+            node = node.parent
+        if node is None:
+            cuts.append(at)
+    if not cuts:
+        return None
+    out, last = bytearray(), 0
+    for at in cuts:
+        out += data[last:at]
+        last = at + 2
+    return bytes(out + data[last:])
+
+
+def _quoted_heredoc(node: Node) -> bool:
+    """Whether ``node`` is (in) the body of a heredoc whose delimiter is quoted (text)."""
+    if node.type not in ("heredoc_body", "heredoc_content"):
+        return False
+    redirect = node.parent
+    while redirect is not None and redirect.type != "heredoc_redirect":
+        redirect = redirect.parent
+    if redirect is None:
+        return False
+    start = next((c for c in redirect.children if c.type == "heredoc_start"), None)
+    return start is not None and re.search(r"['\"\\]", _text(start)) is not None
+
+
 def _text(node: Node) -> str:
-    return (node.text or b"").decode("utf-8", "surrogatepass")
+    return (node.text or b"").decode("utf-8", "surrogateescape")  # (a cut through a character)
 
 
 def _word(node: Node) -> Word:
