@@ -44,6 +44,9 @@ refuses what OpenAI refuses, with OpenAI's own error texts. Each rule, and where
   tool call found for function call output with call_id <id>." (continuedev/continue#10092).
 * **R7** Every ``function_call`` in the input needs its output: 400 "No tool output found for
   function call <id>." (tjardoo/openai-client#124).
+* **R8** A reasoning model takes only the default ``temperature`` and ``top_p`` (1): 400
+  "Unsupported value: 'temperature' does not support 0.2 with this model. Only the default
+  (1) value is supported." (community.openai.com/t/gpt-5-models-temperature/1337957).
 
 ``rejected`` lists every refusal as ``(status, message)``; a scripted step with
 ``finish_reason="refusal"`` is answered as a ``refusal`` content part.
@@ -176,10 +179,18 @@ class LoopbackResponsesServer(LoopbackOpenAIServer):
         return 200, {"Content-Type": "application/json"}, json.dumps(data).encode()
 
     def check(self, body: dict[str, Any]) -> None:
-        """Raise :class:`_Rejected` when ``body``'s input breaks rules R2 to R7."""
+        """Raise :class:`_Rejected` when ``body`` breaks rules R2 to R8."""
         raw = body.get("input")
         items: list[dict[str, Any]] = [] if isinstance(raw, str) else list(raw or ())
         model, store = str(body.get("model", "")), body.get("store", True) is not False
+        for name in ("temperature", "top_p"):
+            value = body.get(name)
+            if value is not None and value != 1 and reasons_by_default(model):
+                raise _Rejected(
+                    400,
+                    f"Unsupported value: '{name}' does not support {value} with this model. "
+                    "Only the default (1) value is supported.",
+                )
         calls: set[str] = set()
         answered: set[str] = set()
         run: set[str] = set()  # reasoning ids in the current run of output items

@@ -32,7 +32,9 @@ comes through the SDK's event stream, its text deltas reaching ``on_text`` as th
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -49,6 +51,8 @@ from retinue.messages import Message
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
+    from retinue.llm.settings import ModelSettings
+
 __all__ = [
     "APIS",
     "API_VAR",
@@ -57,7 +61,10 @@ __all__ = [
     "build_params",
     "openai_api",
     "openai_model",
+    "settings_fields",
 ]
+
+log = logging.getLogger("retinue.llm")
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 KEY_VAR, URL_VAR, API_VAR = "OPENAI_API_KEY", "OPENAI_BASE_URL", "RETINUE_OPENAI_API"
@@ -93,9 +100,11 @@ def build_params(
     tools: Sequence[ToolSpec],
     *,
     reasoning_effort: str | None = None,
+    settings: ModelSettings | None = None,
     stream: bool = False,
 ) -> dict[str, Any]:
-    """The keyword arguments of one ``responses.create`` call (a plain function, no I/O)."""
+    """The keyword arguments of one ``responses.create`` call (a plain function, no I/O).
+    ``reasoning_effort`` (any value OpenAI takes) applies when ``settings`` set no effort."""
     instructions, items = request_input(messages, model)
     params: dict[str, Any] = {"model": model, "input": items, "store": False, "include": INCLUDE}
     if instructions is not None:
@@ -104,9 +113,49 @@ def build_params(
         params["tools"] = tools_to_responses(tools)
     if reasoning_effort is not None:
         params["reasoning"] = {"effort": reasoning_effort}
+    if settings is not None:
+        params.update(settings_fields(model, settings)[0])
     if stream:
         params["stream"] = True
     return params
+
+
+_REASONS = re.compile(r"^(gpt-5|gpt-6|o[1-9]|codex)")  # models that reason (reasoning.effort)
+_OWN_FIELDS = frozenset({"model", "input", "instructions", "tools", "store", "include", "stream"})
+
+
+def settings_fields(model: str, settings: ModelSettings) -> tuple[dict[str, Any], list[str]]:
+    """The request fields ``settings`` set for ``model``, and those left out with the reason.
+
+    ``effort`` goes as ``reasoning.effort`` to a reasoning model (``max``, which OpenAI does
+    not have, as its highest, ``xhigh``); ``temperature`` and ``top_p`` only to a model that
+    does not reason ("Unsupported value: 'temperature' does not support 0.2 with this model.
+    Only the default (1) value is supported.", community.openai.com/t/1337957);
+    ``max_output_tokens`` as it is; ``cache_ttl`` is Anthropic's (OpenAI caches prompts
+    without breakpoints); ``extra`` fields are added, except those Retinue sets itself.
+    """
+    reasons = bool(_REASONS.match(model))
+    fields: dict[str, Any] = {}
+    dropped: list[str] = []
+    if settings.effort and reasons:
+        fields["reasoning"] = {"effort": "xhigh" if settings.effort == "max" else settings.effort}
+    elif settings.effort:
+        dropped.append("effort (the model does not reason)")
+    if settings.max_output_tokens is not None:
+        fields["max_output_tokens"] = settings.max_output_tokens
+    for name, value in (("temperature", settings.temperature), ("top_p", settings.top_p)):
+        if value is not None and reasons:
+            dropped.append(f"{name} (a reasoning model takes only its default)")
+        elif value is not None:
+            fields[name] = value
+    if settings.cache_ttl:
+        dropped.append("cache_ttl (OpenAI caches prompts without breakpoints)")
+    for key, value in settings.extra.items():
+        if key in _OWN_FIELDS:
+            dropped.append(f"extra.{key} (set by Retinue)")
+        else:
+            fields[key] = value
+    return fields, dropped
 
 
 class OpenAIResponsesModel:
@@ -114,7 +163,9 @@ class OpenAIResponsesModel:
 
     ``base_url`` / ``api_key`` default to ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` (the key is
     required for api.openai.com); ``reasoning_effort`` (``"none"``, ``"low"``, ``"medium"``,
-    ``"high"``...) is sent as ``reasoning.effort`` when set, the model's default otherwise.
+    ``"high"``...) is sent as ``reasoning.effort`` when set, the model's default otherwise;
+    ``settings`` (:class:`~retinue.llm.settings.ModelSettings`) as :func:`settings_fields`
+    maps them, its ``timeout`` and ``max_retries`` for the client.
     """
 
     def __init__(
@@ -126,14 +177,23 @@ class OpenAIResponsesModel:
         max_retries: int = 3,
         timeout: float = 120.0,
         reasoning_effort: str | None = None,
+        settings: ModelSettings | None = None,
     ) -> None:
         self._model = name
         self.base_url = (base_url or os.environ.get(URL_VAR) or DEFAULT_BASE_URL).rstrip("/")
         hint = f"{KEY_VAR} (or {URL_VAR} to use a local OpenAI-compatible server)"
-        key = api_key_for(api_key or os.environ.get(KEY_VAR), self.base_url, "api.openai.com", hint)
+        self._key = key = api_key_for(
+            api_key or os.environ.get(KEY_VAR), self.base_url, "api.openai.com", hint
+        )
+        if settings is not None:
+            max_retries = max_retries if settings.max_retries is None else settings.max_retries
+            timeout = settings.timeout or timeout
+            for dropped in settings_fields(name, settings)[1]:
+                log.warning("openai:%s: setting %s left out", name, dropped)
         self.max_retries = max_retries
         self.timeout = timeout
         self.reasoning_effort = reasoning_effort
+        self.settings = settings
         self._loopback = is_loopback_url(self.base_url)
         self._info = ProviderInfo("openai", KEY_VAR, URL_VAR, self.base_url, max_retries)
         self._clients: PerLoopClients[AsyncOpenAI] = PerLoopClients(lambda: self._client(key))
@@ -141,6 +201,19 @@ class OpenAIResponsesModel:
     @property
     def name(self) -> str:
         return f"openai:{self._model}"
+
+    def with_settings(self, settings: ModelSettings) -> OpenAIResponsesModel:
+        """This model asked with ``settings`` merged over its own (a new client)."""
+        merged = settings if self.settings is None else self.settings.merged(settings)
+        return OpenAIResponsesModel(
+            self._model,
+            base_url=self.base_url,
+            api_key=self._key,
+            max_retries=self.max_retries,
+            timeout=self.timeout,
+            reasoning_effort=self.reasoning_effort,
+            settings=merged,
+        )
 
     def _client(self, key: str) -> AsyncOpenAI:
         from openai import AsyncOpenAI
@@ -169,6 +242,7 @@ class OpenAIResponsesModel:
             messages,
             tools,
             reasoning_effort=self.reasoning_effort,
+            settings=self.settings,
             stream=on_text is not None,
         )
         try:
