@@ -60,9 +60,10 @@ class Agent:
     ``max_iterations`` (default: the settings', 50) bounds the model calls of one run, and
     of each sub-agent's. A run that reaches it returns, it does not raise: its ``content``
     says it stopped and ``stop_reason`` is ``"max_iterations"`` (``"final"`` for an answer),
-    so check :attr:`RunOutput.stop_reason`. ``max_budget_usd`` caps what the main agent's
-    session may spend in US dollars (checked before each turn, as a token budget is; see
-    :mod:`retinue.telemetry.prices`).
+    so check :attr:`RunOutput.stop_reason`; a run that repeats the same call after being told
+    stops sooner, with ``"repeated_call"`` (:attr:`RunOutput.stopped` covers both).
+    ``max_budget_usd`` caps what the main agent's session may spend in US dollars (checked
+    before each turn, as a token budget is; see :mod:`retinue.telemetry.prices`).
 
     Permissions: with ``approver`` (a function, sync or async, given a
     :class:`~retinue.policy.approvals.ApprovalRequest`, answering ``True`` / ``False`` or an

@@ -115,6 +115,15 @@ def test_run_stopped_by_max_iterations_exits_2(tmp_path: Path) -> None:
     assert "max_iterations=2" in proc.stderr
 
 
+def test_run_stopped_by_a_repeated_call_exits_2(tmp_path: Path) -> None:
+    loop = [call_tool("Glob", {"pattern": "*.none"}) for _ in range(4)]
+    with LoopbackOpenAIServer(ScriptedModel(loop)) as server:
+        proc = retinue(["run", "-m", "openai:test", "loop"], server, tmp_path)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert "repeated_call" in proc.stderr and "Glob" in proc.stderr
+
+
 def test_roles_lists_shipped_and_project_roles(tmp_path: Path) -> None:
     agents = tmp_path / ".claude" / "agents"
     agents.mkdir(parents=True)

@@ -15,6 +15,7 @@ from retinue.messages import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    history_problems,
 )
 from retinue.testing import ScriptedModel, call_tool, call_tools
 from retinue.tools import ToolContext, ToolRegistry, tool
@@ -156,3 +157,59 @@ async def test_an_empty_final_answer_is_replaced_by_what_happened(tmp_path: Path
     assert out.content == "(The model ended its turn without an answer, after using: add.)"
     out = await run(config(ScriptedModel([""]), tmp_path))
     assert out.content == "(The model ended its turn without an answer.)"
+
+
+# -- issue 41: a repeated identical call is stopped long before max_iterations --------------
+
+
+async def test_the_same_call_with_the_same_result_is_warned_then_stopped(tmp_path: Path) -> None:
+    same = call_tool("add", {"a": 1, "b": 1})
+    model = ScriptedModel(responder=lambda messages, tools: same)
+    out = await run(config(model, tmp_path))  # max_iterations 50
+    assert out.stop_reason == "repeated_call" and out.stopped
+    assert model.call_count == 4 and out.iterations == 4
+    assert out.content.startswith("Stopped:") and "add" in out.content
+    results = [m for m in out.messages if isinstance(m, ToolResultMessage)]
+    assert [r.content.startswith("2") for r in results] == [True, True, True, False]
+    assert "3 times in a row" in results[2].content and "stops the run" in results[2].content
+    assert "times in a row" not in results[1].content
+    assert results[3].is_error and "not run" in results[3].content  # the 4th never ran
+    # the model saw the warning before the call that stopped the run
+    assert "3 times in a row" in model.calls[3].messages[-1].content
+    assert out.messages[-1] == AssistantMessage(out.content)
+    assert history_problems(out.messages) == []
+    assert out.tools_used == ["add"] * 3
+
+
+async def test_a_heeded_warning_lets_the_run_go_on(tmp_path: Path) -> None:
+    same = call_tool("add", {"a": 1, "b": 1})
+    model = ScriptedModel([same, same, same, call_tool("add", {"a": 1, "b": 2}), same, "two"])
+    out = await run(config(model, tmp_path))
+    assert (out.stop_reason, out.content) == ("final", "two")
+    model.assert_done()
+
+
+async def test_the_same_call_with_a_changing_result_is_not_a_loop(tmp_path: Path) -> None:
+    counter = iter(range(100))
+
+    @tool()
+    def tick(ctx: ToolContext) -> str:
+        """Count."""
+        return str(next(counter))
+
+    calls = [call_tool("tick", {}) for _ in range(6)]
+    model = ScriptedModel([*calls, "done"])
+    ctx = ToolContext("main", tmp_path, tmp_path)
+    cfg = RunConfig(model, [SystemMessage("s"), UserMessage("go")], ToolRegistry([tick]), ctx)
+    out = await run(cfg)
+    assert out.stop_reason == "final" and not out.stopped
+    results = [m.content for m in out.messages if isinstance(m, ToolResultMessage)]
+    assert results == ["0", "1", "2", "3", "4", "5"]
+
+
+async def test_a_repeated_identical_failure_stops_too(tmp_path: Path) -> None:
+    same = call_tool("fail", {"how": "tool"})
+    model = ScriptedModel([same, same, same, same, "never"])
+    out = await run(config(model, tmp_path))
+    assert out.stop_reason == "repeated_call"
+    assert model.call_count == 4

@@ -182,7 +182,7 @@ class ChatRepl:
             self.err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
             return
         self._end_stream()
-        if out.stop_reason == "max_iterations":
+        if out.stopped:  # max_iterations, or a call repeated after a warning
             self.err.print(f"[yellow]{escape(out.content)}[/]")
         elif out.asking:  # the agent waits in its turn: the next line is the answer
             question = escape(out.content)

@@ -203,6 +203,7 @@ class ModelSpinner:
 
 
 _SPINNER_STOPS = frozenset({ev.TEXT_DELTA, ev.MODEL_CALLED, ev.RUN_FINISHED, ev.TOOL_STARTED})
+_UNANSWERED = ("cancelled", "max_iterations", "repeated_call")  # a run that ended so
 
 
 class EventPrinter:
@@ -258,6 +259,6 @@ class EventPrinter:
                 return f"[dim]· {whose}{_tokens(d)}[/]"
             case ev.NOTICE:
                 return f"[dim]{escape(str(d.get('text')))}[/]"
-            case ev.RUN_FINISHED if d.get("stop_reason") in ("cancelled", "max_iterations"):
+            case ev.RUN_FINISHED if d.get("stop_reason") in _UNANSWERED:
                 return f"[red]■[/] {who} {escape(str(d['stop_reason']))}"
         return None

@@ -12,7 +12,14 @@ from retinue.tools.base import ToolContext, ToolRegistry
 
 __all__ = ["ContextKeeper", "RunConfig", "RunOutput", "StopReason"]
 
-StopReason = Literal["final", "waiting_for_input", "max_iterations", "interrupted", "asking"]
+StopReason = Literal[
+    "final", "waiting_for_input", "max_iterations", "repeated_call", "interrupted", "asking"
+]
+"""Why a run ended: an answer (``final``), a pause for the next message
+(``waiting_for_input``) or on a question (``asking``), an interruption, or no answer: the limit
+of model calls (``max_iterations``) or the same tool call repeated after a warning
+(``repeated_call``, see :mod:`retinue.engine.repeats`); :attr:`RunOutput.stopped` is true for
+these two."""
 
 
 class ContextKeeper(Protocol):
@@ -78,6 +85,12 @@ class RunOutput:
     @property
     def waiting_for_input(self) -> bool:
         return self.stop_reason == "waiting_for_input"
+
+    @property
+    def stopped(self) -> bool:
+        """The run ended without an answer (``max_iterations`` or ``repeated_call``): its
+        ``content`` is a "Stopped: …" note."""
+        return self.stop_reason in ("max_iterations", "repeated_call")
 
     @property
     def asking(self) -> bool:

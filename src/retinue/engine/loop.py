@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from retinue.engine.config import RunConfig, RunOutput
+from retinue.engine.repeats import Repeats, refusal, stopped_note
 from retinue.errors import ContextTooLongError
 from retinue.events import (
     MODEL_CALLED,
@@ -70,35 +71,6 @@ def no_answer(tools_used: list[str]) -> str:
     return f"(The model ended its turn without an answer, after using: {names}.)"
 
 
-class RepeatedFailures:
-    """Notices a model repeating the same failing tool calls and tells it so.
-
-    Small models in particular retry an identical failing call again and again; from the
-    ``limit``-th identical failure on, the error result says so and suggests a way out.
-    """
-
-    def __init__(self, limit: int = 3) -> None:
-        self.limit = limit
-        self._last: tuple[tuple[str, str], ...] = ()
-        self._count = 0
-
-    def observe(
-        self, calls: tuple[ToolCall, ...], results: list[ToolResultMessage]
-    ) -> list[ToolResultMessage]:
-        failing = tuple(
-            (c.name, c.arguments) for c, r in zip(calls, results, strict=True) if r.is_error
-        )
-        self._count = self._count + 1 if failing and failing == self._last else int(bool(failing))
-        self._last = failing
-        if self._count < self.limit:
-            return results
-        hint = (
-            f"\n(This exact call has now failed {self._count} times in a row. Do not repeat it: "
-            "change the arguments, use another tool, or answer with what you know.)"
-        )
-        return [replace(r, content=r.content + hint) if r.is_error else r for r in results]
-
-
 async def run(config: RunConfig) -> RunOutput:
     """Run one agent to its answer, its pause (interactive), or ``max_iterations``.
 
@@ -118,7 +90,7 @@ async def run(config: RunConfig) -> RunOutput:
     # Made on first use (a run without tools makes neither): what a run holds while its
     # model call is in flight is what the cyclic collector walks, thousands of runs at once.
     usage, tools_used, last_input = _NO_USAGE, _NO_TOOLS, 0
-    repeats: RepeatedFailures | None = None
+    repeats: Repeats | None = None
     out: RunOutput | None = None
     chat = None  # the model call's span while it is in flight (tracing on)
     try:
@@ -164,7 +136,13 @@ async def run(config: RunConfig) -> RunOutput:
                 )
                 return out
             if repeats is None:
-                tools_used, repeats = [], RepeatedFailures()
+                tools_used, repeats = [], Repeats()
+            elif repeats.refused(step.calls):  # warned, and the same step again: stop
+                note = await _stop_repeating(config, step.calls, repeats.times + 1)
+                out = RunOutput(
+                    note, messages, "repeated_call", tools_used, usage, iteration, last_input
+                )
+                return out
             tools_used.extend(c.name for c in step.calls)
             messages.extend(repeats.observe(step.calls, await _run_tools(config, step.calls)))
             if config.on_step is not None:  # a step boundary: the results are recorded
@@ -210,6 +188,18 @@ async def run(config: RunConfig) -> RunOutput:
 
 _NO_USAGE = Usage()
 _NO_TOOLS: list[str] = []  # shared, never changed: a run's tools_used until it uses one
+
+
+async def _stop_repeating(config: RunConfig, calls: tuple[ToolCall, ...], times: int) -> str:
+    """End the run on a step repeated after a warning: its calls get a "not run" result (the
+    history stays valid) and the run a "Stopped: …" note, which this returns."""
+    messages = config.messages
+    messages.extend(refusal(c) for c in calls)
+    if config.on_step is not None:  # a step boundary: the results are recorded
+        await config.on_step()
+    note = stopped_note(calls, times)
+    messages.append(AssistantMessage(note))
+    return note
 
 
 async def _before_call(config: RunConfig, last_input: int) -> None:

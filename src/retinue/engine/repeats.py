@@ -1,0 +1,119 @@
+"""Loop detection: a model that makes the same tool calls over and over is told, then stopped.
+
+Small models in particular repeat themselves: the same ``Read`` of the same file fifty times,
+or the same failing call. :class:`Repeats` watches the steps of one run (the tool calls of one
+model reply and their results) and
+
+* from the ``limit``-th step in a row with the *same calls* (names and argument text) and the
+  *same results*, appends a note to that step's last result: the call will not tell it
+  anything new, and making it once more ends the run;
+* refuses the next step if it is that same step again (:meth:`Repeats.refused`): the run
+  then stops with ``stop_reason`` ``"repeated_call"`` instead of running it, long before
+  ``max_iterations``;
+* from the ``limit``-th step in a row whose failing calls are the same (their errors may
+  differ), appends to each error a hint to change the call (the run goes on).
+
+It costs one tuple comparison per step and holds only the last step's calls and results.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from retinue.messages import ToolCall, ToolResultMessage
+
+__all__ = ["REPEAT_LIMIT", "Repeats", "refusal", "stopped_note"]
+
+REPEAT_LIMIT = 3
+"""Identical steps in a row after which the model is warned; one more ends the run."""
+
+_NAME_CHARS = 64  # of a tool name quoted in a note (the model wrote it)
+
+_SAME_RESULT = (
+    "\n(You have now made this exact call {n} times in a row and got the same result each "
+    "time; it will not tell you anything new. Do not make it again: making it once more "
+    "stops the run. Use the result above, try something else, or answer.)"
+)
+_SAME_ERROR = (
+    "\n(This exact call has now failed {n} times in a row with the same error. Do not make "
+    "it again: making it once more stops the run. Change the arguments, use another tool, or "
+    "answer with what you know.)"
+)
+_SAME_FAILURE = (
+    "\n(This exact call has now failed {n} times in a row. Do not repeat it: change the "
+    "arguments, use another tool, or answer with what you know.)"
+)
+
+
+def _names(calls: tuple[ToolCall, ...]) -> str:
+    return ", ".join(dict.fromkeys(c.name[:_NAME_CHARS] for c in calls))
+
+
+def stopped_note(calls: tuple[ToolCall, ...], times: int) -> str:
+    """The run's final content when it stops on a repeated call."""
+    return (
+        f"Stopped: the agent called {_names(calls)} with the same arguments {times} times in "
+        "a row, getting the same result each time, and went on after being told "
+        "(stop_reason=repeated_call)."
+    )
+
+
+def refusal(call: ToolCall) -> ToolResultMessage:
+    """The result of a repeated call that is not run: the run stops instead."""
+    return ToolResultMessage(
+        call.id, call.name, "Error: not run: the same call was repeated; the run stops.", True
+    )
+
+
+class Repeats:
+    """The loop detector of one run (see the module docstring)."""
+
+    __slots__ = ("_calls", "_failed", "_failing", "_results", "_same", "limit")
+
+    def __init__(self, limit: int = REPEAT_LIMIT) -> None:
+        self.limit = limit
+        self._calls: tuple[tuple[str, str], ...] = ()
+        self._results: tuple[tuple[str, bool], ...] = ()
+        self._same = 0  # steps in a row with the same calls and the same results
+        self._failing: tuple[tuple[str, str], ...] = ()
+        self._failed = 0  # steps in a row with the same failing calls
+
+    @property
+    def times(self) -> int:
+        """How many steps in a row were the same (calls and results) so far."""
+        return self._same
+
+    def refused(self, calls: tuple[ToolCall, ...]) -> bool:
+        """Whether ``calls`` repeat a step the model was already warned about: the run stops
+        rather than run them."""
+        return self._same >= self.limit and _key(calls) == self._calls
+
+    def observe(
+        self, calls: tuple[ToolCall, ...], results: list[ToolResultMessage]
+    ) -> list[ToolResultMessage]:
+        """Count the step ``calls`` made with ``results``; the results, with a note where it
+        repeats."""
+        key = _key(calls)
+        outcome = tuple((r.content, r.is_error) for r in results)
+        same = key == self._calls and outcome == self._results
+        self._same = self._same + 1 if same else 1
+        self._calls, self._results = key, outcome
+        failing = tuple(
+            (c.name, c.arguments) for c, r in zip(calls, results, strict=True) if r.is_error
+        )
+        repeat = bool(failing) and failing == self._failing
+        self._failed = self._failed + 1 if repeat else int(bool(failing))
+        self._failing = failing
+        if self._same >= self.limit:
+            last = results[-1]
+            failed = all(r.is_error for r in results)
+            note = (_SAME_ERROR if failed else _SAME_RESULT).format(n=self._same)
+            return [*results[:-1], replace(last, content=last.content + note)]
+        if self._failed >= self.limit:
+            hint = _SAME_FAILURE.format(n=self._failed)
+            return [replace(r, content=r.content + hint) if r.is_error else r for r in results]
+        return results
+
+
+def _key(calls: tuple[ToolCall, ...]) -> tuple[tuple[str, str], ...]:
+    return tuple((c.name, c.arguments) for c in calls)
