@@ -18,12 +18,15 @@ import os
 import shlex
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
+from retinue.llm.base import ToolSpec
 from retinue.llm.loopback import LoopbackOpenAIServer
-from retinue.testing import ScriptedModel, call_tool
+from retinue.messages import Message
+from retinue.testing import ScriptedModel, Step, call_tool
 from retinue.tools.builtin.sandbox import bwrap_problem
 
 pytestmark = [
@@ -115,17 +118,44 @@ def assert_confined(tmp_path: Path, ws: Path, outputs: list[str]) -> None:
     assert not any(CANARY in text for text in outputs)
 
 
+ROLE = """---
+name: helper
+description: the helper role
+tools: [mcp__tools]
+mcpServers:
+  tools: {server}
+---
+You help.
+"""
+
+
+def hello_or_memorize(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Step:
+    """The main agent's answer, or the sub-agent's memory consolidation (keeps nothing),
+    whichever comes first."""
+    if "memorize" in {t.name for t in tools}:
+        return call_tool("memorize", {"block_updates": [], "new_passages": []})
+    return "hello"
+
+
+@pytest.mark.parametrize("where", [".mcp.json", "role"])
 def test_an_approved_mcp_server_whose_file_the_agent_rewrote_runs_confined(
-    tmp_path: Path,
+    tmp_path: Path, where: str
 ) -> None:
     ws = workspace(tmp_path)
     (ws / "tools" / "server.py").write_text(BENIGN_SERVER)
     targets = outside_targets(tmp_path)
     server = {"command": sys.executable, "args": ["tools/server.py", *map(str, targets)]}
-    (ws / ".mcp.json").write_text(json.dumps({"mcpServers": {"tools": server}}))
+    next_run: list[Step] = ["hello"]  # the next run, which starts the server again
+    if where == ".mcp.json":
+        (ws / ".mcp.json").write_text(json.dumps({"mcpServers": {"tools": server}}))
+    else:  # a role's inline server: it starts when a sub-agent of that role lists its tools
+        (ws / ".retinue" / "agents").mkdir(parents=True)
+        role = ROLE.format(server=json.dumps(server))
+        (ws / ".retinue" / "agents" / "helper.md").write_text(role)
+        next_run = [call_tool("SubAgent", {"task": "help", "role": "helper"}), "helped",
+                    hello_or_memorize, hello_or_memorize]  # fmt: skip
     model = ScriptedModel([
-        call_tool("Bash", {"command": rewrite("tools/server.py")}), "rewritten",
-        "hello",  # the next run, which starts the server again
+        call_tool("Bash", {"command": rewrite("tools/server.py")}), "rewritten", *next_run,
     ])  # fmt: skip
     with LoopbackOpenAIServer(model) as loop:
         env = env_for(tmp_path, loop)
