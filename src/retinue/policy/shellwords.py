@@ -230,6 +230,7 @@ _PATTERN = re.compile(r"[*?\[{]")  # a program name bash would expand as a patte
 _LITERAL = frozenset({"raw_string", "ansi_c_string", "comment", "heredoc_start", "heredoc_end"})
 _HIDDEN = re.compile(r"`|\$\(")  # where bash would run a command inside a piece of text
 _ESCAPED = re.compile(r"\\.", re.DOTALL)
+_GLOB = re.compile(r"[*?\[]|\{[^{}]*(?:,|\.\.)[^{}]*\}")  # a pattern, a brace expansion
 
 
 _CONTINUED = re.compile(rb"(\\+)\n")
@@ -286,6 +287,8 @@ def _value(node: Node) -> str | None:
     if kind == "command_name":
         return _value(node.children[0]) if node.child_count == 1 else None
     if kind in ("word", "number"):
+        if _GLOB.search(_ESCAPED.sub("", text)):
+            return None  # (a pattern: the files that match it are known only when it runs)
         return _UNQUOTED.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), text)
     if kind == "raw_string":
         return text[1:-1]
@@ -297,6 +300,9 @@ def _value(node: Node) -> str | None:
         inner = node.named_children
         return _value(inner[0]) if len(inner) == 1 else None
     if kind == "concatenation":
+        shape = "".join(_text(c) if c.type == "word" else "''" for c in node.children)
+        if _GLOB.search(_ESCAPED.sub("", shape)):
+            return None  # ({rm,f}: the parser cuts a brace expansion into pieces)
         values = [_value(c) for c in node.children]
         return None if any(v is None for v in values) else "".join(values)  # type: ignore[arg-type]
     return None
