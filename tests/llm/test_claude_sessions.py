@@ -13,6 +13,7 @@ from retinue.engine import RunConfig, run
 from retinue.llm.anthropic import AnthropicModel
 from retinue.llm.base import Model, ModelResponse, ToolSpec
 from retinue.llm.loopback_anthropic import LoopbackAnthropicServer
+from retinue.llm.settings import ModelSettings
 from retinue.messages import (
     AssistantMessage,
     Message,
@@ -21,6 +22,8 @@ from retinue.messages import (
     UserMessage,
 )
 from retinue.subagents import Role, RoleCatalog, SubAgentManager, subagent_tools
+from retinue.subagents.role_files import read_role_file
+from retinue.subagents.roles import parse_role
 from retinue.testing import ScriptedModel, call_tool
 from retinue.tools import ToolContext, ToolRegistry, tool
 
@@ -75,14 +78,18 @@ async def _close() -> AsyncIterator[None]:
         await _models.pop().aclose()
 
 
-def manager_on(server: LoopbackAnthropicServer, memory: Consolidations) -> SubAgentManager:
+def manager_on(
+    server: LoopbackAnthropicServer, memory: Consolidations, role: Role | None = None
+) -> SubAgentManager:
     def model_for(name: str) -> Model:
         assert name == f"anthropic:{FABLE}"
         model = AnthropicModel(FABLE, base_url=server.base_url, max_retries=0)
         _models.append(model)
         return model
 
-    role = Role("reviewer", "Reviews things", "You review.", ("Echo",), f"anthropic:{FABLE}")
+    role = role or Role(
+        "reviewer", "Reviews things", "You review.", ("Echo",), f"anthropic:{FABLE}"
+    )
     return SubAgentManager(
         RoleCatalog.of(role),
         ToolRegistry([echo]),
@@ -143,3 +150,32 @@ async def test_a_refused_sub_agent_is_an_error_result_for_its_parent(
     async with manager.owner("main"):
         out = await run(config)
     assert "declined to answer" in out.content and "anthropic:claude-fable-5-2" in out.content
+
+
+ROLE_FILE = """---
+name: reviewer
+description: Reviews things
+model: fable
+tools: Echo
+effort: high
+max_output_tokens: 20000
+temperature: hot
+---
+You review.
+"""
+
+
+async def test_role_file_settings_reach_the_request_body(fable: Any, tmp_path: Path) -> None:
+    path = tmp_path / "reviewer.md"
+    path.write_text(ROLE_FILE)
+    role = parse_role(path, read_role_file(path))
+    assert role.model == f"anthropic:{FABLE}" and role.ignored == ()
+    assert role.model_settings == ModelSettings(effort="high", max_output_tokens=20_000)
+    assert any("temperature must be a number" in n for n in role.notes)
+    server = fable(["done"])
+    manager = manager_on(server, Consolidations(), role)
+    async with manager.owner("main"):
+        out = await manager.interactive_subagent(ctx(tmp_path, manager), "go", "reviewer")
+    assert out.content == "done" and server.rejected == []
+    body = server.requests[0]
+    assert body["output_config"] == {"effort": "high"} and body["max_tokens"] == 20_000

@@ -32,8 +32,8 @@ The rules, and where each comes from:
     when the agent is the main thread (``claude --agent``). Retinue keeps it: a role that
     delegates is the main thread of its own children, and its author wrote whom it may
     start.
-  * ``color`` (a terminal colour) and ``effort`` (no provider here takes a reasoning effort
-    from a role yet) have no effect; Retinue lists them as ignored (:data:`NO_EFFECT`).
+  * ``color`` (a terminal colour) has no effect; Retinue lists it as ignored
+    (:data:`NO_EFFECT`). ``effort`` sets the role's model settings.
   * Retinue also reads its own and xbot's keys (``capabilities``, ``spawn_agent``), and a
     ``capabilities`` mapping that is not xbot's may say ``restricted_tools``, read as
     ``disallowedTools`` (Claude Code ignores ``capabilities``).
@@ -67,8 +67,11 @@ DOCUMENTED = frozenset(
      "skills", "mcpServers", "hooks", "memory", "background", "effort", "isolation", "color",
      "initialPrompt"}
 )  # fmt: skip
-NO_EFFECT = frozenset({"color", "effort"})  # Retinue's differences (see above)
-RETINUE_KEYS = frozenset({"capabilities", "spawn_agent", "maxBudgetUsd", "max_budget_usd"})
+NO_EFFECT = frozenset({"color"})  # Retinue's differences (see above)
+RETINUE_KEYS = frozenset(
+    {"capabilities", "spawn_agent", "maxBudgetUsd", "max_budget_usd", "max_output_tokens",
+     "temperature", "top_p", "timeout", "max_retries", "fallback_models", "cache_ttl"}
+)  # fmt: skip
 WRITING_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit", "Bash")
 
 MODEL_TABLE = {

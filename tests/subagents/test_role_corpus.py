@@ -150,7 +150,7 @@ def test_the_oracle_reads_the_shapes_as_documented(tmp_path: Path) -> None:
     assert "Bash" in got["plan-mode"].disallowed and got["plan-mode"].delegates
     assert got["preloads"].skills == ("pdf", "tdd") and got["preloads"].background
     assert got["preloads"].max_turns == 4
-    assert got["no-effect"].ignored == ("effort", "color")
+    assert got["no-effect"].ignored == ("color",)
 
 
 def test_corpus_totals_as_the_readme_reports_them() -> None:

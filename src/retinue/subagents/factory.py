@@ -25,6 +25,7 @@ from retinue.engine.session import Consolidation, Session
 from retinue.errors import ConfigError
 from retinue.events import CONSOLIDATED, NOTICE, EventSink, emit
 from retinue.llm.base import Model
+from retinue.llm.settings import with_settings
 from retinue.memory.base import Memory
 from retinue.messages import Message
 from retinue.policy.gate import Policy
@@ -121,8 +122,12 @@ class AgentFactory:
         )
 
     def model(self, role: Role, events: EventSink | None = None) -> Model:
-        """The role's model; when it cannot be built here (its provider's credentials are not
-        configured), the default model, and the user is told once per model."""
+        """The role's model, asked with the role's model settings; when it cannot be built
+        here (its provider's credentials are not configured), the default model, and the user
+        is told once per model."""
+        return with_settings(self._role_model(role, events), role.model_settings)
+
+    def _role_model(self, role: Role, events: EventSink | None) -> Model:
         if role.model is None or self._model_for is None:
             return self.default_model
         model = self._models.get(role.model)

@@ -52,8 +52,11 @@ Front matter keys and what they mean here (Claude Code's 16 documented fields an
 - ``isolation: worktree``: each session of the role works in a git worktree of the
   workspace, removed when it ends unless it has changes, which are reported
   (:mod:`retinue.subagents.worktree`).
-- ``effort`` is read and kept on the role, but has no effect yet (README "Roles and
-  sub-agents"); it and every other key (``color``…) is listed as ignored.
+- ``effort`` (Claude Code's) and Retinue's ``max_output_tokens``, ``temperature``,
+  ``top_p``, ``timeout``, ``max_retries``, ``fallback_models`` and ``cache_ttl`` make the
+  role's :class:`~retinue.llm.settings.ModelSettings` (``Role.model_settings``), applied to
+  its model; a wrong value is reported and left out. Every other key (``color``…) is listed
+  as ignored.
 
 Search order, recursively in each directory: the first definition of a name wins, and every
 later definition of that name is reported as *shadowed* (never dropped silently):
@@ -79,6 +82,7 @@ from typing import Any
 from retinue.a2a.client import A2ARemote, parse_remote
 from retinue.config import MODEL_TIERS, canonical_model
 from retinue.errors import ConfigError, RoleError
+from retinue.llm.settings import SETTING_KEYS, ModelSettings
 from retinue.mcp.servers import ServerConfig, role_servers
 from retinue.policy.modes import parse_mode
 from retinue.subagents.role_files import find_role_files, read_role_file, split_front_matter
@@ -102,14 +106,15 @@ DELEGATION_TOOLS = frozenset({"Task", "Agent"})
 TOOL_SYNONYMS = {"Shell": "Bash", "FileCreate": "Write", "FileReplace": "Edit"}  # xbot's names
 WRITING_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit", "Bash")
 _XBOT_TIERS = frozenset({"vanguard", "balance", "swift"})
+ROLE_SETTING_KEYS = tuple(k for k in SETTING_KEYS if k != "extra")  # role-file model settings
 _OWN_KEYS = frozenset(
     {"name", "description", "tools", "disallowedTools", "model", "capabilities", "memory",
      "spawn_agent", "maxTurns", "permissionMode", "mcpServers", "hooks", "skills",
      "initialPrompt", "background", "isolation", "maxBudgetUsd", "max_budget_usd", "a2a",
-     "a2aAuthEnv"}
+     "a2aAuthEnv", *ROLE_SETTING_KEYS}
 )  # fmt: skip
 PRELOAD_TOOL = "Skill"  # a role that preloads skills gets it (retinue.subagents.factory)
-KEPT_UNUSED = ("effort",)  # read and kept, no effect yet (README)
+KEPT_UNUSED = ()  # read and kept, no effect yet (README)
 MAX_INITIAL_PROMPT = 20_000
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _SPACED_KEYS = frozenset({"tools", "disallowedTools"})
@@ -160,10 +165,11 @@ class Role:
     skills: tuple[str, ...] = ()  # skills preloaded into its prompt (retinue.skills)
     initial_prompt: str | None = None  # the start of its first user turn
     background: bool = False  # always a background session
-    effort: str | None = None  # kept, not used yet
+    effort: str | None = None  # as written; it also sets model_settings.effort
     isolation: str | None = None  # "worktree": its sessions work in a git worktree
     max_budget_usd: float | None = None  # US dollars each session of the role may spend
     a2a: A2ARemote | None = None  # a remote A2A agent runs its sessions (retinue.a2a.client)
+    model_settings: ModelSettings | None = None  # applied to its model (retinue.llm.settings)
 
     def can(self, capability: str) -> bool:
         return capability in self.capabilities
@@ -232,6 +238,7 @@ def parse_role(path: Path, text: str, aliases: Mapping[str, str] | None = None) 
     initial_prompt = _initial_prompt(meta.get("initialPrompt"), notes)
     background = _flag(meta.get("background"), "background", notes)
     isolation = _isolation(meta.get("isolation"), notes)
+    settings = _model_settings(meta, notes)
     return Role(
         name=name,
         description=" ".join(description.split()),
@@ -256,7 +263,23 @@ def parse_role(path: Path, text: str, aliases: Mapping[str, str] | None = None) 
         isolation=isolation,
         max_budget_usd=budget,
         a2a=remote,
+        model_settings=settings,
     )
+
+
+def _model_settings(meta: dict[str, Any], notes: list[str]) -> ModelSettings | None:
+    """The role file's model settings (``effort``, ``max_output_tokens``...); None if none.
+    A wrong value is reported in ``notes`` and the role runs with the others."""
+    values = {k: meta[k] for k in ROLE_SETTING_KEYS if meta.get(k) is not None}
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        try:
+            ModelSettings.from_mapping({key: value}, "role file")
+        except ConfigError as exc:
+            notes.append(f"{exc} (left out)")
+            continue
+        out[key] = value
+    return ModelSettings.from_mapping(out, "role file") if out else None
 
 
 def _allow_list(meta: dict[str, Any]) -> Any:
