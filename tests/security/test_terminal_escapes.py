@@ -221,3 +221,31 @@ def test_chat_in_a_real_terminal_keeps_its_title_and_its_screen(tmp_path: Path) 
         finally:
             subprocess.run(["tmux", "-S", str(pane.socket), "kill-server"], capture_output=True)
     assert "EXITED 0" in screen
+
+
+def test_what_files_define_is_listed_inert(tmp_path: Path) -> None:
+    """``retinue roles``, ``retinue skills`` and ``retinue mcp list``: a role's and a skill's
+    description, a role file's error, an MCP server's command, each from a workspace file.
+    (The role and skill readers already show control characters; this guards the listings.)"""
+    agents = tmp_path / ".retinue" / "agents"
+    agents.mkdir(parents=True)
+    evil = '"\\e]0;pwned\\a\\e[2Jhelps"'  # YAML: ESC, BEL
+    (agents / "helper.md").write_text(f"---\nname: helper\ndescription: {evil}\n---\nHi\n")
+    (agents / "broken.md").write_text(f"---\nname: broken\ndescription: {evil}\n  bad: [\n---\n")
+    skill = tmp_path / ".claude" / "skills" / "pdf"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text(f"---\nname: pdf\ndescription: {evil}\n---\nUse it.\n")
+    server = {"mcpServers": {"evil": {"command": "true", "args": [ATTACK]}}}
+    (tmp_path / ".mcp.json").write_text(json.dumps(server))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RETINUE_"))}
+    env |= {"RETINUE_HOME": str(tmp_path / "home"), "HOME": str(tmp_path)}
+    for args in (["roles"], ["skills"], ["mcp", "list", "--no-start"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "retinue", *args], env=env, cwd=tmp_path,
+            capture_output=True, timeout=60,
+        )  # fmt: skip
+        written = proc.stdout + proc.stderr
+        assert proc.returncode == 0, written
+        assert b"\x1b" not in written and b"\x07" not in written, (args, written)
+        shown = written.decode()
+        assert "]0;pwned" in shown, (args, shown)  # (shown: ␛]0;pwned␇, or \x1b]0;pwned\x07)

@@ -68,7 +68,9 @@ def console(*, stderr: bool = False, file: TextIO | None = None) -> Console:
 class _SafeConsole(Console):
     """A console that passes the text of every segment it writes through
     :func:`for_terminal` and drops hyperlinks (OSC 8: a link's target is not what its text
-    says); Rich's own control segments (the spinner's cursor moves) are kept."""
+    says); Rich's own control segments (the spinner's cursor moves) are kept. It overrides
+    the method through which Rich writes on Linux and macOS (a private one:
+    ``tests/security/test_terminal_text.py`` fails if a Rich release changes it)."""
 
     def _render_buffer(self, buffer: Iterable[Segment]) -> str:
         return super()._render_buffer(_safe(segment) for segment in buffer)
@@ -127,7 +129,7 @@ class LineDiscipline:
     boundaries: a word that would cross the right edge starts the next line instead of being
     cut there by the terminal. A word is written once it is complete (a space, a line end,
     or :meth:`end_line` follows), and only one wider than the screen is cut. A pipe gets the
-    text unchanged.
+    text unwrapped.
 
     The text is shown as :func:`for_terminal` shows it, piece by piece (an escape sequence
     cut across two pieces is inert in each); a carriage return that ends a piece waits for
