@@ -11,7 +11,9 @@ from retinue.llm._tool_text import (
     MALFORMED_NAME,
     ToolCallStreamFilter,
     described_calls,
+    is_fenced_call,
     parse_tool_calls,
+    shell_calls,
 )
 from retinue.tools import ToolContext, ToolRegistry, tool
 
@@ -233,3 +235,102 @@ def test_an_overlong_block_is_not_read_as_described_calls() -> None:
     assert len(repeated) == 1  # a degenerate repetition is one call
     lines = "".join(f'Glob pattern="{i}.py"\n' for i in range(10))
     assert len(described_calls(f"```\n{lines}```", SCHEMAS)[1]) == 10
+
+
+# -- issue 41: a fenced call is hidden from the stream ---------------------------------------
+
+CALL = '{"name": "Glob", "arguments": {"pattern": "*"}}'
+
+
+def test_stream_filter_hides_a_reply_that_starts_as_a_json_fence() -> None:
+    # the native format stops such a reply where it opens and writes the call as a tag
+    deltas = ["``", "`j", "son\n", "<tool_call>\n", CALL, "\n</tool_call>"]
+    assert feed_all(deltas) == ""
+    assert feed_all(["```json\n", '{"city": "Oslo"}\n```'], found_calls=False) == (
+        '```json\n{"city": "Oslo"}\n```'
+    )
+
+
+def test_stream_filter_hides_a_fenced_call_inside_a_reply() -> None:
+    deltas = ["Let me look.\n`", "``json\n", CALL[:20], CALL[20:], "\n``", "`\nDone."]
+    assert feed_all(deltas) == "Let me look.\n\nDone."
+
+
+def test_stream_filter_shows_an_ordinary_code_block_once_it_closes() -> None:
+    f = ToolCallStreamFilter()
+    assert f.feed("Here:\n```python\nprint(1)\n") == "Here:\n"  # held while open
+    assert f.feed("```\nok ``") == "```python\nprint(1)\n```\nok "
+    assert f.flush(found_calls=False) == "``"
+    assert feed_all(["```python\nprint(", "1)\n```"], found_calls=False) == (
+        "```python\nprint(1)\n```"
+    )
+
+
+def test_stream_filter_hides_what_its_test_reads_as_a_call() -> None:
+    f = ToolCallStreamFilter(lambda block: bool(shell_calls(block, BASH)[1]))
+    shown = f.feed("Run this:\n```bash\nls -la\n```\n") + f.flush(found_calls=True)
+    assert shown == "Run this:\n\n"
+
+
+def test_is_fenced_call_reads_only_json_calls() -> None:
+    assert is_fenced_call(f"```json\n{CALL}\n```")
+    assert not is_fenced_call('```json\n{"city": "Oslo"}\n```')
+    assert not is_fenced_call("```bash\nls\n```")
+
+
+# -- issue 41: code as action: a fenced shell block is a Bash call ---------------------------
+
+BASH = {
+    **SCHEMAS,
+    "Bash": {"properties": {"command": {"type": "string"}, "timeout": {"type": "integer"}}},
+}
+
+
+def test_a_bash_block_is_read_as_one_bash_call() -> None:
+    text = "To list the files, run:\n\n```bash\nls -la\n```\n\nThis shows every file."
+    content, calls = shell_calls(text, BASH)
+    assert [(c.name, args(c.arguments)) for c in calls] == [("Bash", {"command": "ls -la"})]
+    assert "```" not in content and content.startswith("To list the files")
+
+
+@pytest.mark.parametrize(
+    ("block", "command"),
+    [
+        ("```sh\nls\nwc -l *.py\n```", "ls\nwc -l *.py"),
+        ("```shell\n# list them\nls\n```", "# list them\nls"),
+        ("```console\n$ ls\na.py  b.py\n$ cat a.py\nprint(1)\n```", "ls\ncat a.py"),
+        ("```bash\n$ ls -a\n.  ..  a.py\n```", "ls -a"),  # prompts: the rest is output
+        ("```Bash\nls\n```", "ls"),
+    ],
+)
+def test_shell_blocks_and_prompts(block: str, command: str) -> None:
+    _, calls = shell_calls(block, BASH)
+    assert [args(c.arguments) for c in calls] == [{"command": command}]
+
+
+def test_several_blocks_are_one_call_in_order_and_a_repeat_counts_once() -> None:
+    text = "```bash\nmkdir out\n```\nthen\n```bash\nls out\n```\n```bash\nmkdir out\n```"
+    content, calls = shell_calls(text, BASH)
+    assert [args(c.arguments) for c in calls] == [{"command": "mkdir out\nls out"}]
+    assert content == "then"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "```python\nimport os\nprint(os.listdir())\n```",  # not a shell block
+        "```console\na.py  b.py\n```",  # output only, no prompt
+        "```bash\n# nothing to run\n```",  # comments only
+        "```bash\nls -la",  # never closed (generation stopped inside it)
+        "Run `ls` to see them.",  # no block
+        "```bash\n" + "echo x\n" * 400 + "```",  # over the size bound
+    ],
+)
+def test_what_is_not_a_shell_call_stays_text(text: str) -> None:
+    assert shell_calls(text, BASH) == (text.strip(), ())
+
+
+def test_no_bash_call_unless_bash_is_offered() -> None:
+    text = "```bash\nls\n```"
+    assert shell_calls(text, SCHEMAS) == (text, ())
+    assert shell_calls(text, {"Bash": {"properties": {"cmd": {}}}}) == (text, ())

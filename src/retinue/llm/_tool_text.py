@@ -17,6 +17,12 @@ it: a fenced block holding ``Glob pattern="*" path="."`` or ``Read(file_path="a.
 :func:`described_calls` reads such a block as the calls it describes, but only when every line
 of it names an offered tool and only that tool's own parameters.
 
+Code as action (the native format too): a reply that makes no call but holds fenced shell
+blocks (```` ```bash ````, ```` ```sh ````, ```` ```shell ````, or ```` ```console ```` with
+``$`` prompts) while ``Bash`` is offered is read by :func:`shell_calls` as one ``Bash`` call
+running those commands in order, as smolagents' CodeAgent runs a reply's Python block; the
+permission gate decides on it as on any call.
+
 A tagged call whose JSON is broken is still returned as a :class:`ToolCall` (its name
 if one can be read, else :data:`MALFORMED_NAME`; its arguments the raw text), so the run loop
 turns it into an error result the model reads and can correct. Inside a code block or a bare
@@ -29,12 +35,20 @@ import contextlib
 import json
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from retinue.messages import ToolCall
 
-__all__ = ["MALFORMED_NAME", "ToolCallStreamFilter", "described_calls", "parse_tool_calls"]
+__all__ = [
+    "MALFORMED_NAME",
+    "SHELL_TOOL",
+    "ToolCallStreamFilter",
+    "described_calls",
+    "is_fenced_call",
+    "parse_tool_calls",
+    "shell_calls",
+]
 
 MALFORMED_NAME = "invalid_tool_call"
 
@@ -111,6 +125,65 @@ def described_calls(
 
     content = _FENCED.sub(take_block, text)
     return (content.strip(), tuple(calls)) if calls else (text.strip(), ())
+
+
+SHELL_TOOL = "Bash"
+_SHELL_BLOCK = re.compile(
+    r"```[ \t]*(bash|sh|shell|console)[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE
+)
+_PROMPT = re.compile(r"^[ \t]*\$ (.*)$")
+
+
+def shell_calls(
+    text: str, schemas: Mapping[str, Mapping[str, Any]]
+) -> tuple[str, tuple[ToolCall, ...]]:
+    """A reply's closed fenced shell blocks as one ``Bash`` call (see the module docstring),
+    with the reply's text less those blocks; none unless ``schemas`` (each offered tool's name
+    and JSON schema) offers ``Bash`` with a ``command``. In a ``console`` block only the lines
+    after a ``$`` prompt are commands (the rest is output); in the others too, if any line has
+    one. A block repeated word for word counts once; blocks of more than
+    :data:`_MAX_DESCRIBED` characters in all stay text, as do comment-only blocks."""
+    bash = schemas.get(SHELL_TOOL) or {}
+    if "command" not in (bash.get("properties") or {}):
+        return text.strip(), ()
+    commands: list[str] = []
+
+    def take_block(match: re.Match[str]) -> str:
+        command = _shell_command(match.group(1).lower(), match.group(2))
+        if command is None:
+            return match.group(0)
+        if command not in commands:
+            commands.append(command)
+        return ""
+
+    content = _SHELL_BLOCK.sub(take_block, text)
+    script = "\n".join(commands)
+    if not commands or len(script) > _MAX_DESCRIBED:
+        return text.strip(), ()
+    arguments = json.dumps({"command": script}, ensure_ascii=False)
+    return content.strip(), (ToolCall(_new_id(), SHELL_TOOL, arguments),)
+
+
+def _shell_command(language: str, body: str) -> str | None:
+    """The commands of one shell block, or None if it holds none."""
+    if len(body) > _MAX_DESCRIBED:
+        return None
+    lines = body.splitlines()
+    prompted = [m.group(1) for line in lines if (m := _PROMPT.match(line))]
+    if prompted:
+        lines = prompted
+    elif language == "console":
+        return None  # output only
+    command = "\n".join(lines).strip()
+    if not any(ln.strip() and not ln.lstrip().startswith("#") for ln in command.splitlines()):
+        return None
+    return command
+
+
+def is_fenced_call(block: str) -> bool:
+    """Whether a whole fenced block (fence to fence) is read as calls by
+    :func:`parse_tool_calls` (unconstrained): the stream filter's default test."""
+    return bool(parse_tool_calls(block)[1])
 
 
 def _described_call(line: str, schemas: Mapping[str, Mapping[str, Any]]) -> ToolCall | None:
@@ -203,18 +276,27 @@ def _new_id() -> str:
     return f"call_{uuid.uuid4().hex[:12]}"
 
 
+_FENCE = "```"
+_JSON_FENCE = "```json"
+_TEXT, _TAG, _BLOCK = 0, 1, 2  # where the filter is: in text, in a tag, in a fenced block
+
+
 class ToolCallStreamFilter:
     """Passes streamed text through, except what may be a tool call.
 
-    Hidden: what lies inside ``<tool_call>`` … ``</tool_call>``, and a reply that starts with
-    ``{`` or ``[`` (a bare JSON call, known only at the end). Text that might be the start of a
-    tag is held back until the next delta settles it. :meth:`flush` ends the stream and
-    returns what was held, unless it turned out to be a call.
+    Hidden: what lies inside ``<tool_call>`` … ``</tool_call>``; a reply that starts with
+    ``{``, ``[`` or ```` ```json ```` (a call known only at the end; the native format stops
+    such a reply where it opens and writes the call as a tag); and a fenced block that
+    ``is_call`` (given the whole block, fence to fence) says is a call. A fenced block is held
+    until it closes, and text that might be the start of a tag or fence until the next delta
+    settles it. :meth:`flush` ends the stream and returns what was held, unless it turned out
+    to be a call.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, is_call: Callable[[str], bool] = is_fenced_call) -> None:
+        self._is_call = is_call
         self._pending = ""
-        self._inside = False
+        self._where = _TEXT
         self._started = False
         self._bare_json = False
 
@@ -222,33 +304,54 @@ class ToolCallStreamFilter:
         self._pending += delta
         if not self._started:
             head = self._pending.lstrip()
-            if not head:
-                return ""
+            if not head or (len(head) < len(_JSON_FENCE) and _JSON_FENCE.startswith(head)):
+                return ""  # nothing yet, or maybe a ```json fence
             self._started = True
-            self._bare_json = head.startswith(("{", "["))
+            self._bare_json = head.startswith(("{", "[", _JSON_FENCE))
         if self._bare_json:
             return ""
         out: list[str] = []
-        while self._pending:
-            tag = _CLOSE if self._inside else _OPEN
-            at = self._pending.find(tag)
-            if at >= 0:
-                if not self._inside:
-                    out.append(self._pending[:at])
-                self._pending = self._pending[at + len(tag) :]
-                self._inside = not self._inside
-                continue
-            keep = _partial_suffix(self._pending, tag)
-            if not self._inside:
-                out.append(self._pending[: len(self._pending) - keep])
-            self._pending = self._pending[len(self._pending) - keep :]
-            break
+        while self._pending and self._step(out):
+            pass
         return "".join(out)
+
+    def _step(self, out: list[str]) -> bool:
+        """Move through the held text once; False when it waits for more."""
+        pending = self._pending
+        if self._where == _TAG:
+            at = pending.find(_CLOSE)
+            if at < 0:
+                self._pending = pending[len(pending) - _partial_suffix(pending, _CLOSE) :]
+                return False
+            self._pending, self._where = pending[at + len(_CLOSE) :], _TEXT
+            return True
+        if self._where == _BLOCK:
+            at = pending.find(_FENCE, len(_FENCE))
+            if at < 0:
+                return False  # the whole block is held until it closes
+            block, self._pending = pending[: at + len(_FENCE)], pending[at + len(_FENCE) :]
+            if not self._is_call(block):
+                out.append(block)
+            self._where = _TEXT
+            return True
+        tag, fence = pending.find(_OPEN), pending.find(_FENCE)
+        if tag >= 0 and (fence < 0 or tag < fence):
+            out.append(pending[:tag])
+            self._pending, self._where = pending[tag + len(_OPEN) :], _TAG
+            return True
+        if fence >= 0:
+            out.append(pending[:fence])
+            self._pending, self._where = pending[fence:], _BLOCK
+            return True
+        keep = max(_partial_suffix(pending, _OPEN), _partial_suffix(pending, _FENCE))
+        out.append(pending[: len(pending) - keep])
+        self._pending = pending[len(pending) - keep :]
+        return False
 
     def flush(self, *, found_calls: bool) -> str:
         """What is still held and should be shown; ``found_calls``: the reply made calls."""
         held, self._pending = self._pending, ""
-        if self._inside or (self._bare_json and found_calls):
+        if self._where == _TAG or (found_calls and (self._bare_json or self._where == _BLOCK)):
             return ""
         return held
 

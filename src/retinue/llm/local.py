@@ -34,13 +34,20 @@ from retinue.config import default_home
 from retinue.errors import ConfigError
 from retinue.llm._gguf import DEFAULT_MODEL, INSTALL_HINT, MODELS, ensure_model_file
 from retinue.llm._local_client import LocalWorker, worker_for
-from retinue.llm._tool_text import ToolCallStreamFilter, described_calls, parse_tool_calls
+from retinue.llm._tool_text import (
+    ToolCallStreamFilter,
+    described_calls,
+    is_fenced_call,
+    parse_tool_calls,
+    shell_calls,
+)
 from retinue.llm.base import ModelResponse, TextCallback, ToolSpec
 from retinue.llm.profiles import NATIVE, STEPS, TOOL_FORMATS, profile_for
 from retinue.messages import (
     AssistantMessage,
     Message,
     SystemMessage,
+    ToolCall,
     ToolResultMessage,
     Usage,
     UserMessage,
@@ -161,7 +168,18 @@ class LocalModel:
         on_text: TextCallback | None = None,
     ) -> ModelResponse:
         loop = asyncio.get_running_loop()
-        stream_filter = ToolCallStreamFilter() if tools and on_text else None
+        schemas = {t.name: t.parameters for t in tools}
+        native = self.tool_format == NATIVE
+        # the native format's free text is unconstrained: calls are read from it in every form
+        # a small model writes them (a fenced JSON call included), as without a grammar
+        constrained = self.constrain and bool(tools) and not native
+
+        def is_call(block: str) -> bool:  # a whole fenced block in the stream
+            if not constrained and is_fenced_call(block):
+                return True
+            return native and bool(_text_calls(block, schemas)[1])
+
+        stream_filter = ToolCallStreamFilter(is_call) if tools and on_text else None
         progress = local_progress.get()
 
         def on_event(event: dict[str, Any]) -> None:  # on the worker's reader thread
@@ -196,15 +214,11 @@ class LocalModel:
                 raise
         self.last_timing = {k: done.get(k) for k in ("prompt_seconds", "generate_seconds")}
         text = str(done["text"])
-        # the native format's free text is unconstrained: calls are read from it in every form
-        # a small model writes them (a fenced JSON call included), as without a grammar
-        constrained = self.constrain and bool(tools) and self.tool_format == STEPS
         content, calls = (
             parse_tool_calls(text, constrained=constrained) if tools else (text.strip(), ())
         )
-        if tools and not calls and self.tool_format == NATIVE:
-            # a call described in a code block instead of made (see described_calls)
-            content, calls = described_calls(content, {t.name: t.parameters for t in tools})
+        if tools and not calls and native:
+            content, calls = _text_calls(content, schemas)
         rest = stream_filter.flush(found_calls=bool(calls)) if stream_filter else ""
         if on_text is not None and rest:
             on_text(rest)
@@ -216,6 +230,16 @@ class LocalModel:
         finish = done.get("finish")
         reason = "tool_calls" if calls else ("length" if finish == "length" else "stop")
         return ModelResponse(AssistantMessage(content, calls), usage, reason)
+
+
+def _text_calls(
+    content: str, schemas: dict[str, dict[str, Any]]
+) -> tuple[str, tuple[ToolCall, ...]]:
+    """The calls a native-format reply that made none writes as text instead: a call
+    described in a code block (:func:`described_calls`), else shell blocks read as a ``Bash``
+    call when it is offered (code as action, :func:`shell_calls`)."""
+    content, calls = described_calls(content, schemas)
+    return (content, calls) if calls else shell_calls(content, schemas)
 
 
 @dataclass(frozen=True, slots=True)
