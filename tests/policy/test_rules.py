@@ -265,6 +265,7 @@ RM_SPELLINGS = [
     "julia -e 'rm(\"f\")'", "r\x00m f", "\ud800rm f; rm f", "r\\\nm f", "# a \\\nrm f",
     "> 'r'm\\\nlet \\rm f", "echo a\\\n;rm f",
     "sudo {rm,f}", "env r{m,} f", "command rm*", "nice -n 1 /bin/r? f",
+    "x='a[$(rm f)]'; echo $((x))", "x='$(rm f)'; echo ${x@P}", "shopt -s expand_aliases",
     "bash -c " + "'" + "rm f" * 6000 + "'",  # too long to read
     "bash -c 'bash -c \"bash -c \\\"bash -c \\\\\\\"bash -c rm\\\\\\\"\\\"\"'",  # too deep
 ]  # fmt: skip

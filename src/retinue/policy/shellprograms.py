@@ -149,6 +149,8 @@ def _inspect(reader: Reader, program: str, words: Sequence[Word]) -> None:
         reader.doubt(f"{program} runs a command given to one of its options")
     elif program in ("ssh", "scp", "sftp") and any(_SSH_RUNS.search(a) for a in args):
         reader.doubt(f"{program} runs a command its options or a config file name")
+    elif program == "shopt" and set(args) & {"expand_aliases", "extglob", "extdebug"}:
+        reader.doubt(f"shopt {show(' '.join(args))} changes how bash reads what follows")
     elif program in _CALLBACKS and any(
         a.startswith("-") and set(a[1:]) & set(_CALLBACKS[program]) for a in args
     ):
@@ -613,4 +615,5 @@ _PROGRAM_SETTINGS = frozenset({
     "GIT_SSH", "GIT_SSH_COMMAND", "GIT_EXTERNAL_DIFF", "GIT_ASKPASS", "SSH_ASKPASS",
     "GIT_PROXY_COMMAND", "GIT_EXEC_PATH", "GIT_TEMPLATE_DIR", "GIT_DIR", "PYTHONPATH",
     "PYTHONSTARTUP", "NODE_OPTIONS", "PERL5OPT", "PERL5LIB", "RUBYOPT", "RUBYLIB",
+    "TEXTDOMAIN", "TEXTDOMAINDIR",
 })  # fmt: skip

@@ -140,6 +140,12 @@ class _Reader:
                 self.simple(node, depth)
             elif kind == "variable_assignment":
                 self.setting(_text(node))
+                value = node.child_by_field_name("value")
+                kept = None if value is None else _value(value)
+                if kept is not None and _HIDDEN.search(kept):  # (x='a[$(rm f)]'; $((x)))
+                    self.doubt(f"{show(_text(node))} keeps a command bash may run later")
+            elif kind == "expansion" and _PROMPT.search(_text(node)):
+                self.doubt(f"{show(_text(node))} runs the commands in a variable")
             elif kind in ("file_redirect", "herestring_redirect"):
                 self.redirect(node)
             elif node.child_count == 0 and node.is_named and kind not in _LITERAL:
@@ -230,6 +236,7 @@ _PATTERN = re.compile(r"[*?\[{]")  # a program name bash would expand as a patte
 _LITERAL = frozenset({"raw_string", "ansi_c_string", "comment", "heredoc_start", "heredoc_end"})
 _HIDDEN = re.compile(r"`|\$\(")  # where bash would run a command inside a piece of text
 _ESCAPED = re.compile(r"\\.", re.DOTALL)
+_PROMPT = re.compile(r"@P\}$")  # ${x@P}: expanded as a prompt, $(…) in it runs
 _GLOB = re.compile(r"[*?\[]|\{[^{}]*(?:,|\.\.)[^{}]*\}")  # a pattern, a brace expansion
 
 
