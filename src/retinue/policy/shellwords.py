@@ -5,36 +5,35 @@ The Bash permission rules (:mod:`retinue.policy.rules`) are matched against what
 walked whole, so a rule for ``rm`` sees the ``rm`` in ``a && rm f``, ``a | rm f``, ``(rm f)``,
 ``$(rm f)``, backticks, ``<(rm f)``, a heredoc, a function's body, a loop or a test. Words are read
 as bash reads them: quotes and backslashes removed (``r''m``, ``"r"m``, ``\\rm`` and
-``$'\\x72m'`` all read ``rm``), leading ``NAME=value`` words set aside. It follows what runs
-another command given as words or as text:
-
-- shells and ``eval``: ``bash -c 'rm f'`` (``sh``, ``dash``, ``zsh``, ``ksh``…), ``eval 'rm f'``,
-  ``trap 'rm f' EXIT``, ``su -c``, ``watch``: literal text is parsed in turn, at most
-  :data:`MAX_NESTING` deep;
-- wrappers, with their options read as each documents them: ``sudo``, ``doas``, ``env``,
-  ``timeout``, ``nice``, ``nohup``, ``xargs``, ``command``, ``builtin``, ``exec``, ``time``,
-  ``stdbuf``, ``setsid``, ``ionice``, ``chroot``, ``taskset``, ``strace``, ``coproc``,
-  ``busybox``, ``uv run``…;
-- ``find … -exec rm {} ;`` (``-execdir``, ``-ok``, ``-okdir``); ``find … -delete`` reads as
-  ``rm -rf`` of its starting points;
-- ``git -c alias.x='!rm f' x``: a shell alias's text is parsed.
+``$'\\x72m'`` all read ``rm``), lines continued with a backslash joined (``r\\⏎m``), leading
+``NAME=value`` words set aside. What runs another command given as words or as text is followed
+(:mod:`retinue.policy.shellprograms` knows which): ``bash -c 'rm f'``, ``eval 'rm f'``, ``trap``,
+``su -c``, ``watch``, ``parallel`` (literal text parsed in turn, at most :data:`MAX_NESTING`
+deep); wrappers such as ``sudo``, ``env``, ``timeout``, ``nice``, ``nohup``, ``xargs``,
+``command``, ``exec``, ``time``, ``stdbuf``, ``setsid``, ``flock``, ``busybox``, ``uv run``, with
+their options read as each documents them; ``find … -exec rm {} ;`` (``find … -delete`` reads as
+``rm -rf`` of its starting points); ``git -c alias.x='!rm f' x``, ``git rebase -x``, ``git bisect
+run``.
 
 What cannot be known before the command runs is reported, one reason each
-(:attr:`CommandLine.unknown`): a program named by an expansion or a pattern (``$X f``,
-``rm${IFS}f``, ``/bin/r?``); ``eval``/``bash -c`` of text that is not literal; ``source`` and
-``.`` (a file's commands), ``alias`` (it changes what later names mean); code given inline to an
-interpreter (``python3 -c``, ``perl -e``, ``node -e``, ``ruby -e``, ``php -r``, an ``awk``
-program that calls ``system`` or a pipe, ``sed``'s ``e``) or read from its input (``curl … |
-sh``, ``python3 <<EOF``); a setting that names a program (``PATH=``, ``PAGER=``,
-``GIT_SSH_COMMAND=``, ``LD_PRELOAD=``, ``BASH_ENV=``…, also through ``export`` and ``env``), a git
-setting that does (``-c core.pager=…``); a wrapper option this module does not know; bash's own
-network redirections (``/dev/tcp/…``); text the parser cannot read whole (bash may read it
-otherwise); and a command longer than :data:`MAX_LENGTH` characters, nested deeper than
-:data:`MAX_NESTING` or with more than :data:`MAX_COMMANDS` commands.
+(:attr:`CommandLine.unknown`): a program named by an expansion, a pattern or a brace expansion
+(``$X f``, ``rm${IFS}f``, ``/bin/r?``, ``sudo {rm,f}``); ``eval``/``bash -c`` of text that is not
+literal; ``source`` and ``.`` (a file's commands), ``alias`` and ``shopt -s expand_aliases`` (they
+change what later text means); code given inline to an interpreter (``python3 -c``, ``perl -e``,
+``node -e``, ``ruby -e``, ``php -r``, an ``awk`` program that calls ``system`` or a pipe, ``sed``'s
+``e``, ``vim -c``, ``tar --to-command``, ``rsync -e``…) or read from its input (``curl … | sh``,
+``python3 <<EOF``); a setting that names a program (``PATH=``, ``PAGER=``, ``GIT_SSH_COMMAND=``,
+``LD_PRELOAD=``, ``BASH_ENV=``…, also through ``export`` and ``env``), or a literal with ``$(``
+kept in a variable (bash's arithmetic runs it), a git setting that names a program (``-c
+core.pager=…``); a wrapper option this module does not know; bash's own network redirections
+(``/dev/tcp/…``); text the parser cannot read whole or reads otherwise than bash; and a command
+longer than :data:`MAX_LENGTH` characters, nested deeper than :data:`MAX_NESTING` or with more
+than :data:`MAX_COMMANDS` commands.
 
 No parser sees what a program does once it runs: ``python3 x.py``, ``bash x.sh``, ``make`` or
-``npm test`` may delete files or reach the network, and nothing here says so. The sandbox, not the
-rules, bounds that.
+``npm test`` may delete files or reach the network, and nothing here says so; nor a value read
+when it runs (a file's text, ``read x``) that a later step runs. The sandbox, not the rules,
+bounds that.
 """
 
 from __future__ import annotations
