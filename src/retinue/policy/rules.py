@@ -34,8 +34,8 @@ What a Bash rule can promise, and what it cannot. A command is parsed with a rea
 would start: each part of ``a && b``, ``a || b``, ``a; b``, ``a | b``; what runs inside ``$(…)``,
 backticks, ``<(…)``, ``( … )``, a function's body, ``bash -c '…'``, ``eval '…'``; the command a
 wrapper runs (``sudo``, ``env``, ``timeout``, ``nice``, ``xargs``, ``find -exec``, ``git -c
-alias.x='!…'``…). The shell's quoting is removed first (``r''m``, ``"r"m``, ``\rm`` and
-``$'\x72m'`` are ``rm``), and a program's folder too (``/bin/rm`` matches ``Bash(rm:*)``). A deny
+alias.x='!…'``…). The shell's quoting is removed first (``r''m``, ``"r"m``, ``\\rm`` and
+``$'\\x72m'`` are ``rm``), and a program's folder too (``/bin/rm`` matches ``Bash(rm:*)``). A deny
 or ask rule applies when it matches any of them; allow rules allow a command only when they
 match every one, and never one whose programs cannot all be known before it runs (a variable
 or an expansion as the program, ``eval "$x"``, ``source``, an alias, ``python3 -c``, ``perl -e``,
