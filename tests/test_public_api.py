@@ -16,6 +16,7 @@ def test_public_api_is_pinned() -> None:
         "Model",
         "ModelError",
         "ModelResponse",
+        "ModelSettings",
         "RetinueError",
         "Role",
         "RoleError",

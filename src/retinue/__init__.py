@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     )
     from retinue.events import Event, EventSink
     from retinue.llm import Model, ModelResponse, ToolSpec, resolve_model
+    from retinue.llm.settings import ModelSettings
     from retinue.llm.testing import ScriptedModel
     from retinue.messages import (
         AssistantMessage,
@@ -60,6 +61,7 @@ _HOMES = {
     "retinue.config": ("Settings",),
     "retinue.events": ("Event", "EventSink"),
     "retinue.llm.testing": ("ScriptedModel",),
+    "retinue.llm.settings": ("ModelSettings",),
     "retinue.runtime": ("Conversation", "Runtime"),
     "retinue.subagents.roles": ("Role",),
     "retinue.engine": ("RunConfig", "RunOutput", "run"),
@@ -99,6 +101,7 @@ __all__ = [
     "Model",
     "ModelError",
     "ModelResponse",
+    "ModelSettings",
     "RetinueError",
     "Role",
     "RoleError",

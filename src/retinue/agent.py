@@ -30,6 +30,7 @@ from retinue.engine.config import RunOutput
 from retinue.errors import ConfigError, RoleError
 from retinue.events import Event, EventSink
 from retinue.llm.base import Model
+from retinue.llm.settings import ModelSettings
 from retinue.policy.approvals import Approver
 from retinue.policy.modes import PermissionMode
 from retinue.runtime import Conversation, Runtime, role_tools
@@ -64,6 +65,8 @@ class Agent:
     stops sooner, with ``"repeated_call"`` (:attr:`RunOutput.stopped` covers both).
     ``max_budget_usd`` caps what the main agent's session may spend in US dollars (checked
     before each turn, as a token budget is; see :mod:`retinue.telemetry.prices`).
+    ``model_settings`` (:class:`~retinue.llm.settings.ModelSettings`: effort, output tokens,
+    ...) apply to the main model; a role's ``model_settings`` apply to its own.
 
     Permissions: with ``approver`` (a function, sync or async, given a
     :class:`~retinue.policy.approvals.ApprovalRequest`, answering ``True`` / ``False`` or an
@@ -90,10 +93,12 @@ class Agent:
         approver: Approver | None = None,
         max_iterations: int | None = None,
         max_budget_usd: float | None = None,
+        model_settings: ModelSettings | None = None,
     ) -> None:
         if max_iterations is not None and max_iterations < 1:
             raise ConfigError(f"max_iterations must be at least 1, not {max_iterations}")
         self.model = model
+        self.model_settings = model_settings
         self.max_iterations = max_iterations
         self.max_budget_usd = max_budget_usd
         self.permission_mode = permission_mode
@@ -132,6 +137,7 @@ class Agent:
                 permission_mode=self.permission_mode,
                 default_mode="default" if self.approver is not None else "bypassPermissions",
                 approver=self.approver,
+                model_settings=self.model_settings,
             )
             if not self.builtin_tools:  # only what the caller gave: its tools, its roles
                 self._runtime.bare = True

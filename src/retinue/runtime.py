@@ -38,6 +38,7 @@ from retinue.llm._gguf import DEFAULT_MODEL, installed_default
 from retinue.llm.base import Model
 from retinue.llm.profiles import profile_for
 from retinue.llm.resolve import resolve_model
+from retinue.llm.settings import ModelSettings, with_settings
 from retinue.mcp.config import attach_servers, load_servers
 from retinue.memory import MemoryBackend, open_store
 from retinue.memory.conversations import ConversationStore
@@ -151,18 +152,21 @@ class Runtime:
         permission_mode: str | None = None,
         default_mode: PermissionMode = "bypassPermissions",
         approver: Approver | None = None,
+        model_settings: ModelSettings | None = None,
     ) -> Runtime:
         """``builtins=False`` leaves out the file and shell tools; ``roles`` are defined in
         code and win over role files of the same name; ``instructions`` replace the main
         agent's default system prompt. ``permission_mode`` (a flag's) wins over the
         settings' mode, and ``default_mode`` (the surface's) applies when neither says;
-        ``approver`` answers the calls that ask (each conversation may have its own)."""
+        ``approver`` answers the calls that ask (each conversation may have its own);
+        ``model_settings`` apply to the main model (a role's own settings refine them)."""
         notice = None
         set_prices(settings.model_prices)  # [model_prices] over the defaults
         setup_tracing(settings.otel_endpoint, capture_content=settings.otel_capture_content)
         if model is None:
             spec, notice = choose_model(settings)
             model = model_for(spec)
+        model = with_settings(model, model_settings)
         web = {"web_search_url": settings.web_search_url,
                "web_fetch_allow_private": settings.web_fetch_allow_private}  # fmt: skip
         tools = ToolRegistry([*(builtin_tools(**web) if builtins else []), *(extra_tools or [])])

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -131,3 +132,24 @@ def test_the_emulator_refuses_temperature_with_thinking(server: LoopbackAnthropi
             messages=[{"role": "user", "content": "hi"}],
             extra_body={"temperature": 0.2},  # this SDK has no temperature parameter
         )
+
+
+async def test_agent_model_settings_reach_the_request_body(
+    server: LoopbackAnthropicServer, tmp_path: Path
+) -> None:
+    from retinue import Agent, ModelSettings
+
+    model = AnthropicModel("claude-fable-5-2", base_url=server.base_url, max_retries=0)
+    _open.append(model)
+    agent = Agent(
+        model,
+        model_settings=ModelSettings(effort="low", max_output_tokens=9_000),
+        builtin_tools=False,
+        memory=False,
+        workspace=tmp_path,
+        home=tmp_path / "home",
+    )
+    out = await agent.run("hi")
+    assert out.content == "a" and server.rejected == []
+    body = server.requests[0]
+    assert body["output_config"] == {"effort": "low"} and body["max_tokens"] == 9_000
