@@ -636,6 +636,7 @@ def test_doctor_prints_one_line_per_check_and_never_the_key(
     names = ["settings", "Python", "local extra", "local models", "CPU", "model file"]
     names += ["1-token generation"]
     names += ["openai", "data directory", "memory database", "pending transcripts", "bubblewrap"]
+    names += ["workspace git config"]
     assert [line.split(":")[0][2:] for line in lines if line[:1] in "✓!✗–"] == names
     assert any(line.startswith("✓ openai:") and "sk-…abcd" in line for line in lines)
     assert SECRET not in out and "0123456789" not in out
