@@ -47,6 +47,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
+from contextvars import ContextVar
 from dataclasses import replace
 from typing import Annotated, Any, TypeAlias
 
@@ -69,7 +70,7 @@ from retinue.subagents.registry import Held
 from retinue.subagents.tools import question_note, subagent, subagent_status, unload_subagent
 from retinue.tools.base import Tool, ToolContext
 
-__all__ = ["PARENT_ID", "build_server"]
+__all__ = ["MAX_TASK_CHARS", "PARENT_ID", "build_server"]
 
 RoleArg: TypeAlias = Annotated[
     str, Field(description="Name of one of the roles (see retinue://roles)")
@@ -162,32 +163,57 @@ class Clients:
         return [ctx.agent_id for ctx, _, _ in self._by_key.values()] or [self.parent_id]
 
 
+MAX_TASK_CHARS = 100_000
+"""The longest ``SubAgent`` task and the longest answer to a sub-agent's question, in
+characters. Over HTTP the body limit bounds a whole request; over stdio nothing else does."""
+MAX_REASON_CHARS = 500  # of a refusal's reason the sub-agent is told
+
+
 class ApprovalForm(BaseModel):
     """What an MCP client is asked when a sub-agent's call needs a person's yes."""
 
     allow: bool = Field(description="Let this call run")
     always: bool = Field(default=False, description="Allow calls like it from now on")
-    reason: str = Field(default="", description="If not: why (the sub-agent is told)")
+    reason: str = Field(
+        default="", max_length=MAX_REASON_CHARS, description="If not: why (the sub-agent is told)"
+    )
+
+
+Caller: TypeAlias = "Context[Any, Any] | Asker"
+
+_CALLER: ContextVar[Caller | None] = ContextVar("retinue_mcp_caller", default=None)
+"""The call or task of the client that the code running now belongs to: a sub-agent's turn
+starts in its caller's context (a copy), so its approvals go back through that call."""
 
 
 class Approvals:
     """The approver of one client's agents: asks the client, by elicitation, in the call
-    of that client that is running now (the latest, when several are)."""
+    or task whose sub-agent needs the approval (the one whose context the sub-agent's turn
+    was started in), else in the client's latest running call."""
 
     def __init__(self) -> None:
-        self._calls: list[Context[Any, Any] | Asker] = []
+        self._calls: list[Caller] = []
 
     @contextmanager
-    def calling(self, caller: Context[Any, Any] | Asker) -> Iterator[None]:
+    def calling(self, caller: Caller) -> Iterator[None]:
         """While a call (its context) or a task (its way of asking) of the client runs."""
         self._calls.append(caller)
+        token = _CALLER.set(caller)
         try:
             yield
         finally:
+            _CALLER.reset(token)
             self._calls.remove(caller)
 
+    def _caller(self) -> Caller | None:
+        """The running call to ask through: the related one if it still runs."""
+        related = _CALLER.get()
+        if related is not None and any(c is related for c in self._calls):
+            return related
+        return self._calls[-1] if self._calls else None
+
     async def __call__(self, request: ApprovalRequest) -> Approval:
-        mcp_ctx = self._calls[-1] if self._calls else None
+        mcp_ctx = self._caller()
         if mcp_ctx is not None and not isinstance(mcp_ctx, Context):
             return await _approved_in_task(mcp_ctx, request)
         if mcp_ctx is not None and _modern(mcp_ctx):
@@ -285,7 +311,9 @@ TASK_ARGUMENTS = frozenset({"task", "role", "interactive", "instance"})  # as Su
 class AnswerForm(BaseModel):
     """What an MCP client is asked when a sub-agent asks its parent a question."""
 
-    answer: str = Field(description="Your answer to the sub-agent's question")
+    answer: str = Field(
+        max_length=MAX_TASK_CHARS, description="Your answer to the sub-agent's question"
+    )
 
 
 def _failure(text: str) -> types.CallToolResult:
@@ -379,7 +407,9 @@ def _accepted(response: object) -> str | None:
     else:
         action, content = getattr(response, "action", ""), getattr(response, "content", None)
     answer = content.get("answer") if action == "accept" and isinstance(content, dict) else None
-    return answer if isinstance(answer, str) and answer.strip() else None
+    if not isinstance(answer, str) or len(answer) > MAX_TASK_CHARS:
+        return None  # (an overlong answer is not taken: the question stays)
+    return answer if answer.strip() else None
 
 
 async def _delegate(ctx: ToolContext, clients: Clients, mcp_ctx: Context[Any, Any],
@@ -465,6 +495,9 @@ def _task_work(clients: Clients) -> Work:
     async def work(principal: Principal | None, arguments: dict[str, Any], ask: Asker,
                    report: Reporter) -> types.CallToolResult:  # fmt: skip
         ctx, progress, approvals = clients.of(principal)
+        task = arguments.get("task")
+        if isinstance(task, str) and len(task) > MAX_TASK_CHARS:
+            return _failure(f"the task is over {MAX_TASK_CHARS} characters")
         offered = {k: v for k, v in arguments.items() if v and k in TASK_ARGUMENTS}
         raw = json.dumps(offered)  # (not background, steer or fork: the tool has none)
 
@@ -549,7 +582,10 @@ def build_server(runtime: Runtime, parent_id: str = PARENT_ID) -> MCPServer[Any]
         description=f"{subagent.description}\n\nRoles:\n{roles}",
     )
     async def delegate(
-        task: Annotated[str, Field(description="The task or message for the sub-agent")],
+        task: Annotated[
+            str,
+            Field(max_length=MAX_TASK_CHARS, description="The task or message for the sub-agent"),
+        ],
         role: RoleArg,
         interactive: Annotated[
             bool, Field(description="Keep the session for later calls, until UnloadSubAgent")
