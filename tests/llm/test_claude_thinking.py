@@ -198,6 +198,7 @@ async def test_a_two_step_tool_loop_on_fable_is_never_refused(
     assert server.rejected == [] and out.content == "6"
     assert len(server.requests) == 3
     assert all(body["thinking"] == {"type": "adaptive"} for body in server.requests)
+    assert all(body["max_tokens"] == 16_000 for body in server.requests)  # room to think
     last = server.requests[2]["messages"]
     kinds = [[b["type"] for b in m["content"]] for m in last if m["role"] == "assistant"]
     assert kinds == [["thinking", "redacted_thinking", "tool_use"]] * 2

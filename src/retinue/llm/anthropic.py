@@ -48,6 +48,7 @@ from retinue.llm._anthropic_wire import (
     is_signed,
     reasoning_part,
     reply_from_anthropic,
+    thinking_config,
 )
 from retinue.llm._clients import PerLoopClients, api_key_for
 from retinue.llm._errors import ProviderInfo, connection_error, status_error
@@ -70,6 +71,7 @@ class AnthropicModel:
 
     ``base_url`` / ``api_key`` default to ``ANTHROPIC_BASE_URL`` / ``ANTHROPIC_API_KEY``.
     Without a key, the official endpoint is a :class:`ConfigError`; a proxy gets a placeholder.
+    ``max_tokens`` defaults to 16,000 for models that think, 4,096 for the others.
     ``settings`` (:class:`~retinue.llm.settings.ModelSettings`) override ``max_retries``,
     ``timeout`` and ``max_tokens`` where they set them, and shape each request body.
     """
@@ -82,7 +84,7 @@ class AnthropicModel:
         api_key: str | None = None,
         max_retries: int = 3,
         timeout: float = 120.0,
-        max_tokens: int = 4096,
+        max_tokens: int | None = None,
         settings: ModelSettings | None = None,
     ) -> None:
         self._model = name
@@ -96,7 +98,9 @@ class AnthropicModel:
         timeout = self.settings.timeout or timeout
         self.max_retries = max_retries
         self.timeout = timeout
-        self.max_tokens = max_tokens
+        # thinking counts against max_tokens: a thinking model gets room for both (the docs'
+        # adaptive-thinking examples use 16000)
+        self.max_tokens = max_tokens or (16_000 if thinking_config(name) else 4096)
         for dropped in dropped_settings(name, self.settings):
             log.warning("anthropic:%s: setting %s left out", name, dropped)
         self._info = ProviderInfo("anthropic", KEY_VAR, URL_VAR, self.base_url, max_retries)
