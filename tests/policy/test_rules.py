@@ -460,31 +460,47 @@ def test_everyday_commands_stay_sandbox_allowed_under_a_deny_rule(command: str) 
     assert decision == "allow", (command, why)
 
 
-ALPHABET = list("rm f$()`'\"\\;|&<>{}=!*?[]~#\n\t-cexa")
+PIECES = [
+    "rm", "f", "r", "m", "bash", "sh", "-c", "eval", "exec", "command", "builtin", "time", "'",
+    '"', "$(", ")", "(", "`", "\\", "$'\\x72'", "<<", "<<-", "<<<", "EOF", "'EOF'", "\n", ";",
+    "|", "&&", "||", "{", "}", " ", " ", " ", "X=", "$X", "${X}", "!", "case", "in", "esac",
+    "for", "do", "done", "if", "then", "fi", "()", "#", "\t", "alias", "trap", "EXIT", "source",
+    ".", "<", ">", "<(", "$", "{r,m}", "*", "?", "~", "$IFS", "2>&1", "declare", "((", "))",
+    "$((", "[[", "]]", ";;", "\\\n", "\\rm", "r''m", "r*", "{rm,f}", "sudo", "env", "nice",
+]  # fmt: skip
+SPELLED = [
+    "rm f", "r''m f", "\\rm f", "$'\\x72m' f", "eval 'rm f'", "bash -c 'rm f'", "sh -c rm",
+    "env rm", "timeout 1 rm", "echo f | xargs rm", "nice rm", "$(echo rm) f", "X=rm; $X",
+    "command rm", "exec rm", "time rm", "r$'m'", 'r"m"', "builtin eval rm", "r\\\nm",
+    "find . -maxdepth 0 -exec rm {} \\;",
+]  # fmt: skip
+_AROUND = st.lists(st.sampled_from(PIECES), max_size=6).map("".join)
 
 
-@settings(max_examples=60, deadline=None, derandomize=True)
-@given(text=st.text(alphabet=st.sampled_from(ALPHABET), max_size=40))
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(before=_AROUND, spelled=st.sampled_from(SPELLED), after=_AROUND)
 def test_when_bash_itself_runs_rm_the_rules_never_allow_it(
-    tmp_path_factory: pytest.TempPathFactory, text: str
+    tmp_path_factory: pytest.TempPathFactory, before: str, spelled: str, after: str
 ) -> None:
-    """Differential: real bash, whose PATH holds only a stand-in ``rm`` that leaves a mark,
-    runs the text (and the text followed by ``rm f``); whenever the mark appears, a
-    ``Bash(rm:*)`` deny rule must deny or ask, never allow."""
-    line = analyse(text)
+    """Differential: real bash, whose PATH holds a stand-in ``rm`` that leaves a mark (and
+    the wrappers), runs a spelling of ``rm`` among random shell text; whenever the mark
+    appears, a ``Bash(rm:*)`` deny rule must deny or ask, never allow."""
+    command = before + spelled + after
+    line = analyse(command)
     assert all(c.words and 0 < c.known <= len(c.words) for c in line.commands)
     root = tmp_path_factory.mktemp("sh")
     (root / "bin").mkdir()
     (root / "bin" / "rm").write_text(f"#!{BASH}\necho ran >> {root}/mark\n")
     (root / "bin" / "rm").chmod(0o755)
-    for command in (text, text + "\nrm f"):
-        (root / "mark").unlink(missing_ok=True)
-        env = {"PATH": str(root / "bin"), "HOME": str(root)}
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            subprocess.run(
-                [BASH, "-c", command], cwd=root, env=env, timeout=5, stdin=subprocess.DEVNULL,
-                capture_output=True, start_new_session=True,
-            )  # fmt: skip
-        if (root / "mark").exists():
-            decision, why = _decide(policy_denying("Bash(rm:*)"), command)
-            assert decision in ("deny", "ask"), (command, why)
+    for name in ("bash", "sh", "env", "xargs", "timeout", "nice", "find", "echo"):
+        found = shutil.which(name)
+        if found:
+            (root / "bin" / name).symlink_to(found)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        subprocess.run(
+            [BASH, "-c", command], cwd=root, env={"PATH": str(root / "bin"), "HOME": str(root)},
+            timeout=5, stdin=subprocess.DEVNULL, capture_output=True, start_new_session=True,
+        )  # fmt: skip
+    if (root / "mark").exists():
+        decision, why = _decide(policy_denying("Bash(rm:*)"), command)
+        assert decision in ("deny", "ask"), (command, why)
