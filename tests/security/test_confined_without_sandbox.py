@@ -1,7 +1,8 @@
 """Issue 38, section 2, where bubblewrap cannot run (``RETINUE_BWRAP`` names a program that
 does not exist): a hook or MCP server that a workspace file defines is approved, yet it does
-not start unconfined; it is refused with one line naming ``retinue doctor``. The user's own
-hooks and servers still run (on the host, as the ``Bash`` tool then does), with a warning.
+not start unconfined; it is refused with one line naming ``retinue doctor``, even when the
+user's ``[sandbox] trusted_outside`` names it (that list is for the user's own). The user's
+own hooks and servers still run (on the host, as the ``Bash`` tool then does), with a warning.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from retinue.config import Settings
+from retinue.errors import ConfigError
 from retinue.mcp.client import McpError
 from retinue.mcp.config import build_hub, startable
 from retinue.policy.hooks import definition, load_hooks
@@ -34,8 +36,9 @@ def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
+@pytest.mark.parametrize("outside", [[], ["hooks"]])
 async def test_an_approved_project_hook_is_refused_and_the_users_own_runs(
-    tmp_path: Path, ws: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, ws: Path, caplog: pytest.LogCaptureFixture, outside: list[str]
 ) -> None:
     data = tmp_path / "data"
     project = {"hooks": {"Stop": [{"hooks": [{"command": f"touch {ws / 'project-ran'}"}]}]}}
@@ -43,7 +46,8 @@ async def test_an_approved_project_hook_is_refused_and_the_users_own_runs(
     own = {"Stop": [{"hooks": [{"command": f"touch {ws / 'own-ran'}"}]}]}
     waiting = load_hooks(ws, data, config=own, user_home=tmp_path / "user")
     TrustStore(data).approve([definition(c) for c in waiting.untrusted])
-    hooks = load_hooks(ws, data, config=own, user_home=tmp_path / "user")
+    hooks = load_hooks(ws, data, config=own, user_home=tmp_path / "user",
+                       trusted_outside=outside)  # fmt: skip
     assert len(hooks.commands) == 2 and not hooks.untrusted  # approved: the test is honest
     with caplog.at_level(logging.WARNING):
         said = await hooks.run("Stop", {"cwd": str(ws)})
@@ -52,7 +56,8 @@ async def test_an_approved_project_hook_is_refused_and_the_users_own_runs(
     assert "settings.json" in line and "was not started" in line and "retinue doctor" in line
     assert "\n" not in line
     assert (ws / "own-ran").exists()
-    assert "your own hooks and MCP servers run unconfined" in caplog.text
+    warned = "your own hooks and MCP servers run unconfined" in caplog.text
+    assert warned == (not outside)  # trusted outside: no news that it runs outside
 
 
 async def test_an_approved_workspace_server_is_refused_and_the_users_own_starts(
@@ -63,8 +68,11 @@ async def test_an_approved_workspace_server_is_refused_and_the_users_own_starts(
     home = tmp_path / "data"
     home.mkdir()
     mine = {"command": sys.executable, "args": ["-c", MARK, str(ws / "own-ran")]}
-    (home / "config.toml").write_text(f"[mcp_servers.mine]\ncommand = {json.dumps(mine['command'])}"
-                                      f"\nargs = {json.dumps(mine['args'])}\n")  # fmt: skip
+    (home / "config.toml").write_text(
+        '[sandbox]\ntrusted_outside = ["mcp", "mcp:spy"]\n\n'
+        f"[mcp_servers.mine]\ncommand = {json.dumps(mine['command'])}\n"
+        f"args = {json.dumps(mine['args'])}\n"
+    )
     settings = Settings.load(home=home, workspace=ws, model="scripted:model")
     ok, refused = startable(settings, [], ask=lambda d: True)  # approved, as a person would
     assert {c.name for c in ok} == {"spy", "mine"} and not refused
@@ -80,3 +88,11 @@ async def test_an_approved_workspace_server_is_refused_and_the_users_own_starts(
         assert (ws / "own-ran").read_text() == "ran"  # but it was started
     finally:
         await hub.close()
+
+
+def test_trusted_outside_takes_only_what_it_knows(tmp_path: Path, ws: Path) -> None:
+    home = tmp_path / "data"
+    home.mkdir()
+    (home / "config.toml").write_text('[sandbox]\ntrusted_outside = ["everything"]\n')
+    with pytest.raises(ConfigError, match=r"sandbox\.trusted_outside"):
+        Settings.load(home=home, workspace=ws, model="scripted:model")
