@@ -26,6 +26,10 @@ matches that call's exact command, file or host and nothing more (no folder, no 
 prefix, no subdomain, and a ``*`` in the call is a plain character), so a person's "always"
 never allows a call they did not see.
 
+A path rule ignores case where the workspace's file system does (macOS, Windows; probed per
+workspace, :mod:`retinue.policy.fscase`), since there ``Secrets/x`` and ``secrets/X`` are one
+file.
+
 Deny wins over ask, and ask over allow. A rule that cannot be parsed is reported (file and
 line) and the others stay in force.
 
@@ -61,6 +65,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from retinue.policy.fscase import ignores_case
 from retinue.policy.modes import EDIT_TOOLS, Decision
 from retinue.policy.shellwords import CommandLine, Simple, analyse
 
@@ -241,7 +246,7 @@ def _glob_regex(pattern: str) -> str:
     return "".join(out)
 
 
-def _path_regex(spec: str, workspace: Path) -> re.Pattern[str]:
+def _path_regex(spec: str, workspace: Path, ignore_case: bool) -> re.Pattern[str]:
     if spec.startswith("//"):
         anchored = spec[1:]
     elif spec.startswith("~/"):
@@ -253,10 +258,11 @@ def _path_regex(spec: str, workspace: Path) -> re.Pattern[str]:
     else:  # a bare name: at any depth below the workspace, as in .gitignore
         anchored = os.path.join(workspace, "**", spec)
     anchored = os.path.normpath(anchored)
+    flags = re.IGNORECASE if ignore_case else 0
     if not anchored.endswith("**"):
         anchored += "/**"  # a folder's rule covers what is inside it
-        return re.compile(_glob_regex(anchored[:-3]) + "(?:/.*)?")
-    return re.compile(_glob_regex(anchored))
+        return re.compile(_glob_regex(anchored[:-3]) + "(?:/.*)?", flags)
+    return re.compile(_glob_regex(anchored), flags)
 
 
 def _command_regex(spec: str) -> re.Pattern[str]:
@@ -281,8 +287,10 @@ def _lead(spec: str) -> tuple[str, ...]:
     return tuple(words)
 
 
-def parse_rule(text: str, workspace: Path) -> Rule:
-    """One rule, or ``ValueError`` saying what is wrong with it."""
+def parse_rule(text: str, workspace: Path, *, ignore_case: bool | None = None) -> Rule:
+    """One rule, or ``ValueError`` saying what is wrong with it. A path rule ignores case
+    where the workspace's file system does (``ignore_case``; None: probed, see
+    :mod:`retinue.policy.fscase`)."""
     if not isinstance(text, str):
         raise ValueError(f"a rule is a string, not {type(text).__name__}")
     text = text.strip()
@@ -308,7 +316,8 @@ def parse_rule(text: str, workspace: Path) -> Rule:
     if tool == "Agent":
         return Rule(text, tool, spec)
     if tool == "Read" or tool in EDIT_TOOLS or tool in _READ_FAMILY:
-        return Rule(text, tool, spec, _path_regex(spec, workspace))
+        fold = ignores_case(workspace) if ignore_case is None else ignore_case
+        return Rule(text, tool, spec, _path_regex(spec, workspace, fold))
     if tool.startswith("mcp__"):
         raise ValueError(f"{text!r}: MCP rules take no specifier (mcp__server__tool)")
     raise ValueError(f"{text!r}: {tool} takes no specifier")
@@ -363,7 +372,8 @@ def _exact_path(family: str, args: Mapping[str, Any], workspace: Path) -> Rule |
         spec = "/" + target  # (//absolute)
     else:
         spec = "./" + rel
-    return Rule(f"{family}({spec})", family, spec, re.compile(re.escape(target)))
+    flags = re.IGNORECASE if ignores_case(workspace) else 0
+    return Rule(f"{family}({spec})", family, spec, re.compile(re.escape(target), flags))
 
 
 @dataclass(slots=True)
