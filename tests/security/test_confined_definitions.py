@@ -23,8 +23,11 @@ from pathlib import Path
 
 import pytest
 
+from retinue.config import Settings
 from retinue.llm.base import ToolSpec
 from retinue.llm.loopback import LoopbackOpenAIServer
+from retinue.mcp.client import McpError
+from retinue.mcp.config import build_hub, startable
 from retinue.messages import Message
 from retinue.testing import ScriptedModel, Step, call_tool
 from retinue.tools.builtin.sandbox import bwrap_problem
@@ -236,3 +239,38 @@ def test_a_users_hook_trusted_outside_writes_outside_but_cannot_read_retinues_ke
     assert run.returncode == 0, run.stderr
     assert (ws / "ran").exists() and outside.read_text() == "escaped"
     assert CANARY not in (ws / "loot.txt").read_text(encoding="latin-1")
+
+
+MARK = (
+    "import pathlib, sys\n"
+    "for target in sys.argv[1:]:\n"
+    "    try:\n"
+    "        pathlib.Path(target).write_text('ran')\n"
+    "    except OSError:\n"
+    "        pass\n"
+)
+
+
+async def test_only_the_users_own_servers_it_names_run_outside(tmp_path: Path) -> None:
+    """``trusted_outside = ["mcp:listed"]``: that server of the user's config may write
+    outside the workspace; another of the user's own runs in the sandbox."""
+    ws, home = tmp_path / "ws", tmp_path / "data"
+    ws.mkdir()
+    home.mkdir()
+    lines = ['[sandbox]\ntrusted_outside = ["mcp:listed"]\n']
+    for name in ("listed", "unlisted"):
+        args = ["-c", MARK, str(ws / f"{name}-ran"), str(tmp_path / f"{name}-outside")]
+        lines.append(f"[mcp_servers.{name}]\ncommand = {json.dumps(sys.executable)}\n"
+                     f"args = {json.dumps(args)}\n")  # fmt: skip
+    (home / "config.toml").write_text("\n".join(lines))
+    settings = Settings.load(home=home, workspace=ws, model="scripted:model")
+    hub = build_hub(settings, startable(settings, [])[0])
+    assert hub is not None
+    try:
+        for name in ("listed", "unlisted"):
+            with pytest.raises(McpError):  # it marks where it could write, and exits
+                await hub.servers[name].list_tools()
+    finally:
+        await hub.close()
+    assert (ws / "listed-ran").exists() and (tmp_path / "listed-outside").exists()
+    assert (ws / "unlisted-ran").exists() and not (tmp_path / "unlisted-outside").exists()
