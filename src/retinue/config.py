@@ -24,7 +24,9 @@ session may spend; 0 = none) and a ``[model_prices]`` table (``"openai:gpt-4o" =
 ``otel_endpoint`` (an OTLP/HTTP base URL; ``OTEL_EXPORTER_OTLP_ENDPOINT`` wins) and
 ``otel_capture_content`` (prompts and completions in the spans; default false). Providers:
 ``[providers.openai] api = "responses" | "chat"`` (``RETINUE_OPENAI_API`` wins) chooses the
-wire API of ``openai:`` models (:func:`provider_api`). ``[sandbox] trusted_outside``: which of
+wire API of ``openai:`` models (:func:`provider_api`). ``[model_settings.<model or alias>]``
+tables (``effort = "high"``, ``max_output_tokens = 32000``...) set how that model is asked
+(:class:`retinue.llm.settings.ModelSettings`). ``[sandbox] trusted_outside``: which of
 the user's own hooks and MCP servers run outside the sandbox (:class:`SandboxSettings`).
 
 A model is named the same way everywhere (``--model``, ``RETINUE_MODEL``, ``config.toml``, a
@@ -206,6 +208,7 @@ class FileSettings(pydantic.BaseModel):
     otel_endpoint: Annotated[str, Field(pattern=r"^https?://\S+$", max_length=2000)] | None = None
     otel_capture_content: bool | None = None  # prompts and completions in spans
     providers: dict[str, ProviderSettings] | None = None  # [providers.openai] api = "chat"
+    model_settings: dict[str, dict[str, Any]] | None = None  # checked by retinue.llm.settings
     sandbox: SandboxSettings | None = None  # [sandbox] trusted_outside = ["hooks", "mcp:gh"]
 
 
@@ -257,6 +260,7 @@ class Settings:
     otel_endpoint: str | None = None  # OTLP/HTTP base URL (OTEL_EXPORTER_OTLP_ENDPOINT wins)
     otel_capture_content: bool = False
     providers: dict[str, dict[str, Any]] = field(default_factory=dict)  # per provider: api
+    model_settings: dict[str, dict[str, Any]] = field(default_factory=dict)  # per model/alias
     sandbox: dict[str, Any] = field(default_factory=dict)  # trusted_outside (SandboxSettings)
 
     @property

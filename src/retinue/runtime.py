@@ -38,7 +38,7 @@ from retinue.llm._gguf import DEFAULT_MODEL, installed_default
 from retinue.llm.base import Model
 from retinue.llm.profiles import profile_for
 from retinue.llm.resolve import resolve_model
-from retinue.llm.settings import ModelSettings, with_settings
+from retinue.llm.settings import ModelSettings, settings_for, with_settings
 from retinue.mcp.config import attach_servers, load_servers
 from retinue.memory import MemoryBackend, open_store
 from retinue.memory.conversations import ConversationStore
@@ -163,9 +163,15 @@ class Runtime:
         notice = None
         set_prices(settings.model_prices)  # [model_prices] over the defaults
         setup_tracing(settings.otel_endpoint, capture_content=settings.otel_capture_content)
+
+        def configured(spec: str) -> Model:  # a model asked as config.toml says for it
+            built = model_for(spec)
+            table, aliases = settings.model_settings, settings.model_aliases
+            return with_settings(built, settings_for(built.name, table, aliases))
+
         if model is None:
             spec, notice = choose_model(settings)
-            model = model_for(spec)
+            model = configured(spec)
         model = with_settings(model, model_settings)
         web = {"web_search_url": settings.web_search_url,
                "web_fetch_allow_private": settings.web_fetch_allow_private}  # fmt: skip
@@ -179,7 +185,7 @@ class Runtime:
             catalog,
             tools,
             default_model=model,
-            model_for=model_for,
+            model_for=configured,
             memory=memory,
             memory_tools=memory_tools(),
             keeper_for=lambda _m: compressor,

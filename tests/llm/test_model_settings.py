@@ -153,3 +153,42 @@ async def test_agent_model_settings_reach_the_request_body(
     assert out.content == "a" and server.rejected == []
     body = server.requests[0]
     assert body["output_config"] == {"effort": "low"} and body["max_tokens"] == 9_000
+
+
+def test_config_toml_settings_by_model_or_alias() -> None:
+    from retinue.llm.settings import settings_for
+
+    table = {"fable": {"effort": "max"}, "anthropic:claude-haiku-4-5": {"max_output_tokens": 8}}
+    assert settings_for("anthropic:claude-fable-5-2", table) == ModelSettings(effort="max")
+    assert settings_for("anthropic:claude-haiku-4-5", table) == ModelSettings(max_output_tokens=8)
+    assert settings_for("openai:gpt-5.4", table) is None
+    with pytest.raises(ConfigError, match=r"\[model_settings.fable\] in config.toml: effort"):
+        settings_for("openai:x", {"fable": {"effort": "huge"}})
+
+
+async def test_agent_reads_model_settings_from_config_toml(
+    server: LoopbackAnthropicServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from retinue import Agent, ModelSettings
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        '[model_settings.fable]\neffort = "medium"\nmax_output_tokens = 12000\n'
+    )
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("RETINUE_BLOCK_REAL_MODELS", "1")
+    agent = Agent(
+        "fable",
+        model_settings=ModelSettings(effort="high"),  # the caller's word wins over the file's
+        builtin_tools=False,
+        memory=False,
+        workspace=tmp_path,
+        home=home,
+    )
+    out = await agent.run("hi")
+    assert out.content == "a" and server.rejected == []
+    body = server.requests[0]
+    assert body["model"] == "claude-fable-5-2"
+    assert body["output_config"] == {"effort": "high"} and body["max_tokens"] == 12_000

@@ -14,10 +14,11 @@ take is dropped with a logged notice rather than sent to be refused. :func:`with
 applies settings to any :class:`~retinue.llm.base.Model` whose adapter takes them (a
 ``with_settings`` method); others run unchanged, with a notice.
 
-In role files and ``config.toml`` the same fields are written flat (``effort: high`` is
-Claude Code's own role-file field; ``max_output_tokens``, ``temperature``, ``top_p``,
-``timeout``, ``max_retries``, ``fallback_models`` and ``cache_ttl`` are Retinue's), read by
-:meth:`ModelSettings.from_mapping`.
+:func:`settings_for` picks a model's entry of ``config.toml``'s ``[model_settings.<model or
+alias>]`` tables. In role files and ``config.toml`` the same fields are written flat
+(``effort: high`` is Claude Code's own role-file field; ``max_output_tokens``,
+``temperature``, ``top_p``, ``timeout``, ``max_retries``, ``fallback_models`` and
+``cache_ttl`` are Retinue's), read by :meth:`ModelSettings.from_mapping`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Protocol, runtime_checkable
 
+from retinue.config import canonical_model
 from retinue.errors import ConfigError
 from retinue.llm.base import Model
 
@@ -36,6 +38,7 @@ __all__ = [
     "SETTING_KEYS",
     "ModelSettings",
     "TakesSettings",
+    "settings_for",
     "with_settings",
 ]
 
@@ -161,3 +164,21 @@ def with_settings(model: Model, settings: ModelSettings | None) -> Model:
         return model.with_settings(settings)
     log.warning("model settings are not applied to %s: its adapter takes none", model.name)
     return model
+
+
+def settings_for(
+    model_name: str,
+    table: Mapping[str, Mapping[str, Any]],
+    aliases: Mapping[str, str] | None = None,
+    where: str = "config.toml",
+) -> ModelSettings | None:
+    """The settings ``table`` (``config.toml``'s ``[model_settings]``, keyed by model or
+    alias) gives ``model_name`` (``provider:model``); None when it names none. Every entry is
+    checked, so a mistake is reported even for a model not in use."""
+    found = None
+    for key, values in table.items():
+        label = f"[model_settings.{key}] in {where}"
+        settings = ModelSettings.from_mapping(values, label)
+        if canonical_model(key, aliases, where=label) == model_name:
+            found = settings
+    return found
