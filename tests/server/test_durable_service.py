@@ -201,3 +201,25 @@ async def test_the_main_agents_question_is_answered_after_a_restart(tmp_path: Pa
         assert [m.role for m in history] == ["system", "user", "assistant", "tool", "assistant"]
     finally:
         await again.close_all()
+
+
+async def test_a_conversation_only_recorded_in_the_journal_is_listed(tmp_path: Path) -> None:
+    """A worker died before it saved the history: the journal's record is all there is, and
+    the list shows the conversation before anyone recovers it (issue 41)."""
+    from retinue.memory.journal import SessionRecord
+    from retinue.messages import SystemMessage, UserMessage
+
+    host = host_on(tmp_path, ScriptedModel(), ScriptedModel(name="scripted:helper"))
+    try:
+        assert host.journal is not None
+        rec = SessionRecord("conv-c9", "conv-c9", None, "main", "main", state="running")
+        history = [SystemMessage("sys"), UserMessage("count the files")]
+        await host.journal.record(host.tenant, rec, history)
+        child = SessionRecord("conv-c9/helper", "conv-c9", "conv-c9", "interactive", "helper")
+        await host.journal.record(host.tenant, child, [UserMessage("a sub-agent's own")])
+        views = {v.id: v for v in await host.views()}
+        assert set(views) == {"c9"}  # one conversation: its sub-agent is not another
+        assert (views["c9"].title, views["c9"].messages) == ("count the files", 2)
+        assert views["c9"].updated_at > 0
+    finally:
+        await host.close_all()

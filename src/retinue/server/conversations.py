@@ -352,11 +352,13 @@ class ConversationHost:
         return len(live.conversation.messages) if live else 0
 
     async def views(self, limit: int = 1000) -> list[ConversationView]:
-        """Every conversation, live or stored, the most recently used first."""
+        """Every conversation, live, stored or only recorded (durable sessions: a turn cut
+        short before the history was saved), the most recently used first."""
         stored: list[ConversationSummary] = []
         if self.store is not None:
             stored = await self.store.summaries(self.tenant, limit)
         views = {s.id: ConversationView(s.id, s.title, s.messages, s.updated_at) for s in stored}
+        await self._recorded_views(views, limit)
         for cid, live in self._live.items():
             if not _succeeded(live.restored) and cid in views:
                 continue  # still loading: the stored view is the right one
@@ -366,6 +368,23 @@ class ConversationHost:
                 self.running(cid), self.question(cid),
             )  # fmt: skip
         return sorted(views.values(), key=lambda v: (-v.updated_at, v.id))[:limit]
+
+    async def _recorded_views(self, views: dict[str, ConversationView], limit: int) -> None:
+        """Add the conversations whose only history is their main agent's journal record."""
+        if self.journal is None:
+            return
+        prefix = self.agent_id("")
+        for rec in await self.journal.records(self.tenant, limit):
+            cid = rec.id.removeprefix(prefix)
+            if rec.id != rec.root or cid == rec.id or cid in views or cid in self._live:
+                continue
+            if not valid_conversation_id(cid):
+                continue
+            found = await self.journal.load(self.tenant, rec.id)
+            messages = found[1] if found is not None else []
+            views[cid] = ConversationView(
+                cid, title_of(messages), len(messages), rec.updated_at, question=rec.question
+            )
 
     async def history(self, cid: str) -> list[Message] | None:
         """The history of ``cid`` (in memory, else recorded (durable sessions: it may be
