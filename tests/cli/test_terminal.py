@@ -119,8 +119,8 @@ def test_chat_in_a_terminal(tmp_path: Path, pane_for: Callable[..., Pane]) -> No
         pane = pane_for(server)
         screen = pane.wait_for(lambda t: "›" in t)
 
-        # the role file's YAML error, exactly as written: no markup, no emoji
-        assert "name: archivist:b:" in screen and "🅱" not in screen
+        # the role file's problem, exactly as written: no markup, no emoji (``:b:``)
+        assert "'archivist:b:'" in screen and "🅱" not in screen
         assert "description: [bold red ^ expected ',' or ']', but got '<stream end>'" in screen
         assert "2 role file(s) have problems" in screen
 
