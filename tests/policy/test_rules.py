@@ -266,6 +266,7 @@ RM_SPELLINGS = [
     "> 'r'm\\\nlet \\rm f", "echo a\\\n;rm f",
     "sudo {rm,f}", "env r{m,} f", "command rm*", "nice -n 1 /bin/r? f",
     "x='a[$(rm f)]'; echo $((x))", "x='$(rm f)'; echo ${x@P}", "shopt -s expand_aliases",
+    "RM f", "/BIN/Rm f", "sudo RM f",
     "bash -c " + "'" + "rm f" * 6000 + "'",  # too long to read
     "bash -c 'bash -c \"bash -c \\\"bash -c \\\\\\\"bash -c rm\\\\\\\"\\\"\"'",  # too deep
 ]  # fmt: skip

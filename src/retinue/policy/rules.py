@@ -173,10 +173,12 @@ def rule_names(rule_tool: str, tool: str) -> bool:
 
 def _spellings(command: Simple) -> tuple[str, ...]:
     """What a deny or ask rule is matched against: the words as the program gets them, with
-    the program's folder and without, and the command as written."""
+    the program's folder and without, its name in lower case too (``RM`` runs ``rm`` where
+    the file system ignores case), and the command as written."""
     joined = " ".join(command.words)
     named = " ".join((command.program, *command.words[1:]))
-    return tuple(dict.fromkeys((joined, named, command.written)))
+    lower = " ".join((command.program.lower(), *command.words[1:]))
+    return tuple(dict.fromkeys((joined, named, lower, command.written)))
 
 
 def _allow_spellings(command: Simple) -> tuple[str, ...]:
