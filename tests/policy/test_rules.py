@@ -266,7 +266,7 @@ RM_SPELLINGS = [
     "> 'r'm\\\nlet \\rm f", "echo a\\\n;rm f",
     "sudo {rm,f}", "env r{m,} f", "command rm*", "nice -n 1 /bin/r? f",
     "x='a[$(rm f)]'; echo $((x))", "x='$(rm f)'; echo ${x@P}", "shopt -s expand_aliases",
-    "RM f", "/BIN/Rm f", "sudo RM f",
+    "RM f", "/BIN/Rm f", "sudo RM f", "SUDO rm f", "Bash -c 'rm f'", "PYTHON3 -c 'x'",
     "bash -c " + "'" + "rm f" * 6000 + "'",  # too long to read
     "bash -c 'bash -c \"bash -c \\\"bash -c \\\\\\\"bash -c rm\\\\\\\"\\\"\"'",  # too deep
 ]  # fmt: skip

@@ -37,8 +37,9 @@ class Reader(Protocol):
 
 
 def follow(reader: Reader, words: Sequence[Word], depth: int) -> None:
-    """Tell ``reader`` what the command ``words`` (its program known) runs in turn."""
-    program = base(words[0][0])
+    """Tell ``reader`` what the command ``words`` (its program known) runs in turn. Names are
+    compared in lower case (``SUDO`` runs ``sudo`` where the file system ignores case)."""
+    program = base(words[0][0]).lower()
     if program in _WRAPPERS:
         _wrapped(reader, program, words, depth)
     elif program in _FOLLOW:
@@ -487,7 +488,7 @@ _INLINE: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "deno": ("", "", ("eval",)),
     "php": ("rRBFEa", "cdz", ()),
     "lua": ("e", "l", ()),
-    "Rscript": ("e", "", ("--expr",)),
+    "rscript": ("e", "", ("--expr",)),
     "osascript": ("e", "lsi", ()),
     "tclsh": ("", "", ()),
     "expect": ("c", "", ()),
