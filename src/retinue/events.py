@@ -24,6 +24,7 @@ RUN_FINISHED = "run_finished"  # data: stop_reason, usage
 TEXT_DELTA = "text_delta"  # data: text
 MODEL_STARTED = "model_started"  # data: model
 MODEL_CALLED = "model_called"  # data: input_tokens, output_tokens, seconds | purpose
+# | model, fallback_from (a fallback model answered: retinue.llm.fallback)
 TOOL_STARTED = "tool_started"  # data: call_id, name, arguments
 TOOL_FINISHED = "tool_finished"  # data: call_id, name, is_error, preview
 SESSION = "session"  # data: action (created/paused/unloaded/interrupted/asking/answered/steered),

@@ -167,12 +167,13 @@ class Runtime:
         def configured(spec: str) -> Model:  # a model asked as config.toml says for it
             built = model_for(spec)
             table, aliases = settings.model_settings, settings.model_aliases
-            return with_settings(built, settings_for(built.name, table, aliases))
+            found = settings_for(built.name, table, aliases)
+            return with_settings(built, found, model_for)
 
         if model is None:
             spec, notice = choose_model(settings)
             model = configured(spec)
-        model = with_settings(model, model_settings)
+        model = with_settings(model, model_settings, model_for)
         web = {"web_search_url": settings.web_search_url,
                "web_fetch_allow_private": settings.web_fetch_allow_private}  # fmt: skip
         tools = ToolRegistry([*(builtin_tools(**web) if builtins else []), *(extra_tools or [])])

@@ -192,3 +192,48 @@ async def test_agent_reads_model_settings_from_config_toml(
     body = server.requests[0]
     assert body["model"] == "claude-fable-5-2"
     assert body["output_config"] == {"effort": "high"} and body["max_tokens"] == 12_000
+
+
+async def test_a_fallback_model_takes_over_an_overload_and_the_event_says_so(
+    server: LoopbackAnthropicServer, tmp_path: Path
+) -> None:
+    from retinue.engine import RunConfig, run
+    from retinue.events import MODEL_CALLED, Event
+    from retinue.tools.base import ToolContext, ToolRegistry
+
+    with LoopbackAnthropicServer(ScriptedModel(), fail_always=529) as overloaded:
+        primary = AnthropicModel("claude-fable-5-2", base_url=overloaded.base_url, max_retries=1)
+        backup = AnthropicModel("claude-opus-5-5", base_url=server.base_url, max_retries=0)
+        _open.extend([primary, backup])
+        settings = ModelSettings(fallback_models=("opus",))
+        model = with_settings(primary, settings, lambda name: backup)
+        events: list[Event] = []
+        out = await run(
+            RunConfig(
+                model,
+                [UserMessage("hi")],
+                ToolRegistry([]),
+                ToolContext("main", tmp_path, tmp_path, events=events.append),
+            )
+        )
+        assert overloaded.request_count == 2  # the primary's own retry first
+    assert out.content == "a" and model.name == "anthropic:claude-fable-5-2"
+    [called] = [e for e in events if e.kind == MODEL_CALLED]
+    assert called.data["model"] == "anthropic:claude-opus-5-5"
+    assert called.data["fallback_from"] == "anthropic:claude-fable-5-2"
+
+
+async def test_a_refusal_does_not_fall_back(server: LoopbackAnthropicServer) -> None:
+    from retinue.errors import ModelRefusal
+    from retinue.llm.base import ModelResponse
+    from retinue.messages import AssistantMessage
+
+    refusal = ModelResponse(AssistantMessage(""), finish_reason="refusal")
+    with LoopbackAnthropicServer(ScriptedModel([refusal])) as refusing:
+        primary = AnthropicModel("claude-fable-5-2", base_url=refusing.base_url, max_retries=0)
+        backup = AnthropicModel("claude-opus-5-5", base_url=server.base_url, max_retries=0)
+        _open.extend([primary, backup])
+        model = with_settings(primary, ModelSettings(fallback_models=("opus",)), lambda n: backup)
+        with pytest.raises(ModelRefusal):
+            await model.complete(HI)
+    assert server.requests == []

@@ -232,6 +232,9 @@ async def _shortened(config: RunConfig) -> bool:
 def _model_called(config: RunConfig, response: ModelResponse, started: float) -> None:
     ctx = config.context
     if ctx.events is not None:
+        fallback = {}  # a fallback model answered (retinue.llm.fallback): the event says which
+        if response.fallback_from:
+            fallback = {"model": response.model, "fallback_from": response.fallback_from}
         emit(
             ctx.events,
             MODEL_CALLED,
@@ -239,7 +242,8 @@ def _model_called(config: RunConfig, response: ModelResponse, started: float) ->
             input_tokens=response.usage.input_tokens,
             output_tokens=response.usage.output_tokens,
             seconds=round(time.perf_counter() - started, 4),
-            cost_usd=cost_usd(config.model.name, response.usage),  # None: price unknown
+            cost_usd=cost_usd(response.model or config.model.name, response.usage),  # None: unknown
+            **fallback,
         )
 
 

@@ -30,9 +30,14 @@ class ToolSpec:
 
 @dataclass(frozen=True, slots=True)
 class ModelResponse:
+    """One answer. ``model`` names the model that gave it when that is not the one asked
+    (a fallback, :mod:`retinue.llm.fallback`), then ``fallback_from`` names the one asked."""
+
     message: AssistantMessage
     usage: Usage = field(default_factory=Usage)
     finish_reason: str = "stop"
+    model: str = ""
+    fallback_from: str = ""
 
 
 @runtime_checkable

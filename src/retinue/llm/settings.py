@@ -24,13 +24,14 @@ alias>]`` tables. In role files and ``config.toml`` the same fields are written 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Protocol, runtime_checkable
 
 from retinue.config import canonical_model
 from retinue.errors import ConfigError
 from retinue.llm.base import Model
+from retinue.llm.fallback import FallbackModel, with_fallbacks
 
 __all__ = [
     "CACHE_TTLS",
@@ -155,15 +156,28 @@ class TakesSettings(Protocol):
     def with_settings(self, settings: ModelSettings) -> Model: ...
 
 
-def with_settings(model: Model, settings: ModelSettings | None) -> Model:
+def with_settings(
+    model: Model,
+    settings: ModelSettings | None,
+    model_for: Callable[[str], Model] | None = None,
+) -> Model:
     """``model`` asked with ``settings`` (merged over its own); unchanged when there are
-    none, or when its adapter takes none (then with a logged notice)."""
+    none, or when its adapter takes none (then with a logged notice). With ``model_for``,
+    ``fallback_models`` are built by it and take over the model's overloads
+    (:class:`~retinue.llm.fallback.FallbackModel`)."""
     if settings is None or settings.empty:
         return model
+    if isinstance(model, FallbackModel):
+        fallbacks = [with_settings(f, settings) for f in model.fallbacks]
+        return FallbackModel(with_settings(model.primary, settings, model_for), fallbacks)
     if isinstance(model, TakesSettings):
-        return model.with_settings(settings)
-    log.warning("model settings are not applied to %s: its adapter takes none", model.name)
-    return model
+        out = model.with_settings(settings)
+    else:
+        log.warning("model settings are not applied to %s: its adapter takes none", model.name)
+        out = model
+    if model_for is None:
+        return out
+    return with_fallbacks(out, settings.fallback_models, model_for)
 
 
 def settings_for(

@@ -125,7 +125,8 @@ class AgentFactory:
         """The role's model, asked with the role's model settings; when it cannot be built
         here (its provider's credentials are not configured), the default model, and the user
         is told once per model."""
-        return with_settings(self._role_model(role, events), role.model_settings)
+        model = self._role_model(role, events)
+        return with_settings(model, role.model_settings, self._model_for)
 
     def _role_model(self, role: Role, events: EventSink | None) -> Model:
         if role.model is None or self._model_for is None:
