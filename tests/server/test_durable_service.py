@@ -4,6 +4,7 @@ tree is loaded again."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -223,3 +224,64 @@ async def test_a_conversation_only_recorded_in_the_journal_is_listed(tmp_path: P
         assert views["c9"].updated_at > 0
     finally:
         await host.close_all()
+
+
+async def test_a_sub_agent_waiting_for_approval_keeps_it_when_its_worker_dies(
+    tmp_path: Path,
+) -> None:
+    """Its call never ran: the tree revived elsewhere asks for it again (not "cut short"),
+    and the yes given there runs it (issue 41)."""
+    import asyncio
+    import time
+
+    from retinue.durable import RESTARTED_RESULT, suspend_tree
+    from retinue.policy.approvals import Approval
+
+    scribe = Role("scribe", "writes", "You write.", ("Write",), "scripted:scribe")
+    write = call_tool("Write", {"file_path": "note.txt", "content": "hello"})
+
+    def host(main: ScriptedModel, helper: ScriptedModel) -> ConversationHost:
+        settings = Settings(home=tmp_path / "home", workspace=tmp_path, durable_sessions=True)
+        runtime = Runtime.create(settings, model=main, model_for=lambda _s: helper,
+                                 roles=[scribe], permission_mode="default")  # fmt: skip
+        return ConversationHost(runtime, EventHub())
+
+    async def waiting(h: ConversationHost) -> list:
+        for _ in range(250):
+            if found := await h.approvals("c1"):
+                return found
+            await asyncio.sleep(0.02)
+        raise AssertionError("no approval was asked for")
+
+    task = {"role": "scribe", "interactive": True, "task": "write a note"}
+    first = host(ScriptedModel([call_tool("SubAgent", task)]),
+                 ScriptedModel([write], name="scripted:scribe"))  # fmt: skip
+    turn = asyncio.create_task(first.send("c1", "start"))
+    [asked] = await waiting(first)
+    assert (asked.agent_id, asked.tool) == ("conv-c1/scribe", "Write")
+    assert first.journal is not None
+    recorded = await first.journal.load(first.tenant, "conv-c1/scribe")
+    assert recorded is not None and recorded[0].extra.get("awaiting") == [asked.call_id]
+    await suspend_tree(first._live["c1"].conversation)  # the worker dies here
+    turn.cancel()
+    with contextlib.suppress(BaseException):
+        await turn
+
+    helper = ScriptedModel(["wrote it"], name="scripted:scribe")
+    second = host(ScriptedModel(["the scribe is on it"]), helper)
+    try:
+        assert await second.recover(older_than=time.time() + 1) == ["c1"]
+        [again] = await waiting(second)
+        assert (again.agent_id, again.call_id) == ("conv-c1/scribe", asked.call_id)
+        assert await second.approve("c1", again.id, Approval(True))
+        for _ in range(250):
+            if helper.call_count:
+                break
+            await asyncio.sleep(0.02)
+        assert (tmp_path / "note.txt").read_text() == "hello"
+        results = [m for m in helper.calls[0].messages if isinstance(m, ToolResultMessage)]
+        assert [r.content for r in results] != [RESTARTED_RESULT]
+        assert results[-1].name == "Write" and not results[-1].is_error
+    finally:
+        await second.close_all()
+        await first.close_all()

@@ -14,7 +14,7 @@ more. Why Retinue's own store and not a durable-execution engine (DBOS): see
 ``benchmarks/RESULTS.md``, "Durable steps".
 """
 
-from retinue.durable.recorder import JournalRecorder
+from retinue.durable.recorder import JournalRecorder, awaiting_approval
 from retinue.durable.revive import (
     RESTARTED_RESULT,
     Revived,
@@ -38,6 +38,7 @@ __all__ = [
     "JournalRecorder",
     "Restored",
     "Revived",
+    "awaiting_approval",
     "open_ask",
     "open_question",
     "question_of",

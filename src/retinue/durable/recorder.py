@@ -8,6 +8,10 @@ changed since the last one (the messages after the longest prefix of the very sa
 A store that fails is logged, not raised: the session goes on, and the next write writes
 the unsaved tail again.
 
+A call waiting for a person's approval (:func:`awaiting_approval`) is named in the record
+(``extra["awaiting"]``): it has not run, so a tree revived elsewhere asks for it again rather
+than report it cut short (:func:`~retinue.durable.revive.revive_tree`).
+
 The recorders of one tree share one :class:`_Tree`: once the tree is let go of here
 (:meth:`JournalRecorder.suspend`, what a process that dies does by not running), none of its
 recorders writes or forgets anything more, so what the turns cancelled on the way out do
@@ -19,16 +23,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Coroutine, Sequence
+from collections.abc import AsyncIterator, Coroutine, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 from retinue._tasks import finish
-from retinue.engine.session import Recorder, Session
+from retinue.engine.session import Recorder, Session, current_session
 from retinue.memory.conversations import same_prefix
 from retinue.memory.journal import SessionJournal, SessionRecord
 from retinue.messages import Message
 
-__all__ = ["JournalRecorder"]
+__all__ = ["AWAITING_KEY", "MAX_AWAITING", "JournalRecorder", "awaiting_approval"]
+
+AWAITING_KEY = "awaiting"  # in a record's extra: the ids of calls waiting for approval
+MAX_AWAITING = 64  # of those kept in one record (a step's calls waiting at once)
 
 log = logging.getLogger("retinue.durable")
 
@@ -51,6 +59,7 @@ class JournalRecorder:
         "_saved",
         "_tasks",
         "_tree",
+        "awaiting",
         "instance",
         "journal",
         "kind",
@@ -85,6 +94,7 @@ class JournalRecorder:
         self._gone = False
         self._tree = tree or _Tree()
         self.run_id: str | None = None  # its consolidation's, fixed when it first closes
+        self.awaiting: list[str] = []  # ids of its calls waiting for approval now
 
     def snapshot(self, session: Session) -> tuple[SessionRecord, list[Message]]:
         """The session's record and history as they are now (closing: with the id its
@@ -105,9 +115,17 @@ class JournalRecorder:
             steering=session.pending_steering,
             inbox=tuple(session.inbox),
             question=session.question,
-            extra={"run_id": self.run_id} if self.run_id is not None else {},
+            extra=self._extra(),
         )
         return record, list(session.messages)
+
+    def _extra(self) -> dict[str, object]:
+        extra: dict[str, object] = {}
+        if self.run_id is not None:
+            extra["run_id"] = self.run_id
+        if self.awaiting:
+            extra[AWAITING_KEY] = self.awaiting[:MAX_AWAITING]
+        return extra
 
     async def record(self, session: Session) -> None:
         await finish(self._write(*self.snapshot(session)))
@@ -180,3 +198,21 @@ class JournalRecorder:
                 await self.journal.forget(self.tenant, self.session_id)
             except Exception as exc:
                 log.error("could not forget the record of session %s: %s", self.session_id, exc)
+
+
+@asynccontextmanager
+async def awaiting_approval(call_id: str) -> AsyncIterator[None]:
+    """While the call ``call_id`` of the session running here waits for a person's approval:
+    recorded so (a durable session's; otherwise nothing happens), so that a worker that dies
+    meanwhile leaves the call to be asked for again where its tree is revived."""
+    session = current_session()
+    recorder = session.recorder if session is not None else None
+    if session is None or not call_id or not isinstance(recorder, JournalRecorder):
+        yield
+        return
+    recorder.awaiting.append(call_id)
+    await recorder.record(session)
+    try:
+        yield
+    finally:
+        recorder.awaiting.remove(call_id)

@@ -5,7 +5,9 @@ calls of its last step that have no result were running, or about to run, when t
 stopped. A call of an ``idempotent`` tool (a read) stays without a result, and the session's
 next turn runs it again (:meth:`Session.resume <retinue.engine.session.Session.resume>`).
 The question the session was asking (its ``AskParent`` call) stays unanswered: the session
-is parked on it, and the next message is its answer. Every other call gets
+is parked on it, and the next message is its answer. A call the record names as waiting for
+approval (it never ran) stays without a result too, and the session's turn goes on by asking
+for it again. Every other call gets
 :data:`RESTARTED_RESULT`: it is not run twice, and the model is told it may have run.
 
 :func:`revive_tree` rebuilds the sub-agent sessions of one tree under its main session,
@@ -22,7 +24,7 @@ import logging
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
-from retinue.durable.recorder import JournalRecorder
+from retinue.durable.recorder import AWAITING_KEY, MAX_AWAITING, JournalRecorder
 from retinue.engine.session import Session
 from retinue.errors import RetinueError
 from retinue.memory.journal import SessionJournal, SessionRecord
@@ -125,6 +127,20 @@ def settle_calls(
     return parked, again
 
 
+def _awaiting(record: SessionRecord, messages: Sequence[Message]) -> set[str]:
+    """The ids of the last step's open calls that the record says wait for approval."""
+    named = record.extra.get(AWAITING_KEY)
+    if not isinstance(named, list) or record.state != "running":
+        return set()
+    wanted = {c for c in named[:MAX_AWAITING] if isinstance(c, str)}
+    last = _last_step(messages)
+    if last is None:
+        return set()
+    at, step = last
+    answered = {m.tool_call_id for m in messages[at + 1 :] if isinstance(m, ToolResultMessage)}
+    return {c.id for c in step.tool_calls if c.id in wanted and c.id not in answered}
+
+
 @dataclass(slots=True)
 class Revived:
     """What :func:`revive_tree` rebuilt: the sessions by id, those whose turn goes on, those
@@ -171,7 +187,10 @@ async def revive_tree(
             continue
         stored = list(messages)
         asking = record.question if record.state in ("asking", "running") else None
-        parked, again = settle_calls(messages, session.config.tools, asking=asking)
+        awaiting = _awaiting(record, messages)  # never ran: asked for again
+        parked, again = settle_calls(messages, session.config.tools, asking=asking,
+                                     keep=awaiting)  # fmt: skip
+        again = again or bool(awaiting)
         session.restore_state(
             messages,
             turns=record.turns,

@@ -30,7 +30,9 @@ conversation leaves memory with that state stored: it is listed again (restored 
 step's calls unanswered), and answering it runs or refuses the call through the gate and goes
 on with the turn (:meth:`Session.resume <retinue.engine.session.Session.resume>`); a new
 message instead withdraws it (the step is closed as interrupted). Sub-agents' requests are
-not stored (their sessions live in memory only): their turn ends as interrupted.
+not stored (their sessions live in memory only): their turn ends as interrupted; with
+durable sessions their call is recorded as waiting, and a tree revived after its worker died
+asks for it again (:func:`~retinue.durable.recorder.awaiting_approval`).
 
 **Questions that outlive the turn.** When the main agent's turn pauses on a question to the
 user (``AskParent``) and the conversation leaves memory (a shared store's worker frees it
@@ -94,6 +96,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from retinue.durable import (
+    awaiting_approval,
     open_ask,
     question_of,
     record_conversation,
@@ -343,6 +346,9 @@ class ConversationHost:
                 if live.parked_history is None:
                     live.parked_history = list(live.conversation.messages)
                 self._own(self._save(cid, live))
+            elif request.depth > 0 and self.journal is not None:  # recorded as waiting
+                async with awaiting_approval(request.call_id):
+                    return await live.approvals(request)
             return await live.approvals(request)
 
         return ask
