@@ -248,3 +248,16 @@ async def test_models_without_adaptive_thinking_get_no_thinking_field(serve: Any
     assert all("thinking" not in body for body in server.requests)
     await claude(server, "claude-opus-4-6").complete([UserMessage("hi")])
     assert server.requests[-1]["thinking"] == {"type": "adaptive"}
+
+
+async def test_an_empty_reply_is_left_out_with_its_blocks(serve: Any) -> None:
+    part = ReasoningPart("anthropic", FABLE, "thinking", {"signature": "s"}, "t")
+    history: list[Message] = [
+        UserMessage("hi"),
+        AssistantMessage("", (), (part,)),
+        UserMessage("again"),
+    ]
+    server = serve(["fine"])
+    await claude(server).complete(history)
+    wire = server.requests[0]["messages"]
+    assert [m["role"] for m in wire] == ["user"] and len(wire[0]["content"]) == 2

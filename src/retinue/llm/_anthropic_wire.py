@@ -220,9 +220,10 @@ def _blocks(m: Message, model: str) -> list[dict[str, Any]]:
             block["is_error"] = True
         return [block]
     out: list[dict[str, Any]] = []
-    if isinstance(m, AssistantMessage):
+    if isinstance(m, AssistantMessage) and (m.content or m.tool_calls):
         # first in the message, before text and tool_use, as they came ("the assistant turn
-        # echoed exactly as received, thinking block included", thinking-tool-workflows)
+        # echoed exactly as received, thinking block included", thinking-tool-workflows);
+        # a reply with neither text nor calls is left out whole, as before
         out += [reasoning_block(p) for p in m.reasoning if readable_by(p, model)]
     if m.content:
         out.append({"type": "text", "text": m.content})
