@@ -94,8 +94,9 @@ def canonical_model(
 
     ``provider:model`` is kept as it is; an alias (``aliases`` over :data:`MODEL_TIERS` and
     :data:`DEFAULT_MODEL_ALIASES`, any case, one alias may name another) is followed; a bare
-    id gets its provider (``claude-…`` Anthropic; ``gpt-…``, ``o1…``, ``chatgpt-…``,
-    ``codex-…`` OpenAI). ``where`` says where the name was set, for the error message.
+    id gets its provider (``claude-…`` Anthropic; ``gemini-…`` Gemini; ``gpt-…``, ``o1…``,
+    ``chatgpt-…``, ``codex-…`` OpenAI). ``where`` says where the name was set, for the error
+    message.
     """
     table = {**MODEL_TIERS, **DEFAULT_MODEL_ALIASES, **(aliases or {})}
     spec = name.strip()
@@ -109,6 +110,8 @@ def canonical_model(
         return spec
     if not colon and spec.startswith("claude-"):
         return f"anthropic:{spec}"
+    if not colon and spec.startswith("gemini-"):
+        return f"gemini:{spec}"
     if not colon and _OPENAI_ID.match(spec):
         return f"openai:{spec}"
     raise ConfigError(_not_a_model(name, table, where))

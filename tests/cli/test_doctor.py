@@ -697,7 +697,7 @@ def test_doctor_warns_about_a_data_directory_others_can_read_and_waiting_transcr
     [
         ("gpt4", "model 'gpt4' is not of the form provider:model", "did you mean openai:gpt-4?"),
         ("nonsense", "model 'nonsense' is not of the form", "check --model"),
-        ("acme:big", "unknown provider 'acme'", "use one of openai, anthropic, local"),
+        ("acme:big", "unknown provider 'acme'", "use one of openai, anthropic, gemini, local"),
     ],
 )
 def test_doctor_fails_the_settings_check_for_a_model_nothing_can_run(

@@ -347,6 +347,8 @@ class Provider:
     def headers(self) -> dict[str, str]:
         if self.name == "anthropic":
             return {"x-api-key": self.key, "anthropic-version": "2023-06-01"}
+        if self.name == "gemini":
+            return {"x-goog-api-key": self.key}
         return {"Authorization": f"Bearer {self.key}"}
 
 
@@ -358,7 +360,7 @@ def provider_targets(model: str, env: Mapping[str, str]) -> list[Provider | Chec
     from urllib.parse import urlsplit
 
     from retinue.errors import ConfigError
-    from retinue.llm import anthropic, openai
+    from retinue.llm import anthropic, gemini, openai
     from retinue.llm._clients import api_key_for
 
     used = model.partition(":")[0]
@@ -366,6 +368,7 @@ def provider_targets(model: str, env: Mapping[str, str]) -> list[Provider | Chec
     for name, module, models_path in (
         ("openai", openai, "/models"),
         ("anthropic", anthropic, "/v1/models"),
+        ("gemini", gemini, "/v1beta/models"),
     ):
         if used != name and not env.get(module.KEY_VAR):
             continue

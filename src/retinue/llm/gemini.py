@@ -54,7 +54,8 @@ __all__ = ["DEFAULT_BASE_URL", "GeminiModel", "build_config", "settings_config"]
 log = logging.getLogger("retinue.llm")
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
-KEY_VARS = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
+KEY_VAR = "GEMINI_API_KEY"  # what doctor and the messages name
+KEY_VARS = ("GOOGLE_API_KEY", KEY_VAR)  # the SDK's order
 URL_VAR, VERTEX_VAR = "GOOGLE_GEMINI_BASE_URL", "GOOGLE_GENAI_USE_VERTEXAI"
 RETRIED = [408, 429, 500, 502, 503, 504]
 

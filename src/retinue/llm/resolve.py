@@ -12,7 +12,7 @@ from retinue.llm.base import Model
 
 __all__ = ["PROVIDERS", "resolve_model"]
 
-PROVIDERS = ("openai", "anthropic", "local")
+PROVIDERS = ("openai", "anthropic", "gemini", "local")
 
 
 def resolve_model(spec: str) -> Model:
@@ -28,6 +28,10 @@ def resolve_model(spec: str) -> Model:
         from retinue.llm.anthropic import AnthropicModel
 
         return AnthropicModel(name)
+    if provider == "gemini":  # Gemini API, or Vertex AI with GOOGLE_GENAI_USE_VERTEXAI
+        from retinue.llm.gemini import GeminiModel
+
+        return GeminiModel(name)
     if provider == "local":
         from retinue.llm.local import LocalModel
 
