@@ -179,3 +179,39 @@ async def test_role_file_settings_reach_the_request_body(fable: Any, tmp_path: P
     assert out.content == "done" and server.rejected == []
     body = server.requests[0]
     assert body["output_config"] == {"effort": "high"} and body["max_tokens"] == 20_000
+
+
+async def test_a_fable_parent_with_a_sub_agent_on_another_provider(
+    fable: Any, tmp_path: Path
+) -> None:
+    from retinue.llm.loopback import LoopbackOpenAIServer
+    from retinue.llm.openai import OpenAIModel
+
+    parent_server = fable(
+        [call_tool("SubAgent", {"task": "count", "role": "counter"}), call_tool("Echo", {}), "3"]
+    )
+    with LoopbackOpenAIServer(ScriptedModel(["three"])) as child_server:
+        child = OpenAIModel("local-model", base_url=child_server.base_url, api_key="k")
+        parent = AnthropicModel(FABLE, base_url=parent_server.base_url, max_retries=0)
+        _models.append(parent)
+        role = Role("counter", "Counts", "You count.", ("Echo",), "openai:local-model")
+        manager = SubAgentManager(
+            RoleCatalog.of(role),
+            ToolRegistry([echo]),
+            default_model=parent,
+            model_for=lambda name: child,
+            memory=Consolidations(),
+        )
+        config = RunConfig(
+            parent,
+            [SystemMessage("main"), UserMessage("count with a helper")],
+            ToolRegistry([echo, *subagent_tools()]),
+            ctx(tmp_path, manager),
+        )
+        async with manager.owner("main"):
+            out = await run(config)
+        await child.aclose()
+    assert out.content == "3" and parent_server.rejected == []
+    assert "thinking" not in str(child_server.requests)  # nothing of Claude's went there
+    results = [m for m in out.messages if isinstance(m, ToolResultMessage)]
+    assert results[0].content == "three" and not results[0].is_error
