@@ -79,6 +79,7 @@ _LOCAL_MODELS = {  # each embedded model with the tool format its task-suite run
 }
 _SCRIPTED = ModelProfile(32_768, 2_048)  # the test model; tests pass their own window
 _CLAUDE = ModelProfile(200_000, 16_384)
+_GEMINI = ModelProfile(1_048_576, 65_536)
 
 # (pattern searched in the lower-cased bare model name, profile); first match wins, so the
 # more specific patterns come first. ``(?<![a-z0-9])`` keeps "o3" from matching inside a word.
@@ -97,6 +98,9 @@ _FAMILIES: tuple[tuple[re.Pattern[str], ModelProfile], ...] = tuple(
         # (https://platform.claude.com/docs/en/models/fable-5-2/whats-new-fable-5-2)
         (r"claude-(fable|mythos)-5", ModelProfile(1_000_000, 128_000)),
         (r"claude", _CLAUDE),
+        # Gemini 2.5 and 3: 1,048,576 input tokens, 65,536 output (ai.google.dev/gemini-api/
+        # docs/models)
+        (r"gemini-(2\.5|[3-9])", _GEMINI),
         (r"deepseek-(reasoner|r1)", ModelProfile(128_000, 32_768)),
         (r"deepseek", ModelProfile(128_000, 8_192)),
         (r"qwen", ModelProfile(32_768, 4_096)),
@@ -105,7 +109,12 @@ _FAMILIES: tuple[tuple[re.Pattern[str], ModelProfile], ...] = tuple(
     )
 )
 
-_PROVIDER_DEFAULTS = {"local": _LOCAL, "scripted": _SCRIPTED, "anthropic": _CLAUDE}
+_PROVIDER_DEFAULTS = {
+    "local": _LOCAL,
+    "scripted": _SCRIPTED,
+    "anthropic": _CLAUDE,
+    "gemini": _GEMINI,
+}
 
 
 def profile_for(

@@ -42,6 +42,14 @@ DEFAULT_PRICES: dict[str, ModelPrice] = {
     "anthropic:claude-sonnet-4-5": ModelPrice(3.00, 0.30, 15.00),
     "anthropic:claude-opus-4-1": ModelPrice(15.00, 1.50, 75.00),
     "anthropic:claude-haiku-4-5": ModelPrice(1.00, 0.10, 5.00),
+    # ai.google.dev/gemini-api/docs/pricing, paid tier, prompts up to 200k tokens (longer
+    # prompts cost more); output includes thinking tokens
+    "gemini:gemini-3-pro": ModelPrice(2.00, 0.20, 12.00),
+    "gemini:gemini-3-pro-preview": ModelPrice(2.00, 0.20, 12.00),
+    "gemini:gemini-3-flash": ModelPrice(0.50, 0.05, 3.00),
+    "gemini:gemini-3-flash-preview": ModelPrice(0.50, 0.05, 3.00),
+    "gemini:gemini-2.5-pro": ModelPrice(1.25, 0.125, 10.00),
+    "gemini:gemini-2.5-flash": ModelPrice(0.30, 0.03, 2.50),
 }
 _FREE_PROVIDERS = ("local:",)  # runs on this machine
 _FREE = ModelPrice(0.0, 0.0, 0.0)
