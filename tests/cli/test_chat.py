@@ -110,3 +110,12 @@ def test_chat_reads_multi_line_messages_and_leaves_on_a_fresh_line(tmp_path: Pat
     assert users == ["first line \nsecond line", "block a\n\nblock b", "anything"]
     assert "(The model ended its turn without an answer.)" in out
     assert out.endswith("\n")
+
+
+def test_the_first_screen_suggests_what_the_embedded_model_does_reliably() -> None:
+    from retinue.cli.chat import FIRST_TRIES, first_tries
+
+    line = first_tries("local:qwen2.5-coder-1.5b")
+    assert line is not None and all(t in line for t in FIRST_TRIES)
+    assert "Glob" in line  # the listing that works names its tool (issue 41)
+    assert first_tries("openai:gpt-4o-mini") is None  # a hosted model needs no hints

@@ -76,6 +76,21 @@ Ctrl-C cancels the running turn; Ctrl-D leaves. Up/Down recall earlier messages.
 End a line with \\ to go on with the next, or put \"\"\" alone on a line to start and end a
 multi-line message."""
 
+FIRST_TRIES = (
+    "Use the Glob tool to list the files here.",
+    "Read the file README.md and tell me what it is for.",
+)
+"""What the embedded model does most reliably (benchmarks/RESULTS.md, section 7: listing
+files and answering from a file, each 2 of 3 rounds; naming the tool, listing took 3 s)."""
+
+
+def first_tries(model_name: str) -> str | None:
+    """The chat's first-screen line of things to ask the embedded model (None: another)."""
+    if not model_name.startswith("local:"):
+        return None
+    return "try: " + " · ".join(f'"{t}"' for t in FIRST_TRIES)
+
+
 ABANDONED = (
     "[yellow]consolidation stopped: the transcripts are kept in pending/ "
     "(run `retinue memory retry`)[/]"
@@ -131,6 +146,8 @@ class ChatRepl:
             f"workspace {escape(str(self.runtime.settings.workspace))} · /help[/]",
             highlight=False,
         )
+        if (tries := first_tries(self.runtime.model.name)) is not None:
+            self.err.print(f"[dim]{escape(tries)}[/]", highlight=False)
         prepare_model(self.runtime.model)
         consolidation_scope.set(self.scope)  # (the runner's context is a copy of this one)
         with asyncio.Runner() as runner:
