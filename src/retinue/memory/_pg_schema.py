@@ -162,7 +162,39 @@ _V5: tuple[LiteralString, ...] = (
     )""",
 )
 
-MIGRATIONS: tuple[tuple[LiteralString, ...], ...] = (_V1, _V2, _V3, _V4, _V5)
+# v6: transcripts of ended sessions (retinue.memory.transcripts): the summary's columns, the
+# entries as JSON, the searchable text and its tsvector under a GIN index.
+_V6: tuple[LiteralString, ...] = (
+    """CREATE TABLE IF NOT EXISTS transcripts (
+        tenant TEXT NOT NULL,
+        id TEXT NOT NULL UNIQUE,
+        session_id TEXT NOT NULL,
+        parent_id TEXT,
+        role TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        depth INTEGER NOT NULL,
+        turns INTEGER NOT NULL,
+        tool_calls INTEGER NOT NULL,
+        input_tokens BIGINT NOT NULL,
+        output_tokens BIGINT NOT NULL,
+        cache_read_tokens BIGINT NOT NULL,
+        requests INTEGER NOT NULL,
+        cost_usd DOUBLE PRECISION,
+        outcome TEXT NOT NULL,
+        started_at DOUBLE PRECISION NOT NULL,
+        ended_at DOUBLE PRECISION NOT NULL,
+        message_count INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        text TEXT NOT NULL,
+        tsv TSVECTOR NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS transcripts_by_end ON transcripts (tenant, ended_at)",
+    "CREATE INDEX IF NOT EXISTS transcripts_by_parent ON transcripts (tenant, parent_id)",
+    "CREATE INDEX IF NOT EXISTS transcripts_ended ON transcripts (ended_at)",
+    "CREATE INDEX IF NOT EXISTS transcripts_tsv ON transcripts USING GIN (tsv)",
+)
+
+MIGRATIONS: tuple[tuple[LiteralString, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

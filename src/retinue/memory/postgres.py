@@ -59,6 +59,7 @@ from retinue.memory.embeddings import VECTOR_SCAN_LIMIT, Embedder, pack, top_by_
 from retinue.memory.pending import PendingTranscript
 from retinue.memory.pg_conversations import PgConversations
 from retinue.memory.pg_journal import PgJournal
+from retinue.memory.pg_transcripts import PgTranscripts
 from retinue.memory.store import DEFAULT_BLOCK_LIMITS, Block, Passage, render_memory
 from retinue.memory.tasks import PgTasks
 from retinue.memory.text import normalize, pg_text
@@ -129,6 +130,8 @@ class PostgresMemory(StoreCommon):
         self.journal = PgJournal(self)
         """Durable sessions' records and histories (a ``SessionJournal``), one statement per
         operation."""
+        self.transcripts = PgTranscripts(self)
+        """Ended sessions' transcripts (a ``TranscriptStore``), searched by ``tsvector``."""
         self.pool_size = pool_size
         self.pgvector = False
         self._pool: AsyncConnectionPool[AsyncConnection] | None = None

@@ -147,7 +147,42 @@ CREATE TABLE session_messages (
 ) WITHOUT ROWID;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
+# v8: transcripts of ended sessions (retinue.memory.transcripts): one row per transcript,
+# its summary's columns and its entries as JSON; its searchable text in an FTS5 table whose
+# rowid is the transcript's.
+_V8 = """
+CREATE TABLE transcripts (
+    tenant TEXT NOT NULL,
+    id TEXT NOT NULL UNIQUE,
+    session_id TEXT NOT NULL,
+    parent_id TEXT,
+    role TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    depth INTEGER NOT NULL,
+    turns INTEGER NOT NULL,
+    tool_calls INTEGER NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cache_read_tokens INTEGER NOT NULL,
+    requests INTEGER NOT NULL,
+    cost_usd REAL,
+    outcome TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    ended_at REAL NOT NULL,
+    message_count INTEGER NOT NULL,
+    body TEXT NOT NULL
+);
+
+CREATE INDEX transcripts_by_end ON transcripts (tenant, ended_at);
+CREATE INDEX transcripts_by_parent ON transcripts (tenant, parent_id);
+CREATE INDEX transcripts_ended ON transcripts (ended_at);
+
+CREATE VIRTUAL TABLE transcripts_fts USING fts5(
+    text, tokenize='unicode61 remove_diacritics 2'
+);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -38,6 +38,7 @@ from retinue.memory.pending import PendingStore
 from retinue.memory.schema import migrate
 from retinue.memory.sqlite_conversations import SQLiteConversations
 from retinue.memory.sqlite_journal import SQLiteJournal
+from retinue.memory.sqlite_transcripts import SQLiteTranscripts
 from retinue.memory.store import DEFAULT_BLOCK_LIMITS, Block, Passage, render_memory
 from retinue.memory.tasks import SQLiteTasks
 from retinue.memory.text import normalize, scrub
@@ -102,6 +103,8 @@ class SQLiteMemory(StoreCommon):
         """The teams' shared task lists (a ``TaskStore``), in this file."""
         self.journal = SQLiteJournal(self._tx, self._read)
         """Durable sessions' records and histories (a ``SessionJournal``), in this file."""
+        self.transcripts = SQLiteTranscripts(self._tx, self._read)
+        """Ended sessions' transcripts (a ``TranscriptStore``), in this file."""
 
     def close(self) -> None:
         with self._lock:
