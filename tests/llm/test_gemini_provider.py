@@ -289,3 +289,19 @@ def test_reasoning_of_other_providers_is_never_sent(gemini: Any) -> None:
     ]
     _, contents = request_contents(history, "gemini-3-pro")
     assert contents[1] == {"role": "model", "parts": [{"text": "hello"}]}
+
+
+async def test_thinking_levels_a_pro_model_takes(gemini: Any) -> None:
+    """Gemini 3 Pro thinks low or high: Retinue's medium goes as high; a thinking level and a
+    budget together are the documented 400 (rule G5), here only through ``extra``."""
+    server = gemini(ScriptedModel(["a"]))
+    pro = _model(server).with_settings(ModelSettings(effort="medium"))
+    await pro.complete([UserMessage("hi")])
+    await pro.aclose()
+    assert "HIGH" in json.dumps(server.requests[0]["generationConfig"])
+    both = {"thinking_config": {"thinking_level": "low", "thinking_budget": 128}}
+    broken = _model(server).with_settings(ModelSettings(extra=both))
+    with pytest.raises(ModelError, match="HTTP 400") as caught:
+        await broken.complete([UserMessage("hi")])
+    await broken.aclose()
+    assert caught.value.status_code == 400 and len(server.rejected) == 1

@@ -70,15 +70,22 @@ def settings_config(model: str, settings: ModelSettings) -> tuple[dict[str, Any]
     """The ``GenerateContentConfig`` fields ``settings`` set for ``model``, and those left
     out with the reason.
 
-    ``effort``: Gemini 3 "uses the thinking_level parameter" (low, medium, high; Retinue's
-    xhigh and max as high); Gemini 2.5 "uses thinking_budget" (ai.google.dev/gemini-api/docs/
-    thinking). A model that is not Gemini 2.5 or later gets no thinking setting.
+    ``effort``: Gemini 3 takes ``thinking_level`` and 2.5 ``thinking_budget``, never both in
+    one request ("Doing so will return a 400 error", ai.google.dev/gemini-api/docs/gemini-3).
+    Gemini 3 Pro takes the levels ``low`` and ``high``, Flash also ``minimal`` and ``medium``
+    (same page): Retinue's ``medium`` goes to a Pro model as ``high`` (its default), and
+    ``xhigh`` / ``max`` as ``high`` everywhere. A model that is not Gemini 2.5 or later gets no
+    thinking setting.
     """
     fields: dict[str, Any] = {}
     dropped: list[str] = []
     bare = model.rsplit("/", 1)[-1]
     if settings.effort and _GEMINI_3.match(bare):
-        fields["thinking_config"] = {"thinking_level": _LEVELS[settings.effort]}
+        level = _LEVELS[settings.effort]
+        if level == "medium" and "flash" not in bare:
+            level = "high"
+            dropped.append("effort medium (Gemini 3 Pro thinks low or high: high is sent)")
+        fields["thinking_config"] = {"thinking_level": level}
     elif settings.effort and bare.startswith("gemini-2.5"):
         fields["thinking_config"] = {"thinking_budget": _BUDGETS[settings.effort]}
     elif settings.effort:

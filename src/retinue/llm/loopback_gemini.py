@@ -34,7 +34,11 @@ Each rule, and where it is written:
   with a function call; continuedev/continue#11164) and "Please ensure that the number of
   function response parts is equal to the number of function call parts of the function call
   turn." (google-gemini/gemini-cli#4217, #16415).
-* **G5** A scripted ``finish_reason="refusal"`` is answered as a safety stop: HTTP 200, a
+* **G5** ``thinkingConfig`` with both ``thinkingLevel`` and ``thinkingBudget`` is a 400: "You
+  cannot use both thinking_level and thinking_budget in the same request. Doing so will
+  return a 400 error" (ai.google.dev/gemini-api/docs/gemini-3, as the gemini_ex
+  ThinkingConfig docs quote it); the error's text is not published, the emulator's is its own.
+* **G6** A scripted ``finish_reason="refusal"`` is answered as a safety stop: HTTP 200, a
   candidate with ``finishReason: "SAFETY"`` and no content; ``finish_reason="blocked"`` as a
   blocked prompt: ``promptFeedback.blockReason: "PROHIBITED_CONTENT"`` and no candidate
   (the API reference, ``GenerateContentResponse``).
@@ -76,6 +80,7 @@ MISSING = (
     "performance. Additional data, function call `default_api:{name}` , position {position}."
 )
 CORRUPTED = "Corrupted thought signature."
+THINKING_BOTH = "thinking_level and thinking_budget cannot be set in the same request."
 CALL_ORDER = (
     "Please ensure that function call turn comes immediately after a user turn or after a "
     "function response turn."
@@ -167,7 +172,13 @@ class LoopbackGeminiServer(LoopbackServer):
     # -- the rules ---------------------------------------------------------------------------
 
     def check(self, model: str, body: dict[str, Any]) -> None:
-        """Raise :class:`_Rejected` when ``body`` breaks rules G2 to G4."""
+        """Raise :class:`_Rejected` when ``body`` breaks rules G2 to G5."""
+        config = _field(body, "generationConfig", "generation_config") or {}
+        thinking = _field(config, "thinkingConfig", "thinking_config") or {}
+        level = _field(thinking, "thinkingLevel", "thinking_level")
+        budget = _field(thinking, "thinkingBudget", "thinking_budget")
+        if level is not None and budget is not None:
+            raise _Rejected(400, THINKING_BOTH)
         contents: list[dict[str, Any]] = list(body.get("contents") or ())
         turn_start = -1
         for i, content in enumerate(contents):
@@ -218,7 +229,7 @@ class LoopbackGeminiServer(LoopbackServer):
     # -- answers -----------------------------------------------------------------------------
 
     def render_response(self, response: ModelResponse, model: str) -> dict[str, Any]:
-        """The ``GenerateContentResponse`` for ``response`` (rules G1 and G5)."""
+        """The ``GenerateContentResponse`` for ``response`` (rules G1 and G6)."""
         usage = _usage(response, thinking=requires_signatures(model))
         if response.finish_reason == "blocked":
             return {
