@@ -305,3 +305,17 @@ async def test_thinking_levels_a_pro_model_takes(gemini: Any) -> None:
         await broken.complete([UserMessage("hi")])
     await broken.aclose()
     assert caught.value.status_code == 400 and len(server.rejected) == 1
+
+
+async def test_calls_without_ids_are_answered_by_name_and_position(gemini: Any) -> None:
+    server = gemini(ScriptedModel(_steps()), call_ids=False)
+    model = _model(server)
+    history: list[Message] = [UserMessage("2+3, then +10")]
+    reply = await _loop(model, history, stream=True)
+    await model.aclose()
+    assert reply.message.content == "15" and server.rejected == []
+    ids = [c.id for m in history if isinstance(m, AssistantMessage) for c in m.tool_calls]
+    assert len(set(ids)) == 2  # Retinue made one per call
+    sent = json.dumps(server.requests[-1])
+    assert '"id"' not in sent  # and never sent them
+    assert sent.count('"functionResponse"') == 2

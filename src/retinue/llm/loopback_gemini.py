@@ -43,8 +43,9 @@ Each rule, and where it is written:
   blocked prompt: ``promptFeedback.blockReason: "PROHIBITED_CONTENT"`` and no candidate
   (the API reference, ``GenerateContentResponse``).
 
-``rejected`` lists every refusal as ``(status, message)``. Errors are Google's JSON error
-shape: ``{"error": {"code", "message", "status"}}``.
+``rejected`` lists every refusal as ``(status, message)``; ``call_ids=False`` sends function
+calls without an ``id`` (the field is optional in the API reference's ``FunctionCall``).
+Errors are Google's JSON error shape: ``{"error": {"code", "message", "status"}}``.
 """
 
 from __future__ import annotations
@@ -114,8 +115,9 @@ class LoopbackGeminiServer(LoopbackServer):
 
     base_path = ""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, call_ids: bool = True, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.call_ids = call_ids  # False: calls come without ``id``, as the API may send them
         self.rejected: list[tuple[int, str]] = []
         self._secret = secrets.token_bytes(16)
         self._issued: dict[bytes, _Issued] = {}  # by the signature's bytes
@@ -252,7 +254,7 @@ class LoopbackGeminiServer(LoopbackServer):
             parts.append({"text": m.content})
         for t in m.tool_calls:
             call: dict[str, Any] = {"name": t.name, "args": json.loads(t.arguments or "{}")}
-            if t.id:
+            if t.id and self.call_ids:
                 call["id"] = t.id
             parts.append({"functionCall": call})
         if requires_signatures(model) and parts:
