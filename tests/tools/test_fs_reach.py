@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from retinue.errors import WorkspaceError
 from retinue.messages import ToolCall, ToolResultMessage
 from retinue.tools import ToolContext, ToolRegistry
-from retinue.tools.builtin.reach import Places, opened
+from retinue.tools.builtin.reach import Places, Reach, opened
 
 Call = Callable[..., Awaitable[ToolResultMessage]]
 
@@ -127,3 +128,11 @@ async def test_a_worktree_inside_the_data_directory_is_an_ordinary_workspace(
     assert not wrote.is_error and not read.is_error, (wrote.content, read.content)
     places = Places.of(ctx)
     assert not places.protected(str(ws / "a.txt")) and places.protected(str(ws / ".git/x"))
+
+
+def test_a_folder_moved_out_of_the_workspace_while_opened_is_refused(
+    ctx: ToolContext, outside: Path
+) -> None:
+    reach = Reach.of(ctx, "Write", "d/a.txt", edit=True)
+    with pytest.raises(WorkspaceError, match="no longer lies inside the workspace"):
+        reach.check(str(outside / "d" / "a.txt"))

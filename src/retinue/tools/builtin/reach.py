@@ -10,13 +10,16 @@ it opens there. Three checks (:meth:`Reach.check`):
 - *hidden*: what the ``Bash`` sandbox hides is hidden from the file tools too, even inside
   the workspace: :data:`~retinue.tools.builtin.sandbox.SECRET_PATHS` under ``$HOME``
   (``~/.ssh``, ``~/.aws``...) and the data directory (``RETINUE_HOME``: server tokens,
-  approvals, config). Nothing there is read, listed, searched, written or created. A path
-  that holds the workspace is not hidden (the sandbox mounts the workspace over it);
+  approvals, config). Nothing there is read, listed, searched, written or created. A place
+  that holds the workspace is not hidden (the sandbox mounts the workspace over it), and one
+  outside it needs no hiding (no file tool reaches it: a folder moved out of the workspace
+  while it was being opened is refused too);
 - *rules*: what a deny rule, or an ask rule nobody was asked about, keeps from the tool (the
   gate's :class:`~retinue.tools.builtin.pathrules.PathFilter`);
 - *protected*: an edit that lands in what runs later (:data:`PROTECTED` at the top of the
-  workspace or of ``$HOME``, or anything in the data directory) through a path that did not
-  name it is refused: the person approved a different path.
+  workspace or of ``$HOME``, or anything in the data directory, unless that place holds the
+  workspace) through a path that did not name it is refused: the person approved a
+  different path.
 
 ``~`` is expanded here as :func:`~retinue.tools.builtin.workspace.locate` expands it, and
 names are compared case-folded (for the filesystems that ignore case). The gate's own test of
@@ -164,8 +167,13 @@ class Reach:
         path = os.fspath(path)
         self.check_hidden(path)
         rel = self.places.in_workspace(path)
-        shown = path if rel is None else rel or "."
-        if rel is not None and self.rules.hides(rel):
+        if rel is None:  # (the folder opened was moved out of the workspace meanwhile)
+            raise WorkspaceError(
+                f"{self.spelt} no longer lies inside the workspace (a folder on the way was "
+                "moved while it was being opened); nothing was opened"
+            )
+        shown = rel or "."
+        if self.rules.hides(rel):
             raise ToolError(f"{self._via(rel, shown)}permission rules keep {shown} from "
                             f"{self.tool}; nothing was opened")  # fmt: skip
         if self.edit and self.places.protected(path) and not self.places.protected(self.lexical):
@@ -187,10 +195,10 @@ class Reach:
                 "own data (keys, tokens, settings), which the Bash sandbox hides as well"
             )
 
-    def _via(self, rel: str | None, shown: str) -> str:
+    def _via(self, rel: str, shown: str) -> str:
         """What to say first when the path opened is not the path as written."""
         written = self.places.in_workspace(self.lexical)
-        if rel is not None and written is not None and rel.casefold() == written.casefold():
+        if written is not None and rel.casefold() == written.casefold():
             return ""
         return f"{self.spelt} leads through a symbolic link to {shown}: "
 
