@@ -11,6 +11,8 @@ sessions and paused turns survive a restart and move between workers; default fa
 ``RETINUE_DURABLE_SESSIONS=1`` turns it on; see :mod:`retinue.durable`), and a
 ``[model_aliases]`` table (names for models, see :func:`canonical_model`)
 and ``[mcp_servers.<name>]`` tables (MCP servers, see :mod:`retinue.mcp.config`).
+``transcript_retention_days``: how long an ended session's transcript is kept (0 = none are
+kept; default 30; see :mod:`retinue.memory.transcripts`).
 Every value is checked by a strict pydantic model (:class:`FileSettings`): its type
 (a boolean is not an integer) and its range; a bad one is a ``ConfigError`` naming the setting.
 ``database_url`` (a ``postgresql://`` URL; ``RETINUE_DATABASE_URL`` wins over it) keeps memory
@@ -197,6 +199,7 @@ class FileSettings(pydantic.BaseModel):
     session_token_budget: Annotated[int, Field(ge=0)] | None = None
     keep_conversations: bool | None = None
     conversation_retention_days: Annotated[float, Field(ge=0)] | None = None
+    transcript_retention_days: Annotated[float, Field(ge=0)] | None = None
     durable_sessions: bool | None = None
     model_aliases: dict[str, str] | None = None
     mcp_servers: dict[str, dict[str, Any]] | None = None
@@ -249,6 +252,7 @@ class Settings:
     session_token_budget: int = 0  # tokens one interactive session may use; 0 = no limit
     keep_conversations: bool = True  # the service stores its chats' histories (memory DB)
     conversation_retention_days: float = 30.0  # forget a chat not used for this long; 0 = never
+    transcript_retention_days: float = 30.0  # keep ended sessions' transcripts; 0 = keep none
     durable_sessions: bool = False  # record sessions at each step (retinue.durable)
     model_aliases: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_MODEL_ALIASES))
     mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)  # checked by retinue.mcp

@@ -33,6 +33,7 @@ from retinue.engine.session import (
     Session,
     repair_history,
 )
+from retinue.engine.transcripts import TranscriptKeeper
 from retinue.events import EventSink
 from retinue.llm._gguf import DEFAULT_MODEL, installed_default
 from retinue.llm.base import Model
@@ -182,6 +183,8 @@ class Runtime:
         attach_servers(tools, settings, catalog.roles.values())  # MCP tools, started on use
         memory = open_store(settings.home, settings.database_url) if with_memory else None
         compressor = AutoCompressor()
+        days = settings.transcript_retention_days  # 0: no transcript is kept
+        keeper = TranscriptKeeper(memory.transcripts, days) if memory and days > 0 else None
         manager = SubAgentManager(
             catalog,
             tools,
@@ -194,6 +197,7 @@ class Runtime:
             max_iterations=settings.max_iterations,
             session_token_budget=settings.session_token_budget or None,
             stream=stream,
+            transcripts=keeper,
         )
         outside = settings.sandbox.get("trusted_outside", ())  # the user's hooks on the host
         hooks = load_hooks(settings.workspace, settings.home, config=settings.hooks,
@@ -320,7 +324,9 @@ class Conversation:
             stream=self.stream,
             context_keeper=rt.compressor,
         )
-        lifecycle = Lifecycle(system_prompt=self.system_prompt, end_children=self._end_children)
+        keeper = rt.manager.transcripts
+        lifecycle = Lifecycle(system_prompt=self.system_prompt, end_children=self._end_children,
+                              transcript=keeper.keep if keeper is not None else None)  # fmt: skip
         budget = rt.settings.max_budget_usd or None  # US dollars (--max-budget-usd)
         return Session(self.agent_id, config, lifecycle, budget_usd=budget)
 

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -133,12 +134,15 @@ class Lifecycle:
     ``system_prompt`` is rendered at the first turn. ``end_children`` ends the sessions this
     one holds (at close; and after every turn when ``children_per_turn``, as for the main
     agent, whose "run" is one user message). ``consolidate`` writes the history to memory and
-    says whether that worked. ``closed`` is told once the session is closed.
+    says whether that worked. ``transcript`` keeps the ended session's transcript (see
+    :mod:`retinue.engine.transcripts`; it never raises). ``closed`` is told once the session
+    is closed.
     """
 
     system_prompt: Callable[[], Awaitable[str]] | None = None
     end_children: Callable[[], Awaitable[object]] | None = None
     consolidate: Callable[[Sequence[Message]], Awaitable[Consolidation]] | None = None
+    transcript: Callable[[Session], Awaitable[None]] | None = None
     closed: Callable[[Session], None] | None = None
     children_per_turn: bool = False
 
@@ -221,6 +225,7 @@ class Session:
         "lifecycle",
         "question",
         "recorder",
+        "started_at",
         "token_budget",
         "turns",
     )
@@ -240,6 +245,7 @@ class Session:
         self.token_budget = token_budget
         self.budget_usd = budget_usd  # US dollars the session may spend (retinue.telemetry)
         self.turns = 0
+        self.started_at = time.time()  # (Unix seconds: its transcript says when it began)
         # the usage figures as a tuple of ints, which the cyclic collector soon stops
         # tracking (a Usage record per model call would be one more object it walks)
         self._used = (0, 0, 0, 0)
@@ -798,6 +804,8 @@ class Session:
             if self.lifecycle.consolidate is not None:
                 outcome = await self.lifecycle.consolidate(list(self.config.messages))
             self.consolidation = outcome
+            if self.lifecycle.transcript is not None:
+                await self.lifecycle.transcript(self)
             if recorder is not None:
                 await recorder.forget(self)
             if self.config.messages and hooks_of(self.config.context) is not None:

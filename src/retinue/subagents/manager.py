@@ -30,6 +30,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from retinue.a2a.client import end_remote
 from retinue.engine.config import ContextKeeper, RunConfig, RunOutput
 from retinue.engine.session import ASKS_NOTE, Consolidation, Lifecycle, Session, current_session
+from retinue.engine.transcripts import TranscriptKeeper
 from retinue.errors import SubAgentError
 from retinue.events import SESSION, emit
 from retinue.llm.base import Model
@@ -76,6 +77,7 @@ class SubAgentManager:
         max_iterations: int = 50,
         session_token_budget: int | None = None,
         stream: bool = False,
+        transcripts: TranscriptKeeper | None = None,
     ) -> None:
         self.factory = AgentFactory(
             catalog,
@@ -93,6 +95,7 @@ class SubAgentManager:
         self.memory = memory
         self.max_depth = max_depth
         self.session_token_budget = session_token_budget
+        self.transcripts = transcripts  # keeps each ended session's transcript (None: none)
         self._one_shot_ids = itertools.count(1)
         self.letting_go: set[str] = set()  # trees let go of here (retinue.durable), by root
 
@@ -273,6 +276,7 @@ class SubAgentManager:
             system_prompt=hooks.system_prompt,
             end_children=hooks.end_children,
             consolidate=hooks.consolidate,
+            transcript=hooks.transcript,
             closed=hooks.closed,
         )
         budget = self.session_token_budget if interactive else None
@@ -463,6 +467,11 @@ class _Hooks:
         if self.manager.lets_go(self.agent_id):  # another process goes on with it
             return _nothing()
         return self.manager.factory.consolidate(self.role, self.config, messages)
+
+    async def transcript(self, session: Session) -> None:
+        keeper = self.manager.transcripts
+        if keeper is not None and not self.manager.lets_go(self.agent_id):  # (not ended)
+            await keeper.keep(session)
 
     def closed(self, session: Session) -> None:
         registry, agent_id = self.manager.registry, self.agent_id
