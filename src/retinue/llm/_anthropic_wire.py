@@ -142,10 +142,12 @@ def is_signed(part: ReasoningPart) -> bool:
 
 
 def reasoning_block(part: ReasoningPart) -> dict[str, Any]:
-    """The block ``part`` came from, as Anthropic sent it."""
+    """The block ``part`` came from, as Anthropic sent it (a stored part cannot change its
+    own ``type`` or ``thinking`` through ``data``)."""
+    rest = {k: v for k, v in part.data.items() if k not in ("type", "thinking")}
     if part.kind == "thinking":
-        return {"type": "thinking", "thinking": part.text, **part.data}
-    return {"type": part.kind, **part.data}
+        return {"type": "thinking", "thinking": part.text, **rest}
+    return {"type": part.kind, **rest}
 
 
 def tool_input(arguments: str) -> dict[str, Any]:
