@@ -88,6 +88,49 @@ async def test_an_interactive_sub_agent_on_gemini_keeps_its_signatures_over_two_
     assert _signed_calls(server.requests[6]) == [("SubAgent", True), ("SubAgent", True)]
 
 
+async def test_unloading_a_sub_agent_on_gemini_consolidates(tmp_path: Path) -> None:
+    keeper = Role(
+        name="calculator",
+        description="Does arithmetic with the add tool",
+        prompt="You are a careful calculator.",
+        tools=("add",),
+        capabilities=frozenset({"memory"}),
+    )
+    script = ScriptedModel(
+        [
+            _delegate("add 2 and 3"),  # parent
+            call_tool("add", {"a": 2, "b": 3}, id="s1"),  # sub-agent
+            "5",
+            call_tool("UnloadSubAgent", {"role": "calculator"}),  # parent
+            call_tool("memorize", {"block_updates": [], "new_passages": ["2 + 3 = 5"]}),
+            "Done: 5.",  # parent
+        ]
+    )
+    with LoopbackGeminiServer(script) as server:
+        model = GeminiModel("gemini-3-pro", base_url=server.base_url, max_retries=0)
+        agent = Agent(
+            model,
+            workspace=tmp_path,
+            home=tmp_path / "home",
+            builtin_tools=False,
+            tools=[add],
+            roles=[keeper],
+        )
+        with agent:
+            out = await agent.run("Add 2 and 3 with the calculator, then let it go.")
+        await model.aclose()
+    script.assert_done()
+    assert out.content == "Done: 5."
+    assert server.rejected == []
+    results = [
+        p["functionResponse"]["response"]
+        for c in server.requests[5]["contents"]
+        for p in c["parts"]
+        if "functionResponse" in p
+    ]
+    assert "consolidated" in json.dumps(results[-1])
+
+
 async def test_a_sub_agent_on_gemini_under_a_parent_on_claude(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
