@@ -15,33 +15,50 @@ Each :meth:`Agent.run` is a fresh conversation (its interactive sub-agent sessio
 it); :meth:`Agent.conversation` keeps one across messages. :meth:`Agent.stream` yields the
 run's :class:`~retinue.events.Event` objects as they happen (streamed text arrives as
 ``text_delta`` events) and holds the :class:`~retinue.engine.config.RunOutput` at the end.
+
+Typed: ``Agent(output_type=Report)`` makes ``run()`` return a ``RunOutput[Report]`` whose
+``output`` is the validated ``Report`` (:mod:`retinue.engine.output`); a role's own
+``output_type`` reaches Python in :attr:`RunOutput.subagent_outputs`. ``run(..., deps=x)``
+hands ``x`` to every tool at every depth as ``ctx.deps`` (``Agent[MyDeps, Report]`` with
+``deps_type=MyDeps`` lets a type checker check it). :meth:`Agent.override` swaps the model
+for a block, as tests do.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import suppress
+import json
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, cast
+
+from typing_extensions import TypeVar
 
 from retinue.config import Settings
 from retinue.engine.config import RunOutput
+from retinue.engine.output import OutputSpec, SubAgentOutput, output_spec
 from retinue.errors import ConfigError, RoleError
-from retinue.events import Event, EventSink
+from retinue.events import RUN_FINISHED, Event, EventSink
 from retinue.llm.base import Model
-from retinue.llm.settings import ModelSettings
+from retinue.llm.resolve import resolve_model
+from retinue.llm.settings import ModelSettings, with_settings
 from retinue.policy.approvals import Approver
 from retinue.policy.modes import PermissionMode
-from retinue.runtime import Conversation, Runtime, role_tools
+from retinue.runtime import Conversation, Runtime, choose_model, role_tools
 from retinue.subagents.roles import Role, valid_name
 from retinue.subagents.tools import NO_ANSWER
 from retinue.tools.base import Tool, tool
 
-__all__ = ["Agent", "AgentStream"]
+__all__ = ["Agent", "AgentStream", "DepsT", "OutputT"]
+
+DepsT = TypeVar("DepsT", default=Any)
+"""The type of the per-run context (``run(..., deps=x)``, every tool's ``ctx.deps``)."""
+OutputT = TypeVar("OutputT", default=Any)
+"""The type of :attr:`RunOutput.output`: the ``output_type`` given."""
 
 
-class Agent:
+class Agent(Generic[DepsT, OutputT]):
     """A main agent: a model, instructions, tools and the roles it may delegate to.
 
     ``model`` is a string such as ``openai:gpt-4o-mini`` or a :class:`~retinue.llm.Model`
@@ -67,6 +84,14 @@ class Agent:
     before each turn, as a token budget is; see :mod:`retinue.telemetry.prices`).
     ``model_settings`` (:class:`~retinue.llm.settings.ModelSettings`: effort, output tokens,
     ...) apply to the main model; a role's ``model_settings`` apply to its own.
+
+    ``output_type`` (a pydantic model, a dataclass, a TypedDict or a JSON schema ``dict``)
+    makes every answer typed: ``run()``'s :attr:`RunOutput.output` is the validated object
+    and ``content`` its JSON. The model answers through a ``final_result`` tool; an answer
+    that does not validate is shown its errors and retried ``output_retries`` times, then
+    :class:`~retinue.errors.OutputValidationError`. A type that cannot be a schema is a
+    :class:`~retinue.errors.ConfigError` here. ``deps_type`` only tells a type checker what
+    ``run(..., deps=...)`` takes.
 
     Permissions: with ``approver`` (a function, sync or async, given a
     :class:`~retinue.policy.approvals.ApprovalRequest`, answering ``True`` / ``False`` or an
@@ -94,10 +119,21 @@ class Agent:
         max_iterations: int | None = None,
         max_budget_usd: float | None = None,
         model_settings: ModelSettings | None = None,
+        output_type: type[OutputT] | Mapping[str, Any] | None = None,
+        output_retries: int = 2,
+        deps_type: type[DepsT] | None = None,
     ) -> None:
         if max_iterations is not None and max_iterations < 1:
             raise ConfigError(f"max_iterations must be at least 1, not {max_iterations}")
+        self.output_type = output_type
+        self._output: OutputSpec[Any] | None = None
+        if output_type is not None:
+            self._output = output_spec(dict(output_type) if isinstance(output_type, Mapping)
+                                       else output_type, retries=output_retries)  # fmt: skip
+        self.deps_type = deps_type
         self.model = model
+        self._overrides: list[str | Model] = []  # override(model=...), innermost last
+        self._built_with: str | Model | None = None  # the model the runtime runs on
         self.model_settings = model_settings
         self.max_iterations = max_iterations
         self.max_budget_usd = max_budget_usd
@@ -114,20 +150,42 @@ class Agent:
         self._runtime: Runtime | None = None
         self._runner: asyncio.Runner | None = None
         self._active: dict[str, EventSink | None] = {}  # running conversations' listeners
+        self._typed: dict[str, list[SubAgentOutput]] = {}  # sub-agents' typed answers, by run
+
+    @property
+    def effective_model(self) -> str | Model | None:
+        """The model the next run uses: the innermost :meth:`override`, else :attr:`model`."""
+        return self._overrides[-1] if self._overrides else self.model
+
+    @contextmanager
+    def override(self, *, model: str | Model) -> Iterator[None]:
+        """Run on ``model`` inside the ``with`` block (a test's
+        :class:`~retinue.testing.ScriptedModel`), whether or not the agent has run before;
+        the main agent and the sub-agents that inherit its model use it."""
+        self._overrides.append(model)
+        try:
+            yield
+        finally:
+            self._overrides.remove(model)
 
     @property
     def runtime(self) -> Runtime:
-        """The runtime under this agent, built on first use (model, roles, memory)."""
+        """The runtime under this agent, built on first use (model, roles, memory); it runs
+        on :attr:`effective_model` (a model changed since is swapped in)."""
+        if self._runtime is not None and self.effective_model != self._built_with:
+            self._swap_model(self._runtime)
         if self._runtime is None:
-            spec = self.model if isinstance(self.model, str) else None
+            chosen = self.effective_model
+            spec = chosen if isinstance(chosen, str) else None
             settings = Settings.load(home=self.home, workspace=self.workspace, model=spec)
             if self.max_iterations is not None:
                 settings.max_iterations = self.max_iterations
             if self.max_budget_usd is not None:
                 settings.max_budget_usd = self.max_budget_usd
+            self._built_with = chosen
             self._runtime = Runtime.create(
                 settings,
-                model=self.model if isinstance(self.model, Model) else None,
+                model=chosen if isinstance(chosen, Model) else None,
                 events=self._dispatch,
                 extra_tools=self.tools,
                 with_memory=self.memory,
@@ -147,6 +205,19 @@ class Agent:
             self._check_roles(self._runtime)
         return self._runtime
 
+    def _swap_model(self, runtime: Runtime) -> None:
+        """Put :attr:`effective_model` under the main agent and the roles that inherit."""
+        chosen = self.effective_model
+        if chosen is None:
+            spec, _ = choose_model(runtime.settings)
+            model = resolve_model(spec)
+        else:
+            model = resolve_model(chosen) if isinstance(chosen, str) else chosen
+        model = with_settings(model, self.model_settings, resolve_model)
+        runtime.model = model
+        runtime.manager.factory.default_model = model
+        self._built_with = chosen
+
     def _check_roles(self, runtime: Runtime) -> None:
         known = {*runtime.tools.names, *(t.name for t in role_tools())}
         for role in self.roles:
@@ -156,29 +227,40 @@ class Agent:
             unknown = [t for t in role.tools or () if t not in known and not t.startswith("mcp__")]
             if unknown:
                 raise RoleError(f"role {role.name!r} names unknown tools: {', '.join(unknown)}")
+            if role.output_type is not None:
+                try:
+                    output_spec(role.output_type)
+                except ConfigError as exc:
+                    raise RoleError(f"role {role.name!r}: {exc}") from None
 
-    def conversation(self, *, keep_sessions: bool = False) -> Conversation:
+    def conversation(
+        self, *, keep_sessions: bool = False, deps: DepsT | None = None
+    ) -> Conversation:
         """A conversation that keeps its history across :meth:`Conversation.send` calls."""
-        return self.runtime.conversation(keep_sessions=keep_sessions)
+        return self.runtime.conversation(
+            keep_sessions=keep_sessions, deps=deps, output=self._output
+        )
 
-    async def run(self, prompt: str) -> RunOutput:
-        """Run the agent on ``prompt`` in a fresh conversation; return its output."""
+    async def run(self, prompt: str, *, deps: DepsT | None = None) -> RunOutput[OutputT]:
+        """Run the agent on ``prompt`` in a fresh conversation; return its output. ``deps``
+        reaches every tool, at every depth, as ``ctx.deps`` (never recorded, never sent)."""
         runtime = self.runtime
         agent_id = self._claim(None)
         try:
-            return await _unasked(runtime.conversation(agent_id), prompt)
+            conversation = runtime.conversation(agent_id, deps=deps, output=self._output)
+            return self._typed_output(agent_id, await _unasked(conversation, prompt))
         finally:
-            del self._active[agent_id]
+            self._release(agent_id)
 
-    def run_sync(self, prompt: str) -> RunOutput:
+    def run_sync(self, prompt: str, *, deps: DepsT | None = None) -> RunOutput[OutputT]:
         """:meth:`run` for code without an event loop (one loop is kept across calls)."""
         if self._runner is None:
             self._runner = asyncio.Runner()
-        return self._runner.run(self.run(prompt))
+        return self._runner.run(self.run(prompt, deps=deps))
 
-    def stream(self, prompt: str) -> AgentStream:
+    def stream(self, prompt: str, *, deps: DepsT | None = None) -> AgentStream[OutputT]:
         """``async for event in agent.stream(prompt)``; then ``.output`` holds the result."""
-        return AgentStream(self, prompt)
+        return AgentStream(self, prompt, deps)
 
     def close(self) -> None:
         """Release the memory store and the loop :meth:`run_sync` kept."""
@@ -189,7 +271,7 @@ class Agent:
             self._runtime.memory.close()
         self._runtime = None  # a later run builds a new one
 
-    def __enter__(self) -> Agent:
+    def __enter__(self) -> Agent[DepsT, OutputT]:
         return self
 
     def __exit__(self, *_: object) -> None:
@@ -202,15 +284,36 @@ class Agent:
         while (agent_id := "main" if n == 1 else f"main-{n}") in self._active:
             n += 1
         self._active[agent_id] = listener
+        self._typed[agent_id] = []
         return agent_id
+
+    def _release(self, agent_id: str) -> None:
+        del self._active[agent_id]
+        self._typed.pop(agent_id, None)
+
+    def _typed_output(self, agent_id: str, out: RunOutput[Any]) -> RunOutput[OutputT]:
+        out.subagent_outputs = list(self._typed.get(agent_id, ()))
+        return cast("RunOutput[OutputT]", out)
 
     def _dispatch(self, event: Event) -> None:
         if self.on_event is not None:
             self.on_event(event)
-        root = event.agent_id.split("/", 1)[0]
+        root, _, below = event.agent_id.partition("/")
+        if below and event.kind == RUN_FINISHED and "output" in event.data:
+            self._keep_typed(root, event)
         listener = self._active.get(root)
         if listener is not None:
             listener(event)
+
+    def _keep_typed(self, root: str, event: Event) -> None:
+        """A sub-agent's typed answer, as its role's output type (the event has its JSON)."""
+        kept = self._typed.get(root)
+        runtime = self._runtime
+        role = runtime.catalog.roles.get(str(event.data.get("role"))) if runtime else None
+        if kept is None or role is None or role.output_type is None:
+            return
+        value = output_spec(role.output_type).parse(json.dumps(event.data["output"]))
+        kept.append(SubAgentOutput(event.agent_id, role.name, value))
 
 
 async def _unasked(conversation: Conversation, prompt: str) -> RunOutput:
@@ -222,17 +325,18 @@ async def _unasked(conversation: Conversation, prompt: str) -> RunOutput:
     return out
 
 
-class AgentStream:
+class AgentStream(Generic[OutputT]):
     """The events of one run, as an async iterator; :attr:`output` once it is exhausted.
 
     Leaving the ``async for`` early cancels the run once the iterator is closed (wrap it in
     :func:`contextlib.aclosing` to close it at once).
     """
 
-    def __init__(self, agent: Agent, prompt: str) -> None:
+    def __init__(self, agent: Agent[Any, OutputT], prompt: str, deps: Any = None) -> None:
         self._agent = agent
         self._prompt = prompt
-        self.output: RunOutput | None = None
+        self._deps = deps
+        self.output: RunOutput[OutputT] | None = None
 
     def __aiter__(self) -> AsyncIterator[Event]:
         return self._events()
@@ -242,16 +346,18 @@ class AgentStream:
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
         runtime = agent.runtime
         agent_id = agent._claim(queue.put_nowait)
-        conversation = runtime.conversation(agent_id, stream=True)
+        conversation = runtime.conversation(
+            agent_id, stream=True, deps=self._deps, output=agent._output
+        )
         task = asyncio.create_task(_unasked(conversation, self._prompt))
         task.add_done_callback(lambda _: queue.put_nowait(None))
         try:
             while (event := await queue.get()) is not None:
                 yield event
-            self.output = task.result()
+            self.output = agent._typed_output(agent_id, task.result())
         finally:
             if not task.done():
                 task.cancel()
                 with suppress(asyncio.CancelledError):
                     await task
-            del agent._active[agent_id]
+            agent._release(agent_id)

@@ -12,6 +12,7 @@ The whole tree::
     │   └── WorkspaceError         a path or command left the workspace root
     ├── RoleError              a role file is broken, or a role is unknown
     ├── SubAgentError          delegation refused: depth, cycle, unknown session, ...
+    ├── OutputValidationError  the model's answers kept failing the run's output type
     ├── SessionError           a session refused a turn (token budget spent, empty message)
     │   └── SessionClosedError     the session was closed before the turn could begin
     ├── MemoryStoreError       the memory store refused or failed a read or write
@@ -34,6 +35,7 @@ __all__ = [
     "MemoryStoreError",
     "ModelError",
     "ModelRefusal",
+    "OutputValidationError",
     "PolicyError",
     "RetinueError",
     "RoleError",
@@ -90,6 +92,15 @@ class RoleError(RetinueError):
 
 class SubAgentError(RetinueError):
     """Delegation was refused (depth limit, cycle, unknown session, ...)."""
+
+
+class OutputValidationError(RetinueError):
+    """The model's final answer did not match the output type, after the retries allowed;
+    ``errors`` holds the last validation errors, one per line."""
+
+    def __init__(self, message: str, *, errors: str = "") -> None:
+        super().__init__(message)
+        self.errors = errors
 
 
 class SessionError(RetinueError):

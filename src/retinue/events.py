@@ -20,7 +20,7 @@ log = logging.getLogger("retinue.events")
 
 # Kinds, grouped by who emits them.
 RUN_STARTED = "run_started"  # data: role, parent_id, depth
-RUN_FINISHED = "run_finished"  # data: stop_reason, usage
+RUN_FINISHED = "run_finished"  # data: stop_reason, usage | role, output (a typed answer, JSON)
 TEXT_DELTA = "text_delta"  # data: text
 MODEL_STARTED = "model_started"  # data: model
 MODEL_CALLED = "model_called"  # data: input_tokens, output_tokens, seconds | purpose

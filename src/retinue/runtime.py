@@ -15,6 +15,7 @@ import asyncio
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from retinue.config import Settings
 from retinue.engine.compact import (
@@ -26,6 +27,7 @@ from retinue.engine.compact import (
 from retinue.engine.compress import AutoCompressor, CompressionResult
 from retinue.engine.config import RunConfig, RunOutput
 from retinue.engine.instructions import Instructions, load_instructions
+from retinue.engine.output import OutputSpec
 from retinue.engine.session import (
     INTERRUPTED_NOTE,
     Consolidation,
@@ -257,10 +259,12 @@ class Runtime:
         stream: bool = False,
         consolidate_later: bool = False,
         approver: Approver | None = None,
+        deps: Any = None,
+        output: OutputSpec[Any] | None = None,
     ) -> Conversation:
         return Conversation(
             self, agent_id, keep_sessions=keep_sessions, stream=stream,
-            consolidate_later=consolidate_later, approver=approver,
+            consolidate_later=consolidate_later, approver=approver, deps=deps, output=output,
         )  # fmt: skip
 
 
@@ -282,6 +286,8 @@ class Conversation:
     stream: bool = False
     consolidate_later: bool = False
     approver: Approver | None = None  # answers this conversation's calls that ask
+    deps: Any = None  # the caller's per-run context: every tool's ctx.deps (Agent.run)
+    output: OutputSpec[Any] | None = None  # the main agent's output type (Agent)
     session: Session = field(init=False)
     gate: Policy | None = field(init=False, default=None)
     _ending: dict[asyncio.Task[Consolidation], str] = field(init=False, default_factory=dict)
@@ -300,7 +306,9 @@ class Conversation:
     @property
     def context(self) -> ToolContext:
         ctx = self.runtime.context(self.agent_id)
-        return ctx if ctx.gate is self.gate else replace(ctx, gate=self.gate)
+        if ctx.gate is self.gate and self.deps is None:
+            return ctx
+        return replace(ctx, gate=self.gate, deps=self.deps)
 
     def _new_session(self) -> Session:
         rt = self.runtime
@@ -323,6 +331,7 @@ class Conversation:
             max_iterations=rt.settings.max_iterations,
             stream=self.stream,
             context_keeper=rt.compressor,
+            output=self.output,
         )
         keeper = rt.manager.transcripts
         lifecycle = Lifecycle(system_prompt=self.system_prompt, end_children=self._end_children,

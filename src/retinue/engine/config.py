@@ -4,13 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol
+
+from typing_extensions import TypeVar
 
 from retinue.llm.base import Model
 from retinue.messages import Message, Usage
 from retinue.tools.base import ToolContext, ToolRegistry
 
-__all__ = ["ContextKeeper", "RunConfig", "RunOutput", "StopReason"]
+if TYPE_CHECKING:
+    from retinue.engine.output import OutputSpec, SubAgentOutput
+
+__all__ = ["ContextKeeper", "OutputT", "RunConfig", "RunOutput", "StopReason"]
+
+OutputT = TypeVar("OutputT", default=Any)
+"""The type of :attr:`RunOutput.output`: the output type's (the answer's text without one)."""
+T = TypeVar("T")
+_NO_OUTPUT: Any = None  # RunOutput.output's default, whatever OutputT is
 
 StopReason = Literal[
     "final", "waiting_for_input", "max_iterations", "repeated_call", "interrupted", "asking"
@@ -56,7 +66,8 @@ class RunConfig:
     next step boundary, after the tool results and before the next model call. ``on_step``
     is awaited at each step boundary: after a model reply joins ``messages``, and after a
     step's tool results do (a durable session records its state there; see
-    :mod:`retinue.durable`).
+    :mod:`retinue.durable`). ``output`` (:mod:`retinue.engine.output`) makes the answer a
+    typed value: the model gets a ``final_result`` tool and its answer is validated.
     """
 
     model: Model
@@ -70,10 +81,17 @@ class RunConfig:
     on_usage: Callable[[Usage], None] | None = None
     steering: Callable[[], list[str]] | None = None
     on_step: Callable[[], Awaitable[None]] | None = None
+    output: OutputSpec[Any] | None = None
 
 
 @dataclass(slots=True)
-class RunOutput:
+class RunOutput(Generic[OutputT]):
+    """What a run gave back: ``content`` (the answer's text; with an output type, its JSON)
+    and ``output`` (the typed answer: the validated object, or the text when there is no
+    output type; ``None`` when the run ended without an answer). ``subagent_outputs`` are
+    the typed answers of the sub-agents whose roles have an output type, in the order they
+    came (:class:`~retinue.Agent` fills it; :meth:`outputs` picks them by type)."""
+
     content: str
     messages: list[Message]
     stop_reason: StopReason
@@ -81,6 +99,12 @@ class RunOutput:
     usage: Usage = field(default_factory=Usage)
     iterations: int = 0
     last_input_tokens: int = 0
+    output: OutputT = _NO_OUTPUT
+    subagent_outputs: list[SubAgentOutput] = field(default_factory=list)
+
+    def outputs(self, kind: type[T]) -> list[T]:
+        """The sub-agents' typed answers that are ``kind`` objects, in order."""
+        return [s.output for s in self.subagent_outputs if isinstance(s.output, kind)]
 
     @property
     def waiting_for_input(self) -> bool:

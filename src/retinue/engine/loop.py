@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 
 from retinue.engine.config import RunConfig, RunOutput
+from retinue.engine.output import Rejected, give_up, settle
 from retinue.engine.repeats import Repeats, refusal, stopped_note
 from retinue.errors import ContextTooLongError
 from retinue.events import (
@@ -22,7 +23,7 @@ from retinue.events import (
     EventSink,
     emit,
 )
-from retinue.llm.base import ModelResponse, TextCallback
+from retinue.llm.base import ModelResponse, TextCallback, ToolSpec
 from retinue.messages import (
     AssistantMessage,
     Message,
@@ -91,6 +92,7 @@ async def run(config: RunConfig) -> RunOutput:
     # model call is in flight is what the cyclic collector walks, thousands of runs at once.
     usage, tools_used, last_input = _NO_USAGE, _NO_TOOLS, 0
     repeats: Repeats | None = None
+    rejected = 0  # answers that did not match the output type (config.output)
     out: RunOutput | None = None
     chat = None  # the model call's span while it is in flight (tracing on)
     try:
@@ -104,15 +106,11 @@ async def run(config: RunConfig) -> RunOutput:
             if _tel.ENABLED:
                 chat = _tel.begin_chat(config.model.name, messages)
             try:
-                response = await config.model.complete(
-                    messages, config.tools.specs(), on_text=on_text
-                )
+                response = await config.model.complete(messages, _specs(config), on_text=on_text)
             except ContextTooLongError:
                 if not await _shortened(config):
                     raise
-                response = await config.model.complete(
-                    messages, config.tools.specs(), on_text=on_text
-                )
+                response = await config.model.complete(messages, _specs(config), on_text=on_text)
             _model_called(config, response, started)
             if chat is not None:
                 _tel.end_chat(chat, config.model.name, response.usage, response.message)
@@ -128,13 +126,24 @@ async def run(config: RunConfig) -> RunOutput:
             more = iteration < config.max_iterations  # room for a call that sees steering
             if more and _steer(config):  # arrived during the call: the model answers it first
                 continue
-            if isinstance(step, Final):
-                reason = "waiting_for_input" if step.waiting_for_input else "final"
-                content = step.content if step.content.strip() else no_answer(tools_used)
+            settled = settle(config.output, response.message) if config.output else None
+            if isinstance(settled, Rejected):  # not the output type: shown why, tries again
+                rejected = _rejected(config, settled, rejected + 1)
+                continue
+            if isinstance(step, Final) or settled is not None:
+                reason = "waiting_for_input" if config.interactive else "final"
+                if settled is not None:  # the typed answer: its JSON is the content
+                    messages.extend(settled.closing)
+                    content, value = settled.text, settled.value
+                else:
+                    text = step.content if isinstance(step, Final) else ""
+                    content = value = text if text.strip() else no_answer(tools_used)
                 out = RunOutput(
-                    content, messages, reason, _own(tools_used), usage, iteration, last_input
-                )
+                    content, messages, reason, _own(tools_used), usage, iteration, last_input,
+                    value,
+                )  # fmt: skip
                 return out
+            assert isinstance(step, RunTools)
             if repeats is None:
                 tools_used, repeats = [], Repeats()
             elif repeats.refused(step.calls):  # warned, and the same step again: stop
@@ -183,6 +192,7 @@ async def run(config: RunConfig) -> RunOutput:
                 ctx.agent_id,
                 stop_reason=out.stop_reason,
                 usage=_usage_dict(usage),
+                **_typed(config, out),
             )
 
 
@@ -208,6 +218,23 @@ async def _before_call(config: RunConfig, last_input: int) -> None:
     if keeper is not None:
         await keeper.before_call(config.messages, config.model, config.context, last_input)
     await config.tools.refresh(config.context)  # tools listed at run time (MCP servers) start
+
+
+def _rejected(config: RunConfig, rejected: Rejected, times: int) -> int:
+    """An answer that is not the output type: the model is shown why (the history stays
+    valid); past the retries allowed, :class:`~retinue.errors.OutputValidationError`."""
+    config.messages.extend(rejected.feedback)
+    spec = config.output
+    if spec is not None and times > spec.retries:
+        raise give_up(spec, rejected)
+    return times
+
+
+def _specs(config: RunConfig) -> list[ToolSpec]:
+    """The tools the model is offered: the registry's, and ``final_result`` when the run has
+    an output type (:mod:`retinue.engine.output`)."""
+    specs = config.tools.specs()
+    return specs if config.output is None else [*specs, config.output.tool]
 
 
 def _model_started(config: RunConfig) -> float:
@@ -333,6 +360,13 @@ def close_pending_calls(messages: list[Message]) -> None:
                 if c.id not in answered
             )
             return
+
+
+def _typed(config: RunConfig, out: RunOutput) -> dict[str, object]:
+    """What ``run_finished`` says of a typed answer: the role and the output as JSON data."""
+    if config.output is None or out.stop_reason not in ("final", "waiting_for_input"):
+        return {}
+    return {"role": config.context.role, "output": config.output.jsonable(out.output)}
 
 
 def _usage_dict(usage: Usage) -> dict[str, int]:

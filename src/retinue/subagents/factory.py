@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, cast
 
 from retinue.a2a.client import remote_agent
 from retinue.engine.config import ContextKeeper, RunConfig
+from retinue.engine.output import output_spec
 from retinue.engine.session import Consolidation, Session
 from retinue.errors import ConfigError
 from retinue.events import CONSOLIDATED, NOTICE, EventSink, emit
@@ -119,6 +120,7 @@ class AgentFactory:
             interactive=interactive,
             stream=self.stream,
             context_keeper=self._keeper_for(model) if self._keeper_for else None,
+            output=output_spec(role.output_type) if role.output_type is not None else None,
         )
 
     def model(self, role: Role, events: EventSink | None = None) -> Model:

@@ -52,6 +52,10 @@ Front matter keys and what they mean here (Claude Code's 16 documented fields an
 - ``isolation: worktree``: each session of the role works in a git worktree of the
   workspace, removed when it ends unless it has changes, which are reported
   (:mod:`retinue.subagents.worktree`).
+- ``outputSchema`` (or ``output_schema``): a JSON schema (a mapping whose ``type`` is
+  ``object``) the role's answer must match (:mod:`retinue.engine.output`): the role gets a
+  ``final_result`` tool, its parent reads the validated JSON. A schema that is not valid
+  JSON schema makes the file not load.
 - ``effort`` (Claude Code's) and Retinue's ``max_output_tokens``, ``temperature``,
   ``top_p``, ``timeout``, ``max_retries``, ``fallback_models`` and ``cache_ttl`` make the
   role's :class:`~retinue.llm.settings.ModelSettings` (``Role.model_settings``), applied to
@@ -81,6 +85,7 @@ from typing import Any
 
 from retinue.a2a.client import A2ARemote, parse_remote
 from retinue.config import MODEL_TIERS, canonical_model
+from retinue.engine.output import output_spec
 from retinue.errors import ConfigError, RoleError
 from retinue.llm.settings import SETTING_KEYS, ModelSettings
 from retinue.mcp.servers import ServerConfig, role_servers
@@ -111,7 +116,7 @@ _OWN_KEYS = frozenset(
     {"name", "description", "tools", "disallowedTools", "model", "capabilities", "memory",
      "spawn_agent", "maxTurns", "permissionMode", "mcpServers", "hooks", "skills",
      "initialPrompt", "background", "isolation", "maxBudgetUsd", "max_budget_usd", "a2a",
-     "a2aAuthEnv", *ROLE_SETTING_KEYS}
+     "a2aAuthEnv", "outputSchema", "output_schema", *ROLE_SETTING_KEYS}
 )  # fmt: skip
 PRELOAD_TOOL = "Skill"  # a role that preloads skills gets it (retinue.subagents.factory)
 KEPT_UNUSED = ()  # read and kept, no effect yet (README)
@@ -144,6 +149,9 @@ class Role:
     ``prompt`` is its system prompt, ``tools`` its allow-list (``None`` = every tool),
     ``model`` a ``provider:model`` string (``None`` = the parent's), ``capabilities``
     ``memory`` (a long-term memory of its own) and ``spawn_agent`` (it may delegate).
+    ``output_type`` (a pydantic model, a dataclass, a TypedDict or a JSON schema ``dict``)
+    makes its answer typed: validated, given to its parent model as JSON and to Python as
+    the object (:mod:`retinue.engine.output`).
     """
 
     name: str
@@ -170,6 +178,7 @@ class Role:
     max_budget_usd: float | None = None  # US dollars each session of the role may spend
     a2a: A2ARemote | None = None  # a remote A2A agent runs its sessions (retinue.a2a.client)
     model_settings: ModelSettings | None = None  # applied to its model (retinue.llm.settings)
+    output_type: Any = None  # its answer's type or JSON schema (retinue.engine.output)
 
     def can(self, capability: str) -> bool:
         return capability in self.capabilities
@@ -239,6 +248,7 @@ def parse_role(path: Path, text: str, aliases: Mapping[str, str] | None = None) 
     background = _flag(meta.get("background"), "background", notes)
     isolation = _isolation(meta.get("isolation"), notes)
     settings = _model_settings(meta, notes)
+    schema = _output_schema(meta.get("outputSchema", meta.get("output_schema")))
     return Role(
         name=name,
         description=" ".join(description.split()),
@@ -264,7 +274,21 @@ def parse_role(path: Path, text: str, aliases: Mapping[str, str] | None = None) 
         max_budget_usd=budget,
         a2a=remote,
         model_settings=settings,
+        output_type=schema,
     )
+
+
+def _output_schema(value: Any) -> dict[str, Any] | None:
+    """``outputSchema``: checked as the role's output type; a wrong one is a RoleError."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise RoleError("'outputSchema' must be a mapping: a JSON schema with type: object")
+    try:
+        output_spec(value)
+    except ConfigError as exc:
+        raise RoleError(f"'outputSchema': {exc}") from None
+    return value
 
 
 def _model_settings(meta: dict[str, Any], notes: list[str]) -> ModelSettings | None:

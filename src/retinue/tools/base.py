@@ -22,13 +22,17 @@ from typing import (
     TYPE_CHECKING,
     Annotated,
     Any,
+    Generic,
     Protocol,
     Union,
+    cast,
     get_args,
     get_origin,
     get_type_hints,
     overload,
 )
+
+from typing_extensions import TypeVar
 
 from retinue.errors import RetinueError, ToolError
 from retinue.events import TOOL_FINISHED, TOOL_STARTED, EventSink, emit
@@ -78,13 +82,21 @@ class CallGate(Protocol):
     ) -> ToolResultMessage: ...
 
 
+DepsT = TypeVar("DepsT", default=Any)
+
+
 @dataclass(frozen=True, slots=True)
-class ToolContext:
+class ToolContext(Generic[DepsT]):
     """Who is calling a tool, and with what.
 
     ``call_chain`` is the list of roles from the main agent down to this one (used to refuse
     cycles); ``depth`` is its nesting level (main agent = 0). Cancellation is asyncio's: a
     cancelled run cancels the tool's task at its next ``await``.
+
+    ``deps`` is the run's own context (``agent.run(..., deps=x)``), the same object for every
+    tool at every depth (:meth:`child` keeps it); a tool declares its type as
+    ``ctx: ToolContext[MyDeps]``. It lives only in memory: it is never recorded (journals,
+    stores, traces) nor shown to a model.
     """
 
     agent_id: str
@@ -99,8 +111,9 @@ class ToolContext:
     memory: Memory | None = None
     events: EventSink | None = None
     gate: CallGate | None = None  # None: every call runs (no policy configured)
+    deps: DepsT = field(default=cast(Any, None), repr=False, compare=False)
 
-    def child(self, *, agent_id: str, role: str) -> ToolContext:
+    def child(self, *, agent_id: str, role: str) -> ToolContext[DepsT]:
         """The context of a sub-agent this agent spawns."""
         return replace(
             self,
@@ -271,12 +284,12 @@ def _make_tool(fn: Callable[..., Any], name: str | None, description: str | None
 
 def _is_context(hint: Any) -> bool:
     """``ToolContext``, ``Annotated[ToolContext, ...]`` or ``ToolContext | None``."""
-    if hint is ToolContext:
+    if hint is ToolContext or get_origin(hint) is ToolContext:  # (ToolContext[MyDeps])
         return True
     if get_origin(hint) is Annotated:
         return _is_context(get_args(hint)[0])
     if get_origin(hint) in (Union, UnionType):
-        return any(a is ToolContext for a in get_args(hint))
+        return any(_is_context(a) for a in get_args(hint))
     return isinstance(hint, type) and issubclass(hint, ToolContext)
 
 
