@@ -87,3 +87,8 @@ def test_a_message_without_reasoning_keeps_the_old_form() -> None:
     assert message == AssistantMessage("five")
     assert isinstance(message, AssistantMessage) and message.reasoning == ()
     assert "reasoning" not in dumps_conversation([message])
+
+
+def test_messages_with_reasoning_stay_hashable() -> None:
+    message = AssistantMessage("x", (), (THINKING,))
+    assert hash(message) == hash(AssistantMessage("x", (), (THINKING,)))

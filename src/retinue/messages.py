@@ -52,7 +52,7 @@ class ReasoningPart:
     provider: str  # "anthropic" | "openai" | "gemini"
     model: str  # the model that produced it, as the provider named it
     kind: str  # "thinking" | "redacted_thinking" | "reasoning" | "thought_signature"
-    data: dict[str, Any]
+    data: dict[str, Any] = field(hash=False)  # compared, not hashed: messages stay hashable
     text: str = ""
 
     def to_dict(self) -> dict[str, Any]:
