@@ -90,6 +90,7 @@ def claude(server: LoopbackAnthropicServer, name: str, settings: ModelSettings) 
     base = AnthropicModel(name, base_url=server.base_url, max_retries=0)
     model = with_settings(base, settings)
     assert isinstance(model, AnthropicModel) and model is not base
+    assert with_settings(base, settings) is model  # one client per distinct settings
     _open.extend([base, model])
     return model
 

@@ -92,6 +92,7 @@ class AnthropicModel:
         key = api_key or os.environ.get(KEY_VAR)
         key = api_key_for(key, self.base_url, "api.anthropic.com", KEY_VAR)
         self._key = key
+        self._variants: dict[str, AnthropicModel] = {}
         self.settings = settings or ModelSettings()
         if self.settings.max_retries is not None:
             max_retries = self.settings.max_retries
@@ -115,20 +116,28 @@ class AnthropicModel:
         return f"anthropic:{self._model}"
 
     def with_settings(self, settings: ModelSettings) -> AnthropicModel:
-        """This model asked with ``settings`` merged over its own (a new client)."""
-        return AnthropicModel(
-            self._model,
-            base_url=self.base_url,
-            api_key=self._key,
-            max_retries=self.max_retries,
-            timeout=self.timeout,
-            max_tokens=self.max_tokens,
-            settings=self.settings.merged(settings),
-        )
+        """This model asked with ``settings`` merged over its own; one instance (and one
+        HTTP client) per distinct result, however often a session asks for it."""
+        merged = self.settings.merged(settings)
+        key = repr(merged)
+        variant = self._variants.get(key)
+        if variant is None:
+            variant = self._variants[key] = AnthropicModel(
+                self._model,
+                base_url=self.base_url,
+                api_key=self._key,
+                max_retries=self.max_retries,
+                timeout=self.timeout,
+                max_tokens=self.max_tokens,
+                settings=merged,
+            )
+        return variant
 
     async def aclose(self) -> None:
         """Close this event loop's HTTP connections (optional; for tidy shutdowns)."""
         await self._clients.aclose()
+        for variant in self._variants.values():
+            await variant.aclose()
 
     async def complete(
         self,
