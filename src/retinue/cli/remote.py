@@ -181,17 +181,29 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 def sessions(
+    action: Annotated[
+        str | None,
+        typer.Argument(help="show ID: one ended session's transcript; search TEXT: find them"),
+    ] = None,
+    what: Annotated[str | None, typer.Argument(help="the transcript id, or the text")] = None,
     url: UrlOpt = DEFAULT_URL,
     parent: Annotated[
         str | None, typer.Option("--parent", help="only the sessions this agent id holds")
     ] = None,
+    ended: Annotated[
+        bool, typer.Option("--ended", help="the ended sessions whose transcripts are kept")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the raw JSON")] = False,
     token: TokenOpt = None,
 ) -> None:
     """List the live interactive sub-agent sessions of a running `retinue serve`, with each
     one's task list (TodoWrite) where it keeps one, then the shared task list of each tree
     (TaskCreate, TaskUpdate: a team's), and (durable sessions) the sessions recorded but not
-    loaded in that process."""
+    loaded in that process. With --ended, `show ID` or `search TEXT`: the transcripts of
+    ended sessions kept in this data directory (`retinue run`'s, `chat`'s and `serve`'s)."""
+    if ended or action is not None:
+        _transcripts(action, what, ended=ended, as_json=as_json)
+        return
     from rich.table import Table
 
     from retinue.cli.render import parse_todos, task_table, todos_cell
@@ -235,6 +247,17 @@ def sessions(
             escape(_one_line(str(s["last_reply"]))),
         )
     console.print(table)
+
+
+def _transcripts(action: str | None, what: str | None, *, ended: bool, as_json: bool) -> None:
+    from retinue.cli import transcripts
+
+    if action is None or (ended and action == "list"):
+        transcripts.ended(as_json=as_json)
+    elif action in ("show", "search") and what:
+        (transcripts.show if action == "show" else transcripts.search)(what, as_json=as_json)
+    else:
+        fail("use: retinue sessions --ended | show ID | search TEXT")
 
 
 def _recorded_table(recorded: list[dict[str, Any]]) -> Any:

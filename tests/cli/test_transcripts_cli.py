@@ -1,0 +1,75 @@
+"""``retinue sessions --ended / show ID / search TEXT``: transcripts of the sessions a real
+``retinue run`` process ran (main and sub-agent) against a loopback model, read back by
+another process; ``transcript_retention_days = 0`` keeps none."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cli.test_run import memorize, retinue
+from retinue.llm.loopback import LoopbackOpenAIServer
+from retinue.testing import ScriptedModel, call_tool
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def delegating_model() -> ScriptedModel:
+    return ScriptedModel([
+        call_tool("SubAgent", {"task": "where do swallows winter?", "role": "researcher"}),
+        call_tool("Read", {"file_path": "birds.md"}),  # the researcher's call
+        "Swallows winter in \x1b[31mAfrica\x1b[0m.",  # its answer (an escape sequence in it)
+        memorize("swallows winter in Africa"),  # its consolidation
+        "They winter in Africa.",  # the main agent's answer
+    ])  # fmt: skip
+
+
+def test_run_keeps_both_transcripts_and_the_cli_lists_shows_and_searches_them(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "birds.md").write_text("swallow: a migratory bird\n")
+    with LoopbackOpenAIServer(delegating_model()) as server:
+        proc = retinue(["run", "-m", "openai:test", "where do swallows winter?"], server, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+
+    listed = retinue(["sessions", "--ended", "--json"], None, tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    kept = {s["session_id"]: s for s in json.loads(listed.stdout)}
+    assert set(kept) == {"main", "main/researcher#1"}
+    child = kept["main/researcher#1"]
+    assert (child["role"], child["parent_id"], child["kind"]) == ("researcher", "main", "one-shot")
+    assert (child["turns"], child["tool_calls"], child["outcome"]) == (1, 1, "done")
+    assert child["requests"] == 2 and child["input_tokens"] > 0
+    assert kept["main"]["kind"] == "main" and kept["main"]["tool_calls"] == 1
+
+    table = retinue(["sessions", "--ended"], None, tmp_path)
+    assert child["id"] in table.stdout and "researcher" in table.stdout
+
+    shown = retinue(["sessions", "show", kept["main"]["id"]], None, tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "-> SubAgent" in shown.stdout and "They winter in Africa." in shown.stdout
+    assert child["id"] in shown.stdout  # the sessions it started
+
+    one = retinue(["sessions", "show", child["id"]], None, tmp_path)
+    assert "-> Read" in one.stdout and "a migratory bird" in one.stdout
+    assert "\x1b" not in one.stdout  # the model's escape sequence reached the terminal inert
+
+    found = retinue(["sessions", "search", "migratory swallow", "--json"], None, tmp_path)
+    assert [h["id"] for h in json.loads(found.stdout)] == [child["id"]]
+    none = retinue(["sessions", "search", "penguins"], None, tmp_path)
+    assert "no transcript" in none.stdout
+
+    missing = retinue(["sessions", "show", "t-000000000000"], None, tmp_path)
+    assert missing.returncode == 1 and "no transcript" in missing.stderr
+
+
+def test_retention_zero_keeps_no_transcript(tmp_path: Path) -> None:
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "config.toml").write_text("transcript_retention_days = 0\n")
+    with LoopbackOpenAIServer(delegating_model()) as server:
+        proc = retinue(["run", "-m", "openai:test", "where do swallows winter?"], server, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    listed = retinue(["sessions", "--ended", "--json"], None, tmp_path)
+    assert json.loads(listed.stdout) == []
