@@ -319,3 +319,21 @@ async def test_calls_without_ids_are_answered_by_name_and_position(gemini: Any) 
     sent = json.dumps(server.requests[-1])
     assert '"id"' not in sent  # and never sent them
     assert sent.count('"functionResponse"') == 2
+
+
+def test_doctor_reaches_gemini_with_its_key_header() -> None:
+    from retinue.cli.doctor import Check, Provider, provider_targets
+
+    env = {"GEMINI_API_KEY": "AIza-test-key-0123456789"}
+    (target,) = provider_targets("local:qwen2.5-coder-0.5b", env)
+    assert target == Provider(
+        "gemini",
+        "https://generativelanguage.googleapis.com",
+        env["GEMINI_API_KEY"],
+        "GEMINI_API_KEY",
+        "/v1beta/models",
+    )
+    assert isinstance(target, Provider)
+    assert target.headers() == {"x-goog-api-key": env["GEMINI_API_KEY"]}
+    (missing,) = provider_targets("gemini:gemini-3-pro", {})
+    assert isinstance(missing, Check) and missing.fix == "set GEMINI_API_KEY"

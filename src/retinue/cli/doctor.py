@@ -76,7 +76,8 @@ on with AVX/AVX2/FMA/F16C when GGML_NATIVE is off. A CPU without one dies with S
 _UNUSED_X86_FLAGS = {"avx512f": "AVX-512", "amx_tile": "AMX"}
 
 _REBUILD = (
-    "use a hosted model (set OPENAI_API_KEY or ANTHROPIC_API_KEY), or build llama-cpp-python "
+    "use a hosted model (set OPENAI_API_KEY, ANTHROPIC_API_KEY or GEMINI_API_KEY), or build "
+    "llama-cpp-python "
     'for this CPU (CMAKE_ARGS="-DGGML_NATIVE=ON")'
 )
 _MAX_DETAIL = 300
