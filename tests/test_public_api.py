@@ -7,6 +7,9 @@ def test_public_api_is_pinned() -> None:
     assert sorted(retinue.__all__) == [
         "Agent",
         "AgentStream",
+        "Approval",
+        "ApprovalRequest",
+        "Approver",
         "AssistantMessage",
         "ConfigError",
         "Conversation",
@@ -17,6 +20,8 @@ def test_public_api_is_pinned() -> None:
         "ModelError",
         "ModelResponse",
         "ModelSettings",
+        "OutputValidationError",
+        "PermissionMode",
         "RetinueError",
         "Role",
         "RoleError",
@@ -26,6 +31,7 @@ def test_public_api_is_pinned() -> None:
         "ScriptedModel",
         "Settings",
         "SubAgentError",
+        "SubAgentOutput",
         "SystemMessage",
         "Tool",
         "ToolCall",
@@ -56,6 +62,34 @@ def test_the_public_names_are_the_working_ones() -> None:
     for name in ("Agent", "AgentStream", "Role", "tool", "Runtime", "Settings", "ScriptedModel"):
         doc = getattr(retinue, name).__doc__ or ""
         assert doc and not doc.startswith(f"{name}("), f"{name} is documented"
+
+
+def test_every_type_agent_takes_is_public() -> None:
+    import inspect
+    import re
+
+    from retinue.agent import Agent
+
+    stdlib = {"Sequence", "Callable", "Any", "Mapping", "Path", "None", "DepsT", "OutputT"}
+    named: set[str] = set()
+    for param in inspect.signature(Agent.__init__).parameters.values():
+        named |= set(re.findall(r"\b[A-Z]\w+", str(param.annotation))) - stdlib
+    assert {"PermissionMode", "Approver", "ModelSettings", "EventSink", "Role"} <= named
+    assert named <= set(retinue.__all__), named - set(retinue.__all__)
+    assert retinue.ApprovalRequest.__name__ == "ApprovalRequest" and retinue.Approval
+
+
+def test_the_package_is_typed_and_a_misspelt_name_is_not_hidden() -> None:
+    from pathlib import Path
+
+    assert (Path(retinue.__file__).parent / "py.typed").is_file()
+    import pytest
+
+    with pytest.raises(ImportError):
+        exec("from retinue import Agnet")
+    source = Path(retinue.__file__).read_text()
+    before = source.split("    def __getattr__")[0].rstrip().splitlines()[-1]  # its block
+    assert before.startswith("if not TYPE_CHECKING:"), before
 
 
 def test_importing_retinue_loads_no_heavy_module() -> None:

@@ -14,11 +14,19 @@ An agent in two lines::
   and the service are built on; :func:`run` / :class:`RunConfig` — the bare run loop.
 - :func:`tune_for_serving` — the cyclic collector's settings for a process that runs
   thousands of sessions at once (``retinue serve`` calls it).
+- ``Agent(output_type=...)`` / ``Role(output_type=...)`` make answers typed
+  (:attr:`RunOutput.output`, :class:`SubAgentOutput`; :class:`OutputValidationError` when
+  the model cannot comply); ``run(..., deps=x)`` reaches every tool as ``ctx.deps``.
+- What ``Agent`` takes is here too: :class:`ModelSettings`, :data:`PermissionMode`,
+  :data:`Approver` (given an :class:`ApprovalRequest`, answering a bool or an
+  :class:`Approval`).
 - :class:`ScriptedModel` — the scripted fake model for tests (``retinue.testing`` has its
   helpers); :class:`RetinueError` is the root of every error Retinue raises.
 
-The names below are the curated public API (pinned by a test). They are loaded on first use,
-so that ``import retinue`` — and the ``retinue`` command's start-up — stay fast.
+The names below are the curated public API (pinned by a test); the package is typed
+(``py.typed``). They are loaded on first use, so that ``import retinue`` — and the
+``retinue`` command's start-up — stay fast; type checkers see plain imports, so a misspelt
+name is an error to them, not ``Any``.
 """
 
 from __future__ import annotations
@@ -31,9 +39,11 @@ if TYPE_CHECKING:
     from retinue.config import Settings
     from retinue.engine import RunConfig, RunOutput, run
     from retinue.engine.collector import tune_for_serving
+    from retinue.engine.output import SubAgentOutput
     from retinue.errors import (
         ConfigError,
         ModelError,
+        OutputValidationError,
         RetinueError,
         RoleError,
         SubAgentError,
@@ -52,6 +62,8 @@ if TYPE_CHECKING:
         Usage,
         UserMessage,
     )
+    from retinue.policy.approvals import Approval, ApprovalRequest, Approver
+    from retinue.policy.modes import PermissionMode
     from retinue.runtime import Conversation, Runtime
     from retinue.subagents.roles import Role
     from retinue.tools import Tool, ToolContext, ToolRegistry, tool
@@ -66,9 +78,13 @@ _HOMES = {
     "retinue.subagents.roles": ("Role",),
     "retinue.engine": ("RunConfig", "RunOutput", "run"),
     "retinue.engine.collector": ("tune_for_serving",),
+    "retinue.engine.output": ("SubAgentOutput",),
+    "retinue.policy.approvals": ("Approval", "ApprovalRequest", "Approver"),
+    "retinue.policy.modes": ("PermissionMode",),
     "retinue.errors": (
         "ConfigError",
         "ModelError",
+        "OutputValidationError",
         "RetinueError",
         "RoleError",
         "SubAgentError",
@@ -92,6 +108,9 @@ _WHERE = {name: module for module, names in _HOMES.items() for name in names}
 __all__ = [
     "Agent",
     "AgentStream",
+    "Approval",
+    "ApprovalRequest",
+    "Approver",
     "AssistantMessage",
     "ConfigError",
     "Conversation",
@@ -102,6 +121,8 @@ __all__ = [
     "ModelError",
     "ModelResponse",
     "ModelSettings",
+    "OutputValidationError",
+    "PermissionMode",
     "RetinueError",
     "Role",
     "RoleError",
@@ -111,6 +132,7 @@ __all__ = [
     "ScriptedModel",
     "Settings",
     "SubAgentError",
+    "SubAgentOutput",
     "SystemMessage",
     "Tool",
     "ToolCall",
@@ -128,13 +150,15 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'retinue' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+if not TYPE_CHECKING:  # hidden from type checkers: to them a name not imported above is unknown
+
+    def __getattr__(name: str) -> Any:
+        module = _WHERE.get(name)
+        if module is None:
+            raise AttributeError(f"module 'retinue' has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value
+        return value
 
 
 def __dir__() -> list[str]:

@@ -1,8 +1,9 @@
 """Typed results: what an agent's final answer must be, and how a run gets there.
 
 An output type (``Agent(output_type=...)``, ``Role(output_type=...)``) is a pydantic model, a
-dataclass, a TypedDict, or a JSON schema (a ``dict`` whose ``type`` is ``object``; role files
-write it as ``output_schema:``). :func:`output_spec` turns it into an :class:`OutputSpec`: the
+dataclass, a TypedDict (``typing_extensions.TypedDict`` before Python 3.12, as pydantic
+asks), or a JSON schema (a ``dict`` whose ``type`` is ``object``; role files write it as
+``outputSchema:``). :func:`output_spec` turns it into an :class:`OutputSpec`: the
 schema, a validator, and the ``final_result`` tool whose parameters are that schema. The run
 offers the model that tool; a call to it ends the run (the tool is never executed), and so
 does a plain-text answer that is valid JSON for the schema (what a model constrained by a
@@ -20,9 +21,9 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, is_typeddict
+from typing import TYPE_CHECKING, Any, Generic
 
-from typing_extensions import TypeVar
+from typing_extensions import TypeVar, is_typeddict
 
 from retinue.errors import ConfigError, OutputValidationError
 from retinue.llm.base import ToolSpec
@@ -105,8 +106,9 @@ def output_spec(output_type: Any, *, retries: int = 2) -> OutputSpec[Any]:
     if isinstance(output_type, dict):
         return OutputSpec(output_type, _checked_schema(output_type), retries)  # type: ignore[arg-type]
     if not isinstance(output_type, type) or not _is_structured(output_type):
+        shown = output_type.__name__ if isinstance(output_type, type) else repr(output_type)
         raise ConfigError(
-            f"output_type {output_type!r}: use a pydantic model, a dataclass, a TypedDict "
+            f"output_type {shown}: use a pydantic model, a dataclass, a TypedDict "
             "or a JSON schema (a dict with type 'object')"
         )
     import pydantic
