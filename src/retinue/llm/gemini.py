@@ -14,6 +14,11 @@ signatures are kept and sent back on the part that carried them, to the model th
 instruction and tools first, history unchanged, signatures in place), which is what Gemini's
 implicit context caching rewards; cached tokens come back as ``Usage.cache_read_tokens``.
 
+The SDK turns the contents into its typed parts and back to JSON on every request: about
+0.1 s of CPU for a 400-message history (measured on the loopback emulator), where writing the
+same contents takes a few milliseconds; the official calls are used all the same, so that the
+SDK's auth, Vertex AI routing and retries apply.
+
 Settings (:func:`settings_config`): ``effort`` as ``thinking_config.thinking_level`` on Gemini 3
 and later ("low" / "medium" / "high"; "minimal" is Flash's own and set through ``extra``) and
 as ``thinking_budget`` on 2.5; ``max_output_tokens``, ``temperature``, ``top_p`` as they are;
@@ -32,7 +37,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from retinue.errors import ConfigError, ContextTooLongError, ModelError
-from retinue.llm._clients import PerLoopClients
+from retinue.llm._clients import PLACEHOLDER_KEY, PerLoopClients
 from retinue.llm._errors import ProviderInfo, connection_error, error_detail, status_error
 from retinue.llm._gemini_wire import (
     check_blocked,
@@ -122,6 +127,16 @@ def build_config(
     return contents, config
 
 
+def _default_url(vertexai: bool) -> str:
+    """Where the SDK sends requests by default (Vertex AI: by ``GOOGLE_CLOUD_LOCATION``)."""
+    if not vertexai:
+        return DEFAULT_BASE_URL
+    where = os.environ.get("GOOGLE_CLOUD_LOCATION") or "global"
+    if where == "global":
+        return "https://aiplatform.googleapis.com"
+    return f"https://{where}-aiplatform.googleapis.com"
+
+
 def _vertex() -> bool:
     return os.environ.get(VERTEX_VAR, "").strip().lower() in ("1", "true", "yes")
 
@@ -130,9 +145,10 @@ class GeminiModel:
     """A Gemini model; ``name`` is ``"gemini:<model>"``.
 
     ``api_key`` defaults to ``GOOGLE_API_KEY`` / ``GEMINI_API_KEY`` and ``base_url`` to
-    ``GOOGLE_GEMINI_BASE_URL`` (Google's endpoint otherwise); ``vertexai`` (default:
-    ``GOOGLE_GENAI_USE_VERTEXAI``) sends the requests to Vertex AI with the project and
-    location the SDK reads. ``retry_delay`` is the first backoff in seconds.
+    ``GOOGLE_GEMINI_BASE_URL`` (Google's endpoint otherwise); a custom ``base_url`` needs no
+    key. ``vertexai`` (default: ``GOOGLE_GENAI_USE_VERTEXAI``) sends the requests to Vertex AI
+    with the project, location and credentials the SDK reads (``base_url`` then defaults to
+    ``GOOGLE_VERTEX_BASE_URL``). ``retry_delay`` is the first backoff in seconds.
     """
 
     def __init__(
@@ -149,23 +165,21 @@ class GeminiModel:
     ) -> None:
         self._model = name
         self.vertexai = _vertex() if vertexai is None else vertexai
-        custom = base_url or os.environ.get(URL_VAR)
-        self.base_url = (custom or DEFAULT_BASE_URL).rstrip("/")
+        url_var = "GOOGLE_VERTEX_BASE_URL" if self.vertexai else URL_VAR
+        custom = base_url or os.environ.get(url_var)
         self._custom = bool(custom)
-        if self.vertexai and not custom:
-            where = os.environ.get("GOOGLE_CLOUD_LOCATION") or "global"
-            self.base_url = os.environ.get("GOOGLE_VERTEX_BASE_URL") or (
-                f"https://{where}-aiplatform.googleapis.com"
-                if where != "global"
-                else "https://aiplatform.googleapis.com"
-            )
-        key = api_key or next((os.environ[v] for v in KEY_VARS if os.environ.get(v)), None)
-        if not key and not self.vertexai and not custom:
-            raise ConfigError(
-                f"no API key for {self.base_url}: set GEMINI_API_KEY (or GOOGLE_API_KEY), "
-                f"or {VERTEX_VAR}=true with GOOGLE_CLOUD_PROJECT for Vertex AI"
-            )
-        self._key = key or ("retinue-no-key" if custom and not self.vertexai else None)
+        self.base_url = (custom or _default_url(self.vertexai)).rstrip("/")
+        if self.vertexai:
+            # the SDK reads the project, location, credentials or express-mode key itself
+            self._key = api_key
+        else:
+            key = api_key or next((os.environ[v] for v in KEY_VARS if os.environ.get(v)), None)
+            if not key and not custom:
+                raise ConfigError(
+                    f"no API key for {self.base_url}: set GEMINI_API_KEY (or GOOGLE_API_KEY), "
+                    f"or {VERTEX_VAR}=true with GOOGLE_CLOUD_PROJECT for Vertex AI"
+                )
+            self._key = key or PLACEHOLDER_KEY
         if settings is not None:
             max_retries = max_retries if settings.max_retries is None else settings.max_retries
             timeout = settings.timeout or timeout
@@ -211,7 +225,8 @@ class GeminiModel:
         )
         if self._custom:
             http.base_url = self.base_url
-            http.api_version = "v1beta"
+            if not self.vertexai:
+                http.api_version = "v1beta"
         if self.vertexai:
             client = genai.Client(vertexai=True, api_key=self._key, http_options=http)
         else:
