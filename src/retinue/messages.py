@@ -26,6 +26,7 @@ __all__ = [
     "history_problems",
     "loads_conversation",
     "message_text_size",
+    "shown_dict",
     "to_dict",
 ]
 
@@ -157,6 +158,16 @@ def to_dict(message: Message) -> dict[str, Any]:
             if message.is_error:
                 out["is_error"] = True
             return out
+
+
+def shown_dict(message: Message) -> dict[str, Any]:
+    """:func:`to_dict` for people and other programs (the HTTP API, exports to clients): a
+    reasoning part keeps its provider, model, kind and readable text, never its opaque payload
+    (signatures, encrypted content), which only the model that made it may read back."""
+    out = to_dict(message)
+    if "reasoning" in out:
+        out["reasoning"] = [{k: v for k, v in p.items() if k != "data"} for p in out["reasoning"]]
+    return out
 
 
 def from_dict(data: dict[str, Any]) -> Message:

@@ -13,6 +13,7 @@ from serverkit import Serve, ServerThread, wait_for
 from retinue.engine.session import INTERRUPTED_NOTE
 from retinue.errors import MemoryStoreError, ModelError, RoleError
 from retinue.events import Event
+from retinue.messages import AssistantMessage, ReasoningPart
 from retinue.server.app import error_status
 from retinue.server.conversations import ConversationGone, ServerBusy
 from retinue.server.hub import EventHub
@@ -291,3 +292,20 @@ def test_each_kind_of_turn_error_has_its_status() -> None:
     ]
     for exc, status in cases:
         assert error_status(exc)[0] == status, exc
+
+
+def test_a_conversation_shows_reasoning_as_text_never_its_signed_payload(serve: Serve) -> None:
+    """Signed thinking and encrypted reasoning go back only to the model that made them: the
+    HTTP view of a conversation shows the kind and the readable text, not the payload."""
+    payload = {"type": "thinking", "signature": "SIG-SECRET-abc"}
+    part = ReasoningPart("anthropic", "claude-fable-5-2", "thinking", payload, "I should greet.")
+    server = serve(ScriptedModel([AssistantMessage("Hello.", reasoning=(part,))]))
+    with server.client() as client:
+        assert (
+            client.post("/v1/conversations/r/messages", json={"content": "hi"}).status_code == 200
+        )
+        shown = client.get("/v1/conversations/r").json()
+    [reply] = [m for m in shown["messages"] if m["role"] == "assistant"]
+    assert reply["reasoning"] == [{"provider": "anthropic", "model": "claude-fable-5-2",
+                                   "kind": "thinking", "text": "I should greet."}]  # fmt: skip
+    assert "SIG-SECRET" not in json.dumps(shown)

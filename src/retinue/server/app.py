@@ -72,7 +72,7 @@ from starlette.exceptions import HTTPException
 
 from retinue.errors import MemoryStoreError, ModelError, RetinueError
 from retinue.memory.journal import SessionRecord
-from retinue.messages import to_dict
+from retinue.messages import shown_dict
 from retinue.policy.approvals import Approval
 from retinue.runtime import Runtime
 from retinue.server.conversations import (
@@ -223,7 +223,7 @@ def _conversation_routes(app: FastAPI) -> None:
             raise HTTPException(404, f"no conversation {cid!r}")
         return {
             "id": cid,
-            "messages": space.shown([to_dict(m) for m in history]),
+            "messages": space.shown([shown_dict(m) for m in history]),
             "running": host.running(cid),
             "question": host.question(cid) or question_in(history),  # stored: any worker
             "approvals": [a.to_dict() for a in await host.approvals(cid)],
@@ -321,13 +321,13 @@ def _session_routes(app: FastAPI, runtime: Runtime) -> None:
         found = await space.host.recorded(inner) if inner and space.held(sid) is None else None
         if found is not None:  # durable: recorded, not loaded here
             record, messages = found
-            history = space.shown([to_dict(m) for m in messages])
+            history = space.shown([shown_dict(m) for m in messages])
             return {**record_json(record, space), "history": history}
         inner = known(sid, space)
         info = manager.session(inner)
         if info is None:
             raise HTTPException(404, f"no live session {sid!r}")
-        history = space.shown([to_dict(m) for m in manager.history(inner)])
+        history = space.shown([shown_dict(m) for m in manager.history(inner)])
         return {**session_json(info, space), "history": history}
 
     @app.post("/v1/sessions/{sid:path}/interrupt")
