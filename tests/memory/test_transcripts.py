@@ -108,6 +108,9 @@ async def test_listing_is_latest_first_per_tenant_and_by_parent(
     await transcripts.keep("other", summary(), entries_of(history("owls")))
     assert [s.id for s in await transcripts.ended("t")] == [new.id, old.id]
     assert [s.id for s in await transcripts.ended("t", parent_id="main/x")] == [new.id]
+    by_session = await transcripts.ended("t", session_id="main/researcher#1")
+    assert [s.id for s in by_session] == [new.id, old.id]
+    assert await transcripts.ended("t", session_id="main/other") == []
     assert await transcripts.get("other", old.id) is None
 
 

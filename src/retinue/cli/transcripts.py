@@ -92,7 +92,7 @@ def ended(*, as_json: bool = False, limit: int = 100) -> None:
 
 def show(tid: str, *, as_json: bool = False) -> None:
     """Print one transcript: its summary, its entries, and the sessions it started."""
-    from retinue.memory.transcripts import valid_transcript_id
+    from retinue.memory.transcripts import children_of, valid_transcript_id
 
     if not valid_transcript_id(tid):
         console(stderr=True).print(f"[red]error:[/red] bad transcript id {escape(tid)!r}")
@@ -104,9 +104,7 @@ def show(tid: str, *, as_json: bool = False) -> None:
         found = await store.get(tenant, tid)
         if found is None:
             return None, []
-        s = found.summary
-        children = await store.ended(tenant, parent_id=s.session_id, limit=1000)
-        return found, [c for c in children if s.started_at <= c.ended_at <= s.ended_at]
+        return found, await children_of(store, tenant, found.summary)
 
     found, children = _with_store(act)
     if found is None:

@@ -60,14 +60,20 @@ class PgTranscripts:
             )  # fmt: skip
 
     async def ended(
-        self, tenant: str, *, parent_id: str | None = None, limit: int = 100
+        self,
+        tenant: str,
+        *,
+        parent_id: str | None = None,
+        session_id: str | None = None,
+        limit: int = 100,
     ) -> list[TranscriptSummary]:
         async with self.store.connection() as conn:
             cur = await conn.execute(
                 f"SELECT {SUMMARY_COLUMNS} FROM transcripts WHERE tenant = %s "
                 "AND (%s::text IS NULL OR parent_id = %s) "
+                "AND (%s::text IS NULL OR session_id = %s) "
                 "ORDER BY ended_at DESC, id LIMIT %s",
-                (tenant, parent_id, parent_id, max(0, limit)),
+                (tenant, parent_id, parent_id, session_id, session_id, max(0, limit)),
             )
             rows = await cur.fetchall()
         return [summary_of(r) for r in rows]

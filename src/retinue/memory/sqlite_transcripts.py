@@ -70,11 +70,18 @@ class SQLiteTranscripts:
             conn.execute("INSERT INTO transcripts_fts (rowid, text) VALUES (?, ?)", (rowid, text))
 
     async def ended(
-        self, tenant: str, *, parent_id: str | None = None, limit: int = 100
+        self,
+        tenant: str,
+        *,
+        parent_id: str | None = None,
+        session_id: str | None = None,
+        limit: int = 100,
     ) -> list[TranscriptSummary]:
         where, params = "tenant = ?", [tenant]
         if parent_id is not None:
             where, params = where + " AND parent_id = ?", [*params, parent_id]
+        if session_id is not None:
+            where, params = where + " AND session_id = ?", [*params, session_id]
         rows = await asyncio.to_thread(
             self._read,
             f"SELECT {SUMMARY_COLUMNS} FROM transcripts WHERE {where} "

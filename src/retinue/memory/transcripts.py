@@ -39,6 +39,7 @@ __all__ = [
     "TranscriptHit",
     "TranscriptStore",
     "TranscriptSummary",
+    "children_of",
     "entries_json",
     "entries_of",
     "parse_entries",
@@ -199,10 +200,15 @@ class TranscriptStore(Protocol):
         ...
 
     async def ended(
-        self, tenant: str, *, parent_id: str | None = None, limit: int = 100
+        self,
+        tenant: str,
+        *,
+        parent_id: str | None = None,
+        session_id: str | None = None,
+        limit: int = 100,
     ) -> list[TranscriptSummary]:
-        """The tenant's transcripts, the latest ended first (those of sessions ``parent_id``
-        started, if given), at most ``limit``."""
+        """The tenant's transcripts, the latest ended first, at most ``limit``: those of
+        sessions ``parent_id`` started, and those of session ``session_id``, if given."""
         ...
 
     async def get(self, tenant: str, tid: str) -> Transcript | None:
@@ -217,6 +223,15 @@ class TranscriptStore(Protocol):
         """Forget every transcript (all tenants) that ended before ``older_than`` (Unix
         seconds); how many were forgotten."""
         ...
+
+
+async def children_of(
+    store: TranscriptStore, tenant: str, summary: TranscriptSummary
+) -> list[TranscriptSummary]:
+    """The transcripts of the sessions ``summary``'s session started while it ran (a
+    session id is reused: the ones that ended within its lifetime)."""
+    found = await store.ended(tenant, parent_id=summary.session_id, limit=1000)
+    return [c for c in found if summary.started_at <= c.ended_at <= summary.ended_at]
 
 
 def transcript_store(memory: object) -> TranscriptStore | None:

@@ -34,6 +34,10 @@ checked first (see :mod:`retinue.server.security`)::
            body {"content": str}                      "asking"); 409 if it asks none
     POST   /v1/sessions/{session_id}/steer            give its running turn a message before
            body {"content": str}                      its next model call; 409 if none runs
+    GET    /v1/sessions/{session_id}/transcript       its latest kept transcript (ended
+                                                      sessions: see
+                                                      :mod:`retinue.server.transcripts`, with
+                                                      /v1/transcripts and its search)
     GET    /v1/models                                 OpenAI-compatible: "retinue", "retinue/<role>"
     POST   /v1/chat/completions                       OpenAI-compatible chat (streaming or not):
                                                       see :mod:`retinue.server.openai_api`
@@ -89,6 +93,7 @@ from retinue.server.page import add_page_routes
 from retinue.server.security import Guard, Security
 from retinue.server.sse import output_json, stream_turn
 from retinue.server.tenants import Space, Spaces, TenantSpace
+from retinue.server.transcripts import transcript_routes
 from retinue.subagents.messaging import messenger_of
 from retinue.subagents.registry import SessionInfo
 from retinue.subagents.tasklist import task_lists
@@ -133,6 +138,7 @@ def create_app(runtime: Runtime, security: Security, limits: Limits | None = Non
     app.state.runtime, app.state.host, app.state.spaces = runtime, host, spaces
     _error_handlers(app)
     _conversation_routes(app)
+    transcript_routes(app)  # (before /v1/sessions/{id:path}, which would take its paths)
     _session_routes(app, runtime)
     add_page_routes(app)
     app.include_router(openai_router(runtime, error_status))
