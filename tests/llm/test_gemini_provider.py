@@ -337,3 +337,41 @@ def test_doctor_reaches_gemini_with_its_key_header() -> None:
     assert target.headers() == {"x-goog-api-key": env["GEMINI_API_KEY"]}
     (missing,) = provider_targets("gemini:gemini-3-pro", {})
     assert isinstance(missing, Check) and missing.fix == "set GEMINI_API_KEY"
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        ([], "must be an object"),
+        ({"candidates": []}, "no candidate"),
+        ({"candidates": [{"content": {"parts": ["x"]}}]}, "a part must be an object"),
+        ({"candidates": [{"content": {"parts": [{"functionCall": {"args": {}}}]}}]}, "name"),
+        (
+            {"candidates": [{"content": {"parts": [{"functionCall": {"name": "f", "args": 3}}]}}]},
+            "must be an object",
+        ),
+        ({"candidates": [{"finishReason": "OTHER"}]}, "stopped without an answer"),
+        ({"candidates": [{"finishReason": "MALFORMED_FUNCTION_CALL"}]}, "malformed function"),
+    ],
+)
+def test_a_malformed_or_empty_reply_is_one_line(data: Any, match: str) -> None:
+    from retinue.llm._gemini_wire import response_from_json
+
+    with pytest.raises(ModelError, match=match) as caught:
+        response_from_json(data, "gemini-3-pro")
+    assert "\n" not in str(caught.value)
+
+
+def test_a_stored_part_with_a_broken_position_is_left_out() -> None:
+    from retinue.llm._gemini_wire import request_contents
+
+    broken = ReasoningPart(
+        "gemini",
+        "gemini-2.5-pro",
+        "thought_signature",
+        {"thought_signature": "c2ln", "part": "function_call", "index": "zero"},
+    )
+    call = AssistantMessage("", (ToolCall("c1", "add", "{}"),), reasoning=(broken,))
+    history: list[Message] = [UserMessage("hi"), call, ToolResultMessage("c1", "add", "1")]
+    _, contents = request_contents(history, "gemini-2.5-pro")
+    assert contents[1]["parts"] == [{"function_call": {"name": "add", "args": {}, "id": "c1"}}]

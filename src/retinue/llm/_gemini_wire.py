@@ -135,10 +135,11 @@ def _model_content(m: AssistantMessage, model: str, *, current: bool) -> dict[st
         sig = p.data.get("thought_signature")
         if not isinstance(sig, str):
             continue
-        if p.data.get("part") == "function_call":
-            call_sigs[int(p.data.get("index", 0))] = sig
-        else:
+        index = p.data.get("index")
+        if p.data.get("part") == "text":
             text_sig = sig
+        elif isinstance(index, int):
+            call_sigs[index] = sig
     parts: list[dict[str, Any]] = []
     if m.content or text_sig is not None:
         parts.append(_signed({"text": m.content}, text_sig))
@@ -268,6 +269,9 @@ def response_from_parts(
             reasoning.append(ReasoningPart(PROVIDER, model, SIGNATURE, data))
     if finish_reason == "MALFORMED_FUNCTION_CALL":
         raise ModelError("gemini: the model wrote a malformed function call")
+    if not calls and not any(texts) and finish_reason not in (None, "STOP", "MAX_TOKENS"):
+        # OTHER, LANGUAGE, UNEXPECTED_TOOL_CALL, TOO_MANY_TOOL_CALLS ...: no answer to pass on
+        raise ModelError(f"gemini: the model stopped without an answer ({_line(finish_reason)})")
     message = AssistantMessage("".join(texts), tuple(calls), reasoning=tuple(reasoning))
     return ModelResponse(message, usage_from_json(usage), _finish(finish_reason, calls))
 

@@ -289,6 +289,8 @@ class GeminiModel:
                 parts.append(part)
                 if part.get("text") and not part.get("thought"):
                     on_text(str(part["text"]))
+        if reason is None and not parts:
+            raise ModelError(f"gemini ({self.base_url}): the stream ended without an answer")
         return response_from_parts(parts, self._model, reason, usage)
 
     def _status_error(self, exc: Any) -> ModelError:
