@@ -1,0 +1,121 @@
+# pyright: strict
+"""A program that uses the whole public API, checked by ``pyright --strict`` (test_typing.py):
+the types a user sees are inferred (``assert_type``), none is ``Any`` by accident."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import assert_type
+
+from pydantic import BaseModel
+
+import retinue
+from retinue import (
+    Agent,
+    AgentStream,
+    Approval,
+    ApprovalRequest,
+    Approver,
+    AssistantMessage,
+    ConfigError,
+    Conversation,
+    Event,
+    EventSink,
+    Message,
+    Model,
+    ModelError,
+    ModelResponse,
+    ModelSettings,
+    OutputValidationError,
+    PermissionMode,
+    RetinueError,
+    Role,
+    RoleError,
+    RunConfig,
+    RunOutput,
+    Runtime,
+    ScriptedModel,
+    Settings,
+    SubAgentError,
+    SubAgentOutput,
+    SystemMessage,
+    Tool,
+    ToolCall,
+    ToolContext,
+    ToolError,
+    ToolRegistry,
+    ToolResultMessage,
+    ToolSpec,
+    Usage,
+    UserMessage,
+    resolve_model,
+    run,
+    tool,
+    tune_for_serving,
+)
+from retinue.testing import ModelCall, call_tool, call_tools, final_result
+
+
+class Report(BaseModel):
+    title: str
+    score: int
+
+
+@dataclass
+class Deps:
+    user: str
+
+
+@tool
+def greet(ctx: ToolContext[Deps], greeting: str) -> str:
+    """Greet the run's user."""
+    assert_type(ctx.deps, Deps)
+    return f"{greeting}, {ctx.deps.user}"
+
+
+def ask(request: ApprovalRequest) -> Approval | bool:
+    return request.tool != "Bash"
+
+
+def on_event(event: Event) -> None:
+    print(event.kind, event.agent_id)
+
+
+def program(workspace: Path) -> None:
+    mode: PermissionMode = "default"
+    approver: Approver = ask
+    sink: EventSink = on_event
+    settings = ModelSettings(effort="high")
+    model: Model = ScriptedModel([call_tool("greet", {"greeting": "Hi"}), final_result({})])
+    role = Role(name="critic", description="Scores", prompt="You score.", output_type=Report)
+    agent = Agent(model, output_type=Report, deps_type=Deps, tools=[greet], roles=[role],
+                  workspace=workspace, permission_mode=mode, approver=approver,
+                  on_event=sink, model_settings=settings)  # fmt: skip
+    out = agent.run_sync("Score it.", deps=Deps("Ada"))
+    assert_type(out, RunOutput[Report])
+    assert_type(out.output, Report)
+    assert_type(out.content, str)
+    assert_type(out.outputs(Report), list[Report])
+    first: SubAgentOutput = out.subagent_outputs[0]
+    print(first.role, out.output.title, out.usage.input_tokens)
+    with agent.override(model=ScriptedModel(["plain"])):
+        plain = Agent(ScriptedModel(["text"]), workspace=workspace).run_sync("hi")
+        print(plain.content.upper())
+    stream: AgentStream[Report] = agent.stream("again", deps=Deps("Bob"))
+    conversation: Conversation = agent.conversation(deps=Deps("Cy"))
+    runtime: Runtime = agent.runtime
+    print(stream.output, conversation.messages, runtime.settings, Settings)
+    agent.close()
+    messages: list[Message] = [SystemMessage("s"), UserMessage("u"),
+                               AssistantMessage("a", (ToolCall("1", "greet", "{}"),)),
+                               ToolResultMessage("1", "greet", "ok")]  # fmt: skip
+    spec: ToolSpec = greet.spec
+    registry = ToolRegistry([greet])
+    calls: list[ModelCall] = ScriptedModel().calls
+    made: Tool = tool(lambda: "x")
+    print(messages, spec, registry.names, calls, made, call_tools(("greet", {})), Usage())
+    print(RunConfig, run, resolve_model, tune_for_serving, ModelResponse, retinue.__all__)
+    errors: list[type[RetinueError]] = [ConfigError, ModelError, OutputValidationError,
+                                        RoleError, SubAgentError, ToolError]  # fmt: skip
+    print(errors)
