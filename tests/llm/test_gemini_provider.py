@@ -375,3 +375,26 @@ def test_a_stored_part_with_a_broken_position_is_left_out() -> None:
     history: list[Message] = [UserMessage("hi"), call, ToolResultMessage("c1", "add", "1")]
     _, contents = request_contents(history, "gemini-2.5-pro")
     assert contents[1]["parts"] == [{"function_call": {"name": "add", "args": {}, "id": "c1"}}]
+
+
+async def test_a_fallback_model_takes_over_mid_turn_without_a_400(gemini: Any) -> None:
+    """gemini-3-pro answers a call, then is overloaded; gemini-3-flash (another server, other
+    keys) takes the turn in progress: pro's signatures are not sent to it, the step it did
+    not make carries the documented placeholder, and it accepts the request."""
+    from retinue.llm.fallback import FallbackModel
+
+    overloaded = ModelError("overloaded", status_code=503)
+    primary = gemini(ScriptedModel([_steps()[0], overloaded]))
+    backup = gemini(ScriptedModel(["5"]))
+    model = FallbackModel(_model(primary), [_model(backup, "gemini-3-flash")])
+    history: list[Message] = [UserMessage("2+3")]
+    first = await model.complete(history, [ADD])
+    history += [first.message, ToolResultMessage("c1", "add", "5")]
+    second = await model.complete(history, [ADD])
+    for m in (model.primary, *model.fallbacks):
+        assert isinstance(m, GeminiModel)
+        await m.aclose()
+    assert second.message.content == "5" and second.fallback_from == "gemini:gemini-3-pro"
+    assert primary.rejected == [] and backup.rejected == []
+    (call,) = [p for c in backup.requests[0]["contents"] for p in c["parts"] if "functionCall" in p]
+    assert call["thoughtSignature"] == "skip_thought_signature_validator"
