@@ -62,6 +62,7 @@ from retinue.telemetry.trace import setup as setup_tracing
 from retinue.tools.base import Tool, ToolContext, ToolRegistry, merge
 from retinue.tools.builtin import builtin_tools
 from retinue.tools.builtin.memory import memory_tools
+from retinue.tools.builtin.transcripts import read_transcript
 
 __all__ = [
     "LOCAL_DEFAULT",
@@ -114,7 +115,7 @@ def role_tools() -> list[Tool]:
     """The tools a role may name besides the registry's: delegation, AskParent, messages,
     the task list, teams and memory (each given to the roles that name it)."""
     return [*subagent_tools(), ask_parent, send_message, *task_tools(), *team_tools(),
-            *memory_tools()]  # fmt: skip
+            *memory_tools(), read_transcript]  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -320,6 +321,7 @@ class Conversation:
             *(task_tools() if extras and task_store(rt.memory) else ()),  # the team's tasks
             *(team_tools() if extras else ()),  # TeamCreate, TeamDelete: it leads teams
             *(memory_tools() if memory else ()),
+            *((read_transcript,) if delegates and rt.manager.transcripts else ()),  # children's
             *((skill,) if (skill := rt.manager.factory.skill_tool) and extras else ()),  # skills
         ]
         tools = merge(rt.tools, own)

@@ -73,3 +73,27 @@ def test_retention_zero_keeps_no_transcript(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     listed = retinue(["sessions", "--ended", "--json"], None, tmp_path)
     assert json.loads(listed.stdout) == []
+
+
+def test_the_main_agent_reads_its_finished_sub_agents_transcript_with_a_tool(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "birds.md").write_text("swallow: a migratory bird\n")
+    model = ScriptedModel([
+        call_tool("SubAgent", {"task": "where do swallows winter?", "role": "researcher"}),
+        call_tool("Read", {"file_path": "birds.md"}),
+        "Swallows winter in Africa.",
+        memorize("swallows winter in Africa"),
+        call_tool("ReadTranscript", {}),  # the list of its finished sub-agents
+        call_tool("ReadTranscript", {"session": "main/researcher#1"}),
+        call_tool("ReadTranscript", {"session": "main"}),  # itself: not a child
+        "Read it.",
+    ])  # fmt: skip
+    with LoopbackOpenAIServer(model) as server:
+        proc = retinue(["run", "-m", "openai:test", "where do swallows winter?"], server, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    listed, read, refused = (model.calls[i].messages[-1].content for i in (5, 6, 7))
+    assert "main/researcher#1 (researcher, done, 1 turns): transcript t-" in listed
+    assert "[calls Read]" in read and "a migratory bird" in read
+    assert "[assistant] Swallows winter in Africa." in read
+    assert "no finished sub-agent session 'main'" in refused

@@ -48,6 +48,7 @@ __all__ = [
     "tool_call_count",
     "transcript_id",
     "transcript_store",
+    "transcript_text",
     "valid_transcript_id",
 ]
 
@@ -223,6 +224,34 @@ class TranscriptStore(Protocol):
         """Forget every transcript (all tenants) that ended before ``older_than`` (Unix
         seconds); how many were forgotten."""
         ...
+
+
+def transcript_text(found: Transcript, limit: int = 20_000) -> str:
+    """A transcript as a model reads it: a head line, then one line per entry (a call as
+    ``[calls NAME] ARGS``, reasoning as a marker), cut to its last ``limit`` characters."""
+    s = found.summary
+    head = (
+        f"Transcript {s.id} of session {s.session_id} (role {s.role}, {s.kind}, outcome "
+        f"{s.outcome}; {s.turns} turns, {s.tool_calls} tool calls, {s.input_tokens} in / "
+        f"{s.output_tokens} out tokens)"
+    )
+    lines: list[str] = []
+    for entry in found.entries:
+        role = str(entry.get("role", "?"))
+        if role == "system":
+            continue
+        if entry.get("reasoning"):
+            lines.append(f"[{role}: {entry['reasoning']} reasoning part(s), not shown]")
+        tag = f"tool {entry.get('name', '')}{' error' if entry.get('is_error') else ''}"
+        content = str(entry.get("content", ""))
+        if content or not entry.get("tool_calls"):
+            lines.append(f"[{tag if role == 'tool' else role}] {content}")
+        for call in entry.get("tool_calls", ()):
+            lines.append(f"[calls {call.get('name', '')}] {call.get('arguments', '')}")
+    body = "\n".join(lines)
+    if len(body) > limit:
+        body = f"[… the first {len(body) - limit} characters left out]\n" + body[-limit:]
+    return f"{head}\n{body}"
 
 
 async def children_of(

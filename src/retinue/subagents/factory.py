@@ -28,6 +28,7 @@ from retinue.events import CONSOLIDATED, NOTICE, EventSink, emit
 from retinue.llm.base import Model
 from retinue.llm.settings import with_settings
 from retinue.memory.base import Memory
+from retinue.memory.transcripts import transcript_store
 from retinue.messages import Message
 from retinue.policy.gate import Policy
 from retinue.policy.hooks import Hooks
@@ -47,6 +48,7 @@ from retinue.subagents.tools import (
 )
 from retinue.subagents.worktree import Worktree, close_worktree, open_worktree
 from retinue.tools.base import Tool, ToolContext, ToolRegistry
+from retinue.tools.builtin.transcripts import TRANSCRIPT_TOOL_NAME, read_transcript
 
 if TYPE_CHECKING:
     from retinue.skills.catalog import Skill, SkillCatalog
@@ -81,6 +83,7 @@ class AgentFactory:
         self._model_for = model_for
         self._models: dict[str, Model] = {}
         self._memory_tools = tuple(memory_tools)
+        self.keeps_transcripts = False  # ReadTranscript: set by the manager when it keeps them
         self._keeper_for = keeper_for
         self.skills: SkillCatalog | None = None  # for roles' ``skills:``
         self.skill_tool: Tool | None = None  # given to roles that preload skills
@@ -169,6 +172,9 @@ class AgentFactory:
             extra.extend(team_tools())
         if role.can("memory") and self.memory is not None:
             extra.extend(self._memory_tools)
+        reads = role.can("transcripts") or TRANSCRIPT_TOOL_NAME in named  # its children's
+        if reads and self.keeps_transcripts and transcript_store(self.memory) is not None:
+            extra.append(read_transcript)
         for t in extra:
             if t.name not in removed:
                 tools.register(t)

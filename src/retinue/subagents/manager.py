@@ -96,6 +96,7 @@ class SubAgentManager:
         self.max_depth = max_depth
         self.session_token_budget = session_token_budget
         self.transcripts = transcripts  # keeps each ended session's transcript (None: none)
+        self.factory.keeps_transcripts = transcripts is not None
         self._one_shot_ids = itertools.count(1)
         self.letting_go: set[str] = set()  # trees let go of here (retinue.durable), by root
 

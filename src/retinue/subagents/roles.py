@@ -106,7 +106,8 @@ __all__ = [
     "valid_name",
 ]
 
-CAPABILITIES = frozenset({"memory", "spawn_agent", "ask_parent"})  # ask_parent: one-shot too
+# ask_parent: one-shot too; transcripts: ReadTranscript, its finished sub-agents' transcripts
+CAPABILITIES = frozenset({"memory", "spawn_agent", "ask_parent", "transcripts"})
 DELEGATION_TOOLS = frozenset({"Task", "Agent"})
 TOOL_SYNONYMS = {"Shell": "Bash", "FileCreate": "Write", "FileReplace": "Edit"}  # xbot's names
 WRITING_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit", "Bash")
