@@ -97,3 +97,28 @@ def test_the_main_agent_reads_its_finished_sub_agents_transcript_with_a_tool(
     assert "[calls Read]" in read and "a migratory bird" in read
     assert "[assistant] Swallows winter in Africa." in read
     assert "no finished sub-agent session 'main'" in refused
+
+
+def test_an_interactive_session_unloaded_leaves_one_transcript_of_its_turns(
+    tmp_path: Path,
+) -> None:
+    session = {"role": "researcher", "interactive": True}
+    model = ScriptedModel([
+        call_tool("SubAgent", {"task": "find the config loader", **session}),
+        "It is in config.py.",
+        call_tool("SubAgent", {"task": "and who calls it?", **session}),
+        "cli/app.py calls it.",
+        call_tool("UnloadSubAgent", {"role": "researcher"}),
+        memorize("config.py holds the config loader"),
+        "config.py, called from cli/app.py.",
+    ])  # fmt: skip
+    with LoopbackOpenAIServer(model) as server:
+        proc = retinue(["run", "-m", "openai:test", "where is the config?"], server, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    kept = json.loads(retinue(["sessions", "--ended", "--json"], None, tmp_path).stdout)
+    child = next(s for s in kept if s["session_id"] == "main/researcher")
+    assert (child["kind"], child["turns"], child["outcome"]) == ("interactive", 2, "done")
+    shown = json.loads(retinue(["sessions", "show", child["id"], "--json"], None, tmp_path).stdout)
+    said = [e["content"] for e in shown["entries"] if e["role"] in ("user", "assistant")]
+    assert said[-4:] == ["find the config loader", "It is in config.py.", "and who calls it?",
+                         "cli/app.py calls it."]  # fmt: skip
