@@ -13,7 +13,9 @@ tries again, at most :attr:`OutputSpec.retries` times, then
 
 :func:`settle` is the pure step that judges one model answer; :mod:`retinue.engine.loop`
 applies it. Every provider that takes tools can honour the final-result tool, so a type that
-cannot be made into a schema is refused with one line before the first model call.
+cannot be made into a schema is refused with one line before the first model call. A
+provider that constrains its answer to a schema alongside tools gets the schema that way
+instead (:mod:`retinue.llm._structured`: OpenAI Responses' strict ``text.format``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Generic
 from typing_extensions import TypeVar, is_typeddict
 
 from retinue.errors import ConfigError, OutputValidationError
+from retinue.llm._structured import FINAL_TOOL
 from retinue.llm.base import ToolSpec
 from retinue.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 
@@ -45,7 +48,6 @@ __all__ = [
 
 T = TypeVar("T", default=Any)
 
-FINAL_TOOL = "final_result"
 _DESCRIPTION = (
     "Give your final answer: its arguments ARE the answer, and calling it ends your turn. "
     "Call it once, after any other tool you need."
@@ -216,8 +218,9 @@ def settle(spec: OutputSpec[Any], message: AssistantMessage) -> Accepted | Rejec
     except ValueError as exc:
         errors = str(exc)
         note = (
-            f"Your answer must be given by calling the {FINAL_TOOL} tool with arguments that "
-            f"match its schema. What you wrote does not:\n{errors}"
+            f"Your final answer must match the output schema: call the {FINAL_TOOL} tool "
+            f"with it (or, if you have no such tool, answer with the JSON alone). What you "
+            f"wrote does not:\n{errors}"
         )
         return Rejected((UserMessage(note),), errors)
     return Accepted(value, spec.dump(value))

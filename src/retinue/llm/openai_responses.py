@@ -44,6 +44,7 @@ from retinue.errors import ConfigError, ModelError
 from retinue.llm._clients import PerLoopClients, api_key_for
 from retinue.llm._errors import ProviderInfo, connection_error, error_detail, status_error
 from retinue.llm._responses_wire import request_input, response_from_json, tools_to_responses
+from retinue.llm._structured import native_output
 from retinue.llm.base import Model, ModelResponse, TextCallback, ToolSpec
 from retinue.llm.guard import check_request_allowed, is_loopback_url
 from retinue.messages import Message
@@ -109,12 +110,15 @@ def build_params(
     params: dict[str, Any] = {"model": model, "input": items, "store": False, "include": INCLUDE}
     if instructions is not None:
         params["instructions"] = instructions
+    tools, text_format = native_output(tools)  # a run's output type, as text.format
     if tools:
         params["tools"] = tools_to_responses(tools)
     if reasoning_effort is not None:
         params["reasoning"] = {"effort": reasoning_effort}
     if settings is not None:
         params.update(settings_fields(model, settings)[0])
+    if text_format is not None:  # (beside what an ``extra`` text field says: verbosity...)
+        params["text"] = {**params.get("text", {}), "format": text_format}
     if stream:
         params["stream"] = True
     return params
