@@ -912,7 +912,11 @@
   }
 
   function historyItem(m) {
-    const li = el("li", { className: `h-${m.role}` }, el("div", { className: "who", textContent: m.role }));
+    const who = m.role === "tool" && m.name ? `tool ${m.name}` : m.role;
+    const li = el("li", { className: `h-${m.role}` }, el("div", { className: "who", textContent: who }));
+    if (typeof m.reasoning === "number" && m.reasoning > 0) {
+      li.append(el("div", { className: "text tool", textContent: `(${plural(m.reasoning, "reasoning part")}, not shown)` }));
+    }
     if (m.content) li.append(el("div", { className: "text", textContent: clip(m.content, 4000) }));
     for (const t of m.tool_calls || []) {
       li.append(el("div", { className: "text tool", textContent: `→ ${t.name} ${clip(t.arguments, 400)}` }));
@@ -952,12 +956,12 @@
       return;
     }
     if (n && !n.session) {
-      meta.textContent = "A one-shot run: its history is not kept after it ends.";
-      return;
+      meta.textContent = "A one-shot run: it has ended.";
+      return keptTranscript(id);
     }
     if (n && ENDED.has(n.state)) {
       meta.textContent = `${id} · ended · ${plural(n.turns, "turn")}. This session has ended: what it learned went into its role's memory.`;
-      return;
+      return keptTranscript(id);
     }
     meta.textContent = "Loading…";
     try {
@@ -972,6 +976,77 @@
       if (n) n.state = "ended"; // it ended since the last refresh
       if (state.historyOf === id) showHistory(id);
       scheduleTree();
+    }
+  }
+
+  // -- transcripts of ended sessions (read-only) ----------------------------------------
+
+  // The latest kept transcript of the ended session ``id``, found through its parent's list
+  // (a list is never a 404), shown read-only under what the panel already says.
+  async function keptTranscript(id) {
+    const parent = id.includes("/") ? id.slice(0, id.lastIndexOf("/")) : null;
+    if (!parent) return;
+    try {
+      const data = await api("GET", `/v1/transcripts?parent=${encodeURIComponent(parent)}`);
+      const found = (data.transcripts || []).find((t) => t.session_id === id);
+      if (found && state.historyOf === id) await showTranscript(found.id, id, "This session has ended. ");
+    } catch (err) {
+      showError(err);
+    }
+  }
+
+  function transcriptMeta(t) {
+    const cost = t.cost_usd == null ? "cost unknown" : `$${t.cost_usd.toFixed(4)}`;
+    const tokens = plural(t.input_tokens + t.output_tokens, "token");
+    return `${t.session_id} · ended (${t.outcome}) · ${plural(t.turns, "turn")} · ${plural(t.tool_calls, "tool call")} · ${tokens} · ${cost} · transcript ${t.id}, read-only`;
+  }
+
+  function childItem(c) {
+    const open = el("button", { type: "button", className: "quiet", textContent: `${c.session_id} (${c.role}, ${c.outcome})` });
+    open.addEventListener("click", () => openTranscript(c.id));
+    return el("li", { className: "h-child" }, el("div", { className: "who", textContent: "sub-agent" }), open);
+  }
+
+  // Show transcript ``tid`` in the history panel (``as``: the agent id it is open for).
+  async function showTranscript(tid, as, lead = "") {
+    const t = await api("GET", `/v1/transcripts/${encodeURIComponent(tid)}`);
+    if (state.historyOf !== as) return;
+    $("history-meta").textContent = lead + transcriptMeta(t);
+    $("history-list").replaceChildren(...(t.entries || []).map(historyItem), ...(t.children || []).map(childItem));
+    offerMessage(null);
+  }
+
+  async function openTranscript(tid) {
+    state.historyOf = tid; // no agent of the tree: a live refresh leaves it as it is
+    state.historyKey = "";
+    $("session-sent").textContent = "";
+    $("history").hidden = false;
+    $("history-title").textContent = "Transcript";
+    $("history-list").replaceChildren();
+    $("history-meta").textContent = "Loading…";
+    try {
+      await showTranscript(tid, tid);
+    } catch (err) {
+      showError(err);
+    }
+  }
+
+  async function searchTranscripts(e) {
+    e.preventDefault();
+    const q = $("transcript-query").value.trim();
+    const list = $("transcript-hits");
+    if (!q) return list.replaceChildren();
+    try {
+      const data = await api("GET", `/v1/transcripts/search?q=${encodeURIComponent(q)}`);
+      const hits = data.hits || [];
+      list.replaceChildren(...hits.map((h) => {
+        const open = el("button", { type: "button", className: "quiet", textContent: `${h.session_id} (${h.role})` });
+        open.addEventListener("click", () => openTranscript(h.id));
+        return el("li", null, open, el("div", { className: "muted small", textContent: clip(h.snippet, 300) }));
+      }));
+      if (!hits.length) list.replaceChildren(el("li", { className: "muted small", textContent: "No transcript holds every word of that." }));
+    } catch (err) {
+      showError(err);
     }
   }
 
@@ -1010,6 +1085,7 @@
     $("refresh").addEventListener("click", refreshSessions);
     $("history-close").addEventListener("click", closeHistory);
     $("session-form").addEventListener("submit", messageSession);
+    $("transcript-search").addEventListener("submit", searchTranscripts);
     $("stop").addEventListener("click", stopTurn);
     $("composer").addEventListener("submit", (e) => {
       e.preventDefault();
