@@ -125,6 +125,8 @@ class Agent(Generic[DepsT, OutputT]):
     ) -> None:
         if max_iterations is not None and max_iterations < 1:
             raise ConfigError(f"max_iterations must be at least 1, not {max_iterations}")
+        if output_retries < 0:
+            raise ConfigError(f"output_retries must be 0 or more, not {output_retries}")
         self.output_type = output_type
         self._output: OutputSpec[Any] | None = None
         if output_type is not None:

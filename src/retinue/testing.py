@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from retinue.engine.output import FINAL_TOOL
+from retinue.llm._structured import FINAL_TOOL
 from retinue.llm.guard import ENV_VAR as BLOCK_REAL_MODELS
 from retinue.llm.testing import ModelCall, ScriptedModel, Step, call_tool, call_tools
 from retinue.messages import AssistantMessage
