@@ -72,7 +72,9 @@ def _model(steps: int) -> ScriptedModel:
 
 def _session(sid: str, steps: int, workspace: Path) -> Session:
     ctx = ToolContext(sid, workspace, workspace, role="main", tenant=TENANT)
-    config = RunConfig(_model(steps), [], ToolRegistry([noop]), ctx, max_iterations=steps + 5)
+    # (the same no-op call every step, by design: no repeat limit)
+    config = RunConfig(_model(steps), [], ToolRegistry([noop]), ctx, max_iterations=steps + 5,
+                       repeat_limit=None)  # fmt: skip
     return Session(sid, config)
 
 

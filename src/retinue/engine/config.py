@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol
 
 from typing_extensions import TypeVar
 
+from retinue.engine.repeats import REPEAT_LIMIT
 from retinue.llm.base import Model
 from retinue.messages import Message, Usage
 from retinue.tools.base import ToolContext, ToolRegistry
@@ -68,6 +69,9 @@ class RunConfig:
     step's tool results do (a durable session records its state there; see
     :mod:`retinue.durable`). ``output`` (:mod:`retinue.engine.output`) makes the answer a
     typed value: the model gets a ``final_result`` tool and its answer is validated.
+    ``repeat_limit``: identical steps in a row after which the model is warned, one more
+    ending the run (:mod:`retinue.engine.repeats`); ``None`` never stops a repeated call (a
+    benchmark's no-op tool, a tool meant to be polled).
     """
 
     model: Model
@@ -82,6 +86,7 @@ class RunConfig:
     steering: Callable[[], list[str]] | None = None
     on_step: Callable[[], Awaitable[None]] | None = None
     output: OutputSpec[Any] | None = None
+    repeat_limit: int | None = REPEAT_LIMIT
 
 
 @dataclass(slots=True)

@@ -145,7 +145,7 @@ async def run(config: RunConfig) -> RunOutput:
                 return out
             assert isinstance(step, RunTools)
             if repeats is None:
-                tools_used, repeats = [], Repeats()
+                tools_used, repeats = [], Repeats(config.repeat_limit)
             elif repeats.refused(step.calls):  # warned, and the same step again: stop
                 note = await _stop_repeating(config, step.calls, repeats.times + 1)
                 out = RunOutput(

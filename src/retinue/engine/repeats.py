@@ -70,8 +70,8 @@ class Repeats:
 
     __slots__ = ("_calls", "_failed", "_failing", "_results", "_same", "limit")
 
-    def __init__(self, limit: int = REPEAT_LIMIT) -> None:
-        self.limit = limit
+    def __init__(self, limit: int | None = REPEAT_LIMIT) -> None:
+        self.limit = limit  # None: count, never warn nor stop
         self._calls: tuple[tuple[str, str], ...] = ()
         self._results: tuple[tuple[str, bool], ...] = ()
         self._same = 0  # steps in a row with the same calls and the same results
@@ -86,6 +86,8 @@ class Repeats:
     def refused(self, calls: tuple[ToolCall, ...]) -> bool:
         """Whether ``calls`` repeat a step the model was already warned about: the run stops
         rather than run them."""
+        if self.limit is None:
+            return False
         return self._same >= self.limit and _key(calls) == self._calls
 
     def observe(
@@ -104,6 +106,8 @@ class Repeats:
         repeat = bool(failing) and failing == self._failing
         self._failed = self._failed + 1 if repeat else int(bool(failing))
         self._failing = failing
+        if self.limit is None:
+            return results
         if self._same >= self.limit:
             last = results[-1]
             failed = all(r.is_error for r in results)
