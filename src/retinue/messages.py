@@ -7,13 +7,19 @@ form of a conversation that transcripts, the HTTP API and the CLI use.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 __all__ = [
+    "MAX_MEDIA_BYTES",
     "AssistantMessage",
+    "DocumentPart",
+    "ImagePart",
+    "MediaPart",
     "Message",
     "ReasoningPart",
     "SystemMessage",
@@ -25,6 +31,7 @@ __all__ = [
     "from_dict",
     "history_problems",
     "loads_conversation",
+    "media_part",
     "message_text_size",
     "shown_dict",
     "to_dict",
@@ -77,6 +84,146 @@ class ReasoningPart:
         )
 
 
+MAX_MEDIA_BYTES = 20 * 2**20
+"""The most bytes one image or document may carry (the providers' own limits are 5-50 MB)."""
+IMAGE_TOKENS = 1_600
+"""The token estimate of one image (a 1092x1092 picture costs about this on every provider)."""
+DOCUMENT_PAGE_TOKENS = 1_500
+"""The token estimate of one page of a PDF (text plus its page image)."""
+
+_IMAGE_MAGIC = {
+    "image/png": (b"\x89PNG\r\n\x1a\n",),
+    "image/jpeg": (b"\xff\xd8\xff",),
+    "image/gif": (b"GIF87a", b"GIF89a"),
+    "image/webp": (b"RIFF",),
+}
+_DOCUMENT_MAGIC = {"application/pdf": (b"%PDF-",)}
+
+
+def _check_media(kind: str, media_type: str, data: bytes, url: str, known: dict[str, Any]) -> None:
+    if media_type not in known:
+        raise ValueError(
+            f"unsupported {kind} media type {media_type!r} (one of {', '.join(sorted(known))})"
+        )
+    if bool(data) == bool(url):
+        raise ValueError(f"an {kind} part needs either data or a url, not both or neither")
+    if url and not url.startswith(("https://", "http://")):
+        raise ValueError(f"an {kind} url must be http(s), not {url[:40]!r}")
+    if len(data) > MAX_MEDIA_BYTES:
+        raise ValueError(f"{kind} too large: {len(data):,} bytes (at most {MAX_MEDIA_BYTES:,})")
+    if data and not data.startswith(known[media_type]):
+        raise ValueError(f"corrupt {kind}: the bytes are not {media_type}")
+    if media_type == "image/webp" and data and data[8:12] != b"WEBP":
+        raise ValueError("corrupt image: the bytes are not image/webp")
+
+
+@dataclass(frozen=True, slots=True)
+class ImagePart:
+    """An image in a user message or a tool result: its bytes (PNG, JPEG, GIF or WebP, checked
+    by their first bytes) or an http(s) URL the provider fetches. ``name`` is for display."""
+
+    media_type: str
+    data: bytes = field(default=b"", repr=False)
+    url: str = ""
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        _check_media("image", self.media_type, self.data, self.url, _IMAGE_MAGIC)
+
+    @property
+    def label(self) -> str:
+        """A one-line description: ``image photo.png (image/png, 12,345 bytes)``."""
+        return _label("image", self)
+
+    @property
+    def token_estimate(self) -> int:
+        return IMAGE_TOKENS
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentPart:
+    """A PDF document in a user message or a tool result, by bytes or http(s) URL."""
+
+    media_type: str
+    data: bytes = field(default=b"", repr=False)
+    url: str = ""
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        _check_media("document", self.media_type, self.data, self.url, _DOCUMENT_MAGIC)
+
+    @property
+    def label(self) -> str:
+        return _label("document", self)
+
+    @property
+    def token_estimate(self) -> int:
+        return DOCUMENT_PAGE_TOKENS * max(
+            1, self.data.count(b"/Type /Page") - self.data.count(b"/Type /Pages")
+        )
+
+
+MediaPart: TypeAlias = ImagePart | DocumentPart
+
+
+def _label(kind: str, part: ImagePart | DocumentPart) -> str:
+    where = f"{len(part.data):,} bytes" if part.data else part.url[:80]
+    name = f" {part.name}" if part.name else ""
+    return f"{kind}{name} ({part.media_type}, {where})"
+
+
+def media_part(data: bytes, media_type: str = "", name: str = "") -> MediaPart:
+    """An :class:`ImagePart` or :class:`DocumentPart` for ``data``, its media type taken from
+    its first bytes when not given; ``ValueError`` (one line) for anything else."""
+    if not media_type:
+        known = {**_IMAGE_MAGIC, **_DOCUMENT_MAGIC}
+        media_type = next(
+            (t for t, magic in known.items() if data.startswith(magic)), "application/octet-stream"
+        )
+    if media_type in _DOCUMENT_MAGIC:
+        return DocumentPart(media_type, data, name=name)
+    if media_type in _IMAGE_MAGIC:
+        return ImagePart(media_type, data, name=name)
+    raise ValueError(
+        f"unsupported media type {media_type!r}: images (PNG, JPEG, GIF, WebP) and PDF only"
+    )
+
+
+def _part_to_dict(part: MediaPart) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "type": "image" if isinstance(part, ImagePart) else "document",
+        "media_type": part.media_type,
+    }
+    if part.data:
+        out["data"] = base64.b64encode(part.data).decode("ascii")
+    else:
+        out["url"] = part.url
+    if part.name:
+        out["name"] = part.name
+    return out
+
+
+def _part_from_dict(data: dict[str, Any]) -> MediaPart:
+    encoded = str(data.get("data") or "")
+    if len(encoded) > MAX_MEDIA_BYTES * 4 // 3 + 4:
+        raise ValueError(f"media part too large: {len(encoded):,} base64 characters")
+    try:
+        raw = base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError(f"media part: bad base64 ({exc})") from None
+    cls = DocumentPart if data.get("type") == "document" else ImagePart
+    return cls(
+        str(data.get("media_type", "")),
+        raw,
+        str(data.get("url") or ""),
+        str(data.get("name") or ""),
+    )
+
+
+def _parts_from(data: dict[str, Any]) -> tuple[MediaPart, ...]:
+    return tuple(_part_from_dict(p) for p in data.get("parts") or ())
+
+
 @dataclass(frozen=True, slots=True)
 class SystemMessage:
     content: str
@@ -85,7 +232,10 @@ class SystemMessage:
 
 @dataclass(frozen=True, slots=True)
 class UserMessage:
+    """What the user said: its text, then any images or documents (``parts``) after it."""
+
     content: str
+    parts: tuple[MediaPart, ...] = ()
     role: Literal["user"] = field(default="user", init=False, repr=False)
 
 
@@ -106,6 +256,8 @@ class ToolResultMessage:
     name: str
     content: str
     is_error: bool = False
+    parts: tuple[MediaPart, ...] = ()
+    """Images or documents the tool returned, after its text ``content``."""
     role: Literal["tool"] = field(default="tool", init=False, repr=False)
 
 
@@ -136,11 +288,17 @@ class Usage:
 
 def to_dict(message: Message) -> dict[str, Any]:
     """The stable JSON-ready form of one message."""
+    out: dict[str, Any]
     match message:
-        case SystemMessage(content=c) | UserMessage(content=c):
+        case SystemMessage(content=c):
             return {"role": message.role, "content": c}
+        case UserMessage(content=c, parts=media):
+            out = {"role": "user", "content": c}
+            if media:
+                out["parts"] = [_part_to_dict(p) for p in media]
+            return out
         case AssistantMessage(content=c, tool_calls=calls, reasoning=parts):
-            out: dict[str, Any] = {"role": "assistant", "content": c}
+            out = {"role": "assistant", "content": c}
             if calls:
                 out["tool_calls"] = [
                     {"id": t.id, "name": t.name, "arguments": t.arguments} for t in calls
@@ -157,6 +315,8 @@ def to_dict(message: Message) -> dict[str, Any]:
             }
             if message.is_error:
                 out["is_error"] = True
+            if message.parts:
+                out["parts"] = [_part_to_dict(p) for p in message.parts]
             return out
 
 
@@ -176,7 +336,7 @@ def from_dict(data: dict[str, Any]) -> Message:
     if role == "system":
         return SystemMessage(str(data["content"]))
     if role == "user":
-        return UserMessage(str(data["content"]))
+        return UserMessage(str(data["content"]), _parts_from(data))
     if role == "assistant":
         calls = tuple(
             ToolCall(str(t["id"]), str(t["name"]), str(t.get("arguments", "{}")))
@@ -190,6 +350,7 @@ def from_dict(data: dict[str, Any]) -> Message:
             str(data.get("name", "")),
             str(data["content"]),
             bool(data.get("is_error", False)),
+            _parts_from(data),
         )
     raise ValueError(f"unknown message role: {role!r}")
 
@@ -205,10 +366,13 @@ def loads_conversation(text: str) -> list[Message]:
 
 def message_text_size(messages: Sequence[Message]) -> int:
     """UTF-8 bytes of the text a conversation carries (contents, tool names and arguments,
-    reasoning text and its opaque payloads, which are sent back too)."""
+    reasoning text and its opaque payloads, which are sent back too); an image or document
+    counts as the text of its token estimate (four bytes a token), not its own bytes."""
     total = 0
     for m in messages:
         total += len(m.content.encode())
+        if isinstance(m, UserMessage | ToolResultMessage):
+            total += sum(4 * p.token_estimate for p in m.parts)
         if isinstance(m, AssistantMessage):
             for t in m.tool_calls:
                 total += len(t.id) + len(t.name) + len(t.arguments.encode())
