@@ -11,7 +11,8 @@ import pytest
 from pydantic import BaseModel
 from typing_extensions import TypedDict  # (pydantic needs it before Python 3.12)
 
-from retinue import Agent, ConfigError, OutputValidationError, Role, RoleError
+from retinue import Agent, ConfigError, Event, OutputValidationError, Role, RoleError
+from retinue.events import RUN_FINISHED
 from retinue.messages import AssistantMessage, ToolResultMessage
 from retinue.testing import ScriptedModel, call_tool, final_result
 
@@ -160,3 +161,27 @@ def test_a_role_file_declares_its_output_schema(tmp_path: Path) -> None:
     assert out.subagent_outputs[0].output == {"score": 8}
     assert json.loads(model.calls[3].messages[-1].content) == {"score": 8}
     assert "'outputSchema' must be a mapping" in problems["broken.md"]
+
+
+def test_an_interactive_typed_sub_agent_answers_each_turn_in_json(tmp_path: Path) -> None:
+    events: list[Event] = []
+    model = ScriptedModel([
+        call_tool("SubAgent", {"task": "check a", "role": "analyst", "interactive": True}),
+        final_result({"claim": "a", "confidence": 0.5}),
+        call_tool("SubAgent", {"task": "check b", "role": "analyst", "interactive": True}),
+        final_result({"claim": "b", "confidence": 1}),
+        "Both checked.",
+    ])  # fmt: skip
+    with agent(model, tmp_path, roles=[ANALYST], on_event=events.append) as a:
+        out = a.run_sync("Check a, then b.")
+    model.assert_done()
+    assert out.outputs(Finding) == [Finding(claim="a", confidence=0.5),
+                                    Finding(claim="b", confidence=1.0)]  # fmt: skip
+    second_reply = model.calls[4].messages[-1].content
+    assert '{"claim":"b","confidence":1.0}' in second_reply  # JSON, in the session's note
+    finished = [e for e in events if e.kind == RUN_FINISHED and "output" in e.data]
+    assert [e.data["output"] for e in finished] == [
+        {"claim": "a", "confidence": 0.5},
+        {"claim": "b", "confidence": 1.0},
+    ]  # the events carry JSON data (what SSE and the other surfaces send)
+    assert json.dumps([e.to_dict() for e in finished])
