@@ -315,13 +315,14 @@ class Conversation:
         rt = self.runtime
         delegates, extras = not rt.bare or bool(rt.catalog.roles), not rt.bare
         memory = rt.memory is not None and not self.compact and extras
+        reads = extras and not self.compact and rt.manager.transcripts is not None
         own = [
             *(subagent_tools() if delegates else ()),
             *((ask_parent, send_message) if extras else ()),  # asks: the user; messages
             *(task_tools() if extras and task_store(rt.memory) else ()),  # the team's tasks
             *(team_tools() if extras else ()),  # TeamCreate, TeamDelete: it leads teams
             *(memory_tools() if memory else ()),
-            *((read_transcript,) if delegates and rt.manager.transcripts else ()),  # children's
+            *((read_transcript,) if reads else ()),  # its sub-agents' kept transcripts
             *((skill,) if (skill := rt.manager.factory.skill_tool) and extras else ()),  # skills
         ]
         tools = merge(rt.tools, own)
