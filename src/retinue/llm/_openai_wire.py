@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from retinue.errors import ModelError
+from retinue.llm._media import chat_media, chat_part, has_media, without_media
 from retinue.llm.base import ToolSpec
 from retinue.messages import (
     AssistantMessage,
@@ -28,6 +29,7 @@ from retinue.messages import (
 __all__ = [
     "ToolCallAssembler",
     "WireEncoder",
+    "media_ready",
     "messages_from_openai",
     "messages_to_openai",
     "reply_from_openai",
@@ -55,12 +57,35 @@ def message_to_openai(m: Message) -> dict[str, Any]:
         }
     if isinstance(m, ToolResultMessage):
         return {"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content}
+    if isinstance(m, UserMessage) and m.parts:
+        text = [{"type": "text", "text": m.content}] if m.content else []
+        return {"role": "user", "content": text + [chat_part(p) for p in m.parts]}
     return {"role": m.role, "content": m.content}
 
 
-def messages_to_openai(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """A conversation in Chat Completions form."""
-    return [message_to_openai(m) for m in messages]
+def messages_to_openai(messages: Sequence[Message], model: str = "") -> list[dict[str, Any]]:
+    """A conversation in Chat Completions form (:func:`media_ready` for ``model`` first)."""
+    return [message_to_openai(m) for m in media_ready(messages, model)]
+
+
+def media_ready(messages: Sequence[Message], model: str) -> Sequence[Message]:
+    """``messages`` as Chat Completions can take their media: notes instead of parts for a
+    model without vision; a tool result's images (a tool message holds text only) in a user
+    message after the step's results. The same sequence when there is no media."""
+    if not has_media(messages):
+        return messages
+    out: list[Message] = []
+    held: list[UserMessage] = []
+    for m in without_media(messages, model):
+        if held and not isinstance(m, ToolResultMessage):
+            out += held
+            held = []
+        if isinstance(m, ToolResultMessage) and m.parts:
+            out.append(ToolResultMessage(m.tool_call_id, m.name, m.content, m.is_error))
+            held.append(UserMessage(f"[attached by the {m.name} tool ({m.tool_call_id})]", m.parts))
+            continue
+        out.append(m)
+    return out + held
 
 
 def tools_to_openai(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
@@ -74,7 +99,7 @@ _string: Callable[[str], str] = json.encoder.encode_basestring  # a JSON string,
 def _message_json(m: Message) -> str:
     """``_encode(message_to_openai(m))``, the same text, written directly for the messages of
     every turn (a tool result, an assistant's tool calls)."""
-    if type(m) is ToolResultMessage:
+    if type(m) is ToolResultMessage and not m.parts:
         return (
             f'{{"role":"tool","tool_call_id":{_string(m.tool_call_id)},'
             f'"content":{_string(m.content)}}}'
@@ -292,7 +317,9 @@ def messages_from_openai(wire: Sequence[dict[str, Any]]) -> list[Message]:
         if role in ("system", "developer"):
             out.append(SystemMessage(_text(d.get("content"))))
         elif role == "user":
-            out.append(UserMessage(_text(d.get("content"))))
+            content = d.get("content")
+            media = [chat_media(p) for p in content] if isinstance(content, list) else []
+            out.append(UserMessage(_text(content), tuple(p for p in media if p is not None)))
         elif role == "assistant":
             calls = []
             for t in d.get("tool_calls") or ():
@@ -302,6 +329,9 @@ def messages_from_openai(wire: Sequence[dict[str, Any]]) -> list[Message]:
                 names[call_id] = name
             out.append(AssistantMessage(_text(d.get("content")), tuple(calls)))
         elif role == "tool":
+            content = d.get("content")
+            if isinstance(content, list) and any(p.get("type") != "text" for p in content):
+                raise ValueError("a tool message's content parts must be text")
             call_id = str(d.get("tool_call_id", ""))
             out.append(ToolResultMessage(call_id, names.get(call_id, ""), _text(d.get("content"))))
         else:

@@ -28,6 +28,7 @@ from retinue.llm._http11 import Answer, FastPoster, Unanswered, fast_path_allowe
 from retinue.llm._openai_wire import (
     ToolCallAssembler,
     WireEncoder,
+    media_ready,
     messages_to_openai,
     reply_from_openai,
     tools_to_openai,
@@ -50,7 +51,7 @@ def build_request(
     model: str, messages: Sequence[Message], tools: Sequence[ToolSpec], *, stream: bool
 ) -> dict[str, Any]:
     """The JSON body of one Chat Completions request (a plain function, no I/O)."""
-    body: dict[str, Any] = {"model": model, "messages": messages_to_openai(messages)}
+    body: dict[str, Any] = {"model": model, "messages": messages_to_openai(messages, model)}
     if tools:
         body["tools"] = tools_to_openai(tools)
     if stream:
@@ -117,6 +118,7 @@ class OpenAIModel:
     ) -> ModelResponse:
         if not self._loopback:
             check_request_allowed(self.base_url)
+        messages = media_ready(messages, self._model)
         extra = STREAM_OPTIONS if on_text is not None else None
         retries = self.max_retries
         if on_text is None and self._fast is not None:
