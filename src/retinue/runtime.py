@@ -87,11 +87,16 @@ def choose_model(settings: Settings) -> tuple[str, str | None]:
         return settings.model, None
     if os.environ.get("OPENAI_API_KEY"):
         return "openai:gpt-4o-mini", "Using openai:gpt-4o-mini (OPENAI_API_KEY is set)."
+    # current models of each provider (the catalogue, retinue.llm.profiles, lists them)
     if os.environ.get("ANTHROPIC_API_KEY"):
         return (
-            "anthropic:claude-sonnet-4-5",
-            "Using anthropic:claude-sonnet-4-5 (ANTHROPIC_API_KEY is set).",
+            "anthropic:claude-sonnet-5-5",
+            "Using anthropic:claude-sonnet-5-5 (ANTHROPIC_API_KEY is set).",
         )
+    for var in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        if os.environ.get(var):
+            model = "gemini:gemini-3.1-pro-preview"
+            return model, f"Using {model} ({var} is set)."
     local = f"local:{installed_default()}"
     return local, (
         f"No model configured and no API key set: using the embedded local model "

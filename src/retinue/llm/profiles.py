@@ -12,9 +12,17 @@ A profile also says how the embedded model is asked for tool calls (``tool_forma
 own chat-template tool section and ``<tool_call>`` output (``"native"``); each known embedded
 model has the format its task-suite measurement chose (``benchmarks/agent_tasks.py``).
 
-The figures are the providers' published limits as of 2025, rounded down where a family
-spans several sizes; they only steer compression, the provider's own refusal
-(:class:`~retinue.errors.ContextTooLongError`) remains the last word.
+A profile is also the model catalogue the adapters read: the most output tokens
+(``max_output``) and capability flags: whether the model reasons (``reasoning``), how its
+thinking is asked for (``thinking``, one of :data:`THINKING_KINDS`), whether it reads images
+(``vision``) and PDF documents (``pdf``), and whether it takes a JSON schema for its answer
+(``structured_output``). Current models are listed by name (:data:`CATALOGUE`, a dated id
+such as ``claude-opus-5-5-20260922`` counts as its name); others fall back to their family.
+
+The figures are the providers' published limits (sources cited per family, read 2026-12);
+they steer compression and the settings an adapter sends, the provider's own refusal
+(:class:`~retinue.errors.ContextTooLongError`) remains the last word. A figure no source gave
+is left out (``max_output=None``) rather than guessed.
 """
 
 from __future__ import annotations
@@ -25,7 +33,22 @@ from dataclasses import dataclass
 
 from retinue.errors import ConfigError
 
-__all__ = ["DEFAULT_PROFILE", "NATIVE", "STEPS", "TOOL_FORMATS", "ModelProfile", "profile_for"]
+__all__ = [
+    "ADAPTIVE",
+    "ALWAYS",
+    "BUDGET",
+    "CATALOGUE",
+    "DEFAULT_PROFILE",
+    "EFFORT",
+    "LEVEL",
+    "NATIVE",
+    "NO_THINKING",
+    "STEPS",
+    "THINKING_KINDS",
+    "TOOL_FORMATS",
+    "ModelProfile",
+    "profile_for",
+]
 
 STEPS = "steps"
 """Tools asked for in two short constrained steps: one word naming the step (``answer`` or a
@@ -34,6 +57,21 @@ NATIVE = "native"
 """Tools in the chat template's own tool section; free text until the model opens a
 ``<tool_call>``, then only the call's name and arguments are constrained."""
 TOOL_FORMATS = (STEPS, NATIVE)
+
+NO_THINKING = "none"
+"""No thinking setting to send."""
+BUDGET = "budget"
+"""Thinking asked for with a token budget (Claude's extended thinking before 4.6; Gemini 2.5's
+``thinking_budget``)."""
+ADAPTIVE = "adaptive"
+"""Claude's adaptive thinking (``thinking: {type: "adaptive"}``), with ``effort``."""
+ALWAYS = "always"
+"""Adaptive thinking that cannot be turned off: ``disabled`` or a manual budget is a 400."""
+LEVEL = "level"
+"""Gemini 3's ``thinking_level`` (a level and a budget together are a 400)."""
+EFFORT = "effort"
+"""OpenAI's ``reasoning.effort`` (sampling settings are refused while it reasons)."""
+THINKING_KINDS = (NO_THINKING, BUDGET, ADAPTIVE, ALWAYS, LEVEL, EFFORT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +87,27 @@ class ModelProfile:
     tool_format: str = STEPS
     """How the embedded (``local:``) model is prompted for tool calls: one of
     :data:`TOOL_FORMATS`. Other providers take tools through their API and ignore it."""
+    max_output: int | None = None
+    """The most tokens one answer may have (thinking included), when a source gave it."""
+    thinking: str = NO_THINKING
+    """How the model's thinking is asked for: one of :data:`THINKING_KINDS`."""
+    vision: bool = False
+    """Reads images."""
+    pdf: bool = False
+    """Reads PDF documents."""
+    structured_output: bool = False
+    """Takes a JSON schema its answer must follow."""
+
+    @property
+    def reasoning(self) -> bool:
+        """Whether the model reasons (thinks) before it answers, in whatever form."""
+        return self.thinking != NO_THINKING
 
     def __post_init__(self) -> None:
+        if self.thinking not in THINKING_KINDS:
+            raise ConfigError(
+                f"thinking must be one of {', '.join(THINKING_KINDS)}, not {self.thinking!r}"
+            )
         if self.tool_format not in TOOL_FORMATS:
             raise ConfigError(
                 f"tool_format must be one of {', '.join(TOOL_FORMATS)}, not {self.tool_format!r}"
@@ -78,29 +135,99 @@ _LOCAL_MODELS = {  # each embedded model with the tool format its task-suite run
     "qwen2.5-coder-1.5b": ModelProfile(8_192, 1_024, compact=True, tool_format=NATIVE),
 }
 _SCRIPTED = ModelProfile(32_768, 2_048)  # the test model; tests pass their own window
+
+
+def _current(window: int, out: int, thinking: str, *, pdf: bool = True) -> ModelProfile:
+    """A current hosted model: reads images (and PDFs), takes a JSON schema; ``out`` tokens
+    are both its output limit and the part of the window kept free for the answer."""
+    return ModelProfile(
+        window, out, max_output=out, thinking=thinking, vision=True, pdf=pdf,
+        structured_output=True,
+    )  # fmt: skip
+
+
+# Anthropic: each model's overview page, platform.claude.com/docs/en/models/<model>/overview
+# ("Context window 1M tokens, Max output 128K tokens", "Thinking: Adaptive (always on)" for
+# Fable 5.x and Opus 5.5, "Adaptive" for Opus 5, Sonnet 5 / 5.5 and Haiku 5.5); Haiku 4.5:
+# 200K / 64K, extended (budget) thinking (models overview, "Compare models").
+_CLAUDE_ALWAYS = _current(1_000_000, 128_000, ALWAYS)
+_CLAUDE_5 = _current(1_000_000, 128_000, ADAPTIVE)
 _CLAUDE = ModelProfile(200_000, 16_384)
-_GEMINI = ModelProfile(1_048_576, 65_536)
+# OpenAI: developers.openai.com/api/docs/models (GPT-6 Astra and the GPT-5.6 family: "Context
+# window 1.05M, Max output 128K tokens", reasoning effort none..max); GPT-6 Sol / Luna, 6.1 and
+# 6.2 keep "a 1,050,000-token context window ... 128K output" (OpenAI's announcements as
+# docs.litellm.ai/blog/gpt_6_sol_luna and docs.laozhang.ai's GPT-6.2 page quote them);
+# GPT-5.4 / 5.5: 1M (the pricing page's table as www.morphllm.com/openai-api-pricing quotes
+# it, no output limit given); GPT-5.2: 400K / 128K, as every GPT-5 model page gives it
+# (developers.openai.com/api/docs/models/gpt-5-nano, .../gpt-5-codex; 5.2's own page not found).
+_GPT_6 = _current(1_050_000, 128_000, EFFORT)
+_GPT_1M = ModelProfile(1_000_000, 128_000, thinking=EFFORT, vision=True, structured_output=True)
+# Google: ai.google.dev/gemini-api/docs/models/<model> ("Input token limit 1,048,576, Output
+# token limit 65,536"; text, image, video, audio and PDF input; structured outputs; thinking).
+_GEMINI = _current(1_048_576, 65_536, LEVEL)
+_GEMINI_25 = _current(1_048_576, 65_536, BUDGET)
+
+CATALOGUE: Mapping[str, ModelProfile] = {
+    **dict.fromkeys(
+        (
+            "claude-fable-5", "claude-fable-5-1", "claude-fable-5-2",
+            "claude-mythos-5", "claude-mythos-5-1", "claude-mythos-5-2", "claude-opus-5-5",
+        ),
+        _CLAUDE_ALWAYS,
+    ),
+    **dict.fromkeys(
+        ("claude-opus-5", "claude-sonnet-5", "claude-sonnet-5-5", "claude-haiku-5-5"), _CLAUDE_5
+    ),
+    "claude-haiku-4-5": _current(200_000, 64_000, BUDGET),
+    **dict.fromkeys(
+        (
+            "gpt-6-astra", "gpt-6-sol", "gpt-6-luna", "gpt-6.1-sol", "gpt-6.1-terra",
+            "gpt-6.2-astra", "gpt-6.2-sol",
+            "gpt-5.6", "gpt-5.6-sol", "gpt-5.6-terra", "gpt-5.6-luna",
+        ),
+        _GPT_6,
+    ),
+    **dict.fromkeys(("gpt-5.5", "gpt-5.4", "gpt-5.4-mini", "gpt-5.4-nano"), _GPT_1M),
+    "gpt-5.2": _current(400_000, 128_000, EFFORT),
+    **dict.fromkeys(
+        (
+            "gemini-3-pro", "gemini-3-pro-preview", "gemini-3.1-pro-preview",
+            "gemini-3-flash", "gemini-3-flash-preview",
+        ),
+        _GEMINI,
+    ),
+    **dict.fromkeys(("gemini-2.5-pro", "gemini-2.5-flash"), _GEMINI_25),
+}  # fmt: skip
+"""Current models by bare, lower-cased name (a trailing ``-YYYYMMDD`` date is ignored)."""
 
 # (pattern searched in the lower-cased bare model name, profile); first match wins, so the
 # more specific patterns come first. ``(?<![a-z0-9])`` keeps "o3" from matching inside a word.
 _FAMILIES: tuple[tuple[re.Pattern[str], ModelProfile], ...] = tuple(
     (re.compile(p), prof)
     for p, prof in (
-        (r"(?<![a-z0-9])gpt-5", ModelProfile(400_000, 128_000)),
+        (r"(?<![a-z0-9])gpt-([6-9]|\d\d)", _GPT_6),
+        (r"(?<![a-z0-9])gpt-5", ModelProfile(400_000, 128_000, thinking=EFFORT)),
         (r"(?<![a-z0-9])gpt-4\.1", ModelProfile(1_047_576, 32_768)),
         (r"(?<![a-z0-9])gpt-4o", ModelProfile(128_000, 16_384)),
         (r"(?<![a-z0-9])gpt-4-(turbo|\d{4}-preview)", ModelProfile(128_000, 4_096)),
         (r"(?<![a-z0-9])gpt-4(?![a-z0-9.])", ModelProfile(8_192, 2_048)),
         (r"(?<![a-z0-9])gpt-3\.5", ModelProfile(16_385, 4_096)),
-        (r"(?<![a-z0-9])o1-mini", ModelProfile(128_000, 65_536)),
-        (r"(?<![a-z0-9])o[1-9](?![0-9])", ModelProfile(200_000, 100_000)),
-        # "a 1M token context window (default and maximum) and 128k max output tokens"
-        # (https://platform.claude.com/docs/en/models/fable-5-2/whats-new-fable-5-2)
-        (r"claude-(fable|mythos)-5", ModelProfile(1_000_000, 128_000)),
+        (r"(?<![a-z0-9])o1-mini", ModelProfile(128_000, 65_536, thinking=EFFORT)),
+        (r"(?<![a-z0-9])o[1-9](?![0-9])", ModelProfile(200_000, 100_000, thinking=EFFORT)),
+        (r"^codex", ModelProfile(200_000, 100_000, thinking=EFFORT)),
+        # Claude Fable and Mythos 5.x always think; every Claude 5 model has adaptive thinking,
+        # as Opus and Sonnet 4.6 and later do (adaptive-thinking page, "supported models");
+        # Claude 4 and 3.7 think with a manual budget; older models do not think.
+        (r"claude-(fable|mythos)-([5-9]|\d\d)", _CLAUDE_ALWAYS),
+        (r"claude-(opus|sonnet|haiku)-([5-9]|\d\d)", _CLAUDE_5),
+        (
+            r"claude-(opus|sonnet)-4-([6-9]|\d\d)(?!\d)",
+            ModelProfile(200_000, 16_384, thinking=ADAPTIVE),
+        ),
+        (r"claude-((opus|sonnet|haiku)-4|3-7)", ModelProfile(200_000, 16_384, thinking=BUDGET)),
         (r"claude", _CLAUDE),
-        # Gemini 2.5 and 3: 1,048,576 input tokens, 65,536 output (ai.google.dev/gemini-api/
-        # docs/models)
-        (r"gemini-(2\.5|[3-9])", _GEMINI),
+        (r"gemini-([3-9]|\d\d)", _GEMINI),
+        (r"gemini-2\.5", _GEMINI_25),
         (r"deepseek-(reasoner|r1)", ModelProfile(128_000, 32_768)),
         (r"deepseek", ModelProfile(128_000, 8_192)),
         (r"qwen", ModelProfile(32_768, 4_096)),
@@ -108,12 +235,13 @@ _FAMILIES: tuple[tuple[re.Pattern[str], ModelProfile], ...] = tuple(
         (r"llama", ModelProfile(8_192, 1_024)),
     )
 )
+_DATE = re.compile(r"-\d{8}$")
 
 _PROVIDER_DEFAULTS = {
     "local": _LOCAL,
     "scripted": _SCRIPTED,
     "anthropic": _CLAUDE,
-    "gemini": _GEMINI,
+    "gemini": ModelProfile(1_048_576, 65_536),  # an unknown Gemini: no thinking setting
 }
 
 
@@ -124,8 +252,9 @@ def profile_for(
 
     Order: an override for the full name, then for the bare name, then the longest override
     key that is a prefix of either; then the embedded ``local:`` and ``scripted:`` providers;
-    then the known families; then the provider's default; then :data:`DEFAULT_PROFILE`.
-    An embedded model known by name (``local:qwen2.5-coder-1.5b``) has a profile of its own.
+    then :data:`CATALOGUE`; then the known families; then the provider's default; then
+    :data:`DEFAULT_PROFILE`. An embedded model known by name (``local:qwen2.5-coder-1.5b``) has
+    a profile of its own.
     """
     provider, sep, bare = model_name.partition(":")
     if not sep:
@@ -139,6 +268,9 @@ def profile_for(
     if provider == "scripted":
         return _SCRIPTED
     lowered = bare.lower()
+    known = CATALOGUE.get(_DATE.sub("", lowered.rsplit("/", 1)[-1]))
+    if known is not None:
+        return known
     for pattern, profile in _FAMILIES:
         if pattern.search(lowered):
             return profile
