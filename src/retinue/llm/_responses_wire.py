@@ -25,9 +25,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from retinue.errors import ModelError, ModelRefusal
+from retinue.llm._media import responses_media, responses_part, without_media
 from retinue.llm.base import ModelResponse, ToolSpec
 from retinue.messages import (
     AssistantMessage,
+    MediaPart,
     Message,
     ReasoningPart,
     SystemMessage,
@@ -58,21 +60,37 @@ def request_input(messages: Sequence[Message], model: str) -> tuple[str | None, 
     ``instructions``, every other message as input items."""
     instructions: str | None = None
     items: list[Any] = []
-    for i, m in enumerate(messages):
+    for i, m in enumerate(without_media(messages, model)):
         if isinstance(m, SystemMessage):
             if i == 0:
                 instructions = m.content
             else:
                 items.append({"role": "developer", "content": m.content})
         elif isinstance(m, UserMessage):
-            items.append({"role": "user", "content": m.content})
+            items.append({"role": "user", "content": _with_media(m.content, m.parts)})
         elif isinstance(m, AssistantMessage):
             _assistant_items(m, model, items)
         else:
+            output = _with_media(m.content, m.parts)
             items.append(
-                {"type": "function_call_output", "call_id": m.tool_call_id, "output": m.content}
+                {"type": "function_call_output", "call_id": m.tool_call_id, "output": output}
             )
     return instructions, items
+
+
+def _with_media(text: str, parts: Sequence[MediaPart]) -> str | list[dict[str, Any]]:
+    """The text alone, or (with images or files) ``input_text`` then the media parts."""
+    if not parts:
+        return text
+    head = [{"type": "input_text", "text": text}] if text else []
+    return head + [responses_part(p) for p in parts]
+
+
+def _media_of(content: Any) -> tuple[MediaPart, ...]:
+    if not isinstance(content, list):
+        return ()
+    found = [responses_media(p) for p in content]
+    return tuple(p for p in found if p is not None)
 
 
 def _assistant_items(m: AssistantMessage, model: str, items: list[Any]) -> None:
@@ -251,11 +269,15 @@ def messages_from_responses(body: dict[str, Any]) -> list[Message]:
             turn = []
         if kind == "function_call_output":
             call_id = str(item.get("call_id", ""))
-            out.append(ToolResultMessage(call_id, names.get(call_id, ""), str(item["output"])))
+            output = item["output"]
+            text = output if isinstance(output, str) else _content_text(output)
+            name = names.get(call_id, "")
+            out.append(ToolResultMessage(call_id, name, text, parts=_media_of(output)))
         elif kind == "message" and role in ("system", "developer"):
             out.append(SystemMessage(_content_text(item.get("content"))))
         elif kind == "message" and role == "user":
-            out.append(UserMessage(_content_text(item.get("content"))))
+            content = item.get("content")
+            out.append(UserMessage(_content_text(content), _media_of(content)))
         else:
             raise ValueError(f"unknown input item: type {kind!r}, role {role!r}")
     if turn:
