@@ -69,9 +69,9 @@ def _lines(out: Console, summaries: list[TranscriptSummary], title: str) -> None
     for s in summaries:
         parent = f" under {escape(s.parent_id)}" if s.parent_id else ""
         out.print(
-            f"{s.id}  {escape(s.session_id)}  {escape(s.role)} ({s.kind}{parent})  "
-            f"{s.turns} turns, {s.tool_calls} calls, {s.input_tokens + s.output_tokens} tokens, "
-            f"{format_cost(s.cost_usd)}  {s.outcome}  ended {_when(s.ended_at)}"
+            f"{escape(s.id)}  {escape(s.session_id)}  {escape(s.role)} ({escape(s.kind)}{parent})"
+            f"  {s.turns} turns, {s.tool_calls} calls, {s.input_tokens + s.output_tokens} tokens,"
+            f" {format_cost(s.cost_usd)}  {escape(s.outcome)}  ended {_when(s.ended_at)}"
         )
 
 
@@ -125,11 +125,12 @@ def _print_transcript(out: Console, found: Transcript) -> None:
     from retinue.telemetry.prices import format_cost
 
     s = found.summary
-    out.print(f"[bold]{s.id}[/bold]  session {escape(s.session_id)}  role {escape(s.role)}  "
-              f"({s.kind}, parent {escape(s.parent_id or '-')})")  # fmt: skip
-    out.print(f"{s.turns} turns, {s.tool_calls} tool calls, {s.input_tokens} in / "
-              f"{s.output_tokens} out tokens, {format_cost(s.cost_usd)}; outcome {s.outcome}; "
-              f"{_when(s.started_at)} - {_when(s.ended_at)}")  # fmt: skip
+    who = f"session {escape(s.session_id)}  role {escape(s.role)}"
+    out.print(f"[bold]{escape(s.id)}[/bold]  {who}  ({escape(s.kind)}, parent "
+              f"{escape(s.parent_id or '-')})")  # fmt: skip
+    used = f"{s.input_tokens} in / {s.output_tokens} out tokens, {format_cost(s.cost_usd)}"
+    out.print(f"{s.turns} turns, {s.tool_calls} tool calls, {used}; outcome "
+              f"{escape(s.outcome)}; {_when(s.started_at)} - {_when(s.ended_at)}")  # fmt: skip
     for entry in found.entries:
         role = str(entry.get("role", "?"))
         if role == "tool":
@@ -167,6 +168,6 @@ def search(text: str, *, as_json: bool = False, limit: int = 20) -> None:
         return
     for h in hits:
         s = h.summary
-        out.print(f"[bold]{s.id}[/bold] {escape(s.session_id)} ({escape(s.role)}, "
+        out.print(f"[bold]{escape(s.id)}[/bold] {escape(s.session_id)} ({escape(s.role)}, "
                   f"ended {_when(s.ended_at)})")  # fmt: skip
         out.print("  " + escape(" ".join(h.snippet.split())))
