@@ -122,3 +122,52 @@ def test_an_interactive_session_unloaded_leaves_one_transcript_of_its_turns(
     said = [e["content"] for e in shown["entries"] if e["role"] in ("user", "assistant")]
     assert said[-4:] == ["find the config loader", "It is in config.py.", "and who calls it?",
                          "cli/app.py calls it."]  # fmt: skip
+
+
+LEAD = """---
+name: lead
+description: Leads an investigation; asks the scout, then reads what it did.
+tools: [Read, Agent(scout)]
+capabilities: [transcripts]
+---
+You lead.
+"""
+SCOUT = """---
+name: scout
+description: Looks around.
+tools: [Read]
+---
+You look around.
+"""
+
+
+def test_a_nested_sub_agent_is_kept_under_its_parent_whose_role_may_read_it(
+    tmp_path: Path,
+) -> None:
+    agents = tmp_path / ".retinue" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "lead.md").write_text(LEAD)
+    (agents / "scout.md").write_text(SCOUT)
+    model = ScriptedModel([
+        call_tool("SubAgent", {"task": "find the loader", "role": "lead"}),
+        call_tool("SubAgent", {"task": "look for the loader", "role": "scout"}),  # the lead
+        "Found it in config.py.",  # the scout
+        memorize("the loader is in config.py"),  # the scout's consolidation
+        call_tool("ReadTranscript", {"session": "main/lead#1/scout#2"}),  # the lead reads it
+        "The scout says config.py.",
+        memorize("the scout found config.py"),  # the lead's consolidation
+        "config.py.",
+    ])  # fmt: skip
+    with LoopbackOpenAIServer(model) as server:
+        proc = retinue(["run", "-m", "openai:test", "where is the loader?"], server, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    read = model.calls[5].messages[-1].content
+    assert "of session main/lead#1/scout#2 (role scout, one-shot, outcome done" in read
+    assert "[assistant] Found it in config.py." in read
+    kept = {s["session_id"]: s for s in json.loads(
+        retinue(["sessions", "--ended", "--json"], None, tmp_path).stdout)}  # fmt: skip
+    scout, lead = kept["main/lead#1/scout#2"], kept["main/lead#1"]
+    assert (scout["parent_id"], scout["depth"], lead["parent_id"], lead["depth"]) == (
+        "main/lead#1", 2, "main", 1)  # fmt: skip
+    shown = json.loads(retinue(["sessions", "show", lead["id"], "--json"], None, tmp_path).stdout)
+    assert [c["id"] for c in shown["children"]] == [scout["id"]]
