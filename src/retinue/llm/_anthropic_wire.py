@@ -37,7 +37,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from retinue.errors import ModelError
+from retinue.llm._media import anthropic_block, without_media
 from retinue.llm.base import ToolSpec
+from retinue.llm.profiles import ADAPTIVE, ALWAYS, profile_for
 from retinue.llm.settings import ModelSettings
 from retinue.messages import (
     AssistantMessage,
@@ -46,6 +48,7 @@ from retinue.messages import (
     SystemMessage,
     ToolCall,
     ToolResultMessage,
+    UserMessage,
 )
 
 __all__ = [
@@ -66,29 +69,22 @@ CACHE = {"type": "ephemeral"}
 PROVIDER = "anthropic"
 THINKING_KINDS = ("thinking", "redacted_thinking")
 
-# Claude Fable and Mythos 5.x think on every request: "thinking: {type: 'disabled'} and
-# manual extended thinking ... return a 400 error" (Fable 5.1 migration guide, baseline).
-_ALWAYS = re.compile(r"claude-(fable|mythos)-(\d+)")
-# Adaptive thinking arrived with Opus 4.6 and Sonnet 4.6; the Claude 5 family takes only the
-# adaptive form (adaptive-thinking page, "supported models"). Older models: no thinking.
-_VERSIONED = re.compile(r"claude-(opus|sonnet|haiku|fable|mythos)-(\d+)(?:-(\d{1,2}))?(?!\d)")
+# Which models think, and how, is the model catalogue's (retinue.llm.profiles): Claude Fable
+# and Mythos 5.x and Opus 5.5 think on every request ("thinking: {type: 'disabled'} and manual
+# extended thinking ... return a 400 error", Fable 5.1 migration guide, baseline; "Adaptive
+# (always on)", Opus 5.5 overview); adaptive thinking arrived with Opus 4.6 and Sonnet 4.6,
+# and the Claude 5 family takes only the adaptive form (adaptive-thinking page, "supported
+# models"). Older models get no thinking field.
 _DATE = re.compile(r"-\d{8}$")
 
 
 def always_thinks(model: str) -> bool:
     """Whether ``model`` thinks on every request (no way to turn it off)."""
-    m = _ALWAYS.search(model.lower())
-    return m is not None and int(m.group(2)) >= 5
+    return profile_for(f"{PROVIDER}:{model}").thinking == ALWAYS
 
 
 def _adaptive(model: str) -> bool:
-    m = _VERSIONED.search(model.lower())
-    if m is None:
-        return False
-    major, minor = int(m.group(2)), int(m.group(3) or 0)
-    if major >= 5:
-        return True
-    return major == 4 and minor >= 6 and m.group(1) in ("opus", "sonnet")
+    return profile_for(f"{PROVIDER}:{model}").thinking in (ADAPTIVE, ALWAYS)
 
 
 def thinking_config(model: str) -> dict[str, Any] | None:
@@ -97,7 +93,7 @@ def thinking_config(model: str) -> dict[str, Any] | None:
     Never ``disabled`` nor ``enabled`` with ``budget_tokens``: both are a 400 on the models
     that always think, and the budget form is deprecated on Opus/Sonnet 4.6.
     """
-    return {"type": "adaptive"} if always_thinks(model) or _adaptive(model) else None
+    return {"type": "adaptive"} if _adaptive(model) else None
 
 
 def _bare(model: str) -> str:
@@ -218,6 +214,9 @@ def _blocks(m: Message, model: str) -> list[dict[str, Any]]:
             "tool_use_id": m.tool_call_id,
             "content": m.content,
         }
+        if m.parts:  # "content": text, image and document blocks (the tool-use docs)
+            text = [{"type": "text", "text": m.content}] if m.content else []
+            block["content"] = text + [anthropic_block(p) for p in m.parts]
         if m.is_error:
             block["is_error"] = True
         return [block]
@@ -229,6 +228,8 @@ def _blocks(m: Message, model: str) -> list[dict[str, Any]]:
         out += [reasoning_block(p) for p in m.reasoning if readable_by(p, model)]
     if m.content:
         out.append({"type": "text", "text": m.content})
+    if isinstance(m, UserMessage):
+        out += [anthropic_block(p) for p in m.parts]
     if isinstance(m, AssistantMessage):
         out += [
             {"type": "tool_use", "id": t.id, "name": t.name, "input": tool_input(t.arguments)}
@@ -245,7 +246,7 @@ def messages_to_anthropic(
     (:func:`readable_by`)."""
     system: list[dict[str, Any]] = []
     wire: list[dict[str, Any]] = []
-    for m in messages:
+    for m in without_media(messages, model):
         if isinstance(m, SystemMessage):
             if m.content:
                 system.append({"type": "text", "text": m.content})

@@ -37,10 +37,12 @@ import secrets
 import threading
 from typing import Any
 
+from retinue.llm._media import anthropic_media
 from retinue.llm.base import Model, ModelResponse, ToolSpec
 from retinue.llm.loopback import LoopbackServer
 from retinue.messages import (
     AssistantMessage,
+    MediaPart,
     Message,
     SystemMessage,
     ToolCall,
@@ -111,13 +113,24 @@ def messages_from_anthropic(body: dict[str, Any]) -> list[Message]:
         for b in blocks:
             if b["type"] == "tool_result":
                 tid = b["tool_use_id"]
-                content = _text(b.get("content", ""))
-                out.append(
-                    ToolResultMessage(tid, names.get(tid, ""), content, bool(b.get("is_error")))
-                )
+                content = b.get("content", "")
+                media = _media(content) if isinstance(content, list) else ()
+                error = bool(b.get("is_error"))
+                out.append(ToolResultMessage(tid, names.get(tid, ""), _text(content), error, media))
             elif b["type"] == "text":
                 out.append(UserMessage(b["text"]))
+            elif (part := anthropic_media(b)) is not None:
+                last = out[-1] if out else None
+                if isinstance(last, UserMessage):  # after the text it follows
+                    out[-1] = UserMessage(last.content, (*last.parts, part))
+                else:
+                    out.append(UserMessage("", (part,)))
     return out
+
+
+def _media(blocks: list[dict[str, Any]]) -> tuple[MediaPart, ...]:
+    found = [anthropic_media(b) for b in blocks]
+    return tuple(p for p in found if p is not None)
 
 
 class LoopbackAnthropicServer(LoopbackServer):
