@@ -14,8 +14,8 @@
 Each tenant sees only its own: the store is asked for the caller's tenant only, a session id
 a client sends is read in its space (:meth:`~retinue.server.tenants.TenantSpace.inside`), and
 the answer shows its ids as its clients see them. Another tenant's transcript is 404, as if
-there were none. Without a memory store (or with ``transcript_retention_days = 0``) lists are
-empty.
+there were none. Without a memory store the lists are empty (with
+``transcript_retention_days = 0`` no new transcript is kept; those kept before stay listed).
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from retinue.memory.transcripts import (
     Transcript,
     TranscriptStore,
     children_of,
-    transcript_store,
     valid_transcript_id,
 )
 from retinue.server.tenants import Space, TenantSpace
@@ -40,7 +39,8 @@ Limit = Annotated[int, Query(ge=1, le=1000)]
 
 
 def _store(space: TenantSpace) -> TranscriptStore | None:
-    return transcript_store(space.runtime.memory)
+    memory = space.runtime.memory
+    return memory.transcripts if memory is not None else None
 
 
 async def _whole(space: TenantSpace, store: TranscriptStore, found: Transcript) -> dict[str, Any]:
