@@ -11,11 +11,13 @@ from typing import Any
 
 import griffe
 
+LITERAL = re.compile(r"(?<=\S)::$", re.MULTILINE)  # "An agent in two lines::"
 ROLE = re.compile(r":(?:py:)?(?:class|func|meth|mod|attr|data|exc|obj|const|b):`(~?)([^`]+)`")
 
 
 def plain(text: str) -> str:
-    """``text`` with each Sphinx role replaced by inline code of its (shortened) target."""
+    """``text`` with each Sphinx role as inline code of its (shortened) target, and each
+    literal-block marker ``::`` as a colon."""
 
     def code(match: re.Match[str]) -> str:
         target = match[2].strip()
@@ -23,7 +25,7 @@ def plain(text: str) -> str:
             target = target.rsplit(".", 1)[-1]
         return f"`{target}`"
 
-    return ROLE.sub(code, text)
+    return LITERAL.sub(":", ROLE.sub(code, text))
 
 
 class SphinxRefs(griffe.Extension):
