@@ -33,6 +33,7 @@ position as the API does.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import secrets
@@ -40,9 +41,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from retinue.errors import ModelError, ModelRefusal
+from retinue.llm._media import gemini_media, gemini_part, without_media
 from retinue.llm.base import ModelResponse, ToolSpec
 from retinue.messages import (
     AssistantMessage,
+    MediaPart,
     Message,
     ReasoningPart,
     SystemMessage,
@@ -104,24 +107,41 @@ def request_contents(
     system: str | None = None
     contents: list[dict[str, Any]] = []
     turn_start = max((i for i, m in enumerate(messages) if isinstance(m, UserMessage)), default=-1)
-    for i, m in enumerate(messages):
+    for i, m in enumerate(without_media(messages, model)):
         if isinstance(m, SystemMessage):
             if i == 0:
                 system = m.content
             else:
                 contents.append({"role": "user", "parts": [{"text": m.content}]})
         elif isinstance(m, UserMessage):
-            contents.append({"role": "user", "parts": [{"text": m.content}]})
+            text = [{"text": m.content}] if m.content or not m.parts else []
+            contents.append({"role": "user", "parts": text + [gemini_part(p) for p in m.parts]})
         elif isinstance(m, AssistantMessage):
             contents.append(_model_content(m, model, current=i > turn_start))
         else:
-            part = {"function_response": _function_response(m)}
-            last = contents[-1] if contents else None
-            if last and last["role"] == "user" and "function_response" in last["parts"][-1]:
-                last["parts"].append(part)  # the results of one step go in one content
-            else:
-                contents.append({"role": "user", "parts": [part]})
+            _add_result(contents, m, model)
     return system, contents
+
+
+def _add_result(contents: list[dict[str, Any]], m: ToolResultMessage, model: str) -> None:
+    """A tool result as a ``function_response`` part, with the step's other results in one
+    content. Its media go in ``functionResponse.parts`` for Gemini 3 and later ("multimodal
+    function responses"); for an earlier model, as parts of that content after the results."""
+    response = _function_response(m)
+    inline = requires_signatures(model)
+    if m.parts and inline:
+        response["parts"] = [gemini_part(p) for p in m.parts]
+    part = {"function_response": response}
+    last = contents[-1] if contents else None
+    if last and last["role"] == "user" and any("function_response" in p for p in last["parts"]):
+        parts = last["parts"]
+        at = max(n for n, p in enumerate(parts) if "function_response" in p) + 1
+        parts.insert(at, part)  # the results of one step go in one content, media after
+    else:
+        contents.append({"role": "user", "parts": [part]})
+        parts = contents[-1]["parts"]
+    if m.parts and not inline:
+        parts.extend(gemini_part(p) for p in m.parts)
 
 
 def _model_content(m: AssistantMessage, model: str, *, current: bool) -> dict[str, Any]:
@@ -354,10 +374,15 @@ def messages_from_gemini(body: dict[str, Any]) -> list[Message]:
             out.append(AssistantMessage(_texts(parts), tuple(calls)))
         elif role in (None, "user", "function"):
             responses = [_get(p, "functionResponse", "function_response") for p in parts]
+            media = _media(parts)
             if any(responses):
-                out.extend(_results([r for r in responses if r], names))
+                results = _results([r for r in responses if r], names)
+                if media:  # an earlier model's: after the results, taken as the last one's
+                    last = results[-1]
+                    results[-1] = dataclasses.replace(last, parts=last.parts + media)
+                out.extend(results)
             else:
-                out.append(UserMessage(_texts(parts)))
+                out.append(UserMessage(_texts(parts), media))
         else:
             raise ValueError(f"unknown content role {role!r}")
     return out
@@ -367,13 +392,20 @@ def _texts(parts: list[Any]) -> str:
     return "".join(str(p.get("text") or "") for p in parts if not p.get("thought"))
 
 
-def _results(responses: list[dict[str, Any]], calls: list[ToolCall]) -> list[Message]:
-    out: list[Message] = []
+def _results(responses: list[dict[str, Any]], calls: list[ToolCall]) -> list[ToolResultMessage]:
+    out: list[ToolResultMessage] = []
     for n, r in enumerate(responses):
         call_id = r.get("id") or (calls[n].id if n < len(calls) else f"{LOCAL_ID}{n}")
         payload = r.get("response") or {}
         is_error = "error" in payload and "output" not in payload
         value = payload.get("error" if is_error else "output", payload)
         text = value if isinstance(value, str) else json.dumps(value)
-        out.append(ToolResultMessage(str(call_id), str(r.get("name", "")), text, is_error))
+        media = _media(r.get("parts") or [])
+        name = str(r.get("name", ""))
+        out.append(ToolResultMessage(str(call_id), name, text, is_error, media))
     return out
+
+
+def _media(parts: list[Any]) -> tuple[MediaPart, ...]:
+    found = [gemini_media(p) for p in parts if isinstance(p, dict)]
+    return tuple(p for p in found if p is not None)

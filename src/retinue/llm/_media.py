@@ -192,4 +192,8 @@ def gemini_media(part: dict[str, Any]) -> MediaPart | None:
     if blob is None:
         return None
     media_type = blob.get("mimeType", blob.get("mime_type"))
-    return _part(str(media_type), base64.b64decode(str(blob["data"]), validate=True))
+    data = str(blob["data"]).translate(_URLSAFE)  # the SDK writes bytes URL-safe
+    return _part(str(media_type), base64.b64decode(data, validate=True))
+
+
+_URLSAFE = str.maketrans("-_", "+/")
