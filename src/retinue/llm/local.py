@@ -34,6 +34,7 @@ from retinue.config import default_home
 from retinue.errors import ConfigError
 from retinue.llm._gguf import DEFAULT_MODEL, INSTALL_HINT, MODELS, ensure_model_file
 from retinue.llm._local_client import LocalWorker, worker_for
+from retinue.llm._media import without_media
 from retinue.llm._tool_text import (
     ToolCallStreamFilter,
     described_calls,
@@ -167,6 +168,7 @@ class LocalModel:
         *,
         on_text: TextCallback | None = None,
     ) -> ModelResponse:
+        messages = without_media(messages, self.name)  # the embedded model reads text only
         loop = asyncio.get_running_loop()
         schemas = {t.name: t.parameters for t in tools}
         native = self.tool_format == NATIVE
