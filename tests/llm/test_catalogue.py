@@ -91,3 +91,29 @@ def test_an_override_still_wins_over_the_catalogue() -> None:
 def test_an_unknown_thinking_kind_is_refused() -> None:
     with pytest.raises(ConfigError, match="thinking must be one of"):
         ModelProfile(1_000, 100, thinking="sometimes")
+
+
+def test_the_adapters_decide_thinking_from_the_catalogue() -> None:
+    from retinue.llm._anthropic_wire import always_thinks, thinking_config
+    from retinue.llm.gemini import settings_config
+    from retinue.llm.openai_responses import settings_fields
+    from retinue.llm.settings import ModelSettings
+
+    high = ModelSettings(effort="high", temperature=0.2)
+    for bare, p in CATALOGUE.items():
+        if bare.startswith("claude-"):
+            assert (thinking_config(bare) is not None) == (p.thinking in (ADAPTIVE, ALWAYS))
+            assert always_thinks(bare) == (p.thinking == ALWAYS), bare
+        elif bare.startswith("gpt-"):
+            fields, dropped = settings_fields(bare, high)
+            assert fields["reasoning"] == {"effort": "high"} and "temperature" not in fields
+            assert any(d.startswith("temperature") for d in dropped)
+        else:
+            fields, _ = settings_config(bare, high)
+            key = "thinking_level" if p.thinking == LEVEL else "thinking_budget"
+            assert list(fields["thinking_config"]) == [key], bare
+    assert always_thinks("claude-opus-5-5-20260922") and not always_thinks("claude-sonnet-5-5")
+    assert thinking_config("claude-haiku-4-5") is None
+    fields, dropped = settings_fields("gpt-4o", high)
+    assert "reasoning" not in fields and fields["temperature"] == 0.2
+    assert settings_config("gemini-2.0-flash", high)[1] == ["effort (the model does not think)"]

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +48,7 @@ from retinue.llm._gemini_wire import (
 )
 from retinue.llm.base import ModelResponse, TextCallback, ToolSpec
 from retinue.llm.guard import check_request_allowed
+from retinue.llm.profiles import BUDGET, LEVEL, profile_for
 from retinue.messages import Message
 
 if TYPE_CHECKING:
@@ -64,7 +64,6 @@ KEY_VARS = ("GOOGLE_API_KEY", KEY_VAR)  # the SDK's order
 URL_VAR, VERTEX_VAR = "GOOGLE_GEMINI_BASE_URL", "GOOGLE_GENAI_USE_VERTEXAI"
 RETRIED = [408, 429, 500, 502, 503, 504]
 
-_GEMINI_3 = re.compile(r"^gemini-([3-9]|\d\d)")  # thinking_level; 2.x takes thinking_budget
 _LEVELS = {"low": "low", "medium": "medium", "high": "high", "xhigh": "high", "max": "high"}
 # Gemini 2.5 budgets (tokens); 2.5 Flash takes up to 24,576, 2.5 Pro up to 32,768
 _BUDGETS = {"low": 1024, "medium": 8192, "high": 16384, "xhigh": 24576, "max": 24576}
@@ -85,13 +84,14 @@ def settings_config(model: str, settings: ModelSettings) -> tuple[dict[str, Any]
     fields: dict[str, Any] = {}
     dropped: list[str] = []
     bare = model.rsplit("/", 1)[-1]
-    if settings.effort and _GEMINI_3.match(bare):
+    thinking = profile_for(f"gemini:{bare}").thinking  # LEVEL: Gemini 3; BUDGET: 2.5
+    if settings.effort and thinking == LEVEL:
         level = _LEVELS[settings.effort]
         if level == "medium" and "flash" not in bare:
             level = "high"
             dropped.append("effort medium (Gemini 3 Pro thinks low or high: high is sent)")
         fields["thinking_config"] = {"thinking_level": level}
-    elif settings.effort and bare.startswith("gemini-2.5"):
+    elif settings.effort and thinking == BUDGET:
         fields["thinking_config"] = {"thinking_budget": _BUDGETS[settings.effort]}
     elif settings.effort:
         dropped.append("effort (the model does not think)")

@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -47,6 +46,7 @@ from retinue.llm._responses_wire import request_input, response_from_json, tools
 from retinue.llm._structured import native_output
 from retinue.llm.base import Model, ModelResponse, TextCallback, ToolSpec
 from retinue.llm.guard import check_request_allowed, is_loopback_url
+from retinue.llm.profiles import EFFORT, profile_for
 from retinue.messages import Message
 
 if TYPE_CHECKING:
@@ -124,7 +124,6 @@ def build_params(
     return params
 
 
-_REASONS = re.compile(r"^(gpt-5|gpt-6|o[1-9]|codex)")  # models that reason (reasoning.effort)
 _OWN_FIELDS = frozenset({"model", "input", "instructions", "tools", "store", "include", "stream"})
 
 
@@ -138,7 +137,7 @@ def settings_fields(model: str, settings: ModelSettings) -> tuple[dict[str, Any]
     ``max_output_tokens`` as it is; ``cache_ttl`` is Anthropic's (OpenAI caches prompts
     without breakpoints); ``extra`` fields are added, except those Retinue sets itself.
     """
-    reasons = bool(_REASONS.match(model))
+    reasons = profile_for(f"openai:{model}").thinking == EFFORT  # the model catalogue's
     fields: dict[str, Any] = {}
     dropped: list[str] = []
     if settings.effort and reasons:
