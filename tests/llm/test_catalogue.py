@@ -36,6 +36,7 @@ CURRENT = [
     ("openai:gpt-6-sol", 1_050_000, 128_000, EFFORT),
     ("openai:gpt-6-astra", 1_050_000, 128_000, EFFORT),
     ("gemini:gemini-3.1-pro-preview", 1_048_576, 65_536, LEVEL),
+    ("gemini:gemini-3.8-flash", 1_048_576, 65_536, LEVEL),
     ("gemini:gemini-3-flash-preview", 1_048_576, 65_536, LEVEL),
     ("gemini:gemini-2.5-pro", 1_048_576, 65_536, BUDGET),
 ]

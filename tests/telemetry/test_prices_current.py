@@ -16,7 +16,7 @@ CURRENT = (
     "anthropic:claude-opus-5-5", "anthropic:claude-sonnet-5-5", "anthropic:claude-haiku-5-5",
     "openai:gpt-5.4", "openai:gpt-5.6-terra", "openai:gpt-5.6-sol", "openai:gpt-5.6-luna",
     "openai:gpt-6-sol", "openai:gpt-6-astra", "openai:gpt-6-luna",
-    "gemini:gemini-3-pro-preview", "gemini:gemini-3-flash-preview",
+    "gemini:gemini-3-pro-preview", "gemini:gemini-3-flash-preview", "gemini:gemini-3.8-flash",
 )  # fmt: skip
 USAGE = Usage(input_tokens=12_000, output_tokens=3_000, cache_read_tokens=2_000, requests=2)
 

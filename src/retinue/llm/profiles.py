@@ -192,7 +192,8 @@ CATALOGUE: Mapping[str, ModelProfile] = {
     **dict.fromkeys(
         (
             "gemini-3-pro", "gemini-3-pro-preview", "gemini-3.1-pro-preview",
-            "gemini-3-flash", "gemini-3-flash-preview",
+            "gemini-3-flash", "gemini-3-flash-preview", "gemini-3.5-flash", "gemini-3.6-flash",
+            "gemini-3.8-flash",
         ),
         _GEMINI,
     ),

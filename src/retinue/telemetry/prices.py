@@ -111,7 +111,13 @@ DEFAULT_PRICES: dict[str, ModelPrice] = {
     "anthropic:claude-haiku-4-5": _claude(1.00, 0.10, 5.00),
     # ai.google.dev/gemini-api/docs/pricing, paid tier, prompts up to 200k tokens (longer
     # prompts cost more); output includes thinking tokens. Gemini 3.1 Pro: $2 / $12
-    # (inference.sh's OpenRouter listing), cache read not found.
+    # (inference.sh's OpenRouter listing), cache read not found. Gemini 3.6 and 3.8 Flash:
+    # introductory rates through 2026-12-31, then $1.50 / $0.15 / $7.50 (the pricing page as
+    # github.com/anomalyco/models.dev and BerriAI/litellm discussion 39357 quote it); 3.5
+    # Flash: github.com/simstudioai/sim PR 4660.
+    "gemini:gemini-3.8-flash": ModelPrice(0.75, 0.075, 3.75),
+    "gemini:gemini-3.6-flash": ModelPrice(0.75, 0.075, 3.75),
+    "gemini:gemini-3.5-flash": ModelPrice(1.50, 0.15, 9.00),
     "gemini:gemini-3.1-pro-preview": ModelPrice(2.00, None, 12.00),
     "gemini:gemini-3-pro": ModelPrice(2.00, 0.20, 12.00),
     "gemini:gemini-3-pro-preview": ModelPrice(2.00, 0.20, 12.00),
