@@ -11,6 +11,8 @@ import pytest
 os.environ["RETINUE_BLOCK_REAL_MODELS"] = "1"
 os.environ.pop("OPENAI_API_KEY", None)
 os.environ.pop("ANTHROPIC_API_KEY", None)
+os.environ.pop("GEMINI_API_KEY", None)  # a Google key also picks the default model
+os.environ.pop("GOOGLE_API_KEY", None)
 
 
 @pytest.fixture(scope="session", autouse=True)
