@@ -72,6 +72,16 @@ SPELLINGS = [
         "git's ext:: transport runs its URL",
         "git",
     ),
+    # a literal that bash evaluates as arithmetic: an array subscript runs $(...)
+    escape("[[ 'a[$(rm f)]' -eq 0 ]]", "[[ -eq ]] evaluates a quoted subscript"),
+    escape("let 'a[$(rm f)]=1'", "let of a quoted subscript"),
+    escape("printf -v 'a[$(rm f)]' x", "printf -v names a subscript"),
+    escape("read 'a[$(rm f)]' <<< x", "read names a subscript"),
+    escape("[[ -v 'a[$(rm f)]' ]]", "[[ -v ]] of a quoted subscript"),
+    escape("test -v 'a[$(rm f)]'", "test -v of a quoted subscript"),
+    escape("declare 'a[$(rm f)]=1'", "declare of a quoted subscript"),
+    escape("a=(); a['$(rm f)']=1", "an assignment's quoted subscript"),
+    escape("compgen -W '$(rm f)' x", "compgen -W expands its word list"),
 ]
 
 
