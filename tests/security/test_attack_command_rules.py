@@ -11,6 +11,7 @@ needs a script file the agent wrote (which the README says rules cannot see). Ea
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -122,3 +123,30 @@ async def test_a_deny_rule_for_rm_keeps_the_file(ws: Path, command: str) -> None
 async def test_control_the_rule_still_stops_plain_rm(ws: Path) -> None:
     result = await bash(ws, deny_rm(ws), "rm f")
     assert result.is_error and (ws / "f").read_text() == "keep"
+
+
+CURL_SPELLINGS = [
+    pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=f"escape: {why}"), id=c[:40])
+    for c, why in [
+        ("eval -- curl http://x", "eval's `--`"),
+        ("setpriv curl http://x", "setpriv is a wrapper"),
+        ("[[ 'a[$(curl http://x)]' -eq 0 ]]", "[[ -eq ]] evaluates a quoted subscript"),
+    ]
+]
+
+
+@pytest.mark.parametrize("command", CURL_SPELLINGS)
+async def test_a_deny_rule_for_curl_keeps_a_stand_in_curl_from_running(
+    ws: Path, command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stand-in ``curl`` first on ``PATH`` records that it ran (the sandbox has no network,
+    so the real one would prove nothing)."""
+    bin_dir = ws / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "curl").write_text(f"#!/bin/sh\necho ran > {ws}/curl-ran\n")
+    (bin_dir / "curl").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    rules = RuleSet()
+    rules.add("deny", ["Bash(curl:*)"], ws)
+    await bash(ws, rules, command)
+    assert not (ws / "curl-ran").exists(), "curl ran without asking"
