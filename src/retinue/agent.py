@@ -43,6 +43,7 @@ from retinue.events import RUN_FINISHED, Event, EventSink
 from retinue.llm.base import Model
 from retinue.llm.resolve import resolve_model
 from retinue.llm.settings import ModelSettings, with_settings
+from retinue.messages import Content
 from retinue.policy.approvals import Approver
 from retinue.policy.modes import PermissionMode
 from retinue.runtime import Conversation, Runtime, choose_model, role_tools
@@ -243,8 +244,9 @@ class Agent(Generic[DepsT, OutputT]):
             keep_sessions=keep_sessions, deps=deps, output=self._output
         )
 
-    async def run(self, prompt: str, *, deps: DepsT | None = None) -> RunOutput[OutputT]:
-        """Run the agent on ``prompt`` in a fresh conversation; return its output. ``deps``
+    async def run(self, prompt: Content, *, deps: DepsT | None = None) -> RunOutput[OutputT]:
+        """Run the agent on ``prompt`` (text, or a list of text, images and PDFs: parts,
+        bytes or paths) in a fresh conversation; return its output. ``deps``
         reaches every tool, at every depth, as ``ctx.deps`` (never recorded, never sent)."""
         runtime = self.runtime
         agent_id = self._claim(None)
@@ -254,13 +256,13 @@ class Agent(Generic[DepsT, OutputT]):
         finally:
             self._release(agent_id)
 
-    def run_sync(self, prompt: str, *, deps: DepsT | None = None) -> RunOutput[OutputT]:
+    def run_sync(self, prompt: Content, *, deps: DepsT | None = None) -> RunOutput[OutputT]:
         """:meth:`run` for code without an event loop (one loop is kept across calls)."""
         if self._runner is None:
             self._runner = asyncio.Runner()
         return self._runner.run(self.run(prompt, deps=deps))
 
-    def stream(self, prompt: str, *, deps: DepsT | None = None) -> AgentStream[OutputT]:
+    def stream(self, prompt: Content, *, deps: DepsT | None = None) -> AgentStream[OutputT]:
         """``async for event in agent.stream(prompt)``; then ``.output`` holds the result."""
         return AgentStream(self, prompt, deps)
 
@@ -318,7 +320,7 @@ class Agent(Generic[DepsT, OutputT]):
         kept.append(SubAgentOutput(event.agent_id, role.name, value))
 
 
-async def _unasked(conversation: Conversation, prompt: str) -> RunOutput:
+async def _unasked(conversation: Conversation, prompt: Content) -> RunOutput:
     """One turn of a conversation nobody keeps: a question of the agent is answered with
     :data:`NO_ANSWER` (:meth:`Agent.conversation` lets the caller answer instead)."""
     out = await conversation.send(prompt)
@@ -334,7 +336,7 @@ class AgentStream(Generic[OutputT]):
     :func:`contextlib.aclosing` to close it at once).
     """
 
-    def __init__(self, agent: Agent[Any, OutputT], prompt: str, deps: Any = None) -> None:
+    def __init__(self, agent: Agent[Any, OutputT], prompt: Content, deps: Any = None) -> None:
         self._agent = agent
         self._prompt = prompt
         self._deps = deps

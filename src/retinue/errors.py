@@ -13,6 +13,7 @@ The whole tree::
     ├── RoleError              a role file is broken, or a role is unknown
     ├── SubAgentError          delegation refused: depth, cycle, unknown session, ...
     ├── OutputValidationError  the model's answers kept failing the run's output type
+    ├── MediaError             an image or document is too large, corrupt or of another type
     ├── SessionError           a session refused a turn (token budget spent, empty message)
     │   └── SessionClosedError     the session was closed before the turn could begin
     ├── MemoryStoreError       the memory store refused or failed a read or write
@@ -32,6 +33,7 @@ __all__ = [
     "BlockLimitError",
     "ConfigError",
     "ContextTooLongError",
+    "MediaError",
     "MemoryStoreError",
     "ModelError",
     "ModelRefusal",
@@ -130,3 +132,8 @@ class PolicyError(RetinueError):
 class UntrustedError(PolicyError):
     """A command that a workspace file defines (``.mcp.json``, a role's ``mcpServers``, a
     project hook) has not been approved; the message names the file and how to approve it."""
+
+
+class MediaError(RetinueError, ValueError):
+    """An image or document is too large, corrupt (its bytes are not its type) or of a type
+    no model takes; the message is one line and names the part."""

@@ -10,13 +10,19 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path
 from typing import Any, Literal, TypeAlias
+
+from retinue.errors import MediaError
 
 __all__ = [
     "MAX_MEDIA_BYTES",
     "AssistantMessage",
+    "Content",
     "DocumentPart",
     "ImagePart",
     "MediaPart",
@@ -30,11 +36,14 @@ __all__ = [
     "dumps_conversation",
     "from_dict",
     "history_problems",
+    "is_media",
     "loads_conversation",
     "media_part",
     "message_text_size",
+    "pdf_pages",
     "shown_dict",
     "to_dict",
+    "user_content",
 ]
 
 
@@ -102,19 +111,19 @@ _DOCUMENT_MAGIC = {"application/pdf": (b"%PDF-",)}
 
 def _check_media(kind: str, media_type: str, data: bytes, url: str, known: dict[str, Any]) -> None:
     if media_type not in known:
-        raise ValueError(
+        raise MediaError(
             f"unsupported {kind} media type {media_type!r} (one of {', '.join(sorted(known))})"
         )
     if bool(data) == bool(url):
-        raise ValueError(f"an {kind} part needs either data or a url, not both or neither")
+        raise MediaError(f"an {kind} part needs either data or a url, not both or neither")
     if url and not url.startswith(("https://", "http://")):
-        raise ValueError(f"an {kind} url must be http(s), not {url[:40]!r}")
+        raise MediaError(f"an {kind} url must be http(s), not {url[:40]!r}")
     if len(data) > MAX_MEDIA_BYTES:
-        raise ValueError(f"{kind} too large: {len(data):,} bytes (at most {MAX_MEDIA_BYTES:,})")
+        raise MediaError(f"{kind} too large: {len(data):,} bytes (at most {MAX_MEDIA_BYTES:,})")
     if data and not data.startswith(known[media_type]):
-        raise ValueError(f"corrupt {kind}: the bytes are not {media_type}")
+        raise MediaError(f"corrupt {kind}: the bytes are not {media_type}")
     if media_type == "image/webp" and data and data[8:12] != b"WEBP":
-        raise ValueError("corrupt image: the bytes are not image/webp")
+        raise MediaError("corrupt image: the bytes are not image/webp")
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,9 +167,7 @@ class DocumentPart:
 
     @property
     def token_estimate(self) -> int:
-        return DOCUMENT_PAGE_TOKENS * max(
-            1, self.data.count(b"/Type /Page") - self.data.count(b"/Type /Pages")
-        )
+        return DOCUMENT_PAGE_TOKENS * max(1, pdf_pages(self.data))
 
 
 MediaPart: TypeAlias = ImagePart | DocumentPart
@@ -170,6 +177,25 @@ def _label(kind: str, part: ImagePart | DocumentPart) -> str:
     where = f"{len(part.data):,} bytes" if part.data else part.url[:80]
     name = f" {part.name}" if part.name else ""
     return f"{kind}{name} ({part.media_type}, {where})"
+
+
+_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
+
+
+def pdf_pages(data: bytes) -> int:
+    """About how many pages a PDF has (its ``/Type /Page`` objects; 0 when none is seen, as
+    in a PDF whose objects are all compressed)."""
+    return len(_PAGE.findall(data))
+
+
+def is_media(data: bytes) -> bool:
+    """Whether ``data`` starts as an image or a PDF this module takes."""
+    if data.startswith(b"RIFF"):  # WAV and AVI are RIFF too
+        return data[8:12] == b"WEBP"
+    return any(data.startswith(m) for magic in _MAGIC.values() for m in magic)
+
+
+_MAGIC = {**_IMAGE_MAGIC, **_DOCUMENT_MAGIC}
 
 
 def media_part(data: bytes, media_type: str = "", name: str = "") -> MediaPart:
@@ -184,9 +210,46 @@ def media_part(data: bytes, media_type: str = "", name: str = "") -> MediaPart:
         return DocumentPart(media_type, data, name=name)
     if media_type in _IMAGE_MAGIC:
         return ImagePart(media_type, data, name=name)
-    raise ValueError(
+    raise MediaError(
         f"unsupported media type {media_type!r}: images (PNG, JPEG, GIF, WebP) and PDF only"
     )
+
+
+Content: TypeAlias = "str | Sequence[str | bytes | PathLike[str] | MediaPart]"
+"""What a user may send: text, or a list of text, images and PDFs (parts, raw bytes whose
+type is read from their first bytes, or paths of files to read)."""
+
+
+def user_content(content: Content) -> tuple[str, tuple[MediaPart, ...]]:
+    """``(text, parts)`` of ``content``: its strings joined by blank lines, its media in
+    order. ``ValueError`` (one line) for a file too large or of another type; a path is the
+    caller's own (read as given, its size checked before reading)."""
+    if isinstance(content, str):
+        return content, ()
+    texts: list[str] = []
+    parts: list[MediaPart] = []
+    for item in content:
+        if isinstance(item, str):
+            texts.append(item)
+        elif isinstance(item, ImagePart | DocumentPart):
+            parts.append(item)
+        elif isinstance(item, bytes):
+            parts.append(media_part(item))
+        elif isinstance(item, PathLike):
+            parts.append(_read_media(Path(item)))
+        else:
+            raise MediaError(
+                f"a message part must be text, bytes, a path or an image or document part, "
+                f"not {type(item).__name__}"
+            )
+    return "\n\n".join(texts), tuple(parts)
+
+
+def _read_media(path: Path) -> MediaPart:
+    size = path.stat().st_size
+    if size > MAX_MEDIA_BYTES:
+        raise MediaError(f"{path.name}: too large ({size:,} bytes, at most {MAX_MEDIA_BYTES:,})")
+    return media_part(path.read_bytes(), name=path.name)
 
 
 def _part_to_dict(part: MediaPart) -> dict[str, Any]:
@@ -206,11 +269,11 @@ def _part_to_dict(part: MediaPart) -> dict[str, Any]:
 def _part_from_dict(data: dict[str, Any]) -> MediaPart:
     encoded = str(data.get("data") or "")
     if len(encoded) > MAX_MEDIA_BYTES * 4 // 3 + 4:
-        raise ValueError(f"media part too large: {len(encoded):,} base64 characters")
+        raise MediaError(f"media part too large: {len(encoded):,} base64 characters")
     try:
         raw = base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError) as exc:
-        raise ValueError(f"media part: bad base64 ({exc})") from None
+        raise MediaError(f"media part: bad base64 ({exc})") from None
     cls = DocumentPart if data.get("type") == "document" else ImagePart
     return cls(
         str(data.get("media_type", "")),

@@ -45,7 +45,7 @@ from retinue.llm.settings import ModelSettings, settings_for, with_settings
 from retinue.mcp.config import attach_servers, load_servers
 from retinue.memory import MemoryBackend, open_store
 from retinue.memory.conversations import ConversationStore
-from retinue.messages import Message, SystemMessage
+from retinue.messages import Content, Message, SystemMessage, user_content
 from retinue.policy.approvals import Approver
 from retinue.policy.build import make_policy
 from retinue.policy.gate import Policy
@@ -405,13 +405,17 @@ class Conversation:
                 parts.append(rendered)
         return "\n\n".join(parts)
 
-    async def send(self, text: str, *, on_start: Callable[[], None] | None = None) -> RunOutput:
-        """Handle one user message, after those sent before it (``on_start`` is called when
-        its turn begins). Cancelling it cancels the turn, keeps the conversation usable and
-        propagates; a turn ended by :meth:`close` returns with ``stop_reason="interrupted"``."""
+    async def send(
+        self, content: Content, *, on_start: Callable[[], None] | None = None
+    ) -> RunOutput:
+        """Handle one user message (text, or a list of text, images and PDFs), after those
+        sent before it (``on_start`` is called when its turn begins). Cancelling it cancels
+        the turn, keeps the conversation usable and propagates; a turn ended by :meth:`close`
+        returns with ``stop_reason="interrupted"``. Bad media: ``MediaError``, nothing sent."""
+        text, parts = user_content(content)
         if self.compact:
             text = with_named_files(text, self.runtime.settings.workspace)
-        return await self.session.send(text, on_start=self._begin(on_start))
+        return await self.session.send(text, on_start=self._begin(on_start), parts=parts)
 
     async def resume(self, *, on_start: Callable[[], None] | None = None) -> RunOutput:
         """Go on with a turn restored cut short (``restore(..., pending_calls=True)``): its

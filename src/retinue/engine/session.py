@@ -63,6 +63,7 @@ from retinue.errors import SessionClosedError, SessionError
 from retinue.memory.consolidate import consolidation_run
 from retinue.messages import (
     AssistantMessage,
+    MediaPart,
     Message,
     SystemMessage,
     ToolCall,
@@ -396,7 +397,11 @@ class Session:
     # -- turns ---------------------------------------------------------------------------
 
     def send(
-        self, text: str, *, on_start: Callable[[], None] | None = None
+        self,
+        text: str,
+        *,
+        on_start: Callable[[], None] | None = None,
+        parts: tuple[MediaPart, ...] = (),
     ) -> Coroutine[object, object, RunOutput]:
         """Run one turn after the turns sent before it, and return its output.
 
@@ -405,9 +410,10 @@ class Session:
         ``stop_reason`` ``"asking"`` and the question as ``content``. An interrupted turn (or
         one ended by :meth:`close`) returns with ``stop_reason`` ``"interrupted"``;
         cancelling the caller cancels the turn and propagates. ``on_start`` is called when
-        the turn's time comes (at once for an answer), before it does anything.
+        the turn's time comes (at once for an answer), before it does anything. ``parts``
+        (images, documents) follow the text in the user message (or the answer).
         """
-        return self._send(text, on_start)  # (a plain def: no coroutine more per turn)
+        return self._send(text, on_start, parts)  # (a plain def: no coroutine more per turn)
 
     def resume(
         self, *, on_start: Callable[[], None] | None = None
@@ -418,14 +424,19 @@ class Session:
         Otherwise as :meth:`send`."""
         return self._send(None, on_start)
 
-    async def _send(self, text: str | None, on_start: Callable[[], None] | None) -> RunOutput:
-        turn = self._deliver_answer(text) if text is not None else None
+    async def _send(
+        self,
+        text: str | None,
+        on_start: Callable[[], None] | None,
+        parts: tuple[MediaPart, ...] = (),
+    ) -> RunOutput:
+        turn = self._deliver_answer(text) if text is not None and not parts else None
         if turn is not None:
             self._background = _without(self._background, turn)  # to this caller again
             if on_start is not None:
                 on_start()
         else:
-            turn = self._enqueue(text, on_start)
+            turn = self._enqueue(text, on_start, parts)
         # one future for either outcome: the turn's question (ask), or None once it is done
         asked: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
         if self._waiters is None:
@@ -574,15 +585,18 @@ class Session:
         return True
 
     def _enqueue(
-        self, text: str | None, on_start: Callable[[], None] | None = None
+        self,
+        text: str | None,
+        on_start: Callable[[], None] | None = None,
+        parts: tuple[MediaPart, ...] = (),
     ) -> asyncio.Task[RunOutput]:
-        if text is not None and not text.strip():
+        if text is not None and not text.strip() and not parts:
             raise SessionError(f"empty message for session {self.id}: say what it should do")
         if self._closing is not None:
             raise self._refused()
         if text is not None and self._parked is not None:  # the restored question's answer
             call, self._parked, self.question = self._parked, None, None
-            self.config.messages.append(ToolResultMessage(call.id, call.name, text))
+            self.config.messages.append(ToolResultMessage(call.id, call.name, text, parts=parts))
             text = None  # the same turn goes on
         # a turn queued behind others waits for its ticket; the first one has none to wait for
         ticket = asyncio.get_running_loop().create_future() if self._queue else None
@@ -593,7 +607,7 @@ class Session:
         context = contextvars.copy_context()
         context.run(_running.set, self)
         turn = asyncio.create_task(
-            self._turn(text, ticket, on_start), name=f"turn of {self.id}", context=context
+            self._turn(text, ticket, on_start, parts), name=f"turn of {self.id}", context=context
         )
         self._turns = _with(self._turns, turn)
         turn.add_done_callback(self._leave, context=context)
@@ -604,6 +618,7 @@ class Session:
         text: str | None,
         ticket: asyncio.Future[None] | None,
         on_start: Callable[[], None] | None,
+        parts: tuple[MediaPart, ...] = (),
     ) -> RunOutput:
         """One turn, in its own task (one coroutine: each level of a turn in flight is one
         more object for the cyclic collector); whatever happens, the history stays valid."""
@@ -636,7 +651,7 @@ class Session:
                     messages.append(SystemMessage(prompt))
                 if hooked:  # UserPromptSubmit (the main agent's): may add context, or refuse
                     text = await prompt_submitted(self.config.context, text)
-                messages.append(UserMessage(text))
+                messages.append(UserMessage(text, parts))
                 began = True
             if self.recorder is not None:  # running, with its message
                 await self.recorder.record(self)

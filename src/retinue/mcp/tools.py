@@ -3,8 +3,9 @@
 An allow-list entry ``mcp__<server>`` admits every tool of that server; ``mcp__<server>__x``
 admits one. A role's allow-list decides which servers ever start for it: a server none of
 whose tools it may use is not started. Results are mapped for a text model: text as is,
-structured content as JSON (unless a text block already says it), images and audio as a
-short placeholder, resources by their text or their address; an error result is an error.
+structured content as JSON (unless a text block already says it), images (PNG, JPEG, GIF,
+WebP) and embedded PDFs as themselves, audio and other binaries as a short placeholder,
+resources by their text or their address; an error result is an error.
 A name longer than providers allow (64) is cut and given a short hash of the server's and
 tool's names, so it stays unique and stable. A tool that requires task-augmented execution
 (``taskSupport: "required"``) is called as an MCP task where the server offers the Tasks
@@ -15,6 +16,8 @@ name, its odd characters replaced, is taken.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import fnmatch
 import hashlib
 import json
@@ -30,9 +33,10 @@ from retinue.errors import ToolError
 from retinue.events import NOTICE, emit
 from retinue.llm.base import ToolSpec
 from retinue.mcp.client import McpError, McpHub, McpServer
-from retinue.tools.base import Tool, ToolContext, json_arguments
+from retinue.messages import MAX_MEDIA_BYTES, MediaPart, media_part
+from retinue.tools.base import Tool, ToolContext, ToolOutput, json_arguments
 
-__all__ = ["McpSource", "McpTool", "render_result", "server_of", "tool_name"]
+__all__ = ["McpSource", "McpTool", "render_result", "result_media", "server_of", "tool_name"]
 
 log = logging.getLogger("retinue.mcp")
 PREFIX = "mcp__"
@@ -83,12 +87,12 @@ class McpTool(Tool):
         self.server = server
         self.remote_name = spec.name
 
-    async def invoke(self, ctx: ToolContext, arguments: str) -> str:
+    async def run_call(self, ctx: ToolContext, arguments: str) -> ToolOutput:
         result = await self.server.call(self.remote_name, json_arguments(arguments))
         text = render_result(result)
         if result.is_error:
             raise ToolError(text or f"{self.name} failed (the server gave no reason)")
-        return text
+        return text, result_media(result)
 
 
 def _unused(ctx: ToolContext, **_: Any) -> str:  # McpTool.invoke never calls its fn
@@ -118,9 +122,36 @@ def _says(text: str, value: Any) -> bool:
         return False
 
 
+def result_media(result: types.CallToolResult) -> tuple[MediaPart, ...]:
+    """The images (and PDF resources) of a result that reach the model as they are."""
+    found = [_media_of(b) for b in result.content]
+    return tuple(p for p in found if p is not None)
+
+
+def _media_of(block: Any) -> MediaPart | None:
+    """An image block, or an embedded PDF, as a part; ``None`` for anything else and for one
+    that is too large, corrupt or of a type no model takes (it stays a placeholder)."""
+    if isinstance(block, types.ImageContent):
+        data, mime = block.data, block.mime_type
+    elif isinstance(block, types.EmbeddedResource) and isinstance(
+        block.resource, types.BlobResourceContents
+    ):
+        data, mime = block.resource.blob, block.resource.mime_type or ""
+    else:
+        return None
+    if len(data) > MAX_MEDIA_BYTES * 4 // 3 + 4:
+        return None
+    try:
+        return media_part(base64.b64decode(data, validate=True), mime)
+    except (ValueError, binascii.Error):  # MediaError is a ValueError
+        return None
+
+
 def _block(block: Any) -> str:
     if isinstance(block, types.TextContent):
         return block.text
+    if _media_of(block) is not None:
+        return ""  # passed to the model as itself (result_media)
     if isinstance(block, types.ImageContent | types.AudioContent):
         kind = "image" if isinstance(block, types.ImageContent) else "audio"
         return f"[{kind}: {block.mime_type}, {len(block.data) * 3 // 4} bytes, not shown]"

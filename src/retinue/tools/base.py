@@ -24,6 +24,7 @@ from typing import (
     Any,
     Generic,
     Protocol,
+    TypeAlias,
     Union,
     cast,
     get_args,
@@ -37,7 +38,17 @@ from typing_extensions import TypeVar
 from retinue.errors import RetinueError, ToolError
 from retinue.events import TOOL_FINISHED, TOOL_STARTED, EventSink, emit
 from retinue.llm.base import ToolSpec
-from retinue.messages import ToolCall, ToolResultMessage
+from retinue.messages import (
+    Content,
+    DocumentPart,
+    ImagePart,
+    MediaPart,
+    ToolCall,
+    ToolResultMessage,
+    is_media,
+    media_part,
+    user_content,
+)
 from retinue.tools._threads import Pace, run_sync
 
 if TYPE_CHECKING:
@@ -45,7 +56,18 @@ if TYPE_CHECKING:
 
     from retinue.memory.base import Memory
 
-__all__ = ["CallGate", "Delegator", "Tool", "ToolContext", "ToolRegistry", "ToolSource", "tool"]
+__all__ = [
+    "CallGate",
+    "Delegator",
+    "Tool",
+    "ToolContext",
+    "ToolOutput",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolSource",
+    "tool",
+    "tool_output",
+]
 
 
 class Delegator(Protocol):
@@ -173,7 +195,13 @@ class Tool:
         return self._spec
 
     async def invoke(self, ctx: ToolContext, arguments: str) -> str:
-        """Validate the model's raw JSON arguments and run the tool; raise ``ToolError``."""
+        """Validate the model's raw JSON arguments and run the tool; raise ``ToolError``.
+        The result as text (an image or document it returned as a one-line label)."""
+        text, parts = await self.run_call(ctx, arguments)
+        return "\n".join([text, *(f"[{p.label}]" for p in parts)]) if parts else text
+
+    async def run_call(self, ctx: ToolContext, arguments: str) -> ToolOutput:
+        """:meth:`invoke`, its result as ``(text, images and documents)`` (:func:`tool_output`)."""
         raw = json_arguments(arguments)
         try:
             args = self.params.model_validate(raw)
@@ -190,7 +218,37 @@ class Tool:
             result = await run_sync(self.fn, kwargs, self._pace)
         if inspect.isawaitable(result):
             result = await result
-        return str(result)
+        return tool_output(result)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """A tool's result with images or PDFs: ``content`` as a user message's (a string, or a
+    list of text, :class:`~retinue.messages.ImagePart` / ``DocumentPart``, bytes, paths)."""
+
+    content: Content
+
+
+ToolOutput: TypeAlias = tuple[str, tuple[MediaPart, ...]]
+
+
+def tool_output(result: object) -> ToolOutput:
+    """A tool function's return value as ``(text, parts)``: a :class:`ToolResult`, an image or
+    document part, or bytes that are PNG/JPEG/GIF/WebP/PDF become parts (too large or corrupt:
+    :class:`~retinue.errors.MediaError`); other bytes are read as UTF-8 text; anything else
+    is ``str()``-ed."""
+    if isinstance(result, str):
+        return result, ()
+    if isinstance(result, ToolResult):
+        return user_content(result.content)
+    if isinstance(result, ImagePart | DocumentPart):
+        return "", (result,)
+    if isinstance(result, bytes | bytearray):
+        data = bytes(result)
+        if is_media(data):
+            return "", (media_part(data),)
+        return data.decode("utf-8", errors="replace"), ()
+    return str(result), ()
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:
@@ -395,8 +453,9 @@ class ToolRegistry:
                 name=call.name,
                 arguments=call.arguments,
             )
+        parts: tuple[MediaPart, ...] = ()
         try:
-            content, is_error = await self._run(call, ctx), False
+            (content, parts), is_error = await self._run(call, ctx), False
         except RetinueError as exc:  # ToolError and every other error Retinue explains itself
             content, is_error = f"Error: {exc}", True
         except Exception as exc:
@@ -411,9 +470,9 @@ class ToolRegistry:
                 is_error=is_error,
                 preview=preview(content),
             )
-        return ToolResultMessage(call.id, call.name, content, is_error)
+        return ToolResultMessage(call.id, call.name, content, is_error, parts)
 
-    async def _run(self, call: ToolCall, ctx: ToolContext) -> str:
+    async def _run(self, call: ToolCall, ctx: ToolContext) -> ToolOutput:
         t = self._tools.get(call.name)
         if t is None:
             if call.name in self._withheld:
@@ -421,7 +480,7 @@ class ToolRegistry:
             raise ToolError(
                 f"unknown tool {call.name!r}; available tools: {', '.join(self._tools) or 'none'}"
             )
-        return await t.invoke(ctx, call.arguments)
+        return await t.run_call(ctx, call.arguments)
 
 
 def merge(*registries: ToolRegistry | Sequence[Tool]) -> ToolRegistry:

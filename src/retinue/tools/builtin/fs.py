@@ -20,8 +20,9 @@ from typing import IO, Annotated, TypeVar
 
 from pydantic import BaseModel, Field
 
-from retinue.errors import ToolError
-from retinue.tools.base import Tool, ToolContext, tool
+from retinue.errors import MediaError, ToolError
+from retinue.messages import DocumentPart, is_media, media_part, pdf_pages
+from retinue.tools.base import Tool, ToolContext, ToolResult, tool
 from retinue.tools.builtin._fsafe import OpenMode, open_dir, open_regular, read_head
 from retinue.tools.builtin._seen import Stamp, last_seen, note, stamp
 from retinue.tools.builtin.reach import Reach, opened
@@ -33,6 +34,8 @@ __all__ = [
     "MULTI_EDIT_MAX",
     "READ_DEFAULT_LIMIT",
     "READ_MAX_CHARS",
+    "READ_MEDIA_MAX_BYTES",
+    "READ_PDF_MAX_PAGES",
     "READ_SCAN_BYTES",
     "EditStep",
     "edit_tool",
@@ -48,6 +51,8 @@ READ_DEFAULT_LIMIT = 2000
 MAX_LINE_CHARS = 2000
 """Longer lines are cut to this many characters by ``Read``."""
 READ_MAX_CHARS = 100_000
+READ_MEDIA_MAX_BYTES = 5 * 1024 * 1024  # an image or PDF Read returns (Anthropic's image cap)
+READ_PDF_MAX_PAGES = 100  # the most pages of a PDF Read returns (the providers' usual cap)
 """Most characters one ``Read`` returns, whatever ``limit`` says."""
 READ_SCAN_BYTES = 64 * 1024 * 1024
 """Most bytes one ``Read`` looks at (to skip to ``offset`` and collect its lines)."""
@@ -125,15 +130,40 @@ def _cut(head: bytes, length: int) -> str:
     return text[:MAX_LINE_CHARS] + f"... [line truncated, {total}]"
 
 
-def _read(t: Target, reach: Reach, start: int, limit: int) -> tuple[list[str] | None, str, Stamp]:
+def _read(
+    t: Target, reach: Reach, start: int, limit: int
+) -> tuple[list[str] | bytes | None, str, Stamp]:
     """Numbered lines from ``start`` (1-based), at most ``limit``, a closing note, and the
-    stamp of the file read; no lines for a binary file."""
+    stamp of the file read; an image's or PDF's bytes (at most :data:`READ_MEDIA_MAX_BYTES`,
+    else a note of its size); no lines for another binary file."""
     with os.fdopen(_open(t, "read", reach), "rb") as f:
-        seen = stamp(os.fstat(f.fileno()))
-        if looks_binary(read_head(f.fileno())):
+        info = os.fstat(f.fileno())
+        seen = stamp(info)
+        head = read_head(f.fileno())
+        if is_media(head):
+            if info.st_size > READ_MEDIA_MAX_BYTES:
+                return b"", f"{info.st_size:,} bytes", seen
+            return f.read(READ_MEDIA_MAX_BYTES + 1), "", seen
+        if looks_binary(head):
             return None, "", seen
         lines, closing = _numbered(f, start, limit)
         return lines, closing, seen
+
+
+def _media_result(shown: str, data: bytes, size: str) -> ToolResult:
+    """An image or PDF Read returns; a one-line refusal when it is too large, has too many
+    pages, or is corrupt."""
+    if size:
+        limit = f"{READ_MEDIA_MAX_BYTES:,}"
+        raise ToolError(f"{shown} is too large to show ({size}; images and PDFs up to {limit})")
+    try:
+        part = media_part(data, name=os.path.basename(shown))
+    except MediaError as exc:
+        raise ToolError(f"{shown}: {exc}") from None
+    pages = pdf_pages(data) if isinstance(part, DocumentPart) else 0
+    if pages > READ_PDF_MAX_PAGES:
+        raise ToolError(f"{shown} has {pages} pages; Read shows PDFs of up to {READ_PDF_MAX_PAGES}")
+    return ToolResult([f"{shown} ({part.media_type}, {len(data):,} bytes)", part])
 
 
 def _numbered(f: IO[bytes], start: int, limit: int) -> tuple[list[str], str]:
@@ -171,12 +201,13 @@ async def read_tool(
         int | None,
         Field(ge=1, description=f"Number of lines to read; default {READ_DEFAULT_LIMIT}"),
     ] = None,
-) -> str:
-    """Read a text file from the workspace.
+) -> str | ToolResult:
+    """Read a text file, an image or a PDF from the workspace.
 
     Returns the lines numbered as `cat -n` does (number, tab, line). By default up to 2000
     lines from the start; pass offset and limit to read a long file in parts. Lines longer
-    than 2000 characters are truncated. Binary files and directories are refused.
+    than 2000 characters are truncated. An image (PNG, JPEG, GIF, WebP) or a PDF is
+    returned as itself for you to look at. Other binary files and directories are refused.
     """
     start = max(offset or 1, 1)
     t = locate(ctx, file_path)
@@ -185,6 +216,8 @@ async def read_tool(
         file_path, _read, t, reach, start, limit or READ_DEFAULT_LIMIT
     )
     _noted(ctx, t, seen)  # (a binary file too: Write may then replace it)
+    if isinstance(lines, bytes):
+        return _media_result(t.shown, lines, closing)
     if lines is None:
         raise ToolError(f"{t.shown} is a binary file; Read only shows text files")
     if not lines and not closing:
