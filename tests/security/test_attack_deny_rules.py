@@ -127,3 +127,21 @@ def test_renaming_the_rules_parent_folder_edits_the_protected_file(
 ) -> None:
     attack(root, ws, uid, "mv a b", "echo changed > b/protected/f.txt; mv b a")
     assert (ws / "a" / "protected" / "f.txt").read_text() == "original\n"
+
+
+@pytest.mark.xfail(strict=True, reason="escape: an Edit rule binds only paths that exist")
+@pytest.mark.parametrize("uid", USERS)
+def test_an_edit_rule_for_paths_not_there_yet_binds_the_shell(root: Path, uid: int | None) -> None:
+    """``Edit(./.github/workflows/**)`` in a repository without workflows yet: the ``Write``
+    tool is refused, the shell is not (CI would run the new workflow with its secrets).
+    Suggested fix: mount a read-only placeholder at the rule's fixed folder when it is missing,
+    as ``Sandbox._protect`` does for :data:`PROTECTED`."""
+    ws = root / "ws"
+    (ws / ".claude").mkdir(parents=True)
+    rules = {"permissions": {"deny": ["Edit(./.github/workflows/**)", "Edit(./deploy.yaml)"]}}
+    (ws / ".claude" / "settings.json").write_text(json.dumps(rules))
+    attack(root, ws, uid,
+           "mkdir -p .github/workflows && echo 'on: push' > .github/workflows/x.yml; "
+           "echo 'steps: []' > deploy.yaml; true")  # fmt: skip
+    assert not (ws / ".github" / "workflows" / "x.yml").exists()
+    assert not (ws / "deploy.yaml").exists()
