@@ -145,3 +145,21 @@ def test_an_edit_rule_for_paths_not_there_yet_binds_the_shell(root: Path, uid: i
            "echo 'steps: []' > deploy.yaml; true")  # fmt: skip
     assert not (ws / ".github" / "workflows" / "x.yml").exists()
     assert not (ws / "deploy.yaml").exists()
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+@pytest.mark.xfail(strict=True, reason="escape: a tracked secret read from git's objects")
+@pytest.mark.parametrize("uid", USERS)
+def test_a_read_rule_keeps_a_tracked_file_out_of_gits_history_too(
+    root: Path, ws: Path, uid: int | None
+) -> None:
+    """The secret is committed (as ``.env`` files and keys often are); the sandbox hides the
+    file but ``.git/objects`` holds it too. Suggested fix: hide ``.git/objects`` (and packs)
+    from commands while a Read deny rule matches a tracked path, or refuse to auto-allow
+    ``Bash`` then; at the least, say so in the README."""
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(root)}
+    for args in (["init", "-q"], ["add", "a"], ["commit", "-q", "-m", "x"]):
+        subprocess.run(["git", "-C", str(ws), "-c", "user.email=a@b", "-c", "user.name=a",
+                        *args], env=env, check=True, capture_output=True, timeout=60)  # fmt: skip
+    results = attack(root, ws, uid, "git show HEAD:a/secrets/key.txt; git grep -h SECRET HEAD")
+    assert "TOP-SECRET-VALUE" not in results[0]
