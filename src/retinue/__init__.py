@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from retinue.engine.output import SubAgentOutput
     from retinue.errors import (
         ConfigError,
+        MediaError,
         ModelError,
         OutputValidationError,
         RetinueError,
@@ -55,6 +56,8 @@ if TYPE_CHECKING:
     from retinue.llm.testing import ScriptedModel
     from retinue.messages import (
         AssistantMessage,
+        DocumentPart,
+        ImagePart,
         Message,
         SystemMessage,
         ToolCall,
@@ -66,7 +69,7 @@ if TYPE_CHECKING:
     from retinue.policy.modes import PermissionMode
     from retinue.runtime import Conversation, Runtime
     from retinue.subagents.roles import Role
-    from retinue.tools import Tool, ToolContext, ToolRegistry, tool
+    from retinue.tools import Tool, ToolContext, ToolRegistry, ToolResult, tool
 
 _HOMES = {
     "retinue.agent": ("Agent", "AgentStream"),
@@ -83,6 +86,7 @@ _HOMES = {
     "retinue.policy.modes": ("PermissionMode",),
     "retinue.errors": (
         "ConfigError",
+        "MediaError",
         "ModelError",
         "OutputValidationError",
         "RetinueError",
@@ -93,6 +97,8 @@ _HOMES = {
     "retinue.llm": ("Model", "ModelResponse", "ToolSpec", "resolve_model"),
     "retinue.messages": (
         "AssistantMessage",
+        "DocumentPart",
+        "ImagePart",
         "Message",
         "SystemMessage",
         "ToolCall",
@@ -100,7 +106,7 @@ _HOMES = {
         "Usage",
         "UserMessage",
     ),
-    "retinue.tools": ("Tool", "ToolContext", "ToolRegistry", "tool"),
+    "retinue.tools": ("Tool", "ToolContext", "ToolRegistry", "ToolResult", "tool"),
 }
 _WHERE = {name: module for module, names in _HOMES.items() for name in names}
 
@@ -114,8 +120,11 @@ __all__ = [
     "AssistantMessage",
     "ConfigError",
     "Conversation",
+    "DocumentPart",
     "Event",
     "EventSink",
+    "ImagePart",
+    "MediaError",
     "Message",
     "Model",
     "ModelError",
@@ -139,6 +148,7 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "ToolRegistry",
+    "ToolResult",
     "ToolResultMessage",
     "ToolSpec",
     "Usage",

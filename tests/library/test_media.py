@@ -9,12 +9,10 @@ from pathlib import Path
 import mcp_types as types
 import pytest
 
-from retinue import Agent, ToolContext, tool
-from retinue.errors import MediaError
+from retinue import Agent, DocumentPart, ImagePart, MediaError, ToolContext, ToolResult, tool
 from retinue.mcp.tools import render_result, result_media
-from retinue.messages import DocumentPart, ImagePart, ToolResultMessage, UserMessage
+from retinue.messages import ToolResultMessage, UserMessage
 from retinue.testing import ScriptedModel, call_tool
-from retinue.tools.base import ToolResult
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
 GIF = b"GIF89a" + bytes(32)

@@ -1,5 +1,5 @@
 """Tools the model can call, their context, and the registry."""
 
-from retinue.tools.base import Delegator, Tool, ToolContext, ToolRegistry, merge, tool
+from retinue.tools.base import Delegator, Tool, ToolContext, ToolRegistry, ToolResult, merge, tool
 
-__all__ = ["Delegator", "Tool", "ToolContext", "ToolRegistry", "merge", "tool"]
+__all__ = ["Delegator", "Tool", "ToolContext", "ToolRegistry", "ToolResult", "merge", "tool"]
