@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -38,6 +39,7 @@ from retinue.cli.tokens import token_app
 
 if TYPE_CHECKING:
     from retinue.engine.config import RunOutput
+    from retinue.messages import Content
     from retinue.runtime import Runtime
 
 __all__ = ["app", "main"]
@@ -88,6 +90,12 @@ def run(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress on stderr")] = False,
     permission_mode: PermissionOpt = None,
     max_budget_usd: BudgetOpt = None,
+    attach: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--attach", metavar="FILE", help="an image or PDF sent with TASK (repeatable)"
+        ),
+    ] = None,
 ) -> None:
     """Run the main agent once on TASK; print only its final answer on stdout.
 
@@ -97,6 +105,9 @@ def run(
         err('the task is empty: say what the agent should do, e.g. retinue run "list the TODOs"')
         raise typer.Exit(EXIT_FAILED)
     with one_line_errors():
+        from retinue.messages import user_content
+
+        _, files = user_content(list(attach or ()))  # read and checked before anything runs
         runtime = make_runtime(
             model, workspace, tenant, quiet=quiet, permission_mode=permission_mode,
             ask=sys.stdin.isatty() and sys.stderr.isatty(), max_budget_usd=max_budget_usd,
@@ -105,7 +116,7 @@ def run(
 
         prepare_model(runtime.model)  # (its progress bar before any spinner)
         try:
-            out = asyncio.run(_answering(runtime, task))
+            out = asyncio.run(_answering(runtime, [task, *files] if files else task))
         except KeyboardInterrupt:
             err("interrupted")
             raise typer.Exit(EXIT_INTERRUPTED) from None
@@ -117,7 +128,7 @@ def run(
     echo(out.content.rstrip("\n"))  # (the model's text: nothing in it a terminal acts on)
 
 
-async def _answering(runtime: Runtime, task: str) -> RunOutput:
+async def _answering(runtime: Runtime, task: Content) -> RunOutput:
     """One turn; each question the agent asks is answered from stdin (a line on a terminal;
     otherwise :data:`~retinue.subagents.tools.NO_ANSWER`) and the same turn goes on."""
     from retinue.cli.term import echo
