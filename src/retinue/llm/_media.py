@@ -137,7 +137,7 @@ def _from_data_url(url: Any, name: str = "") -> MediaPart:
     if not isinstance(url, str):
         raise ValueError(f"a media url must be a string, not {type(url).__name__}")
     if url.startswith(("https://", "http://")):
-        raise ValueError("the emulator fetches no URLs; send the bytes")
+        raise ValueError("a URL is not fetched here; send the bytes as a base64 data URL")
     match = _DATA_URL.match(url)
     if match is None:
         raise ValueError(f"not a base64 data URL: {url[:40]!r}")

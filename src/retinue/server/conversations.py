@@ -111,7 +111,14 @@ from retinue.events import EventSink
 from retinue.memory.conversations import ConversationSummary, same_prefix, title_of
 from retinue.memory.journal import SessionJournal, SessionRecord
 from retinue.memory.pg_conversations import ConversationLeases
-from retinue.messages import AssistantMessage, Message, ToolCall, ToolResultMessage
+from retinue.messages import (
+    AssistantMessage,
+    Content,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    user_content,
+)
 from retinue.policy.approvals import Approval, ApprovalBroker, ApprovalRequest, answer_fits
 from retinue.runtime import Conversation, Runtime
 from retinue.server.hub import EventHub
@@ -407,7 +414,12 @@ class ConversationHost:
         return stored if stored is not None or live is None else []
 
     async def send(
-        self, cid: str, text: str, *, keep_sessions: bool = False, on_event: EventSink | None = None
+        self,
+        cid: str,
+        text: Content,
+        *,
+        keep_sessions: bool = False,
+        on_event: EventSink | None = None,
     ) -> RunOutput:
         """Run one main-agent turn in ``cid`` (created on first use, or restored from the
         store), after earlier turns; the history is saved when it ends.
@@ -420,7 +432,7 @@ class ConversationHost:
         return await self._turn(cid, text, keep_sessions=keep_sessions, on_event=on_event)
 
     async def _turn(
-        self, cid: str, text: str | None, *, keep_sessions: bool, on_event: EventSink | None
+        self, cid: str, text: Content | None, *, keep_sessions: bool, on_event: EventSink | None
     ) -> RunOutput:
         """:meth:`send` (``text=None``: go on from the history, after stored approvals)."""
         if self.budget.count >= self.limits.max_turns:
@@ -700,7 +712,7 @@ class ConversationHost:
         self,
         cid: str,
         live: _Live,
-        text: str | None,
+        text: Content | None,
         keep_sessions: bool,
         on_event: EventSink | None,
     ) -> RunOutput:
@@ -711,8 +723,9 @@ class ConversationHost:
         def begin() -> None:  # this turn's time has come: its settings, its subscriber
             nonlocal asked
             if asked is not None and text is not None:  # the stored question's answer
+                said, parts = user_content(text)
                 conversation.messages.append(
-                    ToolResultMessage(asked.call.id, asked.call.name, text)
+                    ToolResultMessage(asked.call.id, asked.call.name, said, parts=parts)
                 )
                 asked = None
             if text is not None and live.parked and not live.approvals.pending():
@@ -782,7 +795,12 @@ class ConversationHost:
         return task
 
     def start(
-        self, cid: str, text: str, *, keep_sessions: bool = False, on_event: EventSink | None = None
+        self,
+        cid: str,
+        text: Content,
+        *,
+        keep_sessions: bool = False,
+        on_event: EventSink | None = None,
     ) -> asyncio.Task[RunOutput]:
         """:meth:`send` as a task the host keeps alive until it is done (for streaming)."""
         task = asyncio.create_task(

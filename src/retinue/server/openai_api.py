@@ -68,6 +68,8 @@ from starlette.exceptions import HTTPException
 
 from retinue.engine.config import RunOutput
 from retinue.events import TEXT_DELTA, TOOL_STARTED, EventSink
+from retinue.llm._media import chat_media
+from retinue.messages import Content, MediaPart
 from retinue.runtime import Runtime
 from retinue.server.conversations import ServerBusy, valid_conversation_id
 from retinue.server.openai_errors import openai_error
@@ -84,7 +86,8 @@ _role_runs = itertools.count(1)
 
 
 class ContentPart(BaseModel):
-    """One part of a message's content; only ``text`` parts are read."""
+    """One part of a message's content: ``text``, ``image_url`` or ``file`` (a base64 data
+    URL each: the server fetches nothing); other parts are ignored."""
 
     model_config = ConfigDict(extra="allow")
     type: str = Field(max_length=64)
@@ -103,6 +106,23 @@ class ChatMessage(BaseModel):
         if isinstance(self.content, list):
             return "\n".join(p.text for p in self.content if p.type == "text" and p.text)
         return self.content or ""
+
+    def media(self) -> tuple[MediaPart, ...]:
+        """The images and PDFs of the content; ``HTTPException`` 400 (one line) for a part
+        that is not a base64 data URL of a PNG, JPEG, GIF, WebP or PDF, or is too large."""
+        if not isinstance(self.content, list):
+            return ()
+        found: list[MediaPart] = []
+        for p in self.content:
+            if p.type not in ("image_url", "file"):
+                continue
+            try:
+                part = chat_media(p.model_dump())
+            except (ValueError, KeyError, TypeError) as exc:  # MediaError is a ValueError
+                raise HTTPException(400, f"bad {p.type} part: {_line(exc)}") from None
+            if part is not None:
+                found.append(part)
+        return tuple(found)
 
 
 class StreamOptions(BaseModel):
@@ -205,13 +225,15 @@ def openai_router(runtime: Runtime, errors: ErrorMapper) -> APIRouter:
         host = space.host
         cid = conversation_for(header)
         *earlier, last = body.messages
-        text = last.text
+        text, media = last.text, last.media()
         if earlier and (header is None or await host.history(cid) is None):
             text = transcript(earlier, text)  # instructions, or a chat begun elsewhere
         root = host.agent_id(cid)
+        content: Content = [text, *media] if media else text
 
         def start(sink: EventSink | None) -> asyncio.Task[RunOutput]:
-            return host.start(cid, text, keep_sessions=keep and header is not None, on_event=sink)
+            keeps = keep and header is not None
+            return host.start(cid, content, keep_sessions=keeps, on_event=sink)
 
         return _Turn(cid, lambda agent: agent == root, start)
 
@@ -220,6 +242,8 @@ def openai_router(runtime: Runtime, errors: ErrorMapper) -> APIRouter:
         if len(running) >= host.limits.max_turns:
             raise ServerBusy(f"{host.limits.max_turns} role runs are in progress; retry later")
         *earlier, last = body.messages
+        if last.media():
+            raise HTTPException(400, "images and files go to the main agent ('retinue') only")
         task_text = transcript(earlier, last.text) if earlier else last.text
         root = f"{space.prefix}oai-{role}-{next(_role_runs)}"
 
@@ -250,7 +274,7 @@ def openai_router(runtime: Runtime, errors: ErrorMapper) -> APIRouter:
     ) -> _Turn:
         if body.messages[-1].role != "user":
             raise HTTPException(400, "the last message must be the user's: it is the new turn")
-        if not body.messages[-1].text.strip():
+        if not body.messages[-1].text.strip() and not body.messages[-1].media():
             raise HTTPException(400, "the last user message is empty: say what to do")
         if body.model == MODEL:
             return await main_turn(space, body, header, keep)
@@ -386,3 +410,7 @@ def _finish(out: RunOutput) -> str:
 
 def _data(payload: dict[str, Any]) -> str:
     return f"data: {json.dumps(payload, default=jsonable)}\n\n"
+
+
+def _line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300]
