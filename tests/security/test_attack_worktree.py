@@ -113,3 +113,50 @@ def test_retinues_own_worktree_runs_no_filter_the_sandbox_planted(
     assert not (leak.exists() and CANARY in leak.read_text(errors="replace")), (
         "a filter the sandbox planted ran on the host and read the key"
     )
+
+
+@pytest.mark.xfail(strict=True, reason="escape: a worktree role's sandbox hides no rule path")
+@pytest.mark.parametrize("uid", USERS)
+def test_a_worktree_roles_shell_meets_the_workspaces_read_rules(
+    root: Path, uid: int | None
+) -> None:
+    """An ``isolation: worktree`` sub-agent's ``Bash`` runs with the worktree as its
+    workspace: the rule paths are looked for under the worktree (``confine._fixed_prefix``
+    joins ``./secrets`` to it), while the real workspace stays readable through the
+    read-only root, so ``cat <workspace>/secrets/key.txt`` reads what ``Read(./secrets/**)``
+    denies (its ``Read`` tool is refused). Suggested fix: anchor rule paths to the workspace
+    the rules were written for (the parent's), and hide them in every sandbox of the run."""
+    ws = root / "ws"
+    ws.mkdir()
+    (root / "data" / "agents").mkdir(parents=True)
+    role = ROLE.replace("tools: Read", "tools: Bash, Read")
+    (root / "data" / "agents" / "iso.md").write_text(role)
+    (ws / "README.md").write_text("hello\n")
+    git(ws, "init", "-q")
+    git(ws, "add", "README.md")
+    git(ws, "commit", "-q", "-m", "first")
+    (ws / "secrets").mkdir()
+    (ws / "secrets" / "key.txt").write_text("TOP-SECRET-VALUE\n")
+    (ws / ".claude").mkdir()
+    (ws / ".claude" / "settings.json").write_text(
+        '{"permissions": {"deny": ["Read(./secrets/**)"]}}'
+    )
+    if uid is not None:
+        for sub in [root, *root.rglob("*")]:
+            os.lchown(sub, uid, uid)
+    steal = call_tool("Bash", {"command": f"cat {ws}/secrets/key.txt"})
+    steps = [call_tool("SubAgent", {"task": "look", "role": "iso"}), steal, "looked", "done"]
+    with LoopbackOpenAIServer(ScriptedModel(steps)) as server:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RETINUE_"))}
+        env.update(RETINUE_HOME=str(root / "data"), RETINUE_BLOCK_REAL_MODELS="1",
+                   HOME=str(root), OPENAI_BASE_URL=server.base_url,
+                   OPENAI_API_KEY=CANARY)  # fmt: skip
+        argv = [sys.executable, "-m", "retinue", "run", "--model", "openai:m", "go"]
+        if uid is not None:
+            argv = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *argv]
+        subprocess.run(argv, env=env, cwd=ws, capture_output=True, text=True, timeout=100,
+                       stdin=subprocess.DEVNULL, check=False)  # fmt: skip
+    read = [str(m["content"]) for r in server.requests for m in r["messages"]
+            if m.get("role") == "tool"]  # fmt: skip
+    assert any("exit code" in r for r in read), read  # (the sub-agent's Bash did run)
+    assert not any("TOP-SECRET-VALUE" in r for r in read), "the sub-agent's shell read it"
