@@ -66,7 +66,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -76,7 +76,7 @@ from starlette.exceptions import HTTPException
 
 from retinue.errors import MemoryStoreError, ModelError, RetinueError
 from retinue.memory.journal import SessionRecord
-from retinue.messages import shown_dict
+from retinue.messages import MAX_MEDIA_BYTES, Content, UserMessage, from_dict, shown_dict
 from retinue.policy.approvals import Approval
 from retinue.runtime import Runtime
 from retinue.server.conversations import (
@@ -104,12 +104,35 @@ __all__ = ["MessageIn", "create_app"]
 log = logging.getLogger("retinue.server")
 
 
+class PartIn(BaseModel):
+    """An image or PDF sent with a message, as a stored message holds it (base64 bytes)."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["image", "document"]
+    media_type: str = Field(max_length=100)
+    data: str = Field(max_length=MAX_MEDIA_BYTES * 4 // 3 + 4)
+    name: str = Field(default="", max_length=200)
+
+
 class MessageIn(BaseModel):
-    """The body of ``POST /v1/conversations/{id}/messages``."""
+    """The body of ``POST /v1/conversations/{id}/messages``: its text, and ``parts`` (images
+    and PDFs, base64) after it."""
 
     model_config = ConfigDict(extra="forbid")
     content: str = Field(min_length=1)
     keep_sessions: bool = False
+    parts: list[PartIn] = Field(default_factory=list[PartIn], max_length=20)
+
+    def message(self) -> Content:
+        """The content to send; ``HTTPException`` 400 (one line) for a bad part."""
+        if not self.parts:
+            return self.content
+        row = {"role": "user", "content": "", "parts": [p.model_dump() for p in self.parts]}
+        try:
+            sent = from_dict(row)  # (the stored form's checks: type, first bytes, size)
+        except ValueError as exc:  # MediaError is a ValueError
+            raise HTTPException(400, f"bad part: {exc}") from None
+        return [self.content, *(sent.parts if isinstance(sent, UserMessage) else ())]
 
 
 def create_app(runtime: Runtime, security: Security, limits: Limits | None = None) -> FastAPI:
@@ -256,12 +279,12 @@ def _conversation_routes(app: FastAPI) -> None:
         host = space.host
         if stream or "text/event-stream" in request.headers.get("accept", ""):
             events = stream_turn(
-                space, cid, body.content, keep_sessions=body.keep_sessions, errors=error_status
+                space, cid, body.message(), keep_sessions=body.keep_sessions, errors=error_status
             )
             return StreamingResponse(
                 events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
             )
-        out = await host.send(cid, body.content, keep_sessions=body.keep_sessions)
+        out = await host.send(cid, body.message(), keep_sessions=body.keep_sessions)
         return space.shown(output_json(out))
 
     @app.delete("/v1/conversations/{cid}")

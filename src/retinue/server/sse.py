@@ -16,6 +16,7 @@ from typing import Any
 
 from retinue.engine.config import RunOutput
 from retinue.events import Event, EventSink
+from retinue.messages import Content
 from retinue.server.tenants import TenantSpace
 
 __all__ = ["ErrorMapper", "TurnFeed", "frame", "jsonable", "output_json", "stream_turn"]
@@ -78,7 +79,7 @@ class TurnFeed:
 async def stream_turn(
     space: TenantSpace,
     cid: str,
-    text: str,
+    text: Content,
     *,
     keep_sessions: bool,
     errors: ErrorMapper,

@@ -1,5 +1,6 @@
-"""The OpenAI-compatible endpoint takes ``image_url`` and ``file`` parts (base64 data URLs),
-driven by the official ``openai`` SDK against a real server."""
+"""Images and PDFs over HTTP: the OpenAI-compatible endpoint's ``image_url`` and ``file`` parts
+(base64 data URLs, through the official ``openai`` SDK) and the native API's ``parts``, against
+a real server."""
 
 from __future__ import annotations
 
@@ -64,3 +65,22 @@ def test_a_bad_image_part_is_a_400_and_nothing_runs(serve: Serve, url: str, says
         )  # fmt: skip
     assert "\n" not in str(info.value)
     assert not model.calls
+
+
+def test_the_native_api_takes_parts_and_refuses_a_corrupt_one(serve: Serve) -> None:
+    model = ScriptedModel(["a chart"])
+    server = serve(model)
+    image = {"type": "image", "media_type": "image/png", "data": base64.b64encode(PNG).decode()}
+    corrupt = {**image, "data": base64.b64encode(b"not a png").decode()}
+    with server.client() as client:
+        bad = client.post(
+            "/v1/conversations/m/messages", json={"content": "look", "parts": [corrupt]}
+        )
+        good = client.post(
+            "/v1/conversations/m/messages", json={"content": "look", "parts": [image]}
+        )
+    assert bad.status_code == 400 and "corrupt image" in bad.text
+    assert good.status_code == 200 and good.json()["content"] == "a chart"
+    [call] = model.calls
+    asked = call.messages[-1]
+    assert isinstance(asked, UserMessage) and [p.data for p in asked.parts] == [PNG]
