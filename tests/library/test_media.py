@@ -111,3 +111,16 @@ def test_mcp_image_results_pass_through() -> None:
         "a screenshot",
         f"[image: image/tiff, {len(encoded) * 3 // 4} bytes, not shown]",
     ]
+
+
+def test_read_refuses_a_pdf_over_its_page_limit(tmp_path: Path) -> None:
+    from retinue.tools.builtin.fs import READ_PDF_MAX_PAGES
+
+    pages = b"".join(b"%d 0 obj << /Type /Page >> endobj\n" % n for n in range(101))
+    (tmp_path / "long.pdf").write_bytes(b"%PDF-1.7\n" + pages + b"%%EOF\n")
+    model = ScriptedModel([call_tool("Read", {"file_path": "long.pdf"}), "ok"])
+    with agent_for(model, tmp_path) as agent:
+        agent.run_sync("read it")
+    result = model.calls[1].messages[-1]
+    assert isinstance(result, ToolResultMessage) and result.is_error and not result.parts
+    assert f"has 101 pages; Read shows PDFs of up to {READ_PDF_MAX_PAGES}" in result.content
