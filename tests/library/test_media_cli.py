@@ -48,3 +48,24 @@ def test_run_attach_of_another_type_is_one_line_and_nothing_is_sent(tmp_path: Pa
     assert "unsupported media type" in proc.stderr and len(proc.stderr.splitlines()) == 1
     assert missing.returncode == 1 and "nowhere.png" in missing.stderr
     assert not model.calls
+
+
+def test_chat_attach_sends_the_file_with_the_next_message_only(tmp_path: Path) -> None:
+    (tmp_path / "shot.png").write_bytes(PNG)
+    (tmp_path / "notes.zip").write_bytes(b"PK\x03\x04 zipped")
+    model = ScriptedModel(["A screenshot.", "Nothing attached."])
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RETINUE_"))}
+    env |= {"RETINUE_HOME": str(tmp_path / "home"), "RETINUE_BLOCK_REAL_MODELS": "1"}
+    env |= {"OPENAI_API_KEY": "test-key", "RETINUE_MODEL": "openai:gpt-4o"}
+    lines = "/attach shot.png\n/attach notes.zip\nwhat is it?\nand now?\n/exit\n"
+    with LoopbackOpenAIServer(model) as server:
+        chat = subprocess.run(
+            [sys.executable, "-m", "retinue", "chat"], input=lines, capture_output=True,
+            text=True, timeout=50, cwd=tmp_path, env={**env, "OPENAI_BASE_URL": server.base_url},
+        )  # fmt: skip
+    assert chat.returncode == 0, chat.stderr
+    assert "attached image shot.png" in chat.stderr
+    assert "not attached: notes.zip: unsupported media type" in chat.stderr
+    first, second = ([m for m in c.messages if isinstance(m, UserMessage)] for c in model.calls)
+    assert [p.data for p in first[-1].parts] == [PNG]
+    assert second[-1].content == "and now?" and not second[-1].parts

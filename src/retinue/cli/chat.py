@@ -57,6 +57,7 @@ from retinue.cli.term import (
 from retinue.errors import RetinueError
 from retinue.events import TEXT_DELTA, Event, EventSink
 from retinue.memory.consolidate import ConsolidationScope, consolidation_scope
+from retinue.messages import Content, MediaPart, user_content
 from retinue.runtime import Conversation, Runtime
 from retinue.subagents.tasklist import task_lists
 from retinue.telemetry.prices import format_cost
@@ -71,6 +72,7 @@ HELP = """\
 /sessions    list live interactive sub-agent sessions (with their task lists) and the
              conversation's shared task list (TaskCreate)
 /compress    summarise the older part of the conversation now
+/attach FILE send an image or PDF with the next message
 /help        this list
 Ctrl-C cancels the running turn; Ctrl-D leaves. Up/Down recall earlier messages.
 End a line with \\ to go on with the next, or put \"\"\" alone on a line to start and end a
@@ -118,6 +120,7 @@ class ChatRepl:
         self.deferred = Deferred()
         self.scope = ConsolidationScope()
         self._streamed = False
+        self._attached: list[MediaPart] = []  # /attach: sent with the next message
         self._announced: set[str] = set()
         printer = runtime.events
         if isinstance(printer, EventPrinter):
@@ -187,9 +190,11 @@ class ChatRepl:
 
     def _turn(self, runner: asyncio.Runner, line: str) -> None:
         self._streamed = False
+        content: Content = [line, *self._attached] if self._attached else line
+        self._attached = []
         try:
             with quiet_input():
-                out = runner.run(self.conversation.send(line))
+                out = runner.run(self.conversation.send(content))
         except KeyboardInterrupt:
             self._end_stream()
             self.err.print("[yellow]turn cancelled[/]")
@@ -225,11 +230,27 @@ class ChatRepl:
             result = self._finish(runner, self.conversation.compress(), "compressing")
             if result is None:
                 self.err.print("[dim]nothing to compress[/]")
+        elif cmd == "/attach":
+            self._attach(line.removeprefix("/attach").strip())
         elif cmd == "/help":
             self.err.print(HELP, highlight=False, markup=False)
         else:
             self.err.print(f"unknown command {escape(cmd)}; /help lists them")
         return True
+
+    def _attach(self, name: str) -> None:
+        """Read an image or PDF (the user's own path, from the workspace) for the next message."""
+        if not name:
+            self.err.print("say which file: /attach FILE")
+            return
+        try:
+            _, parts = user_content([self.runtime.settings.workspace / name])
+        except (RetinueError, OSError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            self.err.print(f"[red]not attached:[/] {escape(name)}: {escape(reason)}")
+            return
+        self._attached += parts
+        self.err.print(f"[dim]attached {escape(parts[0].label)}; sent with your next message[/]")
 
     def _finish(self, runner: asyncio.Runner, coro: Coroutine[Any, Any, T], what: str) -> T | None:
         try:
