@@ -1,12 +1,97 @@
 """Test-session setup: real model requests are forbidden (loopback servers only), and no test
 touches the user's data directory: ``RETINUE_HOME`` is a temporary folder, one for the
-session's shared fixtures and a fresh one for each test (a test that sets its own wins)."""
+session's shared fixtures and a fresh one for each test (a test that sets its own wins).
+
+Every test gets one of three markers, so that ``pytest -m unit`` is the loop of a minute:
+
+- ``external``: needs something outside Python — PostgreSQL (a ``pg_url`` / ``pg_urls`` /
+  ``pg`` fixture, a ``postgres`` backend parameter, or ``pgserver`` in its file), Chromium
+  (the ``browser`` fixture, ``playwright`` in its file), Node (``npm``, ``node_modules``),
+  Phoenix, or the embedded model (``tests/llm_local``, the ``local_model`` marker);
+- ``integration``: its file (or its folder's ``conftest.py``) starts real servers,
+  subprocesses, terminals or the sandbox (``subprocess``, ``ServerThread``, ``uvicorn``,
+  ``tmux``, ``bwrap``, ``sys.executable``...), or it drives a whole program: the ``retinue``
+  command (``tests/cli``), the benchmarks (``tests/benchmarks``), a randomised run of many
+  sessions (a ``*_fuzz.py`` file);
+- ``unit``: everything else.
+"""
 
 import os
+import re
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 import pytest
+
+_EXTERNAL_FOLDERS = {"llm_local", "web"}
+_INTEGRATION_FOLDERS = {"cli", "benchmarks"}
+_EXTERNAL_FIXTURES = {"pg_url", "pg_urls", "pg", "browser"}
+_EXTERNAL_TEXT = re.compile(r"pgserver|playwright|\bnpm\b|node_modules|[\"']node[\"']|phoenix")
+_INTEGRATION_TEXT = re.compile(
+    r"subprocess|ServerThread|serverkit|uvicorn|tmux|bwrap|sandbox|Popen|socket|sys\.executable"
+)
+TIERS = {
+    "unit": "a test of Python code alone (pytest -m unit: the quick loop)",
+    "integration": "starts real servers, subprocesses, terminals or the sandbox",
+    "external": "needs PostgreSQL, Chromium, Node, Phoenix or the embedded model",
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, meaning in TIERS.items():
+        config.addinivalue_line("markers", f"{name}: {meaning}")
+
+
+@cache
+def _text(path: Path) -> str:
+    return path.read_text(encoding="utf-8") if path.is_file() else ""
+
+
+def file_tier(path: Path) -> str | None:
+    """The tier of every test of the file at ``path``, when its file or folder decides it."""
+    text = _text(path)
+    if path.parent.name in _EXTERNAL_FOLDERS or _EXTERNAL_TEXT.search(text):
+        return "external"
+    conftest = _text(path.parent / "conftest.py") if path.parent.name != "tests" else ""
+    if (
+        path.parent.name in _INTEGRATION_FOLDERS
+        or path.stem.endswith("_fuzz")
+        or _INTEGRATION_TEXT.search(text)
+        or _INTEGRATION_TEXT.search(conftest)
+    ):
+        return "integration"
+    return None
+
+
+def tier(item: pytest.Item) -> str:
+    """``unit``, ``integration`` or ``external``, by the rules of this module's docstring."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    fixtures = set(getattr(item, "fixturenames", ()))
+    if (
+        fixtures & _EXTERNAL_FIXTURES
+        or params.get("backend") == "postgres"
+        or item.get_closest_marker("local_model")
+    ):
+        return "external"
+    return file_tier(Path(item.path)) or "unit"
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Under ``-m unit``, files none of whose tests are unit are not even imported (importing
+    every test module is half of the quick loop's time otherwise)."""
+    if (config.getoption("markexpr", "") or "").strip() != "unit":
+        return None
+    name = collection_path.name
+    if collection_path.suffix == ".py" and name.startswith("test_") and file_tier(collection_path):
+        return True
+    return None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(tier(item))
+
 
 os.environ["RETINUE_BLOCK_REAL_MODELS"] = "1"
 os.environ.pop("OPENAI_API_KEY", None)
