@@ -40,12 +40,19 @@ def follow(reader: Reader, words: Sequence[Word], depth: int) -> None:
     """Tell ``reader`` what the command ``words`` (its program known) runs in turn. Names are
     compared in lower case (``SUDO`` runs ``sudo`` where the file system ignores case)."""
     program = base(words[0][0]).lower()
+    if _reads_own_script(program, words):
+        reader.doubt(f"{program} reads its program from its input or a descriptor")
+        return
+    if program in _ARITHMETIC:
+        _arithmetic(reader, program, words)
     if program in _WRAPPERS:
         _wrapped(reader, program, words, depth)
     elif program in _FOLLOW:
         _FOLLOW[program](reader, words, depth)
     elif program in _SHELLS:
         _shell(reader, words, depth)
+    elif program in _EDITORS:
+        reader.doubt(f"{program} runs the commands (`!`) of its script or its input")
     elif program in _OTHER_SHELLS:
         reader.doubt(f"{program} commands cannot be read as bash")
     else:
@@ -68,7 +75,10 @@ def show(text: str, limit: int = 60) -> str:
     return f"`{flat[:limit]}…`" if len(flat) > limit else f"`{flat}`"
 
 
-_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+def _is_setting(word: str) -> bool:
+    """Whether ``env`` (``sudo``) reads ``word`` as a setting: any word with ``=`` in it
+    (``BASH_FUNC_ls%%=…`` too)."""
+    return "=" in word and not word.startswith("=")
 
 
 def _wrapped(
@@ -83,7 +93,7 @@ def _wrapped(
         reader.doubt(f"{program}: {start}")
         return
     start += 1 + spec.operands
-    while spec.settings and start < len(words) and _ASSIGNMENT.match(words[start][0]):
+    while spec.settings and start < len(words) and _is_setting(words[start][0]):
         reader.setting(words[start][0])
         start += 1
     if start >= len(words):
@@ -142,7 +152,7 @@ def _inspect(reader: Reader, program: str, words: Sequence[Word]) -> None:
         script = _awk_program(args)
         if script is not None and ("system" in script or "|" in script):
             reader.doubt(f"{program}'s program runs other commands ({show(script)})")
-    elif program in ("sed", "gsed") and any(_SED_EXEC.search(a) for a in args):
+    elif program in ("sed", "gsed") and any(_sed_runs(a) for a in _sed_scripts(args)):
         reader.doubt(f"{program}'s script may run commands (its 'e')")
     elif program in _COMMAND_OPTIONS and any(
         _is_option(a, o) for a in args for o in _COMMAND_OPTIONS[program]
@@ -158,18 +168,71 @@ def _inspect(reader: Reader, program: str, words: Sequence[Word]) -> None:
         reader.doubt(f"{program} runs text given to one of its options")
 
 
+def _reads_own_script(program: str, words: Sequence[Word]) -> bool:
+    """Whether a program that runs a script (a shell, an interpreter, awk, sed, make…) is
+    given one read from its input or a descriptor (``bash /dev/stdin``, ``awk -f <(…)``)."""
+    if not (program in _SHELLS or program in _AWKS or program in _SCRIPTED
+            or _interpreter(program) is not None):  # fmt: skip
+        return False
+    for word, ok in words[1:]:
+        if not ok and word.startswith(("<(", ">(")):
+            return True
+        if ok and _STDIN.search(word):
+            return True
+    return False
+
+
+_STDIN = re.compile(
+    r"(?:^|[=@]|^-[A-Za-z]*f)(?:/dev/stdin|/dev/fd/|/proc/[^/]+/fd/|/proc/[^/]+/task/)"
+)
+_SCRIPTED = frozenset({"sed", "gsed", "make", "gmake", "gdb", "m4", "dc", "bc", "jq"})
+
+
+def _arithmetic(reader: Reader, program: str, words: Sequence[Word]) -> None:
+    """Builtins whose arguments bash may read as names or arithmetic (``let``, ``read``,
+    ``printf -v``, ``test -v``, ``compgen -W``…): a literal ``$(``/backtick in one of them
+    runs a command (``let 'a[$(rm f)]=1'``); a name that sets a program is a setting."""
+    args = [w for w, _ in words[1:]]
+    if program in ("printf", "test") and "-v" not in args:
+        return
+    if program in ("compgen", "complete") and not any(a.startswith("-") and "W" in a for a in args):
+        return
+    for word in args:
+        if _HIDDEN.search(word):
+            reader.doubt(f"{program} may evaluate {show(word)} and run a command")
+            return
+    if program in ("read", "printf", "mapfile", "readarray", "getopts", "declare", "typeset",
+                   "export", "local", "readonly"):  # fmt: skip
+        for word in args:
+            if not word.startswith("-"):
+                reader.setting(word if "=" in word else word + "=")
+
+
+_HIDDEN = re.compile(r"`|\$\(")
+_ARITHMETIC = frozenset({
+    "let", "read", "printf", "test", "compgen", "complete", "declare", "typeset", "export",
+    "local", "readonly", "unset", "mapfile", "readarray", "getopts", "wait", "[",
+})  # fmt: skip
+_EDITORS = frozenset({
+    "ed", "red", "ex", "vi", "vim", "view", "rvim", "rview", "nvim", "gvim", "gview", "evim",
+    "vimdiff", "nvi", "elvis", "emacs",
+})  # fmt: skip
+
+
 # -- what follows other commands -----------------------------------------------------------
 
 
 def _eval(reader: Reader, words: Sequence[Word], depth: int) -> None:
     args = words[1:]
+    if args and args[0][0] == "--":  # (bash's builtins end their options at --)
+        args = args[1:]
     if args:
         text = " ".join(w for w, _ in args)
         reader.nested((text, all(ok for _, ok in args)), depth, "eval")
 
 
 def _trap(reader: Reader, words: Sequence[Word], depth: int) -> None:
-    args = [w for w in words[1:] if not w[0].startswith("-")]
+    args = [w for w in words[1:] if not w[0].startswith("-") or w[0] == "-"]
     if len(args) >= 2:  # (trap ACTION SIGNAL…; trap SIGNAL alone resets it)
         reader.nested(args[0], depth, "trap")
 
@@ -252,6 +315,8 @@ def _git(reader: Reader, words: Sequence[Word], depth: int) -> None:
         elif word.startswith("-c") and word != "-c":
             _git_setting(reader, (word[2:], ok), depth)
         i += 1
+    if any(w.lower().startswith("ext::") for w, _ in args):
+        reader.doubt("git's ext:: transport runs its address as a command")
     if i < len(args):
         _git_command(reader, args[i][0], args[i + 1 :], depth)
 
@@ -286,7 +351,7 @@ def _git_command(reader: Reader, sub: str, args: Sequence[Word], depth: int) -> 
 
 def _git_program_key(key: str) -> bool:
     """Whether a git setting names a program (``core.pager``, ``alias.x``, ``pager.log``…)."""
-    return key.startswith(("alias.", "include", "pager.")) or (
+    return key.startswith(("alias.", "include", "pager.", "protocol.", "url.")) or (
         "." in key and key.rsplit(".", 1)[-1] in _GIT_PROGRAMS
     )
 
@@ -342,7 +407,47 @@ def _uv_run(reader: Reader, words: Sequence[Word], depth: int) -> None:
     reader.run(words[2:], " ".join(w for w, _ in words[2:]), depth)
 
 
+def _setarch(reader: Reader, words: Sequence[Word], depth: int) -> None:
+    """``setarch ARCH [options] [CMD…]``: its architecture comes before its options."""
+    if len(words) > 2:
+        _wrapped(reader, "setarch", [words[0], *words[2:]], depth, _WRAPPERS["linux32"])
+
+
+def _capsh(reader: Reader, words: Sequence[Word], depth: int) -> None:
+    """``capsh [options] -- ARGS``: ARGS go to ``/bin/bash`` (``--shell=`` names another)."""
+    for k, (word, ok) in enumerate(words[1:], start=1):
+        if not ok or word == "==" or word.startswith("--shell"):
+            reader.doubt(f"capsh {show(word)} runs a shell not known here")
+            return
+        if word == "--":
+            _shell(reader, [("bash", True), *words[k + 1 :]], depth)
+            return
+
+
+def _sg(reader: Reader, words: Sequence[Word], depth: int) -> None:
+    """``sg GROUP -c TEXT`` or ``sg GROUP TEXT``: TEXT runs through a shell; ``newgrp``
+    starts one that reads its input."""
+    args = [w for w in words[1:] if w[0] != "-"]
+    if base(words[0][0]) == "sg" and len(args) >= 2:
+        rest = args[2:] if args[1][0] == "-c" else args[1:]
+        if rest:
+            reader.nested(rest[0], depth, "sg")
+            return
+    reader.doubt(f"{base(words[0][0])} starts a shell that runs what it reads")
+
+
+def _coproc(reader: Reader, words: Sequence[Word], depth: int) -> None:
+    """``coproc CMD…`` runs CMD; ``coproc NAME { …; }`` is read otherwise by the parser."""
+    if len(words) > 2 and words[2][0] in _RESERVED:
+        reader.doubt("coproc NAME with a compound command (not read here)")
+        return
+    _wrapped(reader, "coproc", words, depth, _Options())
+
+
+_RESERVED = frozenset({"{", "(", "((", "[[", "if", "while", "until", "for", "case", "select"})
+
 _FOLLOW: dict[str, Callable[[Reader, Sequence[Word], int], None]] = {
+    "setarch": _setarch, "capsh": _capsh, "sg": _sg, "newgrp": _sg, "coproc": _coproc,
     "eval": _eval, "trap": _trap, "source": _source, ".": _source, "alias": _alias,
     "su": _su, "runuser": _su, "watch": _watch, "find": _find, "git": _git,
     "uv": _uv_run, "poetry": _uv_run, "pipenv": _uv_run, "bundle": _uv_run,
@@ -365,6 +470,7 @@ class _Options:
     stops: str = ""  # options after which nothing runs (command -v)
     operands: int = 0  # words before the command (timeout's duration, chroot's folder)
     settings: bool = False  # NAME=value words before the command (env)
+    joined_long: bool = False  # every long option gives its value after = (valgrind)
 
 
 _DIGITS = "0123456789"
@@ -408,7 +514,6 @@ _WRAPPERS: dict[str, _Options] = {
                                    "--process-slot-var"),
                       long_flags=("--null", "--no-run-if-empty", "--verbose",
                                   "--interactive", "--exit", "--open-tty", "--replace")),
-    "coproc": _Options(),
     "unbuffer": _Options(),
     "busybox": _Options(),
     "toybox": _Options(),
@@ -423,6 +528,56 @@ _WRAPPERS: dict[str, _Options] = {
                        long_flags=("--keep-cwd", "--disable-internal-agent")),
     "proxychains": _Options(values="f", flags="q"),
     "proxychains4": _Options(values="f", flags="q"),
+    "setpriv": _Options(flags="d", long_flags=(
+        "--dump", "--nnp", "--no-new-privs", "--clear-groups", "--keep-groups", "--init-groups",
+        "--reset-env"), long_values=(
+        "--ruid", "--euid", "--rgid", "--egid", "--reuid", "--regid", "--groups", "--inh-caps",
+        "--ambient-caps", "--bounding-set", "--securebits", "--pdeathsig", "--selinux-label",
+        "--apparmor-profile", "--landlock-access", "--landlock-rule", "--seccomp-filter")),
+    "unshare": _Options(values="SGRw", flags="muinpUCTfrc", long_values=(
+        "--propagation", "--setgroups", "--setuid", "--setgid", "--root", "--wd", "--map-user",
+        "--map-group", "--map-users", "--map-groups", "--monotonic", "--boottime"),
+        long_flags=("--mount", "--uts", "--ipc", "--net", "--pid", "--user", "--cgroup",
+                    "--time", "--fork", "--kill-child", "--mount-proc", "--map-root-user",
+                    "--map-current-user", "--map-auto", "--keep-caps",
+                    "--mount-binfmt")),
+    "prlimit": _Options(optional="cdefilmnqrstuvxy", flags="", stops="p", values="o",
+                        long_values=("--output",), long_flags=(
+        "--core", "--data", "--fsize", "--sigpending", "--memlock", "--rss", "--nofile",
+        "--msgqueue", "--nice", "--stack", "--cpu", "--nproc", "--as", "--locks",
+        "--rtprio", "--rttime", "--noheadings", "--raw", "--verbose")),
+    "chrt": _Options(values="TPD", flags="abdfiorRvse", stops="mp", operands=1,
+                     long_values=("--sched-runtime", "--sched-period", "--sched-deadline"),
+                     long_flags=("--all-tasks", "--batch", "--deadline", "--fifo", "--idle",
+                                 "--other", "--rr", "--reset-on-fork", "--verbose",
+                                 "--ext")),
+    "nsenter": _Options(values="tSGWN", flags="muinpCUTaeFZcrw", long_values=(
+        "--target", "--setuid", "--setgid", "--wdns", "--net-socket", "--user-parent"),
+        long_flags=("--mount", "--uts", "--ipc", "--net", "--pid", "--cgroup", "--user",
+                    "--time", "--all", "--preserve-credentials", "--root", "--wd", "--env",
+                    "--no-fork", "--follow-context", "--join-cgroup", "--keep-caps")),
+    "valgrind": _Options(flags="qvd", joined_long=True),
+    "cgexec": _Options(values="g", long_flags=("--sticky",)),
+    "firejail": _Options(joined_long=True),
+    "systemd-run": _Options(values="pEuMHsG", flags="rtPqdS", long_values=(
+        "--unit", "--property", "--description", "--slice", "--setenv", "--host",
+        "--machine", "--uid", "--gid", "--nice", "--working-directory", "--service-type"),
+        long_flags=("--user", "--system", "--scope", "--remain-after-exit", "--pty",
+                    "--pipe", "--quiet", "--wait", "--collect", "--same-dir",
+                    "--no-block", "--no-ask-password", "--send-sighup")),
+    "systemd-inhibit": _Options(long_values=("--what", "--who", "--why", "--mode")),
+    "linux32": _Options(flags="vRFZLXBIST3"),
+    "linux64": _Options(flags="vRFZLXBIST3"),
+    "i386": _Options(flags="vRFZLXBIST3"),
+    "x86_64": _Options(flags="vRFZLXBIST3"),
+    "uname26": _Options(flags="vRFZLXBIST3"),
+    "schedtool": _Options(values="aenp", flags="NFRBID0123456789"),
+    "numactl": _Options(values="CNmMipPl", flags="asSH", joined_long=True),
+    "cpulimit": _Options(values="lpe", flags="bfkvz", joined_long=True),
+    "trickle": _Options(values="udwtlnLs", flags="sv"),
+    "faketime": _Options(values="m", flags="f", operands=1),
+    "dbus-run-session": _Options(joined_long=True),
+    "xvfb-run": _Options(values="nsfepw", flags="al", joined_long=True),
     "npx": _Options(values="p", flags="yq", long_values=("--package",),
                     long_flags=("--yes", "--no", "--quiet")),
 }  # fmt: skip
@@ -442,7 +597,7 @@ def _after_options(spec: _Options, args: Sequence[str]) -> int | str | None:
             name = word.split("=", 1)[0]
             if name in spec.long_values:
                 i += 1 if "=" in word else 2
-            elif name in spec.long_flags:
+            elif name in spec.long_flags or (spec.joined_long and name != "-"):
                 i += 1
             else:
                 return f"option {show(word)} is not known here"
@@ -548,8 +703,8 @@ def _awk_program(args: Sequence[str]) -> str | None:
     i = 0
     while i < len(args):
         word = args[i]
-        if word in ("-f", "--file") or word.startswith("-f"):
-            return None  # (a program file: not seen)
+        if word in ("-f", "--file") or word.startswith(("-f", "--file=")):
+            return None  # (a program file: not seen; one read from its input: _STDIN)
         if word in ("-v", "-F", "--assign", "--field-separator"):
             i += 2
             continue
@@ -594,16 +749,47 @@ def _is_option(word: str, option: str) -> bool:
     """Whether ``word`` gives ``option`` (``-I zstd``, ``-Izstd``, ``--rsh=…``, ``+cmd``)."""
     if option == "+":
         return word.startswith("+")
-    if option.startswith("--"):
-        return word == option or word.startswith(option + "=")
+    if option.startswith("--"):  # (GNU getopt takes any unique prefix: --to-com=…)
+        name = word.split("=", 1)[0]
+        return len(name) > 2 and option.startswith(name)
     return word.startswith(option)
 
 
-_SED_EXEC = re.compile(
-    r"(?:^|[;\n{}])\s*(?:[\d$]+|/(?:\\.|[^/])*/)?\s*e(?:\s|;|$)"  # the e command
-    r"|(?:^|[;\n{}])\s*s(.)(?:\\.|(?!\1).)*\1(?:\\.|(?!\1).)*\1[gpiImM\d]*e",  # s///e
-    re.DOTALL,
-)
+def _sed_scripts(args: Sequence[str]) -> list[str]:
+    """Every piece of ``args`` that sed may read as its script: each word, a long option's
+    value (``--expression=…``, ``--expr=…``), what follows ``e`` in a cluster (``-ne…``)."""
+    out = []
+    for word in args:
+        out.append(word)
+        if word.startswith("--") and "=" in word:
+            out.append(word.split("=", 1)[1])
+        elif word.startswith("-") and "e" in word:
+            out.append(word[word.index("e") + 1 :])
+    return out
+
+
+def _sed_address(n: int) -> str:
+    r"""One sed address (a line, ``$``, ``first~step``, ``/re/``, ``\%re%``), its delimiter
+    captured as group ``n``."""
+    return rf"(?:[\d$]+(?:~\d+)?|/(?:\\.|[^/])*/[IM]*|\\(.)(?:\\.|(?!\{n}).)*\{n}[IM]*)"
+
+
+_SED_EXEC = (
+    re.compile(  # the e command, after an address or a range
+        r"(?:^|[;\n{}])\s*(?:" + _sed_address(1) + r"(?:\s*,\s*(?:" + _sed_address(2)
+        + r"|[+~]\d+))?)?\s*!*\s*e(?:[\s;}\\]|$)",
+        re.DOTALL,
+    ),
+    re.compile(  # s///e
+        r"(?:^|[;\n{}])\s*s(.)(?:\\.|(?!\1).)*\1(?:\\.|(?!\1).)*\1[gpiImMw\d]*e", re.DOTALL
+    ),
+)  # fmt: skip
+
+
+def _sed_runs(script: str) -> bool:
+    return any(pattern.search(script) for pattern in _SED_EXEC)
+
+
 _GIT_PROGRAMS = frozenset({
     "pager", "editor", "sshcommand", "fsmonitor", "external", "textconv", "clean", "smudge",
     "process", "helper", "program", "hookspath", "askpass", "gitproxy", "command", "cmd",

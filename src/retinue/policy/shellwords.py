@@ -138,11 +138,11 @@ class _Reader:
             if kind == "command":
                 self.simple(node, depth)
             elif kind == "variable_assignment":
-                self.setting(_text(node))
-                value = node.child_by_field_name("value")
-                kept = None if value is None else _value(value)
-                if kept is not None and _HIDDEN.search(kept):  # (x='a[$(rm f)]'; $((x)))
-                    self.doubt(f"{show(_text(node))} keeps a command bash may run later")
+                self.assignment(node)
+            elif kind in ("declaration_command", "unset_command"):
+                self.declaration(node)
+            elif kind == "test_command":
+                self.evaluated(node, "a test")
             elif kind == "expansion" and _PROMPT.search(_text(node)):
                 self.doubt(f"{show(_text(node))} runs the commands in a variable")
             elif kind in ("file_redirect", "herestring_redirect"):
@@ -150,6 +150,45 @@ class _Reader:
             elif node.child_count == 0 and node.is_named and kind not in _LITERAL:
                 self.unread(node)
             stack.extend(reversed(node.children))
+
+    def assignment(self, node: Node) -> None:
+        """``NAME=value``: a setting that names a program, a value or subscript with ``$(``."""
+        self.setting(_text(node))
+        value = node.child_by_field_name("value")
+        kept = None if value is None else _value(value)
+        if kept is not None and _HIDDEN.search(kept):  # (x='a[$(rm f)]'; $((x)))
+            self.doubt(f"{show(_text(node))} keeps a command bash may run later")
+        name = node.child_by_field_name("name")
+        if name is not None and name.type == "subscript" and _HIDDEN.search(_text(name)):
+            self.doubt(f"{show(_text(name))}: bash evaluates the subscript as arithmetic")
+
+    def declaration(self, node: Node) -> None:
+        """``export``/``declare``/``local``/``unset``…: each argument is a name or an
+        assignment however it is quoted (``export 'BASH_ENV=s'``, ``BASH_E""NV=s``), and a
+        subscript in it is arithmetic (``declare 'a[$(rm f)]=1'`` runs ``rm``)."""
+        for text, value in _declared(node):
+            if value is None:
+                continue
+            if value.startswith("-") and not value.startswith("--"):
+                if "n" in value:
+                    self.doubt(f"{show(text)}: a name that refers to another variable")
+                continue
+            self.setting(value if "=" in value else value + "=")
+            if _HIDDEN.search(value):
+                self.doubt(f"{show(text)}: bash may evaluate it as arithmetic and run a command")
+
+    def evaluated(self, node: Node, what: str) -> None:
+        """A test (``[[ … -eq … ]]``, ``[ -v … ]``): a literal with ``$(`` in it may be
+        evaluated as arithmetic (a subscript), which runs the command."""
+        stack = list(node.children)
+        while stack:
+            child = stack.pop()
+            if child.type in ("raw_string", "ansi_c_string", "string", "word", "concatenation"):
+                value = _value(child)
+                if value is not None and _HIDDEN.search(value):
+                    self.doubt(f"{what} may evaluate {show(_text(child))} and run a command")
+                    return
+            stack.extend(child.children)
 
     def unread(self, node: Node) -> None:
         """A piece of text the parser left as text where bash may still find a command
@@ -276,6 +315,34 @@ def _quoted_heredoc(node: Node) -> bool:
         return False
     start = next((c for c in redirect.children if c.type == "heredoc_start"), None)
     return start is not None and re.search(r"['\"\\]", _text(start)) is not None
+
+
+def _declared(node: Node) -> list[tuple[str, str | None]]:
+    """A declaration's arguments as bash's words (the parser cuts ``BASH_E""NV=s`` in two):
+    each one's text and value (None: known only when it runs)."""
+    groups: list[list[Node]] = []
+    for child in node.named_children:
+        if child.type in _NOT_WORDS and child.type != "variable_assignment":
+            continue
+        if groups and groups[-1][-1].end_byte == child.start_byte:
+            groups[-1].append(child)
+        else:
+            groups.append([child])
+    out: list[tuple[str, str | None]] = []
+    for group in groups:
+        values = [_text(c) if c.type == "variable_name" else _assigned(c) for c in group]
+        text = "".join(_text(c) for c in group)
+        out.append((text, None if None in values else "".join(values)))  # type: ignore[arg-type]
+    return out
+
+
+def _assigned(node: Node) -> str | None:
+    """The value of one piece of a declaration's word (``NAME=value`` as bash reads it)."""
+    if node.type != "variable_assignment":
+        return _value(node)
+    name, value = node.child_by_field_name("name"), node.child_by_field_name("value")
+    kept = "" if value is None else _value(value)
+    return None if name is None or kept is None else f"{_text(name)}={kept}"
 
 
 def _text(node: Node) -> str:
