@@ -319,6 +319,30 @@ def test_a_denied_program_is_denied_or_asked_about_whatever_its_spelling(
     assert decision in ("deny", "ask"), (command, why)
 
 
+# the general rules behind the attack suite's family 3, tried on spellings it did not try
+GENERAL_RM_SPELLINGS = [
+    "ionice -c3 rm f", "cgexec -g cpu:x rm f", "firejail --quiet rm f",
+    "systemd-run --user rm f", "sg grp 'rm f'", "x86_64 rm f", "numactl -N0 rm f",
+    "setpriv --reuid=1 rm f", "unshare -r rm f", "prlimit --nofile=9 rm f",
+    "capsh --print -- -c 'rm f'", "newgrp g", "eval -- 'rm f'",
+    "python3 /dev/fd/0 <<< x", "perl /proc/self/fd/0 <<< x", "awk -f <(echo x) f",
+    "sed -f /dev/stdin f", "sed '$!e rm f' f", "sed '/x/,+2 e rm f' f", "sed -ne '1e rm f' f",
+    "sed --expr='1e rm f' f", "typeset -x BASH_ENV=s", "local 'PROMPT_COMMAND=rm f'",
+    'readonly "E""NV=s"', "builtin export 'BASH_ENV=s'", "env 'BASH_FUNC_x%%=() { :; }' x",
+    "declare -n r=BASH_ENV; r=s", "read BASH_ENV <<< s", "printf -v PATH x",
+    "unset 'a[$(rm f)]'", "wait -p 'a[$(rm f)]'", "[ -v 'a[$(rm f)]' ]",
+    "[[ 'a[`rm f`]' -lt 1 ]]", "builtin let 'a[$(rm f)]++'", r"a[\$(rm\ f)]=1",
+    "make --ev='$(shell rm f)'", "rsync --rs='rm f' a b", "tar --checkpoint-a=exec='rm f'",
+    "ex -s f <<< '!rm f'", "git ls-remote 'ext::rm f'", "git -c protocol.allow=always x",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("command", GENERAL_RM_SPELLINGS)
+def test_the_general_rules_deny_or_ask_about_spellings_no_attack_tried(command: str) -> None:
+    decision, why = _decide(policy_denying("Bash(rm:*)"), command)
+    assert decision in ("deny", "ask"), (command, why)
+
+
 def test_there_are_at_least_as_many_spellings_as_the_attack_suite_tried() -> None:
     assert len(set(RM_SPELLINGS)) >= 39 and len(set(CURL_SPELLINGS)) >= 10
 
@@ -454,6 +478,18 @@ def test_always_adds_no_rule_for_a_command_that_runs_more_than_itself() -> None:
         "awk -F'|' '{print $2}' x.txt",
         'echo "$HOME" && ls "$HOME"',
         "command -v rm",
+        "sed -i s/a/b/ f",
+        "sed -n '/e/p' f",
+        "npm test | tail",
+        "awk '{print $1}' f",
+        "read -r line < f",
+        "printf -v x '%s' 1",
+        "export FOO=1 && declare -a arr=(1 2)",
+        "[[ $x -eq 1 && -v HOME ]]",
+        "tar -xf a.tar --totals",
+        "nice -n 10 uv run pytest",
+        "eval -- 'git status'",
+        "env A=1 git status",
     ],
 )
 def test_everyday_commands_stay_sandbox_allowed_under_a_deny_rule(command: str) -> None:
