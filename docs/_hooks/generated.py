@@ -30,8 +30,18 @@ import typer
 MARKER = "<!-- generated: {} -->"
 
 
-def _cell(text: str) -> str:
+def _text_md(text: str) -> str:
+    """Help text as Markdown text: ``<home>`` is not an HTML tag."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _code(text: str) -> str:
+    """Text for inline code in a table cell (Markdown does not unescape inside code)."""
     return " ".join(text.split()).replace("|", "\\|")
+
+
+def _cell(text: str) -> str:
+    return _text_md(" ".join(text.split())).replace("|", "\\|")
 
 
 def _options(command: Any, ctx: Any) -> list[str]:
@@ -55,7 +65,7 @@ def _command(command: Any, path: list[str], parent: Any) -> list[str]:
     level = "#" * min(len(path) + 1, 4)
     out = [f"{level} `{' '.join(path)}`", "", f"```text\n{' '.join(path)} {usage}\n```", ""]
     if command.help:
-        out += [command.help.replace("\b\n", "").strip(), ""]
+        out += [_text_md(command.help.replace("\b\n", "").strip()), ""]
     out += _options(command, ctx)
     if hasattr(command, "list_commands"):
         for name in command.list_commands(ctx):
@@ -97,7 +107,7 @@ def http_markdown(schema: dict[str, Any]) -> str:
             summary = op.get("summary") or ""
             text = (op.get("description") or "").strip().split("\n\n")[0]
             what = _cell(text or summary)
-            out.append(f"| `{method.upper()}` | `{_cell(path)}` | {what} |")
+            out.append(f"| `{method.upper()}` | `{_code(path)}` | {what} |")
     return "\n".join(out) + "\n"
 
 
@@ -117,7 +127,7 @@ def config_markdown() -> str:
             default = f"`{spec.default!r}`"
         else:
             default = "empty" if name != "model_aliases" else "the built-in aliases"
-        out.append(f"| `{name}` | `{_cell(kind)}` | {limits} | {default} |")
+        out.append(f"| `{name}` | `{_code(kind)}` | {limits} | {default} |")
     return "\n".join(out) + "\n"
 
 
@@ -138,7 +148,7 @@ def _limits(annotation: Any) -> str:
                 elif isinstance(item, annotated_types.MaxLen):
                     found.append(f"length ≤ {item.max_length}")
                 elif getattr(item, "pattern", None):
-                    found.append(f"matches `{_cell(item.pattern)}`")
+                    found.append(f"matches `{_code(item.pattern)}`")
     return ", ".join(found)
 
 
