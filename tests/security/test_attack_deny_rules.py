@@ -110,7 +110,6 @@ def test_control_the_rules_hold_in_one_call(root: Path, ws: Path, uid: int | Non
     assert (ws / "a" / "protected" / "f.txt").read_text() == "original\n"
 
 
-@pytest.mark.xfail(strict=True, reason="escape: a rule's parent folder renamed between calls")
 @pytest.mark.parametrize("uid", USERS)
 def test_renaming_the_rules_parent_folder_reads_the_secret(
     root: Path, ws: Path, uid: int | None
@@ -120,7 +119,6 @@ def test_renaming_the_rules_parent_folder_reads_the_secret(
     assert "TOP-SECRET-VALUE" not in results[1]
 
 
-@pytest.mark.xfail(strict=True, reason="escape: a rule's parent folder renamed between calls")
 @pytest.mark.parametrize("uid", USERS)
 def test_renaming_the_rules_parent_folder_edits_the_protected_file(
     root: Path, ws: Path, uid: int | None

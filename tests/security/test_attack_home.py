@@ -85,7 +85,6 @@ def retinue_run(root: Path, ws: Path, home: Path, uid: int | None, *commands: st
     return [str(r) for r in found]
 
 
-@pytest.mark.xfail(strict=True, reason="escape: ~/.claude inside the workspace is writable")
 @pytest.mark.parametrize("uid", USERS)
 def test_a_sandboxed_command_cannot_plant_the_users_own_hook(root: Path, uid: int | None) -> None:
     ws = root / "ws"

@@ -98,7 +98,6 @@ def leaked(leak: Path) -> bool:
     return leak.exists() and CANARY in leak.read_text(errors="replace")
 
 
-@pytest.mark.xfail(strict=True, reason="escape: bwrap found through a PATH entry in the workspace")
 @pytest.mark.parametrize("uid", USERS)
 def test_a_bwrap_planted_on_path_never_runs(root: Path, uid: int | None) -> None:
     ws, leak = root / "ws", root / "leak"
@@ -111,7 +110,6 @@ def test_a_bwrap_planted_on_path_never_runs(root: Path, uid: int | None) -> None
     assert not leaked(leak), "a planted bwrap ran on the host and read the key"
 
 
-@pytest.mark.xfail(strict=True, reason="escape: Retinue's own venv in the workspace is writable")
 @pytest.mark.parametrize("uid", USERS)
 def test_retinues_own_environment_in_the_workspace_is_read_only(
     root: Path, uid: int | None

@@ -73,7 +73,6 @@ def root() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
-@pytest.mark.xfail(strict=True, reason="escape: the key read from where users keep it in ~")
 @pytest.mark.parametrize("uid", USERS)
 def test_no_sandboxed_command_reads_the_key_from_the_home_folder(
     root: Path, uid: int | None

@@ -28,7 +28,7 @@ MAX_ENTRIES = 200_000
 """Directory entries one command's walk may look at, over all rules."""
 
 _READ = frozenset({"Read", "Glob", "Grep", "LS", "NotebookRead"})
-_GLOB = re.compile(r"[*?\[]")
+_REGEX_SPECIAL = frozenset(".^$*+?{}[]|()")
 
 
 def rule_paths(deny: Iterable[Rule], workspace: Path) -> RulePaths:
@@ -46,30 +46,35 @@ def rule_paths(deny: Iterable[Rule], workspace: Path) -> RulePaths:
             into = read_only
         else:
             continue
-        for path in _matching(regex, _fixed_prefix(rule.spec or "", workspace), budget):
+        for path in _matching(regex, _fixed_prefix(regex), budget):
             into[path] = None
     return RulePaths(tuple(hidden), tuple(read_only), budget[0] > 0)
 
 
-def _fixed_prefix(spec: str, workspace: Path) -> Path:
-    """The folder a rule's pattern starts in: the longest part of it without a wildcard
-    (the workspace itself for a bare name, which matches at any depth)."""
-    if spec.startswith("//"):
-        anchored = spec[1:]
-    elif spec.startswith("~/"):
-        anchored = os.path.expanduser(spec)
-    elif spec.startswith("/"):
-        anchored = os.path.join(workspace, spec[1:])
-    elif "/" in spec.rstrip("/").removeprefix("./") or spec.startswith("./"):
-        anchored = os.path.join(workspace, spec)
-    else:
-        return workspace
-    fixed: list[str] = []
-    for part in Path(os.path.normpath(anchored)).parts:
-        if _GLOB.search(part):
+def _fixed_prefix(regex: re.Pattern[str]) -> Path:
+    """The folder a rule's pattern starts in: the literal start of its regular expression (a
+    rule's patterns are absolute, anchored where the rule was written, so a worktree or
+    sub-agent workspace elsewhere still meets them), up to its last ``/``."""
+    literal: list[str] = []
+    text, i = regex.pattern, 0
+    while i < len(text):
+        char = text[i]
+        if char == "\\" and i + 1 < len(text) and not text[i + 1].isalnum():
+            literal.append(text[i + 1])
+            i += 2
+        elif char in _REGEX_SPECIAL:
             break
-        fixed.append(part)
-    return Path(*fixed) if fixed else Path("/")
+        else:
+            literal.append(char)
+            i += 1
+    head = "".join(literal)
+    if head.endswith("/") or not os.path.isabs(head):
+        return Path(head or "/")
+    return Path(head).parent if not _exact(regex, head) else Path(head)
+
+
+def _exact(regex: re.Pattern[str], head: str) -> bool:
+    return regex.fullmatch(head) is not None or regex.fullmatch(head + "/") is not None
 
 
 def _matching(regex: re.Pattern[str], top: Path, budget: list[int]) -> list[Path]:

@@ -16,12 +16,11 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from retinue.tools.builtin.sandbox import safe_environment
+from retinue.tools.builtin.sandbox import safe_environment, trusted_program
 
 __all__ = ["Worktree", "close_worktree", "open_worktree"]
 
@@ -51,7 +50,7 @@ editor, external diff or credential helper that the workspace's config names can
 
 
 def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    git = shutil.which("git")
+    git = trusted_program("git", workspace=cwd)
     if git is None:
         raise OSError("git is not installed")
     inert = [arg for setting in INERT for arg in ("-c", setting)]

@@ -45,6 +45,7 @@ import functools
 import os
 import shutil
 import subprocess
+import sys
 import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -54,6 +55,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 __all__ = [
     "BWRAP_ENV",
+    "HOME_PROTECTED",
     "NETWORK_ENV",
     "PROTECTED",
     "SAFE_ENV",
@@ -66,6 +68,7 @@ __all__ = [
     "confinement",
     "lifetime_wrap",
     "safe_environment",
+    "trusted_program",
 ]
 
 SAFE_ENV = frozenset(
@@ -74,6 +77,19 @@ SAFE_ENV = frozenset(
 """The environment variables a command inherits (and every ``LC_*``); nothing else."""
 
 SECRET_PATHS = (
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".profile",
+    ".zshrc",
+    ".zprofile",
+    ".zshenv",
+    ".bash_history",
+    ".zsh_history",
+    ".python_history",
+    ".codex",
+    ".claude/.credentials.json",
+    ".claude.json",
     ".ssh",
     ".aws",
     ".azure",
@@ -89,7 +105,24 @@ SECRET_PATHS = (
     ".local/share/keyrings",
     ".retinue",
 )
-"""Paths under ``$HOME`` that a sandboxed command cannot see."""
+"""Paths under ``$HOME`` that a sandboxed command cannot see (credentials, and histories and
+tool files where users keep API keys)."""
+
+HOME_PROTECTED = (
+    ".claude",
+    ".gitconfig",
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".profile",
+    ".zshrc",
+    ".zprofile",
+    ".zshenv",
+    ".local/bin",
+)
+"""Paths under ``$HOME`` that decide what the user's next shell, git or Claude Code runs: when
+``$HOME`` lies inside the workspace (``retinue chat`` started in ``~``), they are read-only
+to a sandboxed command, also before they exist, as :data:`PROTECTED` is."""
 
 PROTECTED = (
     ".mcp.json",
@@ -150,6 +183,24 @@ class Confinement:
         return f"no sandbox: {self.problem}"
 
 
+def trusted_program(name: str, *, workspace: Path | None = None) -> str | None:
+    """Where ``name`` is, looked up on ``PATH`` without its relative entries and without any
+    inside ``workspace`` or the current folder: a workspace's ``.venv/bin`` on ``PATH`` (``uv
+    run``, an activated venv) must not let a sandboxed command plant the ``bwrap`` or ``git``
+    that Retinue then starts on the host. A name with a ``/`` is taken as it is."""
+    if "/" in name:
+        return name if os.access(name, os.X_OK) else None
+    avoid = [Path.cwd().resolve()] + ([workspace.resolve()] if workspace is not None else [])
+    kept = []
+    for entry in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        if not entry or not os.path.isabs(entry):
+            continue
+        real = Path(entry).resolve()
+        if not any(real == a or real.is_relative_to(a) for a in avoid):
+            kept.append(entry)
+    return shutil.which(name, path=os.pathsep.join(kept))
+
+
 def _inside_ids() -> list[str]:
     """``--uid``/``--gid`` inside the user namespace: the caller's, or nobody's for root."""
     uid, gid = os.getuid(), os.getgid()
@@ -171,7 +222,7 @@ def _namespaces(level: str) -> list[str]:
 def confinement(bwrap: str = "bwrap") -> Confinement:
     """The strongest confinement bubblewrap gives on this machine; probed once (two trivial
     sandboxes at most) the first time it is asked."""
-    path = shutil.which(bwrap)
+    path = trusted_program(bwrap)
     if path is None:
         why = f"bubblewrap ({bwrap}) is not installed (Debian: `apt-get install bubblewrap`)"
         return Confinement("none", why)
@@ -199,11 +250,12 @@ def lifetime_wrap(argv: Sequence[str], bwrap: str = "bwrap") -> list[str]:
     privileges: for a program the user trusts to run outside the sandbox, so that everything
     it starts (``setsid`` children included) dies when it ends, is killed, or Retinue dies.
     ``argv`` unchanged where bubblewrap cannot run."""
-    found = confinement(bwrap)
-    if found.level == "none":
+    level = confinement(bwrap).level
+    program = trusted_program(bwrap)
+    if level == "none" or program is None:
         return list(argv)
-    args = [shutil.which(bwrap) or bwrap, "--die-with-parent", "--unshare-pid"]
-    if found.level == "user" and os.getuid() != 0:
+    args = [program, "--die-with-parent", "--unshare-pid"]
+    if level == "user" and os.getuid() != 0:
         args.append("--unshare-user")  # an unprivileged user needs one for the PID namespace
     args += ["--dev-bind", "/", "/", "--proc", "/proc", "--", *argv]
     return args
@@ -241,6 +293,7 @@ class Sandbox:
     data_dir: Path | None = None  # hidden (in ``hidden``); made first when in the workspace
     denied: tuple[Path, ...] = ()
     read_only: tuple[Path, ...] = ()
+    home: Path | None = None  # its start-up files protected when inside the workspace
 
     @classmethod
     def for_workspace(
@@ -252,17 +305,21 @@ class Sandbox:
         denied: Sequence[Path] = (),
         read_only: Sequence[Path] = (),
     ) -> Sandbox:
-        """The sandbox for this workspace: ``data_dir`` and ``$HOME``'s secrets hidden."""
+        """The sandbox for this workspace: ``data_dir`` and ``$HOME``'s secrets hidden;
+        ``$HOME``'s start-up files and Retinue's own code read-only where the workspace holds
+        them."""
         home = Path(environ.get("HOME") or Path.home())
         hidden = [data_dir, *(home / p for p in SECRET_PATHS)]
+        ws = workspace.resolve()
         return cls(
-            workspace=workspace.resolve(),
+            workspace=ws,
             hidden=tuple(dict.fromkeys(p.resolve() for p in hidden)),
             network=environ.get(NETWORK_ENV, "") == "1",
             bwrap=environ.get(BWRAP_ENV) or "bwrap",
             data_dir=data_dir.resolve(),
             denied=tuple(denied),
-            read_only=tuple(read_only),
+            read_only=(*read_only, *_own_code(ws)),
+            home=home.resolve(),
         )
 
     def argv(self, command: str) -> list[str]:
@@ -275,7 +332,10 @@ class Sandbox:
         the host's network, else the sandbox's own setting). Call :meth:`release` once the
         program has ended."""
         level = confinement(self.bwrap).level
-        args = [shutil.which(self.bwrap) or self.bwrap, *_namespaces(level)]
+        found = trusted_program(self.bwrap, workspace=self.workspace)
+        if found is None:  # (only inside the workspace: never one a command could plant)
+            raise FileNotFoundError(f"no trusted {self.bwrap} outside the workspace on PATH")
+        args = [found, *_namespaces(level)]
         if self.network if network is None else network:
             args.append("--share-net")
         args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
@@ -286,6 +346,8 @@ class Sandbox:
         inside = [p for p in self.hidden if p not in around]
         args += _hide(around)
         args += ["--bind", str(self.workspace), str(self.workspace)]
+        # (folders pinned first: a later read-only mount below one must stay on top)
+        args += _pinned([*self.read_only, *self.denied], self.workspace)
         args += self._protect()
         args += _read_only(self.read_only)
         args += _hide([*inside, *self.denied])
@@ -313,12 +375,15 @@ class Sandbox:
             wanted = [ws / p for p in PROTECTED]
         else:  # a worktree's .git file, or none yet: no repository to make
             wanted = [ws / p for p in PROTECTED if not p.startswith(".git/")] + [git]
+        home = self.home
+        if home is not None and home.is_relative_to(ws):  # (.claude of the workspace: above)
+            wanted += [home / p for p in HOME_PROTECTED if home != ws or p != ".claude"]
         for path in wanted:
             if path.name == "commondir" and _plant_commondir(path):
                 made.append(path)  # (then read-only below, as one that exists)
             if path.exists():
                 args += ["--ro-bind", str(path), str(path)]
-            elif path.relative_to(ws).as_posix() in _FILES:  # an empty, unwritable file
+            elif path.relative_to(ws).as_posix() in _FILES or path.name in _HOME_FILES:
                 args += ["--ro-bind", "/dev/null", str(path)]
                 made.append(path)
             else:
@@ -366,12 +431,43 @@ def _plant_commondir(path: Path) -> bool:
 _FILES = frozenset(
     {".mcp.json", ".git/config", ".git/config.worktree", ".git/commondir"}
 )  # the rest of PROTECTED are directories
+_HOME_FILES = frozenset(p for p in HOME_PROTECTED if "/" not in p) - {".claude"}
 _LOCK = threading.Lock()
 _RUNNING: Counter[Path] = Counter()  # sandboxed commands running, per workspace
 _PLACEHOLDERS: dict[Path, set[Path]] = {}  # what bubblewrap may have created, per workspace
 _RESOLVED = "/run/systemd/resolve"  # where /etc/resolv.conf points on systemd machines
 _NOBODY = 65534
 _SAME_DIR = b".\n"  # a commondir naming its own repository
+
+
+def _own_code(workspace: Path) -> list[Path]:
+    """Where this Retinue's own Python runs from (its environment, ``sys.path``) when the
+    workspace holds it: a ``.pth`` file or module a command wrote there would run inside
+    Retinue, with its keys, at the next start."""
+    found = []
+    for entry in dict.fromkeys([sys.prefix, sys.exec_prefix, *sys.path]):
+        if not entry or not os.path.isdir(entry):
+            continue
+        real = Path(entry).resolve()
+        if real != workspace and real.is_relative_to(workspace):
+            found.append(real)
+    return [p for p in found if not any(p != q and p.is_relative_to(q) for q in found)]
+
+
+def _pinned(paths: Sequence[Path], workspace: Path) -> list[str]:
+    """Each folder between the workspace and ``paths`` mounted onto itself: a mount point
+    cannot be renamed, so a command cannot move a hidden or read-only path's parent away,
+    out from under its mount, and reach it under another name in a later command."""
+    between: dict[Path, None] = {}
+    for path in paths:
+        if path.is_relative_to(workspace):
+            between.update((p, None) for p in path.parents if p.is_relative_to(workspace))
+    between.pop(workspace, None)
+    args: list[str] = []
+    for folder in sorted(between, key=lambda p: len(p.parts)):
+        if folder.is_dir() and not folder.is_symlink():
+            args += ["--bind", str(folder), str(folder)]
+    return args
 
 
 def _read_only(paths: Sequence[Path]) -> list[str]:

@@ -270,7 +270,8 @@ async def _with_rules(sandbox: Sandbox, ctx: ToolContext) -> Sandbox:
             "the workspace holds too many files to find every path a Read or Edit deny rule "
             "names, so the sandbox cannot keep those rules; the command was not run"
         )
-    return replace(sandbox, denied=found.hidden, read_only=found.read_only)
+    hidden, read_only = (*sandbox.denied, *found.hidden), (*sandbox.read_only, *found.read_only)
+    return replace(sandbox, denied=hidden, read_only=read_only)
 
 
 def _describe(code: int) -> str:
