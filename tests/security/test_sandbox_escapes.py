@@ -154,7 +154,7 @@ def test_git_runs_nothing_the_sandbox_planted(root: Path, uid: int | None) -> No
     git(ws, "init", "-q")
     git(ws, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty", "-m", "x")
     mark = root / "fsmonitor-ran"
-    evil = f"[core]\n\tfsmonitor = touch {mark}; echo\n[filter \"x\"]\n\tsmudge = touch {mark}\n"
+    evil = f'[core]\n\tfsmonitor = touch {mark}; echo\n[filter "x"]\n\tsmudge = touch {mark}\n'
     results = attack(
         root, ws, uid,
         f"mkdir -p evil && printf '{evil}' > evil/config && echo \"$PWD/evil\" > .git/commondir",
