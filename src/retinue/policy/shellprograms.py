@@ -2,8 +2,11 @@
 
 Wrappers and their options (``sudo``, ``env``, ``timeout``, ``xargs``…), shells given text
 (``bash -c``), ``eval``, ``trap``, ``find -exec``/``-delete``, git's aliases and settings,
-interpreters given code inline (``python3 -c``), and the settings that name a program
-(``PAGER=``). Each :func:`follow` step tells the reader (a :class:`Reader`) the command found
+interpreters given code inline (``python3 -c``) or their program on their input or a
+descriptor (``bash /dev/stdin``), the editors that run ``!`` commands, builtins that evaluate a
+literal as arithmetic or a name (``let``, ``read``, ``printf -v``), GNU long options abbreviated
+to a unique prefix, and the settings that name a program or are code (``PAGER=``,
+``BASH_FUNC_x%%=``). Each :func:`follow` step tells the reader (a :class:`Reader`) the command found
 inside, the text to parse in turn, or why what runs cannot be known.
 """
 
@@ -61,7 +64,7 @@ def follow(reader: Reader, words: Sequence[Word], depth: int) -> None:
 
 def sets_program(name: str) -> bool:
     """Whether setting the variable ``name`` changes what other programs run."""
-    return name in _PROGRAM_SETTINGS or name.startswith(("GIT_CONFIG_", "BASH_FUNC_"))
+    return name in _PROGRAM_SETTINGS or name.startswith(("GIT_CONFIG_", "BASH_FUNC_", "LD_"))
 
 
 def base(program: str) -> str:
@@ -802,5 +805,8 @@ _PROGRAM_SETTINGS = frozenset({
     "GIT_SSH", "GIT_SSH_COMMAND", "GIT_EXTERNAL_DIFF", "GIT_ASKPASS", "SSH_ASKPASS",
     "GIT_PROXY_COMMAND", "GIT_EXEC_PATH", "GIT_TEMPLATE_DIR", "GIT_DIR", "PYTHONPATH",
     "PYTHONSTARTUP", "NODE_OPTIONS", "PERL5OPT", "PERL5LIB", "RUBYOPT", "RUBYLIB",
-    "TEXTDOMAIN", "TEXTDOMAINDIR",
+    "TEXTDOMAIN", "TEXTDOMAINDIR", "PS3", "FCEDIT", "SUDO_ASKPASS", "TAR_OPTIONS", "RSYNC_RSH",
+    "RSYNC_CONNECT_PROG", "MAKEFLAGS", "GNUMAKEFLAGS", "MFLAGS", "MANOPT", "PERL5DB",
+    "PERLDB_OPTS", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "SYSTEMD_PAGER",
+    "SYSTEMD_EDITOR", "GCONV_PATH", "PYTHONHOME", "BASH_LOADABLES_PATH", "GIT_CONFIG",
 })  # fmt: skip

@@ -10,9 +10,11 @@ as bash reads them: quotes and backslashes removed (``r''m``, ``"r"m``, ``\\rm``
 (:mod:`retinue.policy.shellprograms` knows which): ``bash -c 'rm f'``, ``eval 'rm f'``, ``trap``,
 ``su -c``, ``watch``, ``parallel`` (literal text parsed in turn, at most :data:`MAX_NESTING`
 deep); wrappers such as ``sudo``, ``env``, ``timeout``, ``nice``, ``nohup``, ``xargs``,
-``command``, ``exec``, ``time``, ``stdbuf``, ``setsid``, ``flock``, ``busybox``, ``uv run``, with
-their options read as each documents them; ``find … -exec rm {} ;`` (``find … -delete`` reads as
-``rm -rf`` of its starting points); ``git -c alias.x='!rm f' x``, ``git rebase -x``, ``git bisect
+``command``, ``exec``, ``time``, ``stdbuf``, ``setsid``, ``flock``, ``busybox``, ``uv run``,
+``setpriv``, ``unshare``, ``prlimit``, ``setarch``, ``chrt``, ``nsenter``, ``valgrind``,
+``cgexec``, ``firejail``, ``systemd-run``, ``sg``, ``capsh --``, with their options read as each
+documents them (``eval --`` too); ``find … -exec rm {} ;`` (``find … -delete`` reads as ``rm -rf``
+of its starting points); ``git -c alias.x='!rm f' x``, ``git rebase -x``, ``git bisect
 run``.
 
 What cannot be known before the command runs is reported, one reason each
@@ -21,14 +23,22 @@ What cannot be known before the command runs is reported, one reason each
 literal; ``source`` and ``.`` (a file's commands), ``alias`` and ``shopt -s expand_aliases`` (they
 change what later text means); code given inline to an interpreter (``python3 -c``, ``perl -e``,
 ``node -e``, ``ruby -e``, ``php -r``, an ``awk`` program that calls ``system`` or a pipe, ``sed``'s
-``e``, ``vim -c``, ``tar --to-command``, ``rsync -e``…) or read from its input (``curl … | sh``,
-``python3 <<EOF``); a setting that names a program (``PATH=``, ``PAGER=``, ``GIT_SSH_COMMAND=``,
-``LD_PRELOAD=``, ``BASH_ENV=``…, also through ``export`` and ``env``), or a literal with ``$(``
-kept in a variable (bash's arithmetic runs it), a git setting that names a program (``-c
-core.pager=…``); a wrapper option this module does not know; bash's own network redirections
-(``/dev/tcp/…``); text the parser cannot read whole or reads otherwise than bash; and a command
-longer than :data:`MAX_LENGTH` characters, nested deeper than :data:`MAX_NESTING` or with more
-than :data:`MAX_COMMANDS` commands.
+``e`` after any address, ``tar --to-command`` or any unique prefix of it (``--to-com=``: GNU getopt
+takes one), ``rsync -e``…), or read from its input or a descriptor (``curl … | sh``, ``python3
+<<EOF``, ``bash /dev/stdin``, ``awk -f /dev/fd/0``, ``awk -f <(…)``); the editors, which run a
+script's ``!`` commands (``ed``, ``ex``, ``vim``, ``view``…); a setting that names a program or is
+code (``PATH=``, ``PAGER=``, ``GIT_SSH_COMMAND=``, ``LD_PRELOAD=``, ``BASH_ENV=``,
+``BASH_FUNC_x%%=``, ``PS4=``…) however it is set: by an assignment, ``env``, or any spelling of
+``export``/``declare``/``local``/``readonly`` (``export 'BASH_ENV=s'``, ``BASH_E""NV=s``), a
+``read`` or ``printf -v`` name, a nameref (``declare -n``); a literal with ``$(`` or a backtick
+where bash evaluates it as arithmetic or a name (kept in a variable, a subscript ``a['$(…)']``,
+``let``, ``read``, ``printf -v``, ``test -v``, ``[[ … -eq … ]]``, ``$(( ))``, ``(( ))``,
+``declare``, ``unset``, ``compgen -W``); a git setting that names a program (``-c
+core.pager=…``, ``protocol.*``) and git's ``ext::`` transport; a named ``coproc``; a wrapper
+option this module does not know; bash's own network redirections (``/dev/tcp/…``); text the
+parser cannot read whole or reads otherwise than bash; and a command longer than
+:data:`MAX_LENGTH` characters, nested deeper than :data:`MAX_NESTING` or with more than
+:data:`MAX_COMMANDS` commands.
 
 No parser sees what a program does once it runs: ``python3 x.py``, ``bash x.sh``, ``make`` or
 ``npm test`` may delete files or reach the network, and nothing here says so; nor a value read
@@ -143,6 +153,10 @@ class _Reader:
                 self.declaration(node)
             elif kind == "test_command":
                 self.evaluated(node, "a test")
+            elif kind in _ARITHMETIC and (
+                kind != "compound_statement" or _text(node)[:2] == "(("
+            ):  # ($(( 'a[$(rm f)]' )), (( … )), ${a['$(rm f)']})
+                self.evaluated(node, "bash's arithmetic")
             elif kind == "expansion" and _PROMPT.search(_text(node)):
                 self.doubt(f"{show(_text(node))} runs the commands in a variable")
             elif kind in ("file_redirect", "herestring_redirect"):
@@ -188,7 +202,8 @@ class _Reader:
                 if value is not None and _HIDDEN.search(value):
                     self.doubt(f"{what} may evaluate {show(_text(child))} and run a command")
                     return
-            stack.extend(child.children)
+            if child.type != "do_group":  # (a loop's body: commands, walked as such)
+                stack.extend(child.children)
 
     def unread(self, node: Node) -> None:
         """A piece of text the parser left as text where bash may still find a command
@@ -274,6 +289,15 @@ _PATTERN = re.compile(r"[*?\[{]")  # a program name bash would expand as a patte
 _LITERAL = frozenset({"raw_string", "ansi_c_string", "comment", "heredoc_start", "heredoc_end"})
 _HIDDEN = re.compile(r"`|\$\(")  # where bash would run a command inside a piece of text
 _ESCAPED = re.compile(r"\\.", re.DOTALL)
+_ARITHMETIC = frozenset(
+    {
+        "arithmetic_expansion",
+        "compound_statement",
+        "c_style_for_statement",
+        "expansion",
+        "subscript",
+    }
+)  # fmt: skip  (where bash may evaluate a literal's text as arithmetic)
 _PROMPT = re.compile(r"@P\}$")  # ${x@P}: expanded as a prompt, $(…) in it runs
 _GLOB = re.compile(r"[*?\[]|\{[^{}]*(?:,|\.\.)[^{}]*\}")  # a pattern, a brace expansion
 
