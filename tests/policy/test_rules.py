@@ -334,6 +334,9 @@ GENERAL_RM_SPELLINGS = [
     "[[ 'a[`rm f`]' -lt 1 ]]", "builtin let 'a[$(rm f)]++'", r"a[\$(rm\ f)]=1",
     "make --ev='$(shell rm f)'", "rsync --rs='rm f' a b", "tar --checkpoint-a=exec='rm f'",
     "ex -s f <<< '!rm f'", "git ls-remote 'ext::rm f'", "git -c protocol.allow=always x",
+    "echo $(( 'a[$(rm f)]' ))", "(( 'a[$(rm f)]' ))", "a=(1); echo ${a['$(rm f)']}",
+    "TAR_OPTIONS='--to-command=rm f' tar -xf a.tar", "LD_AUDIT=x.so ls", "dc -e '!rm f'",
+    "sqlite3 x.db '.shell rm f'", "sed -nf /dev/fd/0 f <<< '1e rm f'", "make --fi=/dev/stdin",
 ]  # fmt: skip
 
 
@@ -490,6 +493,10 @@ def test_always_adds_no_rule_for_a_command_that_runs_more_than_itself() -> None:
         "nice -n 10 uv run pytest",
         "eval -- 'git status'",
         "env A=1 git status",
+        "sed -n 1p /dev/stdin",
+        "awk '{print}' /dev/stdin",
+        'for (( i=0; i<3; i++ )); do echo "$i"; done',
+        "echo $((1 + 2)) && { echo '$(not run)'; }",
     ],
 )
 def test_everyday_commands_stay_sandbox_allowed_under_a_deny_rule(command: str) -> None:

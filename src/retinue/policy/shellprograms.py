@@ -54,8 +54,8 @@ def follow(reader: Reader, words: Sequence[Word], depth: int) -> None:
         _FOLLOW[program](reader, words, depth)
     elif program in _SHELLS:
         _shell(reader, words, depth)
-    elif program in _EDITORS:
-        reader.doubt(f"{program} runs the commands (`!`) of its script or its input")
+    elif program in _EDITORS and not (len(words) == 2 and words[1][0] in _VERSION):
+        reader.doubt(f"{program} runs the shell commands (`!`) of its script or its input")
     elif program in _OTHER_SHELLS:
         reader.doubt(f"{program} commands cannot be read as bash")
     else:
@@ -173,11 +173,16 @@ def _inspect(reader: Reader, program: str, words: Sequence[Word]) -> None:
 
 def _reads_own_script(program: str, words: Sequence[Word]) -> bool:
     """Whether a program that runs a script (a shell, an interpreter, awk, sed, make…) is
-    given one read from its input or a descriptor (``bash /dev/stdin``, ``awk -f <(…)``)."""
-    if not (program in _SHELLS or program in _AWKS or program in _SCRIPTED
-            or _interpreter(program) is not None):  # fmt: skip
+    given one read from its input or a descriptor (``bash /dev/stdin``, ``awk -f <(…)``).
+    Awk, sed and make read a script file only after ``-f``; the others take any word."""
+    by_option = program in _AWKS or program in _SCRIPTED
+    if not (by_option or program in _SHELLS or _interpreter(program) is not None):
         return False
+    previous = ""
     for word, ok in words[1:]:
+        after_f, previous = _gives_file(previous), (word if ok else "")
+        if by_option and not after_f and not _gives_file(word, attached=True):
+            continue
         if not ok and word.startswith(("<(", ">(")):
             return True
         if ok and _STDIN.search(word):
@@ -185,10 +190,21 @@ def _reads_own_script(program: str, words: Sequence[Word]) -> bool:
     return False
 
 
+def _gives_file(word: str, attached: bool = False) -> bool:
+    """Whether ``word`` is ``-f`` (``-nf``, ``--file``, ``--fi``: a unique prefix), or with
+    ``attached`` gives its value too (``-f/dev/stdin``, ``--file=…``)."""
+    if attached:
+        name, equals, _ = word.partition("=")
+        return bool(re.match(r"-[A-Za-z]*f.", word)) or (bool(equals) and _gives_file(name))
+    if re.fullmatch(r"-[A-Za-z]*f", word):
+        return True
+    return len(word) > 2 and any(o.startswith(word) for o in ("--file", "--makefile"))
+
+
 _STDIN = re.compile(
     r"(?:^|[=@]|^-[A-Za-z]*f)(?:/dev/stdin|/dev/fd/|/proc/[^/]+/fd/|/proc/[^/]+/task/)"
 )
-_SCRIPTED = frozenset({"sed", "gsed", "make", "gmake", "gdb", "m4", "dc", "bc", "jq"})
+_SCRIPTED = frozenset({"sed", "gsed", "make", "gmake"})
 
 
 def _arithmetic(reader: Reader, program: str, words: Sequence[Word]) -> None:
@@ -216,9 +232,10 @@ _ARITHMETIC = frozenset({
     "let", "read", "printf", "test", "compgen", "complete", "declare", "typeset", "export",
     "local", "readonly", "unset", "mapfile", "readarray", "getopts", "wait", "[",
 })  # fmt: skip
-_EDITORS = frozenset({
+_EDITORS = frozenset({  # (editors and consoles with a shell escape: ``!``, ``.shell``, ``\\!``)
     "ed", "red", "ex", "vi", "vim", "view", "rvim", "rview", "nvim", "gvim", "gview", "evim",
-    "vimdiff", "nvi", "elvis", "emacs",
+    "vimdiff", "nvi", "elvis", "emacs", "dc", "m4", "gdb", "sqlite3", "psql", "mysql",
+    "mariadb", "gnuplot", "octave", "r", "ftp", "sftp", "lftp",
 })  # fmt: skip
 
 
