@@ -115,9 +115,9 @@ def _check_media(kind: str, media_type: str, data: bytes, url: str, known: dict[
             f"unsupported {kind} media type {media_type!r} (one of {', '.join(sorted(known))})"
         )
     if bool(data) == bool(url):
-        raise MediaError(f"an {kind} part needs either data or a url, not both or neither")
+        raise MediaError(f"{kind} part: give either data or a url, not both or neither")
     if url and not url.startswith(("https://", "http://")):
-        raise MediaError(f"an {kind} url must be http(s), not {url[:40]!r}")
+        raise MediaError(f"{kind} part: the url must be http(s), not {url[:40]!r}")
     if len(data) > MAX_MEDIA_BYTES:
         raise MediaError(f"{kind} too large: {len(data):,} bytes (at most {MAX_MEDIA_BYTES:,})")
     if data and not data.startswith(known[media_type]):
@@ -190,22 +190,24 @@ def pdf_pages(data: bytes) -> int:
 
 def is_media(data: bytes) -> bool:
     """Whether ``data`` starts as an image or a PDF this module takes."""
-    if data.startswith(b"RIFF"):  # WAV and AVI are RIFF too
-        return data[8:12] == b"WEBP"
-    return any(data.startswith(m) for magic in _MAGIC.values() for m in magic)
+    return _sniff(data) is not None
 
 
 _MAGIC = {**_IMAGE_MAGIC, **_DOCUMENT_MAGIC}
 
 
+def _sniff(data: bytes) -> str | None:
+    if data.startswith(b"RIFF") and data[8:12] != b"WEBP":  # WAV and AVI are RIFF too
+        return None
+    return next((t for t, magic in _MAGIC.items() if data.startswith(magic)), None)
+
+
 def media_part(data: bytes, media_type: str = "", name: str = "") -> MediaPart:
     """An :class:`ImagePart` or :class:`DocumentPart` for ``data``, its media type taken from
-    its first bytes when not given; ``ValueError`` (one line) for anything else."""
+    its first bytes when not given; :class:`~retinue.errors.MediaError` (one line) for
+    anything else."""
     if not media_type:
-        known = {**_IMAGE_MAGIC, **_DOCUMENT_MAGIC}
-        media_type = next(
-            (t for t, magic in known.items() if data.startswith(magic)), "application/octet-stream"
-        )
+        media_type = _sniff(data) or "application/octet-stream"
     if media_type in _DOCUMENT_MAGIC:
         return DocumentPart(media_type, data, name=name)
     if media_type in _IMAGE_MAGIC:
@@ -222,7 +224,7 @@ type is read from their first bytes, or paths of files to read)."""
 
 def user_content(content: Content) -> tuple[str, tuple[MediaPart, ...]]:
     """``(text, parts)`` of ``content``: its strings joined by blank lines, its media in
-    order. ``ValueError`` (one line) for a file too large or of another type; a path is the
+    order. ``MediaError`` (one line) for a file too large or of another type; a path is the
     caller's own (read as given, its size checked before reading)."""
     if isinstance(content, str):
         return content, ()
