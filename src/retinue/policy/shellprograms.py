@@ -158,7 +158,7 @@ def _inspect(reader: Reader, program: str, words: Sequence[Word]) -> None:
     elif program in ("sed", "gsed") and any(_sed_runs(a) for a in _sed_scripts(args)):
         reader.doubt(f"{program}'s script may run commands (its 'e')")
     elif program in _COMMAND_OPTIONS and any(
-        _is_option(a, o) for a in args for o in _COMMAND_OPTIONS[program]
+        _is_option(a, o) for a in _old_style(program, args) for o in _COMMAND_OPTIONS[program]
     ):
         reader.doubt(f"{program} runs a command given to one of its options")
     elif program in ("ssh", "scp", "sftp") and any(_SSH_RUNS.search(a) for a in args):
@@ -772,7 +772,16 @@ def _is_option(word: str, option: str) -> bool:
     if option.startswith("--"):  # (GNU getopt takes any unique prefix: --to-com=…)
         name = word.split("=", 1)[0]
         return len(name) > 2 and option.startswith(name)
+    if len(option) == 2 and word[:1] == "-" and word[1:2] != "-":  # (in a cluster: -avze)
+        return option[1] in word[1:]
     return word.startswith(option)
+
+
+def _old_style(program: str, args: Sequence[str]) -> Sequence[str]:
+    """``tar xIf PROG a.tar``: tar reads a first word without a dash as its options."""
+    if program == "tar" and args and not args[0].startswith("-"):
+        return ["-" + args[0], *args[1:]]
+    return args
 
 
 def _sed_scripts(args: Sequence[str]) -> list[str]:
