@@ -336,6 +336,7 @@ GENERAL_RM_SPELLINGS = [
     "ex -s f <<< '!rm f'", "git ls-remote 'ext::rm f'", "git -c protocol.allow=always x",
     "echo $(( 'a[$(rm f)]' ))", "(( 'a[$(rm f)]' ))", "a=(1); echo ${a['$(rm f)']}",
     "TAR_OPTIONS='--to-command=rm f' tar -xf a.tar", "LD_AUDIT=x.so ls", "dc -e '!rm f'",
+    "a=(['$(rm f)']=1)", "echo $[ 'a[$(rm f)]' ]", "x=(1); echo ${#x['$(rm f)']}",
     "rsync -ave 'rm f' a h:b", "tar -xI 'rm f' -f a.tar", "tar xIf 'rm f' a.tar",
     "sqlite3 x.db '.shell rm f'", "sed -nf /dev/fd/0 f <<< '1e rm f'", "make --fi=/dev/stdin",
 ]  # fmt: skip

@@ -172,6 +172,8 @@ class _Reader:
         kept = None if value is None else _value(value)
         if kept is not None and _HIDDEN.search(kept):  # (x='a[$(rm f)]'; $((x)))
             self.doubt(f"{show(_text(node))} keeps a command bash may run later")
+        if value is not None and value.type == "array":  # (a=(['$(rm f)']=1): subscripts)
+            self.evaluated(value, "an array's subscript")
         name = node.child_by_field_name("name")
         if name is not None and name.type == "subscript" and _HIDDEN.search(_text(name)):
             self.doubt(f"{show(_text(name))}: bash evaluates the subscript as arithmetic")
