@@ -104,7 +104,6 @@ def wait_for(path: Path) -> None:
         time.sleep(0.05)
 
 
-@pytest.mark.xfail(strict=True, reason="escape: another process removes the placeholders")
 @pytest.mark.parametrize("uid", USERS)
 def test_a_second_process_cannot_write_what_the_first_ones_placeholders_protect(
     root: Path, uid: int | None

@@ -41,11 +41,15 @@ command runs unsandboxed, with the reduced environment.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
+import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import sys
+import tempfile
 import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -357,6 +361,10 @@ class Sandbox:
     def _protect(self) -> list[str]:
         """Read-only mounts over :data:`PROTECTED`; empty read-only ones where absent."""
         ws = self.workspace
+        with _LOCK:
+            if _RUNNING[ws] == 0:
+                _SHARED[ws] = _hold(ws)  # (waits while another process removes its own)
+            _RUNNING[ws] += 1
         args: list[str] = []
         made: list[Path] = []
         if self.data_dir is not None and self.data_dir.is_relative_to(ws):
@@ -390,7 +398,6 @@ class Sandbox:
                 args += ["--tmpfs", str(path), "--remount-ro", str(path)]
                 made.append(path)
         with _LOCK:
-            _RUNNING[ws] += 1
             _PLACEHOLDERS.setdefault(ws, set()).update(made)
         return args
 
@@ -404,14 +411,74 @@ class Sandbox:
                 return
             del _RUNNING[self.workspace]
             made = _PLACEHOLDERS.pop(self.workspace, set())
-        for path in sorted(made, key=lambda p: len(p.parts), reverse=True):
-            with contextlib.suppress(OSError):  # gone, not empty, or written since: kept
-                if path.is_symlink():
-                    continue
-                if path.is_dir():
-                    path.rmdir()
-                elif path.is_file() and path.read_bytes() in (b"", _SAME_DIR):
+            shared = _SHARED.pop(self.workspace, None)
+            if shared is not None:
+                os.close(shared)
+            alone = _alone(self.workspace)
+        if alone is None:  # another process's command runs here: its mounts stay
+            return
+        try:  # (a commondir naming its own repository is always one of ours: another
+            # process's, left while this one ran, goes too)
+            _remove_placeholders({*made, self.workspace / ".git" / "commondir"})
+        finally:
+            os.close(alone)
+
+
+def _remove_placeholders(made: set[Path]) -> None:
+    """Remove what bubblewrap (or :func:`_plant_commondir`) made that is still empty."""
+    for path in sorted(made, key=lambda p: len(p.parts), reverse=True):
+        with contextlib.suppress(OSError):  # gone, not empty, or written since: kept
+            if path.is_symlink():
+                continue
+            if path.is_dir():
+                path.rmdir()
+            elif path.name == "commondir":
+                if path.read_bytes() == _SAME_DIR:
                     path.unlink()
+            elif path.is_file() and path.read_bytes() in (b"", _SAME_DIR):
+                path.unlink()
+
+
+def _lock_file(workspace: Path) -> int | None:
+    """An open descriptor of this user's lock file for ``workspace`` (outside it, where no
+    sandboxed command reaches), or ``None`` where there can be none."""
+    folder = Path(tempfile.gettempdir()) / f"retinue-sandbox-{os.getuid()}"
+    name = hashlib.sha256(str(workspace).encode()).hexdigest()[:32]
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        seen = folder.lstat()
+        if not stat.S_ISDIR(seen.st_mode) or seen.st_uid != os.getuid():
+            return None  # (somebody else's: no lock rather than theirs)
+        return os.open(folder / name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return None
+
+
+def _hold(workspace: Path) -> int | None:
+    """A shared lock on ``workspace`` held while this process runs commands there: another
+    process (another ``retinue``) then leaves the placeholders they may share in place."""
+    fd = _lock_file(workspace)
+    if fd is not None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        except OSError:
+            os.close(fd)
+            return None
+    return fd
+
+
+def _alone(workspace: Path) -> int | None:
+    """The exclusive lock on ``workspace`` when no process runs a command there (the caller
+    removes its placeholders, then closes it), else ``None``. Without a lock file: alone."""
+    fd = _lock_file(workspace)
+    if fd is None:
+        return os.open(os.devnull, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
 def _plant_commondir(path: Path) -> bool:
@@ -434,6 +501,7 @@ _FILES = frozenset(
 _HOME_FILES = frozenset(p for p in HOME_PROTECTED if "/" not in p) - {".claude"}
 _LOCK = threading.Lock()
 _RUNNING: Counter[Path] = Counter()  # sandboxed commands running, per workspace
+_SHARED: dict[Path, int | None] = {}  # the shared lock held per workspace (see _hold)
 _PLACEHOLDERS: dict[Path, set[Path]] = {}  # what bubblewrap may have created, per workspace
 _RESOLVED = "/run/systemd/resolve"  # where /etc/resolv.conf points on systemd machines
 _NOBODY = 65534
