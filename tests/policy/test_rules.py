@@ -337,6 +337,8 @@ GENERAL_RM_SPELLINGS = [
     "echo $(( 'a[$(rm f)]' ))", "(( 'a[$(rm f)]' ))", "a=(1); echo ${a['$(rm f)']}",
     "TAR_OPTIONS='--to-command=rm f' tar -xf a.tar", "LD_AUDIT=x.so ls", "dc -e '!rm f'",
     "a=(['$(rm f)']=1)", "echo $[ 'a[$(rm f)]' ]", "x=(1); echo ${#x['$(rm f)']}",
+    "set -a; : ${BASH_ENV:=s}; bash -c :", "gosu u rm f", "tini -s -- rm f",
+    "perf stat rm f", "ip netns exec n rm f", "tmux new 'rm f'", "socat - EXEC:'rm f'",
     "rsync -ave 'rm f' a h:b", "tar -xI 'rm f' -f a.tar", "tar xIf 'rm f' a.tar",
     "sqlite3 x.db '.shell rm f'", "sed -nf /dev/fd/0 f <<< '1e rm f'", "make --fi=/dev/stdin",
 ]  # fmt: skip
@@ -496,6 +498,7 @@ def test_always_adds_no_rule_for_a_command_that_runs_more_than_itself() -> None:
         "eval -- 'git status'",
         "env A=1 git status",
         "sed -n 1p /dev/stdin",
+        "ip addr && echo ${X:-1}",
         "tar -xzf a.tar && tar czf b.tgz d && rsync -avz a b",
         "awk '{print}' /dev/stdin",
         'for (( i=0; i<3; i++ )); do echo "$i"; done',

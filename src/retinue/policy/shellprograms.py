@@ -54,6 +54,10 @@ def follow(reader: Reader, words: Sequence[Word], depth: int) -> None:
         _FOLLOW[program](reader, words, depth)
     elif program in _SHELLS:
         _shell(reader, words, depth)
+    elif program == "ip" and any(w == "exec" for w, _ in words[1:]):
+        reader.doubt("ip ... exec runs a command it is given")
+    elif program in _LAUNCHERS and not (len(words) == 2 and words[1][0] in _VERSION):
+        reader.doubt(f"{program} runs a command it is given, in a way not read here")
     elif program in _EDITORS and not (len(words) == 2 and words[1][0] in _VERSION):
         reader.doubt(f"{program} runs the shell commands (`!`) of its script or its input")
     elif program in _OTHER_SHELLS:
@@ -231,6 +235,12 @@ _HIDDEN = re.compile(r"`|\$\(")
 _ARITHMETIC = frozenset({
     "let", "read", "printf", "test", "compgen", "complete", "declare", "typeset", "export",
     "local", "readonly", "unset", "mapfile", "readarray", "getopts", "wait", "[",
+})  # fmt: skip
+_LAUNCHERS = frozenset({  # (programs that run a command given to them, as text or words)
+    "perf", "hyperfine", "entr", "tmux", "screen", "at", "batch", "xterm", "socat", "nc",
+    "ncat", "netcat", "watchexec", "nodemon", "mpirun", "mpiexec", "srun", "bwrap", "proot",
+    "start-stop-daemon", "daemonize", "heaptrack", "fakechroot", "expect", "sem",
+    "ssh-agent", "dbus-launch", "lxc-attach", "docker", "podman", "kubectl", "crontab",
 })  # fmt: skip
 _EDITORS = frozenset({  # (editors and consoles with a shell escape: ``!``, ``.shell``, ``\\!``)
     "ed", "red", "ex", "vi", "vim", "view", "rvim", "rview", "nvim", "gvim", "gview", "evim",
@@ -598,6 +608,16 @@ _WRAPPERS: dict[str, _Options] = {
     "faketime": _Options(values="m", flags="f", operands=1),
     "dbus-run-session": _Options(joined_long=True),
     "xvfb-run": _Options(values="nsfepw", flags="al", joined_long=True),
+    "gosu": _Options(operands=1),
+    "su-exec": _Options(operands=1),
+    "setuidgid": _Options(operands=1),
+    "envuidgid": _Options(operands=1),
+    "envdir": _Options(operands=1, settings=True),
+    "softlimit": _Options(),
+    "chpst": _Options(),
+    "tini": _Options(flags="svwgl"),
+    "dumb-init": _Options(flags="vc", joined_long=True),
+    "rlwrap": _Options(),
     "npx": _Options(values="p", flags="yq", long_values=("--package",),
                     long_flags=("--yes", "--no", "--quiet")),
 }  # fmt: skip

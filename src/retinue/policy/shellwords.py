@@ -145,6 +145,8 @@ class _Reader:
             if self.over():
                 return
             kind = node.type
+            if kind == "expansion" and (m := _DEFAULTED.match(_text(node))):
+                self.setting(m.group(1) + "=")  # (${BASH_ENV:=s} sets it)
             if kind == "command":
                 self.simple(node, depth)
             elif kind == "variable_assignment":
@@ -300,6 +302,7 @@ _ARITHMETIC = frozenset(
         "subscript",
     }
 )  # fmt: skip  (where bash may evaluate a literal's text as arithmetic)
+_DEFAULTED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):?=")  # ${NAME:=value} assigns NAME
 _PROMPT = re.compile(r"@P\}$")  # ${x@P}: expanded as a prompt, $(…) in it runs
 _GLOB = re.compile(r"[*?\[]|\{[^{}]*(?:,|\.\.)[^{}]*\}")  # a pattern, a brace expansion
 
