@@ -85,7 +85,6 @@ def retinue_run(root: Path, uid: int | None, *commands: str) -> list[str]:
     return [str(r) for r in found]
 
 
-@pytest.mark.xfail(strict=True, reason="escape: confined hooks start without the deny rules")
 @pytest.mark.parametrize("uid", USERS)
 def test_a_confined_hook_meets_the_deny_rules_bash_meets(root: Path, uid: int | None) -> None:
     ws = root / "ws"
@@ -100,7 +99,7 @@ def test_a_confined_hook_meets_the_deny_rules_bash_meets(root: Path, uid: int | 
         "permissions": {"deny": ["Read(./secrets/**)", "Edit(./protected/**)"]},
         "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "sh lint.sh"}]}]},
     }))  # fmt: skip
-    rewrite = "cat secrets/key.txt > loot.txt; echo changed > protected/f.txt"
+    rewrite = "cat secrets/key.txt > loot.txt; echo changed > protected/f.txt; true"
     [result] = retinue_run(root, uid, f"cat secrets/key.txt; echo '{rewrite}' > lint.sh")
     assert "TOP-SECRET" not in result  # (control: Bash itself meets the rules)
     loot = ws / "loot.txt"

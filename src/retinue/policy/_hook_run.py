@@ -25,7 +25,7 @@ from pathlib import Path
 from retinue.config import default_home
 from retinue.errors import PolicyError
 from retinue.policy.launch import Launch, Placement
-from retinue.tools.builtin.sandbox import safe_environment
+from retinue.tools.builtin.sandbox import RulePaths, safe_environment
 from retinue.tools.builtin.shell import live_groups
 
 __all__ = ["OUTPUT_LIMIT", "Outcome", "hook_environment", "run_hook_command"]
@@ -107,11 +107,12 @@ async def run_hook_command(
     limit: int = OUTPUT_LIMIT,
     placement: Placement = "own",
     data_dir: Path | None = None,
+    mounts: RulePaths | None = None,
 ) -> Outcome:
     """Run ``bash -c command`` where ``placement`` says: in the sandbox of the workspace
     ``cwd`` (``data_dir``, default the data directory, hidden), or outside it (see the
     module text)."""
-    launch = Launch(cwd, data_dir or default_home())
+    launch = Launch(cwd, data_dir or default_home(), mounts=mounts)
     try:
         started = launch.start(["bash", "-c", command], placement)
     except PolicyError as exc:

@@ -254,7 +254,8 @@ class Policy:
             return _NO_VERDICT
         payload = self._payload(ctx, "PreToolUse", tool_name=call.name, tool_input=args)
         return await self.hooks.run("PreToolUse", payload, matcher_value=call.name,
-                                    events=ctx.events, agent_id=ctx.agent_id)  # fmt: skip
+                                    events=ctx.events, agent_id=ctx.agent_id,
+                                    mounts=self.sandbox_paths(ctx.workspace))  # fmt: skip
 
     def _payload(self, ctx: ToolContext, event: str, **fields: Any) -> dict[str, Any]:
         """What a hook reads on stdin (Claude Code's fields, plus the agent's role)."""
@@ -271,7 +272,8 @@ class Policy:
             tool_response={"content": result.content, "is_error": result.is_error},
         )
         said = await self.hooks.run("PostToolUse", payload, matcher_value=call.name,
-                                    events=ctx.events, agent_id=ctx.agent_id)  # fmt: skip
+                                    events=ctx.events, agent_id=ctx.agent_id,
+                                    mounts=self.sandbox_paths(ctx.workspace))  # fmt: skip
         notes = [n for n in (said.reason if said.block else "", said.context) if n]
         if not notes:
             return result

@@ -60,6 +60,7 @@ from retinue.policy._hook_config import HookCommand, parse_hooks
 from retinue.policy._hook_run import OUTPUT_LIMIT, Outcome, hook_environment, run_hook_command
 from retinue.policy.launch import placement_of
 from retinue.policy.trust import Definition, TrustStore, needs_trust, untrusted_line
+from retinue.tools.builtin.sandbox import RuleMounts, RulePaths
 
 if TYPE_CHECKING:
     from retinue.tools.base import ToolContext
@@ -263,10 +264,12 @@ class Hooks:
         matcher_value: str | None = None,
         events: EventSink | None = None,
         agent_id: str = "",
+        mounts: RulePaths | None = None,
     ) -> HookResult:
         """Run the hooks of ``event`` that match ``matcher_value`` (all of them when it is
         ``None``) in parallel, and merge what they say. Problems are logged, and emitted as
-        ``notice`` events on ``events``; they never raise. Cancelling kills the hooks."""
+        ``notice`` events on ``events``; they never raise. Cancelling kills the hooks.
+        ``mounts``: what the deny rules keep from a confined hook (as from ``Bash``)."""
         chosen = [c for c in self._by_event.get(event, ()) if c.matches(matcher_value)]
         chosen = list({c.command: c for c in chosen}.values())  # an identical command runs once
         if not chosen:
@@ -276,7 +279,7 @@ class Hooks:
         env = hook_environment(cwd if self.workspace is None else self.workspace, self.env)
         outcomes = await asyncio.gather(
             *(run_hook_command(c.command, stdin, cwd=cwd, env=env, timeout=c.timeout,
-                               placement=c.placement, data_dir=self.data_dir)
+                               placement=c.placement, data_dir=self.data_dir, mounts=mounts)
               for c in chosen)
         )  # fmt: skip
         result = _merge(event, [_read(event, c, o) for c, o in zip(chosen, outcomes, strict=True)])
@@ -557,8 +560,10 @@ async def _fire(
     hooks = hooks_of(ctx)
     if hooks is None or not hooks.has(event):
         return NOTHING
+    gate = ctx.gate
+    mounts = gate.sandbox_paths(ctx.workspace) if isinstance(gate, RuleMounts) else None
     return await hooks.run(event, hook_input(ctx, event, **fields), matcher_value=matcher_value,
-                           events=ctx.events, agent_id=ctx.agent_id)  # fmt: skip
+                           events=ctx.events, agent_id=ctx.agent_id, mounts=mounts)  # fmt: skip
 
 
 async def prompt_submitted(ctx: ToolContext, prompt: str) -> str:

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Literal
 
 from retinue.errors import PolicyError
-from retinue.tools.builtin.sandbox import Sandbox, bwrap_problem, lifetime_wrap
+from retinue.tools.builtin.sandbox import RulePaths, Sandbox, bwrap_problem, lifetime_wrap
 
 __all__ = ["Launch", "Placement", "Started", "placement_of"]
 
@@ -86,6 +86,7 @@ class Launch:
     workspace: Path
     data_dir: Path
     environ: Mapping[str, str] | None = None  # for the sandbox's settings; None: os.environ
+    mounts: RulePaths | None = None  # what deny rules keep from it, as from the Bash tool
 
     def start(
         self, argv: Sequence[str], placement: Placement, *, cwd: Path | None = None
@@ -93,7 +94,11 @@ class Launch:
         """The command line that runs ``argv`` (in ``cwd``, default the workspace) where
         ``placement`` says. A :class:`PolicyError` (saying why, for a caller to put after
         the definition's name) when it must be confined and cannot be."""
-        box = Sandbox.for_workspace(self.workspace, self.data_dir, self.environ or os.environ)
+        rules = self.mounts or RulePaths()
+        box = Sandbox.for_workspace(
+            self.workspace, self.data_dir, self.environ or os.environ,
+            denied=rules.hidden, read_only=rules.read_only,
+        )  # fmt: skip
         if placement == "outside":
             return Started(lifetime_wrap(argv, box.bwrap), _nothing)
         problem = bwrap_problem(box.bwrap)
