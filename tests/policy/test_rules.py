@@ -338,7 +338,8 @@ GENERAL_RM_SPELLINGS = [
     "TAR_OPTIONS='--to-command=rm f' tar -xf a.tar", "LD_AUDIT=x.so ls", "dc -e '!rm f'",
     "a=(['$(rm f)']=1)", "echo $[ 'a[$(rm f)]' ]", "x=(1); echo ${#x['$(rm f)']}",
     "set -a; : ${BASH_ENV:=s}; bash -c :", "gosu u rm f", "tini -s -- rm f",
-    "perf stat rm f", "ip netns exec n rm f", "tmux new 'rm f'", "socat - EXEC:'rm f'",
+    "perf stat rm f", "coproc { rm f; }", "coproc X while rm f; do :; done",
+    "ip netns exec n rm f", "tmux new 'rm f'", "socat - EXEC:'rm f'",
     "rsync -ave 'rm f' a h:b", "tar -xI 'rm f' -f a.tar", "tar xIf 'rm f' a.tar",
     "sqlite3 x.db '.shell rm f'", "sed -nf /dev/fd/0 f <<< '1e rm f'", "make --fi=/dev/stdin",
 ]  # fmt: skip

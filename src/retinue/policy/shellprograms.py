@@ -467,9 +467,9 @@ def _sg(reader: Reader, words: Sequence[Word], depth: int) -> None:
 
 
 def _coproc(reader: Reader, words: Sequence[Word], depth: int) -> None:
-    """``coproc CMD…`` runs CMD; ``coproc NAME { …; }`` is read otherwise by the parser."""
-    if len(words) > 2 and words[2][0] in _RESERVED:
-        reader.doubt("coproc NAME with a compound command (not read here)")
+    """``coproc CMD…`` runs CMD; ``coproc [NAME] { …; }`` is read otherwise by the parser."""
+    if any(w in _RESERVED for w, _ in words[1:3]):  # (coproc { rm f; }: the parser's words)
+        reader.doubt("coproc with a compound command (not read here)")
         return
     _wrapped(reader, "coproc", words, depth, _Options())
 
