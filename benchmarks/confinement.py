@@ -129,7 +129,7 @@ def measure(rounds: int) -> dict[str, object]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=31)
     args = parser.parse_args()
     if (problem := bwrap_problem()) is not None:

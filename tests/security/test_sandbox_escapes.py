@@ -76,8 +76,7 @@ def attack(root: Path, ws: Path, uid: int | None, *commands: str, settings: dict
     data = root / "data"
     data.mkdir(exist_ok=True)
     give(root, uid)
-    steps: list[object] = [call_tool("Bash", {"command": c}) for c in commands]
-    model = ScriptedModel([*steps, "done"])
+    model = ScriptedModel([*(call_tool("Bash", {"command": c}) for c in commands), "done"])
     with LoopbackOpenAIServer(model) as server:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RETINUE_"))}
         env.update(RETINUE_HOME=str(data), RETINUE_BLOCK_REAL_MODELS="1", HOME=str(root),
