@@ -340,6 +340,7 @@ GENERAL_RM_SPELLINGS = [
     "set -a; : ${BASH_ENV:=s}; bash -c :", "gosu u rm f", "tini -s -- rm f",
     "perf stat rm f", "coproc { rm f; }", "coproc X while rm f; do :; done",
     "ip netns exec n rm f", "tmux new 'rm f'", "socat - EXEC:'rm f'",
+    "awk --so='BEGIN{system(\"rm f\")}'", "awk -e'BEGIN{system(\"rm f\")}'",
     "rsync -ave 'rm f' a h:b", "tar -xI 'rm f' -f a.tar", "tar xIf 'rm f' a.tar",
     "sqlite3 x.db '.shell rm f'", "sed -nf /dev/fd/0 f <<< '1e rm f'", "make --fi=/dev/stdin",
 ]  # fmt: skip
@@ -500,6 +501,7 @@ def test_always_adds_no_rule_for_a_command_that_runs_more_than_itself() -> None:
         "env A=1 git status",
         "sed -n 1p /dev/stdin",
         "ip addr && echo ${X:-1}",
+        "awk -v 'OFS=|' -F '|' '{print $1}' f",
         "tar -xzf a.tar && tar czf b.tgz d && rsync -avz a b",
         "awk '{print}' /dev/stdin",
         'for (( i=0; i<3; i++ )); do echo "$i"; done',

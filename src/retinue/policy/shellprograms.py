@@ -156,9 +156,9 @@ def _inspect(reader: Reader, program: str, words: Sequence[Word]) -> None:
             reader.doubt(f"{program} {why}")
         return
     if program in _AWKS:
-        script = _awk_program(args)
-        if script is not None and ("system" in script or "|" in script):
-            reader.doubt(f"{program}'s program runs other commands ({show(script)})")
+        script = next((a for a in _awk_texts(args) if "system" in a or "|" in a), None)
+        if script is not None:
+            reader.doubt(f"{program}'s program may run other commands ({show(script)})")
     elif program in ("sed", "gsed") and any(_sed_runs(a) for a in _sed_scripts(args)):
         reader.doubt(f"{program}'s script may run commands (its 'e')")
     elif program in _COMMAND_OPTIONS and any(
@@ -739,21 +739,20 @@ def _inline(interpreter: str, args: Sequence[str]) -> str:
     return "runs code it reads from its input"
 
 
-def _awk_program(args: Sequence[str]) -> str | None:
-    i = 0
-    while i < len(args):
-        word = args[i]
-        if word in ("-f", "--file") or word.startswith(("-f", "--file=")):
-            return None  # (a program file: not seen; one read from its input: _STDIN)
-        if word in ("-v", "-F", "--assign", "--field-separator"):
-            i += 2
-            continue
-        if word in ("-e", "--source") and i + 1 < len(args):
-            return args[i + 1]
-        if not word.startswith("-") or word == "-":
-            return word
-        i += 1
-    return None
+def _awk_texts(args: Sequence[str]) -> list[str]:
+    """Every word awk may read as program text (``-e…``, ``--so=…`` and the first operand
+    alike): all but a field separator's or a variable's value (``-F'|'``, ``-v 'OFS=|'``)."""
+    out, skip = [], False
+    for word in args:
+        if skip:
+            skip = False
+        elif word in ("-F", "-v") or (
+            len(word) > 2 and any(o.startswith(word) for o in ("--field-separator", "--assign"))
+        ):
+            skip = True
+        elif not word.startswith(("-F", "-v", "--fi", "--as")):
+            out.append(word)
+    return out
 
 
 _FLOCK = _Options(values="wE", flags="sxeunoF", operands=1,
