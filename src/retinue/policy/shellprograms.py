@@ -372,8 +372,8 @@ def _git_command(reader: Reader, sub: str, args: Sequence[Word], depth: int) -> 
             text = (" ".join(w for w, _ in rest), all(ok for _, ok in rest))
             reader.nested(text, depth, "git submodule foreach")
     elif sub == "filter-branch" or any(
-        w.split("=", 1)[0] in _GIT_COMMAND_OPTIONS.get(sub, ()) for w in words
-    ):
+        _is_option(w, o) for w in words for o in _GIT_COMMAND_OPTIONS.get(sub, ())
+    ):  # (git's options too are taken by a unique prefix: --upload-pa=…)
         reader.doubt(f"git {sub} runs a command given as text")
     elif sub == "config" and any(_git_program_key(w.lower()) for w in words):
         reader.doubt("git config sets a program git runs later")
