@@ -93,7 +93,6 @@ def attack(root: Path, ws: Path, uid: int | None, *commands: str) -> None:
         assert done.returncode == 0, done.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="escape: links under .git lead the user's git outside")
 @pytest.mark.parametrize("uid", USERS)
 def test_the_users_commit_writes_nothing_outside_the_workspace(root: Path, uid: int | None) -> None:
     ws = root / "ws"

@@ -405,6 +405,7 @@ class Sandbox:
         """The command started by :meth:`argv` has ended: when it was the last one in this
         workspace, remove the placeholders bubblewrap left that are still empty (not while
         another runs: removing a mount point on the host unmounts it in every sandbox)."""
+        _unlink_git_links(self.workspace / ".git")
         with _LOCK:
             _RUNNING[self.workspace] -= 1
             if _RUNNING[self.workspace] > 0:
@@ -422,6 +423,32 @@ class Sandbox:
             _remove_placeholders({*made, self.workspace / ".git" / "commondir"})
         finally:
             os.close(alone)
+
+
+def _unlink_git_links(git: Path, limit: int = 20_000) -> None:
+    """Remove symbolic links a command left in ``git`` (a repository's ``.git``) that lead out
+    of it: git makes none such, and one in place of ``logs/HEAD``, ``refs/heads`` or
+    ``objects`` would send the user's next commit's writes outside the workspace. The top
+    level, ``objects/*`` and everything under ``refs`` and ``logs`` are looked at, ``limit``
+    entries at most."""
+    if git.is_symlink() or not git.is_dir():
+        return
+    inside = git.resolve()  # (a link within it, as an old symbolic HEAD, stays)
+    stack, seen = [(git, 1), (git / "objects", 1), (git / "refs", 64), (git / "logs", 64)], 0
+    while stack and seen < limit:
+        folder, depth = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        seen += len(entries)
+        for entry in entries:
+            if entry.is_symlink():
+                with contextlib.suppress(OSError):
+                    if not Path(os.path.realpath(entry.path)).is_relative_to(inside):
+                        os.unlink(entry.path)
+            elif depth > 1 and entry.is_dir(follow_symlinks=False):
+                stack.append((Path(entry.path), depth - 1))
 
 
 def _remove_placeholders(made: set[Path]) -> None:
