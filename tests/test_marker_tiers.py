@@ -4,13 +4,25 @@ their tests is a unit test."""
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import file_tier
+
+def _root_conftest():  # (``import conftest`` finds whichever folder's conftest came first)
+    spec = importlib.util.spec_from_file_location(
+        "_retinue_root_conftest", Path(__file__).parent / "conftest.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+file_tier = _root_conftest().file_tier
 
 TESTS = Path(__file__).parent
 
