@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import fcntl
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+import pytest
 
 from retinue.config import Settings
 from retinue.llm.base import ToolSpec
@@ -14,6 +17,7 @@ from retinue.messages import Message
 from retinue.policy.trust import TrustStore
 from retinue.runtime import load_roles
 from retinue.testing import Step, call_tool
+from retinue.tools.builtin.sandbox import BWRAP_ENV, bwrap_problem
 
 ECHO = Path(__file__).with_name("echo_server.py")
 
@@ -73,3 +77,12 @@ def painter(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Step:
     if last == "hold":
         return call_tool("AskParent", {"question": "Hold on?"})
     return "the sum is 5" if last == "sum" else f"unexpected request: {last}"
+
+
+_NO_SANDBOX = bwrap_problem(os.environ.get(BWRAP_ENV) or "bwrap")
+needs_sandbox = pytest.mark.skipif(
+    _NO_SANDBOX is not None,
+    reason=f"a server the workspace defines starts only in the sandbox: {_NO_SANDBOX}",
+)
+"""For a test whose server comes from the workspace (``.mcp.json``, a role's inline
+``mcpServers``): without bubblewrap it is refused, by design."""

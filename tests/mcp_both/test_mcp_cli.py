@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from mcp_kit import alive
+from mcp_kit import alive, needs_sandbox
 
 from retinue.llm.loopback import LoopbackOpenAIServer
 from retinue.testing import ScriptedModel, call_tool
@@ -62,6 +62,7 @@ def gone(marks: Path, within: float = 10.0) -> bool:
     return not host_processes(marks)
 
 
+@needs_sandbox
 def test_mcp_list_shows_each_server_its_state_and_tools(tmp_path: Path, workspace: Path) -> None:
     proc = retinue(["mcp", "list"], workspace, env_for(tmp_path))
     assert proc.returncode == 0, proc.stderr
@@ -79,6 +80,7 @@ def test_a_bad_server_definition_is_one_line(tmp_path: Path, workspace: Path) ->
     assert "Traceback" not in proc.stderr
 
 
+@needs_sandbox
 def test_no_server_process_survives_the_cli(tmp_path: Path, workspace: Path, marks: Path) -> None:
     model = ScriptedModel([call_tool("mcp__echo__pid"), "done"])
     with LoopbackOpenAIServer(model) as server:
@@ -93,6 +95,7 @@ def test_no_server_process_survives_the_cli(tmp_path: Path, workspace: Path, mar
     assert gone(marks)
 
 
+@needs_sandbox
 def test_no_server_process_survives_sigterm(tmp_path: Path, workspace: Path, marks: Path) -> None:
     model = ScriptedModel([call_tool("mcp__echo__sleep", {"seconds": 60}), "done"])
     with LoopbackOpenAIServer(model) as server:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import mcp_types as types
 import pytest
-from mcp_kit import echo_def, role, trust_all
+from mcp_kit import echo_def, needs_sandbox, role, trust_all
 
 from retinue.config import Settings
 from retinue.errors import ConfigError
@@ -108,6 +108,7 @@ def test_load_roles_knows_the_configured_servers(settings: Settings, workspace: 
     assert "clock" in load_roles(settings).roles
 
 
+@needs_sandbox
 async def test_a_role_s_inline_server_is_its_own(
     settings: Settings, workspace: Path, marks: Path
 ) -> None:

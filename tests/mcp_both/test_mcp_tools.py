@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from mcp_kit import ECHO, role, running, trust_all
+from mcp_kit import ECHO, needs_sandbox, role, running, trust_all
 
 from retinue.config import Settings
 from retinue.messages import ToolResultMessage
@@ -50,6 +50,7 @@ def results(model: ScriptedModel, call: int) -> str:
     return result(model, call).content
 
 
+@needs_sandbox
 async def test_a_role_limited_to_one_mcp_tool_sees_and_calls_only_it(
     workspace: Path, runtime_of
 ) -> None:
@@ -74,6 +75,7 @@ async def test_a_role_limited_to_one_mcp_tool_sees_and_calls_only_it(
     assert {"mcp__echo__echo", "mcp__time__get_current_time"} <= main_tools
 
 
+@needs_sandbox
 async def test_results_map_text_structured_images_and_errors(runtime_of) -> None:
     model = ScriptedModel([
         call_tool("mcp__echo__echo", {"text": "hi"}),
@@ -92,6 +94,7 @@ async def test_results_map_text_structured_images_and_errors(runtime_of) -> None
     assert result(model, 5).is_error
 
 
+@needs_sandbox
 async def test_a_crashed_server_gives_an_error_and_the_next_call_restarts_it(
     runtime_of, marks: Path
 ) -> None:
@@ -139,6 +142,7 @@ async def test_a_timed_out_call_is_cancelled_on_the_server(
         await rt.tools.close_sources()
 
 
+@needs_sandbox
 async def test_a_cancelled_run_cancels_the_call_on_the_server(runtime_of, marks: Path) -> None:
     model = ScriptedModel([call_tool("mcp__echo__sleep", {"seconds": 30})])
     conv = runtime_of(model).conversation()
@@ -157,6 +161,7 @@ async def test_a_cancelled_run_cancels_the_call_on_the_server(runtime_of, marks:
     assert (marks / "sleep-cancelled").exists()
 
 
+@needs_sandbox
 async def test_disallowed_and_whole_server_entries(workspace: Path, runtime_of) -> None:
     role(workspace, "echoer", "tools: [mcp__echo]\ndisallowedTools: mcp__echo__crash")
     seen: list[set[str]] = []
@@ -176,6 +181,7 @@ def _toml(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+@needs_sandbox
 async def test_a_tool_list_change_refreshes_the_tools(runtime_of) -> None:
     model = ScriptedModel([call_tool("mcp__echo__grow"), call_tool("mcp__echo__extra"), "done"])
     await runtime_of(model).conversation().send("go")
@@ -224,6 +230,7 @@ async def test_a_server_over_streamable_http_and_sse(
     assert results(model, 1) == "echo: over http"
 
 
+@needs_sandbox
 def test_a_second_event_loop_starts_the_server_afresh(settings: Settings, marks: Path) -> None:
     model = ScriptedModel([
         call_tool("mcp__echo__instance"), "one", call_tool("mcp__echo__instance"), "two",
@@ -245,6 +252,7 @@ def gone_soon(marks: Path, instance: str) -> bool:
     return False
 
 
+@needs_sandbox
 async def test_the_client_names_itself_retinue_with_its_version(runtime_of) -> None:
     from importlib.metadata import version
 

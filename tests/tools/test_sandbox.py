@@ -155,6 +155,7 @@ async def test_a_process_that_leaves_the_group_dies_with_the_sandbox(call: Call)
     assert await _wait_for(lambda: _pids_running("sleep", "30.871") == [], 3.0)
 
 
+@needs_bwrap
 def test_hidden_paths_around_the_workspace_are_mounted_before_it(tmp_path: Path) -> None:
     home = tmp_path / "h"
     (home / ".config" / "proj").mkdir(parents=True)
