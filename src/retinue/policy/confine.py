@@ -5,8 +5,9 @@ Retinue's. A ``Read(…)`` deny rule's paths are hidden from every sandboxed com
 folder, or a file that reads as nothing), an ``Edit(…)`` deny rule's are mounted read-only,
 so ``cat secrets/key.txt``, ``cp``, ``sed -i`` or ``echo >`` from the ``Bash`` tool meet the
 same rule the file tools do. A rule names paths by pattern; the mounts need the paths
-themselves, so the workspace (or the rule's fixed folder, for one outside it) is walked when a
-command starts, without following links, up to :data:`MAX_ENTRIES` entries. A walk that
+themselves, so each rule's fixed folder (the start of its pattern, where the rule was written:
+the whole workspace for a bare name such as ``*.env``) is walked when a command starts, without
+following links, up to :data:`MAX_ENTRIES` entries. A walk that
 reaches the limit is reported (:attr:`RulePaths.complete` false) and the command is refused
 rather than run with rules it cannot keep.
 """
@@ -32,7 +33,10 @@ _REGEX_SPECIAL = frozenset(".^$*+?{}[]|()")
 
 
 def rule_paths(deny: Iterable[Rule], workspace: Path) -> RulePaths:
-    """The paths of ``deny``'s Read and Edit rules that exist now (see the module text)."""
+    """The paths of ``deny``'s Read and Edit rules that exist now (see the module text).
+    ``workspace`` is the command's; each rule keeps the anchor it was written with, so a
+    worktree's command meets the rules of the workspace they were written for."""
+    del workspace  # (see above: the rules' own anchors decide)
     budget = [MAX_ENTRIES]
     hidden: dict[Path, None] = {}
     read_only: dict[Path, None] = {}
