@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from seckit import USERS
 
 from retinue.llm.loopback import LoopbackOpenAIServer
 from retinue.testing import ScriptedModel, call_tool
@@ -39,23 +40,7 @@ pytestmark = [
 ]
 
 CANARY = "sk-canary-attack-worktree-5c4b3a"
-NOBODY = 65534
 ROLE = "---\nname: iso\ndescription: looks around\ntools: Read\nisolation: worktree\n---\nLook."
-
-
-def _as_nobody_works() -> bool:
-    if os.getuid() != 0 or shutil.which("setpriv") is None:
-        return False
-    probe = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-             sys.executable, "-c", "import retinue"]  # fmt: skip
-    return subprocess.run(probe, capture_output=True, timeout=60, check=False).returncode == 0
-
-
-USERS = [
-    pytest.param(None, id="as-self"),
-    pytest.param(NOBODY, id="as-nobody", marks=pytest.mark.skipif(
-        not _as_nobody_works(), reason="needs root and setpriv to run as nobody")),
-]  # fmt: skip
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from seckit import USERS
 
 from retinue.llm.loopback import LoopbackOpenAIServer
 from retinue.testing import ScriptedModel, call_tool
@@ -31,22 +32,6 @@ pytestmark = [
 ]
 
 CANARY = "sk-canary-sandbox-5e4d3c2b1a"
-NOBODY = 65534
-
-
-def _as_nobody_works() -> bool:
-    if os.getuid() != 0 or shutil.which("setpriv") is None:
-        return False
-    probe = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-             sys.executable, "-c", "import retinue"]  # fmt: skip
-    return subprocess.run(probe, capture_output=True, timeout=60, check=False).returncode == 0
-
-
-USERS = [
-    pytest.param(None, id="as-self"),
-    pytest.param(NOBODY, id="as-nobody", marks=pytest.mark.skipif(
-        not _as_nobody_works(), reason="needs root and setpriv to run as nobody")),
-]  # fmt: skip
 
 
 @pytest.fixture
