@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -255,7 +256,7 @@ class Policy:
         payload = self._payload(ctx, "PreToolUse", tool_name=call.name, tool_input=args)
         return await self.hooks.run("PreToolUse", payload, matcher_value=call.name,
                                     events=ctx.events, agent_id=ctx.agent_id,
-                                    mounts=self.sandbox_paths(ctx.workspace))  # fmt: skip
+                                    mounts=partial(self.sandbox_paths, ctx.workspace))  # fmt: skip
 
     def _payload(self, ctx: ToolContext, event: str, **fields: Any) -> dict[str, Any]:
         """What a hook reads on stdin (Claude Code's fields, plus the agent's role)."""
@@ -273,7 +274,7 @@ class Policy:
         )
         said = await self.hooks.run("PostToolUse", payload, matcher_value=call.name,
                                     events=ctx.events, agent_id=ctx.agent_id,
-                                    mounts=self.sandbox_paths(ctx.workspace))  # fmt: skip
+                                    mounts=partial(self.sandbox_paths, ctx.workspace))  # fmt: skip
         notes = [n for n in (said.reason if said.block else "", said.context) if n]
         if not notes:
             return result

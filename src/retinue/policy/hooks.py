@@ -49,8 +49,9 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -264,22 +265,24 @@ class Hooks:
         matcher_value: str | None = None,
         events: EventSink | None = None,
         agent_id: str = "",
-        mounts: RulePaths | None = None,
+        mounts: Callable[[], RulePaths] | None = None,
     ) -> HookResult:
         """Run the hooks of ``event`` that match ``matcher_value`` (all of them when it is
         ``None``) in parallel, and merge what they say. Problems are logged, and emitted as
         ``notice`` events on ``events``; they never raise. Cancelling kills the hooks.
-        ``mounts``: what the deny rules keep from a confined hook (as from ``Bash``)."""
+        ``mounts``: finds what the deny rules keep from a confined hook (as from ``Bash``);
+        asked in a thread (it walks folders), and only when a hook is to run."""
         chosen = [c for c in self._by_event.get(event, ()) if c.matches(matcher_value)]
         chosen = list({c.command: c for c in chosen}.values())  # an identical command runs once
         if not chosen:
             return NOTHING
+        kept = await asyncio.to_thread(mounts) if mounts is not None else None
         stdin = json.dumps(payload, ensure_ascii=False, default=str).encode("utf-8")
         cwd = _cwd(payload, self.workspace)
         env = hook_environment(cwd if self.workspace is None else self.workspace, self.env)
         outcomes = await asyncio.gather(
             *(run_hook_command(c.command, stdin, cwd=cwd, env=env, timeout=c.timeout,
-                               placement=c.placement, data_dir=self.data_dir, mounts=mounts)
+                               placement=c.placement, data_dir=self.data_dir, mounts=kept)
               for c in chosen)
         )  # fmt: skip
         result = _merge(event, [_read(event, c, o) for c, o in zip(chosen, outcomes, strict=True)])
@@ -561,7 +564,7 @@ async def _fire(
     if hooks is None or not hooks.has(event):
         return NOTHING
     gate = ctx.gate
-    mounts = gate.sandbox_paths(ctx.workspace) if isinstance(gate, RuleMounts) else None
+    mounts = partial(gate.sandbox_paths, ctx.workspace) if isinstance(gate, RuleMounts) else None
     return await hooks.run(event, hook_input(ctx, event, **fields), matcher_value=matcher_value,
                            events=ctx.events, agent_id=ctx.agent_id, mounts=mounts)  # fmt: skip
 
