@@ -20,6 +20,11 @@ https://platform.claude.com/docs/en/build-with-claude/preserved-thinking/prefix-
 earlier turns' blocks may be left out, extended thinking, "Preserving thinking blocks").
 The turn in progress keeps its own: its tool calls cannot be sent without them.
 
+Before any summary, a first stage that costs no model call (:mod:`retinue.engine.context_edit`,
+``edit``) clears old tool results and settled reasoning once the request passes its own, lower
+trigger; the summary runs only when the request is still past ``threshold`` afterwards.
+Each clearing is reported as a ``compressed`` event with ``reason="context_edit"``.
+
 When the provider still answers "context too long", :meth:`AutoCompressor.on_context_too_long`
 compresses harder (a smaller tail, every bulky tool result trimmed) and the loop retries.
 
@@ -36,6 +41,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from retinue.engine.context_edit import ContextEdit, EditResult, clear_context
 from retinue.errors import ConfigError, ModelError
 from retinue.events import COMPRESSED, MODEL_CALLED, emit
 from retinue.llm.base import Model
@@ -90,6 +96,7 @@ with nothing to say. Do not invent anything that is not in the transcript. Use a
 
 _MAX_TRACKED = 512
 _MIN_GAIN = 0.05  # an automatic summary must replace this share of the budget
+_DEFAULT_EDIT = ContextEdit()
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +132,9 @@ class AutoCompressor:
     ``trim_over_tokens``: tool results in the kept tail bigger than this are trimmed (the
     newest batch only in a forced compression). ``summary_model`` summarises instead of the
     agent's own model. ``memorize``: when the agent has memory, hand the messages being
-    compressed away to ``ctx.memory.consolidate`` first (one more model call).
+    compressed away to ``ctx.memory.consolidate`` first (one more model call). ``edit``: the
+    first stage that clears old tool results and reasoning without a model call
+    (:class:`~retinue.engine.context_edit.ContextEdit`; None turns it off).
 
     One instance may serve many agents at once: it keys what it tracks by message list.
     """
@@ -143,6 +152,7 @@ class AutoCompressor:
         summary_model: Model | None = None,
         summary_words: int = 400,
         memorize: bool = False,
+        edit: ContextEdit | None = _DEFAULT_EDIT,
     ) -> None:
         if not 0 < threshold <= 1:
             raise ConfigError(f"compression threshold must be in (0, 1], not {threshold}")
@@ -160,6 +170,7 @@ class AutoCompressor:
         self.summary_model = summary_model
         self.summary_words = summary_words
         self.memorize = memorize
+        self.edit = edit
         self._sent: OrderedDict[int, _Sent] = OrderedDict()
 
     # -- budget and size -------------------------------------------------------------------
@@ -213,6 +224,8 @@ class AutoCompressor:
             self._learn(messages, last_input_tokens)
         size = self.request_size(messages, last_input_tokens)
         budget = self.budget(model)
+        if self.edit is not None and size > self.edit.trigger * budget:
+            size = self._clear(messages, ctx, size, budget, hard=False)
         if size > self.threshold * budget:
             try:
                 await self._compress(messages, model, ctx, size, hard=False, reason="threshold")
@@ -223,8 +236,17 @@ class AutoCompressor:
     async def on_context_too_long(
         self, messages: list[Message], model: Model, ctx: ToolContext
     ) -> bool:
-        """Compress harder once; False when nothing could be shrunk or the summary failed."""
+        """Compress harder once; False when nothing could be shrunk or the summary failed.
+
+        Old tool results are cleared first (all but the unread ones); when that brings the
+        request under the threshold, no summary is written."""
         size = self.request_size(messages, 0)
+        if self.edit is not None:
+            cleared = self._clear(messages, ctx, size, self.budget(model), hard=True)
+            if cleared < size and cleared <= self.threshold * self.budget(model):
+                self._record(messages)
+                return True
+            size = cleared
         try:
             result = await self._compress(
                 messages, model, ctx, size, hard=True, reason="context_too_long"
@@ -263,6 +285,38 @@ class AutoCompressor:
         if sent is not None and _extends(messages, sent):
             overhead = last_input_tokens - sent.estimate
             self._sent[id(messages)] = _Sent(sent.count, sent.last, sent.estimate, overhead)
+
+    def _clear(
+        self, messages: list[Message], ctx: ToolContext, size: int, budget: int, *, hard: bool
+    ) -> int:
+        """The first stage (see the module): clear in place when it frees enough; returns the
+        request's new size."""
+        edit = self.edit
+        if edit is None:
+            return size
+        new, result = clear_context(
+            messages,
+            keep_tool_results=0 if hard else edit.keep_tool_results,
+            clear_thinking=edit.clear_thinking,
+            exclude_tools=edit.exclude_tools,
+        )
+        least = 1 if hard else max(edit.clear_at_least * budget, 1)
+        if result.freed_tokens < least:
+            return size  # not worth the prompt cache it would cost
+        messages[:] = new
+        after = max(size - result.freed_tokens, 0)
+        self._report_edit(ctx, size, after, result, hard=hard)
+        return after
+
+    def _report_edit(
+        self, ctx: ToolContext, size: int, after: int, r: EditResult, *, hard: bool
+    ) -> None:
+        emit(ctx.events, COMPRESSED, ctx.agent_id, before_tokens=size, after_tokens=after,
+             removed_messages=0, trimmed_results=r.cleared_results,
+             cleared_reasoning=r.cleared_reasoning, reason="context_edit", hard=hard,
+             ok=True)  # fmt: skip
+        log.info("cleared %d old tool results and %d reasoning parts of %s: %d -> %d tokens",
+                 r.cleared_results, r.cleared_reasoning, ctx.agent_id, size, after)  # fmt: skip
 
     @_tel.traced("compress")
     async def _compress(
