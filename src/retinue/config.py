@@ -199,6 +199,7 @@ class FileSettings(pydantic.BaseModel):
     session_token_budget: Annotated[int, Field(ge=0)] | None = None
     keep_conversations: bool | None = None
     conversation_retention_days: Annotated[float, Field(ge=0)] | None = None
+    media_max_bytes: Annotated[int, Field(ge=0)] | None = None
     transcript_retention_days: Annotated[float, Field(ge=0)] | None = None
     durable_sessions: bool | None = None
     model_aliases: dict[str, str] | None = None
@@ -252,6 +253,7 @@ class Settings:
     session_token_budget: int = 0  # tokens one interactive session may use; 0 = no limit
     keep_conversations: bool = True  # the service stores its chats' histories (memory DB)
     conversation_retention_days: float = 30.0  # forget a chat not used for this long; 0 = never
+    media_max_bytes: int = 2 * 2**30  # images and PDFs stored conversations keep in <home>/media
     transcript_retention_days: float = 30.0  # keep ended sessions' transcripts; 0 = keep none
     durable_sessions: bool = False  # record sessions at each step (retinue.durable)
     model_aliases: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_MODEL_ALIASES))

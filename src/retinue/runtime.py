@@ -189,7 +189,12 @@ class Runtime:
         catalog = load_roles(settings, tools)
         catalog.roles.update({role.name: role for role in roles})
         attach_servers(tools, settings, catalog.roles.values())  # MCP tools, started on use
-        memory = open_store(settings.home, settings.database_url) if with_memory else None
+        media = settings.media_max_bytes  # images and PDFs of stored conversations
+        memory = (
+            open_store(settings.home, settings.database_url, media_max_bytes=media)
+            if with_memory
+            else None
+        )
         compressor = AutoCompressor()
         days = settings.transcript_retention_days  # 0: no transcript is kept
         keeper = TranscriptKeeper(memory.transcripts, days) if memory and days > 0 else None

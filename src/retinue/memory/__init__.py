@@ -18,6 +18,7 @@ from retinue.memory.base import Memory
 from retinue.memory.consolidate import ConsolidationOptions, ConsolidationResult, RetryReport
 from retinue.memory.embeddings import Embedder, OpenAIEmbedder, embedder_from_env
 from retinue.memory.journal import SessionJournal, SessionRecord
+from retinue.memory.media import DEFAULT_MEDIA_MAX_BYTES
 from retinue.memory.postgres import PostgresMemory
 from retinue.memory.sqlite import SQLiteMemory
 from retinue.memory.store import DEFAULT_BLOCK_LIMITS, Block, MemoryStore, Passage
@@ -51,6 +52,7 @@ def open_memory(
     embedder: Embedder | None = None,
     block_limits: Mapping[str, int] = DEFAULT_BLOCK_LIMITS,
     options: ConsolidationOptions | None = None,
+    media_max_bytes: int = DEFAULT_MEDIA_MAX_BYTES,
 ) -> SQLiteMemory:
     """The store in ``<home>/memory.db`` (transcripts in ``<home>/pending/``).
 
@@ -62,6 +64,7 @@ def open_memory(
         block_limits=block_limits,
         pending_dir=home / "pending",
         options=options,
+        media_max_bytes=media_max_bytes,
     )
 
 
@@ -72,11 +75,19 @@ def open_store(
     embedder: Embedder | None = None,
     block_limits: Mapping[str, int] = DEFAULT_BLOCK_LIMITS,
     options: ConsolidationOptions | None = None,
+    media_max_bytes: int = DEFAULT_MEDIA_MAX_BYTES,
 ) -> MemoryBackend:
     """PostgreSQL at ``database_url`` when one is given (``Settings.database_url``), else
-    :func:`open_memory`. The PostgreSQL store connects on first use."""
+    :func:`open_memory` (images and PDFs of conversations in ``<home>/media``, at most
+    ``media_max_bytes``). The PostgreSQL store connects on first use."""
     if not database_url:
-        return open_memory(home, embedder=embedder, block_limits=block_limits, options=options)
+        return open_memory(
+            home,
+            embedder=embedder,
+            block_limits=block_limits,
+            options=options,
+            media_max_bytes=media_max_bytes,
+        )
     try:
         import psycopg_pool  # noqa: F401  (the pool comes with the driver in the extra)
     except ImportError:

@@ -34,6 +34,7 @@ from retinue.memory.common import (
     replacing,
 )
 from retinue.memory.embeddings import VECTOR_SCAN_LIMIT, Embedder, pack, top_by_cosine
+from retinue.memory.media import DEFAULT_MEDIA_MAX_BYTES, MediaStore
 from retinue.memory.pending import PendingStore
 from retinue.memory.schema import migrate
 from retinue.memory.sqlite_conversations import SQLiteConversations
@@ -77,6 +78,7 @@ class SQLiteMemory(StoreCommon):
         block_limits: Mapping[str, int] = DEFAULT_BLOCK_LIMITS,
         pending_dir: Path | None = None,
         options: ConsolidationOptions | None = None,
+        media_max_bytes: int = DEFAULT_MEDIA_MAX_BYTES,
     ) -> None:
         self.path = path
         self.embedder = embedder
@@ -97,7 +99,9 @@ class SQLiteMemory(StoreCommon):
             migrate(self._conn)
         except (sqlite3.Error, OSError) as exc:
             raise MemoryStoreError(f"cannot open memory database {path}: {exc}") from None
-        self.conversations = SQLiteConversations(self._tx, self._read)
+        self.media = MediaStore(path.parent / "media", media_max_bytes)
+        """The images and PDFs of stored conversations, out of their rows."""
+        self.conversations = SQLiteConversations(self._tx, self._read, self.media)
         """The main agent's stored conversations (a ``ConversationStore``), in this file."""
         self.tasks = SQLiteTasks(self._tx, self._read)
         """The teams' shared task lists (a ``TaskStore``), in this file."""

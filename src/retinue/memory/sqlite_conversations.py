@@ -22,6 +22,7 @@ from retinue.memory.conversations import (
     parse_approvals,
     title_of,
 )
+from retinue.memory.media import MediaStore, references, restore, stash
 from retinue.memory.text import storable
 from retinue.messages import Message, from_dict, to_dict
 
@@ -33,11 +34,14 @@ Reader = Callable[[str, Sequence[object]], list[tuple]]
 
 class SQLiteConversations:
     """Conversations in the memory database; built by :class:`~retinue.memory.SQLiteMemory`
-    with its write transaction (``tx``) and its locked reader (``read``)."""
+    with its write transaction (``tx``) and its locked reader (``read``). With ``media``,
+    the images and PDFs of messages are kept there, the rows holding references (see
+    :mod:`retinue.memory.media`)."""
 
-    def __init__(self, tx: Transaction, read: Reader) -> None:
+    def __init__(self, tx: Transaction, read: Reader, media: MediaStore | None = None) -> None:
         self._tx = tx
         self._read = read
+        self.media = media
 
     async def load(self, tenant: str, cid: str) -> list[Message] | None:
         return await asyncio.to_thread(self._load, tenant, cid)
@@ -52,7 +56,7 @@ class SQLiteConversations:
         if not rows:
             return None
         try:
-            return [from_dict(json.loads(body)) for (body,) in rows if body is not None]
+            return [from_dict(self._restored(body)) for (body,) in rows if body is not None]
         except (ValueError, KeyError, TypeError) as exc:
             raise MemoryStoreError(f"stored conversation {cid!r} is damaged: {exc}") from None
 
@@ -94,7 +98,7 @@ class SQLiteConversations:
             conn.executemany(
                 "INSERT INTO conversation_messages (tenant, conversation, seq, body) "
                 "VALUES (?, ?, ?, ?)",
-                _rows(tenant, cid, messages, keep),
+                _rows(tenant, cid, messages, keep, self._body),
             )
             conn.execute(
                 "INSERT INTO conversations "
@@ -119,6 +123,7 @@ class SQLiteConversations:
 
     def _delete(self, tenant: str, cid: str) -> bool:
         with self._tx() as conn:
+            held = self._media_of(conn, "tenant = ? AND conversation = ?", (tenant, cid))
             conn.execute(
                 "DELETE FROM conversation_messages WHERE tenant = ? AND conversation = ?",
                 (tenant, cid),
@@ -126,6 +131,7 @@ class SQLiteConversations:
             gone = conn.execute(
                 "DELETE FROM conversations WHERE tenant = ? AND id = ?", (tenant, cid)
             ).rowcount
+            self._discard(conn, held)
         return gone > 0
 
     async def prune(self, older_than: float) -> int:
@@ -138,14 +144,58 @@ class SQLiteConversations:
                 "(SELECT tenant, id FROM conversations WHERE updated_at < ?)",
                 (older_than,),
             )
-            return conn.execute(
+            pruned = conn.execute(
                 "DELETE FROM conversations WHERE updated_at < ?", (older_than,)
             ).rowcount
+            self._sweep(conn)
+            return pruned
+
+    # -- media (images and PDFs out of the rows: retinue.memory.media) ----------------
+
+    def _body(self, message: Message) -> dict[str, Any]:
+        return to_dict(message) if self.media is None else stash(message, self.media)
+
+    def _restored(self, body: str) -> dict[str, Any]:
+        row = json.loads(body)
+        return row if self.media is None else restore(row, self.media)
+
+    def _media_of(self, conn: sqlite3.Connection, where: str, args: tuple[object, ...]) -> set[str]:
+        if self.media is None:
+            return set()
+        rows = conn.execute(
+            f"SELECT body FROM conversation_messages WHERE {where} AND instr(body, '\"sha256\"')",
+            args,
+        )
+        return {d for (body,) in rows for d in references(body)}
+
+    def _discard(self, conn: sqlite3.Connection, digests: set[str]) -> None:
+        """Remove the files of ``digests`` no remaining row references (in the transaction
+        that deleted their rows, so no save can reference them meanwhile)."""
+        if self.media is None or not digests:
+            return
+
+        def used(digest: str) -> bool:
+            found = conn.execute(
+                "SELECT 1 FROM conversation_messages WHERE instr(body, ?) LIMIT 1",
+                (f'"{digest}"',),
+            )
+            return found.fetchone() is not None
+
+        self.media.discard(digests, used)
+
+    def _sweep(self, conn: sqlite3.Connection) -> None:
+        """Remove every media file no row references (orphans of rewritten histories)."""
+        if self.media is not None:
+            self.media.sweep(self._media_of(conn, "1", ()))
 
 
 def _rows(
-    tenant: str, cid: str, messages: list[Message], start: int
+    tenant: str,
+    cid: str,
+    messages: list[Message],
+    start: int,
+    row: Callable[[Message], dict[str, Any]] = to_dict,
 ) -> Iterator[tuple[str, str, int, str]]:
     for seq in range(start, len(messages)):
-        body = storable(json.dumps(to_dict(messages[seq]), ensure_ascii=False))
+        body = storable(json.dumps(row(messages[seq]), ensure_ascii=False))
         yield tenant, cid, seq, body
