@@ -13,6 +13,10 @@ sessions and paused turns survive a restart and move between workers; default fa
 and ``[mcp_servers.<name>]`` tables (MCP servers, see :mod:`retinue.mcp.config`).
 ``transcript_retention_days``: how long an ended session's transcript is kept (0 = none are
 kept; default 30; see :mod:`retinue.memory.transcripts`).
+Fan-out caps (:mod:`retinue.subagents.caps`; 0 = no cap): ``max_subagents_per_run`` (sub-agent
+sessions one turn of the main agent may start, nested ones included; default 50),
+``max_subagents_per_conversation`` (the same over a whole conversation; default 500) and
+``max_concurrent_subagents`` (sessions open at once in one conversation's tree; default 20).
 Every value is checked by a strict pydantic model (:class:`FileSettings`): its type
 (a boolean is not an integer) and its range; a bad one is a ``ConfigError`` naming the setting.
 ``database_url`` (a ``postgresql://`` URL; ``RETINUE_DATABASE_URL`` wins over it) keeps memory
@@ -196,6 +200,9 @@ class FileSettings(pydantic.BaseModel):
     tenant: Annotated[str, Field(min_length=1, max_length=200)] | None = None
     max_depth: Annotated[int, Field(ge=0, le=32)] | None = None
     max_iterations: Annotated[int, Field(ge=1, le=100_000)] | None = None
+    max_subagents_per_run: Annotated[int, Field(ge=0, le=100_000)] | None = None
+    max_subagents_per_conversation: Annotated[int, Field(ge=0, le=1_000_000)] | None = None
+    max_concurrent_subagents: Annotated[int, Field(ge=0, le=10_000)] | None = None
     session_token_budget: Annotated[int, Field(ge=0)] | None = None
     keep_conversations: bool | None = None
     conversation_retention_days: Annotated[float, Field(ge=0)] | None = None
@@ -250,6 +257,9 @@ class Settings:
     tenant: str = "default"
     max_depth: int = 3
     max_iterations: int = 50
+    max_subagents_per_run: int = 50  # sessions one main-agent turn may start; 0 = no cap
+    max_subagents_per_conversation: int = 500  # the same over a conversation; 0 = no cap
+    max_concurrent_subagents: int = 20  # sessions open at once in one tree; 0 = no cap
     session_token_budget: int = 0  # tokens one interactive session may use; 0 = no limit
     keep_conversations: bool = True  # the service stores its chats' histories (memory DB)
     conversation_retention_days: float = 30.0  # forget a chat not used for this long; 0 = never
