@@ -442,13 +442,14 @@ class Conversation:
         """Continue from a stored history (before the first turn): its next message is sent
         after ``messages``. A history cut off mid-turn (the process stopped) is closed as an
         interrupted turn would be, unless ``pending_calls``: then its last step's calls that
-        have no result stay so, for :meth:`resume` to run."""
+        have no result stay so, for :meth:`resume` to run. Its next turn sends the current
+        system prompt (the instructions as they are now), not the one stored with it."""
         if self.session.messages or self.session.state != "idle":
             raise RuntimeError("restore() is for a conversation that has not begun")
         history = list(messages)
         if history and not isinstance(history[-1], SystemMessage) and not pending_calls:
             repair_history(history, INTERRUPTED_NOTE)
-        self.session.config.messages = history
+        self.session.restore_state(history)
 
     async def compress(self) -> CompressionResult | None:
         return await self.runtime.compressor.compress_now(

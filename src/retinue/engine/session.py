@@ -132,7 +132,8 @@ def current_session() -> Session | None:
 class Lifecycle:
     """What a session asks of its owner; every hook is optional.
 
-    ``system_prompt`` is rendered at the first turn. ``end_children`` ends the sessions this
+    ``system_prompt`` is rendered at the first turn (after a restore too: see
+    :meth:`Session.restore_state`). ``end_children`` ends the sessions this
     one holds (at close; and after every turn when ``children_per_turn``, as for the main
     agent, whose "run" is one user message). ``consolidate`` writes the history to memory and
     says whether that worked. ``transcript`` keeps the ended session's transcript (see
@@ -210,6 +211,7 @@ class Session:
         "_current",
         "_parked",
         "_queue",
+        "_stale_prompt",
         "_steered",
         "_steering",
         "_turn_used",
@@ -269,6 +271,7 @@ class Session:
         self._steering: tuple[str, ...] = ()  # steering not yet shown to the running turn
         self._steered = 0  # steering messages shown to the model, all turns together
         self._parked: ToolCall | None = None  # a restored question's call (see park())
+        self._stale_prompt = False  # a restored history: its system prompt is rendered anew
         self.recorder: Recorder | None = None  # a durable session's (see set_recorder())
         config.on_usage = self._count
         config.steering = self._take_steering
@@ -343,10 +346,13 @@ class Session:
     ) -> None:
         """Take a recorded session's state (before its first turn here): its history as it
         stands (calls without a result stay so, for :meth:`resume`), the turns and tokens it
-        counted, steering not yet shown, and background replies not yet collected."""
+        counted, steering not yet shown, and background replies not yet collected. The next
+        turn renders the system prompt anew: it replaces the one the history was saved with
+        (or goes first, if the history has none), so instructions changed since apply."""
         if self._turns or self._closing is not None or self.config.messages:
             raise SessionError(f"session {self.id} has begun: restore it before its first turn")
         self.config.messages = messages
+        self._stale_prompt = bool(messages)
         self.turns = turns
         i, o, c, r = usage
         self._used = self._turn_used = (i, o, c, r)
@@ -640,15 +646,13 @@ class Session:
             if on_start is not None:
                 on_start()
             hooked = hooks_of(self.config.context) is not None  # Claude Code hooks
+            if self._stale_prompt or not messages:
+                self._stale_prompt = False
+                await self._render_prompt(messages, hooked)
             if text is None:  # resume(): the last step's calls without a result run first
                 began = True
                 await run_pending_calls(self.config)
             else:
-                if not messages and self.lifecycle.system_prompt is not None:
-                    prompt = await self.lifecycle.system_prompt()
-                    if hooked:  # SessionStart / SubagentStart: their context joins the prompt
-                        prompt += await session_began(self.config.context)
-                    messages.append(SystemMessage(prompt))
                 if hooked:  # UserPromptSubmit (the main agent's): may add context, or refuse
                     text = await prompt_submitted(self.config.context, text)
                 messages.append(UserMessage(text, parts))
@@ -690,6 +694,19 @@ class Session:
                 await self.recorder.record(self)
             if traced is not None:
                 traced.end()
+
+    async def _render_prompt(self, messages: list[Message], hooked: bool) -> None:
+        """Put the system prompt first in ``messages``: a new history's, or in place of the
+        one a restored history was saved with (see :meth:`restore_state`)."""
+        if self.lifecycle.system_prompt is None:
+            return
+        prompt = await self.lifecycle.system_prompt()
+        if hooked:  # SessionStart / SubagentStart: their context joins the prompt
+            prompt += await session_began(self.config.context)
+        if messages and isinstance(messages[0], SystemMessage):
+            messages[0] = SystemMessage(prompt)
+        else:
+            messages.insert(0, SystemMessage(prompt))
 
     def _trace_turn(self, text: str | None) -> _tel.Turn:
         ctx = self.config.context
