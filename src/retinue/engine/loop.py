@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from retinue.engine.config import RunConfig, RunOutput
 from retinue.engine.output import Rejected, give_up, settle
-from retinue.engine.repeats import Repeats, refusal, stopped_note
+from retinue.engine.repeats import Repeats, listen_for_stop, refusal, stopped_note
 from retinue.errors import ContextTooLongError
 from retinue.events import (
     MODEL_CALLED,
@@ -92,6 +92,8 @@ async def run(config: RunConfig) -> RunOutput:
     # model call is in flight is what the cyclic collector walks, thousands of runs at once.
     usage, tools_used, last_input = _NO_USAGE, _NO_TOOLS, 0
     repeats: Repeats | None = None
+    stops: list[str] | None = None  # what a tool asked with stop_turn (engine.repeats)
+    listening = None  # (its token, from the first step with tool calls)
     rejected = 0  # answers that did not match the output type (config.output)
     out: RunOutput | None = None
     chat = None  # the model call's span while it is in flight (tracing on)
@@ -146,6 +148,8 @@ async def run(config: RunConfig) -> RunOutput:
             assert isinstance(step, RunTools)
             if repeats is None:
                 tools_used, repeats = [], Repeats(config.repeat_limit)
+                stops = []
+                listening = listen_for_stop(stops)
             elif repeats.refused(step.calls):  # warned, and the same step again: stop
                 note = await _stop_repeating(config, step.calls, repeats.times + 1)
                 out = RunOutput(
@@ -156,6 +160,12 @@ async def run(config: RunConfig) -> RunOutput:
             messages.extend(repeats.observe(step.calls, await _run_tools(config, step.calls)))
             if config.on_step is not None:  # a step boundary: the results are recorded
                 await config.on_step()
+            if stops:  # a tool's own loop detector ended the run (repeats.stop_turn)
+                messages.append(AssistantMessage(stops[0]))
+                out = RunOutput(
+                    stops[0], messages, "repeated_call", tools_used, usage, iteration, last_input
+                )
+                return out
         limit = config.max_iterations
         stopped = (
             f"Stopped: the agent made {limit} model calls without a final answer "
@@ -183,6 +193,8 @@ async def run(config: RunConfig) -> RunOutput:
         )
         raise
     finally:
+        if listening is not None:
+            listening.var.reset(listening)
         if chat is not None:  # the model call failed or was cancelled
             _tel.end_chat(chat, config.model.name, None)
         if out is not None and ctx.events is not None:  # (no listener: no usage dict)

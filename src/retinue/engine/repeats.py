@@ -14,15 +14,20 @@ model reply and their results) and
   differ), appends to each error a hint to change the call (the run goes on).
 
 It costs one tuple comparison per step and holds only the last step's calls and results.
+
+A tool with a loop detector of its own (the sub-agent manager's, for the same task delegated
+to the same role again and again) ends the run the same way with :func:`stop_turn`: the run
+stops after the step that asked, with ``stop_reason`` ``"repeated_call"`` and the tool's note.
 """
 
 from __future__ import annotations
 
+from contextvars import ContextVar, Token
 from dataclasses import replace
 
 from retinue.messages import ToolCall, ToolResultMessage
 
-__all__ = ["REPEAT_LIMIT", "Repeats", "refusal", "stopped_note"]
+__all__ = ["REPEAT_LIMIT", "Repeats", "listen_for_stop", "refusal", "stop_turn", "stopped_note"]
 
 REPEAT_LIMIT = 3
 """Identical steps in a row after which the model is warned; one more ends the run."""
@@ -117,6 +122,26 @@ class Repeats:
             hint = _SAME_FAILURE.format(n=self._failed)
             return [replace(r, content=r.content + hint) if r.is_error else r for r in results]
         return results
+
+
+_STOPS: ContextVar[list[str] | None] = ContextVar("retinue_turn_stops", default=None)
+
+
+def stop_turn(note: str) -> bool:
+    """From a tool: end the run that called it after the running step, with ``note`` (a
+    "Stopped: …" sentence the user reads) as its final content and ``stop_reason``
+    ``"repeated_call"``. False when no run listens (the tool was called outside a run)."""
+    asked = _STOPS.get()
+    if asked is None:
+        return False
+    asked.append(note)
+    return True
+
+
+def listen_for_stop(asked: list[str]) -> Token[list[str] | None]:
+    """For the run loop: what :func:`stop_turn` asks from now on goes to ``asked`` (the
+    tools' tasks copy the context, not the list); reset the token when the run ends."""
+    return _STOPS.set(asked)
 
 
 def _key(calls: tuple[ToolCall, ...]) -> tuple[tuple[str, str], ...]:
