@@ -39,6 +39,7 @@ __all__ = [
     "SEMCONV_VERSION",
     "RemoteParent",
     "Turn",
+    "annotate",
     "begin_chat",
     "begin_turn",
     "disable",
@@ -316,6 +317,17 @@ def traced(name: str) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Await
         return call
 
     return wrap
+
+
+def annotate(**attributes: Any) -> None:
+    """Set attributes on the current span (a limit a ``SubAgent`` call reached); nothing
+    when tracing is off."""
+    if not ENABLED:
+        return
+    from opentelemetry import trace
+
+    found = {k: v for k, v in attributes.items() if v is not None}
+    trace.get_current_span().set_attributes(found)
 
 
 def event(name: str, **attributes: Any) -> None:
