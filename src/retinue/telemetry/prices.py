@@ -11,10 +11,16 @@ A model without a price has an *unknown* cost: :func:`cost_usd` returns ``None``
 :func:`format_cost` says "unknown", never ``$0``; so does a usage with cache reads on a model
 whose cache-read price no source gave. The embedded local model (``local:…``) costs nothing.
 
-Not modelled: the dearer rates of long prompts (Gemini over 200K tokens, OpenAI's GPT-5.4
-and later over 272K, Claude Haiku 5.5 over 100K: the figures here are the short-prompt rates,
-so a long prompt's cost is underestimated), and cache writes, which ``Usage`` does not count
-apart (they are priced as input).
+Long prompts: some models charge more for every token of a request whose prompt passes a
+threshold (:class:`LongPrompt`): Gemini's Pro models over 200K tokens (2x input, 1.5x output:
+ai.google.dev/gemini-api/docs/pricing, "prompts > 200k tokens"), OpenAI's GPT-5.4 over 272K
+(2x input, 1.5x output, "for the full session": developers.openai.com/api/docs/pricing), and
+Claude Sonnet 4 / 4.5 / 4.6 on their 1M-token context over 200K (2x input, 1.5x output:
+platform.claude.com/docs/en/about-claude/pricing, "Long context pricing"). A usage of one
+request is priced by its own prompt; an aggregate of several (a session's) by its mean prompt
+per request, an estimate. Not modelled: tiers whose multipliers no source gave (Claude Haiku
+5.5 over 100K is priced at its short-prompt rate, so underestimated), and cache writes, which
+``Usage`` does not count apart (they are priced as input).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from retinue.messages import Usage
 
 __all__ = [
     "DEFAULT_PRICES",
+    "LongPrompt",
     "ModelPrice",
     "cost_usd",
     "format_cost",
@@ -47,11 +54,28 @@ class ModelPrice:
     """A cache write (Anthropic's 5-minute TTL; OpenAI's cache write)."""
     cache_write_1h: float | None = None
     """Anthropic's 1-hour cache write."""
+    long: LongPrompt | None = None
+    """The dearer rate of a prompt over a threshold, when the model has one."""
 
 
-def _claude(inp: float, read: float, out: float) -> ModelPrice:
+@dataclass(frozen=True, slots=True)
+class LongPrompt:
+    """Every token of a request whose prompt is over ``over`` input tokens costs ``input``
+    times the input (and cached-input) price and ``output`` times the output price."""
+
+    over: int
+    input: float = 2.0
+    output: float = 1.5
+
+
+_GEMINI_PRO_LONG = LongPrompt(200_000)  # ai.google.dev/gemini-api/docs/pricing
+_GPT54_LONG = LongPrompt(272_000)  # developers.openai.com/api/docs/pricing (GPT-5.4)
+_SONNET_1M_LONG = LongPrompt(200_000)  # platform.claude.com/docs/en/about-claude/pricing
+
+
+def _claude(inp: float, read: float, out: float, long: LongPrompt | None = None) -> ModelPrice:
     # cache writes: 1.25x input for 5 minutes, 2x for an hour (pricing page, "Prompt caching")
-    return ModelPrice(inp, read, out, inp * 1.25, inp * 2)
+    return ModelPrice(inp, read, out, inp * 1.25, inp * 2, long)
 
 
 # Public list prices per million tokens (input, cached input, output[, cache writes]).
@@ -80,7 +104,7 @@ DEFAULT_PRICES: dict[str, ModelPrice] = {
     "openai:gpt-5.6-terra": ModelPrice(2.00, 0.20, 12.00),
     "openai:gpt-5.6-luna": ModelPrice(0.20, 0.02, 1.20),
     "openai:gpt-5.5": ModelPrice(5.00, 0.50, 30.00),
-    "openai:gpt-5.4": ModelPrice(2.50, 0.25, 15.00),
+    "openai:gpt-5.4": ModelPrice(2.50, 0.25, 15.00, long=_GPT54_LONG),
     "openai:gpt-5.4-mini": ModelPrice(0.75, 0.075, 4.50),
     "openai:gpt-5.4-nano": ModelPrice(0.20, 0.02, 1.25),
     "openai:gpt-5.2": ModelPrice(1.75, None, 14.00),
@@ -105,8 +129,8 @@ DEFAULT_PRICES: dict[str, ModelPrice] = {
     "anthropic:claude-opus-4-7": _claude(5.00, 0.50, 25.00),
     "anthropic:claude-opus-4-6": _claude(5.00, 0.50, 25.00),
     "anthropic:claude-opus-4-5": _claude(5.00, 0.50, 25.00),
-    "anthropic:claude-sonnet-4-6": _claude(3.00, 0.30, 15.00),
-    "anthropic:claude-sonnet-4-5": _claude(3.00, 0.30, 15.00),
+    "anthropic:claude-sonnet-4-6": _claude(3.00, 0.30, 15.00, _SONNET_1M_LONG),
+    "anthropic:claude-sonnet-4-5": _claude(3.00, 0.30, 15.00, _SONNET_1M_LONG),
     "anthropic:claude-opus-4-1": _claude(15.00, 1.50, 75.00),
     "anthropic:claude-haiku-4-5": _claude(1.00, 0.10, 5.00),
     # ai.google.dev/gemini-api/docs/pricing, paid tier, prompts up to 200k tokens (longer
@@ -118,12 +142,12 @@ DEFAULT_PRICES: dict[str, ModelPrice] = {
     "gemini:gemini-3.8-flash": ModelPrice(0.75, 0.075, 3.75),
     "gemini:gemini-3.6-flash": ModelPrice(0.75, 0.075, 3.75),
     "gemini:gemini-3.5-flash": ModelPrice(1.50, 0.15, 9.00),
-    "gemini:gemini-3.1-pro-preview": ModelPrice(2.00, None, 12.00),
-    "gemini:gemini-3-pro": ModelPrice(2.00, 0.20, 12.00),
-    "gemini:gemini-3-pro-preview": ModelPrice(2.00, 0.20, 12.00),
+    "gemini:gemini-3.1-pro-preview": ModelPrice(2.00, None, 12.00, long=_GEMINI_PRO_LONG),
+    "gemini:gemini-3-pro": ModelPrice(2.00, 0.20, 12.00, long=_GEMINI_PRO_LONG),
+    "gemini:gemini-3-pro-preview": ModelPrice(2.00, 0.20, 12.00, long=_GEMINI_PRO_LONG),
     "gemini:gemini-3-flash": ModelPrice(0.50, 0.05, 3.00),
     "gemini:gemini-3-flash-preview": ModelPrice(0.50, 0.05, 3.00),
-    "gemini:gemini-2.5-pro": ModelPrice(1.25, 0.125, 10.00),
+    "gemini:gemini-2.5-pro": ModelPrice(1.25, 0.125, 10.00, long=_GEMINI_PRO_LONG),
     "gemini:gemini-2.5-flash": ModelPrice(0.30, 0.03, 2.50),
 }
 _DATE = re.compile(r"-\d{8}$")
@@ -170,10 +194,14 @@ def cost_usd(model: str, usage: Usage) -> float | None:
     cached = min(usage.cache_read_tokens, usage.input_tokens)
     if cached and price.cached_input is None:
         return None  # no source gave this model's cache-read price
+    in_x = out_x = 1.0
+    per_request = usage.input_tokens / max(usage.requests, 1)
+    if price.long is not None and per_request > price.long.over:
+        in_x, out_x = price.long.input, price.long.output
     return (
-        (usage.input_tokens - cached) * price.input
-        + cached * (price.cached_input or 0.0)
-        + usage.output_tokens * price.output
+        (usage.input_tokens - cached) * price.input * in_x
+        + cached * (price.cached_input or 0.0) * in_x
+        + usage.output_tokens * price.output * out_x
     ) / 1_000_000
 
 
