@@ -86,7 +86,8 @@ def choose_model(settings: Settings) -> tuple[str, str | None]:
     if settings.model:
         return settings.model, None
     if os.environ.get("OPENAI_API_KEY"):
-        return "openai:gpt-4o-mini", "Using openai:gpt-4o-mini (OPENAI_API_KEY is set)."
+        # the current mid tier, as claude-sonnet-5-5 below (retinue.llm.profiles.CATALOGUE)
+        return "openai:gpt-5.6-terra", "Using openai:gpt-5.6-terra (OPENAI_API_KEY is set)."
     # current models of each provider (the catalogue, retinue.llm.profiles, lists them)
     if os.environ.get("ANTHROPIC_API_KEY"):
         return (

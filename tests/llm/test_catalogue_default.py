@@ -25,6 +25,7 @@ def settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Settings:
 @pytest.mark.parametrize(
     ("key", "expected"),
     [
+        ("OPENAI_API_KEY", "openai:gpt-5.6-terra"),
         ("ANTHROPIC_API_KEY", "anthropic:claude-sonnet-5-5"),
         ("GEMINI_API_KEY", "gemini:gemini-3.1-pro-preview"),
         ("GOOGLE_API_KEY", "gemini:gemini-3.1-pro-preview"),
