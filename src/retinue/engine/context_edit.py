@@ -50,7 +50,7 @@ class ContextEdit:
 
     trigger: float = 0.6
     keep_tool_results: int = 3
-    clear_at_least: float = 0.05
+    clear_at_least: float = 0.2
     clear_thinking: bool = True
     exclude_tools: frozenset[str] = frozenset()
 
