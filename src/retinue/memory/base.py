@@ -21,7 +21,7 @@ from retinue.messages import Message
 
 if TYPE_CHECKING:
     from retinue.llm.base import Model
-    from retinue.memory.store import Block, Passage
+    from retinue.memory.store import Block, Passage, SharedBlock
     from retinue.memory.tasks import Task
 
 __all__ = [
@@ -71,8 +71,13 @@ class ConsolidationOptions:
 
 @runtime_checkable
 class Memory(Protocol):
-    async def render(self, tenant: str, role: str) -> str:
-        """The memory section of the role's system prompt (core blocks, archival count)."""
+    """A store as the sub-agent manager uses it. ``shared`` are the shared blocks the role
+    declares (:class:`~retinue.memory.store.SharedBlock`); the manager passes it only when
+    there are some, so a store written before shared blocks still serves roles without."""
+
+    async def render(self, tenant: str, role: str, shared: Sequence[SharedBlock] = ()) -> str:
+        """The memory section of the role's system prompt (core blocks, shared blocks,
+        archival count)."""
         ...
 
     async def consolidate(
@@ -83,8 +88,10 @@ class Memory(Protocol):
         session_id: str,
         messages: Sequence[Message],
         model: Model,
+        shared: Sequence[SharedBlock] = (),
     ) -> bool:
-        """Write what a finished session learned; must not raise for a model failure.
+        """Write what a finished session learned (to the writable ``shared`` blocks too);
+        must not raise for a model failure.
 
         True when it was written (or there was nothing to write); False when it could not be
         (the store keeps the transcript for a retry), so callers can say what happened.
@@ -129,6 +136,10 @@ class ConsolidationStore(Protocol):
     def apply_consolidation(self) -> Callable[..., Any]: ...
 
     async def blocks(self, tenant: str, role: str) -> list[Block]: ...
+
+    async def shared_blocks(
+        self, tenant: str, names: Sequence[str] | None = None
+    ) -> list[Block]: ...
 
     async def search(self, tenant: str, role: str, query: str, limit: int = 5) -> list[Passage]: ...
 

@@ -1,11 +1,12 @@
 """What the SQLite and the PostgreSQL stores share, written once.
 
-:class:`StoreCommon` holds the block rules (known names, size limits), the embedder call, and
-the :class:`~retinue.memory.base.Memory` methods that hand over to
-:mod:`retinue.memory.consolidate`. The functions are the rules that do not depend on the
-database: the block edits of the memory tools, the blocks of a scope in their configured
-order, reciprocal-rank fusion of two rankings, a block rewrite rebased on a concurrent change,
-and the near-duplicate test.
+:class:`StoreCommon` holds the block rules (known names, size limits), the embedder call, the
+shared blocks (:class:`~retinue.memory.store.SharedMemoryStore`, on each store's two block
+primitives), and the :class:`~retinue.memory.base.Memory` methods (``render``, and those that
+hand over to :mod:`retinue.memory.consolidate`). The functions are the rules that do not
+depend on the database: the block edits of the memory tools, the blocks of a scope in their
+configured order, reciprocal-rank fusion of two rankings, a block rewrite rebased on a
+concurrent change, and the near-duplicate test.
 """
 
 from __future__ import annotations
@@ -16,7 +17,14 @@ from typing import TYPE_CHECKING, cast
 
 from retinue.errors import BlockConflictError, BlockLimitError, MemoryStoreError
 from retinue.memory.embeddings import Embedder
-from retinue.memory.store import Block
+from retinue.memory.store import (
+    SHARED_BLOCK_LIMIT,
+    SHARED_SCOPE,
+    Block,
+    SharedBlock,
+    render_memory,
+    shared_block_name,
+)
 from retinue.memory.text import merge_lines
 from retinue.messages import Message
 
@@ -28,6 +36,7 @@ __all__ = [
     "NEAR_DUPLICATE",
     "StoreCommon",
     "appending",
+    "check_size",
     "fuse",
     "is_near_duplicate",
     "ordered_blocks",
@@ -46,6 +55,65 @@ class StoreCommon:
 
     embedder: Embedder | None
     block_limits: dict[str, int]
+    shared_limit: int = SHARED_BLOCK_LIMIT
+
+    # -- what each store implements (its SQL) ------------------------------------------
+
+    async def blocks(self, tenant: str, role: str) -> list[Block]:
+        raise NotImplementedError
+
+    async def passage_count(self, tenant: str, role: str) -> int:
+        raise NotImplementedError
+
+    async def _stored(self, tenant: str, scope: str) -> dict[str, tuple[str, int]]:
+        """The blocks stored in one scope: name -> (value, version)."""
+        raise NotImplementedError
+
+    async def _edit(
+        self, tenant: str, scope: str, name: str, change: Callable[[str], str], limit: int
+    ) -> Block:
+        """Read, change and write one block in one transaction (no lost update)."""
+        raise NotImplementedError
+
+    # -- shared blocks ----------------------------------------------------------------
+
+    async def shared_blocks(self, tenant: str, names: Sequence[str] | None = None) -> list[Block]:
+        """The named shared blocks in that order (empty ones included), or every stored one
+        of the tenant by name when ``names`` is None."""
+        stored = await self._stored(tenant, SHARED_SCOPE)
+        chosen = sorted(stored) if names is None else list(names)
+        return [Block(n, *_value_limit_version(stored, n, self.shared_limit)) for n in chosen]
+
+    async def edit_shared_block(
+        self, tenant: str, name: str, change: Callable[[str], str]
+    ) -> Block:
+        """Read, change and write one shared block in one transaction."""
+        if shared_block_name(name) is None:
+            raise MemoryStoreError(
+                f"{name!r} cannot name a shared block (letters, digits, '_', '.', '-'; "
+                "not a core block name)"
+            )
+        return await self._edit(tenant, SHARED_SCOPE, name, change, self.shared_limit)
+
+    def check_stored_block(self, scope: str, name: str, value: str) -> None:
+        """:meth:`check_block` for a block of ``scope`` (a role's, or the shared scope)."""
+        if scope != SHARED_SCOPE:
+            self.check_block(name, value)
+        elif shared_block_name(name) is None:
+            raise MemoryStoreError(f"{name!r} cannot name a shared block")
+        else:
+            check_size(name, value, self.shared_limit)
+
+    async def render(self, tenant: str, role: str, shared: Sequence[SharedBlock] = ()) -> str:
+        """The memory section of the role's system prompt, with the ``shared`` blocks it
+        declares (each marked writable or read-only)."""
+        blocks = await self.blocks(tenant, role)
+        count = await self.passage_count(tenant, role)
+        found = await self.shared_blocks(tenant, [s.name for s in shared]) if shared else []
+        pairs = [(b, s.writable) for b, s in zip(found, shared, strict=True)]
+        return render_memory(blocks, count, pairs)
+
+    # -- block rules ------------------------------------------------------------------
 
     def _limit(self, name: str) -> int:
         limit = self.block_limits.get(name)
@@ -56,12 +124,7 @@ class StoreCommon:
 
     def check_block(self, name: str, value: str) -> None:
         """Raise if ``name`` is unknown or ``value`` does not fit its limit."""
-        limit = self._limit(name)
-        if len(value) > limit:
-            raise BlockLimitError(
-                f"block {name!r} would hold {len(value)} characters, over its limit of "
-                f"{limit}; shorten it (e.g. core_memory_replace to condense) and try again"
-            )
+        check_size(name, value, self._limit(name))
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]] | None:
         """Vectors for ``texts``, or ``None`` without an embedder or when it fails."""
@@ -74,36 +137,75 @@ class StoreCommon:
             return None
 
     async def consolidate(
-        self, *, tenant: str, role: str, session_id: str, messages: Sequence[Message], model: Model
+        self,
+        *,
+        tenant: str,
+        role: str,
+        session_id: str,
+        messages: Sequence[Message],
+        model: Model,
+        shared: Sequence[SharedBlock] = (),
     ) -> bool:
-        """Write what a finished session learned; never raises for a model failure.
+        """Write what a finished session learned (into the writable ``shared`` blocks too);
+        never raises for a model failure.
 
         False when nothing could be written (the transcript is kept for ``retry_pending``).
         """
         result = await self.consolidate_session(
-            tenant=tenant, role=role, session_id=session_id, messages=messages, model=model
-        )
+            tenant=tenant, role=role, session_id=session_id, messages=messages, model=model,
+            shared=shared,
+        )  # fmt: skip
         return result.ok
 
     async def consolidate_session(
-        self, *, tenant: str, role: str, session_id: str, messages: Sequence[Message], model: Model
+        self,
+        *,
+        tenant: str,
+        role: str,
+        session_id: str,
+        messages: Sequence[Message],
+        model: Model,
+        shared: Sequence[SharedBlock] = (),
     ) -> ConsolidationResult:
         """:meth:`consolidate`, returning what was written (or why nothing was)."""
         from retinue.memory.consolidate import consolidate_session
 
         return await consolidate_session(
             cast("Store", self), tenant=tenant, role=role, session_id=session_id,
-            messages=messages, model=model,
+            messages=messages, model=model, shared=shared,
         )  # fmt: skip
 
     async def retry_pending(
-        self, model_for: Callable[[str], Model], *, stale_after: float = 3600.0
+        self,
+        model_for: Callable[[str], Model],
+        *,
+        stale_after: float = 3600.0,
+        shared_for: Callable[[str], Sequence[SharedBlock]] | None = None,
     ) -> RetryReport:
         """Re-run kept transcripts; ``model_for(recorded_model_name)`` gives the model (with
-        PostgreSQL, other workers skip the transcripts this one claimed)."""
+        PostgreSQL, other workers skip the transcripts this one claimed), ``shared_for(role)``
+        the shared blocks the role declares (none without it)."""
         from retinue.memory.consolidate import retry_pending
 
-        return await retry_pending(cast("Store", self), model_for, stale_after=stale_after)
+        return await retry_pending(
+            cast("Store", self), model_for, stale_after=stale_after, shared_for=shared_for
+        )
+
+
+def check_size(name: str, value: str, limit: int) -> None:
+    """Raise :class:`BlockLimitError` when ``value`` is over the block's ``limit``."""
+    if len(value) > limit:
+        raise BlockLimitError(
+            f"block {name!r} would hold {len(value)} characters, over its limit of "
+            f"{limit}; shorten it (e.g. core_memory_replace to condense) and try again"
+        )
+
+
+def _value_limit_version(
+    stored: Mapping[str, tuple[str, int]], name: str, limit: int
+) -> tuple[str, int, int]:
+    value, version = stored.get(name, ("", 0))
+    return value, limit, version
 
 
 def appending(content: str) -> Callable[[str], str]:

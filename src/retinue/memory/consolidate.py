@@ -5,7 +5,9 @@ and the conversation itself (rendered as text and trimmed to a token budget, new
 and must answer by calling the ``memorize`` tool. Its arguments are validated with pydantic
 and against the block limits; an invalid answer is sent back once more with the reason, a
 failing call is retried with backoff. The result is written in one transaction, skipping
-passages that duplicate stored ones.
+passages that duplicate stored ones. A role that declares shared blocks sees them too, and
+may rewrite the writable ones (in the same transaction); a read-only one named in the answer
+is sent back as invalid.
 
 The transcript is kept (on disk in ``pending/`` for SQLite, in a table for PostgreSQL) from
 before the model call until the commit, so a failure, a cancellation or a killed process
@@ -42,7 +44,7 @@ from retinue.llm.base import ToolSpec
 from retinue.llm.tokens import estimate_text_tokens
 from retinue.memory.base import ConsolidationOptions, ConsolidationStore, NewPassage
 from retinue.memory.pending import PendingTranscript
-from retinue.memory.store import Block, Passage
+from retinue.memory.store import Block, Passage, SharedBlock
 from retinue.memory.text import normalize, scrub
 from retinue.messages import (
     AssistantMessage,
@@ -254,12 +256,23 @@ def build_request(
     similar: Sequence[Passage],
     transcript: str,
     passage_chars: int | None = None,
+    shared: Sequence[tuple[Block, bool]] = (),
 ) -> list[Message]:
     """The messages of the consolidation call (each similar passage cut to
-    ``passage_chars`` when given)."""
+    ``passage_chars`` when given; ``shared`` blocks with whether the role may write them)."""
     parts = ["# Current core memory"]
     for b in blocks:
         parts.append(f'<{b.name} limit="{b.limit} chars">\n{b.value}\n</{b.name}>')
+    if shared:
+        parts.append(
+            "# Shared blocks (other roles read them too: keep what they wrote; rewrite only "
+            "the writable ones, by name, and only with what they all should know)"
+        )
+    for b, writable in shared:
+        access = "writable" if writable else "read-only"
+        parts.append(
+            f'<{b.name} shared="{access}" limit="{b.limit} chars">\n{b.value}\n</{b.name}>'
+        )
     parts.append("# Stored archival passages related to this session")
     for p in similar:
         cut = passage_chars is not None and len(p.content) > passage_chars
@@ -271,8 +284,11 @@ def build_request(
     return [SystemMessage(_INSTRUCTIONS.format(role=role)), UserMessage("\n".join(parts))]
 
 
-def _parse(reply: AssistantMessage, limits: Mapping[str, int]) -> Memorize:
-    """The validated ``memorize`` arguments; ``ValueError`` says what to fix."""
+def _parse(
+    reply: AssistantMessage, limits: Mapping[str, int], read_only: Sequence[str] = ()
+) -> Memorize:
+    """The validated ``memorize`` arguments (``limits``: the blocks it may rewrite,
+    ``read_only``: shared blocks it may not); ``ValueError`` says what to fix."""
     calls = [t for t in reply.tool_calls if t.name == "memorize"]
     if not calls:
         raise ValueError("you did not call the memorize tool; call it exactly once")
@@ -286,7 +302,9 @@ def _parse(reply: AssistantMessage, limits: Mapping[str, int]) -> Memorize:
     names = [u.block for u in result.block_updates]
     for u in result.block_updates:
         limit = limits.get(u.block)
-        if limit is None:
+        if u.block in read_only:
+            problems.append(f"block {u.block!r} is shared read-only with this role; leave it out")
+        elif limit is None:
             problems.append(f"unknown block {u.block!r} (blocks: {', '.join(limits)})")
         elif len(u.value) > limit:
             problems.append(f"block {u.block!r} has {len(u.value)} chars, limit {limit}")
@@ -324,12 +342,13 @@ async def _ask(
     options: ConsolidationOptions,
     limits: Mapping[str, int],
     seconds: float | None = None,
+    read_only: Sequence[str] = (),
 ) -> Memorize:
     """Call the model until it gives a valid ``memorize`` call, within ``seconds`` in all;
     raise the last failure."""
     try:
         async with asyncio.timeout(seconds):
-            return await _attempts(model, request, options, limits)
+            return await _attempts(model, request, options, limits, read_only)
     except TimeoutError:
         raise TimeoutError(
             f"{model.name} did not finish the consolidation within {seconds:g} s"
@@ -337,7 +356,11 @@ async def _ask(
 
 
 async def _attempts(
-    model: Model, request: list[Message], options: ConsolidationOptions, limits: Mapping[str, int]
+    model: Model,
+    request: list[Message],
+    options: ConsolidationOptions,
+    limits: Mapping[str, int],
+    read_only: Sequence[str],
 ) -> Memorize:
     messages = list(request)
     last: Exception = RuntimeError("no attempt made")
@@ -350,7 +373,7 @@ async def _attempts(
             last = exc
             continue
         try:
-            return _parse(reply, limits)
+            return _parse(reply, limits, read_only)
         except ValueError as exc:
             last = exc
             messages.append(reply)
@@ -377,8 +400,10 @@ async def consolidate_session(
     model: Model,
     run_id: str | None = None,
     kept: Path | None = None,
+    shared: Sequence[SharedBlock] = (),
 ) -> ConsolidationResult:
-    """Consolidate one session into ``store``; never raises except on cancellation."""
+    """Consolidate one session into ``store`` (and the writable ``shared`` blocks); never
+    raises except on cancellation."""
     run_id = run_id or consolidation_run.get() or uuid.uuid4().hex
     if not any(isinstance(m, UserMessage | AssistantMessage) for m in messages):
         return ConsolidationResult(True, run_id)
@@ -397,7 +422,9 @@ async def consolidate_session(
         scope = consolidation_scope.get()
         with _tel.span("memory consolidate", **{"gen_ai.agent.name": role}):
             written = await _reread_on_conflict(
-                lambda: _consolidate(store, tenant, role, session_id, messages, model, run_id),
+                lambda: _consolidate(
+                    store, tenant, role, session_id, messages, model, run_id, shared
+                ),
                 role,
                 scope,
             )
@@ -449,36 +476,43 @@ async def _consolidate(
     messages: Sequence[Message],
     model: Model,
     run_id: str,
+    shared: Sequence[SharedBlock] = (),
 ) -> tuple[int, int] | None:
     model, options, bounds = _for_model(model, store.options)
     transcript = render_transcript(messages, options.token_budget)
     blocks = await store.blocks(tenant, role)
+    found = await store.shared_blocks(tenant, [s.name for s in shared]) if shared else []
+    pairs = [(b, s.writable) for b, s in zip(found, shared, strict=True)]
     similar = await store.search(tenant, role, _similar_query(transcript), options.similar_passages)
     cut = bounds.passage_chars if bounds is not None else None
-    request = build_request(role, blocks, similar, transcript, cut)
+    request = build_request(role, blocks, similar, transcript, cut, pairs)
     seconds = bounds.seconds if bounds is not None else None
-    result = await _ask(model, request, options, store.block_limits, seconds)
+    limits = {**{b.name: b.limit for b, w in pairs if w}, **store.block_limits}
+    read_only = [b.name for b, w in pairs if not w and b.name not in store.block_limits]
+    result = await _ask(model, request, options, limits, seconds, read_only)
     texts = [p.strip() for p in result.new_passages if p.strip()]
     vectors = await store.embed(texts) if texts else None
     passages = [
         NewPassage(t, f"session:{session_id}", vectors[i] if vectors else None)
         for i, t in enumerate(texts)
     ]
-    current = {b.name: b for b in blocks}
-    updates = {
+    current = {b.name: b for b, _ in pairs} | {b.name: b for b in blocks}  # own names first
+    changed = {
         u.block: u.value
         for u in result.block_updates
         if u.block not in current or current[u.block].value != u.value
     }
+    own = {n: v for n, v in changed.items() if n in store.block_limits}
     return await _step(
         store.apply_consolidation,
         run_id=run_id,
         tenant=tenant,
         role=role,
         session_id=session_id,
-        block_updates=updates,
+        block_updates=own,
         passages=passages,
         base=current,
+        shared_updates={n: v for n, v in changed.items() if n not in own},
     )
 
 
@@ -512,14 +546,17 @@ async def retry_pending(
     *,
     stale_after: float = 3600.0,
     progress: RetryProgress | None = None,
+    shared_for: Callable[[str], Sequence[SharedBlock]] | None = None,
 ) -> RetryReport:
-    """Re-run every kept transcript; a success deletes its file."""
+    """Re-run every kept transcript; a success deletes its file. ``shared_for(role)`` gives
+    the shared blocks a role declares (without it, a retry writes the role's own memory)."""
     report = RetryReport()
     items = await _step(store.pending.ready, stale_after=stale_after)
     for n, item in enumerate(items, 1):
         if progress is not None:
             progress(n, len(items), item, None)
-        result = await _retry_one(store, item, model_for)
+        shared = shared_for(item.role) if shared_for is not None else ()
+        result = await _retry_one(store, item, model_for, shared)
         if progress is not None:
             progress(n, len(items), item, result)
         if result.ok:
@@ -530,7 +567,10 @@ async def retry_pending(
 
 
 async def _retry_one(
-    store: Store, item: PendingTranscript, model_for: Callable[[str], Model]
+    store: Store,
+    item: PendingTranscript,
+    model_for: Callable[[str], Model],
+    shared: Sequence[SharedBlock] = (),
 ) -> ConsolidationResult:
     try:
         model = model_for(item.model)
@@ -545,4 +585,5 @@ async def _retry_one(
         model=model,
         run_id=item.run_id,
         kept=item.path,
+        shared=shared,
     )

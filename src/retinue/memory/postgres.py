@@ -49,6 +49,7 @@ from retinue.memory.common import (
     NEAR_DUPLICATE,
     StoreCommon,
     appending,
+    check_size,
     fuse,
     is_near_duplicate,
     ordered_blocks,
@@ -60,7 +61,7 @@ from retinue.memory.pending import PendingTranscript
 from retinue.memory.pg_conversations import PgConversations
 from retinue.memory.pg_journal import PgJournal
 from retinue.memory.pg_transcripts import PgTranscripts
-from retinue.memory.store import DEFAULT_BLOCK_LIMITS, Block, Passage, render_memory
+from retinue.memory.store import DEFAULT_BLOCK_LIMITS, SHARED_SCOPE, Block, Passage
 from retinue.memory.tasks import PgTasks
 from retinue.memory.text import normalize, pg_text
 from retinue.messages import Message, from_dict, to_dict
@@ -221,10 +222,7 @@ class PostgresMemory(StoreCommon):
     async def _tx(self, tenant: str, role: str) -> AsyncIterator[AsyncConnection]:
         """One write transaction holding the scope's advisory lock."""
         async with self.connection() as conn, conn.transaction():
-            await conn.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                (f"{len(tenant)}:{tenant}{role}",),
-            )
+            await _lock(conn, tenant, role)
             yield conn
 
     async def _read(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
@@ -235,12 +233,14 @@ class PostgresMemory(StoreCommon):
     # -- core blocks ------------------------------------------------------------------
 
     async def blocks(self, tenant: str, role: str) -> list[Block]:
+        return ordered_blocks(self.block_limits, await self._stored(tenant, role))
+
+    async def _stored(self, tenant: str, scope: str) -> dict[str, tuple[str, int]]:
         rows = await self._read(
             "SELECT name, value, version FROM blocks WHERE tenant = %s AND role = %s",
-            (tenant, role),
+            (tenant, scope),
         )
-        stored = {str(n): (str(v), int(ver)) for n, v, ver in rows}
-        return ordered_blocks(self.block_limits, stored)
+        return {str(n): (str(v), int(ver)) for n, v, ver in rows}
 
     async def set_block(self, tenant: str, role: str, name: str, value: str) -> Block:
         return await self._update_block(tenant, role, name, lambda _: value)
@@ -256,13 +256,17 @@ class PostgresMemory(StoreCommon):
     async def _update_block(
         self, tenant: str, role: str, name: str, change: Callable[[str], str]
     ) -> Block:
-        self._limit(name)
-        async with self._tx(tenant, role) as conn:
-            current, _ = await _read_block(conn, tenant, role, name)
+        return await self._edit(tenant, role, name, change, self._limit(name))
+
+    async def _edit(
+        self, tenant: str, scope: str, name: str, change: Callable[[str], str], limit: int
+    ) -> Block:
+        async with self._tx(tenant, scope) as conn:
+            current, _ = await _read_block(conn, tenant, scope, name)
             value = pg_text(change(current))
-            self.check_block(name, value)
-            version = await _write_block(conn, tenant, role, name, value)
-        return Block(name, value, self.block_limits[name], version)
+            check_size(name, value, limit)
+            version = await _write_block(conn, tenant, scope, name, value)
+        return Block(name, value, limit, version)
 
     # -- archival passages ------------------------------------------------------------
 
@@ -396,11 +400,6 @@ class PostgresMemory(StoreCommon):
 
     # -- the Memory protocol ----------------------------------------------------------
 
-    async def render(self, tenant: str, role: str) -> str:
-        return render_memory(
-            await self.blocks(tenant, role), await self.passage_count(tenant, role)
-        )
-
     async def apply_consolidation(
         self,
         *,
@@ -411,39 +410,48 @@ class PostgresMemory(StoreCommon):
         block_updates: Mapping[str, str],
         passages: Sequence[NewPassage],
         base: Mapping[str, Block] | None = None,
+        shared_updates: Mapping[str, str] | None = None,
     ) -> tuple[int, int] | None:
-        """Write one consolidation in one transaction (see ``SQLiteMemory.apply_consolidation``)."""
-        updates = {name: pg_text(value) for name, value in block_updates.items()}
-        for name, value in updates.items():
-            self.check_block(name, value)
+        """Write one consolidation in one transaction (see ``SQLiteMemory.apply_consolidation``).
+
+        It holds the role's advisory lock, and the shared scope's too when it writes shared
+        blocks (always taken second, so two consolidations cannot wait on each other)."""
+        writes = [(role, n, pg_text(v)) for n, v in block_updates.items()]
+        writes += [(SHARED_SCOPE, n, pg_text(v)) for n, v in (shared_updates or {}).items()]
+        for scope, name, value in writes:
+            self.check_stored_block(scope, name, value)
         async with self._tx(tenant, role) as conn:
+            if shared_updates:
+                await _lock(conn, tenant, SHARED_SCOPE)
             seen = await conn.execute("SELECT 1 FROM consolidations WHERE run_id = %s", (run_id,))
             if await seen.fetchone():
                 return None
-            for name, value in updates.items():
-                merged = await self._rebase(conn, tenant, role, name, value, (base or {}).get(name))
-                await _write_block(conn, tenant, role, name, merged)
+            for scope, name, value in writes:
+                merged = await _rebase(conn, tenant, scope, name, value, (base or {}).get(name))
+                await _write_block(conn, tenant, scope, name, merged)
             added = await self._insert(conn, tenant, role, passages, True)
             await conn.execute(
                 "INSERT INTO consolidations VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                (run_id, tenant, role, session_id, time.time(), len(updates), len(added)),
+                (run_id, tenant, role, session_id, time.time(), len(writes), len(added)),
             )
-        return len(updates), len(added)
+        return len(writes), len(added)
 
-    async def _rebase(
-        self,
-        conn: AsyncConnection,
-        tenant: str,
-        role: str,
-        name: str,
-        value: str,
-        base: Block | None,
-    ) -> str:
-        """``value`` if the block is unchanged since ``base``, else merged into it."""
-        if base is None:
-            return value
-        current, version = await _read_block(conn, tenant, role, name)
-        return rebase(name, value, base, current, version, self._limit(name))
+
+async def _rebase(
+    conn: AsyncConnection, tenant: str, scope: str, name: str, value: str, base: Block | None
+) -> str:
+    """``value`` if the block is unchanged since ``base``, else merged into it."""
+    if base is None:
+        return value
+    current, version = await _read_block(conn, tenant, scope, name)
+    return rebase(name, value, base, current, version, base.limit)
+
+
+async def _lock(conn: AsyncConnection, tenant: str, scope: str) -> None:
+    """Hold the advisory lock of ``(tenant, scope)`` until the transaction ends."""
+    await conn.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{len(tenant)}:{tenant}{scope}",)
+    )
 
 
 _closing: set[asyncio.Task[None]] = set()

@@ -27,6 +27,7 @@ from retinue.memory.common import (
     NEAR_DUPLICATE,
     StoreCommon,
     appending,
+    check_size,
     fuse,
     is_near_duplicate,
     ordered_blocks,
@@ -40,7 +41,7 @@ from retinue.memory.schema import migrate
 from retinue.memory.sqlite_conversations import SQLiteConversations
 from retinue.memory.sqlite_journal import SQLiteJournal
 from retinue.memory.sqlite_transcripts import SQLiteTranscripts
-from retinue.memory.store import DEFAULT_BLOCK_LIMITS, Block, Passage, render_memory
+from retinue.memory.store import DEFAULT_BLOCK_LIMITS, SHARED_SCOPE, Block, Passage
 from retinue.memory.tasks import SQLiteTasks
 from retinue.memory.text import normalize, scrub
 
@@ -149,11 +150,17 @@ class SQLiteMemory(StoreCommon):
         return await asyncio.to_thread(self.blocks_sync, tenant, role)
 
     def blocks_sync(self, tenant: str, role: str) -> list[Block]:
+        return ordered_blocks(self.block_limits, self._stored_sync(tenant, role))
+
+    def _stored_sync(self, tenant: str, scope: str) -> dict[str, tuple[str, int]]:
         rows = self._read(
             "SELECT name, value, version FROM blocks WHERE tenant = ? AND role = ?",
-            (tenant, role),
+            (tenant, scope),
         )
-        return ordered_blocks(self.block_limits, {n: (v, ver) for n, v, ver in rows})
+        return {n: (v, ver) for n, v, ver in rows}
+
+    async def _stored(self, tenant: str, scope: str) -> dict[str, tuple[str, int]]:
+        return await asyncio.to_thread(self._stored_sync, tenant, scope)
 
     async def set_block(self, tenant: str, role: str, name: str, value: str) -> Block:
         return await asyncio.to_thread(self._update_block, tenant, role, name, lambda _: value)
@@ -170,13 +177,22 @@ class SQLiteMemory(StoreCommon):
     def _update_block(
         self, tenant: str, role: str, name: str, change: Callable[[str], str]
     ) -> Block:
-        self._limit(name)
+        return self._edit_sync(tenant, role, name, change, self._limit(name))
+
+    async def _edit(
+        self, tenant: str, scope: str, name: str, change: Callable[[str], str], limit: int
+    ) -> Block:
+        return await asyncio.to_thread(self._edit_sync, tenant, scope, name, change, limit)
+
+    def _edit_sync(
+        self, tenant: str, scope: str, name: str, change: Callable[[str], str], limit: int
+    ) -> Block:
         with self._tx() as conn:  # read and write under the write lock: no lost update
-            current, _ = _read_block(conn, tenant, role, name)
+            current, _ = _read_block(conn, tenant, scope, name)
             value = scrub(change(current))
-            self.check_block(name, value)
-            version = _write_block(conn, tenant, role, name, value)
-        return Block(name, value, self.block_limits[name], version)
+            check_size(name, value, limit)
+            version = _write_block(conn, tenant, scope, name, value)
+        return Block(name, value, limit, version)
 
     # -- archival passages ------------------------------------------------------------
 
@@ -264,10 +280,6 @@ class SQLiteMemory(StoreCommon):
 
     # -- the Memory protocol ----------------------------------------------------------
 
-    async def render(self, tenant: str, role: str) -> str:
-        blocks = await self.blocks(tenant, role)
-        return render_memory(blocks, await self.passage_count(tenant, role))
-
     def apply_consolidation(
         self,
         *,
@@ -278,38 +290,42 @@ class SQLiteMemory(StoreCommon):
         block_updates: Mapping[str, str],
         passages: Sequence[NewPassage],
         base: Mapping[str, Block] | None = None,
+        shared_updates: Mapping[str, str] | None = None,
     ) -> tuple[int, int] | None:
         """Write one consolidation in one transaction: ``(blocks, passages)`` written.
 
-        ``base`` holds the blocks as they were read before the model rewrote them. A block
-        whose version has moved since (another consolidation, a memory tool) is not
-        overwritten: the rewrite is merged line by line into its current text
-        (:func:`merge_lines`), and ``BlockConflictError`` is raised when the merge does not
-        fit the block's limit, so the caller reads again and asks anew. ``None`` when
-        ``run_id`` was already applied (a retry of a committed run).
+        ``base`` holds the blocks as they were read before the model rewrote them (the
+        role's and the shared ones, whose names differ). A block whose version has moved
+        since (another consolidation, a memory tool) is not overwritten: the rewrite is
+        merged line by line into its current text (:func:`merge_lines`), and
+        ``BlockConflictError`` is raised when the merge does not fit the block's limit, so
+        the caller reads again and asks anew. ``shared_updates`` are rewrites of shared
+        blocks the role may write. ``None`` when ``run_id`` was already applied (a retry of a
+        committed run).
         """
-        updates = {name: scrub(value) for name, value in block_updates.items()}
-        for name, value in updates.items():
-            self.check_block(name, value)
+        writes = [(role, n, scrub(v)) for n, v in block_updates.items()]
+        writes += [(SHARED_SCOPE, n, scrub(v)) for n, v in (shared_updates or {}).items()]
+        for scope, name, value in writes:
+            self.check_stored_block(scope, name, value)
         with self._tx() as conn:
             seen = conn.execute("SELECT 1 FROM consolidations WHERE run_id = ?", (run_id,))
             if seen.fetchone():
                 return None
-            for name, value in updates.items():
-                value = self._rebase(conn, tenant, role, name, value, (base or {}).get(name))
-                _write_block(conn, tenant, role, name, value)
+            for scope, name, value in writes:
+                value = self._rebase(conn, tenant, scope, name, value, (base or {}).get(name))
+                _write_block(conn, tenant, scope, name, value)
             added = _insert_passages(conn, tenant, role, passages, near_duplicates=True)
             conn.execute(
                 "INSERT INTO consolidations VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (run_id, tenant, role, session_id, time.time(), len(block_updates), len(added)),
+                (run_id, tenant, role, session_id, time.time(), len(writes), len(added)),
             )
-        return len(block_updates), len(added)
+        return len(writes), len(added)
 
     def _rebase(
         self,
         conn: sqlite3.Connection,
         tenant: str,
-        role: str,
+        scope: str,
         name: str,
         value: str,
         base: Block | None,
@@ -317,8 +333,8 @@ class SQLiteMemory(StoreCommon):
         """``value`` if the block is unchanged since ``base``, else merged into it."""
         if base is None:
             return value
-        current, version = _read_block(conn, tenant, role, name)
-        return rebase(name, value, base, current, version, self._limit(name))
+        current, version = _read_block(conn, tenant, scope, name)
+        return rebase(name, value, base, current, version, base.limit)
 
 
 def _read_block(conn: sqlite3.Connection, tenant: str, role: str, name: str) -> tuple[str, int]:

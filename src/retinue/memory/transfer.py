@@ -270,7 +270,7 @@ def _parse(number: int, text: str) -> Any:
 async def _write(store: Store, db: _Db, record: Any, number: int) -> bool:
     """Write one record; False when it was already there."""
     if isinstance(record, BlockRecord):
-        store.check_block(record.name, record.value)
+        store.check_stored_block(record.role, record.name, record.value)
         await db.write([(
             "INSERT INTO blocks (tenant, role, name, value, updated_at, version) "
             "VALUES (?, ?, ?, ?, ?, 1) ON CONFLICT (tenant, role, name) DO UPDATE SET "
