@@ -109,7 +109,8 @@ async def test_grep_context_lines(call: Call, tree: Path) -> None:
 
 async def test_grep_multiline(call: Call, tree: Path) -> None:
     flat = await call("Grep", pattern=r"main\(\):\n\s+return", output_mode="content")
-    assert flat.content == "No matches found"
+    assert flat.is_error
+    assert "set multiline to true" in flat.content
     spanning = await call(
         "Grep", pattern=r"main\(\):\n\s+return", output_mode="content", multiline=True
     )

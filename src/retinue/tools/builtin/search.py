@@ -1,36 +1,43 @@
 """Search tools named and shaped as Claude Code's: ``Glob`` (file names) and ``Grep``
-(file contents, Python regular expressions).
+(file contents, ripgrep's regular expressions).
 
-Both stay inside the workspace by construction: they walk folders through directory file
-descriptors from the workspace root (:func:`retinue.tools.builtin._fsafe.walk`), never
-follow a symlink, and only look at regular files, so a FIFO cannot make them wait; what
-the Bash sandbox hides or the rules keep from them is left out
-(:func:`retinue.tools.builtin.reach.search_filter`). ``Glob``
-walks in a worker thread, refuses ``..`` in a pattern, and stops after
-:data:`GLOB_SCAN_LIMIT` entries. ``Grep`` runs in a child process
-(:mod:`retinue.tools.builtin._grep_worker`) that is killed after :data:`GREP_TIMEOUT_S`
-seconds, because ``re`` has no timeout and would hold the GIL; it skips binary files, files
-over 10 MB, hard-linked files, and version-control / dependency / cache directories.
+Both stay inside the workspace: ``Glob`` walks folders through directory file descriptors
+from the workspace root (:func:`retinue.tools.builtin._fsafe.walk`), never follows a
+symlink, and only lists regular files, so a FIFO cannot make it wait; it walks in a worker
+thread, refuses ``..`` in a pattern, and stops after :data:`GLOB_SCAN_LIMIT` entries.
+``Grep`` runs ripgrep's ``rg`` from the ``ripgrep`` wheel in a process killed after
+:data:`GREP_TIMEOUT_S` seconds (:mod:`retinue.tools.builtin._ripgrep` says how the
+confinement, symlink, FIFO, rule and size guarantees are kept); it skips binary files,
+files over 10 MB, hard-linked files, what ``.gitignore`` lists, and version-control /
+dependency / cache directories. What the Bash sandbox hides or the rules keep from either
+tool is left out (:func:`retinue.tools.builtin.reach.search_filter`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 import stat
-import sys
-from dataclasses import asdict
+from asyncio.subprocess import Process
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
 from retinue.errors import ToolError
 from retinue.tools.base import Tool, ToolContext, tool
-from retinue.tools.builtin._fsafe import walk
-from retinue.tools.builtin._grep_worker import Query
+from retinue.tools.builtin._fsafe import open_dir, open_regular, read_head, walk
+from retinue.tools.builtin._ripgrep import (
+    MAX_FILE_BYTES,
+    OUTPUT_CAP,
+    Query,
+    Result,
+    error_text,
+    rg_argv,
+    rg_binary,
+    shape,
+)
 from retinue.tools.builtin.pathrules import PathFilter, left_out_note
 from retinue.tools.builtin.reach import Reach, search_filter
 from retinue.tools.builtin.workspace import Target, locate
@@ -74,15 +81,8 @@ _TYPES = {
     "sql": ("*.sql",),
 }
 _GLOB_CHARS = re.compile(r"[*?\[{]")
-_SRC = str(Path(__file__).resolve().parents[3])
-_BOOT = """import sys, types
-for name in ("retinue", "retinue.tools", "retinue.tools.builtin"):
-    package = types.ModuleType(name)
-    package.__path__ = [sys.argv[1] + "/" + name.replace(".", "/")]
-    sys.modules[name] = package
-from retinue.tools.builtin._grep_worker import main
-main()
-"""
+_BY_FD = os.path.isdir("/proc/self/fd")
+_TYPE_NAME = re.compile(r"[A-Za-z0-9_+-]{1,32}")
 
 
 def expand_braces(pattern: str, _budget: int = 64) -> list[str]:
@@ -233,33 +233,108 @@ def _cap_note(shown: int, total: int, what: str) -> list[str]:
     return [f"(output cut at {shown} of {total} {what}; narrow the search or raise head_limit)"]
 
 
-async def _run_worker(q: Query) -> dict[str, Any]:
-    """Run the search in a child process, killed after ``GREP_TIMEOUT_S`` (or when cancelled)."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-I", "-c", _BOOT, _SRC,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+_Opened = tuple[int | None, int | None]  # (folder, single file) descriptors
+
+
+def _open_target(base: Target) -> _Opened:
+    """The folder to search, or the single regular file (None, None: nothing to search).
+
+    Opened by descriptor without following a symlink; a single file must be a regular file
+    with one link, at most 10 MB and not binary, as a file ``rg`` meets while it walks."""
+    parent = open_dir(base.root, base.parts[:-1], shown=base.shown)
+    if not base.parts:
+        return parent, None
     try:
-        out, err = await asyncio.wait_for(
-            proc.communicate(json.dumps(asdict(q)).encode()), GREP_TIMEOUT_S
+        name = base.parts[-1]
+        st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        if stat.S_ISDIR(st.st_mode):
+            return open_dir(base.root, base.parts, shown=base.shown), None
+        if stat.S_ISLNK(st.st_mode):
+            return None, None  # (symlinks are not followed, as while walking)
+        fd = open_regular(parent, name, "read", base.shown)
+    finally:
+        os.close(parent)
+    if os.fstat(fd).st_size > MAX_FILE_BYTES or b"\0" in read_head(fd):
+        os.close(fd)
+        return None, None
+    return None, fd
+
+
+async def _drain(stream: asyncio.StreamReader, cap: int, proc: Process) -> tuple[bytes, bool]:
+    """Up to ``cap`` bytes of ``stream``; past that ``proc`` is killed (True: cut short)."""
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await stream.read(1 << 16):
+        if size + len(chunk) > cap:
+            chunks.append(chunk[: cap - size])
+            proc.kill()
+            return b"".join(chunks), True
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks), False
+
+
+async def _run_rg(
+    argv: list[str], dir_fd: int | None, file_fd: int | None, real: Path
+) -> tuple[bytes, bool]:
+    """Run ``rg`` in the folder ``dir_fd`` (or on the file ``file_fd`` as stdin), killed after
+    ``GREP_TIMEOUT_S`` (or when cancelled); its output and whether it was cut short. Where
+    there is no ``/proc`` (macOS), ``rg`` starts in ``real``, the folder's checked path."""
+    cwd = None
+    if dir_fd is not None:
+        cwd = f"/proc/self/fd/{dir_fd}" if _BY_FD else str(real)
+    proc = await asyncio.create_subprocess_exec(
+        *argv, cwd=cwd, env={}, pass_fds=() if dir_fd is None else (dir_fd,),
+        stdin=file_fd if file_fd is not None else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        (out, cut), (err, _) = await asyncio.wait_for(
+            asyncio.gather(
+                _drain(proc.stdout, OUTPUT_CAP, proc), _drain(proc.stderr, 1 << 16, proc)
+            ),
+            GREP_TIMEOUT_S,
         )
+        await proc.wait()
     except TimeoutError:
         raise ToolError(
-            f"Grep stopped after {GREP_TIMEOUT_S:g} s: the pattern may backtrack "
-            "catastrophically (e.g. nested repeats like (a|aa)+), or the folder is too large; "
-            "simplify the pattern or narrow path / glob"
+            f"Grep stopped after {GREP_TIMEOUT_S:g} s: the folder is too large; narrow path / glob"
         ) from None
     finally:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
-    if proc.returncode != 0:
-        last = (err.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
-        raise ToolError(f"Grep failed: {last[:300]}")
-    result: dict[str, Any] = json.loads(out)
-    if "error" in result:
-        raise ToolError(result["error"])
+    if proc.returncode == 2 and not out and not cut:
+        raise ToolError(error_text(argv[argv.index("--regexp") + 1], err))
+    return out, cut
+
+
+async def _search(q: Query, base: Target, hidden: PathFilter) -> Result:
+    rg = rg_binary()
+    if rg is None:
+        raise ToolError(
+            "Grep needs ripgrep's rg from the 'ripgrep' Python package (a dependency of "
+            "Retinue), which is missing from this environment; reinstall Retinue"
+        )
+    try:
+        dir_fd, file_fd = await asyncio.to_thread(_open_target, base)
+    except FileNotFoundError:
+        raise ToolError(f"path does not exist: {base.shown}") from None
+    except OSError as exc:
+        raise ToolError(f"{base.shown}: {exc.strerror or type(exc).__name__}") from None
+    if dir_fd is None and file_fd is None:
+        return Result()
+    try:
+        argv = rg_argv(rg, q, "." if file_fd is None else "-")
+        out, cut = await _run_rg(argv, dir_fd, file_fd, base.real)
+        prefix = "/".join(base.parts)
+        result = await asyncio.to_thread(shape, q, out, cut, dir_fd, prefix, hidden, prefix)
+    finally:
+        for fd in (dir_fd, file_fd):
+            if fd is not None:
+                os.close(fd)
+    result.cut = cut
     return result
 
 
@@ -267,7 +342,8 @@ async def _run_worker(q: Query) -> dict[str, Any]:
 async def grep_tool(
     ctx: ToolContext,
     pattern: Annotated[
-        str, Field(description="Regular expression (Python re syntax) to search for")
+        str,
+        Field(description="Regular expression (ripgrep's syntax, as Rust's regex) to search for"),
     ],
     path: Annotated[
         str | None, Field(description="File or directory to search (default: the workspace root)")
@@ -317,43 +393,43 @@ async def grep_tool(
 ) -> str:
     """Search file contents in the workspace with a regular expression.
 
-    Uses Python `re` syntax (e.g. "def \\w+\\(", "TODO|FIXME"). Filter files with glob or
-    type. Binary files, symlinks and .git / node_modules / .venv / cache directories are
-    skipped. A search that takes longer than 30 s is stopped.
+    Uses ripgrep's regular expressions (Rust regex syntax: e.g. "def \\w+\\(",
+    "TODO|FIXME"; no look-around or backreferences), which match in linear time. Filter
+    files with glob or type. Binary files, symlinks, files listed in .gitignore and .git /
+    node_modules / .venv / cache directories are skipped. A search that takes longer than
+    30 s is stopped.
     """
-    flags = (re.IGNORECASE if case_insensitive else 0) | (
-        re.MULTILINE | re.DOTALL if multiline else 0
-    )
-    try:
-        re.compile(pattern, flags)
-    except re.error as exc:
-        raise ToolError(f"invalid regular expression {pattern!r}: {exc}") from None
+    if "\0" in pattern:
+        raise ToolError("the pattern contains a NUL character")
     types: tuple[str, ...] = ()
     if file_type:
-        types = _TYPES.get(file_type.lower(), (f"*.{file_type}",))
+        types = _TYPES.get(file_type.lower(), ())
+        if not types and not _TYPE_NAME.fullmatch(file_type):
+            raise ToolError(f"unknown file type {file_type[:40]!r}: give an extension, e.g. py")
+        types = types or (f"*.{file_type}",)
     base = locate(ctx, path or ".")
     Reach.of(ctx, "Grep", path or ".").check_hidden(base.real)
     b = before if before is not None else (context or 0)
     a = after if after is not None else (context or 0)
     default = GLOB_LIMIT if output_mode == "files_with_matches" else GREP_LINE_LIMIT
-    hidden = search_filter(ctx, "Grep", path)
     q = Query(
-        str(base.root), list(base.parts), pattern, flags, multiline,
-        expand_braces(glob) if glob else [], list(types), output_mode, b, a, line_numbers,
-        head_limit or default, list(hidden.patterns), list(hidden.roots),
+        pattern, case_insensitive, multiline, glob or None, types, output_mode, b, a,
+        line_numbers, head_limit or default,
     )  # fmt: skip
-    result = await _run_worker(q)
-    lines: list[str] = result["lines"]
-    left_out = left_out_note(result["hidden"], "Grep")
+    result = await _search(q, base, search_filter(ctx, "Grep", path))
+    lines = result.lines
+    left_out = left_out_note(result.hidden, "Grep")
+    cut = [f"(Grep stopped after {OUTPUT_CAP >> 20} MB of results; narrow the search)"]
     if not lines:
-        return "\n".join(["No matches found", *left_out])
+        return "\n".join(["No matches found", *(cut if result.cut else []), *left_out])
     what = "lines" if output_mode == "content" else "files"
-    lines += _cap_note(len(lines), result["total"], what)
-    if result["refused"]:
-        lines.append(f"({result['refused']} non-regular or hard-linked files were skipped)")
+    lines += _cap_note(len(lines), result.total, what)
+    lines += cut if result.cut else []
+    if result.refused:
+        lines.append(f"({result.refused} non-regular or hard-linked files were skipped)")
     lines += left_out
     if output_mode == "files_with_matches":
-        lines.insert(0, f"Found {result['files']} files")
+        lines.insert(0, f"Found {result.files} files")
     return "\n".join(lines)
 
 
