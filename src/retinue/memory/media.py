@@ -76,17 +76,21 @@ class MediaStore:
         """Whether ``size`` more bytes fit under the cap."""
         return self.used() + size <= self.max_bytes
 
+    def check_room(self, size: int) -> None:
+        """:class:`MediaStoreFull` (one line) unless ``size`` more bytes fit under the cap."""
+        if not self.room(size):
+            raise MediaStoreFull(
+                f"media store full: {self.used():,} of {self.max_bytes:,} bytes used, "
+                f"{size:,} more do not fit (media_max_bytes in config.toml)"
+            )
+
     def put(self, data: bytes) -> str:
         """Store ``data`` (once: a file of the same content is kept); its SHA-256."""
         digest = hashlib.sha256(data).hexdigest()
         target = self.path(digest)
         if target.is_file():
             return digest
-        if not self.room(len(data)):
-            raise MediaStoreFull(
-                f"media store full: {self.used():,} of {self.max_bytes:,} bytes used, "
-                f"a part of {len(data):,} does not fit (media_max_bytes in config.toml)"
-            )
+        self.check_room(len(data))
         try:
             target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".part-")

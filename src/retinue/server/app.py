@@ -12,9 +12,12 @@ checked first (see :mod:`retinue.server.security`)::
     GET    /v1/conversations/{id}                     its history: {"id", "messages": [...],
                                                       "running", "question"}
     POST   /v1/conversations/{id}/messages            one main-agent turn (or the answer to
-           body {"content": str, "keep_sessions": bool = false}   its question: that turn
-                                                      goes on; stop_reason "asking" = a question)
+           body {"content": str, "keep_sessions": bool = false,   its question: that turn
+                 "parts": [{"type": "image"|"document",   goes on; stop_reason "asking" = a
+                            "media_type", "data": base64, "name"}]}   question)
            ?stream=true or Accept: text/event-stream  -> SSE (see ``retinue.server.sse``)
+    POST   /v1/conversations/{id}/messages/upload     the same, as multipart/form-data: fields
+           content, keep_sessions; files "files"      (images and PDFs, each as uploaded)
     DELETE /v1/conversations/{id}                     end its sessions, forget it (stored
                                                       history included)
     GET    /v1/conversations/{id}/approvals           calls of its agents, at any depth, that
@@ -50,12 +53,13 @@ Conversation ``abc`` is served by the main agent ``conv-abc``; its sessions are
 and changes only the tenant's own conversations and sessions (another tenant's are 404, as
 if they did not exist), and its agents use the tenant's memory. ``/healthz`` answers from
 counters, never reading a session's files, so it costs the same however many sessions live.
-Status codes: 400 bad request or a refused turn, 401 no or a wrong token, 403 a foreign
-Origin, 404 unknown conversation or session, 409 conversation deleted during the turn,
-413 body too large, 421 a Host not allowed, 422 malformed body, 429 too many turns in
-progress, 502 the model provider failed. Idle conversations are evicted (see
-:class:`~retinue.server.conversations.Limits`); histories are stored and survive a restart
-(see :mod:`retinue.server.conversations`).
+Status codes: 400 bad request or a refused turn (a corrupt image, an unsupported media
+type), 401 no or a wrong token, 403 a foreign Origin, 404 unknown conversation or session,
+409 conversation deleted during the turn, 413 body or file too large, 421 a Host not
+allowed, 422 malformed body, 429 too many turns in progress, 502 the model provider failed,
+507 no room left for images and PDFs in the store (``media_max_bytes``). Idle
+conversations are evicted (see :class:`~retinue.server.conversations.Limits`); histories
+are stored and survive a restart (see :mod:`retinue.server.conversations`).
 """
 
 from __future__ import annotations
@@ -66,17 +70,26 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import asdict
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, File, Form, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
-from retinue.errors import MemoryStoreError, ModelError, RetinueError
+from retinue.errors import MediaError, MemoryStoreError, ModelError, RetinueError
 from retinue.memory.journal import SessionRecord
-from retinue.messages import MAX_MEDIA_BYTES, Content, UserMessage, from_dict, shown_dict
+from retinue.memory.media import MediaStoreFull
+from retinue.messages import (
+    MAX_MEDIA_BYTES,
+    Content,
+    MediaPart,
+    UserMessage,
+    from_dict,
+    media_part,
+    shown_dict,
+)
 from retinue.policy.approvals import Approval
 from retinue.runtime import Runtime
 from retinue.server.conversations import (
@@ -90,7 +103,7 @@ from retinue.server.hub import EventHub
 from retinue.server.openai_api import openai_router
 from retinue.server.openai_errors import is_openai_path, openai_error
 from retinue.server.page import add_page_routes
-from retinue.server.security import Guard, Security
+from retinue.server.security import DEFAULT_MAX_BODY, Guard, Security
 from retinue.server.sse import output_json, stream_turn
 from retinue.server.tenants import Space, Spaces, TenantSpace
 from retinue.server.transcripts import transcript_routes
@@ -100,6 +113,9 @@ from retinue.subagents.tasklist import task_lists
 from retinue.telemetry.trace import RemoteParent
 
 __all__ = ["MessageIn", "create_app"]
+
+MAX_PARTS = 20
+"""Images and PDFs one message may carry."""
 
 log = logging.getLogger("retinue.server")
 
@@ -119,9 +135,9 @@ class MessageIn(BaseModel):
     and PDFs, base64) after it."""
 
     model_config = ConfigDict(extra="forbid")
-    content: str = Field(min_length=1)
+    content: str = Field(min_length=1, max_length=DEFAULT_MAX_BODY)
     keep_sessions: bool = False
-    parts: list[PartIn] = Field(default_factory=list[PartIn], max_length=20)
+    parts: list[PartIn] = Field(default_factory=list[PartIn], max_length=MAX_PARTS)
 
     def message(self) -> Content:
         """The content to send; ``HTTPException`` 400 (one line) for a bad part."""
@@ -174,6 +190,8 @@ def error_status(exc: BaseException) -> tuple[int, str]:
         return 409, str(exc)
     if isinstance(exc, ServerBusy):
         return 429, str(exc)
+    if isinstance(exc, MediaStoreFull):  # (a MemoryStoreError)
+        return 507, str(exc)
     if isinstance(exc, ModelError):
         return 502, str(exc)
     if isinstance(exc, MemoryStoreError):  # the store (its database) failed, not the request
@@ -271,21 +289,40 @@ def _conversation_routes(app: FastAPI) -> None:
             raise HTTPException(404, f"no pending approval {aid!r} in conversation {cid!r}")
         return {"answered": aid, "allow": body.allow}
 
+    async def turn(
+        cid: str, content: Content, keep: bool, request: Request, space: Space, stream: bool
+    ) -> dict[str, Any] | StreamingResponse:
+        check(cid)
+        if stream or "text/event-stream" in request.headers.get("accept", ""):
+            events = stream_turn(space, cid, content, keep_sessions=keep, errors=error_status)
+            return StreamingResponse(
+                events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+            )
+        out = await space.host.send(cid, content, keep_sessions=keep)
+        return space.shown(output_json(out))
+
     @app.post("/v1/conversations/{cid}/messages", response_model=None)
     async def post_message(
         cid: str, body: MessageIn, request: Request, space: Space, stream: bool = False
     ) -> dict[str, Any] | StreamingResponse:
-        check(cid)
-        host = space.host
-        if stream or "text/event-stream" in request.headers.get("accept", ""):
-            events = stream_turn(
-                space, cid, body.message(), keep_sessions=body.keep_sessions, errors=error_status
-            )
-            return StreamingResponse(
-                events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
-            )
-        out = await host.send(cid, body.message(), keep_sessions=body.keep_sessions)
-        return space.shown(output_json(out))
+        return await turn(cid, body.message(), body.keep_sessions, request, space, stream)
+
+    @app.post("/v1/conversations/{cid}/messages/upload", response_model=None)
+    async def post_upload(
+        cid: str,
+        request: Request,
+        space: Space,
+        content: Annotated[str, Form(min_length=1, max_length=DEFAULT_MAX_BODY)],
+        files: Annotated[list[UploadFile], File(description="images and PDFs")],
+        keep_sessions: Annotated[bool, Form()] = False,
+        stream: bool = False,
+    ) -> dict[str, Any] | StreamingResponse:
+        """One main-agent turn, its images and PDFs uploaded as files (multipart/form-data);
+        otherwise as ``POST /v1/conversations/{id}/messages``."""
+        if len(files) > MAX_PARTS:
+            raise HTTPException(400, f"{len(files)} files: at most {MAX_PARTS} in one message")
+        parts = [await uploaded(f) for f in files]
+        return await turn(cid, [content, *parts], keep_sessions, request, space, stream)
 
     @app.delete("/v1/conversations/{cid}")
     async def delete_conversation(cid: str, space: Space) -> dict[str, Any]:
@@ -294,6 +331,21 @@ def _conversation_routes(app: FastAPI) -> None:
         if ended is None:
             raise HTTPException(404, f"no conversation {cid!r}")
         return {"deleted": cid, "ended_sessions": [space.outside(s) for s in ended]}
+
+
+async def uploaded(file: UploadFile) -> MediaPart:
+    """An uploaded file as an image or PDF part (its type as sent, else read from its first
+    bytes); ``HTTPException`` 413 or 400 (one line) for a file too large or not taken."""
+    name = (file.filename or "")[:200]
+    data = await file.read(MAX_MEDIA_BYTES + 1)
+    if len(data) > MAX_MEDIA_BYTES:
+        raise HTTPException(413, f"file {name!r} is over {MAX_MEDIA_BYTES:,} bytes")
+    sent = (file.content_type or "").split(";")[0].strip().lower()
+    media_type = "" if sent in ("", "application/octet-stream") else sent
+    try:
+        return media_part(data, media_type, name)
+    except MediaError as exc:
+        raise HTTPException(400, f"bad file {name!r}: {exc}") from None
 
 
 def record_json(record: SessionRecord, space: TenantSpace) -> dict[str, Any]:

@@ -19,6 +19,13 @@ are refused with 400: Retinue's agents run their own tools and would never call 
 client's. ``n`` above 1 is refused with 400: a turn has one answer. Sampling settings are
 accepted and unused.
 
+**Images and files.** The new user message may carry images (PNG, JPEG, GIF, WebP) and
+PDFs: ``image_url`` parts and ``file`` parts with ``file_data`` (Chat Completions), or
+``input_image`` / ``input_file`` (the Responses spellings), each a base64 ``data:`` URL of
+at most 20 MB; they go to the main agent (``model: "retinue"``). The server fetches
+nothing: an http(s) URL, an uploaded file id, a corrupt image, another media type or
+another part type is a one-line 400 and nothing runs.
+
 **Which conversation.** The client's message list is the conversation; its last message
 must be the user's, and it is the new turn. Conversations are joined only by what a client
 sends on purpose, never by the content of its messages:
@@ -68,11 +75,12 @@ from starlette.exceptions import HTTPException
 
 from retinue.engine.config import RunOutput
 from retinue.events import TEXT_DELTA, TOOL_STARTED, EventSink
-from retinue.llm._media import chat_media
+from retinue.llm._media import chat_media, responses_media
 from retinue.messages import Content, MediaPart
 from retinue.runtime import Runtime
 from retinue.server.conversations import ServerBusy, valid_conversation_id
 from retinue.server.openai_errors import openai_error
+from retinue.server.security import DEFAULT_MAX_BODY
 from retinue.server.sse import ErrorMapper, TurnFeed, jsonable
 from retinue.server.tenants import Space, TenantSpace
 
@@ -82,12 +90,19 @@ MODEL = "retinue"
 HEADER = "X-Retinue-Conversation"
 KEEP_HEADER = "X-Retinue-Keep-Sessions"
 _FINISH = {"max_iterations": "length"}
+MAX_TEXT = DEFAULT_MAX_BODY
+"""Characters of text a request's messages may hold in all."""
 _role_runs = itertools.count(1)
+
+
+_TEXT_PARTS = ("text", "input_text")
+_MEDIA_PARTS = ("image_url", "file", "input_image", "input_file")
 
 
 class ContentPart(BaseModel):
     """One part of a message's content: ``text``, ``image_url`` or ``file`` (a base64 data
-    URL each: the server fetches nothing); other parts are ignored."""
+    URL each: the server fetches nothing), or the Responses spellings ``input_text``,
+    ``input_image`` and ``input_file``; any other part of the new message is refused."""
 
     model_config = ConfigDict(extra="allow")
     type: str = Field(max_length=64)
@@ -104,7 +119,7 @@ class ChatMessage(BaseModel):
     @property
     def text(self) -> str:
         if isinstance(self.content, list):
-            return "\n".join(p.text for p in self.content if p.type == "text" and p.text)
+            return "\n".join(p.text for p in self.content if p.type in _TEXT_PARTS and p.text)
         return self.content or ""
 
     def media(self) -> tuple[MediaPart, ...]:
@@ -114,15 +129,31 @@ class ChatMessage(BaseModel):
             return ()
         found: list[MediaPart] = []
         for p in self.content:
-            if p.type not in ("image_url", "file"):
+            if p.type in _TEXT_PARTS:
                 continue
-            try:
-                part = chat_media(p.model_dump())
-            except (ValueError, KeyError, TypeError) as exc:  # MediaError is a ValueError
-                raise HTTPException(400, f"bad {p.type} part: {_line(exc)}") from None
-            if part is not None:
-                found.append(part)
+            if p.type not in _MEDIA_PARTS:
+                raise HTTPException(400, f"unsupported content part {p.type[:64]!r}: "
+                                    "text, image_url and file parts only")  # fmt: skip
+            found.append(_media(p))
         return tuple(found)
+
+
+def _media(p: ContentPart) -> MediaPart:
+    """The image or PDF of a media part, or ``HTTPException`` 400 (one line)."""
+    raw = p.model_dump()
+    if p.type == "image_url" and isinstance(raw.get("image_url"), str):
+        raw["image_url"] = {"url": raw["image_url"]}  # (a spelling some clients send)
+    given = raw.get("file") if p.type == "file" else raw
+    if p.type in ("file", "input_file") and isinstance(given, dict) and "file_data" not in given:
+        raise HTTPException(400, f"bad {p.type} part: give file_data (a base64 data URL); "
+                            "uploaded file ids and file URLs are not fetched here")  # fmt: skip
+    try:
+        part = chat_media(raw) if p.type in ("image_url", "file") else responses_media(raw)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # MediaError: ValueError
+        raise HTTPException(400, f"bad {p.type} part: {_line(exc)}") from None
+    if part is None:
+        raise HTTPException(400, f"bad {p.type} part: no image or file in it")
+    return part
 
 
 class StreamOptions(BaseModel):
@@ -272,6 +303,10 @@ def openai_router(runtime: Runtime, errors: ErrorMapper) -> APIRouter:
     async def turn_for(
         space: TenantSpace, body: ChatRequest, header: str | None, keep: bool
     ) -> _Turn:
+        text = sum(len(m.text) for m in body.messages)
+        if text > MAX_TEXT:  # (the body may be larger than the other routes': images)
+            raise HTTPException(413, f"request body over {MAX_TEXT:,} characters of text "
+                                f"({text:,}; images and files aside)")  # fmt: skip
         if body.messages[-1].role != "user":
             raise HTTPException(400, "the last message must be the user's: it is the new turn")
         if not body.messages[-1].text.strip() and not body.messages[-1].media():

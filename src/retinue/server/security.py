@@ -14,7 +14,9 @@
    ``scope["state"]["principal"]`` (``request.state.principal``), which decides the tenant
    it sees. The page asks for a token and sends it with every API call.
 4. A body longer than the limit is refused with 413 as soon as its ``Content-Length`` says
-   so, and otherwise as soon as that many bytes have arrived: it is never read in full.
+   so, and otherwise as soon as that many bytes have arrived: it is never read in full. The
+   routes that take images and PDFs (a conversation's messages, ``/v1/chat/completions``:
+   :func:`takes_media`) have a limit of their own, ``max_media_body``.
 
 The token lives in ``<data dir>/server-token`` (mode 0600), created on first start;
 ``RETINUE_TOKEN`` overrides it. On the OpenAI-compatible routes every refusal is in OpenAI's
@@ -43,6 +45,7 @@ from retinue.server.tokens import Principal, TokenBook
 
 __all__ = [
     "DEFAULT_MAX_BODY",
+    "DEFAULT_MAX_MEDIA_BODY",
     "LOOPBACK_HOSTS",
     "SERVICE",
     "TOKEN_ENV",
@@ -53,6 +56,7 @@ __all__ = [
     "ensure_token",
     "host_name",
     "is_loopback",
+    "takes_media",
 ]
 
 TOKEN_FILE = "server-token"
@@ -60,6 +64,9 @@ TOKEN_ENV = "RETINUE_TOKEN"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 DEFAULT_MAX_BODY = 1_000_000
 """Bytes a request body may have (a message of a million characters is already absurd)."""
+DEFAULT_MAX_MEDIA_BODY = 64 * 2**20
+"""Bytes a body may have on the routes that take images and PDFs (a 20 MB part is 27 MB of
+base64)."""
 
 
 def is_loopback(host: str) -> bool:
@@ -123,6 +130,11 @@ class Security:
     cors_origins: frozenset[str] = field(default_factory=frozenset)
     max_body: int = DEFAULT_MAX_BODY
     tokens: TokenBook | None = None  # named tokens, each a tenant (None: the token only)
+    max_media_body: int = DEFAULT_MAX_MEDIA_BODY  # on the routes that take media
+
+    def body_limit(self, scope: Scope) -> int:
+        """The most bytes the body of this request may have."""
+        return max(self.max_body, self.max_media_body) if takes_media(scope) else self.max_body
 
     @classmethod
     def build(
@@ -193,7 +205,9 @@ class Guard:
         if cors and scope["method"] == "OPTIONS":
             await Response(status_code=204, headers=_preflight(origin or ""))(scope, receive, send)
             return
-        await self.app(scope, self._limited(receive), _with_cors(send, origin) if cors else send)
+        await self.app(
+            scope, self._limited(scope, receive), _with_cors(send, origin) if cors else send
+        )
 
     def _refusal(self, scope: Scope, headers: Headers, origin: str | None) -> _Refusal | None:
         sec = self.security
@@ -216,12 +230,13 @@ class Guard:
                 {"WWW-Authenticate": "Bearer"},
             )
         length = headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > sec.max_body):
-            return _error(413, f"request body over {sec.max_body} bytes")
+        limit = sec.body_limit(scope)
+        if length is not None and (not length.isdigit() or int(length) > limit):
+            return _error(413, f"request body over {limit} bytes")
         return None
 
-    def _limited(self, receive: Receive) -> Receive:
-        limit = self.security.max_body
+    def _limited(self, scope: Scope, receive: Receive) -> Receive:
+        limit = self.security.body_limit(scope)
         seen = 0
 
         async def limited() -> Message:
@@ -234,6 +249,15 @@ class Guard:
             return message
 
         return limited
+
+
+def takes_media(scope: Scope) -> bool:
+    """Whether the request goes to a route that takes images and PDFs."""
+    path = scope["path"]
+    return scope["method"] == "POST" and (
+        path == "/v1/chat/completions"
+        or (path.startswith("/v1/conversations/") and path.endswith(("/messages", "/upload")))
+    )
 
 
 def _public(scope: Scope) -> bool:
