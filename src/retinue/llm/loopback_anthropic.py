@@ -19,7 +19,13 @@ written from Anthropic's documentation (cited where it is enforced):
   foreign signature is a 400 (stricter than the API, which lets some newer models read
   older blocks; Retinue never sends a block to another model, so the emulation checks that);
 * a scripted ``ModelResponse(..., finish_reason="refusal")`` is answered as the API answers
-  a declined request: HTTP 200, ``stop_reason: "refusal"``, a ``stop_details.category``.
+  a declined request: HTTP 200, ``stop_reason: "refusal"``, a ``stop_details.category``;
+* prompt caching: hits by prefix at the ``cache_control`` breakpoints, writes, and lifetimes
+  (5 minutes, or 1 hour with ``"ttl": "1h"``) that expire by ``clock``, reported in the
+  answer's usage as the API reports them (:mod:`retinue.llm._prompt_cache`, which cites the
+  prompt-caching page for each rule); more than 4 breakpoints is a 400. ``cache_uses`` lists
+  each answered request's :class:`~retinue.llm._prompt_cache.CacheUse`. A scripted response
+  whose usage names cache reads itself is reported as scripted.
 
 ``rejected`` lists the ``(status, message)`` of every request refused by a rule, so a test
 can say "zero requests rejected"; ``requests`` holds the bodies that reached the model.
@@ -35,9 +41,18 @@ import json
 import re
 import secrets
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 from retinue.llm._media import anthropic_media
+from retinue.llm._prompt_cache import (
+    MAX_BREAKPOINTS,
+    TOO_MANY_BREAKPOINTS,
+    CacheUse,
+    PromptCache,
+    breakpoint_count,
+)
 from retinue.llm.base import Model, ModelResponse, ToolSpec
 from retinue.llm.loopback import LoopbackServer
 from retinue.messages import (
@@ -138,9 +153,19 @@ class LoopbackAnthropicServer(LoopbackServer):
 
     path_suffix = "/v1/messages"
 
-    def __init__(self, model: Model, *, redact: bool = False, **options: Any) -> None:
+    def __init__(
+        self,
+        model: Model,
+        *,
+        redact: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        min_cache_tokens: int = 1024,
+        **options: Any,
+    ) -> None:
         super().__init__(model, **options)
         self.redact = redact
+        self.cache = PromptCache(min_tokens=min_cache_tokens, clock=clock)
+        self.cache_uses: list[CacheUse] = []
         self.rejected: list[tuple[int, str]] = []
         self._key = secrets.token_bytes(32)
         self._local = threading.local()
@@ -185,6 +210,10 @@ class LoopbackAnthropicServer(LoopbackServer):
         """The 400 message for a request that breaks a rule, or None."""
         model = str(body.get("model", ""))
         wire = body.get("messages") or []
+        marks = breakpoint_count(body)
+        if marks > MAX_BREAKPOINTS:
+            # "You can define up to 4 cache breakpoints" (prompt caching)
+            return TOO_MANY_BREAKPOINTS.format(n=marks)
         if _ALWAYS.search(model.lower()):
             kind = (body.get("thinking") or {}).get("type")
             if kind in ("disabled", "enabled"):
@@ -265,6 +294,7 @@ class LoopbackAnthropicServer(LoopbackServer):
                 self.rejected.append((400, problem))
             return self._error(400, problem, "invalid_request_error", retry=False)
         self._local.body = body
+        self._local.cache_use = None
         return super().handle(path, raw)
 
     def parse(self, body: dict[str, Any]) -> tuple[list[Message], list[ToolSpec]]:
@@ -284,13 +314,30 @@ class LoopbackAnthropicServer(LoopbackServer):
             out.append({"type": "redacted_thinking", "data": self.redacted(model)})
         return out
 
-    def _usage(self, response: ModelResponse) -> dict[str, int]:
+    def _cache_use(self, response: ModelResponse) -> CacheUse:
+        """This request's use of the emulated cache, worked out once (scripted reads win)."""
         u = response.usage
+        if u.cache_read_tokens:
+            return CacheUse(read=u.cache_read_tokens)
+        use = getattr(self._local, "cache_use", None)
+        if use is None:
+            use = self.cache.use(getattr(self._local, "body", {}), u.input_tokens)
+            self._local.cache_use = use
+            with self._lock:
+                self.cache_uses.append(use)
+        return use
+
+    def _usage(self, response: ModelResponse) -> dict[str, Any]:
+        u, use = response.usage, self._cache_use(response)
         return {
-            "input_tokens": u.input_tokens - u.cache_read_tokens,
+            "input_tokens": max(u.input_tokens - use.read - use.written, 0),
             "output_tokens": u.output_tokens,
-            "cache_read_input_tokens": u.cache_read_tokens,
-            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": use.read,
+            "cache_creation_input_tokens": use.written,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": use.written_5m,
+                "ephemeral_1h_input_tokens": use.written_1h,
+            },
         }
 
     def _stop(self, response: ModelResponse) -> str:
