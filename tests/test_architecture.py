@@ -28,7 +28,7 @@ LAYERS = {
     "llm": 1, "tools": 1, "memory": 1, "testing": 1, "telemetry": 1,
     "policy": 2,
     "engine": 3, "subagents": 3, "mcp": 3, "skills": 3,
-    "runtime": 4, "agent": 4, "durable": 4,
+    "runtime": 4, "agent": 4, "durable": 4, "saved": 4,
     "a2a.client": 3,  # a remote A2A agent as a role's model: the sub-agent factory uses it
     "cli": 5, "server": 5, "a2a": 5, "__main__": 5, "__init__": 5,
 }  # fmt: skip

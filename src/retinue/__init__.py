@@ -17,6 +17,10 @@ An agent in two lines::
 - ``Agent(output_type=...)`` / ``Role(output_type=...)`` make answers typed
   (:attr:`RunOutput.output`, :class:`SubAgentOutput`; :class:`OutputValidationError` when
   the model cannot comply); ``run(..., deps=x)`` reaches every tool as ``ctx.deps``.
+- ``agent.conversation("id")`` is a :class:`SavedConversation`: kept in a
+  :class:`ConversationStore` (``Agent(store=...)``), resumed by any process with the current
+  instructions and its pending approvals, exported and imported as JSON
+  (:class:`ConversationError` for a bad one).
 - What ``Agent`` takes is here too: :class:`ModelSettings`, :data:`PermissionMode`,
   :data:`Approver` (given an :class:`ApprovalRequest`, answering a bool or an
   :class:`Approval`).
@@ -42,6 +46,7 @@ if TYPE_CHECKING:
     from retinue.engine.output import SubAgentOutput
     from retinue.errors import (
         ConfigError,
+        ConversationError,
         MediaError,
         ModelError,
         OutputValidationError,
@@ -54,6 +59,7 @@ if TYPE_CHECKING:
     from retinue.llm import Model, ModelResponse, ToolSpec, resolve_model
     from retinue.llm.settings import ModelSettings
     from retinue.llm.testing import ScriptedModel
+    from retinue.memory.conversations import ConversationStore
     from retinue.messages import (
         AssistantMessage,
         DocumentPart,
@@ -68,6 +74,7 @@ if TYPE_CHECKING:
     from retinue.policy.approvals import Approval, ApprovalRequest, Approver
     from retinue.policy.modes import PermissionMode
     from retinue.runtime import Conversation, Runtime
+    from retinue.saved import SavedConversation
     from retinue.subagents.roles import Role
     from retinue.tools import Tool, ToolContext, ToolRegistry, ToolResult, tool
 
@@ -78,6 +85,8 @@ _HOMES = {
     "retinue.llm.testing": ("ScriptedModel",),
     "retinue.llm.settings": ("ModelSettings",),
     "retinue.runtime": ("Conversation", "Runtime"),
+    "retinue.saved": ("SavedConversation",),
+    "retinue.memory.conversations": ("ConversationStore",),
     "retinue.subagents.roles": ("Role",),
     "retinue.engine": ("RunConfig", "RunOutput", "run"),
     "retinue.engine.collector": ("tune_for_serving",),
@@ -86,6 +95,7 @@ _HOMES = {
     "retinue.policy.modes": ("PermissionMode",),
     "retinue.errors": (
         "ConfigError",
+        "ConversationError",
         "MediaError",
         "ModelError",
         "OutputValidationError",
@@ -120,6 +130,8 @@ __all__ = [
     "AssistantMessage",
     "ConfigError",
     "Conversation",
+    "ConversationError",
+    "ConversationStore",
     "DocumentPart",
     "Event",
     "EventSink",
@@ -138,6 +150,7 @@ __all__ = [
     "RunConfig",
     "RunOutput",
     "Runtime",
+    "SavedConversation",
     "ScriptedModel",
     "Settings",
     "SubAgentError",

@@ -13,8 +13,9 @@ only roles: role files are not read).
 
 Each :meth:`Agent.run` is a fresh conversation (its interactive sub-agent sessions end with
 it); :meth:`Agent.conversation` keeps one across messages. :meth:`Agent.stream` yields the
-run's :class:`~retinue.events.Event` objects as they happen (streamed text arrives as
-``text_delta`` events) and holds the :class:`~retinue.engine.config.RunOutput` at the end.
+run's typed events as they happen (streamed text arrives as
+:class:`~retinue.events.TextDelta` events, the sub-agents' too, each with the agent's path
+in ``agent_id``) and holds the :class:`~retinue.engine.config.RunOutput` at the end.
 
 Typed: ``Agent(output_type=Report)`` makes ``run()`` return a ``RunOutput[Report]`` whose
 ``output`` is the validated ``Report`` (:mod:`retinue.engine.output`); a role's own
@@ -31,22 +32,25 @@ import json
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, Generic, cast
+from typing import Any, Generic, cast, overload
 
 from typing_extensions import TypeVar
 
 from retinue.config import Settings
 from retinue.engine.config import RunOutput
 from retinue.engine.output import OutputSpec, SubAgentOutput, output_spec
-from retinue.errors import ConfigError, RoleError
-from retinue.events import RUN_FINISHED, Event, EventSink
+from retinue.errors import ConfigError, ConversationError, RoleError
+from retinue.events import Event, EventSink, RunFinished, TextDelta
 from retinue.llm.base import Model
 from retinue.llm.resolve import resolve_model
 from retinue.llm.settings import ModelSettings, with_settings
+from retinue.memory import MemoryBackend, open_store
+from retinue.memory.conversations import ConversationStore
 from retinue.messages import Content
 from retinue.policy.approvals import Approver
 from retinue.policy.modes import PermissionMode
 from retinue.runtime import Conversation, Runtime, choose_model, role_tools
+from retinue.saved import SavedConversation, parse_export
 from retinue.subagents.roles import Role, valid_name
 from retinue.subagents.tools import NO_ANSWER
 from retinue.tools.base import Tool, tool
@@ -101,6 +105,11 @@ class Agent(Generic[DepsT, OutputT]):
     the agent is taken to have chosen its tools: calls run unasked (``bypassPermissions``),
     except what the settings' deny and ask rules or ``permission_mode`` say (a call that
     would ask with nobody to answer is refused, and the model is told how to allow it).
+
+    ``store`` keeps the conversations asked for by id (``agent.conversation("abc")``):
+    by default the memory store (SQLite in the data directory, or the settings'
+    ``database_url``), else a PostgreSQL URL or a
+    :class:`~retinue.memory.conversations.ConversationStore`.
     """
 
     def __init__(
@@ -123,6 +132,7 @@ class Agent(Generic[DepsT, OutputT]):
         output_type: type[OutputT] | Mapping[str, Any] | None = None,
         output_retries: int = 2,
         deps_type: type[DepsT] | None = None,
+        store: ConversationStore | str | None = None,
     ) -> None:
         if max_iterations is not None and max_iterations < 1:
             raise ConfigError(f"max_iterations must be at least 1, not {max_iterations}")
@@ -154,6 +164,10 @@ class Agent(Generic[DepsT, OutputT]):
         self._runner: asyncio.Runner | None = None
         self._active: dict[str, EventSink | None] = {}  # running conversations' listeners
         self._typed: dict[str, list[SubAgentOutput]] = {}  # sub-agents' typed answers, by run
+        if isinstance(store, str) and not store.startswith(("postgres://", "postgresql://")):
+            raise ConfigError(f"store: a PostgreSQL URL (postgresql://...), not {store[:40]!r}")
+        self.store = store
+        self._own_store: MemoryBackend | None = None  # opened for saved conversations
 
     @property
     def effective_model(self) -> str | Model | None:
@@ -236,13 +250,78 @@ class Agent(Generic[DepsT, OutputT]):
                 except ConfigError as exc:
                     raise RoleError(f"role {role.name!r}: {exc}") from None
 
+    @overload
     def conversation(
-        self, *, keep_sessions: bool = False, deps: DepsT | None = None
-    ) -> Conversation:
-        """A conversation that keeps its history across :meth:`Conversation.send` calls."""
-        return self.runtime.conversation(
-            keep_sessions=keep_sessions, deps=deps, output=self._output
-        )
+        self, id: None = None, *, keep_sessions: bool = False, deps: DepsT | None = None
+    ) -> Conversation: ...
+    @overload
+    def conversation(
+        self,
+        id: str,
+        *,
+        create: bool = True,
+        keep_sessions: bool = False,
+        deps: DepsT | None = None,
+    ) -> SavedConversation: ...
+    def conversation(
+        self,
+        id: str | None = None,
+        *,
+        create: bool = True,
+        keep_sessions: bool = False,
+        deps: DepsT | None = None,
+    ) -> Conversation | SavedConversation:
+        """A conversation that keeps its history across ``send`` calls: in this process,
+        or, given an ``id``, saved in :attr:`store` after every turn and resumed by any
+        process that asks for the same id (:class:`~retinue.saved.SavedConversation`), with
+        the instructions as they are then and its pending approvals. With ``create=False``
+        an id never saved is a :class:`~retinue.errors.ConversationError` at first use."""
+        runtime = self.runtime
+        if id is None:
+            return runtime.conversation(keep_sessions=keep_sessions, deps=deps, output=self._output)
+
+        def new(approver: Approver | None) -> Conversation:
+            return runtime.conversation(f"conv-{id}", keep_sessions=keep_sessions, deps=deps,
+                                        output=self._output, approver=approver)  # fmt: skip
+
+        journal = None
+        if runtime.settings.durable_sessions:  # the whole tree recorded (retinue.durable)
+            journal = (runtime.memory or self._opened()).journal
+        store = self._conversation_store()
+        return SavedConversation(id, new, store, approver=self.approver, journal=journal,
+                                 create=create)  # fmt: skip
+
+    async def import_conversation(
+        self, data: str | bytes | Mapping[str, Any], *, id: str | None = None,
+        replace: bool = False,
+    ) -> SavedConversation:  # fmt: skip
+        """Store a conversation's JSON export (:meth:`SavedConversation.export`) under its
+        own id, or ``id``; return it. A corrupt or foreign export, or an id already saved
+        (unless ``replace``), is a :class:`~retinue.errors.ConversationError`, nothing
+        stored."""
+        export = parse_export(data)
+        cid = id or export.id
+        saved = self.conversation(cid)  # (checks the id)
+        tenant = saved.tenant
+        if not replace and await saved.store.load(tenant, cid) is not None:
+            raise ConversationError(f"conversation {cid!r} is saved already (replace=True?)")
+        await saved.store.save(tenant, cid, export.messages, approvals=export.approvals)
+        return saved
+
+    def _conversation_store(self) -> ConversationStore:
+        """:attr:`store`: a store given, a PostgreSQL URL's, else the memory store's (SQLite
+        in the data directory, or the settings' ``database_url``)."""
+        if self.store is not None and not isinstance(self.store, str):
+            return self.store
+        memory = self.runtime.memory if self.store is None else None
+        return (memory or self._opened()).conversations
+
+    def _opened(self) -> MemoryBackend:
+        if self._own_store is None:
+            settings = self.runtime.settings
+            url = self.store if isinstance(self.store, str) else settings.database_url
+            self._own_store = open_store(settings.home, url)
+        return self._own_store
 
     async def run(self, prompt: Content, *, deps: DepsT | None = None) -> RunOutput[OutputT]:
         """Run the agent on ``prompt`` (text, or a list of text, images and PDFs: parts,
@@ -273,6 +352,9 @@ class Agent(Generic[DepsT, OutputT]):
             self._runner = None
         if self._runtime is not None and self._runtime.memory is not None:
             self._runtime.memory.close()
+        if self._own_store is not None:
+            self._own_store.close()
+            self._own_store = None
         self._runtime = None  # a later run builds a new one
 
     def __enter__(self) -> Agent[DepsT, OutputT]:
@@ -300,23 +382,25 @@ class Agent(Generic[DepsT, OutputT]):
         return cast("RunOutput[OutputT]", out)
 
     def _dispatch(self, event: Event) -> None:
+        root, _, below = event.agent_id.partition("/")
+        listener = self._active.get(root)
+        if below and listener is None and root in self._active and isinstance(event, TextDelta):
+            return  # a sub-agent of a run that does not stream (it streams for another's sake)
         if self.on_event is not None:
             self.on_event(event)
-        root, _, below = event.agent_id.partition("/")
-        if below and event.kind == RUN_FINISHED and "output" in event.data:
+        if below and isinstance(event, RunFinished) and "output" in event.data:
             self._keep_typed(root, event)
-        listener = self._active.get(root)
         if listener is not None:
             listener(event)
 
-    def _keep_typed(self, root: str, event: Event) -> None:
+    def _keep_typed(self, root: str, event: RunFinished) -> None:
         """A sub-agent's typed answer, as its role's output type (the event has its JSON)."""
         kept = self._typed.get(root)
         runtime = self._runtime
-        role = runtime.catalog.roles.get(str(event.data.get("role"))) if runtime else None
+        role = runtime.catalog.roles.get(str(event.role)) if runtime else None
         if kept is None or role is None or role.output_type is None:
             return
-        value = output_spec(role.output_type).parse(json.dumps(event.data["output"]))
+        value = output_spec(role.output_type).parse(json.dumps(event.output))
         kept.append(SubAgentOutput(event.agent_id, role.name, value))
 
 
@@ -331,6 +415,11 @@ async def _unasked(conversation: Conversation, prompt: Content) -> RunOutput:
 
 class AgentStream(Generic[OutputT]):
     """The events of one run, as an async iterator; :attr:`output` once it is exhausted.
+
+    Every event is typed (:data:`~retinue.events.AgentEvent`): ``match event: case
+    TextDelta(text=t, agent_id=who)``. Text streams from the main agent and from every
+    sub-agent, at every depth; ``agent_id`` says whose it is (``main``,
+    ``main/researcher``, ``main/researcher/critic#1``).
 
     Leaving the ``async for`` early cancels the run once the iterator is closed (wrap it in
     :func:`contextlib.aclosing` to close it at once).
@@ -350,6 +439,8 @@ class AgentStream(Generic[OutputT]):
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
         runtime = agent.runtime
         agent_id = agent._claim(queue.put_nowait)
+        factory = runtime.manager.factory
+        factory.stream = True  # sub-agents stream too while a streaming run is on
         conversation = runtime.conversation(
             agent_id, stream=True, deps=self._deps, output=agent._output
         )
@@ -365,3 +456,4 @@ class AgentStream(Generic[OutputT]):
                 with suppress(asyncio.CancelledError):
                     await task
             agent._release(agent_id)
+            factory.stream = any(sink is not None for sink in agent._active.values())

@@ -16,6 +16,7 @@ The whole tree::
     ├── MediaError             an image or document is too large, corrupt or of another type
     ├── SessionError           a session refused a turn (token budget spent, empty message)
     │   └── SessionClosedError     the session was closed before the turn could begin
+    ├── ConversationError      a saved conversation is unknown, or an export is not one
     ├── MemoryStoreError       the memory store refused or failed a read or write
     │   ├── BlockLimitError        a core-memory block would exceed its size limit
     │   └── BlockConflictError     a core block changed meanwhile and the edits do not merge
@@ -33,6 +34,7 @@ __all__ = [
     "BlockLimitError",
     "ConfigError",
     "ContextTooLongError",
+    "ConversationError",
     "MediaError",
     "MemoryStoreError",
     "ModelError",
@@ -111,6 +113,11 @@ class SessionError(RetinueError):
 
 class SessionClosedError(SessionError):
     """The session was closed (or began closing) before this turn could begin."""
+
+
+class ConversationError(RetinueError):
+    """A saved conversation is not there (resumed strictly), a conversation export is
+    corrupt or of another kind, or a stored approval cannot be answered; nothing was stored."""
 
 
 class MemoryStoreError(RetinueError):
