@@ -127,11 +127,13 @@ def rg_argv(rg: str, q: Query, path: str) -> list[str]:
     return [*argv, "--regexp", q.pattern, "--", path]
 
 
-def _text(value: dict[str, str]) -> str:
-    """A ``{"text": ...}`` or ``{"bytes": base64}`` value of ``rg --json``."""
+def _text(value: dict[str, str], *, path: bool = False) -> str:
+    """A ``{"text": ...}`` or ``{"bytes": base64}`` value of ``rg --json``: a path as the
+    file system names it, a line with what is not UTF-8 replaced."""
     if "text" in value:
         return value["text"]
-    return os.fsdecode(base64.b64decode(value.get("bytes", "")))
+    raw = base64.b64decode(value.get("bytes", ""))
+    return os.fsdecode(raw) if path else raw.decode("utf-8", errors="replace")
 
 
 def _rel(path: str) -> str:
@@ -212,7 +214,7 @@ def _grouped(events: Iterable[dict[str, Any]]) -> dict[str, list[tuple[int, bool
     files: dict[str, list[tuple[int, bool, str]]] = {}
     for event in events:
         d = event["data"]
-        rows = files.setdefault(_rel(_text(d["path"])), [])
+        rows = files.setdefault(_rel(_text(d["path"], path=True)), [])
         text = _text(d["lines"])
         lines = text.removesuffix("\n").split("\n")
         hit = event["type"] == "match"

@@ -419,7 +419,7 @@ async def grep_tool(
     result = await _search(q, base, search_filter(ctx, "Grep", path))
     lines = result.lines
     left_out = left_out_note(result.hidden, "Grep")
-    cut = [f"(Grep stopped after {OUTPUT_CAP >> 20} MB of results; narrow the search)"]
+    cut = [f"(Grep stopped after {OUTPUT_CAP:,} bytes of results; narrow the search)"]
     if not lines:
         return "\n".join(["No matches found", *(cut if result.cut else []), *left_out])
     what = "lines" if output_mode == "content" else "files"
