@@ -54,6 +54,7 @@ from retinue.policy.modes import PermissionMode
 from retinue.policy.trust import TrustStore, settings_trust
 from retinue.skills import SkillCatalog, skill_dirs, skill_tool, skills_section
 from retinue.subagents import Role, RoleCatalog, SubAgentManager, role_dirs, roles_section
+from retinue.subagents.caps import FanOutLimits
 from retinue.subagents.tasklist import task_store, task_tools
 from retinue.subagents.team import team_tools
 from retinue.subagents.tools import ask_parent, send_message, subagent_tools
@@ -208,6 +209,11 @@ class Runtime:
             memory_tools=memory_tools(),
             keeper_for=lambda _m: compressor,
             max_depth=settings.max_depth,
+            limits=FanOutLimits(
+                per_run=settings.max_subagents_per_run,
+                per_conversation=settings.max_subagents_per_conversation,
+                concurrent=settings.max_concurrent_subagents,
+            ),
             max_iterations=settings.max_iterations,
             session_token_budget=settings.session_token_budget or None,
             stream=stream,

@@ -18,6 +18,9 @@ sub-agent that asks is registered with its parent as if it were interactive (und
 or ``role:asked-n`` when that is taken), so the answer reaches it and the parent's unload or
 cleanup ends it. ``SubAgent(..., steer=true)`` hands a working session a message for its
 next step and acknowledges at once.
+
+How many sessions a conversation may start and hold, and a task delegated again and again,
+are :mod:`~retinue.subagents.caps`' (checked with the other admission rules).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from retinue.events import SESSION, emit
 from retinue.llm.base import Model
 from retinue.memory.base import Memory
 from retinue.messages import Message, UserMessage
+from retinue.subagents.caps import FanOut, FanOutLimits
 from retinue.subagents.factory import AgentFactory
 from retinue.subagents.fork import ForkSource, fork_source, start_fork
 from retinue.subagents.messaging import messenger_of
@@ -78,6 +82,7 @@ class SubAgentManager:
         session_token_budget: int | None = None,
         stream: bool = False,
         transcripts: TranscriptKeeper | None = None,
+        limits: FanOutLimits | None = None,
     ) -> None:
         self.factory = AgentFactory(
             catalog,
@@ -91,6 +96,7 @@ class SubAgentManager:
             stream=stream,
         )
         self.registry = SessionRegistry()
+        self.caps = FanOut(limits or FanOutLimits(), self.registry)  # (retinue.subagents.caps)
         self.catalog = catalog
         self.memory = memory
         self.max_depth = max_depth
@@ -123,6 +129,9 @@ class SubAgentManager:
     ) -> str:
         if not task.strip():
             raise SubAgentError("the task is empty: say what the sub-agent should do")
+        repeated = self.caps.repeated(ctx, role, instance, task, interactive)
+        if repeated is not None:  # the same task to the same role, again: not run
+            return repeated
         known = self.catalog.roles.get(role)
         source = fork_source(ctx, known) if fork else None  # (retinue.subagents.fork)
         if known is not None and known.background:  # its file says background: true
@@ -283,6 +292,7 @@ class SubAgentManager:
         budget = self.session_token_budget if interactive else None
         money = role.max_budget_usd  # the role's front matter (maxBudgetUsd)
         session = Session(agent_id, config, lifecycle, token_budget=budget, budget_usd=money)
+        self.caps.opened(agent_id, ctx)  # open until its close (_Hooks.closed)
         parent = current_session()
         if parent is not None and parent.recorder is not None:  # durable: its tree records it
             kind = "interactive" if key is not None else "one-shot"
@@ -405,7 +415,8 @@ class SubAgentManager:
 
     def _admit(self, ctx: ToolContext, role_name: str) -> Role:
         """The role, if ``ctx`` may start it: known, within depth, not already in the chain,
-        and not in a tree being let go of here (durable sessions: it goes on elsewhere)."""
+        within the fan-out caps (and counted), and not in a tree being let go of here
+        (durable sessions: it goes on elsewhere)."""
         if self.lets_go(ctx.agent_id):
             raise SubAgentError(
                 f"cannot start {role_name!r}: {ctx.agent_id}'s tree is stopping in this "
@@ -413,9 +424,12 @@ class SubAgentManager:
             )
         role = self.catalog.get(role_name)
         if ctx.depth + 1 > self.max_depth:
-            raise SubAgentError(
+            raise self.caps.refuse_depth(
+                ctx,
+                role_name,
+                self.max_depth,
                 f"cannot start {role_name!r}: nesting depth limit {self.max_depth} reached "
-                f"(chain: {' -> '.join(ctx.call_chain) or ctx.role})"
+                f"(chain: {' -> '.join(ctx.call_chain) or ctx.role})",
             )
         parent = self.catalog.roles.get(ctx.role) if ctx.depth else None
         if parent is not None and not parent.may_delegate_to(role_name):
@@ -428,6 +442,7 @@ class SubAgentManager:
                 f"cannot start {role_name!r}: it is already in this call chain "
                 f"({' -> '.join((*ctx.call_chain, role_name))})"
             )
+        self.caps.admit(ctx, role_name)  # counted here: the fan-out caps
         return role
 
 
@@ -476,6 +491,7 @@ class _Hooks:
 
     def closed(self, session: Session) -> None:
         registry, agent_id = self.manager.registry, self.agent_id
+        self.manager.caps.closed(agent_id)
         held = registry.by_id(agent_id)
         if held is not None and held.session is session:
             registry.forget(held)
