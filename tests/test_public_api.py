@@ -18,11 +18,14 @@ def test_public_api_is_pinned() -> None:
         "DocumentPart",
         "Event",
         "EventSink",
+        "FinalAnswer",
+        "Guard",
         "ImagePart",
         "MediaError",
         "Message",
         "Model",
         "ModelError",
+        "ModelRequest",
         "ModelResponse",
         "ModelSettings",
         "OutputValidationError",
@@ -35,6 +38,7 @@ def test_public_api_is_pinned() -> None:
         "Runtime",
         "SavedConversation",
         "ScriptedModel",
+        "SettingSource",
         "Settings",
         "SubAgentError",
         "SubAgentOutput",
@@ -44,11 +48,14 @@ def test_public_api_is_pinned() -> None:
         "ToolContext",
         "ToolError",
         "ToolRegistry",
+        "ToolRequest",
+        "ToolResponse",
         "ToolResult",
         "ToolResultMessage",
         "ToolSpec",
         "Usage",
         "UserMessage",
+        "Verdict",
         "resolve_model",
         "run",
         "tool",
@@ -82,6 +89,7 @@ def test_every_type_agent_takes_is_public() -> None:
     for param in inspect.signature(Agent.__init__).parameters.values():
         named |= set(re.findall(r"\b[A-Z]\w+", str(param.annotation))) - stdlib
     assert {"PermissionMode", "Approver", "ModelSettings", "EventSink", "Role"} <= named
+    assert {"Guard", "SettingSource"} <= named
     assert named <= set(retinue.__all__), named - set(retinue.__all__)
     assert retinue.ApprovalRequest.__name__ == "ApprovalRequest" and retinue.Approval
 

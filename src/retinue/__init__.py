@@ -23,7 +23,9 @@ An agent in two lines::
   (:class:`ConversationError` for a bad one).
 - What ``Agent`` takes is here too: :class:`ModelSettings`, :data:`PermissionMode`,
   :data:`Approver` (given an :class:`ApprovalRequest`, answering a bool or an
-  :class:`Approval`).
+  :class:`Approval`), :class:`Guard` (the program's checks, answering a :class:`Verdict` on a
+  :class:`ModelRequest`, :class:`ToolRequest`, :class:`ToolResponse` or :class:`FinalAnswer`)
+  and :data:`SettingSource`.
 - :class:`ScriptedModel` — the scripted fake model for tests (``retinue.testing`` has its
   helpers); :class:`RetinueError` is the root of every error Retinue raises.
 
@@ -72,7 +74,16 @@ if TYPE_CHECKING:
         UserMessage,
     )
     from retinue.policy.approvals import Approval, ApprovalRequest, Approver
+    from retinue.policy.guards import (
+        FinalAnswer,
+        Guard,
+        ModelRequest,
+        ToolRequest,
+        ToolResponse,
+        Verdict,
+    )
     from retinue.policy.modes import PermissionMode
+    from retinue.policy.settings import SettingSource
     from retinue.runtime import Conversation, Runtime
     from retinue.saved import SavedConversation
     from retinue.subagents.roles import Role
@@ -92,7 +103,16 @@ _HOMES = {
     "retinue.engine.collector": ("tune_for_serving",),
     "retinue.engine.output": ("SubAgentOutput",),
     "retinue.policy.approvals": ("Approval", "ApprovalRequest", "Approver"),
+    "retinue.policy.guards": (
+        "FinalAnswer",
+        "Guard",
+        "ModelRequest",
+        "ToolRequest",
+        "ToolResponse",
+        "Verdict",
+    ),
     "retinue.policy.modes": ("PermissionMode",),
+    "retinue.policy.settings": ("SettingSource",),
     "retinue.errors": (
         "ConfigError",
         "ConversationError",
@@ -135,11 +155,14 @@ __all__ = [
     "DocumentPart",
     "Event",
     "EventSink",
+    "FinalAnswer",
+    "Guard",
     "ImagePart",
     "MediaError",
     "Message",
     "Model",
     "ModelError",
+    "ModelRequest",
     "ModelResponse",
     "ModelSettings",
     "OutputValidationError",
@@ -152,6 +175,7 @@ __all__ = [
     "Runtime",
     "SavedConversation",
     "ScriptedModel",
+    "SettingSource",
     "Settings",
     "SubAgentError",
     "SubAgentOutput",
@@ -161,11 +185,14 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "ToolRegistry",
+    "ToolRequest",
+    "ToolResponse",
     "ToolResult",
     "ToolResultMessage",
     "ToolSpec",
     "Usage",
     "UserMessage",
+    "Verdict",
     "resolve_model",
     "run",
     "tool",

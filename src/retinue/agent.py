@@ -48,7 +48,10 @@ from retinue.memory import MemoryBackend, open_store
 from retinue.memory.conversations import ConversationStore
 from retinue.messages import Content
 from retinue.policy.approvals import Approver
+from retinue.policy.guards import Guard
 from retinue.policy.modes import PermissionMode
+from retinue.policy.settings import SettingSource
+from retinue.policy.settings import setting_sources as checked_sources
 from retinue.runtime import Conversation, Runtime, choose_model, role_tools
 from retinue.saved import SavedConversation, parse_export
 from retinue.subagents.roles import Role, valid_name
@@ -105,6 +108,13 @@ class Agent(Generic[DepsT, OutputT]):
     the agent is taken to have chosen its tools: calls run unasked (``bypassPermissions``),
     except what the settings' deny and ask rules or ``permission_mode`` say (a call that
     would ask with nobody to answer is refused, and the model is told how to allow it).
+    ``guards`` (:class:`~retinue.policy.guards.Guard`) are the program's own checks before
+    each model call, before and after each tool call and on each answer, at every depth,
+    before the settings' hooks; a tool declared ``@tool(needs_approval=True)`` asks the
+    approver in every mode. ``setting_sources`` chooses which settings files' rules, mode and
+    hooks apply: any of ``"user"`` (``~/.claude/settings.json`` and ``config.toml``),
+    ``"project"`` (``.claude/settings.json``) and ``"local"`` (``.claude/settings.local.json``);
+    ``None`` (the default) all of them, ``[]`` none.
 
     ``store`` keeps the conversations asked for by id (``agent.conversation("abc")``):
     by default the memory store (SQLite in the data directory, or the settings'
@@ -126,6 +136,8 @@ class Agent(Generic[DepsT, OutputT]):
         on_event: EventSink | None = None,
         permission_mode: PermissionMode | None = None,
         approver: Approver | None = None,
+        guards: Sequence[Guard] = (),
+        setting_sources: Sequence[SettingSource] | None = None,
         max_iterations: int | None = None,
         max_budget_usd: float | None = None,
         model_settings: ModelSettings | None = None,
@@ -152,6 +164,8 @@ class Agent(Generic[DepsT, OutputT]):
         self.max_budget_usd = max_budget_usd
         self.permission_mode = permission_mode
         self.approver = approver
+        self.guards = list(guards)
+        self.setting_sources = checked_sources(setting_sources)  # unknown: ConfigError now
         self.instructions = instructions
         self.tools = [t if isinstance(t, Tool) else tool(t) for t in tools]
         self.roles = list(roles)
@@ -213,6 +227,8 @@ class Agent(Generic[DepsT, OutputT]):
                 default_mode="default" if self.approver is not None else "bypassPermissions",
                 approver=self.approver,
                 model_settings=self.model_settings,
+                guards=self.guards,
+                setting_sources=self.setting_sources,
             )
             if not self.builtin_tools:  # only what the caller gave: its tools, its roles
                 self._runtime.bare = True

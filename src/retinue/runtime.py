@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -49,8 +49,10 @@ from retinue.messages import Content, Message, SystemMessage, user_content
 from retinue.policy.approvals import Approver
 from retinue.policy.build import make_policy
 from retinue.policy.gate import Policy
+from retinue.policy.guards import Guard
 from retinue.policy.hooks import load_hooks
 from retinue.policy.modes import PermissionMode
+from retinue.policy.settings import SettingSource
 from retinue.policy.trust import TrustStore, settings_trust
 from retinue.skills import SkillCatalog, skill_dirs, skill_tool, skills_section
 from retinue.subagents import Role, RoleCatalog, SubAgentManager, role_dirs, roles_section
@@ -165,12 +167,17 @@ class Runtime:
         approver: Approver | None = None,
         model_settings: ModelSettings | None = None,
     ) -> Runtime:
+        guards: Sequence[Guard] = (),
+        setting_sources: Collection[SettingSource] | None = None,
         """``builtins=False`` leaves out the file and shell tools; ``roles`` are defined in
         code and win over role files of the same name; ``instructions`` replace the main
         agent's default system prompt. ``permission_mode`` (a flag's) wins over the
         settings' mode, and ``default_mode`` (the surface's) applies when neither says;
         ``approver`` answers the calls that ask (each conversation may have its own);
-        ``model_settings`` apply to the main model (a role's own settings refine them)."""
+        ``model_settings`` apply to the main model (a role's own settings refine them).
+        ``guards`` are the program's checks at every depth (:mod:`retinue.policy.guards`);
+        ``setting_sources`` chooses the settings files whose rules, mode and hooks apply
+        (:mod:`retinue.policy.settings`; ``None``: all of them)."""
         notice = None
         set_prices(settings.model_prices)  # [model_prices] over the defaults
         setup_tracing(settings.otel_endpoint, capture_content=settings.otel_capture_content)
@@ -221,7 +228,8 @@ class Runtime:
         )
         outside = settings.sandbox.get("trusted_outside", ())  # the user's hooks on the host
         hooks = load_hooks(settings.workspace, settings.home, config=settings.hooks,
-                           config_path=settings.config_file, trusted_outside=outside)  # fmt: skip
+                           config_path=settings.config_file, trusted_outside=outside,
+                           sources=setting_sources)  # fmt: skip
         policy, problems = make_policy(
             settings.workspace,
             mode=permission_mode,
@@ -238,6 +246,8 @@ class Runtime:
         project = load_instructions(settings.workspace)
         problems += [f"skill skipped: {p}" for p in skills.errors()] + project.problems
         manager.factory.skills, manager.factory.instructions = skills, project.section()
+            guards=guards,
+            sources=setting_sources,
         manager.factory.skill_tool = skill_tool(skills) if skills.skills else None
         return cls(
             settings, model, catalog, tools, manager, memory, compressor, events, notice,

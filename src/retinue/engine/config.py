@@ -24,13 +24,20 @@ T = TypeVar("T")
 _NO_OUTPUT: Any = None  # RunOutput.output's default, whatever OutputT is
 
 StopReason = Literal[
-    "final", "waiting_for_input", "max_iterations", "repeated_call", "interrupted", "asking"
+    "final",
+    "waiting_for_input",
+    "max_iterations",
+    "repeated_call",
+    "interrupted",
+    "asking",
+    "refused",
 ]
 """Why a run ended: an answer (``final``), a pause for the next message
 (``waiting_for_input``) or on a question (``asking``), an interruption, or no answer: the limit
-of model calls (``max_iterations``) or the same tool call repeated after a warning
-(``repeated_call``, see :mod:`retinue.engine.repeats`); :attr:`RunOutput.stopped` is true for
-these two."""
+of model calls (``max_iterations``), the same tool call repeated after a warning
+(``repeated_call``, see :mod:`retinue.engine.repeats`) or a model call or answer a guard
+refused (``refused``, see :mod:`retinue.policy.guards`); :attr:`RunOutput.stopped` is true for
+these three."""
 
 
 class ContextKeeper(Protocol):
@@ -117,9 +124,9 @@ class RunOutput(Generic[OutputT]):
 
     @property
     def stopped(self) -> bool:
-        """The run ended without an answer (``max_iterations`` or ``repeated_call``): its
-        ``content`` is a "Stopped: …" note."""
-        return self.stop_reason in ("max_iterations", "repeated_call")
+        """The run ended without an answer (``max_iterations``, ``repeated_call`` or
+        ``refused``): its ``content`` is a "Stopped: …" note."""
+        return self.stop_reason in ("max_iterations", "repeated_call", "refused")
 
     @property
     def asking(self) -> bool:

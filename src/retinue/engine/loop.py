@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from retinue.engine.config import RunConfig, RunOutput
 from retinue.engine.output import Rejected, give_up, settle
@@ -105,12 +105,19 @@ async def run(config: RunConfig) -> RunOutput:
             sink = ctx.events
             started = _model_started(config)
             on_text = _text_forwarder(sink, ctx.agent_id) if config.stream and sink else None
+            sent = messages  # (the program's guards may rewrite what is sent, or refuse it)
+            if ctx.gate is not None and ctx.gate.guarded:
+                sent, refused = await ctx.gate.screen_model_call(messages, config.model.name, ctx)
+                if refused:
+                    out = _refused(config, f"the model call was refused: {refused}", iteration,
+                                   _own(tools_used), usage, last_input)  # fmt: skip
+                    return out
             if _tel.ENABLED:
-                chat = _tel.begin_chat(config.model.name, messages)
+                chat = _tel.begin_chat(config.model.name, sent)
             try:
-                response = await config.model.complete(messages, _specs(config), on_text=on_text)
-            except ContextTooLongError:
-                if not await _shortened(config):
+                response = await config.model.complete(sent, _specs(config), on_text=on_text)
+            except ContextTooLongError:  # (what a guard rewrote is not shortened: no retry)
+                if sent is not messages or not await _shortened(config):
                     raise
                 response = await config.model.complete(messages, _specs(config), on_text=on_text)
             _model_called(config, response, started)
@@ -140,6 +147,12 @@ async def run(config: RunConfig) -> RunOutput:
                 else:
                     text = step.content if isinstance(step, Final) else ""
                     content = value = text if text.strip() else no_answer(tools_used)
+                if ctx.gate is not None and ctx.gate.guarded:  # the program's guards see it
+                    content, value, refused = await _screened(config, content, value, settled)
+                    if refused:
+                        out = _refused(config, refused, iteration, _own(tools_used), usage,
+                                       last_input)  # fmt: skip
+                        return out
                 out = RunOutput(
                     content, messages, reason, _own(tools_used), usage, iteration, last_input,
                     value,
@@ -230,6 +243,43 @@ async def _before_call(config: RunConfig, last_input: int) -> None:
     if keeper is not None:
         await keeper.before_call(config.messages, config.model, config.context, last_input)
     await config.tools.refresh(config.context)  # tools listed at run time (MCP servers) start
+
+
+async def _screened(
+    config: RunConfig, content: str, value: object, typed: object
+) -> tuple[str, object, str]:
+    """An answer as the gate's guards leave it: ``(content, output, why it is withheld)``;
+    the history's last reply holds what is given back (a typed answer: its call stays)."""
+    ctx, messages = config.context, config.messages
+    assert ctx.gate is not None
+    said, refused = await ctx.gate.screen_answer(content, value, ctx)
+    if refused:
+        return content, value, f"the answer was withheld: {refused}"
+    if said is content:
+        return content, value, ""
+    if typed is not None and config.output is not None:
+        try:
+            return said, config.output.parse(said), ""
+        except ValueError as exc:
+            return content, value, f"a guard's rewrite of the answer is not its type: {exc}"
+    last = messages[-1]
+    if isinstance(last, AssistantMessage):
+        messages[-1] = replace(last, content=said)
+    return said, said, ""
+
+
+def _refused(
+    config: RunConfig, note: str, iteration: int, tools_used: list[str], usage: Usage, last: int
+) -> RunOutput:
+    """End a run that a guard stopped (``stop_reason="refused"``): ``note`` closes the turn."""
+    messages = config.messages
+    text = f"Stopped: {note}"
+    last_message = messages[-1] if messages else None
+    if isinstance(last_message, AssistantMessage) and not last_message.tool_calls:
+        messages[-1] = replace(last_message, content=text)  # (a withheld answer is not kept)
+    else:
+        messages.append(AssistantMessage(text))
+    return RunOutput(text, messages, "refused", tools_used, usage, iteration, last)
 
 
 def _rejected(config: RunConfig, rejected: Rejected, times: int) -> int:

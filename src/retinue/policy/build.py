@@ -3,15 +3,16 @@ sandboxed here, and the problems to report once."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from retinue.policy.approvals import Approver
 from retinue.policy.gate import Policy
+from retinue.policy.guards import Guard
 from retinue.policy.hooks import Hooks
 from retinue.policy.modes import PermissionMode, parse_mode
-from retinue.policy.settings import load_permissions
+from retinue.policy.settings import SettingSource, load_permissions
 
 __all__ = ["make_policy"]
 
@@ -29,10 +30,13 @@ def make_policy(
     user_home: Path | None = None,
     trusted: Any = None,
     sandboxed: bool | None = None,
+    guards: Sequence[Guard] = (),
+    sources: Collection[SettingSource] | None = None,
 ) -> tuple[Policy, list[str]]:
     """The policy and the problems found reading its sources (see
-    :mod:`retinue.policy.settings` for the order). ``mode`` is the caller's (a flag, an
-    argument) and wins; ``default_mode`` is the surface's, used when nothing else says."""
+    :mod:`retinue.policy.settings` for the order; ``sources`` chooses among them). ``mode``
+    is the caller's (a flag, an argument) and wins; ``default_mode`` is the surface's, used
+    when nothing else says. ``guards`` are the program's own (:mod:`retinue.policy.guards`)."""
     found = load_permissions(
         workspace,
         config=config_permissions,
@@ -40,6 +44,7 @@ def make_policy(
         config_mode=config_mode,
         user_home=user_home,
         trusted=trusted,
+        sources=sources,
     )
     problems = list(found.problems)
     problems += [
@@ -58,5 +63,6 @@ def make_policy(
         approver=approver,
         hooks=hooks or Hooks(),
         sandboxed=sandboxed,
+        guards=tuple(guards),
     )
     return policy, problems

@@ -1,9 +1,15 @@
-"""The gate every tool call passes: hooks, rules, modes, and an approval where they say ask.
+"""The gate every tool call passes: guards, hooks, rules, modes, and an approval where they
+say ask.
 
 :class:`Policy` is carried on the tool context (``ToolContext.gate``), so a sub-agent gets its
 parent's, narrowed by its role's ``permissionMode`` (:meth:`Policy.narrowed`); the run loop
 calls :meth:`Policy.execute` instead of running a call directly. A refused call never runs:
-the model reads a tool result that says why, and the same turn goes on.
+the model reads a tool result that says why, and the same turn goes on. The program's guards
+(:mod:`retinue.policy.guards`) come first, then the hooks, then the rules and modes; a tool
+declared with ``needs_approval`` and a guard that asks are put to a person in every mode
+(only the person's own "always" answers lift that), and refused where nobody can answer.
+The loop also hands each model call (:meth:`Policy.screen_model_call`) and each answer
+(:meth:`Policy.screen_answer`) to the guards.
 """
 
 from __future__ import annotations
@@ -14,10 +20,11 @@ import os
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
+from retinue.errors import ToolError
 from retinue.events import TOOL_FINISHED, TOOL_STARTED, emit
-from retinue.messages import ToolCall, ToolResultMessage
+from retinue.messages import Message, ToolCall, ToolResultMessage
 from retinue.policy.approvals import (
     PREVIEW,
     Approval,
@@ -28,6 +35,16 @@ from retinue.policy.approvals import (
     new_request_id,
 )
 from retinue.policy.confine import rule_paths
+from retinue.policy.guards import (
+    FinalAnswer,
+    Guard,
+    ModelRequest,
+    ToolRequest,
+    ToolResponse,
+    named,
+    needs_approval,
+    screen,
+)
 from retinue.policy.hooks import HookResult, Hooks, hook_input, notify
 from retinue.policy.modes import (
     Decision,
@@ -68,6 +85,13 @@ class _Shared:
 
 
 _NO_VERDICT = HookResult()
+_MESSAGES = get_args(Message)
+MODEL_CALL, ANSWER, TOOL_RESULT = "(model call)", "(final answer)", "(tool result)"  # asked of
+# a person by a guard: the request's ``tool``
+_NOBODY = (
+    "{why}, and nobody is here to approve it: it needs a person's approval in every "
+    "permission mode (an approver, or retinue chat, can give it)"
+)
 MEMO_NAMES = 1_000  # tool names a policy remembers a quick decision for
 
 
@@ -77,6 +101,7 @@ class Policy:
 
     ``approver=None``: nobody can answer, so a call that would ask is refused with a message
     that says how to allow it. ``sandboxed`` says whether ``Bash`` runs in bubblewrap here.
+    ``guards`` are the program's own (:mod:`retinue.policy.guards`), at every depth.
     """
 
     modes: tuple[PermissionMode, ...] = ("default",)
@@ -84,6 +109,7 @@ class Policy:
     approver: Approver | None = None
     hooks: Hooks = field(default_factory=Hooks)
     sandboxed: bool | None = False  # None: ask bubblewrap, once, when a command is decided
+    guards: tuple[Guard, ...] = ()
     _shared: _Shared = field(default_factory=_Shared)
     _memo: dict[str, tuple[int, Decision | None]] = field(
         init=False, default_factory=dict, repr=False, compare=False
@@ -152,19 +178,35 @@ class Policy:
         self, registry: ToolRegistry, call: ToolCall, ctx: ToolContext
     ) -> ToolResultMessage:
         """Run ``call`` if the policy lets it, asking for approval where it must."""
-        if self._quick(call.name) == "allow":  # (bypass mode with nothing to check: every
-            return await registry.execute(call, ctx)  # tool but an edit, which looks closer)
+        tool = registry.get(call.name)
+        plain = not self.guards and (tool is None or tool.needs_approval is False)
+        if plain and self._quick(call.name) == "allow":  # (bypass mode with nothing to check:
+            return await registry.execute(call, ctx)  # every tool but an edit: it looks closer)
         args = _arguments(call.arguments)
         if args is None:  # not a JSON object: the tool refuses it without running anything
             return await registry.execute(call, ctx)
+        checks, name = named(self.guards, "before_tool"), call.name
+        screened = await screen(checks, args, lambda a: ToolRequest(name, a, ctx, call.id), dict)
+        if screened.refused:
+            return _refused(call, ctx, screened.refused)
+        if screened.value is not args:
+            args = screened.value
+            call = replace(call, arguments=json.dumps(args))
         verdict = await self._pre_hooks(call, args, ctx)
         if verdict.block or verdict.permission == "deny":
             return _refused(call, ctx, verdict.reason or "a PreToolUse hook blocked this call")
         if verdict.updated_input is not None:
             args = verdict.updated_input
             call = replace(call, arguments=json.dumps(args))
+        try:
+            wanted = await needs_approval(tool, args, ctx)
+        except ToolError as exc:
+            return _refused(call, ctx, str(exc))
+        forced = [*screened.asks, *([f"{call.name} needs approval"] if wanted else [])]
         decision, why = self.decide(call.name, args, ctx)
-        if verdict.permission == "allow" and decision == "ask" and not _protected(args, ctx):
+        if forced and decision != "deny" and not self._always(call.name, args, ctx):
+            decision, why = self._no_asking("ask", "; ".join(forced))  # (no hook lifts these)
+        elif verdict.permission == "allow" and decision == "ask" and not _protected(args, ctx):
             decision = "allow"  # (never for what the workspace runs: that asks a person)
         elif verdict.permission == "ask" and decision == "allow":
             decision, why = self._no_asking(
@@ -173,14 +215,87 @@ class Policy:
         if decision == "deny":
             return _refused(call, ctx, why)
         if decision == "ask":
-            answer = await self._ask(call, args, ctx, why)
+            answer = await self._ask(call.name, args, ctx, why, call.id, forced=bool(forced))
             if not answer.allow:
                 said = f": {answer.message}" if answer.message else ""
                 return _refused(call, ctx, f"the user did not approve this call{said}")
         result = await registry.execute(call, ctx)
+        if self.guards:
+            result = await self._screen_result(call, args, ctx, result)
         if self.hooks:
             result = await self._post_hooks(call, args, ctx, result)
         return result
+
+    @property
+    def guarded(self) -> bool:
+        """Whether the program gave guards (:meth:`screen_model_call`, :meth:`screen_answer`)."""
+        return bool(self.guards)
+
+    async def screen_model_call(
+        self, messages: list[Message], model: str, ctx: ToolContext
+    ) -> tuple[list[Message], str]:
+        """The messages a model call sends (as the ``before_model`` guards leave them), and
+        why it may not be made (``""``: it may)."""
+        checks = named(self.guards, "before_model")
+        if not checks:
+            return messages, ""
+        screened = await screen(checks, messages, lambda m: ModelRequest(tuple(m), model, ctx),
+                                (list, tuple))  # fmt: skip
+        sent = messages if screened.value is messages else list(screened.value)
+        if not screened.refused and not all(isinstance(m, _MESSAGES) for m in sent):
+            return messages, "a guard rewrote the model's messages into something else"
+        if screened.refused or not screened.asks:
+            return sent, screened.refused
+        last = sent[-1].content[:PREVIEW] if sent else ""
+        asked = {"model": model, "messages": len(sent), "last": last}
+        return sent, await self._asked(MODEL_CALL, asked, ctx, "; ".join(screened.asks))
+
+    async def screen_answer(self, content: str, output: Any, ctx: ToolContext) -> tuple[str, str]:
+        """The answer to give back (as the ``on_answer`` guards leave it), and why it is
+        withheld (``""``: it is not)."""
+        checks = named(self.guards, "on_answer")
+        if not checks:
+            return content, ""
+        screened = await screen(checks, content, lambda c: FinalAnswer(c, ctx, output), str)
+        if screened.refused or not screened.asks:
+            return screened.value, screened.refused
+        asked = {"answer": screened.value}
+        return screened.value, await self._asked(ANSWER, asked, ctx, "; ".join(screened.asks))
+
+    async def _screen_result(
+        self, call: ToolCall, args: dict[str, Any], ctx: ToolContext, result: ToolResultMessage
+    ) -> ToolResultMessage:
+        """A call's result as the ``after_tool`` guards leave it (withheld: an error)."""
+        checks = named(self.guards, "after_tool")
+        if not checks:
+            return result
+        screened = await screen(checks, result.content, lambda c: ToolResponse(
+            call.name, args, c, result.is_error, ctx), str)  # fmt: skip
+        refused = screened.refused
+        if not refused and screened.asks:
+            asked = {"tool": call.name, "result": screened.value}
+            refused = await self._asked(TOOL_RESULT, asked, ctx, "; ".join(screened.asks))
+        if refused:
+            return replace(result, content=f"Error: result withheld: {refused}.", is_error=True,
+                           parts=())  # fmt: skip
+        if screened.value is result.content:
+            return result
+        return replace(result, content=screened.value)
+
+    async def _asked(self, what: str, args: dict[str, Any], ctx: ToolContext, why: str) -> str:
+        """Ask a person about something a guard asks for; "" if allowed, else why not."""
+        decision, why = self._no_asking("ask", why)
+        if decision == "deny":
+            return why
+        answer = await self._ask(what, args, ctx, why, forced=True, ruled=False)
+        if answer.allow:
+            return ""
+        return answer.message or "the user did not approve it"
+
+    def _always(self, tool: str, args: dict[str, Any], ctx: ToolContext) -> bool:
+        """Whether a person answered "always" for this call earlier in the session tree."""
+        found = self._shared.always.match(tool, args, ctx.workspace)
+        return found is not None and found[0] == "allow"
 
     def _sandboxed(self, kind: Kind) -> bool:
         """Whether a command runs in bubblewrap here (only a command's decision asks)."""
@@ -212,25 +327,37 @@ class Policy:
         return any(rule_names(r.tool, tool) for rs in sets for r in (*rs.deny, *rs.ask, *rs.allow))
 
     async def _ask(
-        self, call: ToolCall, args: dict[str, Any], ctx: ToolContext, why: str
+        self,
+        tool: str,
+        args: dict[str, Any],
+        ctx: ToolContext,
+        why: str,
+        call_id: str = "",
+        *,
+        forced: bool = False,
+        ruled: bool = True,
     ) -> Approval:
-        rule = rule_for(call.name, args, ctx.workspace)
+        """Ask the approver about ``tool`` (a call, or what a guard asks about). ``forced``:
+        no mode or rule could lift it; ``ruled``: "always" may add a rule for it."""
+        rule = rule_for(tool, args, ctx.workspace) if ruled else None
         if self.approver is None:
-            return Approval(False, message=_nobody(self, call.name, args, ctx, why, rule))
+            if forced:
+                return Approval(False, message=_NOBODY.format(why=why))
+            return Approval(False, message=_nobody(self, tool, args, ctx, why, rule))
         request = ApprovalRequest(
             new_request_id(),
             ctx.agent_id,
             ctx.role,
             ctx.depth,
-            call.name,
+            tool,
             _preview(args),
             why,
             "" if rule is None else rule.text,
-            call.id,
+            call_id,
             arguments_digest(args),
         )
         emit(ctx.events, APPROVAL_REQUESTED, ctx.agent_id, **request.event_data())
-        await notify(ctx, f"Retinue needs your permission to use {call.name}", "permission_prompt")
+        await notify(ctx, f"Retinue needs your permission to use {tool}", "permission_prompt")
         answer = Approval(False, message="the request was withdrawn")
         try:
             answer = await ask_approver(self.approver, request)

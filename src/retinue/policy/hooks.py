@@ -462,18 +462,22 @@ def load_hooks(
     user_home: Path | None = None,
     environ: Mapping[str, str] = os.environ,
     trusted_outside: Collection[str] = (),
+    sources: Collection[str] | None = None,
 ) -> Hooks:
     """Every hook in force for ``workspace``: ``~/.claude/settings.json``, ``config.toml``'s
     ``[hooks]`` (``config``), then the project's ``.claude/settings.json`` and
     ``.claude/settings.local.json`` (approved definitions only). A file that cannot be read
     is reported and the others count. ``trusted_outside`` (config.toml's ``[sandbox]``):
-    when it lists ``hooks``, the user's own hooks run outside the sandbox."""
+    when it lists ``hooks``, the user's own hooks run outside the sandbox. ``sources``
+    (:func:`retinue.policy.settings.settings_files`) chooses among them (``None``: all)."""
     from retinue.policy.settings import read_settings, settings_files
 
     parts: list[Hooks] = []
     problems: list[str] = []
     env: dict[str, str] = {}
-    files = settings_files(workspace, user_home)
+    files = settings_files(workspace, user_home, sources)  # type: ignore[arg-type]
+    if sources is not None and "user" not in sources:  # config.toml is the user's own
+        config = None
     for path, project in sorted(files, key=lambda f: f[1]):  # the user's own first
         if project and config:
             parts.append(_config_hooks(config, config_path, env, environ, problems))

@@ -14,6 +14,11 @@ always apply) but it may loosen only once the user has trusted it: its ``allow``
 approve``), and until then one line says so. The mode is the first of: the caller's (a flag,
 the library's argument), ``config.toml``'s, a settings file's ``defaultMode``, the surface's
 default. A file that cannot be read or parsed is reported and the others still count.
+
+``sources`` (a library agent's ``setting_sources``, as the Claude Agent SDK's) chooses which
+of these apply, to the rules, the mode and the hooks alike: ``"user"`` (1 and 2),
+``"project"`` (``.claude/settings.json``) and ``"local"`` (``.claude/settings.local.json``);
+``None`` means all three, an empty list none.
 """
 
 from __future__ import annotations
@@ -21,17 +26,40 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast, get_args
 
+from retinue.errors import ConfigError
 from retinue.policy.modes import PermissionMode, parse_mode
 from retinue.policy.rules import RuleSet
 
-__all__ = ["PermissionSettings", "load_permissions", "settings_files"]
+__all__ = [
+    "PermissionSettings",
+    "SettingSource",
+    "load_permissions",
+    "setting_sources",
+    "settings_files",
+]
 
 MAX_SETTINGS_BYTES = 1_000_000
+
+SettingSource = Literal["user", "project", "local"]
+"""Where settings come from: the user's own files, the project's shared one, its local one."""
+
+
+def setting_sources(sources: Collection[str] | None) -> frozenset[SettingSource] | None:
+    """``sources`` checked (``None``: every source); an unknown name is a ConfigError."""
+    if sources is None:
+        return None
+    if isinstance(sources, str):
+        raise ConfigError(f"setting_sources is a list such as [{sources!r}], not a string")
+    known: tuple[str, ...] = get_args(SettingSource)
+    unknown = [s for s in sources if s not in known]
+    if unknown:
+        raise ConfigError(f"setting_sources: unknown {unknown}; use any of {list(known)}")
+    return frozenset(cast("SettingSource", s) for s in known if s in sources)
 
 
 @dataclass(slots=True)
@@ -44,14 +72,20 @@ class PermissionSettings:
     untrusted: list[Path] = field(default_factory=list)  # project files whose loosening waits
 
 
-def settings_files(workspace: Path, user_home: Path | None = None) -> list[tuple[Path, bool]]:
-    """Claude Code's settings files, each with whether it belongs to the project."""
+def settings_files(
+    workspace: Path,
+    user_home: Path | None = None,
+    sources: Collection[SettingSource] | None = None,
+) -> list[tuple[Path, bool]]:
+    """Claude Code's settings files of ``sources`` (``None``: all), each with whether it
+    belongs to the project."""
     claude = (user_home or Path.home()) / ".claude"
-    return [
-        (claude / "settings.json", False),
-        (workspace / ".claude" / "settings.json", True),
-        (workspace / ".claude" / "settings.local.json", True),
+    files: list[tuple[Path, bool, SettingSource]] = [
+        (claude / "settings.json", False, "user"),
+        (workspace / ".claude" / "settings.json", True, "project"),
+        (workspace / ".claude" / "settings.local.json", True, "local"),
     ]
+    return [(p, project) for p, project, source in files if sources is None or source in sources]
 
 
 def read_settings(path: Path) -> tuple[dict[str, Any] | None, str, str]:
@@ -127,17 +161,20 @@ def load_permissions(
     config_mode: str | None = None,
     user_home: Path | None = None,
     trusted: Any = None,
+    sources: Collection[SettingSource] | None = None,
 ) -> PermissionSettings:
     """Read every source (see the module text). ``trusted(path, section) -> bool`` says
     whether a project file's loosening is approved (``None``: never)."""
     out = PermissionSettings()
+    if sources is not None and "user" not in sources:  # config.toml is the user's own
+        config, config_mode = None, None
     if config_mode is not None:
         out.mode, problem = parse_mode(config_mode, where=f"{config_path}: permission_mode")
         if problem:
             out.problems.append(problem)
     if config:
         _add_section(out, config, str(config_path or "config.toml"), workspace)
-    files = settings_files(workspace, user_home)
+    files = settings_files(workspace, user_home, sources)
     for path, project in files:
         data, text, problem = read_settings(path)
         if problem:

@@ -43,6 +43,7 @@ from retinue.messages import (
     DocumentPart,
     ImagePart,
     MediaPart,
+    Message,
     ToolCall,
     ToolResultMessage,
     is_media,
@@ -55,8 +56,10 @@ if TYPE_CHECKING:
     import pydantic
 
     from retinue.memory.base import Memory
+    from retinue.memory.store import SharedBlock
 
 __all__ = [
+    "ApprovalCheck",
     "CallGate",
     "Delegator",
     "Tool",
@@ -97,11 +100,30 @@ class Delegator(Protocol):
 
 class CallGate(Protocol):
     """What decides whether a call runs (:class:`retinue.policy.gate.Policy`): the run loop
-    hands every call to it instead of running it directly."""
+    hands every call to it instead of running it directly, and, where it is ``guarded``,
+    each model call and each answer too (the program's guards, :mod:`retinue.policy.guards`).
+    """
 
     async def execute(
         self, registry: ToolRegistry, call: ToolCall, ctx: ToolContext
     ) -> ToolResultMessage: ...
+
+    @property
+    def guarded(self) -> bool:
+        """Whether :meth:`screen_model_call` and :meth:`screen_answer` may do anything."""
+        ...
+
+    async def screen_model_call(
+        self, messages: list[Message], model: str, ctx: ToolContext
+    ) -> tuple[list[Message], str]:
+        """The messages to send (``messages``, or a guard's rewrite) and why the call may not
+        be made (``""``: it may)."""
+        ...
+
+    async def screen_answer(self, content: str, output: Any, ctx: ToolContext) -> tuple[str, str]:
+        """The answer to give back (``content``, or a guard's rewrite) and why it is withheld
+        (``""``: it is not)."""
+        ...
 
 
 DepsT = TypeVar("DepsT", default=Any)
@@ -133,6 +155,7 @@ class ToolContext(Generic[DepsT]):
     memory: Memory | None = None
     events: EventSink | None = None
     gate: CallGate | None = None  # None: every call runs (no policy configured)
+    shared_memory: tuple[SharedBlock, ...] = ()  # the shared blocks its role declares
     deps: DepsT = field(default=cast(Any, None), repr=False, compare=False)
 
     def child(self, *, agent_id: str, role: str) -> ToolContext[DepsT]:
@@ -144,10 +167,14 @@ class ToolContext(Generic[DepsT]):
             parent_id=self.agent_id,
             depth=self.depth + 1,
             call_chain=(*self.call_chain, role),
+            shared_memory=(),  # its role's own, set where its run is built
         )
 
 
 ToolFunction = Callable[..., Awaitable[str] | str]
+ApprovalCheck: TypeAlias = Callable[[ToolContext, dict[str, Any]], "bool | Awaitable[bool]"]
+"""``@tool(needs_approval=check)``: given a call's context and arguments, whether a person
+must approve it (sync or async)."""
 
 
 class ToolSource(Protocol):
@@ -182,6 +209,8 @@ class Tool:
     context_param: str | None = "ctx"  # the parameter that receives the ToolContext, if any
     idempotent: bool = False  # running a call twice does what running it once does (a read):
     # a durable session runs it again after a restart cut it short (retinue.durable)
+    needs_approval: bool | ApprovalCheck = False  # a person approves each call (or those
+    # the check says), in every permission mode (retinue.policy.gate)
     _spec: ToolSpec | None = field(default=None, repr=False)
     _inline: bool | None = field(default=None, repr=False)  # async: run on the loop
     _pace: Pace = field(default_factory=Pace, repr=False, compare=False)  # a plain one's calls
@@ -297,23 +326,38 @@ def _summarise(exc: pydantic.ValidationError) -> str:
 def tool(name: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(
-    name: str | None = None, description: str | None = None
+    name: str | None = None,
+    description: str | None = None,
+    *,
+    needs_approval: bool | ApprovalCheck = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
-    name: str | Callable[..., Any] | None = None, description: str | None = None
+    name: str | Callable[..., Any] | None = None,
+    description: str | None = None,
+    *,
+    needs_approval: bool | ApprovalCheck = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Declare a tool from a typed function: ``@tool``, ``@tool()`` or ``@tool("Name", "...")``.
 
     The parameter schema comes from the signature (use ``Annotated[T, Field(description=...)]``
     to describe a parameter); the description defaults to the docstring. A parameter annotated
     :class:`ToolContext` receives the call's context and is not shown to the model.
+
+    ``needs_approval=True`` puts every call to the agent's approver before it runs, in every
+    permission mode; a function ``(ctx, arguments) -> bool`` (sync or async) decides per call.
+    With nobody to answer, the call is refused and the model is told why.
     """
     if callable(name):
         return _make_tool(name, None, description)
-    return lambda fn: _make_tool(fn, name, description)
+    return lambda fn: _make_tool(fn, name, description, needs_approval)
 
 
-def _make_tool(fn: Callable[..., Any], name: str | None, description: str | None) -> Tool:
+def _make_tool(
+    fn: Callable[..., Any],
+    name: str | None,
+    description: str | None,
+    needs_approval: bool | ApprovalCheck = False,
+) -> Tool:
     if not callable(fn) or isinstance(fn, Tool):
         raise TypeError(f"@tool needs a function, not {type(fn).__name__}")
     try:
@@ -337,7 +381,11 @@ def _make_tool(fn: Callable[..., Any], name: str | None, description: str | None
         f"{fn.__name__}_params", __config__=pydantic.ConfigDict(extra="forbid"), **fields
     )
     doc = inspect.cleandoc(fn.__doc__ or "")
-    return Tool(name or fn.__name__, description or doc, model, fn, context)
+    if not isinstance(needs_approval, bool) and not callable(needs_approval):
+        raise TypeError(f"@tool {fn.__name__}: needs_approval must be a bool or a function")
+    made = Tool(name or fn.__name__, description or doc, model, fn, context)
+    made.needs_approval = needs_approval
+    return made
 
 
 def _is_context(hint: Any) -> bool:
