@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from retinue.a2a.client import remote_agent
 from retinue.engine.config import ContextKeeper, RunConfig
@@ -100,6 +100,8 @@ class AgentFactory:
             model = self.model(role, ctx.events)
         if role.isolation == "worktree":
             ctx = self._isolated(role, ctx)
+        if role.shared_memory:  # its memory tools reach the shared blocks it declares
+            ctx = replace(ctx, shared_memory=role.shared_memory)
         gate = ctx.gate
         if role.hooks and gate is None:  # its own hooks: a gate that runs them and no more
             gate = Policy(modes=("bypassPermissions",), hooks=Hooks(workspace=ctx.workspace))
@@ -222,7 +224,7 @@ class AgentFactory:
                 s.preloaded() for s in preloaded
             ))  # fmt: skip
         if self.memory is not None:
-            rendered = await self.memory.render(ctx.tenant, role.name)
+            rendered = await self.memory.render(ctx.tenant, role.name, **_shared(role))
             if rendered:
                 parts.append(rendered)
         if role.can("spawn_agent") and self.catalog.roles:
@@ -262,6 +264,7 @@ class AgentFactory:
                 session_id=ctx.agent_id,
                 messages=list(messages),
                 model=config.model,
+                **_shared(role),
             )
             if not written:
                 error = "the memory model failed; the transcript is kept for `retinue memory retry`"
@@ -278,6 +281,12 @@ class AgentFactory:
             error=error,
         )
         return "failed" if error else "done"
+
+
+def _shared(role: Role) -> dict[str, Any]:
+    """``shared=`` for a role that declares shared blocks (a :class:`Memory` written before
+    shared blocks still serves the others)."""
+    return {"shared": role.shared_memory} if role.shared_memory else {}
 
 
 def _with_skill_rules(

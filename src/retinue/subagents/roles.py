@@ -45,7 +45,12 @@ Front matter keys and what they mean here (Claude Code's 16 documented fields an
   :data:`CAPABILITIES`; ``spawn_agent`` defaults to on for xbot files), ``memory: true`` /
   ``spawn_agent: true``, or Claude Code's ``memory: user | project | local``, which turns
   the role's memory on (Retinue keeps it per tenant and role in its data directory,
-  whatever the scope). A mapping with other keys is not xbot's: its known keys still count,
+  whatever the scope). ``memory`` may also be a mapping that turns memory on and names the
+  *shared blocks* the role sees in its prompt: ``memory: {scope: project, shared:
+  [team-notes, {name: style-guide, write: false}]}``; a name alone is writable (the role's
+  memory tools and consolidation may change it), ``write: false`` makes it read-only (a
+  write is refused, saying so). Claude Code reads only the string form. A capabilities
+  mapping with other keys is not xbot's: its known keys still count,
   ``restricted_tools`` is read as ``disallowedTools`` (its authors' plain meaning: seven
   real files say ``restricted_tools: Task  # No delegation``), the rest is reported.
   Free-text ``capabilities`` are accepted, ignored and reported.
@@ -89,6 +94,7 @@ from retinue.engine.output import output_spec
 from retinue.errors import ConfigError, RoleError
 from retinue.llm.settings import SETTING_KEYS, ModelSettings
 from retinue.mcp.servers import ServerConfig, role_servers
+from retinue.memory.store import MAX_SHARED_BLOCKS, SharedBlock, shared_block_name
 from retinue.policy.modes import parse_mode
 from retinue.subagents.role_files import find_role_files, read_role_file, split_front_matter
 
@@ -150,6 +156,8 @@ class Role:
     ``prompt`` is its system prompt, ``tools`` its allow-list (``None`` = every tool),
     ``model`` a ``provider:model`` string (``None`` = the parent's), ``capabilities``
     ``memory`` (a long-term memory of its own) and ``spawn_agent`` (it may delegate).
+    ``shared_memory`` are the tenant's shared blocks it sees in its prompt, each writable or
+    read-only (``memory: {shared: [...]}`` in a role file).
     ``output_type`` (a pydantic model, a dataclass, a TypedDict or a JSON schema ``dict``)
     makes its answer typed: validated, given to its parent model as JSON and to Python as
     the object (:mod:`retinue.engine.output`).
@@ -166,6 +174,7 @@ class Role:
     delegates: tuple[str, ...] | None = None  # with spawn_agent: None = any role
     max_turns: int | None = None
     memory_scope: str | None = None  # Claude Code's user / project / local
+    shared_memory: tuple[SharedBlock, ...] = ()  # shared blocks it sees (memory: {shared})
     ignored: tuple[str, ...] = ()  # front matter keys with no meaning here
     notes: tuple[str, ...] = ()  # what was read leniently or left out, for `retinue roles`
     mcp_servers: tuple[tuple[str, ServerConfig | None], ...] = ()  # None: a configured server
@@ -242,6 +251,7 @@ def parse_role(path: Path, text: str, aliases: Mapping[str, str] | None = None) 
         raise RoleError(remote)
     if remote is not None:  # the remote answers its questions as AskParent; no memory here
         caps = (set(caps) | {"ask_parent"}) - {"memory"}
+    shared = _shared_memory(meta.get("memory"), notes) if "memory" in caps else ()
     # read before Role(...) takes the notes: each may add one
     max_turns = _max_turns(meta.get("maxTurns"), notes)
     skills = _skill_names(meta.get("skills"), notes)
@@ -262,6 +272,7 @@ def parse_role(path: Path, text: str, aliases: Mapping[str, str] | None = None) 
         delegates=delegates if "spawn_agent" in caps else None,
         max_turns=max_turns,
         memory_scope=scope,
+        shared_memory=shared,
         ignored=tuple(k for k in meta if k not in _OWN_KEYS),
         notes=tuple(notes),
         mcp_servers=_mcp_servers(meta.get("mcpServers")),
@@ -537,6 +548,8 @@ def _capabilities(
             caps.update(i for i in items if i in CAPABILITIES)
     scope = None
     memory = meta.get("memory")
+    if isinstance(memory, dict):  # {scope: project, shared: [...]}: memory on, and its scope
+        memory = True if memory.get("scope") is None else memory["scope"]
     if memory is True:
         caps.add("memory")
     elif isinstance(memory, str) and memory.strip().lower() in ("user", "project", "local"):
@@ -547,6 +560,51 @@ def _capabilities(
     if meta.get("spawn_agent") is True:
         caps.add("spawn_agent")
     return caps, scope
+
+
+def _shared_memory(memory: Any, notes: list[str]) -> tuple[SharedBlock, ...]:
+    """The shared blocks of a ``memory`` mapping: a name (writable) or ``{name, write}``."""
+    if not isinstance(memory, dict):
+        return ()
+    notes.extend(f"memory.{k} is not scope or shared (ignored)" for k in memory
+                 if k not in ("scope", "shared"))  # fmt: skip
+    listed = memory.get("shared")
+    if listed is None:
+        return ()
+    if not isinstance(listed, list):
+        notes.append("memory.shared is not a list of block names (ignored)")
+        return ()
+    found: dict[str, SharedBlock] = {}
+    for entry in listed:
+        block = _shared_entry(entry, notes)
+        if block is not None and block.name in found:
+            notes.append(f"memory.shared names {block.name!r} twice (the first kept)")
+        elif block is not None:
+            found[block.name] = block
+    if len(found) > MAX_SHARED_BLOCKS:
+        notes.append(f"memory.shared: only the first {MAX_SHARED_BLOCKS} blocks are kept")
+    return tuple(found.values())[:MAX_SHARED_BLOCKS]
+
+
+def _shared_entry(entry: Any, notes: list[str]) -> SharedBlock | None:
+    name, write = entry, True
+    if isinstance(entry, dict):
+        name, write = entry.get("name"), entry.get("write", True)
+        notes.extend(f"memory.shared: key {k!r} is not name or write (ignored)" for k in entry
+                     if k not in ("name", "write"))  # fmt: skip
+        if not isinstance(write, bool):
+            notes.append(f"memory.shared: write {write!r} of {name!r} is not true or false "
+                         "(read-only)")  # fmt: skip
+            write = False
+    valid = shared_block_name(name)
+    if valid is None:
+        shown = str(name)[:80]
+        notes.append(
+            f"memory.shared: {shown!r} cannot name a shared block (letters, digits, '_', '.', "
+            "'-', at most 64; not persona, human or working_context) (left out)"
+        )
+        return None
+    return SharedBlock(valid, write)
 
 
 def _budget(value: Any, notes: list[str]) -> float | None:

@@ -4,6 +4,10 @@
 ``archival_memory_insert`` / ``archival_memory_search`` store and recall passages. Each acts
 on the calling agent's own scope, ``(ctx.tenant, ctx.role)``, through ``ctx.memory``; a write
 over a block's limit comes back to the model as an error result saying what to do.
+
+The two core tools also reach the tenant's *shared blocks* that the agent's role declares
+(``ctx.shared_memory``), by name: a writable one is changed in one transaction like an own
+block; a read-only one is refused with an error result that says so.
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ from typing import Annotated
 from pydantic import Field
 
 from retinue.errors import ToolError
-from retinue.memory.store import MemoryStore
+from retinue.memory.common import appending, replacing
+from retinue.memory.store import MemoryStore, SharedMemoryStore
 from retinue.telemetry import trace as _tel
 from retinue.tools.base import Tool, ToolContext, tool
 
@@ -26,6 +31,9 @@ __all__ = [
 ]
 
 
+_BLOCK = "block name: persona, human, working_context, or a shared block shown in your prompt"
+
+
 def _store(ctx: ToolContext) -> MemoryStore:
     if not isinstance(ctx.memory, MemoryStore):
         raise ToolError("long-term memory is not available to this agent")
@@ -36,28 +44,52 @@ def _usage(name: str, value: str, limit: int) -> str:
     return f"block {name!r} now holds {len(value)}/{limit} characters"
 
 
+def _shared(ctx: ToolContext, block: str) -> SharedMemoryStore | None:
+    """The store to change shared ``block`` in, when the role declares it; None when it is
+    not one of the role's shared blocks. A read-only one is a :class:`ToolError`."""
+    declared = next((s for s in ctx.shared_memory if s.name == block), None)
+    if declared is None:
+        return None
+    if not declared.writable:
+        raise ToolError(
+            f"block {block!r} is shared with role {ctx.role!r} read-only (its role file says "
+            "write: false), so it cannot be changed here; say what should change in your answer"
+        )
+    if not isinstance(ctx.memory, SharedMemoryStore):
+        raise ToolError("shared memory is not available to this agent")
+    return ctx.memory
+
+
 @tool("core_memory_append")
 async def core_memory_append(
     ctx: ToolContext,
-    block: Annotated[str, Field(description="block name, e.g. persona, human, working_context")],
+    block: Annotated[str, Field(description=_BLOCK)],
     content: Annotated[str, Field(description="text to add as a new line at the block's end")],
 ) -> str:
     """Append text to one of your core memory blocks (always shown in your prompt)."""
+    shared = _shared(ctx, block)
     with _tel.span("memory update_block", **{"gen_ai.agent.name": ctx.role}):
-        b = await _store(ctx).append_block(ctx.tenant, ctx.role, block, content)
+        if shared is not None:
+            b = await shared.edit_shared_block(ctx.tenant, block, appending(content))
+        else:
+            b = await _store(ctx).append_block(ctx.tenant, ctx.role, block, content)
     return f"Appended; {_usage(b.name, b.value, b.limit)}."
 
 
 @tool("core_memory_replace")
 async def core_memory_replace(
     ctx: ToolContext,
-    block: Annotated[str, Field(description="block name, e.g. persona, human, working_context")],
+    block: Annotated[str, Field(description=_BLOCK)],
     old: Annotated[str, Field(description="exact text currently in the block")],
     new: Annotated[str, Field(description="replacement text (empty to delete)")],
 ) -> str:
     """Replace text in one of your core memory blocks (every occurrence of ``old``)."""
+    shared = _shared(ctx, block)
     with _tel.span("memory update_block", **{"gen_ai.agent.name": ctx.role}):
-        b = await _store(ctx).replace_in_block(ctx.tenant, ctx.role, block, old, new)
+        if shared is not None:
+            b = await shared.edit_shared_block(ctx.tenant, block, replacing(block, old, new))
+        else:
+            b = await _store(ctx).replace_in_block(ctx.tenant, ctx.role, block, old, new)
     return f"Replaced; {_usage(b.name, b.value, b.limit)}."
 
 
