@@ -103,9 +103,14 @@ async def test_an_approval_pending_when_the_process_died_is_answered_after_resum
     assert died.stdout.strip() == "asked: Write"
 
     asked: list[ApprovalRequest] = []
+
+    def approver(request: ApprovalRequest) -> bool:
+        asked.append(request)
+        return False
+
     model = ScriptedModel(["Deployed." if allow else "Not deployed."])
     agent = Agent(model, instructions="Deploy carefully.", memory=False,
-                  home=tmp_path / "home", workspace=workspace, approver=asked.append)  # fmt: skip
+                  home=tmp_path / "home", workspace=workspace, approver=approver)  # fmt: skip
     with agent:
         conversation = agent.conversation("job-7", create=False)
         [request] = await conversation.approvals()
