@@ -208,6 +208,8 @@ class FileSettings(pydantic.BaseModel):
     conversation_retention_days: Annotated[float, Field(ge=0)] | None = None
     media_max_bytes: Annotated[int, Field(ge=0)] | None = None
     transcript_retention_days: Annotated[float, Field(ge=0)] | None = None
+    context_edit_trigger: Annotated[float, Field(ge=0, le=1)] | None = None
+    context_edit_keep: Annotated[int, Field(ge=0, le=10_000)] | None = None
     durable_sessions: bool | None = None
     model_aliases: dict[str, str] | None = None
     mcp_servers: dict[str, dict[str, Any]] | None = None
@@ -265,6 +267,8 @@ class Settings:
     conversation_retention_days: float = 30.0  # forget a chat not used for this long; 0 = never
     media_max_bytes: int = 2 * 2**30  # images and PDFs stored conversations keep in <home>/media
     transcript_retention_days: float = 30.0  # keep ended sessions' transcripts; 0 = keep none
+    context_edit_trigger: float = 0.6  # clear old tool results past this share of the window; 0=off
+    context_edit_keep: int = 3  # the newest tool results context editing keeps whole
     durable_sessions: bool = False  # record sessions at each step (retinue.durable)
     model_aliases: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_MODEL_ALIASES))
     mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)  # checked by retinue.mcp

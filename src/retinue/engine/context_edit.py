@@ -26,7 +26,14 @@ from retinue.errors import ConfigError
 from retinue.llm.tokens import estimate_tokens
 from retinue.messages import AssistantMessage, Message, ToolResultMessage
 
-__all__ = ["CLEARED_PREFIX", "ContextEdit", "EditResult", "clear_context", "is_cleared"]
+__all__ = [
+    "CLEARED_PREFIX",
+    "ContextEdit",
+    "EditResult",
+    "clear_context",
+    "configured_edit",
+    "is_cleared",
+]
 
 CLEARED_PREFIX = "[Old tool result cleared to save context"
 _STUB = CLEARED_PREFIX + " ({n} characters). {how}]"
@@ -61,6 +68,12 @@ class ContextEdit:
             raise ConfigError("context edit keep_tool_results must be at least 0")
         if not 0 <= self.clear_at_least < 1:
             raise ConfigError("context edit clear_at_least must be in [0, 1)")
+
+
+def configured_edit(trigger: float, keep_tool_results: int) -> ContextEdit | None:
+    """The first stage as ``config.toml`` sets it (``context_edit_trigger``, ``0`` turns it
+    off, and ``context_edit_keep``)."""
+    return ContextEdit(trigger, keep_tool_results) if trigger > 0 else None
 
 
 @dataclass(frozen=True, slots=True)
