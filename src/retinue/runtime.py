@@ -26,6 +26,7 @@ from retinue.engine.compact import (
 )
 from retinue.engine.compress import AutoCompressor, CompressionResult
 from retinue.engine.config import RunConfig, RunOutput
+from retinue.engine.context_edit import configured_edit
 from retinue.engine.instructions import Instructions, load_instructions
 from retinue.engine.output import OutputSpec
 from retinue.engine.session import (
@@ -204,7 +205,8 @@ class Runtime:
             if with_memory
             else None
         )
-        compressor = AutoCompressor()
+        edit = configured_edit(settings.context_edit_trigger, settings.context_edit_keep)
+        compressor = AutoCompressor(edit=edit)
         days = settings.transcript_retention_days  # 0: no transcript is kept
         keeper = TranscriptKeeper(memory.transcripts, days) if memory and days > 0 else None
         manager = SubAgentManager(
