@@ -12,6 +12,9 @@
   const ENDED = new Set(["ended", "closed"]);
   const MAX_BUFFER = 4_000_000; // characters of one unfinished SSE frame
   const POLL_MS = 1500;
+  const MEDIA_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf"];
+  const MAX_FILE_BYTES = 20 * 2 ** 20; // the server's limit on one image or PDF
+  const MAX_FILES = 20;
 
   const $ = (id) => document.getElementById(id);
 
@@ -25,6 +28,7 @@
     tasks: new Map(), // conversation id -> its tree's shared task list (TaskCreate), as listed
     approvals: new Map(), // conversation id -> Map(request id -> a call waiting for a yes)
     turn: null, // {cid, controller, reply}: the turn this tab streams
+    attachments: [], // files to send with the next message: {name, media_type, data, url}
     historyOf: null, // the agent whose history is open
     historyKey: null, // its state and turns when its history was last shown
     showApi: sessionStorage.getItem(SHOW_API_KEY) === "1", // list the OpenAI endpoint's chats
@@ -258,7 +262,7 @@
     const out = [];
     const calls = new Map();
     for (const m of messages) {
-      if (m.role === "user") out.push({ role: "user", text: m.content });
+      if (m.role === "user") out.push({ role: "user", text: m.content, parts: (m.parts || []).map(shownPart) });
       if (m.role === "tool" && calls.has(m.tool_call_id)) {
         Object.assign(calls.get(m.tool_call_id), { result: m.content, error: Boolean(m.is_error) });
       }
@@ -381,6 +385,100 @@
     return box;
   }
 
+  // -- images and PDFs ------------------------------------------------------------------
+
+  function shownPart(p) {
+    // a stored part (base64 data, or a URL the page does not load) as the page shows it
+    const url = p.data ? `data:${p.media_type};base64,${p.data}` : "";
+    return { name: p.name || p.url || p.type, media_type: p.media_type, url };
+  }
+
+  function thumb(p) {
+    const item = el("li", { title: `${p.name} (${p.media_type})` });
+    if (p.url && p.media_type.startsWith("image/")) {
+      item.append(el("img", { src: p.url, alt: p.name }));
+    } else {
+      item.append(el("span", { textContent: `${p.media_type === "application/pdf" ? "PDF" : "file"} · ${clip(p.name, 40)}` }));
+    }
+    return item;
+  }
+
+  function thumbs(parts) {
+    return el("ul", { className: "thumbs" }, ...parts.map(thumb));
+  }
+
+  function readFile(file) {
+    return new Promise((resolve, reject) => {
+      if (!MEDIA_TYPES.includes(file.type)) {
+        reject(new Error(`Not sent: ${file.name} (images, PNG, JPEG, GIF or WebP, and PDFs only)`));
+      } else if (file.size > MAX_FILE_BYTES) {
+        reject(new Error(`Not sent: ${file.name} (over ${MAX_FILE_BYTES / 2 ** 20} MB)`));
+      } else {
+        const reader = new FileReader();
+        reader.onload = () => {
+          const url = String(reader.result);
+          resolve({ name: file.name, media_type: file.type, data: url.slice(url.indexOf(",") + 1), url });
+        };
+        reader.onerror = () => reject(new Error(`${file.name}: could not be read`));
+        reader.readAsDataURL(file);
+      }
+    });
+  }
+
+  async function attach(files) {
+    for (const file of files) {
+      if (state.attachments.length >= MAX_FILES) {
+        showError(new Error(`At most ${MAX_FILES} files in one message.`));
+        break;
+      }
+      try {
+        state.attachments.push(await readFile(file));
+      } catch (err) {
+        showError(err);
+      }
+    }
+    drawAttachments();
+  }
+
+  function drawAttachments() {
+    const list = $("attachments");
+    list.replaceChildren(
+      ...state.attachments.map((p, i) => {
+        const item = thumb(p);
+        const remove = el("button", { type: "button", className: "quiet", textContent: "×", title: `Remove ${p.name}` });
+        remove.setAttribute("aria-label", `Remove ${p.name}`);
+        remove.addEventListener("click", () => {
+          state.attachments.splice(i, 1);
+          drawAttachments();
+        });
+        item.append(remove);
+        return item;
+      }),
+    );
+    list.hidden = state.attachments.length === 0;
+  }
+
+  function wireFiles() {
+    $("attach").addEventListener("click", () => $("file").click());
+    $("file").addEventListener("change", () => {
+      attach([...$("file").files]);
+      $("file").value = "";
+    });
+    const composer = $("composer");
+    composer.addEventListener("dragover", (e) => {
+      if (![...(e.dataTransfer?.types || [])].includes("Files")) return;
+      e.preventDefault();
+      composer.classList.add("dropping");
+    });
+    composer.addEventListener("dragleave", () => composer.classList.remove("dropping"));
+    composer.addEventListener("drop", (e) => {
+      composer.classList.remove("dropping");
+      if (!e.dataTransfer?.files.length) return;
+      e.preventDefault();
+      attach([...e.dataTransfer.files]);
+    });
+  }
+
   function bubble(m) {
     if (m.role === "tool") return toolBubble(m);
     const who = { user: "You", assistant: "Agent", note: "" }[m.role] ?? m.role;
@@ -388,6 +486,7 @@
     const box = el("div", { className: `msg msg-${m.role}` });
     if (who) box.append(el("div", { className: "who", textContent: who }));
     box.append(text);
+    if (m.parts && m.parts.length) box.append(thumbs(m.parts));
     if (m.meta) box.append(el("div", { className: "meta muted", textContent: m.meta }));
     if (m.error) box.append(el("div", { className: "meta bad", textContent: m.error }));
     if (m.pending) box.classList.add("pending");
@@ -424,11 +523,17 @@
     return facts.join(" · ");
   }
 
-  async function send(text) {
+  async function send(text, files = []) {
     const cid = state.current;
     const transcript = transcriptOf(cid);
     const reply = { role: "assistant", text: "", pending: true };
-    transcript.push({ role: "user", text }, reply);
+    transcript.push({ role: "user", text, parts: files }, reply);
+    const parts = files.map((p) => ({
+      type: p.media_type === "application/pdf" ? "document" : "image",
+      media_type: p.media_type,
+      data: p.data,
+      name: p.name,
+    }));
     const controller = new AbortController();
     state.turn = { cid, controller, reply };
     setBusy(true);
@@ -438,7 +543,7 @@
       const response = await call(`/v1/conversations/${encodeURIComponent(cid)}/messages`, {
         method: "POST",
         headers: { ...headers(true), Accept: "text/event-stream" },
-        body: JSON.stringify({ content: text, keep_sessions: true }),
+        body: JSON.stringify({ content: text, keep_sessions: true, parts }),
         signal: controller.signal,
       });
       if (!response.ok) throw await failure(response);
@@ -451,6 +556,10 @@
       } else {
         reply.error = explain(err.status ?? 0, err.message);
         showError(err);
+        if (files.length && !reply.text && !state.attachments.length) {
+          state.attachments = files; // refused: the files stay in the composer, to send again
+          drawAttachments();
+        }
       }
     } finally {
       settle(cid, controller.signal.aborted ? "stopped" : reply.error ? "failed" : "idle");
@@ -1087,12 +1196,16 @@
     $("session-form").addEventListener("submit", messageSession);
     $("transcript-search").addEventListener("submit", searchTranscripts);
     $("stop").addEventListener("click", stopTurn);
+    wireFiles();
     $("composer").addEventListener("submit", (e) => {
       e.preventDefault();
-      const text = $("input").value.trim();
+      const files = state.attachments;
+      const text = $("input").value.trim() || (files.length ? "(see the attached files)" : "");
       if (!text || state.turn) return;
       $("input").value = "";
-      send(text);
+      state.attachments = [];
+      drawAttachments();
+      send(text, files);
     });
     $("input").addEventListener("keydown", (e) => {
       if (e.key === "Enter" && !e.shiftKey) {
