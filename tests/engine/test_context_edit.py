@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
+from retinue.config import Settings
 from retinue.engine import RunConfig, run
 from retinue.engine.compress import AutoCompressor, is_summary
-from retinue.engine.context_edit import ContextEdit, clear_context, is_cleared
+from retinue.engine.context_edit import ContextEdit, clear_context, configured_edit, is_cleared
 from retinue.errors import ConfigError
 from retinue.events import COMPRESSED, Event
 from retinue.llm.anthropic import AnthropicModel
@@ -190,3 +191,13 @@ async def test_fable_edited_mid_tool_loop_is_never_refused(tmp_path: Path) -> No
     assert sum(d["cleared_reasoning"] for d in edits) > 0
     assert not any(is_summary(m) for m in messages)
     assert any(is_cleared(m) for m in messages)
+
+
+def test_config_toml_sets_or_turns_off_the_stage(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text("context_edit_trigger = 0.5\ncontext_edit_keep = 1\n")
+    s = Settings.load(home=tmp_path, workspace=tmp_path)
+    assert configured_edit(s.context_edit_trigger, s.context_edit_keep) == ContextEdit(0.5, 1)
+    assert configured_edit(0, 3) is None
+    (tmp_path / "config.toml").write_text("context_edit_trigger = 1.5\n")
+    with pytest.raises(ConfigError, match="context_edit_trigger"):
+        Settings.load(home=tmp_path, workspace=tmp_path)
