@@ -15,7 +15,7 @@ from serverkit import ServerThread, wait_for
 from retinue.config import Settings
 from retinue.engine.session import INTERRUPTED_NOTE
 from retinue.runtime import Runtime
-from retinue.server.conversations import LOST_RESULT
+from retinue.saved import LOST_RESULT
 from retinue.testing import ScriptedModel, call_tool, call_tools
 
 ROLE = """---

@@ -86,7 +86,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import re
 import socket
 import time
 import uuid
@@ -124,6 +123,7 @@ from retinue.messages import (
 )
 from retinue.policy.approvals import Approval, ApprovalBroker, ApprovalRequest, answer_fits
 from retinue.runtime import Conversation, Runtime
+from retinue.saved import valid_conversation_id, waiting_approvals
 from retinue.server.hub import EventHub
 from retinue.subagents.tools import ASK_TOOL_NAME
 from retinue.tools.builtin.todo import forget_todo_tree
@@ -142,8 +142,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-_CONVERSATION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 log = logging.getLogger("retinue.server")
 
@@ -170,11 +168,6 @@ class Limits:
     lease_s: float = 30.0  # a worker's hold on a conversation lasts this long unrenewed
     lease_wait_s: float = 60.0  # how long a turn waits for another worker's turn to end
     retry_every_s: float = 300.0  # how often failed consolidations are retried (shared store)
-
-
-def valid_conversation_id(cid: str) -> bool:
-    """Letters, digits, ``_ . -``; at most 64 characters; no ``/`` (ids nest by ``/``)."""
-    return _CONVERSATION_ID.fullmatch(cid) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -594,7 +587,7 @@ class ConversationHost:
                 del self._live[cid]
             raise
         if history and self._live.get(cid) is live:  # not deleted while it loaded
-            parked = _waiting(history, stored)
+            parked = waiting_approvals(history, stored)
             asked = None if parked else _Asked.of(history)
             live.conversation.restore(history, pending_calls=bool(parked) or asked is not None)
             live.asking = asked
@@ -609,7 +602,7 @@ class ConversationHost:
         """Durable sessions: rebuild the recorded tree (:mod:`retinue.durable`); approvals
         stored with the history keep their calls open for their answers, as without."""
         assert self.journal is not None
-        parked = _waiting(history, stored) if history and stored else []
+        parked = waiting_approvals(history, stored) if history and stored else []
         keep = {r.call_id for r in parked}
         await restore_conversation(live.conversation, self.journal, self.tenant, history,
                                    keep_open=keep)  # fmt: skip
@@ -937,45 +930,6 @@ class ConversationHost:
 
 async def _always() -> bool:
     return True
-
-
-_REQUEST_FIELDS = frozenset(ApprovalRequest.__dataclass_fields__)
-
-
-def _waiting(history: Sequence[Message], stored: Sequence[dict[str, Any]]) -> list[ApprovalRequest]:
-    """The stored main-agent requests whose calls the history's last step left unanswered
-    (none unless every request found its call). That step's other unanswered calls may
-    have run before the stop: they get a result that says so (they are not run again)."""
-    requests: list[ApprovalRequest] = []
-    for data in stored:
-        try:
-            request = ApprovalRequest(**{k: v for k, v in data.items() if k in _REQUEST_FIELDS})
-        except TypeError:
-            return []
-        if request.depth != 0 or not request.call_id:
-            return []
-        requests.append(request)
-    step = next((m for m in reversed(history) if isinstance(m, AssistantMessage)), None)
-    if not requests or step is None or not step.tool_calls:
-        return []
-    at = len(history) - 1 - history[::-1].index(step)
-    answered = {m.tool_call_id for m in history[at + 1 :] if isinstance(m, ToolResultMessage)}
-    open_calls = {c.id: c for c in step.tool_calls if c.id not in answered}
-    asked = {r.call_id for r in requests}
-    if not asked <= open_calls.keys() or not isinstance(history, list):
-        return []
-    history.extend(
-        ToolResultMessage(c.id, c.name, LOST_RESULT, True)
-        for c in open_calls.values()
-        if c.id not in asked
-    )
-    return requests
-
-
-LOST_RESULT = (
-    "Error: the service stopped while this call ran; its result was not kept (it may have "
-    "run, in part or whole)"
-)
 
 
 def _withdraw(live: _Live) -> None:
