@@ -6,8 +6,10 @@ Environment names other tools rely on: ``RETINUE_MODEL`` (the main agent's model
 sub-agent session may spend, input and output together; 0 = unlimited),
 ``keep_conversations`` (whether ``retinue serve`` stores its chats, default true) and
 ``conversation_retention_days`` (a stored chat unused this long is forgotten; 0 = never;
-default 30), ``durable_sessions`` (the service records every session's state at each step, so
-sessions and paused turns survive a restart and move between workers; default false;
+default 30), ``media_max_bytes`` (bytes of images and PDFs stored conversations keep in
+``<home>/media``; default 2 GiB; see :mod:`retinue.memory.media`), ``durable_sessions`` (the
+service records every session's state at each step, so sessions and paused turns survive a
+restart and move between workers; default false;
 ``RETINUE_DURABLE_SESSIONS=1`` turns it on; see :mod:`retinue.durable`), and a
 ``[model_aliases]`` table (names for models, see :func:`canonical_model`)
 and ``[mcp_servers.<name>]`` tables (MCP servers, see :mod:`retinue.mcp.config`).
