@@ -61,7 +61,7 @@ def test_old_results_become_stubs_and_the_newest_stay() -> None:
     assert [is_cleared(m) for m in results] == [True, True, True, False, False]
     assert result.cleared_results == 3 and result.freed_tokens > 2_500
     stub = results[0]
-    assert stub.tool_call_id == "c0" and "call read again" in stub.content
+    assert stub.tool_call_id == "c0" and "repeat the read call" in stub.content
     size = len(history[3].content)
     assert f"({size} characters)" in stub.content
     # every call keeps its result, right after it: the history is still one a model takes

@@ -1,20 +1,21 @@
 """Context editing: clear old tool results and old thinking before summarising anything.
 
 The first, cheap stage of :class:`~retinue.engine.compress.AutoCompressor`. When a request
-passes :attr:`ContextEdit.trigger` of the model's input budget, :func:`clear_context` replaces
-the content of every tool result but the newest ``keep_tool_results`` by a short stub that
-names the tool and how to get the content back (call it again; a sub-agent's answer is in its
-transcript), and leaves out the reasoning parts of finished turns. The tool calls stay, every
-result keeps its ``tool_call_id``, so call/result pairing is never broken; the results the
-model has not read yet, and the reasoning parts of the turn in progress (which Anthropic's
-thinking blocks, OpenAI's reasoning items and Gemini's thought signatures need back: see
-:mod:`retinue.llm._anthropic_wire`), are never touched. A clearing that would free less than
-``clear_at_least`` of the budget is not made: every clearing rewrites the history after the
-first cleared result, so it costs the provider's prompt cache from there on, and it must buy
-enough room to be worth that (Anthropic's ``clear_at_least`` in its server-side
-``clear_tool_uses_20250919`` edit, https://platform.claude.com/docs/en/build-with-claude/
-context-editing, has the same reason). It costs no model call; only when the request is still
-past the summary threshold afterwards does the summarising compression run.
+passes :attr:`ContextEdit.trigger` of the model's input budget, :func:`clear_context`
+replaces the content of every tool result but the newest ``keep_tool_results`` by a short
+stub that names the tool and how to get the content back (repeat the call where that is
+safe; a sub-agent's answer is in its transcript), and leaves out the reasoning parts of
+finished turns. The tool calls stay, every result keeps its ``tool_call_id``, so call/result
+pairing is never broken; the results the model has not read yet, and the reasoning parts of
+the turn in progress (which Anthropic's thinking blocks, OpenAI's reasoning items and
+Gemini's thought signatures need back: see :mod:`retinue.llm._anthropic_wire`), are never
+touched. A clearing that would free less than ``clear_at_least`` of the budget is not made:
+every clearing rewrites the history after the first cleared result, so it costs the
+provider's prompt cache from there on, and it must buy enough room to be worth that
+(Anthropic's ``clear_at_least`` in its server-side ``clear_tool_uses_20250919`` edit has the
+same reason: https://platform.claude.com/docs/en/build-with-claude/context-editing). It
+costs no model call; only when the request is still past the summary threshold afterwards
+does the summarising compression run.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ __all__ = [
 
 CLEARED_PREFIX = "[Old tool result cleared to save context"
 _STUB = CLEARED_PREFIX + " ({n} characters). {how}]"
-_AGAIN = "To see it again, call {name} again with the same arguments."
+_AGAIN = "If you need it again, repeat the {name} call (where repeating it is safe)."
 _RECOVER = {
     "SubAgent": "The sub-agent's answer is in its transcript (ReadTranscript, when offered).",
 }
