@@ -1,12 +1,13 @@
 """``retinue memory``: look at and edit what roles remember, and retry kept consolidations.
 
 ``show ROLE``, ``search ROLE QUERY``, ``edit ROLE BLOCK`` and ``retry``, each with
-``--tenant``; ``export`` and ``import`` move memory between stores as JSON lines, tenant by
-tenant. The store comes from :class:`~retinue.config.Settings`: PostgreSQL when
-``database_url`` / ``RETINUE_DATABASE_URL`` is set, else SQLite in the data directory
-(``RETINUE_HOME``); ``--sqlite`` picks the data directory's SQLite file anyway (to move it
-into PostgreSQL: ``retinue memory export --sqlite | retinue memory import -``). Errors are one
-line on stderr and exit code 1.
+``--tenant``; ``shared [NAME]`` and ``edit-shared NAME`` look at and edit the tenant's shared
+blocks (which roles write and read each, from their role files); ``export`` and ``import``
+move memory between stores as JSON lines, tenant by tenant. The store comes from
+:class:`~retinue.config.Settings`: PostgreSQL when ``database_url`` / ``RETINUE_DATABASE_URL``
+is set, else SQLite in the data directory (``RETINUE_HOME``); ``--sqlite`` picks the data
+directory's SQLite file anyway (to move it into PostgreSQL: ``retinue memory export --sqlite |
+retinue memory import -``). Errors are one line on stderr and exit code 1.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ if TYPE_CHECKING:  # settings, the store and the providers load only when a comm
     from retinue.memory import MemoryBackend
     from retinue.memory.consolidate import ConsolidationResult
     from retinue.memory.pending import PendingTranscript
+    from retinue.memory.store import Block, SharedBlock
+    from retinue.subagents.roles import Role
 
 __all__ = ["memory_app"]
 
@@ -94,19 +97,100 @@ class _Runner:
 
 @memory_app.command("show")
 def show(role: str, tenant: Tenant = "default") -> None:
-    """Show a role's core blocks and how many archival passages it has."""
-    from rich.panel import Panel
-
+    """Show a role's core blocks, the shared blocks it declares, and how many archival
+    passages it has."""
+    declared = _declared(_roles()).get(role, ())
+    names = [s.name for s in declared]
     with _memory() as (store, run):
         blocks = run(lambda: store.blocks(tenant, role))
         count = run(lambda: store.passage_count(tenant, role))
-    if not count and not any(b.value for b in blocks):
+        shared = run(lambda: store.shared_blocks(tenant, names)) if names else []
+    if not count and not any(b.value for b in blocks) and not shared:
         _nothing_stored(role, tenant)
         return
     for b in blocks:
-        title = f"{escape(b.name)} [dim]({len(b.value)}/{b.limit} chars)[/dim]"
-        _out.print(Panel(escape(b.value) or "[dim](empty)[/dim]", title=title, title_align="left"))
+        _panel(b, "")
+    for b, s in zip(shared, declared, strict=True):
+        _panel(b, "shared, writable" if s.writable else "shared, read-only")
     _out.print(f"archival passages: [bold]{count}[/bold]  (tenant {escape(tenant)!r})")
+
+
+def _panel(block: Block, what: str) -> None:
+    from rich.panel import Panel
+
+    size = f"{len(block.value)}/{block.limit} chars"
+    title = f"{escape(block.name)} [dim]({escape(what + ', ' if what else '')}{size})[/dim]"
+    body = escape(block.value) or "[dim](empty)[/dim]"
+    _out.print(Panel(body, title=title, title_align="left"))
+
+
+def _roles() -> dict[str, Role]:
+    """The roles defined here ({} when they cannot be loaded)."""
+    from retinue.config import Settings
+    from retinue.runtime import load_roles
+
+    try:
+        return dict(load_roles(Settings.load()).roles)
+    except RetinueError:
+        return {}
+
+
+def _declared(roles: dict[str, Role]) -> dict[str, tuple[SharedBlock, ...]]:
+    """The shared blocks each role declares, by role (roles with none left out)."""
+    return {name: r.shared_memory for name, r in roles.items() if r.shared_memory}
+
+
+@memory_app.command("shared")
+def shared(
+    name: Annotated[str | None, typer.Argument(help="one shared block (default: all)")] = None,
+    tenant: Tenant = "default",
+) -> None:
+    """Show the tenant's shared blocks: stored or declared, with the roles that write and
+    read each (their role files' ``memory: {shared: [...]}``)."""
+    declared = _declared(_roles())
+    users: dict[str, list[tuple[str, bool]]] = {}
+    for role, blocks in sorted(declared.items()):
+        for s in blocks:
+            users.setdefault(s.name, []).append((role, s.writable))
+    with _memory() as (store, run):
+        stored = run(lambda: store.shared_blocks(tenant))
+        known = sorted({*(b.name for b in stored), *users})
+        chosen = [name] if name is not None else known
+        if name is not None and name not in known:
+            raise _fail(f"no shared block {name!r} (tenant {tenant!r}); shared blocks here: "
+                        f"{', '.join(known) or 'none'}")  # fmt: skip
+        blocks = run(lambda: store.shared_blocks(tenant, chosen))
+    if not blocks:
+        _out.print(f"no shared blocks (tenant {escape(tenant)!r})")
+        return
+    for b in blocks:
+        who = users.get(b.name, [])
+        writers = ", ".join(r for r, w in who if w) or "no role"
+        readers = ", ".join(r for r, w in who if not w) or "no role"
+        _panel(b, "shared")
+        _out.print(f"  written by: {escape(writers)}; read only by: {escape(readers)}")
+
+
+@memory_app.command("edit-shared")
+def edit_shared(
+    name: str,
+    tenant: Tenant = "default",
+    value: Annotated[
+        str | None, typer.Option("--value", help="new text; without it, $EDITOR opens")
+    ] = None,
+) -> None:
+    """Replace a shared block's text (from --value, or in $EDITOR)."""
+    with _memory() as (store, run):
+        if value is None:
+            (current,) = run(lambda: store.shared_blocks(tenant, [name]))
+            edited = click.edit(current.value, extension=".md")
+            if edited is None:
+                _out.print("unchanged")
+                return
+            value = edited.rstrip("\n")
+        text: str = value
+        b = run(lambda: store.edit_shared_block(tenant, name, lambda _: text))
+    _out.print(f"saved shared {escape(repr(b.name))} ({len(b.value)}/{b.limit} chars)")
 
 
 def _nothing_stored(role: str, tenant: str) -> None:
@@ -117,13 +201,7 @@ def _nothing_stored(role: str, tenant: str) -> None:
 
 def _known_role(role: str, tenant: str) -> None:
     """Exit 1 with the roles there are when no role named ``role`` exists here."""
-    from retinue.config import Settings
-    from retinue.runtime import load_roles
-
-    try:
-        known = ["main", *load_roles(Settings.load()).roles]
-    except RetinueError:
-        known = ["main"]
+    known = ["main", *_roles()]
     if role not in known:
         names = ", ".join(sorted(known)[:20]) or "none"
         raise _fail(f"no role named {role!r} has memory (tenant {tenant!r}); roles here: {names}")
@@ -203,11 +281,16 @@ def retry(
         _err.print(f"[dim]{escape(notice)}[/dim]")
     shown = _RetryLines(chosen.name)
     local_progress.set(shown.spinner.progress)  # (before the runner copies this context)
+    declared = _declared(_roles())  # a role's consolidation writes its shared blocks too
     with _memory() as (store, run):
         try:
             report = run(
                 lambda: retry_pending(
-                    store, lambda _: chosen, stale_after=stale_after, progress=shown
+                    store,
+                    lambda _: chosen,
+                    stale_after=stale_after,
+                    progress=shown,
+                    shared_for=lambda role: declared.get(role, ()),
                 )
             )
         finally:
