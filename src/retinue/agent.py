@@ -202,9 +202,13 @@ class Agent(Generic[DepsT, OutputT]):
     @property
     def runtime(self) -> Runtime:
         """The runtime under this agent, built on first use (model, roles, memory); it runs
-        on :attr:`effective_model` (a model changed since is swapped in)."""
+        on :attr:`effective_model` (a model changed since is swapped in) and with the
+        current :attr:`instructions` (a conversation begun or resumed after a change gets
+        them)."""
         if self._runtime is not None and self.effective_model != self._built_with:
             self._swap_model(self._runtime)
+        if self._runtime is not None:
+            self._runtime.instructions = self.instructions
         if self._runtime is None:
             chosen = self.effective_model
             spec = chosen if isinstance(chosen, str) else None

@@ -13,7 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from retinue import Agent, ApprovalRequest, SystemMessage, ToolResultMessage, UserMessage
+from retinue import (
+    Agent,
+    ApprovalRequest,
+    AssistantMessage,
+    SystemMessage,
+    ToolResultMessage,
+    UserMessage,
+)
 from retinue.testing import ScriptedModel
 
 
@@ -140,3 +147,17 @@ async def test_a_new_message_withdraws_a_stored_approval(tmp_path: Path, workspa
     assert not (workspace / "deploy.txt").exists()
     [result] = [m for m in model.calls[0].messages if isinstance(m, ToolResultMessage)]
     assert result.is_error
+
+
+async def test_instructions_changed_in_this_process_reach_the_resumed_conversation(
+    tmp_path: Path, workspace: Path
+) -> None:
+    model = ScriptedModel(["one", "two"])
+    with agent_on(model, tmp_path, instructions="Version 1.") as agent:
+        await agent.conversation("c").send("a")
+        agent.instructions = "Version 2."
+        await agent.conversation("c").send("b")  # the same id, resumed from the store
+    assert model.calls[0].messages[0] == SystemMessage("Version 1.")
+    second = model.calls[1].messages
+    assert second[0] == SystemMessage("Version 2.")
+    assert [type(m) for m in second] == [SystemMessage, UserMessage, AssistantMessage, UserMessage]
