@@ -259,7 +259,7 @@ class EventPrinter:
                 return f"[dim]· {whose}{_tokens(d)}[/]"
             case ev.NOTICE:
                 return f"[dim]{escape(str(d.get('text')))}[/]"
-            case "limit_reached":  # a fan-out cap or loop (retinue.subagents.caps)
+            case ev.LIMIT_REACHED:  # a fan-out cap or loop (retinue.subagents.caps)
                 what = escape(f"{d.get('limit')}={d.get('value')}")
                 stops = ": the turn stops" if d.get("stopped") else ""
                 return f"[red]■[/] {who} limit reached: {what}{stops}"

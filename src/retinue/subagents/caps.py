@@ -10,10 +10,11 @@ manager's (``max_depth``, 3). A parent that delegates the same task to the same 
 ``repeat_limit`` times in a row (the run's setting, counted by
 :class:`~retinue.engine.repeats.Repeats`; other tool calls in between do not break the row)
 gets a note instead of a new run, and its turn stops if it delegates it once more
-(:func:`~retinue.engine.repeats.stop_turn`, ``stop_reason="repeated_call"``); a tree refused
-by a cap ``repeat_limit`` times in one run stops the turn that asked the last time. Each
-limit reached is the tool result the model reads, a :data:`LIMIT_REACHED` event (the CLI
-prints it as a line), and ``retinue.limit.*`` attributes on the ``SubAgent`` call's span.
+(:func:`~retinue.engine.repeats.stop_turn`, ``stop_reason="repeated_call"``); so does an
+agent refused by a cap ``repeat_limit`` times in one run. Each limit reached is the tool
+result the model reads, a ``limit_reached`` event (:class:`~retinue.events.LimitReached`;
+the CLI prints it as a line), and ``retinue.limit.*`` attributes on the ``SubAgent`` call's
+span.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from retinue.engine.repeats import REPEAT_LIMIT, Repeats, stop_turn
 from retinue.engine.session import Session, current_session
 from retinue.errors import SubAgentError
-from retinue.events import emit
+from retinue.events import LIMIT_REACHED, emit
 from retinue.messages import ToolCall, ToolResultMessage
 from retinue.subagents.messaging import messenger_of
 from retinue.subagents.registry import SessionRegistry
@@ -32,11 +33,6 @@ from retinue.telemetry import trace as _tel
 from retinue.tools.base import ToolContext
 
 __all__ = ["LIMIT_REACHED", "FanOut", "FanOutLimits"]
-
-LIMIT_REACHED = "limit_reached"
-"""Event kind: data ``limit`` (``subagents_per_run``, ``subagents_per_conversation``,
-``concurrent_subagents``, ``depth``, ``repeated_delegation``), ``value``, ``role``,
-``reason`` (what the model read) and ``stopped`` (the turn that asked ends)."""
 
 _SETTING = {
     "subagents_per_run": "max_subagents_per_run",
@@ -66,7 +62,7 @@ class _Tree:
     run: int = 0  # sessions started in this run (the main agent's turn)
     total: int = 0  # ... in this conversation
     open: int = 0  # sessions open now
-    refused: int = 0  # delegations a cap refused in this run
+    refused: dict[str, int] = field(default_factory=dict)  # in this run, per parent agent id
     loops: dict[str, Repeats] = field(default_factory=dict)  # per parent agent id
 
     def roll(self, session: Session) -> None:
@@ -75,7 +71,8 @@ class _Tree:
             self.root, self.total = session, 0
         elif session.turns == self.turn:
             return
-        self.turn, self.run, self.refused = session.turns, 0, 0
+        self.turn, self.run = session.turns, 0
+        self.refused.clear()
         self.loops.clear()
 
 
@@ -190,6 +187,7 @@ class FanOut:
         if tree is not None:
             tree.open -= 1
             tree.loops.pop(agent_id, None)
+            tree.refused.pop(agent_id, None)
 
     # -- inside ----------------------------------------------------------------------
 
@@ -221,8 +219,8 @@ class FanOut:
     ) -> SubAgentError:
         session = current_session()
         most = session.config.repeat_limit if session is not None else REPEAT_LIMIT
-        tree.refused += 1
-        stopped = most is not None and tree.refused >= most
+        times = tree.refused[ctx.agent_id] = tree.refused.get(ctx.agent_id, 0) + 1
+        stopped = most is not None and times >= most
         if stopped:
             setting = _SETTING[limit]
             stopped = stop_turn(
