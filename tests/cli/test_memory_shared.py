@@ -15,8 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from click.testing import Result
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from cli.test_run import retinue
 from retinue.cli.memory import memory_app
