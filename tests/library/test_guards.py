@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from retinue import (
     Agent,
@@ -32,7 +33,7 @@ from retinue.engine import RunConfig, run
 from retinue.messages import SystemMessage
 from retinue.policy.gate import Policy
 from retinue.policy.hooks import Hooks
-from retinue.testing import ScriptedModel, call_tool
+from retinue.testing import ScriptedModel, call_tool, final_result
 from retinue.tools import ToolContext, ToolRegistry
 
 ran: list[str] = []
@@ -139,6 +140,24 @@ def test_an_answer_is_rewritten_or_withheld(tmp_path: Path) -> None:
     assert out.stop_reason == "refused"
     assert out.content == "Stopped: the answer was withheld: it names a password"
     assert "hunter2" not in repr(out.messages)  # the withheld answer is not kept
+
+
+def test_a_typed_answer_is_rewritten_as_its_type_or_refused(tmp_path: Path) -> None:
+    class Report(BaseModel):
+        headline: str
+
+    def shout(ans: FinalAnswer) -> Verdict[str]:
+        assert isinstance(ans.output, Report)  # the guard sees the typed value too
+        return Verdict.rewrite(Report(headline=ans.output.headline.upper()).model_dump_json())
+
+    model = ScriptedModel([final_result({"headline": "calm"})])
+    a = agent(model, tmp_path, Guard(on_answer=shout), output_type=Report)
+    assert a.run_sync("report").output == Report(headline="CALM")
+
+    model = ScriptedModel([final_result({"headline": "calm"})])
+    bad = Guard(on_answer=lambda ans: Verdict.rewrite("not json"))
+    out = agent(model, tmp_path, bad, output_type=Report).run_sync("report")
+    assert out.stop_reason == "refused" and "not its type" in out.content
 
 
 def test_a_guard_that_asks_goes_to_the_approver_and_without_one_is_refused(
