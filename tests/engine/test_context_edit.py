@@ -15,7 +15,7 @@ from retinue.config import Settings
 from retinue.engine import RunConfig, run
 from retinue.engine.compress import AutoCompressor, is_summary
 from retinue.engine.context_edit import ContextEdit, clear_context, configured_edit, is_cleared
-from retinue.errors import ConfigError
+from retinue.errors import ConfigError, ContextTooLongError
 from retinue.events import COMPRESSED, Event
 from retinue.llm.anthropic import AnthropicModel
 from retinue.llm.base import ToolSpec
@@ -201,3 +201,20 @@ def test_config_toml_sets_or_turns_off_the_stage(tmp_path: Path) -> None:
     (tmp_path / "config.toml").write_text("context_edit_trigger = 1.5\n")
     with pytest.raises(ConfigError, match="context_edit_trigger"):
         Settings.load(home=tmp_path, workspace=tmp_path)
+
+
+async def test_context_too_long_clears_every_read_result_before_any_summary(
+    tmp_path: Path,
+) -> None:
+    model = ScriptedModel([ContextTooLongError("prompt is too long"), "fine"])
+    events: list[Event] = []
+    ctx = ToolContext("agent", tmp_path, tmp_path, events=events.append)
+    messages = [*session(5), UserMessage("one more question")]
+    keeper = AutoCompressor(context_window=100_000)  # its threshold never fires here
+    out = await run(RunConfig(model, messages, ToolRegistry([read]), ctx, context_keeper=keeper))
+    assert out.content == "fine"
+    retried = model.calls[-1].messages
+    assert [is_cleared(m) for m in retried if isinstance(m, ToolResultMessage)] == [True] * 5
+    assert all(c.tools for c in model.calls)  # no summary request
+    [edit] = [e.data for e in events if e.kind == COMPRESSED]
+    assert edit["reason"] == "context_edit" and edit["hard"] is True
