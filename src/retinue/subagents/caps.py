@@ -41,6 +41,7 @@ _SETTING = {
     "depth": "max_depth",
 }
 _ROLE_CHARS = 64  # of a role name quoted in a note (the model wrote it)
+_DO_IT = "do the rest yourself or answer with what you have"
 _SAME = [ToolResultMessage("", "SubAgent", "", False)]  # a delegation's answer is not compared
 
 
@@ -132,40 +133,22 @@ class FanOut:
     def admit(self, ctx: ToolContext, role: str) -> None:
         """Count a session ``ctx``'s agent starts, or refuse it (:class:`SubAgentError`)."""
         tree, limits = self._tree(ctx), self.limits
-        name = role[:_ROLE_CHARS]
-        if limits.concurrent and tree.open >= limits.concurrent:
-            raise self._refuse(
-                ctx,
-                tree,
-                "concurrent_subagents",
-                limits.concurrent,
-                role,
-                f"cannot start {name!r}: {tree.open} sub-agent sessions are open in this "
-                f"conversation, the limit (max_concurrent_subagents={limits.concurrent}); end "
-                "one with UnloadSubAgent, wait for one to finish, or do the work yourself",
-            )
-        if limits.per_run and tree.run >= limits.per_run:
-            raise self._refuse(
-                ctx,
-                tree,
-                "subagents_per_run",
-                limits.per_run,
-                role,
-                f"cannot start {name!r}: this run has started {tree.run} sub-agent sessions, "
-                f"the limit (max_subagents_per_run={limits.per_run}); do the rest yourself "
-                "or answer with what you have",
-            )
-        if limits.per_conversation and tree.total >= limits.per_conversation:
-            raise self._refuse(
-                ctx,
-                tree,
-                "subagents_per_conversation",
-                limits.per_conversation,
-                role,
-                f"cannot start {name!r}: this conversation has started {tree.total} sub-agent "
-                f"sessions, the limit (max_subagents_per_conversation="
-                f"{limits.per_conversation}); do the rest yourself or answer with what you have",
-            )
+        checks = (  # (limit, its value, the count now, what has reached it, what to do)
+            ("concurrent_subagents", limits.concurrent, tree.open,
+             "{n} sub-agent sessions are open in this conversation",
+             "end one with UnloadSubAgent, wait for one to finish, or do the work yourself"),
+            ("subagents_per_run", limits.per_run, tree.run,
+             "this run has started {n} sub-agent sessions", _DO_IT),
+            ("subagents_per_conversation", limits.per_conversation, tree.total,
+             "this conversation has started {n} sub-agent sessions", _DO_IT),
+        )  # fmt: skip
+        for limit, value, count, reached, then in checks:
+            if value and count >= value:
+                reason = (
+                    f"cannot start {role[:_ROLE_CHARS]!r}: {reached.format(n=count)}, the limit "
+                    f"({_SETTING[limit]}={value}); {then}"
+                )
+                raise self._refuse(ctx, tree, limit, value, role, reason)
         tree.run += 1
         tree.total += 1
 
