@@ -296,9 +296,10 @@ class SavedConversation:
         finally:
             await self._after_turn()
 
-    def export(self) -> dict[str, Any]:
+    async def export(self) -> dict[str, Any]:
         """The conversation as a JSON-ready object (:func:`parse_export` reads it back): the
         history as saved, with its pending approvals."""
+        await self.load()
         history = self._parked_history if self._parked else self.messages
         return {
             "format": EXPORT_FORMAT,

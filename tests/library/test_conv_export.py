@@ -33,7 +33,7 @@ async def test_an_export_imported_by_another_agent_goes_on_with_its_prompt(
     with agent_in(tmp_path / "a", ScriptedModel(["Go to Lisbon."]), "You are A.") as a:
         trip = a.conversation("trip")
         await trip.send("Plan a trip.")
-        text = json.dumps(trip.export())
+        text = json.dumps(await a.conversation("trip").export())  # read from the store
     model = ScriptedModel(["In May."])
     with agent_in(tmp_path / "b", model, "You are B.") as b:
         imported = await b.import_conversation(text, id="trip-b")
