@@ -237,11 +237,17 @@ def test_guards_apply_to_sub_agents_at_every_depth(tmp_path: Path) -> None:
     def answer(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> object:
         return steps.popleft()
 
+    def sign(ans: FinalAnswer) -> Verdict[str]:
+        seen.append(("answer", ans.ctx.depth))
+        return Verdict.rewrite(f"{ans.content} [{ans.ctx.role}]")
+
     role = Role(name="ops", description="Runs commands", prompt="You run.", tools=("shell",))
     model = ScriptedModel(responder=answer)
-    out = agent(model, tmp_path, Guard(before_tool=watch), roles=[role]).run_sync("tidy up")
-    assert out.content == "the sub-agent could not remove it" and ran == []
-    assert seen == [("SubAgent", 0), ("shell", 1)]
+    guard = Guard(before_tool=watch, on_answer=sign)
+    out = agent(model, tmp_path, guard, roles=[role]).run_sync("tidy up")
+    assert out.content == "the sub-agent could not remove it [main]" and ran == []
+    assert seen == [("SubAgent", 0), ("shell", 1), ("answer", 1), ("answer", 0)]
+    assert "could not remove it [ops]" in results(model)[0]  # what the parent read
 
 
 def test_guards_run_before_the_settings_hooks(tmp_path: Path) -> None:

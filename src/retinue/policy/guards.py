@@ -12,7 +12,8 @@ original). Guards run in the order given, each seeing the value the one before l
 the settings' hooks and rules (:class:`~retinue.policy.gate.Policy` carries them down to
 every sub-agent); the first deny ends the check, and every ask is put in one question at the
 end. A guard that raises counts as a deny naming the guard and the exception: the run goes
-on, the call does not run.
+on, the call does not run. ``before_model`` sees the agents' own model calls (the run loop's),
+not the one-call helpers that read a conversation (memory consolidation, compression).
 """
 
 from __future__ import annotations
