@@ -1,21 +1,18 @@
-"""``Agent(store="postgresql://...")``: a conversation saved by one process in PostgreSQL is
-resumed by another with the current instructions, and an approval pending when the first
-process died is answered after the resume. Skips without PostgreSQL."""
+"""``Agent(store="postgresql://...")``: a conversation saved in PostgreSQL by a process that
+died waiting for an approval is resumed by another, with the current instructions, and the
+approval is answered there. Skips without PostgreSQL."""
 
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from test_saved_conversation import DIES_WAITING, in_another_process
 
 from memory.backends import empty_database, start_pg_server
-from retinue import Agent, SystemMessage, UserMessage
+from retinue import Agent, SystemMessage, ToolResultMessage
 from retinue.testing import ScriptedModel
 
 
@@ -26,50 +23,26 @@ def pg_url() -> Iterator[str]:
     server.stop()
 
 
-SAVES = """
-    import asyncio, os, sys
-    from retinue import Agent
-    from retinue.testing import ScriptedModel, call_tool
-
-    def approver(request):
-        print("asked:", request.tool, flush=True)
-        os._exit(3)  # the process dies while the approval waits
-
-    async def main():
-        write = call_tool("Write", {"file_path": "note.txt", "content": "pg"})
-        agent = Agent(ScriptedModel(["Hello, Ada.", write]), instructions="You are OLD.",
-                      memory=False, workspace=sys.argv[2], store=sys.argv[1],
-                      approver=approver)
-        conversation = agent.conversation("pg-chat")
-        print((await conversation.send("I am Ada.")).content, flush=True)
-        await conversation.send("Write a note.")
-
-    asyncio.run(main())
-"""
-
-
 async def test_a_conversation_in_postgres_resumes_in_another_process(
     pg_url: str, tmp_path: Path
 ) -> None:
     await empty_database(pg_url)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RETINUE_"))}
-    env |= {"RETINUE_HOME": str(tmp_path / "home"), "RETINUE_BLOCK_REAL_MODELS": "1"}
-    died = await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-c", textwrap.dedent(SAVES), pg_url, str(tmp_path)],
-        env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    (tmp_path / "ws").mkdir()
+    died = await asyncio.to_thread(in_another_process, tmp_path, DIES_WAITING, pg_url)
     assert died.returncode == 3, died.stderr
-    assert died.stdout.split("\n")[:2] == ["Hello, Ada.", "asked: Write"]
+    assert died.stdout.strip() == "asked: Write"
+    assert not (tmp_path / "home" / "memory.db").exists()  # saved in PostgreSQL, not SQLite
 
-    model = ScriptedModel(["Noted, Ada."])
-    with Agent(model, instructions="You are NEW.", memory=False, workspace=tmp_path,
+    model = ScriptedModel(["Deployed."])
+    with Agent(model, instructions="Deploy carefully.", memory=False, workspace=tmp_path / "ws",
                store=pg_url, approver=lambda _: False) as agent:  # fmt: skip
-        conversation = agent.conversation("pg-chat", create=False)
+        conversation = agent.conversation("job-7", create=False)
         [request] = await conversation.approvals()
         out = await conversation.approve(request.id, True)
-        assert out is not None and out.content == "Noted, Ada."
-        assert await agent.conversation("pg-chat").approvals() == []
-    assert (tmp_path / "note.txt").read_text() == "pg"
+        assert out is not None and out.content == "Deployed."
+        assert await agent.conversation("job-7").approvals() == []
+    assert (tmp_path / "ws" / "deploy.txt").read_text() == "v2"
     sent = model.calls[0].messages
-    assert isinstance(sent[0], SystemMessage) and sent[0].content.startswith("You are NEW.")
-    assert [m.content for m in sent if isinstance(m, UserMessage)] == ["I am Ada.", "Write a note."]
+    assert isinstance(sent[0], SystemMessage) and sent[0].content.startswith("Deploy carefully.")
+    [result] = [m for m in sent if isinstance(m, ToolResultMessage)]
+    assert not result.is_error

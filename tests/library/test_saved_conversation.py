@@ -24,11 +24,14 @@ from retinue import (
 from retinue.testing import ScriptedModel
 
 
-def in_another_process(tmp_path: Path, program: str) -> subprocess.CompletedProcess[str]:
-    """Run ``program`` in a fresh Python (``home`` and ``workspace`` defined for it)."""
+def in_another_process(
+    tmp_path: Path, program: str, store: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``program`` in a fresh Python (``home``, ``workspace`` and ``store`` defined)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RETINUE_"))}
     env |= {"RETINUE_HOME": str(tmp_path / "home"), "RETINUE_BLOCK_REAL_MODELS": "1"}
     prelude = f"home, workspace = {str(tmp_path / 'home')!r}, {str(tmp_path / 'ws')!r}\n"
+    prelude += f"store = {store!r}\n"
     return subprocess.run(
         [sys.executable, "-c", prelude + textwrap.dedent(program)],
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60,
@@ -93,8 +96,8 @@ DIES_WAITING = """
 
     async def main():
         write = call_tool("Write", {"file_path": "deploy.txt", "content": "v2"})
-        agent = Agent(ScriptedModel([write]), instructions="Deploy when asked.",
-                      memory=False, home=home, workspace=workspace, approver=approver)
+        agent = Agent(ScriptedModel([write]), instructions="Deploy when asked.", memory=False,
+                      home=home, workspace=workspace, store=store, approver=approver)
         await agent.conversation("job-7").send("Deploy v2.")
 
     asyncio.run(main())
