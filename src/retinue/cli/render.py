@@ -246,6 +246,10 @@ class EventPrinter:
             case ev.SESSION:
                 asks = f": {escape(str(d['question'])[:200])}" if d.get("question") else ""
                 return f"[magenta]◆[/] session {who} {escape(str(d.get('action')))}{asks}"
+            case ev.COMPRESSED if d.get("reason") == "context_edit":
+                before, after = d.get("before_tokens"), d.get("after_tokens")
+                cleared = f"cleared old tool results ({d.get('trimmed_results')})"
+                return f"[blue]⇣[/] {who} {cleared}: {before} → {after} tokens"
             case ev.COMPRESSED:
                 before, after = d.get("before_tokens"), d.get("after_tokens")
                 return f"[blue]⇣[/] {who} compressed its context: {before} → {after} tokens"
