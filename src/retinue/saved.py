@@ -36,7 +36,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from retinue.durable import record_conversation, restore_conversation
 from retinue.engine.config import RunOutput
@@ -145,28 +145,33 @@ def parse_export(data: str | bytes | Mapping[str, Any]) -> Export:
             raise ConversationError(f"conversation export is not JSON: {exc}") from None
     if not isinstance(data, Mapping) or data.get("format") != EXPORT_FORMAT:
         raise ConversationError(f'not a conversation export (no "format": {EXPORT_FORMAT!r})')
-    if data.get("version") != EXPORT_VERSION:
-        raise ConversationError(f"conversation export version {data.get('version')!r} unknown")
-    cid, rows, approvals = data.get("id"), data.get("messages"), data.get("approvals", [])
+    fields = cast("Mapping[str, Any]", data)
+    if fields.get("version") != EXPORT_VERSION:
+        raise ConversationError(f"conversation export version {fields.get('version')!r} unknown")
+    cid = fields.get("id")
     if not isinstance(cid, str) or not valid_conversation_id(cid):
         raise ConversationError(f"conversation export has a bad id: {cid!r}")
-    if not isinstance(rows, list) or len(rows) > MAX_EXPORT_MESSAGES:  # pyright: ignore[reportUnknownArgumentType]
-        raise ConversationError("conversation export has no list of messages")
-    if not isinstance(approvals, list):
-        raise ConversationError("conversation export's approvals are not a list")
-    return Export(cid, _messages(rows), [dict(a) for a in approvals if isinstance(a, dict)])  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
+    rows = _listed(fields.get("messages"), "messages")
+    if len(rows) > MAX_EXPORT_MESSAGES:
+        raise ConversationError(f"conversation export has over {MAX_EXPORT_MESSAGES} messages")
+    approvals = _listed(fields.get("approvals", []), "approvals")
+    kept = [cast("dict[str, Any]", a) for a in approvals if isinstance(a, dict)]
+    return Export(cid, [_message(n, row) for n, row in enumerate(rows)], kept)
 
 
-def _messages(rows: list[Any]) -> list[Message]:
-    out: list[Message] = []
-    for n, row in enumerate(rows):
-        try:
-            if not isinstance(row, dict):
-                raise TypeError("not an object")
-            out.append(from_dict(row))  # pyright: ignore[reportUnknownArgumentType]
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise ConversationError(f"conversation export: message {n} is bad: {exc}") from None
-    return out
+def _listed(value: object, what: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise ConversationError(f"conversation export has no list of {what}")
+    return cast("list[Any]", value)
+
+
+def _message(n: int, row: object) -> Message:
+    try:
+        if not isinstance(row, dict):
+            raise TypeError("not an object")
+        return from_dict(cast("dict[str, Any]", row))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ConversationError(f"conversation export: message {n} is bad: {exc}") from None
 
 
 class SavedConversation:
