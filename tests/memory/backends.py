@@ -16,7 +16,8 @@ from retinue.memory.pending import PendingTranscript
 
 _TABLES = (
     "blocks, passages, consolidations, pending_consolidations, conversations, "
-    "conversation_messages, conversation_leases, session_records, session_messages"
+    "conversation_messages, conversation_leases, session_records, session_messages, "
+    "conversation_media"
 )
 
 

@@ -1,18 +1,19 @@
-"""The SQLite conversation store keeps images and PDFs out of its message rows: one
-content-addressed file per distinct content in ``<home>/media``, capped, removed when no
-conversation references it any more."""
+"""The conversation stores keep images and PDFs out of their message rows: one
+content-addressed file per distinct content in ``<home>/media`` (SQLite) or one row of
+``conversation_media`` (PostgreSQL), capped, removed when no conversation references it."""
 
 from __future__ import annotations
 
 import hashlib
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from retinue.errors import MemoryStoreError
-from retinue.memory import open_memory
+from retinue.memory import MemoryBackend, SQLiteMemory, open_memory
 from retinue.memory.media import MediaStore, MediaStoreFull
 from retinue.messages import (
     AssistantMessage,
@@ -63,34 +64,47 @@ async def test_media_lives_in_files_named_by_content_and_loads_back(tmp_path: Pa
     reopened.close()
 
 
-async def test_deleting_a_conversation_removes_the_files_only_it_used(tmp_path: Path) -> None:
-    store = open_memory(tmp_path)
+async def stored_media(store: MemoryBackend) -> set[str]:
+    """The digests the store keeps bytes of (files, or rows of ``conversation_media``)."""
+    if isinstance(store, SQLiteMemory):
+        return {p.name for p in store.media.root.glob("??/*")}
+    async with store.connection() as conn:
+        cur = await conn.execute("SELECT sha256 FROM conversation_media")
+        return {str(d) for (d,) in await cur.fetchall()}
+
+
+async def test_deleting_a_conversation_removes_the_media_only_it_used(
+    new_store: Callable[..., MemoryBackend],
+) -> None:
+    store = new_store()
     other = PNG + b"!"
     await store.conversations.save("t", "a", history())
     await store.conversations.save("u", "b", history(other))  # shares the PDF only
+    assert await stored_media(store) == {sha(PNG), sha(PDF), sha(other)}
+    assert await store.conversations.load("t", "a") == history()
     assert await store.conversations.delete("t", "a")
-    assert media_files(tmp_path) == {sha(other), sha(PDF)}
+    assert await stored_media(store) == {sha(other), sha(PDF)}
     assert await store.conversations.load("u", "b") == history(other)
     assert await store.conversations.delete("u", "b")
-    assert media_files(tmp_path) == set()
-    store.close()
+    assert await stored_media(store) == set()
 
 
-async def test_prune_sweeps_orphans_of_rewritten_histories(tmp_path: Path) -> None:
-    store = open_memory(tmp_path)
+async def test_prune_sweeps_orphans_of_rewritten_histories(
+    new_store: Callable[..., MemoryBackend],
+) -> None:
+    store = new_store()
     await store.conversations.save("t", "a", history())
     await store.conversations.save("t", "a", [UserMessage("start over")])  # PNG, PDF orphaned
-    assert media_files(tmp_path) == {sha(PNG), sha(PDF)}
+    assert await stored_media(store) == {sha(PNG), sha(PDF)}
     assert await store.conversations.prune(time.time() - 3600) == 0  # nothing old to forget
-    assert media_files(tmp_path) == set()
+    assert await stored_media(store) == set()
     assert await store.conversations.load("t", "a") == [UserMessage("start over")]
-    store.close()
 
 
 async def test_a_save_past_the_cap_is_refused_in_one_line_and_nothing_is_lost(
-    tmp_path: Path,
+    new_store: Callable[..., MemoryBackend],
 ) -> None:
-    store = open_memory(tmp_path, media_max_bytes=len(PNG) + len(PDF) + 10)
+    store = new_store(media_max_bytes=len(PNG) + len(PDF) + 10)
     await store.conversations.save("t", "a", history())
     bigger = history(PNG * 2)
     with pytest.raises(MediaStoreFull, match="media store full") as info:
@@ -99,7 +113,7 @@ async def test_a_save_past_the_cap_is_refused_in_one_line_and_nothing_is_lost(
     assert await store.conversations.load("t", "b") is None  # the refused save wrote nothing
     assert await store.conversations.load("t", "a") == history()
     await store.conversations.save("t", "c", history())  # the same content needs no room
-    store.close()
+    assert await store.conversations.load("t", "c") == history()
 
 
 async def test_a_missing_or_altered_file_is_a_clear_error(tmp_path: Path) -> None:

@@ -100,4 +100,5 @@ def open_store(
         embedder=embedder or embedder_from_env(),
         block_limits=block_limits,
         options=options,
+        media_max_bytes=media_max_bytes,
     )

@@ -194,7 +194,16 @@ _V6: tuple[LiteralString, ...] = (
     "CREATE INDEX IF NOT EXISTS transcripts_tsv ON transcripts USING GIN (tsv)",
 )
 
-MIGRATIONS: tuple[tuple[LiteralString, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+# v7: images and PDFs of stored conversations, out of their rows (retinue.memory.pg_media).
+_V7: tuple[LiteralString, ...] = (
+    """CREATE TABLE IF NOT EXISTS conversation_media (
+        sha256 TEXT PRIMARY KEY,
+        size BIGINT NOT NULL,
+        data BYTEA NOT NULL
+    )""",
+)
+
+MIGRATIONS: tuple[tuple[LiteralString, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

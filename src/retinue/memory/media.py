@@ -12,8 +12,9 @@ the very bytes that were saved. The store is capped (``media_max_bytes`` in
 store removes a deleted conversation's files that no other row names (:meth:`MediaStore.
 discard`), and :meth:`MediaStore.sweep` removes every orphan (after pruning). Every call
 runs inside the conversation store's write transaction, so a file is never removed while
-another save references it. PostgreSQL rows keep their parts inline (base64): several
-workers share no data directory.
+another save references it. PostgreSQL serves several workers that share no data
+directory: there the bytes go to the table ``conversation_media`` instead, by the same
+references and with the same cap (:mod:`retinue.memory.pg_media`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ __all__ = [
     "references",
     "restore",
     "stash",
+    "too_full",
 ]
 
 DEFAULT_MEDIA_MAX_BYTES = 2 * 2**30
@@ -49,6 +51,14 @@ _REFERENCE = re.compile(r'"sha256":\s*"([0-9a-f]{64})"')
 
 class MediaStoreFull(MemoryStoreError):
     """Storing a part would grow the media store past its cap."""
+
+
+def too_full(used: int, cap: int, size: int) -> MediaStoreFull:
+    """The one-line refusal of ``size`` more bytes in a store holding ``used`` of ``cap``."""
+    return MediaStoreFull(
+        f"media store full: {used:,} of {cap:,} bytes used, {size:,} more do not fit "
+        "(media_max_bytes in config.toml)"
+    )
 
 
 class MediaStore:
@@ -79,10 +89,7 @@ class MediaStore:
     def check_room(self, size: int) -> None:
         """:class:`MediaStoreFull` (one line) unless ``size`` more bytes fit under the cap."""
         if not self.room(size):
-            raise MediaStoreFull(
-                f"media store full: {self.used():,} of {self.max_bytes:,} bytes used, "
-                f"{size:,} more do not fit (media_max_bytes in config.toml)"
-            )
+            raise too_full(self.used(), self.max_bytes, size)
 
     def put(self, data: bytes) -> str:
         """Store ``data`` (once: a file of the same content is kept); its SHA-256."""
@@ -140,9 +147,9 @@ class MediaStore:
         return True
 
 
-def stash(message: Message, store: MediaStore) -> dict[str, Any]:
-    """``message``'s :func:`~retinue.messages.to_dict` with each part's bytes put in
-    ``store`` and replaced by a reference."""
+def stash(message: Message, put: Callable[[bytes], str]) -> dict[str, Any]:
+    """``message``'s :func:`~retinue.messages.to_dict` with each part's bytes stored by
+    ``put`` (:meth:`MediaStore.put`, or a database's) and replaced by a reference."""
     row = to_dict(message)
     if not isinstance(message, UserMessage | ToolResultMessage) or not message.parts:
         return row
@@ -150,23 +157,23 @@ def stash(message: Message, store: MediaStore) -> dict[str, Any]:
     for part, shown in zip(message.parts, row["parts"], strict=True):
         if part.data:  # (by URL: nothing to keep)
             kept = {k: v for k, v in shown.items() if k != "data"}
-            shown = {**kept, "sha256": store.put(part.data), "size": len(part.data)}
+            shown = {**kept, "sha256": put(part.data), "size": len(part.data)}
         out.append(shown)
     return {**row, "parts": out}
 
 
-def restore(row: dict[str, Any], store: MediaStore) -> dict[str, Any]:
-    """The inverse of :func:`stash` on a stored row: references back to base64 ``data``
-    (a row without any comes back as it is)."""
+def restore(row: dict[str, Any], get: Callable[[str], bytes]) -> dict[str, Any]:
+    """The inverse of :func:`stash` on a stored row: references back to base64 ``data``,
+    the bytes given by ``get`` (a row without any comes back as it is)."""
     parts = row.get("parts")
     if not isinstance(parts, list) or not any(isinstance(p, dict) and "sha256" in p for p in parts):
         return row
-    out = [_restored(p, store) if isinstance(p, dict) and "sha256" in p else p for p in parts]
+    out = [_restored(p, get) if isinstance(p, dict) and "sha256" in p else p for p in parts]
     return {**row, "parts": out}
 
 
-def _restored(part: dict[str, Any], store: MediaStore) -> dict[str, Any]:
-    data = base64.b64encode(store.get(str(part["sha256"]))).decode("ascii")
+def _restored(part: dict[str, Any], get: Callable[[str], bytes]) -> dict[str, Any]:
+    data = base64.b64encode(get(str(part["sha256"]))).decode("ascii")
     return {**{k: v for k, v in part.items() if k not in ("sha256", "size")}, "data": data}
 
 

@@ -30,6 +30,7 @@ from retinue.memory.conversations import (
     parse_approvals,
     title_of,
 )
+from retinue.memory.pg_media import PgMedia
 from retinue.memory.text import pg_text
 from retinue.messages import Message, from_dict, to_dict
 
@@ -84,8 +85,9 @@ def _body(message: Message) -> str:
 class PgConversations:
     """Conversations and their leases in the memory database of a :class:`PostgresMemory`."""
 
-    def __init__(self, store: _Connects) -> None:
+    def __init__(self, store: _Connects, media: PgMedia | None = None) -> None:
         self.store = store
+        self.media = media  # images and PDFs out of the rows (retinue.memory.pg_media)
 
     async def load(self, tenant: str, cid: str) -> list[Message] | None:
         async with self.store.connection() as conn:
@@ -99,11 +101,11 @@ class PgConversations:
                 "WHERE tenant = %s AND conversation = %s ORDER BY seq",
                 (tenant, cid),
             )
-            rows = await cur.fetchall()
-        try:
-            return [from_dict(json.loads(body)) for (body,) in rows]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise MemoryStoreError(f"stored conversation {cid!r} is damaged: {exc}") from None
+            bodies = [str(body) for (body,) in await cur.fetchall()]
+            try:
+                return [from_dict(row) for row in await self._rows(conn, bodies)]
+            except (ValueError, KeyError, TypeError) as exc:
+                raise MemoryStoreError(f"stored conversation {cid!r} is damaged: {exc}") from None
 
     async def approvals(self, tenant: str, cid: str) -> list[dict[str, Any]]:
         async with self.store.connection() as conn:
@@ -142,14 +144,12 @@ class PgConversations:
                 "WHERE tenant = %s AND conversation = %s AND seq >= %s",
                 (tenant, cid, keep),
             )
+            bodies = await self._bodies(conn, messages[keep:])
             async with conn.cursor() as c:
                 await c.executemany(
                     "INSERT INTO conversation_messages (tenant, conversation, seq, body) "
                     "VALUES (%s, %s, %s, %s)",
-                    [
-                        (tenant, cid, seq, _body(messages[seq]))
-                        for seq in range(keep, len(messages))
-                    ],
+                    [(tenant, cid, keep + i, body) for i, body in enumerate(bodies)],
                 )
             await conn.execute(
                 "INSERT INTO conversations "
@@ -172,6 +172,7 @@ class PgConversations:
 
     async def delete(self, tenant: str, cid: str) -> bool:
         async with self.store.connection() as conn, conn.transaction():
+            held = await self.media.held(conn, tenant, cid) if self.media else set[str]()
             await conn.execute(
                 "DELETE FROM conversation_messages WHERE tenant = %s AND conversation = %s",
                 (tenant, cid),
@@ -179,6 +180,8 @@ class PgConversations:
             cur = await conn.execute(
                 "DELETE FROM conversations WHERE tenant = %s AND id = %s", (tenant, cid)
             )
+            if self.media is not None:
+                await self.media.discard(conn, held)
             return cur.rowcount > 0
 
     async def prune(self, older_than: float) -> int:
@@ -191,7 +194,21 @@ class PgConversations:
             cur = await conn.execute(
                 "DELETE FROM conversations WHERE updated_at < %s", (older_than,)
             )
+            if self.media is not None:
+                await self.media.sweep(conn)
             return cur.rowcount
+
+    # -- media (images and PDFs out of the rows: retinue.memory.pg_media) ---------------
+
+    async def _bodies(self, conn: AsyncConnection, messages: Sequence[Message]) -> list[str]:
+        if self.media is None:
+            return [_body(m) for m in messages]
+        return await self.media.bodies(conn, messages)
+
+    async def _rows(self, conn: AsyncConnection, bodies: list[str]) -> list[dict[str, Any]]:
+        if self.media is None:
+            return [json.loads(b) for b in bodies]
+        return await self.media.rows(conn, bodies)
 
     # -- leases -------------------------------------------------------------------------
 

@@ -57,9 +57,11 @@ from retinue.memory.common import (
     replacing,
 )
 from retinue.memory.embeddings import VECTOR_SCAN_LIMIT, Embedder, pack, top_by_cosine
+from retinue.memory.media import DEFAULT_MEDIA_MAX_BYTES
 from retinue.memory.pending import PendingTranscript
 from retinue.memory.pg_conversations import PgConversations
 from retinue.memory.pg_journal import PgJournal
+from retinue.memory.pg_media import PgMedia
 from retinue.memory.pg_transcripts import PgTranscripts
 from retinue.memory.store import DEFAULT_BLOCK_LIMITS, SHARED_SCOPE, Block, Passage
 from retinue.memory.tasks import PgTasks
@@ -117,6 +119,7 @@ class PostgresMemory(StoreCommon):
         block_limits: Mapping[str, int] = DEFAULT_BLOCK_LIMITS,
         options: ConsolidationOptions | None = None,
         pool_size: int = 10,
+        media_max_bytes: int = DEFAULT_MEDIA_MAX_BYTES,
     ) -> None:
         self.url = url
         self.where = describe_url(url)
@@ -124,8 +127,9 @@ class PostgresMemory(StoreCommon):
         self.block_limits = dict(block_limits)
         self.options = options or ConsolidationOptions()
         self.pending = PgPendingQueue(self)
-        self.conversations = PgConversations(self)
-        """The main agent's stored conversations, with leases for several workers."""
+        self.conversations = PgConversations(self, PgMedia(media_max_bytes))
+        """The main agent's stored conversations, with leases for several workers (images
+        and PDFs in their own table, :mod:`retinue.memory.pg_media`)."""
         self.tasks = PgTasks(self)
         """The teams' shared task lists (a ``TaskStore``), claims atomic across workers."""
         self.journal = PgJournal(self)

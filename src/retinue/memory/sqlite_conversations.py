@@ -153,11 +153,11 @@ class SQLiteConversations:
     # -- media (images and PDFs out of the rows: retinue.memory.media) ----------------
 
     def _body(self, message: Message) -> dict[str, Any]:
-        return to_dict(message) if self.media is None else stash(message, self.media)
+        return to_dict(message) if self.media is None else stash(message, self.media.put)
 
     def _restored(self, body: str) -> dict[str, Any]:
         row = json.loads(body)
-        return row if self.media is None else restore(row, self.media)
+        return row if self.media is None else restore(row, self.media.get)
 
     def _media_of(self, conn: sqlite3.Connection, where: str, args: tuple[object, ...]) -> set[str]:
         if self.media is None:
