@@ -5,6 +5,7 @@ database_url)`` opens :class:`PostgresMemory` instead when a ``postgresql://`` U
 (several workers sharing one database). The sub-agent manager uses a store through
 :class:`Memory`, the memory tools and the CLI through :class:`MemoryStore`; durable sessions
 are recorded in a store's ``journal`` (a :class:`SessionJournal` of :class:`SessionRecord`).
+A :class:`SharedBlock` names a block several roles share (``Role(shared_memory=...)``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from retinue.memory.journal import SessionJournal, SessionRecord
 from retinue.memory.media import DEFAULT_MEDIA_MAX_BYTES
 from retinue.memory.postgres import PostgresMemory
 from retinue.memory.sqlite import SQLiteMemory
-from retinue.memory.store import DEFAULT_BLOCK_LIMITS, Block, MemoryStore, Passage
+from retinue.memory.store import DEFAULT_BLOCK_LIMITS, Block, MemoryStore, Passage, SharedBlock
 
 __all__ = [
     "DEFAULT_BLOCK_LIMITS",
@@ -39,6 +40,7 @@ __all__ = [
     "SQLiteMemory",
     "SessionJournal",
     "SessionRecord",
+    "SharedBlock",
     "open_memory",
     "open_store",
 ]
