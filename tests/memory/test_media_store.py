@@ -14,7 +14,7 @@ import pytest
 
 from retinue.errors import MemoryStoreError
 from retinue.memory import MemoryBackend, SQLiteMemory, open_memory
-from retinue.memory.media import MediaStore, MediaStoreFull
+from retinue.memory.media import MediaRoom, MediaStore, MediaStoreFull
 from retinue.messages import (
     AssistantMessage,
     DocumentPart,
@@ -114,6 +114,10 @@ async def test_a_save_past_the_cap_is_refused_in_one_line_and_nothing_is_lost(
     assert await store.conversations.load("t", "a") == history()
     await store.conversations.save("t", "c", history())  # the same content needs no room
     assert await store.conversations.load("t", "c") == history()
+    assert isinstance(store.conversations, MediaRoom)  # asked before a turn runs
+    await store.conversations.check_media_room(10)
+    with pytest.raises(MediaStoreFull, match="11 more do not fit"):
+        await store.conversations.check_media_room(11)
 
 
 async def test_a_missing_or_altered_file_is_a_clear_error(tmp_path: Path) -> None:

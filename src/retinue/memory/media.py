@@ -27,13 +27,14 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from retinue.errors import MemoryStoreError
 from retinue.messages import Message, ToolResultMessage, UserMessage, to_dict
 
 __all__ = [
     "DEFAULT_MEDIA_MAX_BYTES",
+    "MediaRoom",
     "MediaStore",
     "MediaStoreFull",
     "references",
@@ -51,6 +52,16 @@ _REFERENCE = re.compile(r'"sha256":\s*"([0-9a-f]{64})"')
 
 class MediaStoreFull(MemoryStoreError):
     """Storing a part would grow the media store past its cap."""
+
+
+@runtime_checkable
+class MediaRoom(Protocol):
+    """A conversation store that keeps media under a cap, and says before a turn whether a
+    message's parts will fit."""
+
+    async def check_media_room(self, size: int) -> None:
+        """:class:`MediaStoreFull` (one line) unless ``size`` more bytes of media fit."""
+        ...
 
 
 def too_full(used: int, cap: int, size: int) -> MediaStoreFull:

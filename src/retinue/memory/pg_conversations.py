@@ -200,6 +200,11 @@ class PgConversations:
 
     # -- media (images and PDFs out of the rows: retinue.memory.pg_media) ---------------
 
+    async def check_media_room(self, size: int) -> None:
+        if self.media is not None:
+            async with self.store.connection() as conn:
+                await self.media.check_room(conn, size)
+
     async def _bodies(self, conn: AsyncConnection, messages: Sequence[Message]) -> list[str]:
         if self.media is None:
             return [_body(m) for m in messages]

@@ -59,17 +59,21 @@ class PgMedia:
         new = [(d, len(b), b) for d, b in found.items() if d not in have]
         if not new:
             return
-        cur = await conn.execute("SELECT coalesce(sum(size), 0) FROM conversation_media")
-        row = await cur.fetchone()
-        used, size = int(row[0]) if row else 0, sum(n for _, n, _ in new)
-        if used + size > self.max_bytes:
-            raise too_full(used, self.max_bytes, size)
+        await self.check_room(conn, sum(n for _, n, _ in new))
         async with conn.cursor() as c:
             await c.executemany(
                 "INSERT INTO conversation_media (sha256, size, data) VALUES (%s, %s, %s) "
                 "ON CONFLICT (sha256) DO NOTHING",
                 new,
             )
+
+    async def check_room(self, conn: AsyncConnection, size: int) -> None:
+        """:class:`~retinue.memory.media.MediaStoreFull` unless ``size`` more bytes fit."""
+        cur = await conn.execute("SELECT coalesce(sum(size), 0) FROM conversation_media")
+        row = await cur.fetchone()
+        used = int(row[0]) if row else 0
+        if used + size > self.max_bytes:
+            raise too_full(used, self.max_bytes, size)
 
     async def rows(self, conn: AsyncConnection, bodies: Sequence[str]) -> list[dict[str, Any]]:
         """Stored rows back as :func:`~retinue.messages.to_dict` objects, bytes restored."""

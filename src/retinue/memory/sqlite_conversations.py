@@ -152,6 +152,10 @@ class SQLiteConversations:
 
     # -- media (images and PDFs out of the rows: retinue.memory.media) ----------------
 
+    async def check_media_room(self, size: int) -> None:
+        if self.media is not None:
+            await asyncio.to_thread(self.media.check_room, size)
+
     def _body(self, message: Message) -> dict[str, Any]:
         return to_dict(message) if self.media is None else stash(message, self.media.put)
 

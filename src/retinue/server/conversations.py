@@ -109,8 +109,8 @@ from retinue.errors import MemoryStoreError, RetinueError, SessionClosedError
 from retinue.events import EventSink
 from retinue.memory.conversations import ConversationSummary, same_prefix, title_of
 from retinue.memory.journal import SessionJournal, SessionRecord
+from retinue.memory.media import MediaRoom
 from retinue.memory.pg_conversations import ConversationLeases
-from retinue.memory.sqlite import SQLiteMemory
 from retinue.messages import (
     AssistantMessage,
     Content,
@@ -427,24 +427,22 @@ class ConversationHost:
         """
         return await self._turn(cid, text, keep_sessions=keep_sessions, on_event=on_event)
 
-    def _check_media_room(self, text: Content | None) -> None:
+    async def _check_media_room(self, text: Content | None) -> None:
         """Refuse a message whose images and PDFs the store has no room for (a one-line
         :class:`~retinue.memory.media.MediaStoreFull`) before its turn runs."""
-        memory = self.runtime.memory
-        if self.store is None or not isinstance(memory, SQLiteMemory) or text is None:
+        if not isinstance(self.store, MediaRoom) or text is None or isinstance(text, str):
             return
-        parts = () if isinstance(text, str) else text
-        size = sum(len(p.data) for p in parts if isinstance(p, ImagePart | DocumentPart))
+        size = sum(len(p.data) for p in text if isinstance(p, ImagePart | DocumentPart))
         if size:
-            memory.media.check_room(size)
+            await self.store.check_media_room(size)
 
     async def _turn(
         self, cid: str, text: Content | None, *, keep_sessions: bool, on_event: EventSink | None
     ) -> RunOutput:
         """:meth:`send` (``text=None``: go on from the history, after stored approvals)."""
+        await self._check_media_room(text)
         if self.budget.count >= self.limits.max_turns:
             raise ServerBusy(f"{self.limits.max_turns} turns are already in progress; retry later")
-        self._check_media_room(text)
         self.budget.count += 1
         self._in_flight[cid] = self._in_flight.get(cid, 0) + 1
         self._last_used[cid] = time.monotonic()
