@@ -46,6 +46,7 @@ T = TypeVar("T")
 Tenant = Annotated[str, typer.Option("--tenant", help="whose memory (tenant name)")]
 _SQLITE_HELP = "the data directory's SQLite store, even when a database_url is set"
 Sqlite = Annotated[bool, typer.Option("--sqlite", help=_SQLITE_HELP)]
+Value = Annotated[str | None, typer.Option("--value", help="new text; without it, $EDITOR opens")]
 
 
 def _fail(message: str) -> typer.Exit:
@@ -175,22 +176,27 @@ def shared(
 def edit_shared(
     name: str,
     tenant: Tenant = "default",
-    value: Annotated[
-        str | None, typer.Option("--value", help="new text; without it, $EDITOR opens")
-    ] = None,
+    value: Value = None,
 ) -> None:
     """Replace a shared block's text (from --value, or in $EDITOR)."""
     with _memory() as (store, run):
         if value is None:
             (current,) = run(lambda: store.shared_blocks(tenant, [name]))
-            edited = click.edit(current.value, extension=".md")
-            if edited is None:
-                _out.print("unchanged")
+            value = _in_editor(current.value)
+            if value is None:
                 return
-            value = edited.rstrip("\n")
         text: str = value
         b = run(lambda: store.edit_shared_block(tenant, name, lambda _: text))
     _out.print(f"saved shared {escape(repr(b.name))} ({len(b.value)}/{b.limit} chars)")
+
+
+def _in_editor(text: str) -> str | None:
+    """``text`` as edited in $EDITOR; None (and "unchanged" said) when it was not saved."""
+    edited = click.edit(text, extension=".md")
+    if edited is None:
+        _out.print("unchanged")
+        return None
+    return edited.rstrip("\n")
 
 
 def _nothing_stored(role: str, tenant: str) -> None:
@@ -232,9 +238,7 @@ def edit(
     role: str,
     block: str,
     tenant: Tenant = "default",
-    value: Annotated[
-        str | None, typer.Option("--value", help="new text; without it, $EDITOR opens")
-    ] = None,
+    value: Value = None,
 ) -> None:
     """Replace a core block's text (from --value, or in $EDITOR)."""
     with _memory() as (store, run):
@@ -242,11 +246,9 @@ def edit(
             current = {b.name: b.value for b in run(lambda: store.blocks(tenant, role))}
             if block not in current:
                 raise _fail(f"unknown block {block!r}; blocks are: {', '.join(current)}")
-            edited = click.edit(current[block], extension=".md")
-            if edited is None:
-                _out.print("unchanged")
+            value = _in_editor(current[block])
+            if value is None:
                 return
-            value = edited.rstrip("\n")
         text: str = value
         b = run(lambda: store.set_block(tenant, role, block, text))
     _out.print(f"saved {escape(repr(b.name))} ({len(b.value)}/{b.limit} chars)")
