@@ -424,6 +424,7 @@ class AutoCompressor:
                 session_id=f"{ctx.agent_id}#compress",
                 messages=list(older),
                 model=model,
+                **({"shared": ctx.shared_memory} if ctx.shared_memory else {}),  # its role's
             )
             if not written:
                 log.warning("compressed-away messages of %s were not written to memory (kept "
