@@ -908,9 +908,11 @@ class ConversationHost:
         memory, main = self.runtime.memory, self.runtime.model
         if memory is None:
             return
+        roles = self.runtime.catalog.roles  # a role's retry writes its shared blocks too
         try:
             report = await memory.retry_pending(
-                lambda name: main if name == main.name else resolve_model(name)
+                lambda name: main if name == main.name else resolve_model(name),
+                shared_for=lambda role: roles[role].shared_memory if role in roles else (),
             )
         except RetinueError as exc:
             log.warning("retrying failed consolidations: %s", exc)
