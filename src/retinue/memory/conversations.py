@@ -2,8 +2,10 @@
 
 The HTTP service keeps each conversation's history (every message: system prompt, user
 turns, assistant replies, tool calls and results) in the store, so a restarted service
-continues a chat with its whole history. Interactive sub-agent sessions are never stored
-(what they learned lives on through consolidation).
+continues a chat with its whole history; so does the library's ``Agent.conversation(id)``
+(:mod:`retinue.saved`), in the same store, under the same ids. Interactive sub-agent
+sessions are never stored here (what they learned lives on through consolidation; durable
+sessions keep them in the journal).
 
 A conversation is named by ``(tenant, id)``; nothing crosses tenants. Its history is an
 ordered list of :class:`~retinue.messages.Message`, written whole by :meth:`save` (with a
