@@ -16,8 +16,10 @@ Each rule is written from the prompt-caching page
 * an entry lives 5 minutes, or 1 hour with ``"ttl": "1h"``; "the cache is refreshed for no
   additional cost each time the cached content is used".
 
-Token figures are the loopback's own count of the prompt (the scripted model's estimate),
-split between cached and uncached parts in proportion to the serialized blocks' lengths.
+The prompt's size is the larger of the loopback's own count (the scripted model's estimate
+of the messages) and the serialized prompt at about four characters a token, tool
+definitions included as the API counts them; it is split between the cached and uncached
+parts in proportion to the serialized blocks' lengths.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class CacheUse:
     read: int = 0
     written_5m: int = 0
     written_1h: int = 0
+    prompt: int = 0  # the whole prompt, cached or not
 
     @property
     def written(self) -> int:
@@ -116,9 +119,10 @@ class PromptCache:
     def use(self, body: dict[str, Any], prompt_tokens: int) -> CacheUse:
         """Look ``body`` up, refresh what it reads, write its new breakpoints."""
         prefixes = _prefixes(body)
-        if not prefixes or prompt_tokens <= 0:
-            return CacheUse()
+        if not prefixes:
+            return CacheUse(prompt=prompt_tokens)
         total = prefixes[-1].chars
+        prompt_tokens = max(prompt_tokens, total // 4)
 
         def tokens(index: int) -> int:
             return 0 if index < 0 else prompt_tokens * prefixes[index].chars // total
@@ -141,7 +145,7 @@ class PromptCache:
                 written[ttl] += tokens(b) - tokens(covered)
                 covered = b
             self._trim(now)
-        return CacheUse(tokens(hit), written["5m"], written["1h"])
+        return CacheUse(tokens(hit), written["5m"], written["1h"], prompt_tokens)
 
     def _live(self, digest: str, now: float) -> bool:
         entry = self._entries.get(digest)

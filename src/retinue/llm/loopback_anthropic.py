@@ -318,7 +318,7 @@ class LoopbackAnthropicServer(LoopbackServer):
         """This request's use of the emulated cache, worked out once (scripted reads win)."""
         u = response.usage
         if u.cache_read_tokens:
-            return CacheUse(read=u.cache_read_tokens)
+            return CacheUse(read=u.cache_read_tokens, prompt=u.input_tokens)
         use = getattr(self._local, "cache_use", None)
         if use is None:
             use = self.cache.use(getattr(self._local, "body", {}), u.input_tokens)
@@ -330,7 +330,7 @@ class LoopbackAnthropicServer(LoopbackServer):
     def _usage(self, response: ModelResponse) -> dict[str, Any]:
         u, use = response.usage, self._cache_use(response)
         return {
-            "input_tokens": max(u.input_tokens - use.read - use.written, 0),
+            "input_tokens": max(use.prompt - use.read - use.written, 0),
             "output_tokens": u.output_tokens,
             "cache_read_input_tokens": use.read,
             "cache_creation_input_tokens": use.written,
