@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
+from cli.test_roles_view import retinue_roles
 from cli.test_run import retinue
 from retinue.cli.memory import memory_app
 from retinue.llm.base import ToolSpec
@@ -151,3 +152,6 @@ def test_edit_shared_sets_a_block_and_refuses_a_core_block_name(
     assert bad.exit_code == 1 and "'persona' cannot name a shared block" in bad.output
     missing = cli("shared", "nope")
     assert missing.exit_code == 1 and "no shared block 'nope'" in missing.output
+    roles = retinue_roles(tmp_path).stdout  # `retinue roles` says what each declares
+    assert "reader (memory: project, shared: team-notes read-only)" in roles
+    assert "writer (memory, shared: team-notes)" in roles

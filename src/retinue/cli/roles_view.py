@@ -34,6 +34,9 @@ def _caps(role: Role) -> str:
     caps = sorted(role.capabilities - {"spawn_agent"})
     if role.memory_scope:
         caps = [f"memory: {role.memory_scope}" if c == "memory" else c for c in caps]
+    if role.shared_memory:  # the shared memory blocks it sees
+        names = [s.name if s.writable else f"{s.name} read-only" for s in role.shared_memory]
+        caps.append(f"shared: {', '.join(names)}")
     if role.background:
         caps.append("background")
     if role.skills:
