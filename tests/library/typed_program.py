@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import assert_type
+from typing import Any, assert_type
 
 from pydantic import BaseModel
 
@@ -22,9 +22,12 @@ from retinue import (
     Conversation,
     Event,
     EventSink,
+    FinalAnswer,
+    Guard,
     Message,
     Model,
     ModelError,
+    ModelRequest,
     ModelResponse,
     ModelSettings,
     OutputValidationError,
@@ -37,6 +40,7 @@ from retinue import (
     Runtime,
     ScriptedModel,
     Settings,
+    SettingSource,
     SubAgentError,
     SubAgentOutput,
     SystemMessage,
@@ -45,10 +49,13 @@ from retinue import (
     ToolContext,
     ToolError,
     ToolRegistry,
+    ToolRequest,
+    ToolResponse,
     ToolResultMessage,
     ToolSpec,
     Usage,
     UserMessage,
+    Verdict,
     resolve_model,
     run,
     tool,
@@ -119,3 +126,35 @@ def program(workspace: Path) -> None:
     errors: list[type[RetinueError]] = [ConfigError, ModelError, OutputValidationError,
                                         RoleError, SubAgentError, ToolError]  # fmt: skip
     print(errors)
+
+
+def guarded(workspace: Path) -> None:
+    """Guards, a tool that needs approval, and the settings sources, typed strictly."""
+
+    def no_rm(call: ToolRequest) -> Verdict | None:
+        assert_type(call.arguments, dict[str, Any])
+        return Verdict.deny("no rm") if "rm" in str(call.arguments) else None
+
+    async def redact(result: ToolResponse) -> Verdict[str]:
+        return Verdict.rewrite(result.content.replace("secret", "[redacted]"))
+
+    def count(request: ModelRequest) -> None:
+        print(len(request.messages), request.model, request.ctx.depth)
+
+    def review(answer: FinalAnswer) -> Verdict[str]:
+        return Verdict.ask(f"release {answer.content[:20]}?")
+
+    def big(ctx: ToolContext, arguments: dict[str, Any]) -> bool:
+        return ctx.depth > 0 or arguments.get("amount", 0) > 100
+
+    @tool(needs_approval=big)
+    def pay(amount: int) -> str:
+        """Pay."""
+        return f"paid {amount}"
+
+    sources: list[SettingSource] = ["project", "local"]
+    guard = Guard(before_model=count, before_tool=no_rm, after_tool=redact, on_answer=review)
+    agent = Agent(ScriptedModel(["ok"]), workspace=workspace, tools=[pay], guards=[guard],
+                  setting_sources=sources)  # fmt: skip
+    assert_type(agent.run_sync("pay").content, str)
+    agent.close()
