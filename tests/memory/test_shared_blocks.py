@@ -201,3 +201,42 @@ async def test_the_core_tools_write_a_writable_shared_block_and_refuse_a_read_on
     child = ctx.child(agent_id="a1/x", role="x")  # a child's role declares its own
     text, err = await call(child, "core_memory_append", block="team-notes", content="x")
     assert err and "unknown core memory block 'team-notes'" in text
+
+
+# -- retries and transfer ---------------------------------------------------------------
+
+
+async def test_a_retried_consolidation_writes_the_shared_blocks_its_role_declares(
+    store: MemoryBackend,
+) -> None:
+    from retinue.errors import ModelError
+
+    failing = ScriptedModel([ModelError("down")] * 3)
+    result = await store.consolidate_session(
+        tenant="t", role="dev", session_id="s1", messages=SESSION, model=failing, shared=[NOTES]
+    )
+    assert not result.ok
+    update = {"block": "team-notes", "value": "We use PostgreSQL 17."}
+    model = ScriptedModel([call_tool("memorize", {"block_updates": [update]})])
+    report = await store.retry_pending(
+        lambda _: model, stale_after=0, shared_for=lambda role: [NOTES] if role == "dev" else []
+    )
+    assert report.applied == ["s1"], report.failed
+    assert '<team-notes shared="writable"' in model.calls[0].messages[-1].content
+    assert [b.value for b in await store.shared_blocks("t")] == ["We use PostgreSQL 17."]
+
+
+async def test_export_and_import_carry_shared_blocks(store: MemoryBackend, tmp_path: Path) -> None:
+    from retinue.memory import open_memory
+    from retinue.memory.transfer import export_lines, import_lines
+
+    await store.edit_shared_block("acme", "team-notes", lambda _: "Deploys on Fridays.")
+    lines = [line async for line in export_lines(store, "acme")]
+    target = open_memory(tmp_path / "elsewhere")
+    try:
+        counts = await import_lines(target, lines, None)
+        assert counts.refused == []
+        blocks = await target.shared_blocks("acme")
+        assert [(b.name, b.value) for b in blocks] == [("team-notes", "Deploys on Fridays.")]
+    finally:
+        target.close()
