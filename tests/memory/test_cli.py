@@ -91,7 +91,7 @@ def _kept_transcript(home: Path, session_id: str) -> None:
 
 @pytest.mark.parametrize(
     ("env", "expected"),
-    [({}, LOCAL_DEFAULT), ({"OPENAI_API_KEY": "k"}, "openai:gpt-4o-mini")],
+    [({}, LOCAL_DEFAULT), ({"OPENAI_API_KEY": "k"}, "openai:gpt-5.6-terra")],
 )
 def test_retry_without_a_model_uses_chats_default_and_reports_each_transcript(
     home: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str], expected: str
