@@ -866,10 +866,12 @@ class ConversationHost:
 
     async def prune(self, now: float | None = None) -> int:
         """Forget stored conversations unused for ``conversation_retention_days`` (0: keep
-        them all); how many."""
+        them all); how many. Either way the store drops media no conversation refers to."""
         days = self.runtime.settings.conversation_retention_days
-        if self.store is None or days <= 0:
+        if self.store is None:
             return 0
+        if days <= 0:
+            return await self.store.prune(0.0)  # (forgets none: sweeps orphaned media)
         now = time.time() if now is None else now
         if self.journal is not None:
             await self.journal.prune(now - days * 86400.0)
