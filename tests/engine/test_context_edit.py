@@ -69,6 +69,8 @@ def test_old_results_become_stubs_and_the_newest_stay() -> None:
     assert [m.tool_calls for m in out if isinstance(m, AssistantMessage)] == [
         m.tool_calls for m in history if isinstance(m, AssistantMessage)
     ]
+    few, nothing = clear_context(session(2), keep_tool_results=3)
+    assert nothing.cleared_results == 0 and not any(is_cleared(m) for m in few)
     again, second = clear_context(out, keep_tool_results=2)
     assert again == out and second.cleared_results == 0 and second.freed_tokens == 0
 
@@ -218,3 +220,23 @@ async def test_context_too_long_clears_every_read_result_before_any_summary(
     assert all(c.tools for c in model.calls)  # no summary request
     [edit] = [e.data for e in events if e.kind == COMPRESSED]
     assert edit["reason"] == "context_edit" and edit["hard"] is True
+
+
+async def test_context_too_long_still_summarises_when_clearing_is_not_enough(
+    tmp_path: Path,
+) -> None:
+    talk: list[Message] = []
+    for i in range(8):
+        talk += [UserMessage(f"q{i} " + "words " * 400), AssistantMessage(f"a{i} " + "more " * 400)]
+    messages = [*session(3), *talk, UserMessage("one more question")]
+    model = ScriptedModel([ContextTooLongError("prompt is too long"), "## Task\n- q", "fine"])
+    events: list[Event] = []
+    ctx = ToolContext("agent", tmp_path, tmp_path, events=events.append)
+    keeper = AutoCompressor(context_window=100_000)
+    out = await run(RunConfig(model, messages, ToolRegistry([read]), ctx, context_keeper=keeper))
+    assert out.content == "fine"
+    assert [c.tools == () for c in model.calls] == [False, True, False]  # a summary was asked
+    assert [d["reason"] for d in (e.data for e in events if e.kind == COMPRESSED)] == [
+        "context_edit",
+        "context_too_long",
+    ]

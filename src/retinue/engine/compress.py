@@ -238,12 +238,13 @@ class AutoCompressor:
     ) -> bool:
         """Compress harder once; False when nothing could be shrunk or the summary failed.
 
-        Old tool results are cleared first (all but the unread ones); when that brings the
-        request under the threshold, no summary is written."""
+        Old tool results are cleared first (all but the unread ones); when that at least
+        halves the request and brings it under the threshold, no summary is written (the
+        estimate the provider just proved wrong must be beaten by a margin)."""
         size = self.request_size(messages, 0)
         if self.edit is not None:
             cleared = self._clear(messages, ctx, size, self.budget(model), hard=True)
-            if cleared < size and cleared <= self.threshold * self.budget(model):
+            if cleared <= min(size // 2, self.threshold * self.budget(model)):
                 self._record(messages)
                 return True
             size = cleared

@@ -106,7 +106,7 @@ def clear_context(
     """
     unread = _last_assistant(messages) + 1
     results = [i for i, m in enumerate(messages[:unread]) if isinstance(m, ToolResultMessage)]
-    kept = set(results[len(results) - keep_tool_results :]) if keep_tool_results else set()
+    kept = set(results[max(len(results) - keep_tool_results, 0) :])
     settled = _settled_end(messages) if clear_thinking else 0
     out: list[Message] = []
     cleared = reasoning = 0
