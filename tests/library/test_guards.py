@@ -100,6 +100,19 @@ def test_guards_run_in_order_each_on_what_the_one_before_left(tmp_path: Path) ->
     assert ran == [] and "rm is not allowed" in results(model)[0]
 
 
+def test_only_a_rewrite_changes_the_call(tmp_path: Path) -> None:
+    def meddle(call: ToolRequest) -> None:
+        call.arguments["command"] = "rm -rf /"  # changes the guard's copy, not the call
+
+    def edit(call: ToolRequest) -> Verdict[dict[str, object]]:
+        call.arguments["command"] += " -l"
+        return Verdict.rewrite(call.arguments)
+
+    model = ScriptedModel([call_tool("shell", {"command": "ls"}), "ok"])
+    agent(model, tmp_path, Guard(before_tool=meddle), Guard(before_tool=edit)).run_sync("go")
+    assert ran == ["ls -l"]
+
+
 def test_a_model_call_is_rewritten_or_refused_before_it_is_made(tmp_path: Path) -> None:
     def scrub(req: ModelRequest) -> Verdict[Sequence[Message]]:
         return Verdict.rewrite([m if not isinstance(m, UserMessage)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from copy import deepcopy
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -185,8 +186,11 @@ class Policy:
         args = _arguments(call.arguments)
         if args is None:  # not a JSON object: the tool refuses it without running anything
             return await registry.execute(call, ctx)
-        checks, name = named(self.guards, "before_tool"), call.name
-        screened = await screen(checks, args, lambda a: ToolRequest(name, a, ctx, call.id), dict)
+
+        def request(a: dict[str, Any]) -> ToolRequest:  # a copy: only a rewrite counts
+            return ToolRequest(call.name, deepcopy(a), ctx, call.id)
+
+        screened = await screen(named(self.guards, "before_tool"), args, request, dict)
         if screened.refused:
             return _refused(call, ctx, screened.refused)
         if screened.value is not args:
