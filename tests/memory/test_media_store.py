@@ -139,3 +139,6 @@ def test_a_reference_is_only_ever_a_digest(tmp_path: Path) -> None:
     digest = media.put(PNG)
     assert media.put(PNG) == digest and media.used() == len(PNG)
     assert media.get(digest) == PNG
+    leftover = tmp_path / digest[:2] / ".part-x1y2"  # a write cut short
+    leftover.write_bytes(b"half")
+    assert media.sweep({digest}) == 1 and not leftover.exists() and media.get(digest) == PNG

@@ -134,19 +134,18 @@ class MediaStore:
 
     def discard(self, digests: Iterable[str], used: Callable[[str], bool]) -> int:
         """Remove the files of ``digests`` that ``used`` says nothing references; how many."""
-        return sum(self._remove(d) for d in set(digests) if not used(d))
+        return sum(self._remove(self.path(d)) for d in set(digests) if not used(d))
 
     def sweep(self, referenced: set[str]) -> int:
         """Remove every file not in ``referenced`` (and leftovers of a failed write)."""
-        return sum(self._remove(p.name) for p in self._files() if p.name not in referenced)
+        return sum(self._remove(p) for p in self._files() if p.name not in referenced)
 
     def _files(self) -> list[Path]:
         if not self.root.is_dir():
             return []
         return [p for p in self.root.glob("??/*") if p.is_file() and not p.is_symlink()]
 
-    def _remove(self, name: str) -> bool:
-        path = self.root / name[:2] / name
+    def _remove(self, path: Path) -> bool:
         try:
             size = path.stat().st_size
             path.unlink()
