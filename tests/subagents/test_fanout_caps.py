@@ -225,3 +225,35 @@ async def test_runs_and_conversations_are_counted_apart(tmp_path: Path) -> None:
     assert results(main)[:2] == ["helped 3", "helped 4"]
     await conversation.close()
     assert runtime.manager.registry.held_by() == []
+
+
+async def test_refusals_that_stop_a_turn_are_counted_per_agent(tmp_path: Path) -> None:
+    """A sub-agent refused once and its parent refused twice: three refusals in the tree,
+    but no agent was refused three times, so no turn stops."""
+    from subagent_kit import make_kit
+
+    kit = make_kit(tmp_path, ("reviewer", frozenset({"spawn_agent"})), "tester")
+    kit.manager.caps.limits = FanOutLimits(per_run=2)
+    kit.models["reviewer"].add(
+        call_tool("SubAgent", delegate("test a", "tester")),
+        call_tool("SubAgent", delegate("test b", "tester")),  # refused: the run's third
+        "reviewed",
+    )
+    kit.models["tester"].add("a passes")
+    main = ScriptedModel(
+        [
+            call_tool("SubAgent", delegate("review it")),
+            call_tool("SubAgent", delegate("test c", "tester")),
+            call_tool("SubAgent", delegate("test d", "tester")),
+            "done",
+        ]
+    )
+    events: list[Event] = []
+    out = await run_main(kit, main, events)
+    assert out.content == "done"
+    assert [(e.agent_id, e.data["stopped"]) for e in events if e.kind == LIMIT_REACHED] == [
+        ("main/reviewer#1", False),
+        ("main", False),
+        ("main", False),
+    ]
+    assert_nothing_left(kit)
