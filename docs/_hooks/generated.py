@@ -6,7 +6,8 @@ A page holds a marker line, replaced when the site is built:
   usage, help and options, as ``retinue COMMAND --help`` would print them);
 - ``<!-- generated: config -->``: every ``config.toml`` key, its type and default, from the
   strict pydantic model that checks the file and the settings' defaults;
-- ``<!-- generated: events -->``: every event kind and its data, from ``retinue/events.py``;
+- ``<!-- generated: events -->``: every event kind, its class and typed fields, from
+  ``retinue/events.py``;
 - ``<!-- generated: role-fields -->``: every front-matter key a role file may set;
 - ``<!-- generated: http -->``: every HTTP route of ``retinue serve``, from FastAPI's OpenAPI
   schema of an app built as the service builds it (a temporary data directory, a scripted
@@ -153,19 +154,33 @@ def _limits(annotation: Any) -> str:
 
 
 def events_markdown() -> str:
-    """A table of the event kinds, read from the comments of ``retinue/events.py``."""
+    """A table of the event kinds: each class of ``retinue/events.py``, its fields (with
+    their types) and its docstring."""
+    import dataclasses
+    import inspect
+
+    from retinue import events
+
+    base = {f.name for f in dataclasses.fields(events.Event)}
+    out = ["| Kind | Class | Fields | What it says |", "|---|---|---|---|"]
+    for cls in events.EVENT_CLASSES:
+        own = [f for f in dataclasses.fields(cls) if f.name not in base]
+        kind = next(f.default for f in dataclasses.fields(cls) if f.name == "kind")
+        names = ", ".join(f"`{f.name}: {_code(str(f.type))}`" for f in own)
+        doc = _rst_md(inspect.getdoc(cls) or "")
+        out.append(f"| `{kind}` | `{cls.__name__}` | {names} | {_cell(doc)} |")
+    return "\n".join(out) + "\n"
+
+
+def _rst_md(text: str) -> str:
+    """A docstring's reST roles and literals as Markdown code: ``:class:`~a.B``` -> `B`."""
     import re
 
-    import retinue.events
+    def role(m: re.Match[str]) -> str:
+        target = m.group(2)
+        return f"`{target.rpartition('.')[2] if m.group(1) else target}`"
 
-    source = Path(retinue.events.__file__).read_text(encoding="utf-8")
-    out = ["| Kind | Constant | Data |", "|---|---|---|"]
-    for name, kind, data, more in re.findall(
-        r'^([A-Z_]+) = "([a-z_]+)"  # data: (.*)\n((?:# .*\n)*)', source, re.MULTILINE
-    ):
-        extra = " ".join(line.removeprefix("# ") for line in more.splitlines())
-        out.append(f"| `{kind}` | `{name}` | {_cell(data + ' ' + extra)} |")
-    return "\n".join(out) + "\n"
+    return re.sub(r":\w+:`(~?)([^`]+)`", role, text).replace("``", "`")
 
 
 def role_fields_markdown() -> str:
