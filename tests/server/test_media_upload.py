@@ -102,10 +102,16 @@ def test_a_message_the_media_store_has_no_room_for_is_refused_before_it_runs(
             data={"content": "and this"},
             files=[("files", ("b.png", PNG + b"more", "image/png"))],
         )
+        streamed = client.post(
+            "/v1/conversations/c/messages/upload?stream=true",
+            data={"content": "and this"},
+            files=[("files", ("b.png", PNG + b"more", "image/png"))],
+        )
         listed = [c["id"] for c in client.get("/v1/conversations").json()["conversations"]]
     assert first.status_code == 200
     assert second.status_code == 507 and "media store full" in second.json()["error"]
     assert "\n" not in second.json()["error"]
+    assert streamed.status_code == 507  # refused before its stream begins
     assert len(model.calls) == 1 and listed == ["a"]
 
 

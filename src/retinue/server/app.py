@@ -294,6 +294,7 @@ def _conversation_routes(app: FastAPI) -> None:
     ) -> dict[str, Any] | StreamingResponse:
         check(cid)
         if stream or "text/event-stream" in request.headers.get("accept", ""):
+            await space.host.check_media_room(content)  # (507 before the stream begins)
             events = stream_turn(space, cid, content, keep_sessions=keep, errors=error_status)
             return StreamingResponse(
                 events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}

@@ -427,9 +427,10 @@ class ConversationHost:
         """
         return await self._turn(cid, text, keep_sessions=keep_sessions, on_event=on_event)
 
-    async def _check_media_room(self, text: Content | None) -> None:
+    async def check_media_room(self, text: Content | None) -> None:
         """Refuse a message whose images and PDFs the store has no room for (a one-line
-        :class:`~retinue.memory.media.MediaStoreFull`) before its turn runs."""
+        :class:`~retinue.memory.media.MediaStoreFull`) before its turn runs (each turn asks;
+        a streamed one asks first, so the refusal is the response's status)."""
         if not isinstance(self.store, MediaRoom) or text is None or isinstance(text, str):
             return
         size = sum(len(p.data) for p in text if isinstance(p, ImagePart | DocumentPart))
@@ -440,7 +441,7 @@ class ConversationHost:
         self, cid: str, text: Content | None, *, keep_sessions: bool, on_event: EventSink | None
     ) -> RunOutput:
         """:meth:`send` (``text=None``: go on from the history, after stored approvals)."""
-        await self._check_media_room(text)
+        await self.check_media_room(text)
         if self.budget.count >= self.limits.max_turns:
             raise ServerBusy(f"{self.limits.max_turns} turns are already in progress; retry later")
         self.budget.count += 1
