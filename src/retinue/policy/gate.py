@@ -24,7 +24,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
 from retinue.errors import ToolError
-from retinue.events import TOOL_FINISHED, TOOL_STARTED, emit
+from retinue.events import (
+    APPROVAL_ANSWERED,
+    APPROVAL_REQUESTED,
+    TOOL_FINISHED,
+    TOOL_STARTED,
+    emit,
+)
 from retinue.messages import Message, ToolCall, ToolResultMessage
 from retinue.policy.approvals import (
     PREVIEW,
@@ -65,8 +71,6 @@ if TYPE_CHECKING:
 
 __all__ = ["APPROVAL_ANSWERED", "APPROVAL_REQUESTED", "Policy"]
 
-APPROVAL_REQUESTED = "approval_requested"  # data: the request's fields
-APPROVAL_ANSWERED = "approval_answered"  # data: id, allow, always
 
 _MODE_DENIES_ALLOW_RULES: dict[str, frozenset[Kind]] = {
     "plan": frozenset({"edit", "command", "mcp"}),
