@@ -10,13 +10,14 @@ import importlib
 import struct
 import zlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import Page, expect
 
-from retinue.messages import DocumentPart, ImagePart, UserMessage
-from retinue.testing import ScriptedModel
+from retinue.messages import DocumentPart, ImagePart, ToolResultMessage, UserMessage
+from retinue.testing import ScriptedModel, call_tool
 
 pytestmark = pytest.mark.timeout(60)
 page_kit = importlib.import_module("test_page")
@@ -115,3 +116,37 @@ def test_a_refused_file_is_an_error_and_stays_in_the_composer(
     expect(page.locator("#error-text")).to_contain_text("corrupt image")
     expect(page.locator("#attachments li")).to_have_count(1)  # kept, to fix and send again
     assert not model.calls
+
+
+def test_a_pasted_image_and_one_a_tool_returned_show_as_thumbnails(
+    serve: Serve, pages: Callable[[], Page], tmp_path: Path
+) -> None:
+    (tmp_path / "shot.png").write_bytes(png(30, 20))
+    model = ScriptedModel([call_tool("Read", {"file_path": "shot.png"}), "Both are red."])
+    server = serve(model)
+    page = signed_in(pages(), server)
+    page.evaluate(
+        """(b64) => {
+            const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+            const transfer = new DataTransfer();
+            transfer.items.add(new File([bytes], "pasted.png", { type: "image/png" }));
+            const init = { clipboardData: transfer, bubbles: true, cancelable: true };
+            document.getElementById("input").dispatchEvent(new ClipboardEvent("paste", init));
+        }""",
+        base64.b64encode(png()).decode(),
+    )
+    expect(page.locator("#attachments img")).to_have_attribute("alt", "pasted.png")
+    page.fill("#input", "Compare with shot.png")
+    page.press("#input", "Enter")
+    expect(page.locator("#messages .msg-assistant .text").last).to_have_text("Both are red.")
+    read = model.calls[1].messages[-1]
+    assert isinstance(read, ToolResultMessage) and [p.media_type for p in read.parts] == [
+        "image/png"
+    ]
+    page.reload()  # the tool's image comes back with the stored history
+    cid = page.locator("#chat-title").get_attribute("data-cid")
+    page.locator(f'#conversation-list button[data-cid="{cid}"]').click()
+    tool = page.locator('#messages details[data-tool="Read"]')
+    tool.locator("summary").click()
+    expect(tool.locator(".thumbs img")).to_have_count(1)
+    assert tool.locator(".thumbs img").evaluate("img => img.naturalWidth") == 30

@@ -264,7 +264,8 @@
     for (const m of messages) {
       if (m.role === "user") out.push({ role: "user", text: m.content, parts: (m.parts || []).map(shownPart) });
       if (m.role === "tool" && calls.has(m.tool_call_id)) {
-        Object.assign(calls.get(m.tool_call_id), { result: m.content, error: Boolean(m.is_error) });
+        const parts = (m.parts || []).map(shownPart); // images and PDFs the tool returned
+        Object.assign(calls.get(m.tool_call_id), { result: m.content, error: Boolean(m.is_error), parts });
       }
       if (m.role !== "assistant") continue;
       if (m.content) out.push({ role: "assistant", text: m.content });
@@ -377,6 +378,7 @@
     if (m.result !== null) {
       box.append(el("pre", { className: `tool-detail result${m.error ? " bad" : ""}`, textContent: clip(m.result, 4000) }));
     }
+    if (m.parts && m.parts.length) box.append(thumbs(m.parts));
     box.dataset.tool = m.name;
     box.open = Boolean(m.open); // collapsed unless the user opened it (kept across redraws)
     box.addEventListener("toggle", () => {
@@ -471,6 +473,12 @@
       composer.classList.add("dropping");
     });
     composer.addEventListener("dragleave", () => composer.classList.remove("dropping"));
+    $("input").addEventListener("paste", (e) => {
+      const files = [...(e.clipboardData?.files || [])];
+      if (!files.length) return; // text: pasted as usual
+      e.preventDefault();
+      attach(files);
+    });
     composer.addEventListener("drop", (e) => {
       composer.classList.remove("dropping");
       if (!e.dataTransfer?.files.length) return;
