@@ -9,7 +9,9 @@ rule                            matches
 ``Bash(git * main)``            ``*`` matches any text
 ``Read(./secrets/**)``          a path, gitignore-style: ``./x``, ``x/y`` and ``/x`` from the
                                 workspace (the project root), ``//x`` absolute, ``~/x`` from
-                                home; a bare name (``*.env``) at any depth. ``Read``
+                                home; a bare name (``*.env``) at any depth; ``*``, ``?``,
+                                ``[…]``, ``**`` and ``{a,b}`` read as ``Glob`` reads them
+                                (:mod:`retinue.tools.builtin.globs`). ``Read``
                                 covers ``Glob``, ``Grep`` and ``LS`` too, and a search from
                                 a parent folder leaves out the files a deny rule names
                                 (:meth:`RuleSet.hiding`)
@@ -68,6 +70,8 @@ from urllib.parse import urlsplit
 from retinue.policy.fscase import ignores_case
 from retinue.policy.modes import EDIT_TOOLS, Decision
 from retinue.policy.shellwords import CommandLine, Simple, analyse
+from retinue.tools.builtin.globs import escape as glob_escape
+from retinue.tools.builtin.globs import glob_regex
 
 __all__ = ["Rule", "RuleSet", "parse_rule", "rule_for", "rule_names"]
 
@@ -157,6 +161,11 @@ class Rule:
         return all(hits) if every else any(hits)
 
 
+def _flagged(regex: re.Pattern[str]) -> str:
+    """The pattern's text, with ``(?i:…)`` when it ignores case (the text alone would not)."""
+    return f"(?i:{regex.pattern})" if regex.flags & re.IGNORECASE else regex.pattern
+
+
 def rule_names(rule_tool: str, tool: str) -> bool:
     """Whether a rule written for ``rule_tool`` can apply to a call of ``tool``."""
     if rule_tool.startswith("mcp__"):
@@ -227,44 +236,25 @@ def _absolute(path: str, workspace: Path) -> str:
     return os.path.normpath(os.path.join(workspace, p))
 
 
-def _glob_regex(pattern: str) -> str:
-    out, i = [], 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return "".join(out)
-
-
 def _path_regex(spec: str, workspace: Path, ignore_case: bool) -> re.Pattern[str]:
+    """The rule's pattern over absolute paths, in the one glob dialect of
+    :mod:`retinue.tools.builtin.globs`; where it is anchored (workspace, home, ``/``) is
+    plain text, so a ``[`` or ``*`` in the workspace's own path is no pattern."""
     if spec.startswith("//"):
         anchored = spec[1:]
     elif spec.startswith("~/"):
-        anchored = os.path.expanduser(spec)
+        anchored = os.path.join(glob_escape(os.path.expanduser("~")), spec[2:])
     elif spec.startswith("/"):
-        anchored = os.path.join(workspace, spec[1:])
+        anchored = os.path.join(glob_escape(str(workspace)), spec[1:])
     elif "/" in spec.rstrip("/").removeprefix("./") or spec.startswith("./"):
-        anchored = os.path.join(workspace, spec)
+        anchored = os.path.join(glob_escape(str(workspace)), spec)
     else:  # a bare name: at any depth below the workspace, as in .gitignore
-        anchored = os.path.join(workspace, "**", spec)
+        anchored = os.path.join(glob_escape(str(workspace)), "**", spec)
     anchored = os.path.normpath(anchored)
     flags = re.IGNORECASE if ignore_case else 0
     if not anchored.endswith("**"):
-        anchored += "/**"  # a folder's rule covers what is inside it
-        return re.compile(_glob_regex(anchored[:-3]) + "(?:/.*)?", flags)
-    return re.compile(_glob_regex(anchored), flags)
+        return re.compile(glob_regex(anchored) + "(?:/.*)?", flags)  # (and what is inside)
+    return re.compile(glob_regex(anchored), flags)
 
 
 def _command_regex(spec: str) -> re.Pattern[str]:
@@ -451,7 +441,7 @@ class RuleSet:
         found += [
             r._regex for r in ask if r._regex is not None and not r.matches(tool, args, workspace)
         ]
-        return tuple(dict.fromkeys(rx.pattern for rx in found))
+        return tuple(dict.fromkeys(_flagged(rx) for rx in found))
 
     def _for(self, tool: str) -> tuple[list[Rule], list[Rule], list[Rule]]:
         found = self._index.get(tool)

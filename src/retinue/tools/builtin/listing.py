@@ -11,8 +11,8 @@ and so is what the Bash sandbox hides (:func:`~retinue.tools.builtin.reach.searc
 from __future__ import annotations
 
 import asyncio
-import fnmatch
 import os
+import re
 import stat
 from typing import Annotated
 
@@ -21,6 +21,7 @@ from pydantic import Field
 from retinue.errors import ToolError
 from retinue.tools.base import ToolContext, tool
 from retinue.tools.builtin._fsafe import open_dir
+from retinue.tools.builtin.globs import glob_regex
 from retinue.tools.builtin.pathrules import PathFilter, left_out_note
 from retinue.tools.builtin.reach import Reach, search_filter
 from retinue.tools.builtin.workspace import Target, locate
@@ -47,7 +48,8 @@ def _list(t: Target, ignore: list[str], hidden: PathFilter) -> tuple[list[str], 
     fd = open_dir(t.root, t.parts, shown=t.shown)
     try:
         names = sorted(os.listdir(fd))
-        kept = [n for n in names if not any(fnmatch.fnmatchcase(n, p) for p in ignore)]
+        left = re.compile("|".join(f"(?:{glob_regex(p)})" for p in ignore)) if ignore else None
+        kept = [n for n in names if left is None or not left.fullmatch(n)]
         shown = [n for n in kept if not hidden.hides("/".join([*t.parts, n]))]
         out = [_entry(n, fd) for n in shown[:LS_LIMIT]]
     finally:

@@ -38,6 +38,7 @@ from retinue.tools.builtin._ripgrep import (
     rg_binary,
     shape,
 )
+from retinue.tools.builtin.globs import glob_regex as shared_glob_regex
 from retinue.tools.builtin.pathrules import PathFilter, left_out_note
 from retinue.tools.builtin.reach import Reach, search_filter
 from retinue.tools.builtin.workspace import Target, locate
@@ -98,47 +99,19 @@ def expand_braces(pattern: str, _budget: int = 64) -> list[str]:
     return out[:_budget]
 
 
-def _component(part: str) -> str:
-    """One path component of a glob as a regular expression (never matching ``/``)."""
-    out, i = [], 0
-    while i < len(part):
-        c = part[i]
-        end = part.find("]", i + 2) if c == "[" else -1
-        if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif end > 0:
-            body = part[i + 1 : end]
-            negate = body[:1] == "!"
-            body = re.sub(r"([\\^\]\[])", r"\\\1", body[1:] if negate else body)
-            out.append(f"[{'^/' if negate else ''}{body}]")
-            i = end
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return "".join(out)
-
-
 def glob_regex(pattern: str) -> tuple[re.Pattern[str], int]:
     """A relative glob as a regex over ``/``-joined paths, and how deep it may reach (-1: any).
 
-    ``**`` as a whole component matches any number of folders; ``..`` is refused.
+    The dialect every path pattern shares (:mod:`retinue.tools.builtin.globs`); ``..`` is
+    refused.
     """
     parts = [p for p in pattern.split("/") if p not in ("", ".")]
-    if ".." in parts:
+    if any(".." in alt.split("/") for alt in expand_braces(pattern)):
         raise ToolError("glob patterns may not contain '..'; give path= to choose the folder")
     if not parts:
         raise ToolError(f"invalid glob pattern {pattern!r}")
-    rx = ""
-    for i, part in enumerate(parts):
-        last = i == len(parts) - 1
-        if part == "**":
-            rx += ".*" if last else "(?:[^/]+/)*"
-        else:
-            rx += _component(part) + ("" if last else "/")
-    depth = -1 if "**" in parts else len(parts) - 1
-    return re.compile(rx), depth
+    depth = -1 if "**" in pattern else pattern.count("/")  # (at most: braces may hold a /)
+    return re.compile(shared_glob_regex("/".join(parts))), depth
 
 
 def _split_absolute(ctx: ToolContext, pattern: str, base: Target) -> tuple[Target, str]:
@@ -151,13 +124,10 @@ def _split_absolute(ctx: ToolContext, pattern: str, base: Target) -> tuple[Targe
     return locate(ctx, literal), "/".join(parts[cut:])
 
 
-def _glob_files(
-    base: Target, patterns: list[str], hidden: PathFilter
-) -> tuple[list[str], int, bool, int]:
+def _glob_files(base: Target, pattern: str, hidden: PathFilter) -> tuple[list[str], int, bool, int]:
     """Matching regular files (newest first), how many, whether the walk was cut short, and
     how many matching files ``hidden`` left out."""
-    regexes = [glob_regex(p) for p in patterns]
-    depth = -1 if any(d < 0 for _, d in regexes) else max(d for _, d in regexes)
+    rx, depth = glob_regex(pattern)
     found: list[tuple[float, str]] = []
     seen = left_out = 0
     for rel, names, dir_fd in walk(base.root, base.parts, depth=depth):
@@ -166,7 +136,7 @@ def _glob_files(
             break
         for name in names:
             inner = f"{rel}/{name}" if rel else name
-            if not any(rx.fullmatch(inner) for rx, _ in regexes):
+            if not rx.fullmatch(inner):
                 continue
             try:
                 st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
@@ -209,7 +179,7 @@ async def glob_tool(
     hidden = search_filter(ctx, "Glob", path)
     try:
         paths, total, cut, left_out = await asyncio.to_thread(
-            _glob_files, base, expand_braces(rel_pattern), hidden
+            _glob_files, base, rel_pattern, hidden
         )
     except FileNotFoundError:
         raise ToolError(f"path does not exist: {path}") from None
