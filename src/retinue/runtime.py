@@ -167,9 +167,9 @@ class Runtime:
         default_mode: PermissionMode = "bypassPermissions",
         approver: Approver | None = None,
         model_settings: ModelSettings | None = None,
-    ) -> Runtime:
         guards: Sequence[Guard] = (),
         setting_sources: Collection[SettingSource] | None = None,
+    ) -> Runtime:
         """``builtins=False`` leaves out the file and shell tools; ``roles`` are defined in
         code and win over role files of the same name; ``instructions`` replace the main
         agent's default system prompt. ``permission_mode`` (a flag's) wins over the
@@ -242,14 +242,14 @@ class Runtime:
             approver=approver,
             hooks=hooks,
             trusted=settings_trust(TrustStore(settings.home)),  # `retinue mcp approve`
+            guards=guards,
+            sources=setting_sources,
         )
         problems += hooks.report()  # skipped entries, project hooks not approved
         skills = SkillCatalog.load(skill_dirs(settings.workspace, settings.home))
         project = load_instructions(settings.workspace)
         problems += [f"skill skipped: {p}" for p in skills.errors()] + project.problems
         manager.factory.skills, manager.factory.instructions = skills, project.section()
-            guards=guards,
-            sources=setting_sources,
         manager.factory.skill_tool = skill_tool(skills) if skills.skills else None
         return cls(
             settings, model, catalog, tools, manager, memory, compressor, events, notice,
