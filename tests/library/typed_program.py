@@ -13,6 +13,7 @@ from pydantic import BaseModel
 import retinue
 from retinue import (
     Agent,
+    AgentEvent,
     AgentStream,
     Approval,
     ApprovalRequest,
@@ -39,11 +40,13 @@ from retinue import (
     RunOutput,
     Runtime,
     ScriptedModel,
+    SessionEvent,
     Settings,
     SettingSource,
     SubAgentError,
     SubAgentOutput,
     SystemMessage,
+    TextDelta,
     Tool,
     ToolCall,
     ToolContext,
@@ -87,6 +90,18 @@ def ask(request: ApprovalRequest) -> Approval | bool:
 
 def on_event(event: Event) -> None:
     print(event.kind, event.agent_id)
+    match event:  # typed events: each field's type is known after the match
+        case TextDelta(text=text, agent_id=who):
+            assert_type(text, str)
+            print(who, text)
+        case SessionEvent(action="asking", question=question):
+            assert_type(question, str | None)
+        case _:
+            pass
+
+
+def text_of(event: AgentEvent) -> str:
+    return event.text if event.kind == "text_delta" else ""  # the kind narrows the union
 
 
 def program(workspace: Path) -> None:
