@@ -73,6 +73,14 @@ def serve(
     max_body: Annotated[
         int | None, typer.Option(min=1, help="largest request body in bytes [default: 1000000]")
     ] = None,
+    max_media_body: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="largest body, in bytes, of the routes that take images and PDFs "
+            "[default: 67108864]",
+        ),
+    ] = None,
     max_turns: Annotated[int, typer.Option(min=1, help="turns in progress at once")] = 16,
     idle_timeout: Annotated[
         float, typer.Option(min=1, help="seconds before an idle conversation is evicted")
@@ -99,7 +107,7 @@ def serve(
     from retinue.engine.collector import tune_for_serving
     from retinue.server import create_app
     from retinue.server.conversations import Limits
-    from retinue.server.security import DEFAULT_MAX_BODY, Security
+    from retinue.server.security import DEFAULT_MAX_BODY, DEFAULT_MAX_MEDIA_BODY, Security
     from retinue.server.tokens import TokenBook
 
     with one_line_errors():
@@ -116,6 +124,7 @@ def serve(
         cors_origins=cors_origin or (),
         max_body=max_body or DEFAULT_MAX_BODY,
         tokens=TokenBook(runtime.settings.home),  # named tokens: `retinue token issue`
+        max_media_body=max_media_body or DEFAULT_MAX_MEDIA_BODY,
     )
     sock = _listen(host, port)
     bound = sock.getsockname()[1]

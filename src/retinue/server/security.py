@@ -146,13 +146,14 @@ class Security:
         cors_origins: Iterable[str] = (),
         max_body: int = DEFAULT_MAX_BODY,
         tokens: TokenBook | None = None,
+        max_media_body: int = DEFAULT_MAX_MEDIA_BODY,
     ) -> Security:
         """The loopback names, the address listened on (unless a wildcard) and ``allow_hosts``."""
         hosts = set(LOOPBACK_HOSTS) | {host_name(h) for h in allow_hosts}
         if listen_host not in ("0.0.0.0", "::", ""):
             hosts.add(host_name(listen_host) if ":" not in listen_host else listen_host.lower())
         origins = frozenset(o.rstrip("/").lower() for o in cors_origins)
-        return cls(token, frozenset(hosts), origins, max_body, tokens)
+        return cls(token, frozenset(hosts), origins, max_body, tokens, max_media_body)
 
     def host_allowed(self, host: str) -> bool:
         return "*" in self.allowed_hosts or host_name(host) in self.allowed_hosts
