@@ -257,3 +257,17 @@ async def test_refusals_that_stop_a_turn_are_counted_per_agent(tmp_path: Path) -
         ("main", False),
     ]
     assert_nothing_left(kit)
+
+
+async def test_a_run_without_a_session_counts_from_nothing_each_time(kit: Kit) -> None:
+    """A program's own loop (run() inside manager.owner()): the run count ends with the
+    block, as a conversation's ends with its turn."""
+    kit.manager.caps.limits = FanOutLimits(per_run=1, per_conversation=2)
+    kit.models["reviewer"].add("first", "second")
+    for n in (1, 2):
+        main = ScriptedModel([call_tool("SubAgent", delegate("review it")), "done"])
+        await run_main(kit, main, [])
+        assert results(main) == [("first", "second")[n - 1]]
+    main = ScriptedModel([call_tool("SubAgent", delegate("review it")), "done"])
+    await run_main(kit, main, [])
+    assert "max_subagents_per_conversation=2" in results(main)[0]

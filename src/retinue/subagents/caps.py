@@ -72,7 +72,11 @@ class _Tree:
             self.root, self.total = session, 0
         elif session.turns == self.turn:
             return
-        self.turn, self.run = session.turns, 0
+        self.turn = session.turns
+        self.new_run()
+
+    def new_run(self) -> None:
+        self.run = 0
         self.refused.clear()
         self.loops.clear()
 
@@ -83,7 +87,8 @@ class FanOut:
     def __init__(self, limits: FanOutLimits, registry: SessionRegistry) -> None:
         self.limits = limits
         self.registry = registry
-        self._trees: dict[tuple[str, str], _Tree] = {}
+        self._trees: dict[str, dict[str, _Tree]] = {}  # by main agent id, then tenant
+        self._count = 0  # trees in _trees
         self._open: dict[str, _Tree] = {}  # open session's agent id -> its tree
         self._prune_at = 256
 
@@ -156,10 +161,16 @@ class FanOut:
         """The error for a session past ``max_depth``, reported as the caps are."""
         return self._refuse(ctx, self._tree(ctx), "depth", limit, role, reason)
 
+    def run_ended(self, agent_id: str) -> None:
+        """``agent_id``'s run ended (its sessions were cleaned up): if it is a main agent,
+        its next run counts from nothing (with or without a session of its own)."""
+        for tree in self._trees.get(agent_id, {}).values():
+            tree.new_run()
+
     def opened(self, agent_id: str, ctx: ToolContext) -> None:
         """Session ``agent_id`` (of context ``ctx``) is open, until :meth:`closed`."""
         root = messenger_of(self.registry).root_of(ctx.parent_id or agent_id)
-        tree = self._trees.get((ctx.tenant, root))
+        tree = self._trees.get(root, {}).get(ctx.tenant)
         if tree is None:  # (not admitted here: a session rebuilt from its record)
             return
         tree.open += 1
@@ -176,11 +187,12 @@ class FanOut:
 
     def _tree(self, ctx: ToolContext) -> _Tree:
         root = messenger_of(self.registry).root_of(ctx.agent_id)
-        key = (ctx.tenant, root)
-        tree = self._trees.get(key)
+        tenants = self._trees.get(root)
+        tree = tenants.get(ctx.tenant) if tenants is not None else None
         if tree is None:
             self._prune()
-            tree = self._trees[key] = _Tree()
+            tree = self._trees.setdefault(root, {})[ctx.tenant] = _Tree()
+            self._count += 1
         session = current_session()
         if ctx.depth == 0 and session is not None and session.id == ctx.agent_id:
             tree.roll(session)
@@ -188,14 +200,15 @@ class FanOut:
 
     def _prune(self) -> None:
         """Forget the trees with nothing open whose conversation ended, as they grow."""
-        if len(self._trees) < self._prune_at:
+        if self._count < self._prune_at:
             return
-        self._trees = {
-            k: t
-            for k, t in self._trees.items()
-            if t.open or (t.root is not None and t.root.state != "closed")
+        kept = {
+            root: {k: t for k, t in tenants.items() if t.open or _live(t.root)}
+            for root, tenants in self._trees.items()
         }
-        self._prune_at = max(256, 2 * len(self._trees))
+        self._trees = {root: tenants for root, tenants in kept.items() if tenants}
+        self._count = sum(len(tenants) for tenants in self._trees.values())
+        self._prune_at = max(256, 2 * self._count)
 
     def _refuse(
         self, ctx: ToolContext, tree: _Tree, limit: str, value: int, role: str, reason: str
@@ -231,3 +244,7 @@ class FanOut:
                     "retinue.limit.stopped": stopped,
                 }
             )
+
+
+def _live(session: Session | None) -> bool:
+    return session is not None and session.state != "closed"

@@ -376,6 +376,7 @@ class SubAgentManager:
 
     async def cleanup(self, parent_id: str) -> list[str]:
         """End every session ``parent_id`` still holds (its run or session ended)."""
+        self.caps.run_ended(parent_id)  # a main agent's next run counts from nothing
         return await self.registry.cleanup(parent_id)
 
     @contextlib.asynccontextmanager
