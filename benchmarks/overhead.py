@@ -47,6 +47,7 @@ from retinue.engine import RunConfig, run
 from retinue.llm.base import Model, ModelResponse, ToolSpec
 from retinue.llm.loopback import LoopbackOpenAIServer
 from retinue.llm.openai import OpenAIModel, build_request
+from retinue.llm.openai_responses import OpenAIResponsesModel
 from retinue.messages import (
     AssistantMessage,
     Message,
@@ -271,6 +272,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 result["refs"].update(await sdk_references(base_url, grid))
         elif "loopback" in args.variants:
             result["loopback"] = await measure(model, args.repeats, grid)
+        if "responses" in args.variants and args.responses_url:
+            responses = OpenAIResponsesModel("bench", base_url=args.responses_url, api_key="bench")
+            result["responses"] = await measure(responses, args.repeats, grid)
         return result
     finally:
         if server is not None:
@@ -283,6 +287,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--grid", default=",".join(GRID), help=f"of {', '.join(ALL_GRID)}")
     parser.add_argument("--variants", default="inproc,loopback")
+    parser.add_argument("--responses-url", default="", help="a loopback /v1/responses server")
     parser.add_argument(
         "--refs", action="store_true", help="also time the floor, alternated with the loopback runs"
     )

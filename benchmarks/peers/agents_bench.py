@@ -33,6 +33,7 @@ from _common import (
 from agents import Agent, ModelResponse, Runner, Usage, function_tool, set_tracing_disabled
 from agents.models.interface import Model
 from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
+from agents.models.openai_responses import OpenAIResponsesModel
 from openai import AsyncOpenAI
 from openai.types.responses import (
     ResponseFunctionToolCall,
@@ -168,6 +169,11 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         model = OpenAIChatCompletionsModel(model="bench", openai_client=client)
         agent = Agent(name="bench", instructions=SYSTEM, model=model, tools=[noop])
         result["loopback"] = await measure(agent, None, args.repeats, grid)
+    if "responses" in args.variants and args.responses_url:  # the SDK's default model class
+        client = AsyncOpenAI(base_url=args.responses_url, api_key="bench")
+        model = OpenAIResponsesModel(model="bench", openai_client=client)
+        agent = Agent(name="bench", instructions=SYSTEM, model=model, tools=[noop])
+        result["responses"] = await measure(agent, None, args.repeats, grid)
     if args.delegation:
         result["delegation_as_tool"] = await delegation(args.delegation, args.repeats)
     return result
@@ -179,6 +185,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--grid", default=",".join(GRID))
     parser.add_argument("--variants", default="inproc,loopback")
+    parser.add_argument("--responses-url", default="")
     parser.add_argument("--delegation", type=int, default=0, help="turns of the as_tool run")
     emit_json(asyncio.run(main_async(parser.parse_args())))
 

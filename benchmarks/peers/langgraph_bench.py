@@ -103,8 +103,9 @@ async def time_run(agent: Any, turns: int, history: int, k: int) -> tuple[float,
     state_in = {"messages": seeded(history, task_text(turns, history, k))}
     config = {"recursion_limit": 2 * turns + 10}
     state, wall, cpu = await timed(agent.ainvoke(state_in, config=config))
-    if state["messages"][-1].content != FINAL:
-        raise RuntimeError(f"langgraph run went wrong: {state['messages'][-1].content!r}")
+    last = state["messages"][-1]
+    if last.text != FINAL:  # (the Responses API's content is a list of blocks: .text joins them)
+        raise RuntimeError(f"langgraph run went wrong: {last.content!r}")
     return wall / turns, cpu / turns
 
 
@@ -128,6 +129,12 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         chat = ChatOpenAI(model="bench", base_url=args.base_url, api_key="bench")  # type: ignore[arg-type]
         agent = create_react_agent(chat, [noop], prompt=SYSTEM)
         result["loopback"] = await measure(agent, args.repeats, grid)
+    if "responses" in args.variants and args.responses_url:
+        chat = ChatOpenAI(
+            model="bench", base_url=args.responses_url, api_key="bench", use_responses_api=True
+        )  # type: ignore[arg-type]
+        agent = create_react_agent(chat, [noop], prompt=SYSTEM)
+        result["responses"] = await measure(agent, args.repeats, grid)
     return result
 
 
@@ -137,6 +144,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--grid", default=",".join(GRID))
     parser.add_argument("--variants", default="inproc,loopback")
+    parser.add_argument("--responses-url", default="")
     parser.add_argument("--delegation", type=int, default=0, help="ignored")
     emit_json(asyncio.run(main_async(parser.parse_args())))
 

@@ -42,7 +42,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.usage import RequestUsage, UsageLimits
 
@@ -123,6 +123,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         provider = OpenAIProvider(base_url=args.base_url, api_key="bench")
         agent = build_agent(OpenAIChatModel("bench", provider=provider))
         result["loopback"] = await measure(agent, args.repeats, grid)
+    if "responses" in args.variants and args.responses_url:
+        provider = OpenAIProvider(base_url=args.responses_url, api_key="bench")
+        agent = build_agent(OpenAIResponsesModel("bench", provider=provider))
+        result["responses"] = await measure(agent, args.repeats, grid)
     return result
 
 
@@ -132,6 +136,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--grid", default=",".join(GRID))
     parser.add_argument("--variants", default="inproc,loopback")
+    parser.add_argument("--responses-url", default="")
     parser.add_argument("--delegation", type=int, default=0, help="ignored (no as_tool peer)")
     emit_json(asyncio.run(main_async(parser.parse_args())))
 
