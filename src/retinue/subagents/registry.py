@@ -12,7 +12,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from retinue._tasks import finish
 from retinue.engine.session import Session, SessionState
@@ -20,7 +20,15 @@ from retinue.errors import SubAgentError
 from retinue.subagents.roles import Role, valid_name
 from retinue.tools.builtin.todo import TodoItem, load_todos
 
-__all__ = ["Held", "SessionInfo", "SessionKey", "SessionRegistry", "conversation_id"]
+__all__ = [
+    "Held",
+    "HoldsSessions",
+    "SessionInfo",
+    "SessionKey",
+    "SessionRegistry",
+    "conversation_id",
+    "registry_of",
+]
 
 
 class SessionKey(NamedTuple):
@@ -47,6 +55,21 @@ class SessionKey(NamedTuple):
 def conversation_id(parent_id: str, role: str, instance: str | None = None) -> str:
     """``parent/role`` or ``parent/role:instance``: one session per key under one parent."""
     return SessionKey.of(parent_id, role, instance).id
+
+
+@runtime_checkable
+class HoldsSessions(Protocol):
+    """A sub-agent manager as the team tools see it: the ownership tree it keeps
+    (:class:`~retinue.subagents.manager.SubAgentManager` is one)."""
+
+    @property
+    def registry(self) -> SessionRegistry: ...
+
+
+def registry_of(manager: object) -> SessionRegistry | None:
+    """The session tree of ``manager`` (a :class:`~retinue.tools.base.ToolContext`'s), or
+    None when it keeps none (no manager, or a program's own :class:`Delegator`)."""
+    return manager.registry if isinstance(manager, HoldsSessions) else None
 
 
 @dataclass(eq=False, slots=True)

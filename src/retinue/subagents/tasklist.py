@@ -15,6 +15,7 @@ from retinue.errors import RetinueError, ToolError
 from retinue.memory.base import TaskStore
 from retinue.memory.tasks import Task
 from retinue.subagents.messaging import messenger_of
+from retinue.subagents.registry import registry_of
 from retinue.subagents.team import teams_of
 from retinue.tools.base import Tool, ToolContext, tool
 
@@ -39,7 +40,7 @@ def task_store(memory: object) -> TaskStore | None:
 
 def team_of(ctx: ToolContext) -> str:
     """The id of the tree's main agent: whose task list ``ctx``'s agent shares."""
-    registry = getattr(ctx.manager, "registry", None)
+    registry = registry_of(ctx.manager)
     if registry is None:
         return ctx.agent_id
     return messenger_of(registry).root_of(ctx.agent_id)
@@ -119,7 +120,7 @@ async def task_update(
     ] = None,
 ) -> str:
     """Claim, hand over, release or complete a task of your team's list."""
-    registry = getattr(ctx.manager, "registry", None)
+    registry = registry_of(ctx.manager)
     if registry is not None:  # a teammate's name, or team-lead: the session id it stands for
         owner = teams_of(registry).owner_id(ctx.tenant, ctx.agent_id, owner)
     try:

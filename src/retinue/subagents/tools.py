@@ -18,6 +18,7 @@ from retinue.errors import RetinueError, ToolError
 from retinue.events import SESSION, emit
 from retinue.policy.hooks import notify
 from retinue.subagents.messaging import messenger_of
+from retinue.subagents.registry import registry_of
 from retinue.subagents.team import deliver
 from retinue.tools.base import Delegator, Tool, ToolContext, tool
 
@@ -225,7 +226,7 @@ async def send_message(
     """Send a message to another session of your team: it sees it (and that it is from you)
     before its next step if it is working, or as its next turn if it is idle. In a team
     (TeamCreate), name a teammate, 'team-lead', or '*' for everyone."""
-    registry = getattr(ctx.manager, "registry", None)
+    registry = registry_of(ctx.manager)
     if registry is None:
         raise ToolError("messages between sessions are not available in this run")
     if ctx.depth == 0:
