@@ -1,0 +1,32 @@
+"""An approval of an own tool: each call of refund() is put to the program's approver first."""
+# ruff: noqa: E402  (the setup comes before the task and its imports)
+
+# --- setup (not counted): a data directory of its own and a scripted model ---
+import os
+import tempfile
+
+os.environ.setdefault("RETINUE_HOME", tempfile.mkdtemp())
+from retinue.testing import ScriptedModel, call_tool
+
+MODEL = ScriptedModel([call_tool("refund", {"order": "42", "amount": 150}), "Refunded."])
+ASKED = []
+# --- task ---
+from retinue import Agent, ApprovalRequest, tool
+
+
+@tool(needs_approval=True)
+def refund(order: str, amount: int) -> str:
+    """Refund part of an order."""
+    return f"refunded {amount} on order {order}"
+
+
+def approver(request: ApprovalRequest) -> bool:
+    ASKED.append(request.tool)  # (not counted: for the check)
+    return request.tool == "refund"  # your own UI goes here
+
+
+agent = Agent(MODEL, tools=[refund], approver=approver)
+print(agent.run_sync("Refund 150 on order 42.").content)
+# --- check (not counted) ---
+assert ASKED == ["refund"]
+assert MODEL.calls[1].messages[-1].content == "refunded 150 on order 42"

@@ -1,0 +1,32 @@
+"""A guard: a Python check refuses a tool call before it runs; the model reads why."""
+# ruff: noqa: E402  (the setup comes before the task and its imports)
+
+# --- setup (not counted): a data directory of its own and a scripted model ---
+import os
+import tempfile
+
+os.environ.setdefault("RETINUE_HOME", tempfile.mkdtemp())
+from retinue.testing import ScriptedModel, call_tool
+
+MODEL = ScriptedModel([call_tool("deploy", {"target": "prod"}), "I may not deploy to prod."])
+DEPLOYED = []
+# --- task ---
+from retinue import Agent, Guard, ToolRequest, Verdict, tool
+
+
+@tool
+def deploy(target: str) -> str:
+    """Deploy the app to a target."""
+    DEPLOYED.append(target)  # (not counted: for the check)
+    return f"deployed to {target}"
+
+
+def no_prod(call: ToolRequest) -> Verdict | None:
+    return Verdict.deny("production is off limits") if call.arguments["target"] == "prod" else None
+
+
+agent = Agent(MODEL, tools=[deploy], guards=[Guard(before_tool=no_prod)])
+print(agent.run_sync("Deploy to prod").content)
+# --- check (not counted) ---
+assert DEPLOYED == []
+assert "production is off limits" in MODEL.calls[1].messages[-1].content

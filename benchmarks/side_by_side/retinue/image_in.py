@@ -1,0 +1,24 @@
+"""Image in: a screenshot from a file goes to the model with the question."""
+# ruff: noqa: E402  (the setup comes before the task and its imports)
+
+# --- setup (not counted): a data directory of its own, a scripted model, a PNG file ---
+import os
+import tempfile
+
+os.environ.setdefault("RETINUE_HOME", tempfile.mkdtemp())
+from retinue.messages import ImagePart
+from retinue.testing import ScriptedModel
+
+MODEL = ScriptedModel(["A login form."])
+with open("shot.png", "wb") as f:
+    f.write(b"\x89PNG\r\n\x1a\n" + bytes(24))
+# --- task ---
+from pathlib import Path
+
+from retinue import Agent
+
+agent = Agent(MODEL)
+print(agent.run_sync(["What does this screenshot show?", Path("shot.png")]).content)
+# --- check (not counted) ---
+sent = MODEL.calls[0].messages[-1].parts
+assert any(isinstance(p, ImagePart) and p.media_type == "image/png" for p in sent), sent

@@ -1,0 +1,47 @@
+"""Streaming text of a nested sub-agent, tagged with who wrote it."""
+# ruff: noqa: E402  (the setup comes before the task and its imports)
+
+# --- setup (not counted): a data directory of its own and a scripted model ---
+import os
+import tempfile
+
+os.environ.setdefault("RETINUE_HOME", tempfile.mkdtemp())
+from collections import deque
+
+from retinue.testing import ScriptedModel, call_tool
+
+STEPS = deque([
+    call_tool("SubAgent", {"task": "Draft a haiku", "role": "writer"}),
+    "Old pond, a frog jumps",
+    "Here is the writer's haiku.",
+])  # fmt: skip
+
+
+def answer(messages, tools):  # a sub-agent's memory consolidation gets an empty memorize
+    if any(t.name == "memorize" for t in tools):
+        return call_tool("memorize", {"block_updates": [], "new_passages": []})
+    return STEPS.popleft()
+
+
+MODEL = ScriptedModel(responder=answer)
+SEEN = []
+# --- task ---
+import asyncio
+
+from retinue import Agent, Role, TextDelta
+
+writer = Role("writer", "Writes short poems", "Write the poem asked for.", ())
+agent = Agent(MODEL, roles=[writer])
+
+
+async def main() -> None:
+    async for event in agent.stream("Have the writer draft a haiku"):
+        if isinstance(event, TextDelta):
+            print(event.agent_id, event.text)
+            SEEN.append((event.agent_id, event.text))  # (not counted: for the check)
+
+
+asyncio.run(main())
+# --- check (not counted) ---
+assert [text for _, text in SEEN] == ["Old pond, a frog jumps", "Here is the writer's haiku."]
+assert SEEN[0][0].startswith("main/writer") and SEEN[1][0] == "main"

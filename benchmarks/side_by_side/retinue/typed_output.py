@@ -1,0 +1,27 @@
+"""Typed output: the answer is a validated pydantic object."""
+# ruff: noqa: E402  (the setup comes before the task and its imports)
+
+# --- setup (not counted): a data directory of its own and a scripted model ---
+import os
+import tempfile
+
+os.environ.setdefault("RETINUE_HOME", tempfile.mkdtemp())
+from retinue.testing import ScriptedModel, final_result
+
+MODEL = ScriptedModel([final_result({"verdict": "needs work", "findings": 2})])
+# --- task ---
+from pydantic import BaseModel
+
+from retinue import Agent
+
+
+class Review(BaseModel):
+    verdict: str
+    findings: int
+
+
+agent = Agent(MODEL, output_type=Review)
+review = agent.run_sync("Review src/app.py").output
+print(review.verdict, review.findings)
+# --- check (not counted) ---
+assert review == Review(verdict="needs work", findings=2)

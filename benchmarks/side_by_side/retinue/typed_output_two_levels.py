@@ -1,0 +1,49 @@
+"""Typed output at two levels: a sub-agent's typed answer reaches its parent and Python."""
+# ruff: noqa: E402  (the setup comes before the task and its imports)
+
+# --- setup (not counted): a data directory of its own and a scripted model ---
+import os
+import tempfile
+
+os.environ.setdefault("RETINUE_HOME", tempfile.mkdtemp())
+from collections import deque
+
+from retinue.testing import ScriptedModel, call_tool, final_result
+
+STEPS = deque([
+    call_tool("SubAgent", {"task": "Check src/app.py", "role": "checker"}),
+    final_result({"file": "src/app.py", "bug": "off by one"}),
+    final_result({"verdict": "one bug", "findings": 1}),
+])  # fmt: skip
+
+
+def answer(messages, tools):  # a sub-agent's memory consolidation gets an empty memorize
+    if any(t.name == "memorize" for t in tools):
+        return call_tool("memorize", {"block_updates": [], "new_passages": []})
+    return STEPS.popleft()
+
+
+MODEL = ScriptedModel(responder=answer)
+# --- task ---
+from pydantic import BaseModel
+
+from retinue import Agent, Role
+
+
+class Finding(BaseModel):
+    file: str
+    bug: str
+
+
+class Review(BaseModel):
+    verdict: str
+    findings: int
+
+
+checker = Role("checker", "Checks a file", "Report its worst bug.", ("Read",), output_type=Finding)
+lead = Agent(MODEL, roles=[checker], output_type=Review)
+out = lead.run_sync("Have the checker check src/app.py")
+print(out.output.verdict, out.outputs(Finding))
+# --- check (not counted) ---
+assert out.output == Review(verdict="one bug", findings=1)
+assert out.outputs(Finding) == [Finding(file="src/app.py", bug="off by one")]
