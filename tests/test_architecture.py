@@ -28,7 +28,7 @@ LAYERS = {
     "llm": 1, "tools": 1, "memory": 1, "testing": 1, "telemetry": 1,
     "policy": 2,
     "engine": 3, "subagents": 3, "mcp": 3, "skills": 3,
-    "runtime": 4, "agent": 4, "durable": 4, "saved": 4,
+    "runtime": 4, "agent": 4, "durable": 4, "saved": 4, "temporal": 4,
     "a2a.client": 3,  # a remote A2A agent as a role's model: the sub-agent factory uses it
     "cli": 5, "server": 5, "a2a": 5, "__main__": 5, "__init__": 5,
 }  # fmt: skip
@@ -198,3 +198,58 @@ def test_consolidation_depends_on_the_store_protocol_not_on_a_store() -> None:
     imported = import_graph()["retinue.memory.consolidate"]
     assert "retinue.memory.base" in imported
     assert not imported & {"retinue.memory.sqlite", "retinue.memory.postgres"}
+
+
+# What a tool context carries (gate, manager, memory, ...) is reached through what its
+# protocol declares, never by asking an attribute it does not declare (issue 42).
+_CONTEXTS = frozenset({"ctx", "context"})
+
+
+def _reaches_through_a_context(node: ast.AST) -> bool:
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+        return False
+    if node.func.id not in {"getattr", "hasattr"} or not node.args:
+        return False
+    target = node.args[0]
+    while isinstance(target, ast.Attribute):
+        target = target.value
+    first = node.args[0]
+    return (
+        isinstance(first, ast.Attribute)
+        and isinstance(target, ast.Name)
+        and (target.id in _CONTEXTS or (target.id == "self" and _has_context(first)))
+    )
+
+
+def _has_context(node: ast.Attribute) -> bool:
+    names = []
+    current: ast.AST = node
+    while isinstance(current, ast.Attribute):
+        names.append(current.attr)
+        current = current.value
+    return any(name in _CONTEXTS for name in names)
+
+
+def getattr_through_contexts(source: str) -> list[int]:
+    """The lines of ``source`` that call getattr/hasattr on something a context holds."""
+    return [n.lineno for n in ast.walk(ast.parse(source)) if _reaches_through_a_context(n)]
+
+
+def test_the_getattr_finder_finds_what_it_should() -> None:
+    found = getattr_through_contexts(
+        "getattr(ctx.gate, 'hooks')\n"
+        "hasattr(self.ctx.manager, 'registry')\n"
+        "getattr(os, 'O_CLOEXEC', 0)\n"
+        "getattr(body, field)\n"
+        "getattr(context.memory.store, 'x')\n"
+    )
+    assert found == [1, 2, 5]
+
+
+def test_no_getattr_reaches_through_a_tool_context() -> None:
+    offenders = [
+        f"{path.relative_to(PACKAGE)}:{line}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for line in getattr_through_contexts(path.read_text())
+    ]
+    assert offenders == []

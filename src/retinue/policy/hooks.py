@@ -53,7 +53,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from retinue.errors import PolicyError, SessionError
 from retinue.events import NOTICE, EventSink, emit
@@ -543,10 +543,22 @@ def _env(value: object, where: str, problems: list[str]) -> dict[str, str]:
 # -- the events other modules fire ---------------------------------------------------------
 
 
+@runtime_checkable
+class HookedGate(Protocol):
+    """A gate with hooks and a permission mode, as the events fired outside the gate need it
+    (:class:`~retinue.policy.gate.Policy` is one; a program's own gate need not be)."""
+
+    @property
+    def hooks(self) -> Hooks: ...
+
+    @property
+    def mode(self) -> str: ...
+
+
 def hooks_of(ctx: ToolContext | None) -> Hooks | None:
     """The hooks on ``ctx``'s gate (a :class:`~retinue.policy.gate.Policy`), if any."""
-    hooks = getattr(ctx.gate, "hooks", None) if ctx is not None else None
-    return hooks if isinstance(hooks, Hooks) and hooks else None
+    gate = ctx.gate if ctx is not None else None
+    return gate.hooks if isinstance(gate, HookedGate) and gate.hooks else None
 
 
 def hook_input(ctx: ToolContext, event: str, **fields: Any) -> dict[str, Any]:
@@ -555,7 +567,7 @@ def hook_input(ctx: ToolContext, event: str, **fields: Any) -> dict[str, Any]:
         "session_id": ctx.agent_id,
         "cwd": str(ctx.workspace),
         "hook_event_name": event,
-        "permission_mode": getattr(ctx.gate, "mode", "default"),
+        "permission_mode": ctx.gate.mode if isinstance(ctx.gate, HookedGate) else "default",
         "agent_role": ctx.role,
         **fields,
     }
