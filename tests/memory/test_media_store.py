@@ -55,6 +55,10 @@ async def test_media_lives_in_files_named_by_content_and_loads_back(tmp_path: Pa
     await store.conversations.save("t", "c", history())
     assert media_files(tmp_path) == {sha(PNG), sha(PDF)}
     assert (tmp_path / "media" / sha(PNG)[:2] / sha(PNG)).read_bytes() == PNG
+    modes = [
+        p.stat().st_mode & 0o777 for p in (tmp_path / "media", tmp_path / "media" / sha(PNG)[:2])
+    ]
+    assert modes == [0o700, 0o700]  # the user's alone, as memory.db is
     stored = rows(tmp_path)
     assert sha(PNG) in stored and len(stored) < len(PNG)  # a reference, not the bytes
     assert await store.conversations.load("t", "c") == history()

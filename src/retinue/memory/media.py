@@ -110,7 +110,8 @@ class MediaStore:
             return digest
         self.check_room(len(data))
         try:
-            target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)  # the user's alone
+            target.parent.mkdir(mode=0o700, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".part-")
             with os.fdopen(fd, "wb") as out:
                 out.write(data)
