@@ -76,7 +76,9 @@ class Event:
     """One thing an agent did: ``kind``, the agent's path ``agent_id``, the time ``at``.
 
     The base of every typed event. A plain ``Event`` (``Event(kind, agent_id, data)``)
-    stands for a kind without a class of its own; its ``data`` holds what it says.
+    stands for a kind without a class of its own; its ``data`` holds what it says. On a
+    typed event ``data`` is the old dict view (the wire's keys but ``kind``, ``agent_id``
+    and ``at``), kept for one release: read the typed fields instead.
     """
 
     kind: str
