@@ -1,0 +1,13 @@
+"""Conversations as durable Temporal workflows (the optional ``temporal`` extra).
+
+A main conversation is one workflow (:mod:`retinue.temporal.workflow`), its id made of the
+tenant and the conversation id; an Update ``send`` runs one turn. The workflow holds the
+history as Retinue's message JSON and decides each next step deterministically; every model
+call and every tool call is an activity (:mod:`retinue.temporal.activities`) run by
+``retinue worker --temporal ADDRESS`` on the runtime built from the settings
+(:mod:`retinue.temporal.worker`). Activities run at least once: each gets an idempotency key
+(workflow id, step, call id), and a call of a tool that is not ``idempotent`` whose worker
+died while it ran is reported to the model as cut short, not run twice. A long conversation
+continues as new before Temporal's history limits. :mod:`retinue.temporal.client` starts,
+continues and reads conversations. Nothing here is imported by the rest of Retinue.
+"""

@@ -1,0 +1,62 @@
+"""Start, continue and read conversations that run as Temporal workflows.
+
+``TemporalConversations(client, tenant)`` names each conversation's workflow from the
+tenant and the conversation id (two tenants never share one), starts it on first use, and
+sends each message as the ``send`` Update, whose result is the turn's reply.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import WorkflowIDConflictPolicy
+
+from retinue.messages import Message, from_dict
+from retinue.temporal._types import ConversationStart, Limits, TurnReply
+from retinue.temporal.worker import DEFAULT_TASK_QUEUE
+from retinue.temporal.workflow import ConversationWorkflow
+
+__all__ = ["TemporalConversations", "workflow_id"]
+
+
+def workflow_id(tenant: str, conversation_id: str) -> str:
+    """The workflow id of a tenant's conversation."""
+    return f"retinue/{tenant}/{conversation_id}"
+
+
+@dataclass(slots=True)
+class TemporalConversations:
+    client: Client
+    tenant: str = "default"
+    task_queue: str = DEFAULT_TASK_QUEUE
+    limits: Limits = field(default_factory=Limits)  # for conversations this starts
+
+    async def start(self, conversation_id: str) -> WorkflowHandle[ConversationWorkflow, object]:
+        """The conversation's workflow, started if it is not running."""
+        await self.client.start_workflow(
+            ConversationWorkflow.run,
+            ConversationStart(self.tenant, conversation_id, limits=self.limits),
+            id=workflow_id(self.tenant, conversation_id),
+            task_queue=self.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        )
+        return self.handle(conversation_id)
+
+    def handle(self, conversation_id: str) -> WorkflowHandle[ConversationWorkflow, object]:
+        """The conversation's current run (it follows continue-as-new)."""
+        return self.client.get_workflow_handle_for(
+            ConversationWorkflow.run, workflow_id(self.tenant, conversation_id)
+        )
+
+    async def send(self, conversation_id: str, text: str) -> TurnReply:
+        """Run one turn of the conversation (started if need be); its reply."""
+        handle = await self.start(conversation_id)
+        return await handle.execute_update(ConversationWorkflow.send, text)
+
+    async def history(self, conversation_id: str) -> list[Message]:
+        raw = await self.handle(conversation_id).query(ConversationWorkflow.history)
+        return [from_dict(m) for m in raw]
+
+    async def close(self, conversation_id: str) -> None:
+        await self.handle(conversation_id).signal(ConversationWorkflow.close)

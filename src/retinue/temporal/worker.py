@@ -1,0 +1,48 @@
+"""A Temporal worker for Retinue's conversation workflows and their activities.
+
+:func:`make_worker` registers :class:`~retinue.temporal.workflow.ConversationWorkflow` and a
+runtime's :class:`~retinue.temporal.activities.TurnActivities` on a task queue; Retinue's own
+modules pass through the workflow sandbox (they are imported once, outside it: the workflow
+code that uses them, :mod:`retinue.messages`, is pure). :func:`run_worker` connects and runs
+one until it is cancelled.
+"""
+
+from __future__ import annotations
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from retinue.runtime import Runtime
+from retinue.temporal.activities import TurnActivities
+from retinue.temporal.workflow import ConversationWorkflow
+
+__all__ = ["DEFAULT_NAMESPACE", "DEFAULT_TASK_QUEUE", "make_worker", "run_worker"]
+
+DEFAULT_NAMESPACE = "default"
+DEFAULT_TASK_QUEUE = "retinue"
+
+
+def make_worker(client: Client, runtime: Runtime, task_queue: str = DEFAULT_TASK_QUEUE) -> Worker:
+    runner = SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules("retinue")
+    )
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[ConversationWorkflow],
+        activities=TurnActivities(runtime).activities(),
+        workflow_runner=runner,
+    )
+
+
+async def run_worker(
+    address: str,
+    runtime: Runtime,
+    *,
+    namespace: str = DEFAULT_NAMESPACE,
+    task_queue: str = DEFAULT_TASK_QUEUE,
+) -> None:
+    """Connect to the Temporal server at ``address`` and work until cancelled."""
+    client = await Client.connect(address, namespace=namespace)
+    await make_worker(client, runtime, task_queue).run()

@@ -1,0 +1,189 @@
+"""Conversations as Temporal workflows, against a real dev server and in-process workers."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("temporalio", reason="the temporal extra (temporalio) is not installed")
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from retinue.config import Settings
+from retinue.durable.revive import RESTARTED_RESULT
+from retinue.llm.base import ToolSpec
+from retinue.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolResultMessage,
+    UserMessage,
+)
+from retinue.runtime import Runtime
+from retinue.temporal._types import Limits
+from retinue.temporal.client import TemporalConversations
+from retinue.temporal.worker import make_worker
+from retinue.testing import ScriptedModel, call_tool
+from retinue.tools.base import Tool, tool
+
+pytestmark = pytest.mark.timeout(60)
+
+FAST = Limits(heartbeat_s=2.0)
+
+
+def side_effects(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def note_tool(path: Path, *, hang: asyncio.Event | None = None) -> Tool:
+    """A tool with a side effect (a line in ``path``); with ``hang``, it then waits for it."""
+
+    @tool
+    async def note(text: str) -> str:
+        """Write a note."""
+        with path.open("a") as f:
+            f.write(text + "\n")
+        if hang is not None:
+            await hang.wait()
+        return f"noted {text}"
+
+    return note
+
+
+def runtime_for(tmp_path: Path, model: ScriptedModel, tools: list[Tool]) -> Runtime:
+    settings = Settings(home=tmp_path / "home", workspace=tmp_path)
+    return Runtime.create(
+        settings, model=model, model_for=lambda _s: model, extra_tools=tools,
+        with_memory=False, builtins=False,
+    )  # fmt: skip
+
+
+async def conversations(address: str) -> tuple[TemporalConversations, Client]:
+    client = await Client.connect(address)
+    queue = f"test-{uuid.uuid4().hex}"  # every test its own workers
+    return TemporalConversations(client, task_queue=queue, limits=FAST), client
+
+
+async def test_two_turns_with_a_tool_call_keep_the_history(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes.txt"
+    model = ScriptedModel([call_tool("note", {"text": "milk"}), "Noted: milk.", "You said milk."])
+    convs, client = await conversations(temporal_address)
+    worker = make_worker(client, runtime_for(tmp_path, model, [note_tool(notes)]), convs.task_queue)
+    async with worker:
+        first = await convs.send("c1", "remember milk")
+        second = await convs.send("c1", "what did I say?")
+        history = await convs.history("c1")
+    assert (first.content, first.stop_reason) == ("Noted: milk.", "final")
+    assert second.content == "You said milk."
+    assert side_effects(notes) == ["milk"]
+    kinds = [type(m).__name__ for m in history]
+    assert kinds == ["UserMessage", "AssistantMessage", "ToolResultMessage", "AssistantMessage",
+                     "UserMessage", "AssistantMessage"]  # fmt: skip
+    result = history[2]
+    assert isinstance(result, ToolResultMessage) and result.content == "noted milk"
+    # the model saw the system prompt first, then the whole history, the tool's result included
+    last = model.calls[-1].messages
+    assert isinstance(last[0], SystemMessage)
+    assert [m.content for m in last[1:] if isinstance(m, UserMessage)] == [
+        "remember milk",
+        "what did I say?",
+    ]
+    assert "note" in model.calls[0].tool_names
+    model.assert_done()
+
+
+def cut_short(messages: Sequence[Message], _tools: Sequence[ToolSpec]) -> str:
+    result = messages[-1]
+    assert isinstance(result, ToolResultMessage) and result.content == RESTARTED_RESULT
+    return "The note may not have been written."
+
+
+async def test_a_worker_stopped_mid_call_does_not_run_the_call_twice(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes.txt"
+    convs, client = await conversations(temporal_address)
+    hang = asyncio.Event()  # never set: the first worker stops while its call runs
+    first_model = ScriptedModel([call_tool("note", {"text": "pay"})])
+    first = make_worker(
+        client, runtime_for(tmp_path, first_model, [note_tool(notes, hang=hang)]), convs.task_queue
+    )
+    running = asyncio.create_task(first.run())
+    turn = asyncio.create_task(convs.send("c2", "pay the bill"))
+    while not side_effects(notes):
+        await asyncio.sleep(0.05)
+    await first.shutdown()  # (its call is cancelled: the worker is gone, mid-turn)
+    await asyncio.gather(running, return_exceptions=True)
+    assert not turn.done()
+    second_model = ScriptedModel([cut_short])
+    second = make_worker(
+        client, runtime_for(tmp_path, second_model, [note_tool(notes)]), convs.task_queue
+    )
+    async with second:
+        reply = await turn
+        history = await convs.history("c2")
+    assert reply.content == "The note may not have been written."
+    assert side_effects(notes) == ["pay"]  # once, not twice
+    results = [m for m in history if isinstance(m, ToolResultMessage)]
+    assert [(r.content, r.is_error) for r in results] == [(RESTARTED_RESULT, True)]
+    second_model.assert_done()
+
+
+async def test_an_idempotent_call_runs_again_on_the_next_worker(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes.txt"
+    convs, client = await conversations(temporal_address)
+    hang = asyncio.Event()
+    first = make_worker(
+        client,
+        runtime_for(tmp_path, ScriptedModel([call_tool("note", {"text": "look"})]),
+                    [replace(note_tool(notes, hang=hang), idempotent=True)]),
+        convs.task_queue,
+    )  # fmt: skip
+    running = asyncio.create_task(first.run())
+    turn = asyncio.create_task(convs.send("c3", "look"))
+    while not side_effects(notes):
+        await asyncio.sleep(0.05)
+    await first.shutdown()
+    await asyncio.gather(running, return_exceptions=True)
+    again = replace(note_tool(notes), idempotent=True)
+    second = make_worker(
+        client, runtime_for(tmp_path, ScriptedModel(["Looked."]), [again]), convs.task_queue
+    )
+    async with second:
+        assert (await turn).content == "Looked."
+        history = await convs.history("c3")
+    assert side_effects(notes) == ["look", "look"]  # a read runs again
+    results = [m for m in history if isinstance(m, ToolResultMessage)]
+    assert [r.content for r in results] == ["noted look"]
+
+
+async def test_a_long_conversation_continues_as_new_with_its_history(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    model = ScriptedModel(["one", "two", "three"])
+    client = await Client.connect(temporal_address)
+    convs = TemporalConversations(
+        client, task_queue=f"test-{uuid.uuid4().hex}", limits=replace(FAST, max_events=12)
+    )
+    worker: Worker = make_worker(client, runtime_for(tmp_path, model, []), convs.task_queue)
+    async with worker:
+        runs = set()
+        for text in ("a", "b", "c"):
+            await convs.send("c4", text)
+            runs.add((await convs.handle("c4").describe()).run_id)
+        history = await convs.history("c4")
+    assert len(runs) >= 2  # it continued as new
+    said = [(m.role, m.content) for m in history]
+    assert said == [("user", "a"), ("assistant", "one"), ("user", "b"), ("assistant", "two"),
+                    ("user", "c"), ("assistant", "three")]  # fmt: skip
+    assert all(isinstance(m, UserMessage | AssistantMessage) for m in history)
