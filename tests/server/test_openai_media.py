@@ -111,3 +111,29 @@ def test_a_role_model_is_told_images_go_to_the_main_agent(serve: Serve) -> None:
             messages=[{"role": "user", "content": [{"type": "text", "text": "x"}, image]}],  # type: ignore[list-item]
         )
     assert not model.calls
+
+
+def test_images_of_earlier_messages_reach_a_new_conversation_after_its_transcript(
+    serve: Serve,
+) -> None:
+    model = ScriptedModel(["the same chart"])
+    client = sdk(serve(model))
+    earlier: list[Any] = [
+        {"type": "text", "text": "here is a chart"},
+        {"type": "image_url", "image_url": {"url": data_url("image/png", PNG)}},
+    ]
+    client.chat.completions.create(
+        model="retinue",
+        messages=[
+            {"role": "user", "content": earlier},
+            {"role": "assistant", "content": "a chart of sales"},
+            {"role": "user", "content": [
+                {"type": "text", "text": "and this one?"},
+                {"type": "image_url", "image_url": {"url": data_url("image/gif", GIF)}},
+            ]},
+        ],
+    )  # fmt: skip
+    asked = model.calls[0].messages[-1]
+    assert isinstance(asked, UserMessage)
+    assert "[user] here is a chart [+1 attached: after this transcript]" in asked.content
+    assert asked.parts == (ImagePart("image/png", PNG), ImagePart("image/gif", GIF))

@@ -100,7 +100,7 @@ from retinue.server.conversations import (
     valid_conversation_id,
 )
 from retinue.server.hub import EventHub
-from retinue.server.openai_api import openai_router
+from retinue.server.openai_api import MAX_PARTS, openai_router
 from retinue.server.openai_errors import is_openai_path, openai_error
 from retinue.server.page import add_page_routes
 from retinue.server.security import DEFAULT_MAX_BODY, Guard, Security
@@ -114,8 +114,6 @@ from retinue.telemetry.trace import RemoteParent
 
 __all__ = ["MessageIn", "create_app"]
 
-MAX_PARTS = 20
-"""Images and PDFs one message may carry."""
 
 log = logging.getLogger("retinue.server")
 

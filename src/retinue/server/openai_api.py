@@ -84,12 +84,14 @@ from retinue.server.security import DEFAULT_MAX_BODY
 from retinue.server.sse import ErrorMapper, TurnFeed, jsonable
 from retinue.server.tenants import Space, TenantSpace
 
-__all__ = ["ChatRequest", "openai_router"]
+__all__ = ["MAX_PARTS", "ChatRequest", "openai_router"]
 
 MODEL = "retinue"
 HEADER = "X-Retinue-Conversation"
 KEEP_HEADER = "X-Retinue-Keep-Sessions"
 _FINISH = {"max_iterations": "length"}
+MAX_PARTS = 20
+"""Images and files one message may carry (here: one request, its earlier messages' too)."""
 MAX_TEXT = DEFAULT_MAX_BODY
 """Characters of text a request's messages may hold in all."""
 _role_runs = itertools.count(1)
@@ -121,6 +123,12 @@ class ChatMessage(BaseModel):
         if isinstance(self.content, list):
             return "\n".join(p.text for p in self.content if p.type in _TEXT_PARTS and p.text)
         return self.content or ""
+
+    @property
+    def media_count(self) -> int:
+        """How many of the content's parts are images or files."""
+        content = self.content if isinstance(self.content, list) else []
+        return sum(p.type in _MEDIA_PARTS for p in content)
 
     def media(self) -> tuple[MediaPart, ...]:
         """The images and PDFs of the content; ``HTTPException`` 400 (one line) for a part
@@ -206,7 +214,9 @@ def transcript(messages: list[ChatMessage], last: str) -> str:
     lines = ["[Earlier in this conversation, as the client sent it:]"]
     for m in messages:
         who = "instructions" if m.role in ("system", "developer") else m.role
-        lines.append(f"[{who}] {m.text}")
+        attached = m.media_count if m.role == "user" else 0
+        also = f" [+{attached} attached: after this transcript]" if attached else ""
+        lines.append(f"[{who}] {m.text}{also}")
     lines += ["", "[The new message:]", last]
     return "\n".join(lines)
 
@@ -259,6 +269,9 @@ def openai_router(runtime: Runtime, errors: ErrorMapper) -> APIRouter:
         text, media = last.text, last.media()
         if earlier and (header is None or await host.history(cid) is None):
             text = transcript(earlier, text)  # instructions, or a chat begun elsewhere
+            media = (*(p for m in earlier if m.role == "user" for p in m.media()), *media)
+        if len(media) > MAX_PARTS:
+            raise HTTPException(400, f"{len(media)} images and files: at most {MAX_PARTS}")
         root = host.agent_id(cid)
         content: Content = [text, *media] if media else text
 
