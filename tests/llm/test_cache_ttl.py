@@ -20,8 +20,8 @@ from retinue.llm.settings import ModelSettings
 from retinue.messages import Message, SystemMessage, UserMessage
 from retinue.subagents import RoleCatalog, SubAgentManager
 from retinue.subagents.roles import parse_role
-from retinue.testing import ScriptedModel
-from retinue.tools.base import ToolContext, ToolRegistry
+from retinue.testing import ScriptedModel, call_tools
+from retinue.tools.base import ToolContext, ToolRegistry, tool
 
 FABLE = "claude-fable-5-2"
 RULES = "Review with care; name the file and line of every finding. " * 120  # ~1,800 tokens
@@ -188,3 +188,30 @@ async def test_a_role_file_chooses_the_hour(
     assert await role_session_read(server, clock, tmp_path, "") == 0
     assert await role_session_read(server, clock, tmp_path, "cache_ttl: 1h\n") > 1_000
     assert server.rejected == []
+
+
+@tool()
+def look(ctx: ToolContext, part: int) -> str:
+    """Look at one part."""
+    return f"part {part}: fine"
+
+
+async def test_a_step_of_twelve_parallel_calls_still_reads_the_previous_prefix(
+    tmp_path: Path,
+) -> None:
+    """Twelve calls and their results are 24 blocks, past the API's 20-block lookback from the
+    last breakpoint; the breakpoint on the reply keeps the previous request in reach."""
+    fan = call_tools(*(("look", {"part": i}) for i in range(12)))
+    script = LoopbackAnthropicServer(ScriptedModel([fan, "all fine"])).start()
+    model = AnthropicModel(FABLE, base_url=script.base_url, max_retries=0)
+    ctx = ToolContext("main", tmp_path, tmp_path)
+    task = "Look at every part of this report:\n" + "a long pasted report line\n" * 300
+    messages: list[Message] = [SystemMessage(RULES), UserMessage(task)]
+    try:
+        await run(RunConfig(model, messages, ToolRegistry([look]), ctx))
+    finally:
+        await model.aclose()
+        script.close()
+    first, second = script.cache_uses
+    assert second.read >= 0.95 * first.prompt  # the first request came from the cache
+    assert script.rejected == []

@@ -4,9 +4,14 @@
 * assistant tool calls become ``tool_use`` blocks, tool results ``tool_result`` blocks in a
   user message (``is_error`` kept); consecutive messages of one role are merged, so the
   results of parallel tool calls travel in one user message;
-* the prompt prefix is marked for prompt caching: ``cache_control`` on the last system block
-  and on the last block of the last message. Our sessions keep a byte-stable prefix, so each
-  turn reads the previous turn's cache;
+* the prompt prefix is marked for prompt caching: ``cache_control`` on the last system block,
+  on the last block of the last message and on the last block of the assistant message before
+  it. Our sessions keep a byte-stable prefix, so each turn reads the previous turn's cache;
+  the API looks for it only "up to approximately 20 blocks before your explicit breakpoint"
+  (https://platform.claude.com/docs/en/build-with-claude/prompt-caching), and a step of ten
+  parallel tool calls adds twenty blocks (calls and results), so the breakpoint on the reply
+  keeps the previous request's prefix within reach (3 of the 4 breakpoints a request may
+  have);
 * ``thinking`` and ``redacted_thinking`` blocks are kept as
   :class:`~retinue.messages.ReasoningPart` (the readable thinking in ``text``, every other
   field of the block, the ``signature`` or ``data``, in ``data``) and sent back verbatim,
@@ -261,11 +266,12 @@ def messages_to_anthropic(
             wire.append({"role": role, "content": blocks})
     if system:
         system[-1] = {**system[-1], "cache_control": cache}
-    if wire:
-        last = wire[-1]["content"]
-        index = _cacheable(last)
+    marked = wire[-2:] if len(wire) > 1 and wire[-2]["role"] == "assistant" else wire[-1:]
+    for message in marked:
+        blocks = message["content"]
+        index = _cacheable(blocks)
         if index is not None:
-            last[index] = {**last[index], "cache_control": cache}
+            blocks[index] = {**blocks[index], "cache_control": cache}
     return system, wire
 
 
