@@ -36,6 +36,7 @@ from retinue.cli.memory import memory_app
 from retinue.cli.remote import interrupt, serve, sessions
 from retinue.cli.skills import skills
 from retinue.cli.tokens import token_app
+from retinue.cli.worker import worker
 
 if TYPE_CHECKING:
     from retinue.engine.config import RunOutput
@@ -194,7 +195,7 @@ def roles(
     print_catalog(catalog, console(), console(stderr=True), verbose=verbose)
 
 
-for _command in (serve, sessions, interrupt, doctor, skills):
+for _command in (serve, sessions, interrupt, doctor, skills, worker):
     app.command()(_command)
 
 

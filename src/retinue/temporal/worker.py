@@ -13,14 +13,24 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from retinue.errors import ConfigError
 from retinue.runtime import Runtime
 from retinue.temporal.activities import TurnActivities
 from retinue.temporal.workflow import ConversationWorkflow
 
-__all__ = ["DEFAULT_NAMESPACE", "DEFAULT_TASK_QUEUE", "make_worker", "run_worker"]
+__all__ = ["DEFAULT_NAMESPACE", "DEFAULT_TASK_QUEUE", "connect", "make_worker", "run_worker"]
 
 DEFAULT_NAMESPACE = "default"
 DEFAULT_TASK_QUEUE = "retinue"
+
+
+async def connect(address: str, namespace: str = DEFAULT_NAMESPACE) -> Client:
+    """A client of the Temporal server at ``address`` (``host:port``); one that cannot be
+    reached is a :class:`~retinue.errors.ConfigError` naming it."""
+    try:
+        return await Client.connect(address, namespace=namespace)
+    except RuntimeError as exc:  # (the SDK's connection failure)
+        raise ConfigError(f"cannot reach the Temporal server at {address!r}: {exc}") from exc
 
 
 def make_worker(client: Client, runtime: Runtime, task_queue: str = DEFAULT_TASK_QUEUE) -> Worker:
@@ -44,5 +54,5 @@ async def run_worker(
     task_queue: str = DEFAULT_TASK_QUEUE,
 ) -> None:
     """Connect to the Temporal server at ``address`` and work until cancelled."""
-    client = await Client.connect(address, namespace=namespace)
+    client = await connect(address, namespace)
     await make_worker(client, runtime, task_queue).run()

@@ -1,0 +1,60 @@
+"""``retinue worker --temporal ADDRESS``: run conversations as Temporal workflows.
+
+The worker runs on the runtime ``retinue run`` builds from the settings (model, tools,
+roles, memory, policy); any number of them, on any machines, serve one task queue
+(:mod:`retinue.temporal`). Needs the ``temporal`` extra.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+
+from retinue.cli.common import (
+    EXIT_INTERRUPTED,
+    ModelOpt,
+    PermissionOpt,
+    TenantOpt,
+    WorkspaceOpt,
+    make_runtime,
+    one_line_errors,
+)
+from retinue.cli.term import echo
+
+__all__ = ["worker"]
+
+
+def worker(
+    temporal: Annotated[
+        str, typer.Option("--temporal", metavar="ADDRESS", help="the Temporal server, host:port")
+    ],
+    namespace: Annotated[str, typer.Option(help="the Temporal namespace")] = "default",
+    task_queue: Annotated[str, typer.Option(help="the task queue to serve")] = "retinue",
+    model: ModelOpt = None,
+    workspace: WorkspaceOpt = None,
+    tenant: TenantOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no event log on stderr")] = False,
+    permission_mode: PermissionOpt = None,
+) -> None:
+    """Run conversations as durable Temporal workflows: each model and tool call is an
+    activity this worker (or any other on the task queue) runs. A call that needs approval
+    is refused unless --permission-mode or a rule allows it (nobody to ask yet)."""
+    try:
+        from retinue.temporal.worker import run_worker
+    except ImportError as exc:  # the temporal extra is not installed
+        echo(f"the worker needs the temporal extra (pip install 'retinue[temporal]'): {exc}",
+             err=True)  # fmt: skip
+        raise typer.Exit(2) from None
+    with one_line_errors():
+        runtime = make_runtime(
+            model, workspace, tenant, quiet=quiet, permission_mode=permission_mode
+        )
+        echo(f"retinue worker on {temporal} ({namespace}/{task_queue}), tenant "
+             f"{runtime.settings.tenant!r}, model {runtime.model.name}", err=True)  # fmt: skip
+        try:
+            asyncio.run(run_worker(temporal, runtime, namespace=namespace, task_queue=task_queue))
+        except KeyboardInterrupt:
+            echo("stopped", err=True)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
