@@ -48,7 +48,7 @@ KEYS = ("overhead", "cache", "sessions", "idle", "blocking", "startup")
 # colleagues' result files, summarised if present
 FOLDED = ("compress", "memory", "lifecycle_fuzz", "local", "local_builds", "workers")
 # colleagues' Markdown fragments (results/<name>.md), included as they are
-FRAGMENTS = ("workers", "responses")
+FRAGMENTS = ("workers", "responses", "compress", "cache_ttl")
 
 
 def script(name: str | Path, *args: object, python: Path | str = sys.executable) -> dict[str, Any]:
