@@ -3,7 +3,7 @@
 Each task is written once for Retinue (``side_by_side/retinue/``) and once for each peer
 that does it best (``side_by_side/peers/``: pydantic-ai, and the OpenAI Agents SDK where it
 is the stronger one). Every program runs on a test model and checks what it did. Only the
-task is counted: the lines between ``# --- task ---`` and ``# --- check``, not blank, not a
+task is counted: the lines between ``# --8<-- [start:task]`` and ``[end:task]``, not blank, not a
 comment, and not a line marked ``# (not counted``: the scripted model and the checks around
 it are left out on both sides. Each program is also run once (Retinue's with this
 project's Python, the peers' with ``benchmarks/.venv-peers``, made from
@@ -31,6 +31,8 @@ HERE = Path(__file__).resolve().parent
 SIDE = HERE / "side_by_side"
 PEERS_PYTHON = HERE / ".venv-peers" / "bin" / "python"
 RESULTS = HERE / "results"
+START = "# --8<-- [start:task]\n"  # the task's bounds, which the docs page includes too
+END = "# --8<-- [end:task]\n"
 
 
 @dataclass(frozen=True)
@@ -71,8 +73,8 @@ def program(name: str) -> Path:
 def task_lines(path: Path) -> list[str]:
     """The counted lines of one program: its task, without blanks and comments."""
     text = path.read_text(encoding="utf-8")
-    start = text.index("# --- task ---\n") + len("# --- task ---\n")
-    end = text.index("# --- check", start)
+    start = text.index(START) + len(START)
+    end = text.index(END, start)
     return [
         line
         for line in text[start:end].splitlines()
@@ -124,7 +126,7 @@ def main(argv: list[str]) -> int:
     counts = counts_of_all()
     runs = {} if "--no-run" in argv else {name: run(name) for name in counts}
     result = {
-        "counted": "non-blank, non-comment lines between '# --- task ---' and '# --- check'",
+        "counted": "non-blank, non-comment lines of the task (between its --8<-- markers)",
         "tasks": [
             {
                 "task": t.name,

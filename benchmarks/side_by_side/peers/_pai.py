@@ -1,3 +1,4 @@
+# pyright: reportMissingImports=false, reportAttributeAccessIssue=false
 """A scripted pydantic-ai model for the side-by-side programs (setup, not counted): a
 FunctionModel that answers with the given parts in order (a str is a text answer)."""
 

@@ -1,3 +1,4 @@
+# pyright: reportMissingImports=false, reportAttributeAccessIssue=false
 """A scripted OpenAI Agents SDK model for the side-by-side programs (setup, not counted): it
 answers with the given steps in order (a str is a text answer, ``call(...)`` a tool call).
 The SDK ships no test model; this one implements its ``Model`` interface, without streaming."""

@@ -1,3 +1,4 @@
+# pyright: reportMissingImports=false, reportAttributeAccessIssue=false
 """An approval of an own tool in pydantic-ai: the run stops with deferred requests; the
 program answers them and runs again."""
 
@@ -7,7 +8,8 @@ from _pai import call, scripted
 
 MODEL = scripted(call("refund", {"order": "42", "amount": 150}), "Refunded.")
 ASKED = []
-# --- task ---
+# --- task --- (counted; shown in docs/explanation/side-by-side.md)
+# --8<-- [start:task]
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults
 
 agent = Agent(MODEL, output_type=[str, DeferredToolRequests])
@@ -31,6 +33,7 @@ while isinstance(result.output, DeferredToolRequests):
     )
     result = agent.run_sync(message_history=result.all_messages(), deferred_tool_results=answers)
 print(result.output)
+# --8<-- [end:task]
 # --- check (not counted) ---
 assert ASKED == ["refund"]
 assert MODEL.seen[1][-1].parts[0].content == "refunded 150 on order 42"

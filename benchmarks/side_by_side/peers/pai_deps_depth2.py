@@ -1,3 +1,4 @@
+# pyright: reportMissingImports=false, reportAttributeAccessIssue=false
 """Deps at depth 2 in pydantic-ai: the delegating tool passes ctx.deps on by hand."""
 
 # ruff: noqa: E402
@@ -10,7 +11,8 @@ MODEL = scripted(
     "Tea costs 1.5.",
     "The clerk says tea costs 1.5.",
 )
-# --- task ---
+# --- task --- (counted; shown in docs/explanation/side-by-side.md)
+# --8<-- [start:task]
 from dataclasses import dataclass
 
 from pydantic_ai import Agent, RunContext
@@ -40,5 +42,6 @@ async def ask_clerk(ctx: RunContext[Shop], question: str) -> str:
 
 
 print(agent.run_sync("Ask the clerk what tea costs", deps=Shop({"tea": 1.5})).output)
+# --8<-- [end:task]
 # --- check (not counted) ---
 assert MODEL.seen[2][-1].parts[0].content == 1.5

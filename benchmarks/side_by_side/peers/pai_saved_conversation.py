@@ -1,3 +1,4 @@
+# pyright: reportMissingImports=false, reportAttributeAccessIssue=false
 """Saved and resumed conversation in pydantic-ai: the program stores the messages itself."""
 
 # ruff: noqa: E402
@@ -5,7 +6,8 @@
 from _pai import scripted
 
 MODEL = scripted("Sorry to hear that.", "It ships today; here is a refund.")
-# --- task ---
+# --- task --- (counted; shown in docs/explanation/side-by-side.md)
+# --8<-- [start:task]
 from pathlib import Path
 
 from pydantic_ai import Agent, ModelMessagesTypeAdapter
@@ -19,6 +21,7 @@ history = ModelMessagesTypeAdapter.validate_json(saved.read_bytes())
 result = tuesday.run_sync("Any news?", message_history=history)
 saved.write_bytes(result.all_messages_json())
 print(result.output)
+# --8<-- [end:task]
 # --- check (not counted) ---
 assert MODEL.seen[1][-1].instructions == "Offer a refund."
 assert len(ModelMessagesTypeAdapter.validate_json(saved.read_bytes())) == 4

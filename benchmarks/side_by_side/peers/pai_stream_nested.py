@@ -1,3 +1,4 @@
+# pyright: reportMissingImports=false, reportAttributeAccessIssue=false
 """Streaming text of a nested sub-agent in pydantic-ai: the delegating tool streams the
 sub-agent itself; the outer stream carries only the parent's text."""
 
@@ -11,7 +12,8 @@ MODEL = scripted(
     "Here is the writer's haiku.",
 )
 SEEN = []
-# --- task ---
+# --- task --- (counted; shown in docs/explanation/side-by-side.md)
+# --8<-- [start:task]
 import asyncio
 
 from pydantic_ai import Agent, RunContext
@@ -38,6 +40,7 @@ async def main() -> None:
 
 
 asyncio.run(main())
+# --8<-- [end:task]
 # --- check (not counted) ---
 assert "".join(t for who, t in SEEN if who == "writer").strip() == "Old pond, a frog jumps"
 assert "".join(t for who, t in SEEN if who == "main").strip() == "Here is the writer's haiku."

@@ -1,3 +1,4 @@
+# pyright: reportMissingImports=false, reportAttributeAccessIssue=false
 """Typed output in pydantic-ai."""
 
 # ruff: noqa: E402
@@ -5,7 +6,8 @@
 from _pai import call, scripted
 
 MODEL = scripted(call("final_result", {"verdict": "needs work", "findings": 2}))
-# --- task ---
+# --- task --- (counted; shown in docs/explanation/side-by-side.md)
+# --8<-- [start:task]
 from pydantic import BaseModel
 from pydantic_ai import Agent
 
@@ -18,5 +20,6 @@ class Review(BaseModel):
 agent = Agent(MODEL, output_type=Review)
 review = agent.run_sync("Review src/app.py").output
 print(review.verdict, review.findings)
+# --8<-- [end:task]
 # --- check (not counted) ---
 assert review == Review(verdict="needs work", findings=2)

@@ -1,3 +1,4 @@
+# pyright: reportMissingImports=false, reportAttributeAccessIssue=false
 """Typed output at two levels in pydantic-ai: agent delegation through a tool; the sub-agent's
 typed object reaches Python only by walking the run's messages for the tool's return."""
 
@@ -10,7 +11,8 @@ MODEL = scripted(
     call("final_result", {"file": "src/app.py", "bug": "off by one"}),
     call("final_result", {"verdict": "one bug", "findings": 1}),
 )
-# --- task ---
+# --- task --- (counted; shown in docs/explanation/side-by-side.md)
+# --8<-- [start:task]
 from pydantic import BaseModel
 from pydantic_ai import Agent, RunContext, ToolReturnPart
 
@@ -39,6 +41,7 @@ result = lead.run_sync("Have the checker check src/app.py")
 messages = result.all_messages()
 findings = [p.content for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
 print(result.output.verdict, [f for f in findings if isinstance(f, Finding)])
+# --8<-- [end:task]
 # --- check (not counted) ---
 assert result.output == Review(verdict="one bug", findings=1)
 assert [f for f in findings if isinstance(f, Finding)] == [

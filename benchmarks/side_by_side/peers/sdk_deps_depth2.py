@@ -1,3 +1,4 @@
+# pyright: reportMissingImports=false, reportAttributeAccessIssue=false
 """Deps at depth 2 in the OpenAI Agents SDK: the run's context reaches an agent-as-tool's tools."""
 
 # ruff: noqa: E402
@@ -10,7 +11,8 @@ MODEL = Scripted(
     "Tea costs 1.5.",
     "The clerk says tea costs 1.5.",
 )
-# --- task ---
+# --- task --- (counted; shown in docs/explanation/side-by-side.md)
+# --8<-- [start:task]
 from dataclasses import dataclass
 
 from agents import Agent, RunContextWrapper, Runner, function_tool
@@ -32,6 +34,7 @@ agent = Agent("lead", tools=[clerk.as_tool("clerk", "Looks up prices")], model=M
 print(
     Runner.run_sync(agent, "Ask the clerk what tea costs", context=Shop({"tea": 1.5})).final_output
 )
+# --8<-- [end:task]
 # --- check (not counted) ---
 assert any(
     i.get("output") == "1.5" for _, sent in MODEL.seen if isinstance(sent, list) for i in sent

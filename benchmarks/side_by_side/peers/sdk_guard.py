@@ -1,3 +1,4 @@
+# pyright: reportMissingImports=false, reportAttributeAccessIssue=false
 """A guard in the OpenAI Agents SDK: a tool input guardrail refuses the call."""
 
 # ruff: noqa: E402
@@ -6,7 +7,8 @@ from _sdk import Scripted, call
 
 MODEL = Scripted(call("deploy", {"target": "prod"}), "I may not deploy to prod.")
 DEPLOYED = []
-# --- task ---
+# --- task --- (counted; shown in docs/explanation/side-by-side.md)
+# --8<-- [start:task]
 import json
 
 from agents import (
@@ -35,6 +37,7 @@ def deploy(target: str) -> str:
 
 agent = Agent("deployer", tools=[deploy], model=MODEL)
 print(Runner.run_sync(agent, "Deploy to prod").final_output)
+# --8<-- [end:task]
 # --- check (not counted) ---
 assert DEPLOYED == []
 assert "production is off limits" in str(MODEL.seen[1][1][-1])

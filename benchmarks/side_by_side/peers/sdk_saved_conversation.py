@@ -1,3 +1,4 @@
+# pyright: reportMissingImports=false, reportAttributeAccessIssue=false
 """Saved and resumed conversation in the OpenAI Agents SDK: a SQLite session by id."""
 
 # ruff: noqa: E402
@@ -5,7 +6,8 @@
 from _sdk import Scripted
 
 MODEL = Scripted("Sorry to hear that.", "It ships today; here is a refund.")
-# --- task ---
+# --- task --- (counted; shown in docs/explanation/side-by-side.md)
+# --8<-- [start:task]
 from agents import Agent, Runner, SQLiteSession
 
 chat = SQLiteSession("ticket-1234", "conversations.db")
@@ -15,6 +17,7 @@ Runner.run_sync(monday, "My parcel has not arrived.", session=chat)
 tuesday = Agent("support", instructions="Offer a refund.", model=MODEL)
 chat = SQLiteSession("ticket-1234", "conversations.db")
 print(Runner.run_sync(tuesday, "Any news?", session=chat).final_output)
+# --8<-- [end:task]
 # --- check (not counted) ---
 system, sent = MODEL.seen[1]
 assert system == "Offer a refund." and len(sent) == 3, sent

@@ -10,7 +10,8 @@ from retinue.testing import ScriptedModel, call_tool
 
 MODEL = ScriptedModel([call_tool("refund", {"order": "42", "amount": 150}), "Refunded."])
 ASKED = []
-# --- task ---
+# --- task --- (counted; shown in docs/explanation/side-by-side.md)
+# --8<-- [start:task]
 from retinue import Agent, ApprovalRequest, tool
 
 
@@ -27,6 +28,7 @@ def approver(request: ApprovalRequest) -> bool:
 
 agent = Agent(MODEL, tools=[refund], approver=approver)
 print(agent.run_sync("Refund 150 on order 42.").content)
+# --8<-- [end:task]
 # --- check (not counted) ---
 assert ASKED == ["refund"]
 assert MODEL.calls[1].messages[-1].content == "refunded 150 on order 42"

@@ -25,7 +25,8 @@ def answer(messages, tools):  # a sub-agent's memory consolidation gets an empty
 
 
 MODEL = ScriptedModel(responder=answer)
-# --- task ---
+# --- task --- (counted; shown in docs/explanation/side-by-side.md)
+# --8<-- [start:task]
 from dataclasses import dataclass
 
 from retinue import Agent, Role, ToolContext, tool
@@ -45,6 +46,7 @@ def price(ctx: ToolContext[Shop], item: str) -> float:
 clerk = Role("clerk", "Looks up prices", "Answer with the price.", ("price",))
 agent = Agent(MODEL, tools=[price], roles=[clerk], deps_type=Shop)
 print(agent.run_sync("Ask the clerk what tea costs", deps=Shop({"tea": 1.5})).content)
+# --8<-- [end:task]
 # --- check (not counted) ---
 assert any(c.messages[-1].content == "1.5" for c in MODEL.calls)  # the tool's result
 assert not STEPS

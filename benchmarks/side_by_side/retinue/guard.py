@@ -10,7 +10,8 @@ from retinue.testing import ScriptedModel, call_tool
 
 MODEL = ScriptedModel([call_tool("deploy", {"target": "prod"}), "I may not deploy to prod."])
 DEPLOYED = []
-# --- task ---
+# --- task --- (counted; shown in docs/explanation/side-by-side.md)
+# --8<-- [start:task]
 from retinue import Agent, Guard, ToolRequest, Verdict, tool
 
 
@@ -27,6 +28,7 @@ def no_prod(call: ToolRequest) -> Verdict | None:
 
 agent = Agent(MODEL, tools=[deploy], guards=[Guard(before_tool=no_prod)])
 print(agent.run_sync("Deploy to prod").content)
+# --8<-- [end:task]
 # --- check (not counted) ---
 assert DEPLOYED == []
 assert "production is off limits" in MODEL.calls[1].messages[-1].content

@@ -12,13 +12,15 @@ from retinue.testing import ScriptedModel
 MODEL = ScriptedModel(["A login form."])
 with open("shot.png", "wb") as f:
     f.write(b"\x89PNG\r\n\x1a\n" + bytes(24))
-# --- task ---
+# --- task --- (counted; shown in docs/explanation/side-by-side.md)
+# --8<-- [start:task]
 from pathlib import Path
 
 from retinue import Agent
 
 agent = Agent(MODEL)
 print(agent.run_sync(["What does this screenshot show?", Path("shot.png")]).content)
+# --8<-- [end:task]
 # --- check (not counted) ---
-sent = MODEL.calls[0].messages[-1].parts
+sent = getattr(MODEL.calls[0].messages[-1], "parts", ())
 assert any(isinstance(p, ImagePart) and p.media_type == "image/png" for p in sent), sent

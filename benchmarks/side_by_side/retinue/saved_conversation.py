@@ -9,7 +9,8 @@ os.environ.setdefault("RETINUE_HOME", tempfile.mkdtemp())
 from retinue.testing import ScriptedModel
 
 MODEL = ScriptedModel(["Sorry to hear that.", "It ships today; here is a refund."])
-# --- task ---
+# --- task --- (counted; shown in docs/explanation/side-by-side.md)
+# --8<-- [start:task]
 import asyncio
 
 from retinue import Agent
@@ -19,6 +20,7 @@ asyncio.run(monday.conversation("ticket-1234").send("My parcel has not arrived."
 # later, in another process, with new instructions:
 tuesday = Agent(MODEL, instructions="Offer a refund.")
 print(asyncio.run(tuesday.conversation("ticket-1234").send("Any news?")).content)
+# --8<-- [end:task]
 # --- check (not counted) ---
 system, *rest = MODEL.calls[1].messages
 assert "Offer a refund." in system.content and "support agent" not in system.content

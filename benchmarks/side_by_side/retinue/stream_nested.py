@@ -25,7 +25,8 @@ def answer(messages, tools):  # a sub-agent's memory consolidation gets an empty
 
 MODEL = ScriptedModel(responder=answer)
 SEEN = []
-# --- task ---
+# --- task --- (counted; shown in docs/explanation/side-by-side.md)
+# --8<-- [start:task]
 import asyncio
 
 from retinue import Agent, Role, TextDelta
@@ -42,6 +43,7 @@ async def main() -> None:
 
 
 asyncio.run(main())
+# --8<-- [end:task]
 # --- check (not counted) ---
 assert [text for _, text in SEEN] == ["Old pond, a frog jumps", "Here is the writer's haiku."]
 assert SEEN[0][0].startswith("main/writer") and SEEN[1][0] == "main"

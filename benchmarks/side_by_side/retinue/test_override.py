@@ -5,7 +5,8 @@ import os
 import tempfile
 
 os.environ.setdefault("RETINUE_HOME", tempfile.mkdtemp())
-# --- task ---
+# --- task --- (counted; shown in docs/explanation/side-by-side.md)
+# --8<-- [start:task]
 from pydantic import BaseModel
 
 from retinue import Agent
@@ -24,6 +25,7 @@ def test_the_reviewer_answers_a_verdict() -> None:
         assert reviewer.run_sync("Is the change safe?").output == Verdict(ok=True)
 
 
+# --8<-- [end:task]
 # --- check (not counted) ---
 os.environ["RETINUE_BLOCK_REAL_MODELS"] = "1"
 test_the_reviewer_answers_a_verdict()

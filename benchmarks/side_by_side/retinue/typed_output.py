@@ -9,7 +9,8 @@ os.environ.setdefault("RETINUE_HOME", tempfile.mkdtemp())
 from retinue.testing import ScriptedModel, final_result
 
 MODEL = ScriptedModel([final_result({"verdict": "needs work", "findings": 2})])
-# --- task ---
+# --- task --- (counted; shown in docs/explanation/side-by-side.md)
+# --8<-- [start:task]
 from pydantic import BaseModel
 
 from retinue import Agent
@@ -23,5 +24,6 @@ class Review(BaseModel):
 agent = Agent(MODEL, output_type=Review)
 review = agent.run_sync("Review src/app.py").output
 print(review.verdict, review.findings)
+# --8<-- [end:task]
 # --- check (not counted) ---
 assert review == Review(verdict="needs work", findings=2)

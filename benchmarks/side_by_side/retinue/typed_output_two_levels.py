@@ -24,7 +24,8 @@ def answer(messages, tools):  # a sub-agent's memory consolidation gets an empty
 
 
 MODEL = ScriptedModel(responder=answer)
-# --- task ---
+# --- task --- (counted; shown in docs/explanation/side-by-side.md)
+# --8<-- [start:task]
 from pydantic import BaseModel
 
 from retinue import Agent, Role
@@ -44,6 +45,7 @@ checker = Role("checker", "Checks a file", "Report its worst bug.", ("Read",), o
 lead = Agent(MODEL, roles=[checker], output_type=Review)
 out = lead.run_sync("Have the checker check src/app.py")
 print(out.output.verdict, out.outputs(Finding))
+# --8<-- [end:task]
 # --- check (not counted) ---
 assert out.output == Review(verdict="one bug", findings=1)
 assert out.outputs(Finding) == [Finding(file="src/app.py", bug="off by one")]

@@ -9,7 +9,8 @@ os.environ.setdefault("RETINUE_HOME", tempfile.mkdtemp())
 from retinue.testing import ScriptedModel, call_tool
 
 MODEL = ScriptedModel([call_tool("add", {"a": 2, "b": 3}), "2 + 3 = 5"])
-# --- task ---
+# --- task --- (counted; shown in docs/explanation/side-by-side.md)
+# --8<-- [start:task]
 from retinue import Agent, tool
 
 
@@ -21,6 +22,7 @@ def add(a: int, b: int) -> int:
 
 agent = Agent(MODEL, tools=[add])
 print(agent.run_sync("What is 2 + 3?").content)
+# --8<-- [end:task]
 # --- check (not counted) ---
 assert MODEL.calls[1].messages[-1].content == "5"
 assert "add" in MODEL.calls[0].tool_names
