@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -130,3 +131,27 @@ async def test_output_past_the_cap_is_cut_and_said(
     lines = result.content.splitlines()
     assert lines[:3] == ["many.txt:1:needle", "many.txt:2:needle", "many.txt:3:needle"]
     assert "Grep stopped after" in result.content
+
+
+def _wall_or_skip(ws: Path) -> tuple[list[str], int]:
+    rg = _ripgrep.rg_binary()
+    assert rg is not None
+    fd = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
+    argv = _ripgrep.walled([rg, "--no-config", "--follow", "-e", "secret", "."], fd, str(ws))
+    if argv is None:
+        os.close(fd)
+        pytest.skip("bubblewrap cannot make a user namespace here")
+    return argv, fd
+
+
+def test_walled_rg_sees_nothing_outside_even_when_told_to_follow(ws: Path, outside: Path) -> None:
+    (ws / "mine.txt").write_text("a secret of mine\n")
+    (ws / "out").symlink_to(outside)
+    (ws / "out.txt").symlink_to(outside / "secret.txt")
+    argv, fd = _wall_or_skip(ws)
+    try:
+        done = subprocess.run(argv, pass_fds=(fd,), capture_output=True, env={}, check=False)
+    finally:
+        os.close(fd)
+    assert done.stdout.decode().splitlines() == ["./mine.txt:a secret of mine"]
+    assert b"top secret" not in done.stdout

@@ -10,17 +10,21 @@ sandbox mounts that environment read-only, the ``rg`` in it included. Without th
 
 How every property of the Python search it replaces is kept:
 
-- *confinement*: ``rg`` starts in the folder searched, opened by descriptor without
-  following a symlink (``/proc/self/fd``), and searches ``.``; a single file is opened the
-  same way here and handed to ``rg`` on stdin, so ``rg`` never resolves a path the model
-  gave. ``--no-ignore-parent``, ``--no-ignore-global`` and ``--no-config`` keep it from
-  reading ignore files or settings outside the workspace, and it gets an empty environment;
+- *confinement*: the folder searched is opened by descriptor without following a symlink;
+  where bubblewrap can make a user namespace (:func:`walled`), ``rg`` runs in a filesystem
+  that holds only that folder (mounted read-only from the descriptor) and the system's
+  programs and libraries, with no network, so nothing outside the workspace exists for it,
+  whatever a link inside the tree says or becomes while it walks (``rg`` walks by path, the
+  Python search walked by descriptor). Elsewhere (macOS, a container without user
+  namespaces) ``rg`` starts in the folder through ``/proc/self/fd``, and a folder inside the
+  tree swapped for a symlink while it walks could lead it outside for that one search. A
+  single file is opened here and handed to ``rg`` on stdin, so ``rg`` never resolves a path
+  the model gave. ``--no-ignore-parent``, ``--no-ignore-global`` and ``--no-config`` keep it
+  from reading ignore files or settings outside the workspace; its environment is empty;
 - *symlinks*: ``rg`` does not follow them while it walks (no ``--follow``), and every file
   it reports is checked again here (``lstat`` relative to the folder's descriptor): one that
   is not a regular file with a single link (a hard link may have its other name outside)
-  is dropped and counted as refused. What this cannot see: a folder inside the tree swapped
-  for a symlink and back while ``rg`` walks it, since ``rg`` walks by path (the Python search
-  walked by descriptor);
+  is dropped and counted as refused;
 - *FIFOs*: ``rg`` skips every file that is not regular while it walks, and a single file is
   opened here non-blocking and refused unless regular;
 - *deny rules*: a reported file that the gate's
@@ -50,8 +54,9 @@ from pathlib import Path
 from typing import Any
 
 from retinue.tools.builtin.pathrules import PathFilter
+from retinue.tools.builtin.sandbox import confinement, trusted_program
 
-__all__ = ["OUTPUT_CAP", "Query", "Result", "rg_argv", "rg_binary", "shape"]
+__all__ = ["OUTPUT_CAP", "Query", "Result", "rg_argv", "rg_binary", "shape", "walled"]
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
 OUTPUT_CAP = 64 * 1024 * 1024
@@ -75,6 +80,26 @@ def rg_binary() -> str | None:
             if path.is_file() and os.access(path, os.X_OK):
                 return str(path)
     return None
+
+
+_SYSTEM = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin")
+
+
+def walled(argv: list[str], dir_fd: int, where: str) -> list[str] | None:
+    """``argv`` (``rg`` first) run by bubblewrap with the folder ``dir_fd`` read-only at
+    ``where`` as its working folder, the system's programs and libraries, and nothing else:
+    no other file, no network, no other process; None where bubblewrap cannot make a user
+    namespace here. The caller passes ``dir_fd`` on to the child."""
+    bwrap = trusted_program("bwrap")
+    if bwrap is None or confinement().level != "user":
+        return None
+    uid, gid = str(os.getuid()), str(os.getgid())
+    out = [bwrap, "--unshare-all", "--unshare-user", "--uid", uid, "--gid", gid,
+           "--die-with-parent", "--new-session", "--cap-drop", "ALL"]  # fmt: skip
+    for path in _SYSTEM:
+        out += ["--ro-bind-try", path, path]
+    out += ["--ro-bind-fd", str(dir_fd), where, "--ro-bind", argv[0], argv[0]]
+    return [*out, "--chdir", where, "--", *argv]
 
 
 @dataclass(frozen=True, slots=True)

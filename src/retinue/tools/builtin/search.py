@@ -37,6 +37,7 @@ from retinue.tools.builtin._ripgrep import (
     rg_argv,
     rg_binary,
     shape,
+    walled,
 )
 from retinue.tools.builtin.globs import glob_regex as shared_glob_regex
 from retinue.tools.builtin.pathrules import PathFilter, left_out_note
@@ -245,14 +246,11 @@ async def _drain(stream: asyncio.StreamReader, cap: int, proc: Process) -> tuple
 
 
 async def _run_rg(
-    argv: list[str], dir_fd: int | None, file_fd: int | None, real: Path
+    argv: list[str], cwd: str | None, dir_fd: int | None, file_fd: int | None
 ) -> tuple[bytes, bool]:
-    """Run ``rg`` in the folder ``dir_fd`` (or on the file ``file_fd`` as stdin), killed after
-    ``GREP_TIMEOUT_S`` (or when cancelled); its output and whether it was cut short. Where
-    there is no ``/proc`` (macOS), ``rg`` starts in ``real``, the folder's checked path."""
-    cwd = None
-    if dir_fd is not None:
-        cwd = f"/proc/self/fd/{dir_fd}" if _BY_FD else str(real)
+    """Run ``argv`` (``rg``, perhaps walled in) with the folder ``dir_fd`` passed on (or the
+    file ``file_fd`` as stdin), killed after ``GREP_TIMEOUT_S`` (or when cancelled); its
+    output and whether it was cut short."""
     proc = await asyncio.create_subprocess_exec(
         *argv, cwd=cwd, env={}, pass_fds=() if dir_fd is None else (dir_fd,),
         stdin=file_fd if file_fd is not None else asyncio.subprocess.DEVNULL,
@@ -274,7 +272,9 @@ async def _run_rg(
     finally:
         if proc.returncode is None:
             proc.kill()
-            await proc.wait()
+        await proc.communicate()  # (the rest of its pipes, so that they close now)
+    if not cut and (proc.returncode not in (0, 1, 2) or err.startswith(b"bwrap:")):
+        raise ToolError(f"Grep failed: {err.decode(errors='replace').strip()[-300:]}")
     if proc.returncode == 2 and not out and not cut:
         raise ToolError(error_text(argv[argv.index("--regexp") + 1], err))
     return out, cut
@@ -297,7 +297,12 @@ async def _search(q: Query, base: Target, hidden: PathFilter) -> Result:
         return Result()
     try:
         argv = rg_argv(rg, q, "." if file_fd is None else "-")
-        out, cut = await _run_rg(argv, dir_fd, file_fd, base.real)
+        cwd = None
+        if dir_fd is not None:  # (walled() probes bubblewrap once: not on the loop)
+            wall = await asyncio.to_thread(walled, argv, dir_fd, str(base.real))
+            by_fd = f"/proc/self/fd/{dir_fd}" if _BY_FD else str(base.real)
+            argv, cwd = (wall, None) if wall is not None else (argv, by_fd)
+        out, cut = await _run_rg(argv, cwd, dir_fd, file_fd)
         prefix = "/".join(base.parts)
         result = await asyncio.to_thread(shape, q, out, cut, dir_fd, prefix, hidden, prefix)
     finally:
