@@ -21,7 +21,7 @@ from retinue.messages import Message
 
 if TYPE_CHECKING:
     from retinue.llm.base import Model
-    from retinue.memory.store import Block, Passage, SharedBlock
+    from retinue.memory.store import Block, Passage
     from retinue.memory.tasks import Task
 
 __all__ = [
@@ -71,13 +71,13 @@ class ConsolidationOptions:
 
 @runtime_checkable
 class Memory(Protocol):
-    """A store as the sub-agent manager uses it. ``shared`` are the shared blocks the role
-    declares (:class:`~retinue.memory.store.SharedBlock`); the manager passes it only when
-    there are some, so a store written before shared blocks still serves roles without."""
+    """A store as the sub-agent manager uses it. For a role that declares shared blocks the
+    manager also passes ``shared=`` (a sequence of :class:`~retinue.memory.store.SharedBlock`)
+    to both methods, as Retinue's stores take it; for the others it does not, so a store
+    without shared blocks serves every role that declares none."""
 
-    async def render(self, tenant: str, role: str, shared: Sequence[SharedBlock] = ()) -> str:
-        """The memory section of the role's system prompt (core blocks, shared blocks,
-        archival count)."""
+    async def render(self, tenant: str, role: str) -> str:
+        """The memory section of the role's system prompt (core blocks, archival count)."""
         ...
 
     async def consolidate(
@@ -88,10 +88,8 @@ class Memory(Protocol):
         session_id: str,
         messages: Sequence[Message],
         model: Model,
-        shared: Sequence[SharedBlock] = (),
     ) -> bool:
-        """Write what a finished session learned (to the writable ``shared`` blocks too);
-        must not raise for a model failure.
+        """Write what a finished session learned; must not raise for a model failure.
 
         True when it was written (or there was nothing to write); False when it could not be
         (the store keeps the transcript for a retry), so callers can say what happened.
