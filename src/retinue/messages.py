@@ -248,10 +248,16 @@ def user_content(content: Content) -> tuple[str, tuple[MediaPart, ...]]:
 
 
 def _read_media(path: Path) -> MediaPart:
-    size = path.stat().st_size
-    if size > MAX_MEDIA_BYTES:
-        raise MediaError(f"{path.name}: too large ({size:,} bytes, at most {MAX_MEDIA_BYTES:,})")
-    return media_part(path.read_bytes(), name=path.name)
+    try:
+        size = path.stat().st_size
+        if size > MAX_MEDIA_BYTES:
+            raise MediaError(
+                f"{path.name}: too large ({size:,} bytes, at most {MAX_MEDIA_BYTES:,})"
+            )
+        data = path.read_bytes()
+    except OSError as exc:  # missing, a folder, unreadable: one line, as for a bad file
+        raise MediaError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return media_part(data, name=path.name)
 
 
 def _part_to_dict(part: MediaPart) -> dict[str, Any]:
