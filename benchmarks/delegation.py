@@ -28,14 +28,15 @@ from retinue.tools import ToolContext, ToolRegistry
 
 
 def parent_responder(turns: int, interactive: bool) -> Any:
-    args = {"task": "next step", "role": "worker", "interactive": interactive}
-
     def answer(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Any:
         done = 0
         for m in reversed(messages):
             if isinstance(m, UserMessage):
                 break
             done += isinstance(m, ToolResultMessage)
+        # a new task each time: the same task again and again is a loop that the fan-out
+        # loop detector (retinue.subagents.caps) stops
+        args = {"task": f"step {done + 1}", "role": "worker", "interactive": interactive}
         return call_tool("SubAgent", args) if done < turns else FINAL
 
     return answer
