@@ -31,6 +31,8 @@ from retinue.testing import ScriptedModel, call_tool
 
 pytestmark = pytest.mark.timeout(60)
 
+ACCEPTED = WorkflowUpdateStage.ACCEPTED
+
 
 def start_worker(
     address: str, queue: str, server: LoopbackOpenAIServer, tmp_path: Path
@@ -38,8 +40,9 @@ def start_worker(
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RETINUE_"))}
     env.update(RETINUE_HOME=str(tmp_path / "home"), RETINUE_BLOCK_REAL_MODELS="1",
                OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="test-key")  # fmt: skip
-    args = [sys.executable, "-m", "retinue", "worker", "--temporal", address, "--task-queue",
-            queue, "--model", "openai:test", "--permission-mode", "bypassPermissions", "-q"]  # fmt: skip
+    args = [sys.executable, "-m", "retinue", "worker", "--temporal", address,
+            "--task-queue", queue, "--model", "openai:test",
+            "--permission-mode", "bypassPermissions", "-q"]  # fmt: skip
     return subprocess.Popen(
         args, env=env, cwd=tmp_path, start_new_session=True,  # its own group: its shells too
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
