@@ -23,6 +23,7 @@ from retinue.tools.builtin.memory import memory_tools
 
 NOTES = SharedBlock("team-notes")
 RULES = SharedBlock("house-rules", writable=False)
+RULES_ON_NOTES = SharedBlock("team-notes", writable=False)  # team-notes, read-only
 SESSION = [UserMessage("We chose PostgreSQL 17."), AssistantMessage("Noted.")]
 
 
@@ -240,3 +241,34 @@ async def test_export_and_import_carry_shared_blocks(store: MemoryBackend, tmp_p
         assert [(b.name, b.value) for b in blocks] == [("team-notes", "Deploys on Fridays.")]
     finally:
         target.close()
+
+
+# -- roles written in code, behind the real sub-agent manager ----------------------------
+
+
+async def test_roles_in_code_share_a_block_through_the_manager(
+    store: MemoryBackend, tmp_path: Path
+) -> None:
+    from retinue.subagents import SubAgentManager
+    from retinue.subagents.roles import RoleCatalog
+
+    model = ScriptedModel(name="scripted:team")
+    writer = Role("writer", "writes notes", "You write.", None, "scripted:team",
+                  frozenset({"memory"}), shared_memory=(NOTES,))  # fmt: skip
+    reader = Role("reader", "reads notes", "You read.", None, "scripted:team",
+                  frozenset({"memory"}), shared_memory=(RULES_ON_NOTES,))  # fmt: skip
+    manager = SubAgentManager(RoleCatalog.of(writer, reader), ToolRegistry(),
+                              default_model=model, model_for=lambda _: model, memory=store,
+                              memory_tools=memory_tools())  # fmt: skip
+    ctx = ToolContext("main", tmp_path, tmp_path, tenant="acme", call_chain=("main",),
+                      manager=manager, memory=store)  # fmt: skip
+    write = {"block": "team-notes", "content": "Staging is at stage.example."}
+    model.add(call_tool("core_memory_append", write), "Written.", call_tool("memorize", {}))
+    await manager.run_subagent(ctx, "note the staging host", "writer")
+    model.add(call_tool("core_memory_append", write), "Read.", call_tool("memorize", {}))
+    await manager.run_subagent(ctx, "where is staging?", "reader")
+    model.assert_done()
+    prompt = model.calls[3].messages[0].content  # the reader's first request
+    assert '<team-notes shared="read-only" chars="28/4000">\nStaging is at stage.example.' in prompt
+    assert "read-only (its role file says write: false)" in model.calls[4].messages[-1].content
+    assert [b.value for b in await store.shared_blocks("acme")] == ["Staging is at stage.example."]
