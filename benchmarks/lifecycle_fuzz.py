@@ -53,7 +53,7 @@ from retinue.messages import (
 from retinue.policy.approvals import Approval, ApprovalRequest
 from retinue.policy.gate import Policy
 from retinue.policy.rules import RuleSet
-from retinue.subagents import Role, RoleCatalog, SubAgentManager, subagent_tools
+from retinue.subagents import FanOutLimits, Role, RoleCatalog, SubAgentManager, subagent_tools
 from retinue.testing import ScriptedModel, call_tool
 from retinue.tools import Tool, ToolContext, ToolRegistry, tool
 
@@ -199,6 +199,7 @@ class Scenario:
             default_model=self.models["main"],
             model_for=lambda spec: self.models[spec.removeprefix("scripted:")],
             memory=self.memory,
+            limits=FanOutLimits(0, 0, 0),  # races are the subject, not the caps (tested apart)
         )
         ctx = ToolContext(
             "main",

@@ -39,7 +39,7 @@ from _common import emit_json
 from retinue.engine.collector import tune_for_serving
 from retinue.llm.base import ModelResponse, ToolSpec
 from retinue.messages import AssistantMessage, Message, Usage, message_text_size
-from retinue.subagents import Role, RoleCatalog, SubAgentManager
+from retinue.subagents import FanOutLimits, Role, RoleCatalog, SubAgentManager
 from retinue.testing import ScriptedModel
 from retinue.tools import ToolContext, ToolRegistry
 
@@ -56,12 +56,18 @@ def reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelRespon
     return ModelResponse(AssistantMessage(f"reply {len(messages)}: {REPLY_PAD}"), USAGE, "stop")
 
 
+# thousands of sessions under one parent is the point here: the fan-out caps (20 open at once
+# by default, retinue.subagents.caps) are off
+NO_CAPS = FanOutLimits(per_run=0, per_conversation=0, concurrent=0)
+
+
 def build(delay: float) -> tuple[SubAgentManager, ScriptedModel, ToolContext]:
     model = ScriptedModel(responder=reply, delay=delay, record=False)
     manager = SubAgentManager(
         RoleCatalog.of(Role(ROLE, "answers questions", "You are the worker sub-agent.")),
         ToolRegistry(),
         default_model=model,
+        limits=NO_CAPS,
     )
     ctx = ToolContext(PARENT, Path.cwd(), Path.cwd(), call_chain=(PARENT,), manager=manager)
     return manager, model, ctx
