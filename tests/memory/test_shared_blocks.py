@@ -63,6 +63,10 @@ def test_wrong_shared_entries_are_reported_and_left_out() -> None:
     assert "names 'team-notes' twice" in notes
     assert "write 'maybe' of 'x' is not true or false (read-only)" in notes
     assert "memory.color is not scope or shared" in notes
+    scoped = role("memory: {scope: team, shared: [team-notes]}")  # memory on, scope left out
+    assert scoped.can("memory") and scoped.memory_scope is None
+    assert scoped.shared_memory == (NOTES,)
+    assert scoped.notes == ("memory.scope 'team' is not user, project or local (ignored)",)
     listed = role("memory: {shared: team-notes}")
     assert listed.shared_memory == ()
     assert "memory.shared is not a list" in listed.notes[0]

@@ -118,6 +118,7 @@ DELEGATION_TOOLS = frozenset({"Task", "Agent"})
 TOOL_SYNONYMS = {"Shell": "Bash", "FileCreate": "Write", "FileReplace": "Edit"}  # xbot's names
 WRITING_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit", "Bash")
 _XBOT_TIERS = frozenset({"vanguard", "balance", "swift"})
+_SCOPES = ("user", "project", "local")  # Claude Code's memory scopes
 ROLE_SETTING_KEYS = tuple(k for k in SETTING_KEYS if k != "extra")  # role-file model settings
 _OWN_KEYS = frozenset(
     {"name", "description", "tools", "disallowedTools", "model", "capabilities", "memory",
@@ -549,10 +550,14 @@ def _capabilities(
     scope = None
     memory = meta.get("memory")
     if isinstance(memory, dict):  # {scope: project, shared: [...]}: memory on, and its scope
-        memory = True if memory.get("scope") is None else memory["scope"]
+        memory = memory.get("scope")
+        if memory is not None and str(memory).strip().lower() not in _SCOPES:
+            notes.append(f"memory.scope {memory!r} is not user, project or local (ignored)")
+            memory = None
+        memory = True if memory is None else memory
     if memory is True:
         caps.add("memory")
-    elif isinstance(memory, str) and memory.strip().lower() in ("user", "project", "local"):
+    elif isinstance(memory, str) and memory.strip().lower() in _SCOPES:
         scope = memory.strip().lower()
         caps.add("memory")
     elif memory not in (None, False):
