@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("temporalio", reason="the temporal extra (temporalio) is not installed")
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.worker import Worker
 
 from retinue.config import Settings
@@ -187,3 +187,39 @@ async def test_a_long_conversation_continues_as_new_with_its_history(
     assert said == [("user", "a"), ("assistant", "one"), ("user", "b"), ("assistant", "two"),
                     ("user", "c"), ("assistant", "three")]  # fmt: skip
     assert all(isinstance(m, UserMessage | AssistantMessage) for m in history)
+
+
+async def test_two_tenants_keep_apart_and_a_worker_serves_only_its_own(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    client = await Client.connect(temporal_address)
+    queue = f"test-{uuid.uuid4().hex}"
+    model = ScriptedModel(["Hello, a."])
+    settings = Settings(home=tmp_path / "home", workspace=tmp_path, tenant="a")
+    runtime = Runtime.create(settings, model=model, model_for=lambda _s: model,
+                             with_memory=False, builtins=False)  # fmt: skip
+    a = TemporalConversations(client, tenant="a", task_queue=queue, limits=FAST)
+    b = TemporalConversations(client, tenant="b", task_queue=queue, limits=FAST)
+    async with make_worker(client, runtime, queue):
+        assert (await a.send("same", "hi")).content == "Hello, a."
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await b.send("same", "hi")
+        history_a, history_b = await a.history("same"), await b.history("same")
+    assert "serves tenant 'a', not 'b'" in str(refused.value.cause.__cause__)
+    assert [m.content for m in history_a] == ["hi", "Hello, a."]
+    assert [m.content for m in history_b] == ["hi"]  # its own workflow; nothing answered it
+    model.assert_done()
+
+
+async def test_an_empty_or_oversized_message_is_refused_before_it_enters_the_history(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    convs, client = await conversations(temporal_address)
+    convs.limits = replace(FAST, max_message_chars=10)
+    model = ScriptedModel([])
+    async with make_worker(client, runtime_for(tmp_path, model, []), convs.task_queue):
+        for text in ("   ", "x" * 11):
+            with pytest.raises(WorkflowUpdateFailedError):
+                await convs.send("c5", text)
+        assert await convs.history("c5") == []
+    assert model.call_count == 0
