@@ -2,8 +2,9 @@
 default 5-minute prompt cache and with the 1-hour one (``cache_ttl = "1h"``).
 
 One interactive session through Retinue's Anthropic adapter against the loopback Messages
-API, whose emulated prompt cache hits by prefix and expires by a clock the benchmark moves
-(:mod:`retinue.llm._prompt_cache`): a ~6,000-token role prompt, four turns a minute apart,
+API, whose emulated prompt cache hits by prefix and expires as time passes, the benchmark
+letting it pass at once (:mod:`retinue.llm._prompt_cache`): a ~6,000-token role prompt,
+four turns a minute apart,
 then a pause, then the parent's next message. For each pause and lifetime: the tokens the
 first request after the pause reads from the cache and writes to it, and what the whole
 session costs in base-input-token units at Anthropic's documented multipliers (a 5-minute
@@ -49,20 +50,9 @@ def cost(use: CacheUse, prompt: int) -> float:
     )
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 async def session(pause_min: float, ttl: str | None) -> dict[str, Any]:
-    clock = Clock()
     reply = "Looked at it: " + "a finding with its file and line. " * 20
-    server = LoopbackAnthropicServer(
-        ScriptedModel(responder=lambda m, t: reply), clock=clock
-    ).start()
+    server = LoopbackAnthropicServer(ScriptedModel(responder=lambda m, t: reply)).start()
     base = AnthropicModel("claude-fable-5-2", base_url=server.base_url, max_retries=0)
     model = base.with_settings(ModelSettings(cache_ttl=ttl))
     tmp = Path(tempfile.gettempdir())
@@ -71,7 +61,7 @@ async def session(pause_min: float, ttl: str | None) -> dict[str, Any]:
     prompts: list[int] = []
     try:
         for turn in range(5):
-            clock.now += pause_min * 60 if turn == 4 else 60
+            server.cache.advance(pause_min * 60 if turn == 4 else 60)
             messages.append(UserMessage(f"turn {turn}: " + "review the next change. " * 20))
             out = await run(RunConfig(model, messages, ToolRegistry(), ctx, interactive=True))
             messages = out.messages
@@ -98,7 +88,7 @@ def fragment(rows: list[dict[str, Any]]) -> str:
         "## Prompt-cache lifetime of an idle session (issue 44)",
         "",
         "One interactive session through Retinue's Anthropic adapter against the loopback "
-        "Messages API (prefix cache emulated, expiring by a moved clock): a ~6,000-token role "
+        "Messages API (prefix cache emulated, time let pass at once): a ~6,000-token role "
         "prompt, four turns a minute apart, a pause, then the next message. First request "
         "after the pause: tokens read from the cache; cost in base-input-token units (write "
         "5m 1.25, write 1h 2, read 0.1). `benchmarks/cache_ttl_bench.py`.",

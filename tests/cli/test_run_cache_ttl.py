@@ -1,5 +1,5 @@
 """``retinue run`` on Claude with ``cache_ttl = "1h"``: two runs ten minutes apart (the
-loopback Messages API's emulated prompt cache, its clock moved by the test) share the prompt
+loopback Messages API's emulated prompt cache, time let pass by the test) share the prompt
 prefix (tools and system prompt); the second reads it only with the hour."""
 
 from __future__ import annotations
@@ -17,14 +17,6 @@ from retinue.testing import ScriptedModel
 pytestmark = pytest.mark.timeout(90)
 
 FABLE = "anthropic:claude-fable-5-2"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def retinue_run(task: str, server: LoopbackAnthropicServer, tmp_path: Path, config: str):
@@ -49,11 +41,10 @@ def test_a_run_ten_minutes_later_reads_the_prefix_only_with_the_hour(
     tmp_path: Path, ttl: str | None, reads: bool
 ) -> None:
     config = f'[model_settings."{FABLE}"]\ncache_ttl = "{ttl}"\n' if ttl else ""
-    clock = Clock()
     model = ScriptedModel(["First answer.", "Second answer."])
-    with LoopbackAnthropicServer(model, clock=clock) as server:
+    with LoopbackAnthropicServer(model) as server:
         first = retinue_run("summarise a.py", server, tmp_path, config)
-        clock.now += 600
+        server.cache.advance(600)
         second = retinue_run("summarise b.py", server, tmp_path, config)
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
     assert "Second answer." in second.stdout

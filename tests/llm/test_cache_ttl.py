@@ -1,8 +1,8 @@
-"""Prompt-cache lifetimes: the loopback Messages API caches by prefix and forgets by the
-clock (``llm/_prompt_cache``), checked first with the official ``anthropic`` SDK; then an
-idle interactive session's first request after a pause, through Retinue's adapter and a
-role file's ``cache_ttl``: nothing read back with the default 5 minutes, the whole prefix
-with ``1h``."""
+"""Prompt-cache lifetimes: the loopback Messages API caches by prefix and forgets as time
+passes (``llm/_prompt_cache``; ``cache.advance`` lets it pass at once), checked first with
+the official ``anthropic`` SDK; then an idle interactive session's first request after a
+pause, through Retinue's adapter and a role file's ``cache_ttl``: nothing read back with the
+default 5 minutes, the whole prefix with ``1h``."""
 
 from __future__ import annotations
 
@@ -28,25 +28,10 @@ RULES = "Review with care; name the file and line of every finding. " * 120  # ~
 PAUSE = 10 * 60.0  # an idle session: the parent comes back after ten minutes
 
 
-class Clock:
-    """The loopback's clock, moved by the test (no sleeping)."""
-
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def server(clock: Clock) -> Iterator[LoopbackAnthropicServer]:
+def server() -> Iterator[LoopbackAnthropicServer]:
     replies = ScriptedModel(responder=lambda msgs, tools: f"answer {len(msgs)}")
-    with LoopbackAnthropicServer(replies, clock=clock).start() as started:
+    with LoopbackAnthropicServer(replies).start() as started:
         yield started
 
 
@@ -81,22 +66,22 @@ def test_sdk_a_prefix_is_written_then_read(server: LoopbackAnthropicServer) -> N
 
 
 def test_sdk_five_minutes_expire_refreshed_by_use_and_an_hour_lasts(
-    server: LoopbackAnthropicServer, clock: Clock
+    server: LoopbackAnthropicServer,
 ) -> None:
     client = sdk(server)
     ask(client, 1)
-    clock.now += 240
+    server.cache.advance(240)
     assert ask(client, 1).usage.cache_read_input_tokens > 0  # read: refreshed for 5 minutes
-    clock.now += 240
+    server.cache.advance(240)
     assert ask(client, 1).usage.cache_read_input_tokens > 0  # 8 minutes after the write
-    clock.now += 301
+    server.cache.advance(301)
     expired = ask(client, 1).usage
     assert expired.cache_read_input_tokens == 0 and expired.cache_creation_input_tokens > 0
     written = ask(client, 3, ttl="1h").usage
     assert written.cache_creation.ephemeral_1h_input_tokens > 0
-    clock.now += 3_000
+    server.cache.advance(3_000)
     assert ask(client, 3, ttl="1h").usage.cache_read_input_tokens > 1_000
-    clock.now += 3_601
+    server.cache.advance(3_601)
     assert ask(client, 3, ttl="1h").usage.cache_read_input_tokens == 0
 
 
@@ -120,7 +105,7 @@ def test_sdk_short_prompts_are_not_cached_and_five_breakpoints_are_a_400(
 
 
 async def idle_session_read(
-    server: LoopbackAnthropicServer, clock: Clock, tmp_path: Path, ttl: str | None
+    server: LoopbackAnthropicServer, tmp_path: Path, ttl: str | None
 ) -> tuple[int, int]:
     """Two turns of one interactive session ten minutes apart: the second turn's request's
     cache reads, and its whole prompt, as Retinue's adapter reports them."""
@@ -134,19 +119,19 @@ async def idle_session_read(
             out = await run(RunConfig(model, messages, ToolRegistry(), ctx, interactive=True))
             messages = out.messages
             if turn == "review a.py":
-                clock.now += PAUSE
+                server.cache.advance(PAUSE)
     finally:
         await base.aclose()  # and its variant
     return out.usage.cache_read_tokens, out.usage.input_tokens
 
 
 async def test_an_idle_session_reads_its_prefix_only_with_the_hour(
-    server: LoopbackAnthropicServer, clock: Clock, tmp_path: Path
+    server: LoopbackAnthropicServer, tmp_path: Path
 ) -> None:
-    read_5m, prompt = await idle_session_read(server, clock, tmp_path, None)
+    read_5m, prompt = await idle_session_read(server, tmp_path, None)
     assert read_5m == 0  # the 5-minute entry expired during the pause: all written again
     assert server.cache_uses[-1].written_5m > 0.9 * prompt
-    read_1h, prompt = await idle_session_read(server, clock, tmp_path, "1h")
+    read_1h, prompt = await idle_session_read(server, tmp_path, "1h")
     assert read_1h > 0.9 * prompt  # everything but the new question came from the cache
     sent = server.requests[-1]
     assert sent["system"][-1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
@@ -161,9 +146,7 @@ description: Reviews code across many turns.
 """
 
 
-async def role_session_read(
-    server: LoopbackAnthropicServer, clock: Clock, tmp_path: Path, ttl_line: str
-) -> int:
+async def role_session_read(server: LoopbackAnthropicServer, tmp_path: Path, ttl_line: str) -> int:
     """An interactive sub-agent of a role file, continued after a pause: cache reads of the
     continuing turn's request."""
     text = ROLE.format(ttl=ttl_line, rules=RULES)
@@ -173,7 +156,7 @@ async def role_session_read(
     ctx = ToolContext("main", tmp_path, tmp_path)
     try:
         await manager.interactive_subagent(ctx, "review a.py", "reviewer")
-        clock.now += PAUSE
+        server.cache.advance(PAUSE)
         before = len(server.cache_uses)
         await manager.interactive_subagent(ctx, "and now b.py", "reviewer")
         return server.cache_uses[before].read
@@ -183,10 +166,10 @@ async def role_session_read(
 
 
 async def test_a_role_file_chooses_the_hour(
-    server: LoopbackAnthropicServer, clock: Clock, tmp_path: Path
+    server: LoopbackAnthropicServer, tmp_path: Path
 ) -> None:
-    assert await role_session_read(server, clock, tmp_path, "") == 0
-    assert await role_session_read(server, clock, tmp_path, "cache_ttl: 1h\n") > 1_000
+    assert await role_session_read(server, tmp_path, "") == 0
+    assert await role_session_read(server, tmp_path, "cache_ttl: 1h\n") > 1_000
     assert server.rejected == []
 
 

@@ -1,5 +1,5 @@
 """The 1-hour prompt cache over the HTTP service: a conversation on Claude (the loopback
-Messages API, its prompt cache emulated with a clock the test moves), ``config.toml``'s
+Messages API, its prompt cache emulated, time let pass by the test), ``config.toml``'s
 ``[model_settings]`` choosing ``cache_ttl``; the next message after a 10-minute pause reads
 the conversation's prefix from the cache only with ``1h``."""
 
@@ -21,28 +21,19 @@ pytestmark = pytest.mark.timeout(60)
 FABLE = "anthropic:claude-fable-5-2"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
-def claude(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[LoopbackAnthropicServer, Clock]]:
-    clock = Clock()
+def claude(monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackAnthropicServer]:
     replies = ScriptedModel(responder=lambda msgs, tools: f"noted ({len(msgs)} messages)")
-    with LoopbackAnthropicServer(replies, clock=clock).start() as server:
+    with LoopbackAnthropicServer(replies).start() as server:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
         monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
-        yield server, clock
+        yield server
 
 
 def first_read_after_pause(
-    claude: tuple[LoopbackAnthropicServer, Clock], home: Path, workspace: Path, config: str
+    claude: LoopbackAnthropicServer, home: Path, workspace: Path, config: str
 ) -> int:
-    server, clock = claude
+    server = claude
     home.mkdir()
     (home / "config.toml").write_text(config)
     settings = Settings.load(home=home, workspace=workspace)
@@ -51,7 +42,7 @@ def first_read_after_pause(
         with service.client() as client:
             url = "/v1/conversations/review/messages"
             assert client.post(url, json={"content": "review a.py"}).status_code == 200
-            clock.now += 600  # the user comes back ten minutes later
+            server.cache.advance(600)  # the user comes back ten minutes later
             before = len(server.cache_uses)
             assert client.post(url, json={"content": "and b.py"}).status_code == 200
     finally:
@@ -60,12 +51,12 @@ def first_read_after_pause(
 
 
 def test_the_next_message_after_a_pause_reads_the_cache_only_with_the_hour(
-    claude: tuple[LoopbackAnthropicServer, Clock], tmp_path: Path
+    claude: LoopbackAnthropicServer, tmp_path: Path
 ) -> None:
     plain = f'model = "{FABLE}"\n'
     hour = plain + f'[model_settings."{FABLE}"]\ncache_ttl = "1h"\n'
     assert first_read_after_pause(claude, tmp_path / "a", tmp_path, plain) == 0
     assert first_read_after_pause(claude, tmp_path / "b", tmp_path, hour) > 1_000
-    server = claude[0]
+    server = claude
     assert server.requests[-1]["system"][-1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
     assert server.rejected == []

@@ -28,7 +28,6 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,15 +103,16 @@ def _prefixes(body: dict[str, Any]) -> list[_Prefix]:
 
 
 class PromptCache:
-    """The cache entries of one loopback server (thread-safe); ``clock`` gives seconds.
+    """The cache entries of one loopback server (thread-safe). Time is the monotonic clock
+    plus what :meth:`advance` added, so a test or benchmark can let an hour pass at once.
 
     ``min_tokens``: the shortest prefix that is cached (1,024 tokens is the documented minimum
     of most Claude models; some take 2,048 or 4,096).
     """
 
-    def __init__(self, *, min_tokens: int = 1024, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, *, min_tokens: int = 1024) -> None:
         self.min_tokens = min_tokens
-        self.clock = clock
+        self._skipped = 0.0
         self._entries: dict[str, tuple[float, float]] = {}  # digest -> (expires, lifetime)
         self._lock = threading.Lock()
 
@@ -129,7 +129,7 @@ class PromptCache:
 
         marks = [i for i, p in enumerate(prefixes) if p.ttl is not None]
         with self._lock:
-            now = self.clock()
+            now = time.monotonic() + self._skipped
             hit = max((self._hit(prefixes, b, now) for b in marks), default=-1)
             if hit >= 0:
                 _, life = self._entries[prefixes[hit].digest]
@@ -146,6 +146,11 @@ class PromptCache:
                 covered = b
             self._trim(now)
         return CacheUse(tokens(hit), written["5m"], written["1h"], prompt_tokens)
+
+    def advance(self, seconds: float) -> None:
+        """Let ``seconds`` pass for the cache's lifetimes (an idle pause, without waiting)."""
+        with self._lock:
+            self._skipped += seconds
 
     def _live(self, digest: str, now: float) -> bool:
         entry = self._entries.get(digest)

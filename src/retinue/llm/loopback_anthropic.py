@@ -21,11 +21,12 @@ written from Anthropic's documentation (cited where it is enforced):
 * a scripted ``ModelResponse(..., finish_reason="refusal")`` is answered as the API answers
   a declined request: HTTP 200, ``stop_reason: "refusal"``, a ``stop_details.category``;
 * prompt caching: hits by prefix at the ``cache_control`` breakpoints, writes, and lifetimes
-  (5 minutes, or 1 hour with ``"ttl": "1h"``) that expire by ``clock``, reported in the
-  answer's usage as the API reports them (:mod:`retinue.llm._prompt_cache`, which cites the
-  prompt-caching page for each rule); more than 4 breakpoints is a 400. ``cache_uses`` lists
-  each answered request's :class:`~retinue.llm._prompt_cache.CacheUse`. A scripted response
-  whose usage names cache reads itself is reported as scripted.
+  (5 minutes, or 1 hour with ``"ttl": "1h"``) that expire (``cache.advance(seconds)`` lets
+  time pass at once), reported in the answer's usage as the API reports them
+  (:mod:`retinue.llm._prompt_cache`, which cites the prompt-caching page for each rule); more
+  than 4 breakpoints is a 400. ``cache_uses`` lists each answered request's
+  :class:`~retinue.llm._prompt_cache.CacheUse`. A scripted response whose usage names cache
+  reads itself is reported as scripted.
 
 ``rejected`` lists the ``(status, message)`` of every request refused by a rule, so a test
 can say "zero requests rejected"; ``requests`` holds the bodies that reached the model.
@@ -41,8 +42,6 @@ import json
 import re
 import secrets
 import threading
-import time
-from collections.abc import Callable
 from typing import Any
 
 from retinue.llm._media import anthropic_media
@@ -158,13 +157,12 @@ class LoopbackAnthropicServer(LoopbackServer):
         model: Model,
         *,
         redact: bool = False,
-        clock: Callable[[], float] = time.monotonic,
         min_cache_tokens: int = 1024,
         **options: Any,
     ) -> None:
         super().__init__(model, **options)
         self.redact = redact
-        self.cache = PromptCache(min_tokens=min_cache_tokens, clock=clock)
+        self.cache = PromptCache(min_tokens=min_cache_tokens)
         self.cache_uses: list[CacheUse] = []
         self.rejected: list[tuple[int, str]] = []
         self._key = secrets.token_bytes(32)
