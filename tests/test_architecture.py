@@ -232,7 +232,11 @@ def _has_context(node: ast.Attribute) -> bool:
 
 def getattr_through_contexts(source: str) -> list[int]:
     """The lines of ``source`` that call getattr/hasattr on something a context holds."""
-    return [n.lineno for n in ast.walk(ast.parse(source)) if _reaches_through_a_context(n)]
+    return [
+        n.lineno
+        for n in ast.walk(ast.parse(source))
+        if isinstance(n, ast.Call) and _reaches_through_a_context(n)
+    ]
 
 
 def test_the_getattr_finder_finds_what_it_should() -> None:
