@@ -4,12 +4,10 @@ prefix (tools and system prompt); the second reads it only with the hour."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from runkit import retinue_run
 
 from retinue.llm.loopback_anthropic import LoopbackAnthropicServer
 from retinue.testing import ScriptedModel
@@ -19,23 +17,6 @@ pytestmark = pytest.mark.timeout(90)
 FABLE = "anthropic:claude-fable-5-2"
 
 
-def retinue_run(task: str, server: LoopbackAnthropicServer, tmp_path: Path, config: str):
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    (home / "config.toml").write_text(config)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "RETINUE_"))}
-    env |= {"RETINUE_HOME": str(home), "RETINUE_BLOCK_REAL_MODELS": "1"}
-    env |= {"ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": "test-key"}
-    return subprocess.run(
-        [sys.executable, "-m", "retinue", "run", "-m", FABLE, task],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
 @pytest.mark.parametrize(("ttl", "reads"), [(None, False), ("1h", True)])
 def test_a_run_ten_minutes_later_reads_the_prefix_only_with_the_hour(
     tmp_path: Path, ttl: str | None, reads: bool
@@ -43,9 +24,9 @@ def test_a_run_ten_minutes_later_reads_the_prefix_only_with_the_hour(
     config = f'[model_settings."{FABLE}"]\ncache_ttl = "{ttl}"\n' if ttl else ""
     model = ScriptedModel(["First answer.", "Second answer."])
     with LoopbackAnthropicServer(model) as server:
-        first = retinue_run("summarise a.py", server, tmp_path, config)
+        first = retinue_run(FABLE, "summarise a.py", server.base_url, tmp_path, config)
         server.cache.advance(600)
-        second = retinue_run("summarise b.py", server, tmp_path, config)
+        second = retinue_run(FABLE, "summarise b.py", server.base_url, tmp_path, config)
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
     assert "Second answer." in second.stdout
     written, again = server.cache_uses

@@ -4,12 +4,10 @@ loopback OpenAI-compatible server that replays a scripted model, on a model with
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from runkit import retinue_run
 
 from retinue.engine.context_edit import is_cleared
 from retinue.llm.loopback import LoopbackOpenAIServer
@@ -19,23 +17,6 @@ from retinue.testing import ScriptedModel, call_tool
 pytestmark = pytest.mark.timeout(60)
 
 
-def retinue_run(task: str, server: LoopbackOpenAIServer, tmp_path: Path, config: str):
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    (home / "config.toml").write_text(config)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RETINUE_"))}
-    env |= {"RETINUE_HOME": str(home), "RETINUE_BLOCK_REAL_MODELS": "1"}
-    env |= {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "test-key"}
-    return subprocess.run(
-        [sys.executable, "-m", "retinue", "run", "-m", "openai:gpt-4", task],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=50,
-    )
-
-
 def test_a_run_clears_read_results_instead_of_summarising(tmp_path: Path) -> None:
     for name in ("a.py", "b.py", "c.py"):
         (tmp_path / name).write_text(f"# {name}\n" + "value = compute(value) + 1\n" * 200)
@@ -43,7 +24,9 @@ def test_a_run_clears_read_results_instead_of_summarising(tmp_path: Path) -> Non
     model = ScriptedModel([*reads, "All three files increment a value."])
     config = "context_edit_trigger = 0.3\ncontext_edit_keep = 0\n"
     with LoopbackOpenAIServer(model) as server:
-        proc = retinue_run("read a.py, b.py and c.py", server, tmp_path, config)
+        proc = retinue_run(
+            "openai:gpt-4", "read a.py, b.py and c.py", server.base_url, tmp_path, config
+        )
     assert proc.returncode == 0, proc.stderr
     assert "All three files increment a value." in proc.stdout
     assert "main cleared old tool results (1): " in proc.stderr  # the progress line
