@@ -17,6 +17,7 @@ from temporalio.worker import Worker
 
 from retinue.config import Settings
 from retinue.durable.revive import RESTARTED_RESULT
+from retinue.errors import ModelError
 from retinue.llm.base import ToolSpec
 from retinue.messages import (
     AssistantMessage,
@@ -200,14 +201,16 @@ async def test_two_tenants_keep_apart_and_a_worker_serves_only_its_own(
                              with_memory=False, builtins=False)  # fmt: skip
     a = TemporalConversations(client, tenant="a", task_queue=queue, limits=FAST)
     b = TemporalConversations(client, tenant="b", task_queue=queue, limits=FAST)
+    b.limits = replace(FAST, model_attempts=1)
     async with make_worker(client, runtime, queue):
         assert (await a.send("same", "hi")).content == "Hello, a."
         with pytest.raises(WorkflowUpdateFailedError) as refused:
             await b.send("same", "hi")
         history_a, history_b = await a.history("same"), await b.history("same")
-    assert "serves tenant 'a', not 'b'" in str(refused.value.cause.__cause__)
+    assert "serves tenant 'a', not 'b'" in str(refused.value.cause)
     assert [m.content for m in history_a] == ["hi", "Hello, a."]
-    assert [m.content for m in history_b] == ["hi"]  # its own workflow; nothing answered it
+    assert history_b[0].content == "hi"  # its own workflow; its turn failed, closed:
+    assert history_b[1].content.startswith("Stopped: ") and len(history_b) == 2
     model.assert_done()
 
 
@@ -223,3 +226,33 @@ async def test_an_empty_or_oversized_message_is_refused_before_it_enters_the_his
                 await convs.send("c5", text)
         assert await convs.history("c5") == []
     assert model.call_count == 0
+
+
+async def test_a_failed_model_call_ends_the_turn_and_the_next_turn_goes_on(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    convs, client = await conversations(temporal_address)
+    convs.limits = replace(FAST, model_attempts=1)
+    model = ScriptedModel([ModelError("the provider is down"), "Back."])
+    async with make_worker(client, runtime_for(tmp_path, model, []), convs.task_queue):
+        with pytest.raises(WorkflowUpdateFailedError):
+            await convs.send("c6", "hello?")
+        assert (await convs.send("c6", "again")).content == "Back."
+        history = await convs.history("c6")
+    said = [(m.role, m.content.split(":")[0]) for m in history]
+    assert said == [("user", "hello?"), ("assistant", "Stopped"), ("user", "again"),
+                    ("assistant", "Back.")]  # fmt: skip
+
+
+async def test_a_message_sent_twice_with_one_id_runs_one_turn(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    convs, client = await conversations(temporal_address)
+    model = ScriptedModel(["Once."])
+    async with make_worker(client, runtime_for(tmp_path, model, []), convs.task_queue):
+        first = await convs.send("c7", "hi", message_id="m-1")
+        again = await convs.send("c7", "hi", message_id="m-1")  # a client's retry
+        history = await convs.history("c7")
+    assert first.content == again.content == "Once."
+    assert [m.content for m in history] == ["hi", "Once."]
+    model.assert_done()

@@ -41,6 +41,8 @@ class Limits:
     model_timeout_s: float = 600.0  # one model call, every attempt
     tool_timeout_s: float = 3600.0  # one tool call
     heartbeat_s: float = 30.0  # a worker that has not beaten for this long is dead
+    model_attempts: int = 5  # tries of one model call (then the turn fails, history kept)
+    tool_attempts: int = 3  # tries of one tool call activity
 
 
 @dataclass(slots=True)

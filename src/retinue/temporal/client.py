@@ -49,10 +49,13 @@ class TemporalConversations:
             ConversationWorkflow.run, workflow_id(self.tenant, conversation_id)
         )
 
-    async def send(self, conversation_id: str, text: str) -> TurnReply:
-        """Run one turn of the conversation (started if need be); its reply."""
+    async def send(
+        self, conversation_id: str, text: str, *, message_id: str | None = None
+    ) -> TurnReply:
+        """Run one turn of the conversation (started if need be); its reply. A message sent
+        again with the same ``message_id`` (a client's retry) runs its turn once."""
         handle = await self.start(conversation_id)
-        return await handle.execute_update(ConversationWorkflow.send, text)
+        return await handle.execute_update(ConversationWorkflow.send, text, id=message_id)
 
     async def history(self, conversation_id: str) -> list[Message]:
         raw = await self.handle(conversation_id).query(ConversationWorkflow.history)

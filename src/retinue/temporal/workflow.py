@@ -14,8 +14,10 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from retinue.engine.loop import close_pending_calls
     from retinue.messages import AssistantMessage, ToolCall, UserMessage, from_dict, to_dict
     from retinue.temporal._types import (
         MODEL_ACTIVITY,
@@ -31,9 +33,10 @@ with workflow.unsafe.imports_passed_through():
 
 __all__ = ["ConversationWorkflow", "stopped_note"]
 
-MODEL_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=1))
-# a retried tool call that may have run is answered "cut short" by the activity itself
-TOOL_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=1))
+
+def _retry(attempts: int) -> RetryPolicy:
+    # (a retried tool call that may have run is answered "cut short" by the activity itself)
+    return RetryPolicy(maximum_attempts=attempts, initial_interval=timedelta(seconds=1))
 
 
 def _call_dict(call: ToolCall) -> Json:
@@ -85,7 +88,20 @@ class ConversationWorkflow:
         """Run one turn on the user message ``text``; its answer is the reply."""
         async with self._turn:
             self._messages.append(to_dict(UserMessage(text)))
-            return await self._run_turn()
+            try:
+                return await self._run_turn()
+            except ActivityError as exc:  # its retries spent: the turn ends, the history valid
+                why = f"Stopped: {exc.cause or exc}"
+                self._close_turn(why)
+                raise ApplicationError(why, non_retryable=True) from exc
+
+    def _close_turn(self, note: str) -> None:
+        """End a failed turn as an interrupted one ends: every call answered, then ``note``."""
+        messages = [from_dict(m) for m in self._messages]
+        before = len(messages)
+        close_pending_calls(messages)
+        self._messages.extend(to_dict(m) for m in messages[before:])
+        self._messages.append(to_dict(AssistantMessage(note)))
 
     @send.validator
     def _check_send(self, text: str) -> None:
@@ -138,11 +154,11 @@ class ConversationWorkflow:
             activity_id=self._key(),
             start_to_close_timeout=timedelta(seconds=limits.model_timeout_s),
             heartbeat_timeout=timedelta(seconds=limits.heartbeat_s),
-            retry_policy=MODEL_RETRY,
+            retry_policy=_retry(limits.model_attempts),
         )
         message = from_dict(reply.message)
         if not isinstance(message, AssistantMessage):
-            raise ValueError(f"the model activity returned a {message.role} message")
+            raise ApplicationError(f"the model activity returned a {message.role} message")
         self._messages.append(reply.message)
         return message
 
@@ -156,7 +172,7 @@ class ConversationWorkflow:
             activity_id=key,
             start_to_close_timeout=timedelta(seconds=limits.tool_timeout_s),
             heartbeat_timeout=timedelta(seconds=limits.heartbeat_s),
-            retry_policy=TOOL_RETRY,
+            retry_policy=_retry(limits.tool_attempts),
         )
 
     def _key(self, call_id: str = "") -> str:
