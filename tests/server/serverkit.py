@@ -1,10 +1,13 @@
-"""Test helpers: a real uvicorn server in a thread, and polling with a deadline."""
+"""Test helpers: a real uvicorn server in a thread, polling with a deadline, and a streamed
+answer's server-sent events."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 import uvicorn
@@ -15,7 +18,7 @@ from retinue.server.conversations import Limits
 from retinue.server.security import Security, ensure_token
 from retinue.server.tokens import TokenBook
 
-__all__ = ["Serve", "ServerThread", "wait_for"]
+__all__ = ["Serve", "ServerThread", "sse_events", "wait_for"]
 
 
 class ServerThread:
@@ -80,3 +83,12 @@ def wait_for(condition: Callable[[], bool], timeout: float = 10) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached in time")
         time.sleep(0.02)
+
+
+def sse_events(text: str) -> list[tuple[str, dict[str, Any]]]:
+    """A streamed answer's ``(event, data)`` pairs, in order."""
+    out = []
+    for block in text.strip().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines())
+        out.append((lines["event"], json.loads(lines["data"])))
+    return out

@@ -4,12 +4,10 @@ and no summary request is made."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
-from serverkit import Serve
+from serverkit import Serve, sse_events
 
 from retinue.engine.context_edit import is_cleared
 from retinue.messages import ToolResultMessage
@@ -18,14 +16,6 @@ from retinue.testing import ScriptedModel, call_tool
 pytestmark = pytest.mark.timeout(60)
 
 FILES = [f"part{i}.txt" for i in range(6)]
-
-
-def sse_events(text: str) -> list[tuple[str, dict[str, Any]]]:
-    out = []
-    for block in text.strip().split("\n\n"):
-        lines = dict(line.split(": ", 1) for line in block.splitlines())
-        out.append((lines["event"], json.loads(lines["data"])))
-    return out
 
 
 def test_a_conversation_clears_its_old_reads(serve: Serve, tmp_path: Path) -> None:
