@@ -2,29 +2,16 @@
 # ruff: noqa: E402  (the setup comes before the task and its imports)
 
 # --- setup (not counted): a data directory of its own and a scripted model ---
-import os
-import tempfile
+from _setup import scripted
 
-os.environ.setdefault("RETINUE_HOME", tempfile.mkdtemp())
-from collections import deque
+from retinue.testing import call_tool
 
-from retinue.testing import ScriptedModel, call_tool
-
-STEPS = deque([
+MODEL = scripted(
     call_tool("SubAgent", {"task": "What does tea cost?", "role": "clerk"}),
     call_tool("price", {"item": "tea"}),
     "Tea costs 1.5.",
     "The clerk says tea costs 1.5.",
-])  # fmt: skip
-
-
-def answer(messages, tools):  # a sub-agent's memory consolidation gets an empty memorize
-    if any(t.name == "memorize" for t in tools):
-        return call_tool("memorize", {"block_updates": [], "new_passages": []})
-    return STEPS.popleft()
-
-
-MODEL = ScriptedModel(responder=answer)
+)
 # --- task --- (counted; shown in docs/explanation/side-by-side.md)
 # --8<-- [start:task]
 from dataclasses import dataclass
@@ -49,4 +36,3 @@ print(agent.run_sync("Ask the clerk what tea costs", deps=Shop({"tea": 1.5})).co
 # --8<-- [end:task]
 # --- check (not counted) ---
 assert any(c.messages[-1].content == "1.5" for c in MODEL.calls)  # the tool's result
-assert not STEPS

@@ -1,15 +1,12 @@
 """Image in: a screenshot from a file goes to the model with the question."""
 # ruff: noqa: E402  (the setup comes before the task and its imports)
 
-# --- setup (not counted): a data directory of its own, a scripted model, a PNG file ---
-import os
-import tempfile
+# --- setup (not counted): a data directory of its own and a scripted model ---
+from _setup import scripted
 
-os.environ.setdefault("RETINUE_HOME", tempfile.mkdtemp())
 from retinue.messages import ImagePart
-from retinue.testing import ScriptedModel
 
-MODEL = ScriptedModel(["A login form."])
+MODEL = scripted("A login form.")
 with open("shot.png", "wb") as f:
     f.write(b"\x89PNG\r\n\x1a\n" + bytes(24))
 # --- task --- (counted; shown in docs/explanation/side-by-side.md)

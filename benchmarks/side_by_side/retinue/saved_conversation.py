@@ -2,13 +2,9 @@
 # ruff: noqa: E402  (the setup comes before the task and its imports)
 
 # --- setup (not counted): a data directory of its own and a scripted model ---
-import os
-import tempfile
+from _setup import scripted
 
-os.environ.setdefault("RETINUE_HOME", tempfile.mkdtemp())
-from retinue.testing import ScriptedModel
-
-MODEL = ScriptedModel(["Sorry to hear that.", "It ships today; here is a refund."])
+MODEL = scripted("Sorry to hear that.", "It ships today; here is a refund.")
 # --- task --- (counted; shown in docs/explanation/side-by-side.md)
 # --8<-- [start:task]
 import asyncio

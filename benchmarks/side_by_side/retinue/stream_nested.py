@@ -2,28 +2,15 @@
 # ruff: noqa: E402  (the setup comes before the task and its imports)
 
 # --- setup (not counted): a data directory of its own and a scripted model ---
-import os
-import tempfile
+from _setup import scripted
 
-os.environ.setdefault("RETINUE_HOME", tempfile.mkdtemp())
-from collections import deque
+from retinue.testing import call_tool
 
-from retinue.testing import ScriptedModel, call_tool
-
-STEPS = deque([
+MODEL = scripted(
     call_tool("SubAgent", {"task": "Draft a haiku", "role": "writer"}),
     "Old pond, a frog jumps",
     "Here is the writer's haiku.",
-])  # fmt: skip
-
-
-def answer(messages, tools):  # a sub-agent's memory consolidation gets an empty memorize
-    if any(t.name == "memorize" for t in tools):
-        return call_tool("memorize", {"block_updates": [], "new_passages": []})
-    return STEPS.popleft()
-
-
-MODEL = ScriptedModel(responder=answer)
+)
 SEEN = []
 # --- task --- (counted; shown in docs/explanation/side-by-side.md)
 # --8<-- [start:task]

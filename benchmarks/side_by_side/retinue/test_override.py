@@ -1,10 +1,8 @@
 """A test with an override: the program's own agent runs on a scripted model in a test."""
 
-# --- setup (not counted): a data directory of its own ---
-import os
-import tempfile
+# --- setup (not counted): a data directory of its own and a scripted model ---
+import _setup  # noqa: F401  (RETINUE_BLOCK_REAL_MODELS=1: no real model is reached)
 
-os.environ.setdefault("RETINUE_HOME", tempfile.mkdtemp())
 # --- task --- (counted; shown in docs/explanation/side-by-side.md)
 # --8<-- [start:task]
 from pydantic import BaseModel
@@ -27,6 +25,5 @@ def test_the_reviewer_answers_a_verdict() -> None:
 
 # --8<-- [end:task]
 # --- check (not counted) ---
-os.environ["RETINUE_BLOCK_REAL_MODELS"] = "1"
 test_the_reviewer_answers_a_verdict()
 print("passed")

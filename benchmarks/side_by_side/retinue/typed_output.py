@@ -2,13 +2,11 @@
 # ruff: noqa: E402  (the setup comes before the task and its imports)
 
 # --- setup (not counted): a data directory of its own and a scripted model ---
-import os
-import tempfile
+from _setup import scripted
 
-os.environ.setdefault("RETINUE_HOME", tempfile.mkdtemp())
-from retinue.testing import ScriptedModel, final_result
+from retinue.testing import final_result
 
-MODEL = ScriptedModel([final_result({"verdict": "needs work", "findings": 2})])
+MODEL = scripted(final_result({"verdict": "needs work", "findings": 2}))
 # --- task --- (counted; shown in docs/explanation/side-by-side.md)
 # --8<-- [start:task]
 from pydantic import BaseModel

@@ -2,28 +2,15 @@
 # ruff: noqa: E402  (the setup comes before the task and its imports)
 
 # --- setup (not counted): a data directory of its own and a scripted model ---
-import os
-import tempfile
+from _setup import scripted
 
-os.environ.setdefault("RETINUE_HOME", tempfile.mkdtemp())
-from collections import deque
+from retinue.testing import call_tool, final_result
 
-from retinue.testing import ScriptedModel, call_tool, final_result
-
-STEPS = deque([
+MODEL = scripted(
     call_tool("SubAgent", {"task": "Check src/app.py", "role": "checker"}),
     final_result({"file": "src/app.py", "bug": "off by one"}),
     final_result({"verdict": "one bug", "findings": 1}),
-])  # fmt: skip
-
-
-def answer(messages, tools):  # a sub-agent's memory consolidation gets an empty memorize
-    if any(t.name == "memorize" for t in tools):
-        return call_tool("memorize", {"block_updates": [], "new_passages": []})
-    return STEPS.popleft()
-
-
-MODEL = ScriptedModel(responder=answer)
+)
 # --- task --- (counted; shown in docs/explanation/side-by-side.md)
 # --8<-- [start:task]
 from pydantic import BaseModel

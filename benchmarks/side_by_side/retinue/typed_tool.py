@@ -2,13 +2,11 @@
 # ruff: noqa: E402  (the setup comes before the task and its imports)
 
 # --- setup (not counted): a data directory of its own and a scripted model ---
-import os
-import tempfile
+from _setup import scripted
 
-os.environ.setdefault("RETINUE_HOME", tempfile.mkdtemp())
-from retinue.testing import ScriptedModel, call_tool
+from retinue.testing import call_tool
 
-MODEL = ScriptedModel([call_tool("add", {"a": 2, "b": 3}), "2 + 3 = 5"])
+MODEL = scripted(call_tool("add", {"a": 2, "b": 3}), "2 + 3 = 5")
 # --- task --- (counted; shown in docs/explanation/side-by-side.md)
 # --8<-- [start:task]
 from retinue import Agent, tool
