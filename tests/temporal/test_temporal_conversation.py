@@ -256,3 +256,20 @@ async def test_a_message_sent_twice_with_one_id_runs_one_turn(
     assert first.content == again.content == "Once."
     assert [m.content for m in history] == ["hi", "Once."]
     model.assert_done()
+
+
+async def test_a_history_too_large_for_a_payload_ends_the_turn_with_a_reason(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    convs, client = await conversations(temporal_address)
+    convs.limits = replace(FAST, max_payload_bytes=300)
+    model = ScriptedModel(["x" * 200])
+    async with make_worker(client, runtime_for(tmp_path, model, []), convs.task_queue):
+        await convs.send("c8", "hi")
+        with pytest.raises(WorkflowUpdateFailedError) as failed:
+            await convs.send("c8", "more")
+        history = await convs.history("c8")
+    assert "over the 300 one Temporal payload may carry" in str(failed.value.cause)
+    assert [m.role for m in history] == ["user", "assistant", "user", "assistant"]
+    assert history[-1].content.startswith("Stopped: the conversation's history is ")
+    model.assert_done()

@@ -38,6 +38,8 @@ class Limits:
     max_events: int = 10_000
     max_history_bytes: int = 20_000_000
     max_message_chars: int = 1_000_000  # a user message (one payload holds 2 MB)
+    # the history rides in every model call's payload (by reference: a follow-up)
+    max_payload_bytes: int = 1_800_000
     model_timeout_s: float = 600.0  # one model call, every attempt
     tool_timeout_s: float = 3600.0  # one tool call
     heartbeat_s: float = 30.0  # a worker that has not beaten for this long is dead

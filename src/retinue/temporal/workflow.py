@@ -10,6 +10,7 @@ Turns run one at a time. Between turns, past its :class:`~retinue.temporal._type
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import timedelta
 
 from temporalio import workflow
@@ -90,8 +91,9 @@ class ConversationWorkflow:
             self._messages.append(to_dict(UserMessage(text)))
             try:
                 return await self._run_turn()
-            except ActivityError as exc:  # its retries spent: the turn ends, the history valid
-                why = f"Stopped: {exc.cause or exc}"
+            except (ActivityError, ApplicationError) as exc:  # (retries spent; too long)
+                cause = exc.cause if isinstance(exc, ActivityError) else None
+                why = f"Stopped: {cause or exc}"
                 self._close_turn(why)
                 raise ApplicationError(why, non_retryable=True) from exc
 
@@ -147,6 +149,12 @@ class ConversationWorkflow:
     async def _ask_model(self) -> AssistantMessage:
         self._step += 1
         start, limits = self._start, self._start.limits
+        size = len(json.dumps(self._messages))  # (the whole history goes to the activity)
+        if size > limits.max_payload_bytes:
+            raise ApplicationError(
+                f"the conversation's history is {size} bytes, over the {limits.max_payload_bytes}"
+                " one Temporal payload may carry here (2 MB at most): start a new conversation"
+            )
         reply = await workflow.execute_activity(
             MODEL_ACTIVITY,
             ModelRequest(self._key(), start.tenant, start.conversation_id, list(self._messages)),
