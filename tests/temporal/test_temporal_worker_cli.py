@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -111,3 +112,18 @@ async def test_a_killed_worker_s_turn_finishes_on_another_without_a_second_call(
     results = [m for m in history if isinstance(m, ToolResultMessage)]
     assert [(r.content, r.is_error) for r in results] == [(RESTARTED_RESULT, True)]
     model.assert_done()
+
+
+def test_a_worker_without_a_server_says_so_in_one_line(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RETINUE_"))}
+    env.update(RETINUE_HOME=str(tmp_path / "home"), OPENAI_API_KEY="test-key")
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        nobody = f"127.0.0.1:{s.getsockname()[1]}"
+    proc = subprocess.run(
+        [sys.executable, "-m", "retinue", "worker", "--temporal", nobody, "--model", "openai:test",
+         "-q"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=50,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert f"cannot reach the Temporal server at '{nobody}'" in proc.stderr
+    assert "Traceback" not in proc.stderr
