@@ -28,11 +28,13 @@ __all__ = [
     "MAX_PASSAGE_CHARS",
     "ConsolidationOptions",
     "ConsolidationStore",
+    "KeepsTasks",
     "Memory",
     "NewPassage",
     "PendingQueue",
     "TaskStore",
     "check_passage",
+    "task_store",
 ]
 
 MAX_PASSAGE_CHARS = 4_000  # one archival passage (as the largest core block); a consolidation
@@ -172,3 +174,18 @@ class TaskStore(Protocol):
         """Put the tasks ``owner`` holds and did not complete back (pending, unowned): the
         ids released. A session's end does this, so its tasks do not stay claimed."""
         ...
+
+
+@runtime_checkable
+class KeepsTasks(Protocol):
+    """A memory store that also keeps the teams' task lists (both of Retinue's stores do;
+    a program's own :class:`Memory` need not)."""
+
+    @property
+    def tasks(self) -> TaskStore: ...
+
+
+def task_store(memory: object) -> TaskStore | None:
+    """The task lists of a memory store, if it keeps them."""
+    tasks = memory.tasks if isinstance(memory, KeepsTasks) else None
+    return tasks if isinstance(tasks, TaskStore) else None

@@ -35,6 +35,7 @@ __all__ = [
     "MAX_ENTRY_CHARS",
     "MAX_SEARCH_CHARS",
     "SEARCH_TERMS",
+    "KeepsTranscripts",
     "Transcript",
     "TranscriptHit",
     "TranscriptStore",
@@ -263,7 +264,16 @@ async def children_of(
     return [c for c in found if summary.started_at <= c.ended_at <= summary.ended_at]
 
 
+@runtime_checkable
+class KeepsTranscripts(Protocol):
+    """A memory store that also keeps ended sessions' transcripts (both of Retinue's stores
+    do; a program's own memory need not)."""
+
+    @property
+    def transcripts(self) -> TranscriptStore: ...
+
+
 def transcript_store(memory: object) -> TranscriptStore | None:
     """The transcripts of a memory store, if it keeps them."""
-    store = getattr(memory, "transcripts", None)
+    store = memory.transcripts if isinstance(memory, KeepsTranscripts) else None
     return store if isinstance(store, TranscriptStore) else None

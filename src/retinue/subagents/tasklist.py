@@ -12,7 +12,7 @@ from typing import Annotated
 from pydantic import Field
 
 from retinue.errors import RetinueError, ToolError
-from retinue.memory.base import TaskStore
+from retinue.memory.base import TaskStore, task_store
 from retinue.memory.tasks import Task
 from retinue.subagents.messaging import messenger_of
 from retinue.subagents.registry import registry_of
@@ -30,12 +30,6 @@ __all__ = [
 ]
 
 TASK_TOOL_NAMES = frozenset({"TaskCreate", "TaskList", "TaskGet", "TaskUpdate"})
-
-
-def task_store(memory: object) -> TaskStore | None:
-    """The task lists of a memory store, if it keeps them."""
-    tasks = getattr(memory, "tasks", None)
-    return tasks if isinstance(tasks, TaskStore) else None
 
 
 def team_of(ctx: ToolContext) -> str:

@@ -38,7 +38,7 @@ from pydantic import BaseModel, Field
 from retinue._tasks import finish
 from retinue.engine.session import Session
 from retinue.errors import RetinueError, SessionError, SubAgentError, ToolError
-from retinue.memory.base import TaskStore
+from retinue.memory.base import Memory, task_store
 from retinue.subagents.messaging import Messenger, messenger_of
 from retinue.subagents.registry import SessionKey, SessionRegistry
 from retinue.subagents.roles import valid_name
@@ -90,6 +90,7 @@ class TeamHost(Protocol):
     """What a team needs of the sub-agent manager (``ctx.manager``)."""
 
     registry: SessionRegistry
+    memory: Memory | None
 
     def start_background(
         self, ctx: ToolContext, task: str, role_name: str, instance: str | None = None
@@ -333,9 +334,9 @@ class Teams:
         return f"team {team.name!r} deleted; its teammates ended:\n" + "\n".join(lines)
 
 
-def _keeps_tasks(host: object) -> bool:
+def _keeps_tasks(host: TeamHost | object) -> bool:
     """Whether the teammates get the task list tools (their memory store keeps tasks)."""
-    return isinstance(getattr(getattr(host, "memory", None), "tasks", None), TaskStore)
+    return isinstance(host, TeamHost) and task_store(host.memory) is not None
 
 
 def _lead_session(messenger: Messenger, tenant: str, member: str) -> Session | None:
