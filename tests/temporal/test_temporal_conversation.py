@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
@@ -17,6 +18,7 @@ from temporalio.worker import Worker
 
 from retinue.config import Settings
 from retinue.durable.revive import RESTARTED_RESULT
+from retinue.engine.compress import AutoCompressor, is_summary
 from retinue.errors import ModelError
 from retinue.llm.base import ToolSpec
 from retinue.messages import (
@@ -273,3 +275,24 @@ async def test_a_history_too_large_for_a_payload_ends_the_turn_with_a_reason(
     assert [m.role for m in history] == ["user", "assistant", "user", "assistant"]
     assert history[-1].content.startswith("Stopped: the conversation's history is ")
     model.assert_done()
+
+
+SUMMARY = "## Task\n- answer questions\n## Next step\n- keep going"
+
+
+async def test_autocompress_shortens_the_workflow_s_history(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    convs, client = await conversations(temporal_address)
+    model = ScriptedModel(["ok", SUMMARY, "final"])
+    runtime = runtime_for(tmp_path, model, [])
+    runtime.compressor = AutoCompressor(context_window=1_600, output_reserve=100)  # at 1,200
+    async with make_worker(client, runtime, convs.task_queue):
+        await convs.send("c9", "question: " + "lorem ipsum " * 600)  # ~1,500 tokens
+        assert (await convs.send("c9", "and now?")).content == "final"
+        history = await convs.history("c9")
+    model.assert_done()
+    assert is_summary(history[0]) and SUMMARY in history[0].content
+    assert [(m.role, m.content) for m in history[-2:]] == [("user", "and now?"),
+                                                           ("assistant", "final")]  # fmt: skip
+    assert len(json.dumps([m.content for m in history])) < 2_000  # the long question is gone

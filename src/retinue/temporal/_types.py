@@ -64,6 +64,7 @@ class ModelRequest:
     tenant: str
     conversation_id: str
     messages: list[Json]
+    last_input_tokens: int = 0  # the previous call's, for AutoCompress's estimate
 
 
 @dataclass(slots=True)
@@ -71,6 +72,7 @@ class ModelReply:
     message: Json
     input_tokens: int = 0
     output_tokens: int = 0
+    history: list[Json] | None = None  # the history AutoCompress shortened, if it did
 
 
 @dataclass(slots=True)

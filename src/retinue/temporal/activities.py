@@ -6,7 +6,8 @@ them in a ``retinue run``. Activities run at least once: each knows its idempote
 (:func:`idempotency_key`, for a tool that talks to another system), and a retried call of a
 tool that is not ``idempotent`` (its worker died, or was stopped, while it ran) is not run
 again: the model is told it was cut short, as a restarted durable session tells it
-(:data:`~retinue.durable.revive.RESTARTED_RESULT`). While a call runs, the activity beats
+(:data:`~retinue.durable.revive.RESTARTED_RESULT`). AutoCompress runs before each model
+call, and the history it shortened goes back to the workflow. While a call runs, the activity beats
 (Temporal's heartbeat), so a dead worker's call is retried after ``Limits.heartbeat_s``.
 """
 
@@ -70,10 +71,20 @@ class TurnActivities:
         await config.tools.refresh(config.context)
         history = [from_dict(m) for m in request.messages]
         sent = [SystemMessage(await conversation.system_prompt()), *history]
+        keeper = config.context_keeper  # AutoCompress, as a session's turn runs it
+        if keeper is not None:
+            await keeper.before_call(sent, config.model, config.context, request.last_input_tokens)
         specs = config.tools.specs()
-        response = await _beating(self.runtime.model.complete(sent, specs))
+        response = await _beating(config.model.complete(sent, specs))
         usage = response.usage
-        return ModelReply(to_dict(response.message), usage.input_tokens, usage.output_tokens)
+        kept = sent[1:]
+        shortened = len(kept) != len(history) or any(
+            a is not b for a, b in zip(kept, history, strict=True)
+        )
+        return ModelReply(
+            to_dict(response.message), usage.input_tokens, usage.output_tokens,
+            [to_dict(m) for m in kept] if shortened else None,
+        )  # fmt: skip
 
     @activity.defn(name=TOOL_ACTIVITY)
     async def tool_call(self, request: ToolRequest) -> Json:

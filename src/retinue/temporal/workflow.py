@@ -60,6 +60,7 @@ class ConversationWorkflow:
         self._step = start.step
         self._turn = asyncio.Lock()
         self._closed = False
+        self._last_input = 0  # the last model call's input tokens (AutoCompress's estimate)
 
     @workflow.run
     async def run(self, start: ConversationStart) -> list[Json]:
@@ -157,7 +158,13 @@ class ConversationWorkflow:
             )
         reply = await workflow.execute_activity(
             MODEL_ACTIVITY,
-            ModelRequest(self._key(), start.tenant, start.conversation_id, list(self._messages)),
+            ModelRequest(
+                self._key(),
+                start.tenant,
+                start.conversation_id,
+                list(self._messages),
+                self._last_input,
+            ),
             result_type=ModelReply,
             activity_id=self._key(),
             start_to_close_timeout=timedelta(seconds=limits.model_timeout_s),
@@ -167,6 +174,9 @@ class ConversationWorkflow:
         message = from_dict(reply.message)
         if not isinstance(message, AssistantMessage):
             raise ApplicationError(f"the model activity returned a {message.role} message")
+        if reply.history is not None:  # AutoCompress shortened it
+            self._messages[:] = reply.history
+        self._last_input = reply.input_tokens
         self._messages.append(reply.message)
         return message
 
