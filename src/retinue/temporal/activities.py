@@ -7,8 +7,11 @@ them in a ``retinue run``. Activities run at least once: each knows its idempote
 tool that is not ``idempotent`` (its worker died, or was stopped, while it ran) is not run
 again: the model is told it was cut short, as a restarted durable session tells it
 (:data:`~retinue.durable.revive.RESTARTED_RESULT`). AutoCompress runs before each model
-call, and the history it shortened goes back to the workflow. While a call runs, the activity beats
-(Temporal's heartbeat), so a dead worker's call is retried after ``Limits.heartbeat_s``.
+call, and the history it shortened goes back to the workflow. A sub-agent session a call
+opens (``SubAgent``, interactive or not) ends with that call, its memory consolidated: in
+this first slice interactive sessions are not yet child workflows that live across turns.
+While a call runs, the activity beats (Temporal's heartbeat), so a dead worker's call is
+retried after ``Limits.heartbeat_s``.
 """
 
 from __future__ import annotations
@@ -103,7 +106,10 @@ class TurnActivities:
             if gate is not None
             else config.tools.execute(call, ctx)
         )
-        return to_dict(await _beating(running))
+        try:
+            return to_dict(await _beating(running))
+        finally:  # sessions it opened end with the call (not yet child workflows): closed and
+            await self.runtime.manager.cleanup(request.conversation_id)  # consolidated here
 
 
 async def _beating(work: Awaitable[T]) -> T:
