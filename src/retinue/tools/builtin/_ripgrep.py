@@ -89,13 +89,15 @@ def walled(argv: list[str], dir_fd: int, where: str) -> list[str] | None:
     """``argv`` (``rg`` first) run by bubblewrap with the folder ``dir_fd`` read-only at
     ``where`` as its working folder, the system's programs and libraries, and nothing else:
     no other file, no network, no other process; None where bubblewrap cannot make a user
-    namespace here. The caller passes ``dir_fd`` on to the child."""
+    namespace here. The caller passes ``dir_fd`` on to the child, in a process group of its
+    own (no ``--new-session``: with no ``/dev`` there is no terminal to reach, and the group
+    lets the caller kill every process of it)."""
     bwrap = trusted_program("bwrap")
     if bwrap is None or confinement().level != "user":
         return None
     uid, gid = str(os.getuid()), str(os.getgid())
     out = [bwrap, "--unshare-all", "--unshare-user", "--uid", uid, "--gid", gid,
-           "--die-with-parent", "--new-session", "--cap-drop", "ALL"]  # fmt: skip
+           "--die-with-parent", "--cap-drop", "ALL"]  # fmt: skip
     for path in _SYSTEM:
         out += ["--ro-bind-try", path, path]
     out += ["--ro-bind-fd", str(dir_fd), where, "--ro-bind", argv[0], argv[0]]

@@ -16,8 +16,10 @@ tool is left out (:func:`retinue.tools.builtin.reach.search_filter`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
+import signal
 import stat
 from asyncio.subprocess import Process
 from pathlib import Path
@@ -231,6 +233,15 @@ def _open_target(base: Target) -> _Opened:
     return None, fd
 
 
+def _kill(proc: Process) -> None:
+    """Kill ``proc`` and its process group: bubblewrap's own child too, even one that lost
+    its parent before it could arrange to die with it (it would hold the pipes open)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+
+
 async def _drain(stream: asyncio.StreamReader, cap: int, proc: Process) -> tuple[bytes, bool]:
     """Up to ``cap`` bytes of ``stream``; past that ``proc`` is killed (True: cut short)."""
     chunks: list[bytes] = []
@@ -238,7 +249,7 @@ async def _drain(stream: asyncio.StreamReader, cap: int, proc: Process) -> tuple
     while chunk := await stream.read(1 << 16):
         if size + len(chunk) > cap:
             chunks.append(chunk[: cap - size])
-            proc.kill()
+            _kill(proc)
             return b"".join(chunks), True
         chunks.append(chunk)
         size += len(chunk)
@@ -253,6 +264,7 @@ async def _run_rg(
     output and whether it was cut short."""
     proc = await asyncio.create_subprocess_exec(
         *argv, cwd=cwd, env={}, pass_fds=() if dir_fd is None else (dir_fd,),
+        start_new_session=True,  # (a group of its own, killed whole: _kill)
         stdin=file_fd if file_fd is not None else asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
@@ -270,9 +282,9 @@ async def _run_rg(
             f"Grep stopped after {GREP_TIMEOUT_S:g} s: the folder is too large; narrow path / glob"
         ) from None
     finally:
-        if proc.returncode is None:
-            proc.kill()
-        await proc.communicate()  # (the rest of its pipes, so that they close now)
+        _kill(proc)
+        with contextlib.suppress(TimeoutError):  # (the rest of its pipes: they close now)
+            await asyncio.wait_for(proc.communicate(), 5)
     if not cut and (proc.returncode not in (0, 1, 2) or err.startswith(b"bwrap:")):
         raise ToolError(f"Grep failed: {err.decode(errors='replace').strip()[-300:]}")
     if proc.returncode == 2 and not out and not cut:
