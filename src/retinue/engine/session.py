@@ -469,10 +469,11 @@ class Session:
             raise self._refused()
         return self._interrupted()
 
-    def start(self, text: str) -> asyncio.Task[RunOutput]:
+    def start(self, text: str, parts: tuple[MediaPart, ...] = ()) -> asyncio.Task[RunOutput]:
         """Queue a background turn (or answer the running turn's question, letting it go on
-        in the background); its reply, failure or next question goes to :attr:`inbox`."""
-        turn = self._deliver_answer(text) or self._enqueue(text)
+        in the background); its reply, failure or next question goes to :attr:`inbox`.
+        ``parts`` follow the text in the user message (as :meth:`send`'s)."""
+        turn = (None if parts else self._deliver_answer(text)) or self._enqueue(text, None, parts)
         self._detach(turn)
         return turn
 

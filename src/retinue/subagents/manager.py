@@ -36,9 +36,10 @@ from retinue.engine.session import ASKS_NOTE, Consolidation, Lifecycle, Session,
 from retinue.engine.transcripts import TranscriptKeeper
 from retinue.errors import SubAgentError
 from retinue.events import SESSION, emit
+from retinue.llm._media import note, sees_media
 from retinue.llm.base import Model
 from retinue.memory.base import Memory
-from retinue.messages import Message, UserMessage
+from retinue.messages import MediaPart, Message, UserMessage
 from retinue.subagents.caps import FanOut, FanOutLimits
 from retinue.subagents.factory import AgentFactory
 from retinue.subagents.fork import ForkSource, fork_source, start_fork
@@ -126,6 +127,7 @@ class SubAgentManager:
         instance: str | None = None,
         background: bool = False,
         fork: bool = False,
+        parts: tuple[MediaPart, ...] = (),
     ) -> str:
         if not task.strip():
             raise SubAgentError("the task is empty: say what the sub-agent should do")
@@ -134,25 +136,26 @@ class SubAgentManager:
             return repeated
         known = self.catalog.roles.get(role)
         source = fork_source(ctx, known) if fork else None  # (retinue.subagents.fork)
+        self._takes_parts(ctx, role, instance if interactive else "", parts, source)
         if known is not None and known.background:  # its file says background: true
             interactive, background = True, True
         if not interactive:
             if instance or background:
                 raise SubAgentError("'instance' and 'background' need interactive=true")
-            out, held = await self._one_shot(ctx, task, role, source)
+            out, held = await self._one_shot(ctx, task, role, source, parts)
             return self._reply(out, held) if held is not None else out.content
         if background and source is None:
-            cid = self.start_background(ctx, task, role, instance)
+            cid = self.start_background(ctx, task, role, instance, parts)
             return background_note(cid, role, instance)
         held = self._open(ctx, role, instance)
         if source is not None:
             task = await start_fork(self.factory, source, held.role, held.session, task)
             if background:
-                held.session.start(task)
+                held.session.start(task, parts)
                 return background_note(held.id, role, instance)
         else:
             task = self.factory.first_turn(held.role, held.session, task)
-        out = await held.session.send(task)  # (awaited here: one coroutine less in flight)
+        out = await held.session.send(task, parts=parts)  # (awaited: one coroutine less)
         return self._reply(self._sent(held.session, out), held)
 
     async def steer(
@@ -195,15 +198,24 @@ class SubAgentManager:
 
     # -- one-shot ------------------------------------------------------------------------
 
-    async def run_subagent(self, ctx: ToolContext, task: str, role_name: str) -> RunOutput:
+    async def run_subagent(
+        self, ctx: ToolContext, task: str, role_name: str, parts: tuple[MediaPart, ...] = ()
+    ) -> RunOutput:
         """Run ``role`` on ``task`` to completion in a fresh conversation, then consolidate.
+        ``parts`` (images, PDFs) follow the task's text in its message.
 
         If it asks a question instead (``stop_reason="asking"``), it stays, held by ``ctx``'s
         agent like an interactive session, until answered or unloaded."""
-        return (await self._one_shot(ctx, task, role_name))[0]
+        self._takes_parts(ctx, role_name, "", parts)
+        return (await self._one_shot(ctx, task, role_name, None, parts))[0]
 
     async def _one_shot(
-        self, ctx: ToolContext, task: str, role_name: str, source: ForkSource | None = None
+        self,
+        ctx: ToolContext,
+        task: str,
+        role_name: str,
+        source: ForkSource | None = None,
+        parts: tuple[MediaPart, ...] = (),
     ) -> tuple[RunOutput, Held | None]:
         role = self._admit(ctx, role_name)
         agent_id = f"{ctx.agent_id}/{role.name}#{next(self._one_shot_ids)}"
@@ -213,7 +225,7 @@ class SubAgentManager:
         try:
             if source is not None:  # a fork: the parent's conversation, then its message
                 task = await start_fork(self.factory, source, role, session, task)
-            out = await session.send(self.factory.first_turn(role, session, task))
+            out = await session.send(self.factory.first_turn(role, session, task), parts=parts)
             asked = out.asking
         finally:
             if not asked:
@@ -234,23 +246,45 @@ class SubAgentManager:
     # -- interactive ---------------------------------------------------------------------
 
     async def interactive_subagent(
-        self, ctx: ToolContext, task: str, role_name: str, instance: str | None = None
+        self,
+        ctx: ToolContext,
+        task: str,
+        role_name: str,
+        instance: str | None = None,
+        parts: tuple[MediaPart, ...] = (),
     ) -> RunOutput:
-        """Create the session ``parent/role[:instance]`` or continue it with ``task``."""
-        held = self._open(ctx, role_name, instance)
-        session = held.session
-        return self._sent(
-            session, await session.send(self.factory.first_turn(held.role, session, task))
-        )
+        """Create the session ``parent/role[:instance]`` or continue it with ``task`` (and
+        ``parts``, images and PDFs after its text)."""
+        held, text = self._next_turn(ctx, task, role_name, instance, parts)
+        return self._sent(held.session, await held.session.send(text, parts=parts))
 
     def start_background(
-        self, ctx: ToolContext, task: str, role_name: str, instance: str | None = None
+        self,
+        ctx: ToolContext,
+        task: str,
+        role_name: str,
+        instance: str | None = None,
+        parts: tuple[MediaPart, ...] = (),
     ) -> str:
         """Like :meth:`interactive_subagent`, but the turn runs on while the parent goes on;
         its reply waits in the session's inbox for :meth:`poll`. Returns the session id."""
-        held = self._open(ctx, role_name, instance)
-        held.session.start(self.factory.first_turn(held.role, held.session, task))  # queued now
+        held, text = self._next_turn(ctx, task, role_name, instance, parts)
+        held.session.start(text, parts)  # queued now
         return held.id
+
+    def _next_turn(
+        self,
+        ctx: ToolContext,
+        task: str,
+        role_name: str,
+        instance: str | None,
+        parts: tuple[MediaPart, ...],
+    ) -> tuple[Held, str]:
+        """The session (role, instance) of ``ctx``'s agent, opened if need be, and the text
+        of its next message (with the role's ``initialPrompt`` on its first)."""
+        self._takes_parts(ctx, role_name, instance, parts)
+        held = self._open(ctx, role_name, instance)
+        return held, self.factory.first_turn(held.role, held.session, task)
 
     def _open(self, ctx: ToolContext, role_name: str, instance: str | None) -> Held:
         """Get or create the session ``ctx.agent_id`` holds for (role, instance)."""
@@ -405,6 +439,40 @@ class SubAgentManager:
         return list(held.session.messages)
 
     # -- admission -----------------------------------------------------------------------
+
+    def _takes_parts(
+        self,
+        ctx: ToolContext,
+        role_name: str,
+        instance: str | None,
+        parts: tuple[MediaPart, ...],
+        source: ForkSource | None = None,
+    ) -> None:
+        """Refuse, before anything starts, ``parts`` for a sub-agent whose model reads no
+        images or files (the line such a model would read in their place), or for a session
+        waiting on its question (an answer is text). ``instance``: ``""`` for a one-shot
+        run, else the interactive session it may continue."""
+        if not parts:
+            return
+        held = None
+        if instance != "":
+            held = self.registry.get(SessionKey.of(ctx.agent_id, role_name, instance))
+        if held is not None and held.session.state == "asking":
+            raise SubAgentError(
+                f"session {held.id} is waiting for the answer to its question: answer it "
+                "without files first, then send them"
+            )
+        role = self.catalog.roles.get(role_name)
+        if source is not None:  # a fork runs on its parent's model
+            model = source.model
+        elif held is not None:
+            model = held.session.config.model
+        elif role is not None and role.a2a is None:
+            model = self.factory.model(role, ctx.events)
+        else:  # unknown (refused by admission) or a remote agent (it says what it takes)
+            return
+        if not sees_media(model.name):
+            raise SubAgentError(note(parts[0], model.name).strip("[]"))
 
     def _known(self, parent_id: str, role: str, instance: str | None) -> Held:
         key = SessionKey.of(parent_id, role, instance)

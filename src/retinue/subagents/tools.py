@@ -17,6 +17,7 @@ from retinue.engine.session import ASKS_NOTE, current_session
 from retinue.errors import RetinueError, ToolError
 from retinue.events import SESSION, emit
 from retinue.policy.hooks import notify
+from retinue.subagents.files import MAX_HANDED_FILES, handed_files
 from retinue.subagents.messaging import messenger_of
 from retinue.subagents.registry import registry_of
 from retinue.subagents.team import deliver
@@ -117,6 +118,15 @@ async def subagent(
             "can be short; it works with its role's tools and memory"
         ),
     ] = False,
+    files: Annotated[
+        list[Annotated[str, Field(max_length=4096)]] | None,
+        Field(
+            description="Images or PDFs to hand the sub-agent with the task: workspace paths, "
+            "or the name of a file attached earlier in this conversation; it sees them after "
+            "your message",
+            max_length=MAX_HANDED_FILES,
+        ),
+    ] = None,
 ) -> str:
     """Delegate a task to a sub-agent with a predefined role and return its answer.
 
@@ -127,10 +137,14 @@ async def subagent(
     manager = _manager(ctx)
     if steer and fork:
         raise ToolError("steer=true messages a working session; fork=true starts a new one")
+    if steer and files:
+        raise ToolError("files go with a message of their own: send them without steer=true")
     if steer:
         if not isinstance(manager, Steerer):
             raise ToolError("steering is not available in this run")
         return await manager.steer(ctx, task=task, role=role, instance=instance)
+    parts = await handed_files(ctx, files) if files else ()  # (retinue.subagents.files)
+    more = {"parts": parts} if parts else {}  # a Delegator of a program's own may lack it
     return await manager.delegate(
         ctx,
         task=task,
@@ -139,6 +153,7 @@ async def subagent(
         instance=instance,
         background=background,
         fork=fork,
+        **more,
     )
 
 

@@ -87,7 +87,11 @@ class Delegator(Protocol):
         instance: str | None = None,
         background: bool = False,
         fork: bool = False,
-    ) -> str: ...
+        parts: tuple[MediaPart, ...] = (),
+    ) -> str:
+        """Run ``task`` on a session of ``role``; ``parts`` (images, PDFs the parent hands
+        over, ``SubAgent(files=...)``) follow the task's text in the sub-agent's message."""
+        ...
 
     async def unload(self, ctx: ToolContext, role: str, instance: str | None = None) -> str: ...
 
