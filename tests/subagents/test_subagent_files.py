@@ -14,10 +14,12 @@ from subagent_kit import echo
 
 from retinue.engine import RunConfig
 from retinue.engine.session import Lifecycle, Session
-from retinue.errors import SubAgentError
+from retinue.errors import SubAgentError, ToolError
 from retinue.messages import DocumentPart, ImagePart, MediaPart, ToolResultMessage, UserMessage
+from retinue.policy.gate import Policy
+from retinue.policy.rules import RuleSet
 from retinue.subagents import Role, RoleCatalog, SubAgentManager, subagent_tools
-from retinue.subagents.files import MAX_HANDED_FILES
+from retinue.subagents.files import MAX_HANDED_FILES, handed_files
 from retinue.testing import ScriptedModel, call_tool
 from retinue.tools import ToolContext, ToolRegistry
 
@@ -221,3 +223,45 @@ async def test_a_session_asking_its_parent_takes_a_text_answer_before_files(
     out = await s.manager.interactive_subagent(s.ctx, "and this", "viewer", parts=(part,))
     assert out.content == "seen" and first_user(s.viewer, 2).parts == (part,)
     await s.manager.cleanup("main")
+
+
+async def test_a_deny_rule_keeps_a_file_from_being_handed_over(tmp_path: Path) -> None:
+    s = Setup(tmp_path)
+    (s.workspace / "secret.png").write_bytes(PNG)
+    (s.workspace / "open.png").write_bytes(PNG)
+    rules = RuleSet()
+    rules.add("deny", ["Read(./secret.png)"], s.workspace)
+    assert not rules.problems
+    gated = ToolContext("main", s.workspace, tmp_path / "data", gate=Policy(rules=rules))
+    assert [p.name for p in await handed_files(gated, ["open.png"])] == ["open.png"]
+    with pytest.raises(ToolError, match="permission rules keep secret"):
+        await handed_files(gated, ["open.png", "secret.png"])
+
+
+async def test_a_background_session_gets_its_files(tmp_path: Path) -> None:
+    s = Setup(tmp_path)
+    (s.workspace / "a.png").write_bytes(PNG)
+    s.viewer.add("looked")
+    s.model.add(
+        call_tool("SubAgent", {"role": "viewer", "task": "t", "interactive": True,
+                               "background": True, "files": ["a.png"]}),
+        call_tool("SubAgentStatus", {"role": "viewer", "wait": True}),
+        "done",
+    )  # fmt: skip
+    await s.send("go")
+    assert "looked" in s.result().content
+    assert first_user(s.viewer).parts[0].data == PNG
+
+
+async def test_a_fork_gets_its_files_after_the_parents_conversation(tmp_path: Path) -> None:
+    s = Setup(tmp_path)
+    (s.workspace / "a.png").write_bytes(PNG)
+    s.model.add(
+        call_tool("SubAgent", {"role": "viewer", "task": "t", "fork": True, "files": ["a.png"]}),
+        "forked reply",  # the fork runs on its parent's model
+        "done",
+    )
+    assert await s.send("go") == "done"
+    fork_request = s.model.calls[1].messages
+    assert isinstance(fork_request[-1], UserMessage) and fork_request[-1].parts[0].data == PNG
+    assert s.viewer.calls == []
