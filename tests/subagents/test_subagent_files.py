@@ -7,15 +7,25 @@ sent, so each test reads the image or PDF in the sub-agent's own first message."
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from subagent_kit import echo
 
+from retinue import Agent
 from retinue.engine import RunConfig
 from retinue.engine.session import Lifecycle, Session
 from retinue.errors import SubAgentError, ToolError
-from retinue.messages import DocumentPart, ImagePart, MediaPart, ToolResultMessage, UserMessage
+from retinue.llm.base import ToolSpec
+from retinue.messages import (
+    DocumentPart,
+    ImagePart,
+    MediaPart,
+    Message,
+    ToolResultMessage,
+    UserMessage,
+)
 from retinue.policy.gate import Policy
 from retinue.policy.rules import RuleSet
 from retinue.subagents import Role, RoleCatalog, SubAgentManager, subagent_tools
@@ -265,3 +275,29 @@ async def test_a_fork_gets_its_files_after_the_parents_conversation(tmp_path: Pa
     fork_request = s.model.calls[1].messages
     assert isinstance(fork_request[-1], UserMessage) and fork_request[-1].parts[0].data == PNG
     assert s.viewer.calls == []
+
+
+def test_an_agent_hands_the_image_it_was_given_to_a_sub_agent(tmp_path: Path) -> None:
+    photo = ImagePart("image/png", PNG, name="photo.png")
+    steps: list[object] = [
+        call_tool("SubAgent", {"role": "viewer", "task": "Describe it.", "files": ["photo.png"]}),
+        "a cat on a mat",  # the sub-agent runs on the same model here
+        "It is a cat.",
+    ]
+    memorize = call_tool("memorize", {"block_updates": [], "new_passages": []})
+
+    def answer(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> object:
+        return memorize if any(t.name == "memorize" for t in tools) else steps.pop(0)
+
+    model = ScriptedModel(responder=answer, name="scripted:vision")
+    roles = [Role(name="viewer", description="looks at images", prompt="You are viewer.")]
+    agent = Agent(model, workspace=tmp_path, home=tmp_path / "home", roles=roles,
+                  builtin_tools=False)  # fmt: skip
+    with agent:
+        out = agent.run_sync(["What is in my photo?", photo])
+    assert out.content == "It is a cat."
+    sub_request = model.calls[1].messages
+    assert "You are viewer." in sub_request[0].content
+    assert first_user(model, 1).content.endswith("Describe it.")
+    assert first_user(model, 1).parts == (photo,)
+    assert steps == []
