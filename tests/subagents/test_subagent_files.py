@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from subagent_kit import echo
@@ -23,6 +24,7 @@ from retinue.messages import (
     ImagePart,
     MediaPart,
     Message,
+    ToolCall,
     ToolResultMessage,
     UserMessage,
 )
@@ -301,3 +303,49 @@ def test_an_agent_hands_the_image_it_was_given_to_a_sub_agent(tmp_path: Path) ->
     assert first_user(model, 1).content.endswith("Describe it.")
     assert first_user(model, 1).parts == (photo,)
     assert steps == []
+
+
+class OldDelegator:
+    """A program's own Delegator written before ``parts``: plain tasks still reach it."""
+
+    def __init__(self) -> None:
+        self.tasks: list[str] = []
+
+    async def delegate(
+        self,
+        ctx: ToolContext,
+        *,
+        task: str,
+        role: str,
+        interactive: bool = False,
+        instance: str | None = None,
+        background: bool = False,
+        fork: bool = False,
+    ) -> str:
+        self.tasks.append(task)
+        return f"done: {task}"
+
+    async def unload(self, ctx: ToolContext, role: str, instance: str | None = None) -> str:
+        return ""
+
+    async def poll(
+        self, ctx: ToolContext, role: str, instance: str | None = None, *, wait: bool = False
+    ) -> str:
+        return ""
+
+    def find_roles(self, ctx: ToolContext, query: str) -> str:
+        return ""
+
+
+async def test_a_delegator_without_parts_runs_plain_tasks_and_refuses_files(
+    tmp_path: Path,
+) -> None:
+    old = OldDelegator()
+    ctx = ToolContext("main", tmp_path, tmp_path, manager=cast("Any", old))  # (no parts)
+    tools = ToolRegistry(subagent_tools())
+    plain = await tools.execute(ToolCall("c1", "SubAgent", '{"task": "t", "role": "r"}'), ctx)
+    assert plain.content == "done: t" and not plain.is_error
+    (tmp_path / "a.png").write_bytes(PNG)
+    args = '{"task": "u", "role": "r", "files": ["a.png"]}'
+    refused = await tools.execute(ToolCall("c2", "SubAgent", args), ctx)
+    assert refused.is_error and "not available" in refused.content and old.tasks == ["t"]

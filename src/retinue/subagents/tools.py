@@ -9,6 +9,7 @@ catalog of hundreds of roles does not inflate the parent's prompt."""
 
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING, Annotated, Any, Protocol, runtime_checkable
 
 from pydantic import Field
@@ -143,8 +144,10 @@ async def subagent(
         if not isinstance(manager, Steerer):
             raise ToolError("steering is not available in this run")
         return await manager.steer(ctx, task=task, role=role, instance=instance)
+    if files and not _hands_parts(manager):  # a Delegator of a program's own, from before
+        raise ToolError("handing files to a sub-agent is not available in this run")
     parts = await handed_files(ctx, files) if files else ()  # (retinue.subagents.files)
-    more = {"parts": parts} if parts else {}  # a Delegator of a program's own may lack it
+    more = {"parts": parts} if parts else {}  # (so such a Delegator still runs plain tasks)
     return await manager.delegate(
         ctx,
         task=task,
@@ -155,6 +158,12 @@ async def subagent(
         fork=fork,
         **more,
     )
+
+
+def _hands_parts(manager: Delegator) -> bool:
+    """Whether ``manager.delegate`` takes ``parts`` (a program's own may predate them)."""
+    params = inspect.signature(manager.delegate).parameters.values()
+    return any(p.name == "parts" or p.kind is p.VAR_KEYWORD for p in params)
 
 
 @tool("UnloadSubAgent")
