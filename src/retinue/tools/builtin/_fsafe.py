@@ -10,8 +10,8 @@ the open descriptor (``fstat``), and the open itself is non-blocking, so a FIFO 
 can never make a tool wait. A file with more than one hard link is refused, because its
 other names may lie outside the workspace.
 
-Standard library and :mod:`retinue.errors` only: the Grep worker process imports it without
-the rest of the package.
+Standard library and :mod:`retinue.errors` only, so that it stays cheap to import and easy to
+audit.
 """
 
 from __future__ import annotations
