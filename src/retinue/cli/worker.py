@@ -8,7 +8,9 @@ roles, memory, policy); any number of them, on any machines, serve one task queu
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+import os
+import sys
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -47,14 +49,29 @@ def worker(
         echo(f"the worker needs the temporal extra (pip install 'retinue[temporal]'): {exc}",
              err=True)  # fmt: skip
         raise typer.Exit(2) from None
-    with one_line_errors():
-        runtime = make_runtime(
-            model, workspace, tenant, quiet=quiet, permission_mode=permission_mode
-        )
-        echo(f"retinue worker on {temporal} ({namespace}/{task_queue}), tenant "
-             f"{runtime.settings.tenant!r}, model {runtime.model.name}", err=True)  # fmt: skip
-        try:
-            asyncio.run(run_worker(temporal, runtime, namespace=namespace, task_queue=task_queue))
-        except KeyboardInterrupt:
-            echo("stopped", err=True)
-            raise typer.Exit(EXIT_INTERRUPTED) from None
+    try:
+        with one_line_errors():
+            runtime = make_runtime(
+                model, workspace, tenant, quiet=quiet, permission_mode=permission_mode
+            )
+            echo(f"retinue worker on {temporal} ({namespace}/{task_queue}), tenant "
+                 f"{runtime.settings.tenant!r}, model {runtime.model.name}", err=True)  # fmt: skip
+            try:
+                asyncio.run(
+                    run_worker(temporal, runtime, namespace=namespace, task_queue=task_queue)
+                )
+            except KeyboardInterrupt:
+                echo("stopped", err=True)
+                raise typer.Exit(EXIT_INTERRUPTED) from None
+    except typer.Exit as exc:
+        _leave(exc.exit_code)
+    _leave(0)
+
+
+def _leave(code: int) -> NoReturn:
+    """Exit without the interpreter's teardown: the Temporal SDK's Rust threads outlive the
+    event loop, and finalizing under them may abort the process (temporalio/sdk-python#300,
+    seen here as exit code 134 after a failed connect)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
