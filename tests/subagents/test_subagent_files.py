@@ -246,8 +246,20 @@ async def test_a_deny_rule_keeps_a_file_from_being_handed_over(tmp_path: Path) -
     assert not rules.problems
     gated = ToolContext("main", s.workspace, tmp_path / "data", gate=Policy(rules=rules))
     assert [p.name for p in await handed_files(gated, ["open.png"])] == ["open.png"]
-    with pytest.raises(ToolError, match="permission rules keep secret"):
+    with pytest.raises(ToolError, match=r"'secret.png'.*permission denied: rule deny"):
         await handed_files(gated, ["open.png", "secret.png"])
+
+
+async def test_an_ask_rule_is_asked_before_a_file_is_handed_over(tmp_path: Path) -> None:
+    """The hand-over is the parent's Read call: what would be asked is asked (and with nobody
+    to answer, refused), never read around the approval."""
+    s = Setup(tmp_path)
+    (s.workspace / "asked.png").write_bytes(PNG)
+    rules = RuleSet()
+    rules.add("ask", ["Read(./asked.png)"], s.workspace)
+    gated = ToolContext("main", s.workspace, tmp_path / "data", gate=Policy(rules=rules))
+    with pytest.raises(ToolError, match="'asked.png'"):
+        await handed_files(gated, ["asked.png"])
 
 
 async def test_a_background_session_gets_its_files(tmp_path: Path) -> None:

@@ -2,8 +2,9 @@
 
 Each entry is either the name of an image or PDF attached earlier in the parent's own
 conversation (a user message's or a tool result's part, the latest of that name), or a
-workspace path, read exactly as the ``Read`` tool reads it (the same confinement to the
-workspace, symlink and deny-rule checks, size and page limits: it *is* ``Read``'s own code).
+workspace path, read as a ``Read`` call of the parent's, through its gate (the same permission
+rules, hooks, guards and approvals, the same confinement to the workspace, symlink checks,
+size and page limits: it *is* a ``Read`` call).
 Whatever cannot be handed over (missing, not an image or PDF, too large, outside the
 workspace) is one :class:`~retinue.errors.ToolError` naming the entry, before any sub-agent
 starts. The parts follow the task's text in the sub-agent's message.
@@ -12,12 +13,13 @@ starts. The parts follow the task's text in the sub-agent's message.
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Sequence
 
 from retinue.engine.session import current_session
 from retinue.errors import ToolError
-from retinue.messages import MediaPart, Message, ToolResultMessage, UserMessage
-from retinue.tools.base import ToolContext
+from retinue.messages import MediaPart, Message, ToolCall, ToolResultMessage, UserMessage
+from retinue.tools.base import ToolContext, ToolRegistry
 from retinue.tools.builtin.fs import read_tool
 
 __all__ = ["MAX_HANDED_FILES", "attached", "handed_files"]
@@ -52,13 +54,18 @@ async def handed_files(ctx: ToolContext, entries: Sequence[str]) -> tuple[MediaP
 async def _from_workspace(ctx: ToolContext, entry: str) -> MediaPart:
     if not entry.strip():
         raise ToolError("files: an entry is empty; give a workspace path or an attached name")
-    try:
-        _, found = await read_tool.run_call(ctx, json.dumps({"file_path": entry}))
-    except ToolError as exc:
+    call = ToolCall(f"files-{secrets.token_hex(6)}", "Read", json.dumps({"file_path": entry}))
+    tools = ToolRegistry([read_tool])
+    if ctx.gate is not None:  # asked, hooked and guarded as any Read of the parent's would be
+        result = await ctx.gate.execute(tools, call, ctx)
+    else:
+        result = await tools.execute(call, ctx)
+    if result.is_error:
         raise ToolError(
             f"files: cannot hand over {entry!r} (an image or PDF of the workspace, or the name "
-            f"of one attached in this conversation): {exc}"
-        ) from None
+            f"of one attached in this conversation): {result.content}"
+        )
+    found = result.parts
     if len(found) != 1:  # Read gave text: a text file (or an empty one)
         raise ToolError(
             f"files: {entry!r} is neither a file attached in this conversation nor an image "
