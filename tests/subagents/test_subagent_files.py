@@ -34,6 +34,7 @@ from retinue.subagents import Role, RoleCatalog, SubAgentManager, subagent_tools
 from retinue.subagents.files import MAX_HANDED_FILES, handed_files
 from retinue.testing import ScriptedModel, call_tool
 from retinue.tools import ToolContext, ToolRegistry
+from retinue.tools.builtin.fs import read_tool
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -65,7 +66,7 @@ class Setup:
         self.ctx = ToolContext(
             "main", self.workspace, tmp_path / "data", call_chain=("main",), manager=self.manager
         )
-        tools = ToolRegistry([echo, *subagent_tools()])
+        tools = ToolRegistry([echo, read_tool, *subagent_tools()])  # (Read: it hands files over)
         self.main = Session("main", RunConfig(self.model, [], tools, self.ctx), Lifecycle())
 
     async def send(self, text: str, parts: tuple[MediaPart, ...] = ()) -> str:
@@ -258,7 +259,7 @@ async def test_an_ask_rule_is_asked_before_a_file_is_handed_over(tmp_path: Path)
     rules = RuleSet()
     rules.add("ask", ["Read(./asked.png)"], s.workspace)
     gated = ToolContext("main", s.workspace, tmp_path / "data", gate=Policy(rules=rules))
-    with pytest.raises(ToolError, match="'asked.png'"):
+    with pytest.raises(ToolError, match=r"'asked\.png'"):
         await handed_files(gated, ["asked.png"])
 
 
@@ -361,3 +362,19 @@ async def test_a_delegator_without_parts_runs_plain_tasks_and_refuses_files(
     args = '{"task": "u", "role": "r", "files": ["a.png"]}'
     refused = await tools.execute(ToolCall("c2", "SubAgent", args), ctx)
     assert refused.is_error and "not available" in refused.content and old.tasks == ["t"]
+
+
+async def test_an_agent_without_read_hands_over_only_attached_files(tmp_path: Path) -> None:
+    """Its tool list is its reach: no Read, no workspace file (an attached one still goes)."""
+    s = Setup(tmp_path)
+    s.main.config.tools = ToolRegistry([echo, *subagent_tools()])
+    (s.workspace / "private.png").write_bytes(PNG)
+    s.delegate(task="Look", files=["private.png"])
+    await s.send("Have the viewer look at private.png")
+    result = s.result()
+    assert result.is_error and "has no Read tool" in result.content
+    assert s.viewer.calls == []
+    s.delegate(task="Look", files=["shot.png"])
+    s.viewer.add("seen")
+    await s.send("Look at this", parts=(ImagePart("image/png", PNG, name="shot.png"),))
+    assert first_user(s.viewer).parts[0].name == "shot.png"

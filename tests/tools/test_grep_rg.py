@@ -82,6 +82,25 @@ async def test_a_hard_linked_file_is_skipped_and_counted(
     assert single.is_error and "hard links" in single.content
 
 
+@pytest.mark.parametrize("mode", ["content", "count", "files_with_matches"])
+async def test_a_hard_link_named_like_stdin_is_skipped_too(
+    call: Call, ws: Path, outside: Path, mode: str
+) -> None:
+    """``<stdin>`` is what rg calls the one file it reads on stdin; in a folder search a file
+    of that name is any other file, checked as they all are."""
+    os.link(outside / "secret.txt", ws / "<stdin>")
+    result = await call("Grep", pattern="secret", output_mode=mode)
+    assert "top secret" not in result.content and ":1" not in result.content
+
+
+async def test_a_name_holding_a_newline_is_counted_under_its_own_name(call: Call, ws: Path) -> None:
+    (ws / "x\nok.txt").write_text("hit\nhit\nhit\n")
+    (ws / "ok.txt").write_text("nothing here\n")
+    result = await call("Grep", pattern="hit", output_mode="count")
+    assert result.content.splitlines()[:2] == ["x", "ok.txt:3"]  # one entry: "x\nok.txt:3"
+    assert "ok.txt:0" not in result.content
+
+
 async def test_gitignored_and_dependency_folders_are_skipped(call: Call, ws: Path) -> None:
     (ws / ".gitignore").write_text("build/\n")
     for rel in ("build/out.txt", "node_modules/m/x.txt", "src/y.txt", ".hidden/z.txt"):

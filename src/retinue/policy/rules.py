@@ -253,7 +253,7 @@ def _path_regex(spec: str, workspace: Path, ignore_case: bool) -> re.Pattern[str
     anchored = os.path.normpath(anchored)
     flags = re.IGNORECASE if ignore_case else 0
     if not anchored.endswith("**"):
-        return re.compile(glob_regex(anchored) + "(?:/.*)?", flags)  # (and what is inside)
+        return re.compile(glob_regex(anchored) + "(?:/(?s:.*))?", flags)  # (and what is inside)
     return re.compile(glob_regex(anchored), flags)
 
 

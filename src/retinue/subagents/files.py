@@ -5,7 +5,8 @@ conversation (a user message's or a tool result's part, the latest of that name)
 workspace path, read as a ``Read`` call of the parent's, through its gate (the same permission
 rules, hooks, guards and approvals, the same confinement to the workspace, symlink checks,
 size and page limits: it *is* a ``Read`` call).
-Whatever cannot be handed over (missing, not an image or PDF, too large, outside the
+An agent without the ``Read`` tool hands over only what was attached (its tool list is its
+reach). Whatever cannot be handed over (missing, not an image or PDF, too large, outside the
 workspace) is one :class:`~retinue.errors.ToolError` naming the entry, before any sub-agent
 starts. The parts follow the task's text in the sub-agent's message.
 """
@@ -44,9 +45,15 @@ async def handed_files(ctx: ToolContext, entries: Sequence[str]) -> tuple[MediaP
         raise ToolError(f"too many files: {len(entries)} (at most {MAX_HANDED_FILES} a call)")
     session = current_session()
     history = session.messages if session is not None else ()
+    reads = session is None or "Read" in session.config.tools  # (a program's own call: it may)
     parts: list[MediaPart] = []
     for entry in entries:
         part = attached(history, entry) if entry.strip() else None
+        if part is None and not reads:
+            raise ToolError(
+                f"files: {entry!r} is not a file attached in this conversation, and this agent "
+                "has no Read tool, so it cannot hand over workspace files"
+            )
         parts.append(part if part is not None else await _from_workspace(ctx, entry))
     return tuple(parts)
 

@@ -64,7 +64,6 @@ OUTPUT_CAP = 64 * 1024 * 1024
 _MAX_SHOWN_LINE = 500
 _SKIP_DIRS = (".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", ".mypy_cache",
               ".pytest_cache", ".ruff_cache", ".tox")  # fmt: skip
-STDIN = "<stdin>"
 
 
 @functools.cache
@@ -186,8 +185,8 @@ class _Check:
         self.refused = self.left_out = 0
 
     def shown(self, rel: str) -> str:
-        if rel == STDIN:
-            return self.single
+        if self.dir_fd is None:  # the one file handed over on stdin (a folder's file may be
+            return self.single  # *named* "<stdin>": it is checked as any other)
         return f"{self.prefix}/{rel}" if self.prefix else rel
 
     def mtime(self, rel: str) -> float | None:
@@ -195,8 +194,8 @@ class _Check:
         if self.hidden.hides(self.shown(rel)):
             self.left_out += 1
             return None
-        if rel == STDIN or self.dir_fd is None:
-            return 0.0  # (opened and checked by the caller)
+        if self.dir_fd is None:
+            return 0.0  # (the file on stdin: opened and checked by the caller)
         try:
             st = os.stat(rel, dir_fd=self.dir_fd, follow_symlinks=False)
         except OSError:
@@ -224,9 +223,16 @@ def _files(data: bytes, cut: bool, check: _Check) -> list[str]:
 
 
 def _counts(data: bytes, cut: bool) -> Iterator[tuple[str, str]]:
-    for line in _split(data, b"\n", cut):
-        name, _, count = line.rpartition(b"\0")
-        yield _rel(os.fsdecode(name)), count.decode()
+    """``name NUL count LF`` records, read name first: a name may hold a newline."""
+    pos = 0
+    while (nul := data.find(b"\0", pos)) >= 0:
+        end = data.find(b"\n", nul)
+        if end < 0:
+            if cut:
+                return  # (a cut record is dropped)
+            end = len(data)
+        yield _rel(os.fsdecode(data[pos:nul])), data[nul + 1 : end].decode()
+        pos = end + 1
 
 
 def _events(data: bytes, cut: bool) -> Iterator[dict[str, Any]]:

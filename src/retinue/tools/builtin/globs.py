@@ -98,10 +98,10 @@ def glob_regex(pattern: str) -> str:
         c = pattern[i]
         at_start = i == 0 or pattern[i - 1] == "/"
         if pattern.startswith("**", i) and at_start and pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
+            out.append("(?:(?s:.*)/)?")  # (?s: a name may hold a newline, and ** spans it)
             i += 3
         elif pattern.startswith("**", i) and at_start and i + 2 == n:
-            out.append(".*")
+            out.append("(?s:.*)")
             i += 2
         elif c == "*":
             step = 2 if pattern.startswith("**", i) else 1

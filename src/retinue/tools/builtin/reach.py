@@ -125,7 +125,7 @@ class Places:
 
 def _hiding(hidden: tuple[str, ...]) -> tuple[str, ...]:
     """Hidden places as a :class:`PathFilter`'s patterns (case-folded)."""
-    return tuple(f"(?i:{re.escape(h)})(?:/.*)?" for h in hidden)
+    return tuple(f"(?i:{re.escape(h)})(?:/(?s:.*))?" for h in hidden)
 
 
 def _rules(ctx: ToolContext, tool: str, path: str | None) -> PathFilter:
