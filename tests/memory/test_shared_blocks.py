@@ -276,3 +276,31 @@ async def test_roles_in_code_share_a_block_through_the_manager(
     assert '<team-notes shared="read-only" chars="28/4000">\nStaging is at stage.example.' in prompt
     assert "read-only (its role file says write: false)" in model.calls[4].messages[-1].content
     assert [b.value for b in await store.shared_blocks("acme")] == ["Staging is at stage.example."]
+
+
+class _PlainMemory:
+    """A program's own memory store, written before shared blocks: it keeps none."""
+
+    async def render(self, tenant: str, role: str) -> str:
+        return ""
+
+    async def consolidate(self, **_: object) -> bool:
+        return True
+
+
+async def test_a_store_without_shared_blocks_is_a_clear_error_for_a_role_with_them(
+    tmp_path: Path,
+) -> None:
+    from retinue.errors import RetinueError
+    from retinue.subagents import SubAgentManager
+    from retinue.subagents.roles import RoleCatalog
+
+    model = ScriptedModel(name="scripted:team")
+    writer = Role("writer", "writes notes", "You write.", None, "scripted:team",
+                  frozenset({"memory"}), shared_memory=(NOTES,))  # fmt: skip
+    manager = SubAgentManager(RoleCatalog.of(writer), ToolRegistry(), default_model=model,
+                              model_for=lambda _: model, memory=_PlainMemory())  # type: ignore[arg-type]  # fmt: skip
+    ctx = ToolContext("main", tmp_path, tmp_path, call_chain=("main",), manager=manager)
+    with pytest.raises(RetinueError, match="declares shared memory blocks, but the memory store"):
+        await manager.run_subagent(ctx, "note it", "writer")
+    assert model.calls == []  # nothing was asked of the model

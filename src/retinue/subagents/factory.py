@@ -28,6 +28,7 @@ from retinue.events import CONSOLIDATED, NOTICE, EventSink, emit
 from retinue.llm.base import Model
 from retinue.llm.settings import with_settings
 from retinue.memory.base import Memory
+from retinue.memory.store import SharedMemoryStore
 from retinue.memory.transcripts import transcript_store
 from retinue.messages import Message
 from retinue.policy.gate import Policy
@@ -224,7 +225,7 @@ class AgentFactory:
                 s.preloaded() for s in preloaded
             ))  # fmt: skip
         if self.memory is not None:
-            rendered = await self.memory.render(ctx.tenant, role.name, **_shared(role))
+            rendered = await self.memory.render(ctx.tenant, role.name, **_shared(role, self.memory))
             if rendered:
                 parts.append(rendered)
         if role.can("spawn_agent") and self.catalog.roles:
@@ -264,7 +265,7 @@ class AgentFactory:
                 session_id=ctx.agent_id,
                 messages=list(messages),
                 model=config.model,
-                **_shared(role),
+                **_shared(role, self.memory),
             )
             if not written:
                 error = "the memory model failed; the transcript is kept for `retinue memory retry`"
@@ -283,10 +284,17 @@ class AgentFactory:
         return "failed" if error else "done"
 
 
-def _shared(role: Role) -> dict[str, Any]:
+def _shared(role: Role, memory: Memory) -> dict[str, Any]:
     """``shared=`` for a role that declares shared blocks (a :class:`Memory` written before
-    shared blocks still serves the others)."""
-    return {"shared": role.shared_memory} if role.shared_memory else {}
+    shared blocks still serves the others; a role that needs them there is a clear error)."""
+    if not role.shared_memory:
+        return {}
+    if not isinstance(memory, SharedMemoryStore):
+        raise ConfigError(
+            f"role {role.name!r} declares shared memory blocks, but the memory store "
+            f"({type(memory).__name__}) keeps none"
+        )
+    return {"shared": role.shared_memory}
 
 
 def _with_skill_rules(
