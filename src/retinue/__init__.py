@@ -2,7 +2,7 @@
 
 An agent in two lines::
 
-    agent = retinue.Agent("openai:gpt-4o-mini", instructions="Answer briefly.")
+    agent = retinue.Agent("openai:gpt-5.6-terra", instructions="Answer briefly.")
     print(agent.run_sync("What is Retinue?").content)
 
 - :class:`Agent` — model, instructions, tools, code-defined :class:`Role` objects (beside role

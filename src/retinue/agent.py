@@ -1,6 +1,6 @@
 """``Agent``: the library's front door, an agent in two lines.
 
-    agent = retinue.Agent("openai:gpt-4o-mini", instructions="Be brief.", tools=[add])
+    agent = retinue.Agent("openai:gpt-5.6-terra", instructions="Be brief.", tools=[add])
     print(agent.run_sync("What is 2 + 3?").content)
 
 An agent is a :class:`~retinue.runtime.Runtime` (model, tools, roles, memory, sub-agent
@@ -69,7 +69,7 @@ OutputT = TypeVar("OutputT", default=Any)
 class Agent(Generic[DepsT, OutputT]):
     """A main agent: a model, instructions, tools and the roles it may delegate to.
 
-    ``model`` is a string such as ``openai:gpt-4o-mini`` or a :class:`~retinue.llm.Model`
+    ``model`` is a string such as ``openai:gpt-5.6-terra`` or a :class:`~retinue.llm.Model`
     (e.g. :class:`~retinue.testing.ScriptedModel`); ``None`` picks one as ``retinue run``
     does. ``tools`` are :class:`Tool` objects or plain typed functions (wrapped with
     :func:`~retinue.tools.tool`). ``memory`` turns long-term memory (SQLite under ``home``,

@@ -8,6 +8,7 @@ roles, memory, policy); any number of them, on any machines, serve one task queu
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import sys
 from typing import Annotated, NoReturn
@@ -71,7 +72,12 @@ def worker(
 def _leave(code: int) -> NoReturn:
     """Exit without the interpreter's teardown: the Temporal SDK's Rust threads outlive the
     event loop, and finalizing under them may abort the process (temporalio/sdk-python#300,
-    seen here as exit code 134 after a failed connect)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    seen here as exit code 134 after a failed connect). The exit handlers still run first:
+    they end the shell commands still running (each in a session of its own) and the
+    embedded model's worker, which ``os._exit`` alone would leave behind."""
+    try:
+        atexit._run_exitfuncs()  # (the registered cleanups, before the teardown is skipped)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
