@@ -326,3 +326,13 @@ async def test_a_sub_agent_session_ends_with_its_call_in_this_slice(
     assert runtime.manager.sessions() == []  # none left open on the worker
     main.assert_done()
     helper.assert_done()
+
+
+def test_workflow_ids_refuse_names_that_could_collide() -> None:
+    from retinue.errors import ConfigError
+    from retinue.temporal.client import workflow_id
+
+    assert workflow_id("acme", "support-42") == "retinue/acme/support-42"
+    for tenant, cid in (("a", "b/c"), ("a/b", "c"), ("", "x"), ("a", "")):
+        with pytest.raises(ConfigError, match="no '/'"):
+            workflow_id(tenant, cid)

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 
+from retinue.errors import ConfigError
 from retinue.messages import Message, from_dict
+from retinue.saved import valid_conversation_id
 from retinue.temporal._types import ConversationStart, Limits, TurnReply
 from retinue.temporal.worker import DEFAULT_TASK_QUEUE
 from retinue.temporal.workflow import ConversationWorkflow
@@ -21,7 +23,13 @@ __all__ = ["TemporalConversations", "workflow_id"]
 
 
 def workflow_id(tenant: str, conversation_id: str) -> str:
-    """The workflow id of a tenant's conversation."""
+    """The workflow id of a tenant's conversation; both names are checked (letters, digits,
+    ``_ . -``, no ``/``), so two pairs never share an id."""
+    for what, name in (("tenant", tenant), ("conversation id", conversation_id)):
+        if not valid_conversation_id(name):
+            raise ConfigError(
+                f"{what} {name[:80]!r}: use letters, digits, '_', '.', '-' (at most 64, no '/')"
+            )
     return f"retinue/{tenant}/{conversation_id}"
 
 
