@@ -133,3 +133,5 @@ async def test_a_long_fable_session_compresses_and_is_never_refused(
     assert any(is_summary(m) for m in messages)
     # after a compression, the turn in progress still sent its signed blocks back
     assert any(_after_summary_with_blocks(b) for b in fable_server.requests)
+    # a summary never carries a signed block: only the turns kept whole keep theirs
+    assert all(not getattr(m, "reasoning", ()) for m in messages if is_summary(m))
