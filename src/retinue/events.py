@@ -23,7 +23,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, get_args
 
 __all__ = [
     "AgentEvent",
@@ -310,22 +310,8 @@ AgentEvent: TypeAlias = (
 )
 """Every event Retinue emits: ``match`` on the classes, or compare ``event.kind``."""
 
-EVENT_CLASSES: tuple[type[_Typed], ...] = (
-    RunStarted,
-    RunFinished,
-    TextDelta,
-    ModelStarted,
-    ModelCalled,
-    ToolStarted,
-    ToolFinished,
-    SessionEvent,
-    Compressed,
-    Consolidated,
-    Notice,
-    ApprovalRequested,
-    ApprovalAnswered,
-    LimitReached,
-)
+EVENT_CLASSES: tuple[type[_Typed], ...] = get_args(AgentEvent)
+"""The classes of :data:`AgentEvent`, in its order."""
 _BASE = frozenset(f.name for f in fields(Event))
 _OWN: dict[type[Event], tuple[str, ...]] = {
     c: tuple(f.name for f in fields(c) if f.name not in _BASE) for c in EVENT_CLASSES
