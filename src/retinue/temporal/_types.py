@@ -16,8 +16,8 @@ __all__ = [
     "ConversationStart",
     "Limits",
     "ModelReply",
-    "ModelRequest",
-    "ToolRequest",
+    "ModelStep",
+    "ToolStep",
     "TurnReply",
 ]
 
@@ -59,7 +59,7 @@ class ConversationStart:
 
 
 @dataclass(slots=True)
-class ModelRequest:
+class ModelStep:
     key: str  # workflow id / step: the idempotency key
     tenant: str
     conversation_id: str
@@ -76,7 +76,7 @@ class ModelReply:
 
 
 @dataclass(slots=True)
-class ToolRequest:
+class ToolStep:
     key: str  # workflow id / step / call id: the idempotency key
     tenant: str
     conversation_id: str

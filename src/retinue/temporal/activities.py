@@ -32,8 +32,8 @@ from retinue.temporal._types import (
     TOOL_ACTIVITY,
     Json,
     ModelReply,
-    ModelRequest,
-    ToolRequest,
+    ModelStep,
+    ToolStep,
 )
 
 __all__ = ["TurnActivities", "idempotency_key"]
@@ -67,7 +67,7 @@ class TurnActivities:
         return self.runtime.conversation(conversation_id)
 
     @activity.defn(name=MODEL_ACTIVITY)
-    async def model_call(self, request: ModelRequest) -> ModelReply:
+    async def model_call(self, request: ModelStep) -> ModelReply:
         _key.set(request.key)
         conversation = self._conversation(request.tenant, request.conversation_id)
         config = conversation.session.config
@@ -90,7 +90,7 @@ class TurnActivities:
         )  # fmt: skip
 
     @activity.defn(name=TOOL_ACTIVITY)
-    async def tool_call(self, request: ToolRequest) -> Json:
+    async def tool_call(self, request: ToolStep) -> Json:
         _key.set(request.key)
         call = ToolCall(
             str(request.call["id"]), str(request.call["name"]), str(request.call["arguments"])

@@ -27,8 +27,8 @@ with workflow.unsafe.imports_passed_through():
         ConversationStart,
         Json,
         ModelReply,
-        ModelRequest,
-        ToolRequest,
+        ModelStep,
+        ToolStep,
         TurnReply,
     )
 
@@ -158,7 +158,7 @@ class ConversationWorkflow:
             )
         reply = await workflow.execute_activity(
             MODEL_ACTIVITY,
-            ModelRequest(
+            ModelStep(
                 self._key(),
                 start.tenant,
                 start.conversation_id,
@@ -185,7 +185,7 @@ class ConversationWorkflow:
         key = self._key(key_id)
         return await workflow.execute_activity(
             TOOL_ACTIVITY,
-            ToolRequest(key, start.tenant, start.conversation_id, _call_dict(call)),
+            ToolStep(key, start.tenant, start.conversation_id, _call_dict(call)),
             result_type=dict,
             activity_id=key,
             start_to_close_timeout=timedelta(seconds=limits.tool_timeout_s),
