@@ -13,6 +13,7 @@ process tree's peak resident memory while it answered. Writes
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -67,6 +68,17 @@ def tree_rss_mib() -> float:
             if line.startswith("VmRSS:"):
                 total += int(line.split()[1])
     return total / 1024
+
+
+def _tree_bytes(root: Path) -> int:
+    """The bytes of the files under ``root``; files that vanish while it counts (uv removes
+    its temporary build folders when it is done) are left out."""
+    total = 0
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += (Path(folder) / name).lstat().st_size
+    return total
 
 
 def wait(
@@ -148,9 +160,7 @@ def measure(
         "seconds_to_first_answer": round(answer_s, 1),
         "seconds_answering": round(time.monotonic() - asked, 1),
         "peak_rss_mib_while_answering": round(peak[0]),
-        "uv_cache_mib": round(
-            sum(f.stat().st_size for f in (work / "uv-cache").rglob("*") if f.is_file()) / 2**20
-        ),
+        "uv_cache_mib": round(_tree_bytes(work / "uv-cache") / 2**20),
         "model_files": sorted(p.name for p in model_dir.glob("*.gguf")),
         "screen": screen.rstrip()[-4000:],
     }
