@@ -29,7 +29,6 @@ from retinue.messages import (
     UserMessage,
 )
 from retinue.runtime import Runtime
-from retinue.subagents.roles import Role
 from retinue.temporal._types import Limits
 from retinue.temporal.client import TemporalConversations
 from retinue.temporal.worker import make_worker
@@ -297,35 +296,6 @@ async def test_autocompress_shortens_the_workflow_s_history(
     assert [(m.role, m.content) for m in history[-2:]] == [("user", "and now?"),
                                                            ("assistant", "final")]  # fmt: skip
     assert len(json.dumps([m.content for m in history])) < 2_000  # the long question is gone
-
-
-HELPER = Role("helper", "helps", "You help.", (), "scripted:helper")
-
-
-def heard(messages: Sequence[Message], _tools: Sequence[ToolSpec]) -> str:
-    return "heard: " + " | ".join(m.content for m in messages if m.role == "user")
-
-
-async def test_a_sub_agent_session_ends_with_its_call_in_this_slice(
-    temporal_address: str, tmp_path: Path
-) -> None:
-    convs, client = await conversations(temporal_address)
-    ask = {"role": "helper", "interactive": True}
-    main = ScriptedModel([call_tool("SubAgent", {**ask, "task": "t1"}), "one",
-                          call_tool("SubAgent", {**ask, "task": "t2"}), "two"])  # fmt: skip
-    helper = ScriptedModel([heard, heard])
-    settings = Settings(home=tmp_path / "home", workspace=tmp_path)
-    runtime = Runtime.create(settings, model=main, model_for=lambda _s: helper, roles=[HELPER],
-                             with_memory=False, builtins=False)  # fmt: skip
-    async with make_worker(client, runtime, convs.task_queue):
-        await convs.send("c10", "first")
-        await convs.send("c10", "second")
-        history = await convs.history("c10")
-    results = [m.content for m in history if isinstance(m, ToolResultMessage)]
-    assert "heard: t1" in results[0] and "heard: t2" in results[1]  # a fresh session each
-    assert runtime.manager.sessions() == []  # none left open on the worker
-    main.assert_done()
-    helper.assert_done()
 
 
 def test_workflow_ids_refuse_names_that_could_collide() -> None:

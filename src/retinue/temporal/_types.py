@@ -1,4 +1,5 @@
-"""The values that cross Temporal's boundary: workflow input, activity requests, replies.
+"""The values that cross Temporal's boundary: workflow input, activity steps, replies,
+signals between the workflows of one session tree, and what the queries answer.
 
 Plain dataclasses of JSON data (Temporal's default converter), kept apart from the workflow
 and the activities so that both import them and the workflow's sandbox imports nothing else.
@@ -10,13 +11,31 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "CONSOLIDATE_ACTIVITY",
     "MODEL_ACTIVITY",
+    "NOT_ON_TEMPORAL",
+    "OPEN_ACTIVITY",
     "TOOL_ACTIVITY",
     "WORKFLOW_NAME",
+    "WORKFLOW_TOOLS",
+    "Agent",
+    "ApprovalAnswer",
+    "ChildRef",
+    "Closed",
+    "ConsolidateStep",
     "ConversationStart",
+    "ConversationState",
+    "Delivery",
     "Limits",
     "ModelReply",
     "ModelStep",
+    "OpenReply",
+    "OpenStep",
+    "PendingApproval",
+    "Question",
+    "Reply",
+    "SessionNode",
+    "ToolOutcome",
     "ToolStep",
     "TurnReply",
 ]
@@ -24,6 +43,13 @@ __all__ = [
 WORKFLOW_NAME = "RetinueConversation"
 MODEL_ACTIVITY = "retinue.model_call"
 TOOL_ACTIVITY = "retinue.tool_call"
+OPEN_ACTIVITY = "retinue.open_session"
+CONSOLIDATE_ACTIVITY = "retinue.consolidate"
+
+# the calls a workflow answers itself (child workflows, a question to the parent)
+WORKFLOW_TOOLS = frozenset({"SubAgent", "UnloadSubAgent", "AskParent"})
+# tools of the in-process session tree that a workflow does not offer (yet)
+NOT_ON_TEMPORAL = frozenset({"SubAgentStatus", "SendMessage", "TeamCreate", "TeamDelete"})
 
 Json = dict[str, Any]
 
@@ -45,17 +71,70 @@ class Limits:
     heartbeat_s: float = 30.0  # a worker that has not beaten for this long is dead
     model_attempts: int = 5  # tries of one model call (then the turn fails, history kept)
     tool_attempts: int = 3  # tries of one tool call activity
+    max_children: int = 100  # sessions one agent holds at once (Temporal: 2,000 children)
+
+
+@dataclass(slots=True)
+class Agent:
+    """Who a workflow runs: the main agent (``chain`` empty) or a sub-agent session, whose
+    ``chain`` is ``[agent id, role]`` of each session from depth 1 down to it."""
+
+    agent_id: str
+    role: str = "main"
+    chain: list[list[str]] = field(default_factory=list)
+    parent: str = ""  # the parent's workflow id ("" for the main agent)
+    root: str = ""  # the conversation's workflow id ("" for the main agent: its own)
+    one_shot: bool = False
+
+
+@dataclass(slots=True)
+class Question:
+    """An ``AskParent`` call waiting for its answer (the next message)."""
+
+    call_id: str
+    text: str
+
+
+@dataclass(slots=True)
+class ChildRef:
+    """A sub-agent session an agent holds, and how its model names it (``role[:instance]``;
+    ``""``: a one-shot run, reached by nobody)."""
+
+    agent_id: str
+    role: str
+    address: str
+    workflow_id: str
+    one_shot: bool = False
+
+
+@dataclass(slots=True)
+class SessionNode:
+    """One session of the tree as a front end shows it."""
+
+    agent_id: str
+    role: str
+    parent_id: str
+    workflow_id: str
+    state: str  # "idle", "busy", "paused" (an approval), "asking", "closed"
+    turns: int = 0
 
 
 @dataclass(slots=True)
 class ConversationStart:
-    """A conversation workflow's input; a run that continues as new passes on its state."""
+    """A conversation workflow's input (a sub-agent session's too, with ``agent``); a run
+    that continues as new passes on its state."""
 
     tenant: str
     conversation_id: str
     messages: list[Json] = field(default_factory=list)  # retinue.messages.to_dict form
     step: int = 0  # steps taken so far (model calls and tool steps): the keys go on counting
     limits: Limits = field(default_factory=Limits)
+    agent: Agent | None = None  # None: the main agent of conversation_id
+    question: Question | None = None
+    children: list[ChildRef] = field(default_factory=list)
+    opened: int = 0  # sessions opened so far (one-shot numbers, workflow id suffixes)
+    turns: int = 0
+    sessions: list[SessionNode] = field(default_factory=list)  # the main agent's: the tree
 
 
 @dataclass(slots=True)
@@ -65,6 +144,7 @@ class ModelStep:
     conversation_id: str
     messages: list[Json]
     last_input_tokens: int = 0  # the previous call's, for AutoCompress's estimate
+    agent: Agent | None = None
 
 
 @dataclass(slots=True)
@@ -73,6 +153,7 @@ class ModelReply:
     input_tokens: int = 0
     output_tokens: int = 0
     history: list[Json] | None = None  # the history AutoCompress shortened, if it did
+    local: list[str] = field(default_factory=list)  # WORKFLOW_TOOLS this agent has
 
 
 @dataclass(slots=True)
@@ -81,10 +162,90 @@ class ToolStep:
     tenant: str
     conversation_id: str
     call: Json  # {"id", "name", "arguments"}
+    agent: Agent | None = None
+    answered: Json | None = None  # the approval request a person answered, and the answer
+    answer: ApprovalAnswer | None = None
+
+
+@dataclass(slots=True)
+class ToolOutcome:
+    """The call's result, or the approval it waits for (it did not run)."""
+
+    result: Json | None = None
+    approval: Json | None = None  # retinue.policy.approvals.ApprovalRequest.to_dict()
+
+
+@dataclass(slots=True)
+class OpenStep:
+    tenant: str
+    conversation_id: str
+    agent: Agent  # the session to open
+
+
+@dataclass(slots=True)
+class OpenReply:
+    error: str = ""  # why it may not be opened ("": it may)
+    initial_prompt: str = ""  # its role's, before its first message
+
+
+@dataclass(slots=True)
+class ConsolidateStep:
+    tenant: str
+    conversation_id: str
+    agent: Agent
+    messages: list[Json]
+    run_id: str  # the session's first run id: one consolidation, however often it is tried
+
+
+@dataclass(slots=True)
+class Delivery:
+    """A parent's message to a session; the reply goes back by the ``reply`` signal."""
+
+    text: str
+    reply_to: str  # the parent's workflow id
+    token: str
+
+
+@dataclass(slots=True)
+class Reply:
+    token: str
+    content: str
+    stop_reason: str  # a TurnReply's, or "failed"
+
+
+@dataclass(slots=True)
+class Closed:
+    """A session tells its parent it closed."""
+
+    agent_id: str
+    consolidation: str  # "done", "failed", "none"
+    turns: int
+    began: bool
+
+
+@dataclass(slots=True)
+class PendingApproval:
+    request: Json  # ApprovalRequest.to_dict(): what the person is shown, no more
+    workflow_id: str  # the session's that waits
+
+
+@dataclass(slots=True)
+class ApprovalAnswer:
+    id: str  # the request's
+    allow: bool
+    message: str = ""  # tells the model why not
+
+
+@dataclass(slots=True)
+class ConversationState:
+    state: str  # "idle", "busy", "paused" (waits on a person: approval or question), "closed"
+    approvals: list[Json]  # pending ApprovalRequest dicts, anywhere in the tree
+    question: str | None  # the main agent's question to the user (the next message answers)
+    sessions: list[SessionNode]
 
 
 @dataclass(slots=True)
 class TurnReply:
     content: str
-    stop_reason: str  # "final" or "max_iterations"
+    stop_reason: str  # "final", "max_iterations" or "asking" (content is the question)
     step: int

@@ -1,17 +1,21 @@
-"""The activities of a conversation workflow: one model call, one tool call.
+"""The activities of a conversation workflow: a model call, a tool call, the admission of a
+sub-agent session, and a session's memory consolidation.
 
 They run on a worker's :class:`~retinue.runtime.Runtime` (the model, the tools, the roles,
-the memory, the policy), as the main agent of conversation ``conversation_id`` would run
-them in a ``retinue run``. Activities run at least once: each knows its idempotency key
-(:func:`idempotency_key`, for a tool that talks to another system), and a retried call of a
-tool that is not ``idempotent`` (its worker died, or was stopped, while it ran) is not run
-again: the model is told it was cut short, as a restarted durable session tells it
-(:data:`~retinue.durable.revive.RESTARTED_RESULT`). AutoCompress runs before each model
-call, and the history it shortened goes back to the workflow. A sub-agent session a call
-opens (``SubAgent``, interactive or not) ends with that call, its memory consolidated: in
-this first slice interactive sessions are not yet child workflows that live across turns.
-While a call runs, the activity beats (Temporal's heartbeat), so a dead worker's call is
-retried after ``Limits.heartbeat_s``.
+the memory, the policy), as the agent the step names (the main agent of conversation
+``conversation_id``, or a sub-agent session of it, :class:`~retinue.temporal._types.Agent`)
+would run them in a ``retinue run``. Activities run at least once: each knows its
+idempotency key (:func:`idempotency_key`, for a tool that talks to another system), and a
+retried call of a tool that is not ``idempotent`` (its worker died, or was stopped, while it
+ran) is not run again: the model is told it was cut short, as a restarted durable session
+tells it (:data:`~retinue.durable.revive.RESTARTED_RESULT`). A call the policy would put to
+a person does not run: the activity returns the approval request, the workflow waits for the
+answer and runs the call again with it (given only to a request for the same call,
+:func:`~retinue.policy.approvals.answer_fits`). AutoCompress runs before each model call,
+and the history it shortened goes back to the workflow. A consolidation runs under the
+session's run id, so the memory store writes it once however often it is tried. While a
+call runs, the activity beats (Temporal's heartbeat), so a dead worker's call is retried
+after ``Limits.heartbeat_s``.
 """
 
 from __future__ import annotations
@@ -19,22 +23,38 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from retinue.durable.revive import RESTARTED_RESULT
+from retinue.engine.config import RunConfig
+from retinue.errors import RetinueError
+from retinue.memory.consolidate import consolidation_run
 from retinue.messages import SystemMessage, ToolCall, ToolResultMessage, from_dict, to_dict
-from retinue.runtime import Conversation, Runtime
+from retinue.policy.approvals import Approval, ApprovalRequest, answer_fits
+from retinue.runtime import Runtime
+from retinue.subagents.roles import Role
 from retinue.temporal._types import (
+    CONSOLIDATE_ACTIVITY,
     MODEL_ACTIVITY,
+    NOT_ON_TEMPORAL,
+    OPEN_ACTIVITY,
     TOOL_ACTIVITY,
-    Json,
+    WORKFLOW_TOOLS,
+    Agent,
+    ApprovalAnswer,
+    ConsolidateStep,
     ModelReply,
     ModelStep,
+    OpenReply,
+    OpenStep,
+    ToolOutcome,
     ToolStep,
 )
+from retinue.tools.base import ToolContext
 
 __all__ = ["TurnActivities", "idempotency_key"]
 
@@ -49,6 +69,35 @@ def idempotency_key() -> str:
     return _key.get()
 
 
+@dataclass(slots=True)
+class _Run:
+    """What one agent of a conversation runs with, built for one activity."""
+
+    config: RunConfig
+    prompt: Callable[[], Awaitable[str]]
+    role: Role | None  # None: the main agent
+
+
+@dataclass(slots=True)
+class _Asked:
+    """The approver of a tool call activity: the answer the workflow brings, given to the
+    same call only; else the request is kept (the call does not run) for the workflow."""
+
+    call_id: str
+    answered: ApprovalRequest | None
+    answer: ApprovalAnswer | None
+    asked: ApprovalRequest | None = None
+
+    def __call__(self, request: ApprovalRequest) -> Approval:
+        answer, answered = self.answer, self.answered
+        if answer is not None and answered is not None and answer_fits(answered, request):
+            return Approval(answer.allow, message=answer.message)
+        if request.call_id == self.call_id and self.asked is None:
+            self.asked = request  # (the call is refused now and asked about in the workflow)
+            return Approval(False, message="waiting for a person's answer")
+        return Approval(False, message="nobody can answer this on Temporal")  # (a result's)
+
+
 class TurnActivities:
     """The activities a worker registers, bound to its runtime."""
 
@@ -56,29 +105,45 @@ class TurnActivities:
         self.runtime = runtime
 
     def activities(self) -> list[Callable[..., Any]]:
-        return [self.model_call, self.tool_call]
+        return [self.model_call, self.tool_call, self.open_session, self.consolidate]
 
-    def _conversation(self, tenant: str, conversation_id: str) -> Conversation:
+    def _check_tenant(self, tenant: str) -> None:
         if tenant != self.runtime.settings.tenant:  # (one worker, one tenant's memory)
             raise ApplicationError(
                 f"this worker serves tenant {self.runtime.settings.tenant!r}, not {tenant!r}",
                 non_retryable=True,
             )
-        return self.runtime.conversation(conversation_id)
+
+    def _run(
+        self, tenant: str, conversation_id: str, agent: Agent | None, approver: _Asked | None = None
+    ) -> _Run:
+        self._check_tenant(tenant)
+        conversation = self.runtime.conversation(conversation_id, approver=approver)
+        if agent is None or not agent.chain:
+            config = conversation.session.config
+            return _Run(config, conversation.system_prompt, None)
+        ctx = _descend(conversation.context, agent.chain)
+        factory = self.runtime.manager.factory
+        try:
+            role = self.runtime.catalog.get(agent.role)
+        except RetinueError as exc:  # (its role file went away since it opened)
+            raise ApplicationError(str(exc), non_retryable=True) from exc
+        config = factory.config(role, ctx, interactive=not agent.one_shot)
+        return _Run(config, lambda: factory.system_prompt(role, config.context), role)
 
     @activity.defn(name=MODEL_ACTIVITY)
-    async def model_call(self, request: ModelStep) -> ModelReply:
-        _key.set(request.key)
-        conversation = self._conversation(request.tenant, request.conversation_id)
-        config = conversation.session.config
-        await config.tools.refresh(config.context)
-        history = [from_dict(m) for m in request.messages]
-        sent = [SystemMessage(await conversation.system_prompt()), *history]
+    async def model_call(self, step: ModelStep) -> ModelReply:
+        _key.set(step.key)
+        run = self._run(step.tenant, step.conversation_id, step.agent)
+        config = run.config
+        tools = config.tools.without(NOT_ON_TEMPORAL)
+        await tools.refresh(config.context)
+        history = [from_dict(m) for m in step.messages]
+        sent = [SystemMessage(await run.prompt()), *history]
         keeper = config.context_keeper  # AutoCompress, as a session's turn runs it
         if keeper is not None:
-            await keeper.before_call(sent, config.model, config.context, request.last_input_tokens)
-        specs = config.tools.specs()
-        response = await _beating(config.model.complete(sent, specs))
+            await keeper.before_call(sent, config.model, config.context, step.last_input_tokens)
+        response = await _beating(config.model.complete(sent, tools.specs()))
         usage = response.usage
         kept = sent[1:]
         shortened = len(kept) != len(history) or any(
@@ -87,29 +152,75 @@ class TurnActivities:
         return ModelReply(
             to_dict(response.message), usage.input_tokens, usage.output_tokens,
             [to_dict(m) for m in kept] if shortened else None,
+            sorted(WORKFLOW_TOOLS.intersection(tools.names)),
         )  # fmt: skip
 
     @activity.defn(name=TOOL_ACTIVITY)
-    async def tool_call(self, request: ToolStep) -> Json:
-        _key.set(request.key)
-        call = ToolCall(
-            str(request.call["id"]), str(request.call["name"]), str(request.call["arguments"])
-        )
-        conversation = self._conversation(request.tenant, request.conversation_id)
-        config = conversation.session.config
+    async def tool_call(self, step: ToolStep) -> ToolOutcome:
+        _key.set(step.key)
+        call = ToolCall(str(step.call["id"]), str(step.call["name"]), str(step.call["arguments"]))
+        answered = ApprovalRequest(**step.answered) if step.answered is not None else None
+        approver = _Asked(call.id, answered, step.answer)
+        config = self._run(step.tenant, step.conversation_id, step.agent, approver).config
         tool = config.tools.get(call.name)
         if activity.info().attempt > 1 and not (tool is not None and tool.idempotent):
-            return to_dict(ToolResultMessage(call.id, call.name, RESTARTED_RESULT, True))
+            cut = ToolResultMessage(call.id, call.name, RESTARTED_RESULT, True)
+            return ToolOutcome(to_dict(cut))
         gate, ctx = config.context.gate, config.context
         running = (
             gate.execute(config.tools, call, ctx)
             if gate is not None
             else config.tools.execute(call, ctx)
         )
+        result = await _beating(running)
+        if approver.asked is not None:  # it did not run: a person is asked first
+            return ToolOutcome(approval=approver.asked.to_dict())
+        return ToolOutcome(to_dict(result))
+
+    @activity.defn(name=OPEN_ACTIVITY)
+    async def open_session(self, step: OpenStep) -> OpenReply:
+        """Whether the session's role may be started by its parent: known, within the depth
+        limit, among the parent's delegates, not already in the chain."""
+        agent = step.agent
+        self._check_tenant(step.tenant)
+        parent = _descend(self.runtime.context(step.conversation_id), agent.chain[:-1])
+        catalog, limit = self.runtime.catalog, self.runtime.manager.max_depth
         try:
-            return to_dict(await _beating(running))
-        finally:  # sessions it opened end with the call (not yet child workflows): closed and
-            await self.runtime.manager.cleanup(request.conversation_id)  # consolidated here
+            role = catalog.get(agent.role)
+        except RetinueError as exc:
+            return OpenReply(error=str(exc))
+        chain = " -> ".join((*parent.call_chain, agent.role))
+        own = catalog.roles.get(parent.role) if parent.depth else None
+        if parent.depth + 1 > limit:
+            return OpenReply(f"cannot start {role.name!r}: nesting depth limit {limit} reached")
+        if own is not None and not own.may_delegate_to(role.name):
+            allowed = ", ".join(own.delegates or ())
+            return OpenReply(
+                f"cannot start {role.name!r}: {own.name!r} delegates only to {allowed}"
+            )
+        if role.name in parent.call_chain:
+            return OpenReply(f"cannot start {role.name!r}: it is already in this chain ({chain})")
+        return OpenReply(initial_prompt=role.initial_prompt or "")
+
+    @activity.defn(name=CONSOLIDATE_ACTIVITY)
+    async def consolidate(self, step: ConsolidateStep) -> str:
+        """Write what the session learned to its role's memory, once per ``run_id``."""
+        run = self._run(step.tenant, step.conversation_id, step.agent)
+        assert run.role is not None  # (a sub-agent session's)
+        messages = [from_dict(m) for m in step.messages]
+        factory = self.runtime.manager.factory
+        token = consolidation_run.set(step.run_id)  # (the store writes a run id once)
+        try:
+            return await _beating(factory.consolidate(run.role, run.config, messages))
+        finally:
+            consolidation_run.reset(token)
+
+
+def _descend(ctx: ToolContext, chain: list[list[str]]) -> ToolContext:
+    """The context of the agent at the end of ``chain``, below ``ctx``'s main agent."""
+    for agent_id, role in chain:
+        ctx = ctx.child(agent_id=agent_id, role=role)
+    return ctx
 
 
 async def _beating(work: Awaitable[T]) -> T:

@@ -2,7 +2,11 @@
 
 ``TemporalConversations(client, tenant)`` names each conversation's workflow from the
 tenant and the conversation id (two tenants never share one), starts it on first use, and
-sends each message as the ``send`` Update, whose result is the turn's reply.
+sends each message as the ``send`` Update, whose result is the turn's reply (a reply whose
+``stop_reason`` is ``"asking"`` is the main agent's question: the next message answers it).
+What a front end shows comes from queries (:meth:`~TemporalConversations.state`,
+:meth:`~TemporalConversations.approvals`); a pending approval anywhere in the session tree
+is answered with :meth:`~TemporalConversations.approve`, from any client.
 """
 
 from __future__ import annotations
@@ -14,8 +18,15 @@ from temporalio.common import WorkflowIDConflictPolicy
 
 from retinue.errors import ConfigError
 from retinue.messages import Message, from_dict
+from retinue.policy.approvals import ApprovalRequest
 from retinue.saved import valid_conversation_id
-from retinue.temporal._types import ConversationStart, Limits, TurnReply
+from retinue.temporal._types import (
+    ApprovalAnswer,
+    ConversationStart,
+    ConversationState,
+    Limits,
+    TurnReply,
+)
 from retinue.temporal.worker import DEFAULT_TASK_QUEUE
 from retinue.temporal.workflow import ConversationWorkflow
 
@@ -69,5 +80,33 @@ class TemporalConversations:
         raw = await self.handle(conversation_id).query(ConversationWorkflow.history)
         return [from_dict(m) for m in raw]
 
+    async def answer(
+        self, conversation_id: str, text: str, *, message_id: str | None = None
+    ) -> TurnReply:
+        """Answer the main agent's question (the reply of the last turn whose
+        ``stop_reason`` was ``"asking"``): its turn goes on, and this is its reply. The same
+        as :meth:`send`, named for a front end."""
+        return await self.send(conversation_id, text, message_id=message_id)
+
+    async def state(self, conversation_id: str) -> ConversationState:
+        """Busy, idle, paused (an approval or the main agent's question waits on a person)
+        or closed; the pending approvals and question; the session tree."""
+        return await self.handle(conversation_id).query(ConversationWorkflow.state)
+
+    async def approvals(self, conversation_id: str) -> list[ApprovalRequest]:
+        """The approval requests pending anywhere in the conversation's session tree."""
+        raw = await self.handle(conversation_id).query(ConversationWorkflow.approvals)
+        return [ApprovalRequest(**r) for r in raw]
+
+    async def approve(
+        self, conversation_id: str, request_id: str, *, allow: bool, message: str = ""
+    ) -> None:
+        """Answer a pending approval request (``message``: why not, for the model); the
+        call it holds runs (or is refused) and its turn goes on."""
+        answer = ApprovalAnswer(request_id, allow, message)
+        await self.handle(conversation_id).execute_update(ConversationWorkflow.approve, answer)
+
     async def close(self, conversation_id: str) -> None:
+        """End the conversation: its running turn, then every session in it (each
+        consolidated once)."""
         await self.handle(conversation_id).signal(ConversationWorkflow.close)

@@ -1,38 +1,97 @@
-"""The conversation workflow: the history as state, one turn per ``send`` Update.
+"""The conversation workflow: the history as state, one turn per message.
 
-Deterministic: no I/O, no clock, no randomness. It asks the model through an activity, reads
-the step from the reply (:func:`retinue.engine.loop.next_step`'s rule: tool calls run, an
-answer ends the turn), runs each tool call as an activity, and appends what comes back.
-Turns run one at a time. Between turns, past its :class:`~retinue.temporal._types.Limits`
-(or when the server suggests it), the run continues as new with the history.
+One workflow class runs the main agent of a conversation and every sub-agent session below
+it (a child workflow, whose :class:`~retinue.temporal._types.Agent` says who it is), so the
+step logic is one: ask the model through an activity, read the step from the reply
+(:func:`retinue.engine.loop.next_step`'s rule: tool calls run, an answer ends the turn), run
+each tool call as an activity, append what comes back. Three calls the workflow answers
+itself: ``SubAgent`` opens a child workflow (or continues one) and sends it the task;
+``UnloadSubAgent`` closes one (it ends its own children, then consolidates its memory once,
+keyed by its first run id); ``AskParent`` ends the turn with the question, and the next
+message is its answer. A call that needs approval waits (``approvals`` query) until the
+conversation's ``approve`` Update answers it, from any client, however deep the session.
+
+Messages reach a main agent as ``send`` Updates; a parent's messages reach its sessions as
+``deliver`` signals, answered by a ``reply`` signal (a workflow cannot send Updates). Each
+session reports its state and its pending approvals to the conversation's workflow, which
+answers the ``state`` query for the whole tree. Deterministic: no I/O, no clock, no
+randomness. Turns run one at a time; between turns, past its
+:class:`~retinue.temporal._types.Limits` (or when the server suggests it), a run continues as
+new with its state; sessions outlive their parent's runs (``ParentClosePolicy.ABANDON``) and
+close when unloaded or when their parent closes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from datetime import timedelta
+from typing import TYPE_CHECKING, Any, cast
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from retinue.engine.loop import close_pending_calls
-    from retinue.messages import AssistantMessage, ToolCall, UserMessage, from_dict, to_dict
+    from retinue.messages import (
+        AssistantMessage,
+        ToolCall,
+        ToolResultMessage,
+        UserMessage,
+        from_dict,
+        to_dict,
+    )
+    from retinue.subagents.tools import (
+        question_note,
+        unknown_session,
+        unload_confirmation,
+        waiting_note,
+    )
+    from retinue.temporal._calls import (
+        Delegation,
+        error_result,
+        read_delegation,
+        read_question,
+        read_unload,
+    )
     from retinue.temporal._types import (
+        CONSOLIDATE_ACTIVITY,
         MODEL_ACTIVITY,
+        NOT_ON_TEMPORAL,
+        OPEN_ACTIVITY,
         TOOL_ACTIVITY,
         WORKFLOW_NAME,
+        Agent,
+        ApprovalAnswer,
+        ChildRef,
+        Closed,
+        ConsolidateStep,
         ConversationStart,
+        ConversationState,
+        Delivery,
         Json,
         ModelReply,
         ModelStep,
+        OpenReply,
+        OpenStep,
+        PendingApproval,
+        Question,
+        Reply,
+        SessionNode,
+        ToolOutcome,
         ToolStep,
         TurnReply,
     )
 
+if TYPE_CHECKING:
+    from retinue.engine.session import Consolidation
+
 __all__ = ["ConversationWorkflow", "stopped_note"]
+
+_FAILURES = (FailureError,)  # an activity's (retries spent), a signal's, too long
+MAX_ASKS = 3  # approvals one call may wait for (a hook that rewrites it asks again)
 
 
 def _retry(attempts: int) -> RetryPolicy:
@@ -42,6 +101,10 @@ def _retry(attempts: int) -> RetryPolicy:
 
 def _call_dict(call: ToolCall) -> Json:
     return {"id": call.id, "name": call.name, "arguments": call.arguments}
+
+
+def _result(call: ToolCall, content: str, *, error: bool = False) -> Json:
+    return to_dict(ToolResultMessage(call.id, call.name, content, error))
 
 
 def stopped_note(limit: int) -> str:
@@ -56,11 +119,28 @@ class ConversationWorkflow:
     @workflow.init
     def __init__(self, start: ConversationStart) -> None:
         self._start = start
+        self._agent = start.agent or Agent(start.conversation_id)
         self._messages: list[Json] = list(start.messages)
         self._step = start.step
+        self._turns = start.turns
+        self._question = start.question
+        self._opened = start.opened
+        self._children = {c.address or c.agent_id: c for c in start.children}
+        self._sessions = {n.agent_id: n for n in start.sessions}  # (the main agent's)
         self._turn = asyncio.Lock()
+        self._running: asyncio.Task[TurnReply] | None = None
         self._closed = False
+        self._state = "idle"
         self._last_input = 0  # the last model call's input tokens (AutoCompress's estimate)
+        self._local: set[str] = set()  # the workflow's own calls this agent may make
+        self._replies: dict[str, Reply] = {}  # from its sessions, by token
+        self._ended: dict[str, Closed] = {}  # its sessions that closed, by agent id
+        self._closing: set[str] = set()  # its sessions closing, not yet closed
+        self._unloading: set[str] = set()  # those whose close an unload waits for
+        self._answers: dict[str, ApprovalAnswer] = {}  # to its own approval requests
+        self._pending: dict[str, PendingApproval] = {}  # the tree's (the main agent's)
+
+    # -- life ----------------------------------------------------------------------------
 
     @workflow.run
     async def run(self, start: ConversationStart) -> list[Json]:
@@ -68,14 +148,20 @@ class ConversationWorkflow:
         await workflow.wait_condition(
             lambda: self._closed or (not self._turn.locked() and self._too_long())
         )
+        if self._closed:
+            await self._close()
         await workflow.wait_condition(workflow.all_handlers_finished)
         if self._closed:
             return self._messages
-        workflow.continue_as_new(
-            ConversationStart(
-                start.tenant, start.conversation_id, self._messages, self._step, start.limits
-            )
-        )
+        workflow.continue_as_new(self._carried())
+
+    def _carried(self) -> ConversationStart:
+        start = self._start
+        return ConversationStart(
+            start.tenant, start.conversation_id, self._messages, self._step, start.limits,
+            start.agent, self._question, list(self._children.values()), self._opened,
+            self._turns, list(self._sessions.values()),
+        )  # fmt: skip
 
     def _too_long(self) -> bool:
         info, limits = workflow.info(), self._start.limits
@@ -85,26 +171,61 @@ class ConversationWorkflow:
             or info.is_continue_as_new_suggested()
         )
 
+    @property
+    def _root(self) -> str:
+        return self._agent.root or workflow.info().workflow_id
+
+    @property
+    def _is_root(self) -> bool:
+        return not self._agent.root
+
+    async def _close(self) -> None:
+        """End the running turn and every session held, then (a session) consolidate once
+        and tell the parent."""
+        if self._running is not None and not self._running.done():
+            self._running.cancel()
+        await workflow.wait_condition(lambda: not self._turn.locked())
+        for child in list(self._children.values()):
+            await self._end(child)
+        await workflow.wait_condition(lambda: not self._closing)
+        if self._is_root:
+            self._state = "closed"
+            return
+        began = any(m.get("role") == "user" for m in self._messages)
+        outcome = await self._consolidate() if began else "none"
+        await self._report("closed")
+        closed = Closed(self._agent.agent_id, outcome, self._turns, began)
+        await self._signal(self._agent.parent, "child_closed", closed)
+
+    async def _consolidate(self) -> str:
+        limits = self._start.limits
+        step = ConsolidateStep(self._start.tenant, self._start.conversation_id, self._agent,
+                               self._messages, workflow.info().first_execution_run_id)  # fmt: skip
+        try:
+            return await workflow.execute_activity(
+                CONSOLIDATE_ACTIVITY, step, result_type=str,
+                activity_id=f"{workflow.info().workflow_id}/consolidate",
+                start_to_close_timeout=timedelta(seconds=limits.model_timeout_s),
+                heartbeat_timeout=timedelta(seconds=limits.heartbeat_s),
+                retry_policy=_retry(limits.model_attempts),
+            )  # fmt: skip
+        except ActivityError:
+            return "failed"
+
+    @workflow.signal
+    def close(self) -> None:
+        self._closed = True
+
+    # -- messages ------------------------------------------------------------------------
+
     @workflow.update
     async def send(self, text: str) -> TurnReply:
-        """Run one turn on the user message ``text``; its answer is the reply."""
-        async with self._turn:
-            self._messages.append(to_dict(UserMessage(text)))
-            try:
-                return await self._run_turn()
-            except (ActivityError, ApplicationError) as exc:  # (retries spent; too long)
-                cause = exc.cause if isinstance(exc, ActivityError) else None
-                why = f"Stopped: {cause or exc}"
-                self._close_turn(why)
-                raise ApplicationError(why, non_retryable=True) from exc
-
-    def _close_turn(self, note: str) -> None:
-        """End a failed turn as an interrupted one ends: every call answered, then ``note``."""
-        messages = [from_dict(m) for m in self._messages]
-        before = len(messages)
-        close_pending_calls(messages)
-        self._messages.extend(to_dict(m) for m in messages[before:])
-        self._messages.append(to_dict(AssistantMessage(note)))
+        """Run one turn on the message ``text`` (the answer, if the agent asked a question);
+        its answer is the reply."""
+        try:
+            return await self._turn_on(text)
+        except asyncio.CancelledError:
+            raise ApplicationError("the conversation was closed", non_retryable=True) from None
 
     @send.validator
     def _check_send(self, text: str) -> None:
@@ -115,17 +236,78 @@ class ConversationWorkflow:
         if len(text) > self._start.limits.max_message_chars:
             raise ValueError(f"the message is over {self._start.limits.max_message_chars} chars")
 
-    @workflow.query
-    def history(self) -> list[Json]:
-        return self._messages
-
-    @workflow.query
-    def steps(self) -> int:
-        return self._step
+    @workflow.signal
+    async def deliver(self, delivery: Delivery) -> None:
+        """A parent's message: run the turn, send the reply back (a one-shot run then
+        closes, unless it asked a question)."""
+        try:
+            turn = await self._turn_on(delivery.text)
+            reply = Reply(delivery.token, turn.content, turn.stop_reason)
+        except ApplicationError as exc:
+            reply = Reply(delivery.token, f"Error: {exc.message}", "failed")
+        except asyncio.CancelledError:
+            reply = Reply(delivery.token, "Error: the session was closed", "failed")
+        try:
+            await self._signal(delivery.reply_to, "reply", reply)
+        except FailureError:  # (its parent is gone)
+            workflow.logger.warning("the parent of %s is gone", self._agent.agent_id)
+        if self._agent.one_shot and reply.stop_reason != "asking":
+            self._closed = True
 
     @workflow.signal
-    def close(self) -> None:
-        self._closed = True
+    def reply(self, reply: Reply) -> None:
+        self._replies[reply.token] = reply
+
+    @workflow.signal
+    def child_closed(self, closed: Closed) -> None:
+        if closed.agent_id in self._unloading:  # (kept for the unload's confirmation)
+            self._ended[closed.agent_id] = closed
+        self._closing.discard(closed.agent_id)
+
+    async def _turn_on(self, text: str) -> TurnReply:
+        if self._closed:
+            raise ApplicationError("the session is closed", non_retryable=True)
+        if len(text) > self._start.limits.max_message_chars:
+            raise ApplicationError("the message is too long", non_retryable=True)
+        async with self._turn:
+            self._running = asyncio.create_task(self._turn_body(text))
+            try:
+                return await self._running
+            finally:
+                self._running = None
+                await self._report("asking" if self._question else "idle")
+
+    async def _turn_body(self, text: str) -> TurnReply:
+        await self._report("busy")
+        asked = self._question
+        if asked is not None:  # the message answers the question the agent asked
+            self._question = None
+            self._messages.append(_result(ToolCall(asked.call_id, "AskParent", ""), text))
+        else:
+            self._messages.append(to_dict(UserMessage(text)))
+        try:
+            reply = await self._run_turn()
+        except _FAILURES as exc:
+            cause = exc.cause if isinstance(exc, ActivityError | ChildWorkflowError) else None
+            why = f"Stopped: {cause or exc}"
+            self._close_turn(why)
+            raise ApplicationError(why, non_retryable=True) from exc
+        except asyncio.CancelledError:
+            self._close_turn("Stopped: the session was closed while this turn ran.")
+            raise
+        self._turns += 1
+        return reply
+
+    def _close_turn(self, note: str) -> None:
+        """End a failed turn as an interrupted one ends: every call answered, then ``note``."""
+        self._question = None
+        messages = [from_dict(m) for m in self._messages]
+        before = len(messages)
+        close_pending_calls(messages)
+        self._messages.extend(to_dict(m) for m in messages[before:])
+        self._messages.append(to_dict(AssistantMessage(note)))
+
+    # -- the step logic (one for the main agent and every session) -----------------------
 
     async def _run_turn(self) -> TurnReply:
         limits = self._start.limits
@@ -138,14 +320,28 @@ class ConversationWorkflow:
             unique = len(set(ids)) == len(ids) and all(ids)  # (else the index tells them apart)
             results = await asyncio.gather(
                 *(
-                    self._run_tool(c.id if unique else f"{i}:{c.id}", c)
+                    self._call(c.id if unique else f"{i}:{c.id}", c)
                     for i, c in enumerate(message.tool_calls)
                 )
             )
-            self._messages.extend(results)
+            self._messages.extend(r for r in results if r is not None)
+            if self._question is not None:  # AskParent: the next message answers it
+                return TurnReply(self._question.text, "asking", self._step)
         note = stopped_note(limits.max_iterations)
         self._messages.append(to_dict(AssistantMessage(note)))
         return TurnReply(note, "max_iterations", self._step)
+
+    async def _call(self, key_id: str, call: ToolCall) -> Json | None:
+        """Run one call; None: its result comes later (a question's answer)."""
+        if call.name in self._local:
+            if call.name == "AskParent":
+                return self._ask(call)
+            if call.name == "SubAgent":
+                return await self._delegate(self._key(key_id), call)
+            return await self._unload(call)
+        if call.name in NOT_ON_TEMPORAL:
+            return error_result(call, f"{call.name} is not available on Temporal yet")
+        return await self._run_tool(self._key(key_id), call)
 
     async def _ask_model(self) -> AssistantMessage:
         self._step += 1
@@ -156,45 +352,267 @@ class ConversationWorkflow:
                 f"the conversation's history is {size} bytes, over the {limits.max_payload_bytes}"
                 " one Temporal payload may carry here (2 MB at most): start a new conversation"
             )
-        reply = await workflow.execute_activity(
-            MODEL_ACTIVITY,
-            ModelStep(
-                self._key(),
-                start.tenant,
-                start.conversation_id,
-                list(self._messages),
-                self._last_input,
-            ),
-            result_type=ModelReply,
-            activity_id=self._key(),
-            start_to_close_timeout=timedelta(seconds=limits.model_timeout_s),
-            heartbeat_timeout=timedelta(seconds=limits.heartbeat_s),
-            retry_policy=_retry(limits.model_attempts),
-        )
+        step = ModelStep(self._key(), start.tenant, start.conversation_id, list(self._messages),
+                         self._last_input, start.agent)  # fmt: skip
+        reply = await self._activity(MODEL_ACTIVITY, step, ModelReply, self._key(), tool=False)
         message = from_dict(reply.message)
         if not isinstance(message, AssistantMessage):
             raise ApplicationError(f"the model activity returned a {message.role} message")
         if reply.history is not None:  # AutoCompress shortened it
             self._messages[:] = reply.history
         self._last_input = reply.input_tokens
+        self._local = set(reply.local)
         self._messages.append(reply.message)
         return message
 
-    async def _run_tool(self, key_id: str, call: ToolCall) -> Json:
-        start, limits = self._start, self._start.limits
-        key = self._key(key_id)
+    async def _run_tool(self, key: str, call: ToolCall) -> Json:
+        """A tool call's activity; one that waits for approval runs again once answered."""
+        start = self._start
+        step = ToolStep(key, start.tenant, start.conversation_id, _call_dict(call), start.agent)
+        outcome = await self._activity(TOOL_ACTIVITY, step, ToolOutcome, key)
+        for attempt in range(MAX_ASKS):
+            if outcome.approval is None:
+                break
+            answer = await self._approval(key, outcome.approval)
+            step = replace(step, answered=outcome.approval, answer=answer)
+            outcome = await self._activity(TOOL_ACTIVITY, step, ToolOutcome, f"{key}/{attempt}")
+        if outcome.result is None:
+            return error_result(call, "the call asked for approval again and again; it did not run")
+        return outcome.result
+
+    async def _activity(
+        self, name: str, arg: Any, kind: type, key: str, *, tool: bool = True
+    ) -> Any:
+        limits = self._start.limits
+        timeout = limits.tool_timeout_s if tool else limits.model_timeout_s
         return await workflow.execute_activity(
-            TOOL_ACTIVITY,
-            ToolStep(key, start.tenant, start.conversation_id, _call_dict(call)),
-            result_type=dict,
-            activity_id=key,
-            start_to_close_timeout=timedelta(seconds=limits.tool_timeout_s),
+            name, arg, result_type=kind, activity_id=key,
+            start_to_close_timeout=timedelta(seconds=timeout),
             heartbeat_timeout=timedelta(seconds=limits.heartbeat_s),
-            retry_policy=_retry(limits.tool_attempts),
-        )
+            retry_policy=_retry(limits.tool_attempts if tool else limits.model_attempts),
+        )  # fmt: skip
 
     def _key(self, call_id: str = "") -> str:
         """The idempotency key of this step (and call): unique in the conversation, across
         runs that continued as new."""
         base = f"{workflow.info().workflow_id}/{self._step}"
         return f"{base}/{call_id}" if call_id else base
+
+    # -- questions -----------------------------------------------------------------------
+
+    def _ask(self, call: ToolCall) -> Json | None:
+        read = read_question(call, self._start.limits.max_message_chars)
+        if isinstance(read, str):
+            return error_result(call, read)
+        if self._question is not None:
+            return error_result(call, "one question at a time: ask it after this one's answer")
+        self._question = Question(call.id, read[0])
+        return None
+
+    # -- approvals -----------------------------------------------------------------------
+
+    async def _approval(self, key: str, request: Json) -> ApprovalAnswer:
+        """Wait for a person's answer to ``request``, reported to the conversation's
+        workflow (whose ``approve`` Update answers it) under the id ``key``."""
+        request = {**request, "id": key}
+        await self._report("paused")  # (first: whoever sees the request sees the state)
+        await self._signal(self._root, "approval_pending",
+                           PendingApproval(request, workflow.info().workflow_id))  # fmt: skip
+        try:
+            await workflow.wait_condition(lambda: key in self._answers)
+        except asyncio.CancelledError:
+            await self._signal(self._root, "approval_withdrawn", key)
+            raise
+        await self._report("busy")
+        return self._answers.pop(key)
+
+    @workflow.signal
+    def approval_pending(self, pending: PendingApproval) -> None:
+        self._pending[str(pending.request["id"])] = pending
+
+    @workflow.signal
+    def approval_withdrawn(self, request_id: str) -> None:
+        self._pending.pop(request_id, None)
+
+    @workflow.signal
+    def approval_answer(self, answer: ApprovalAnswer) -> None:
+        self._answers[answer.id] = answer
+
+    @workflow.update
+    async def approve(self, answer: ApprovalAnswer) -> None:
+        """Answer a pending approval request of the conversation (of any session in it)."""
+        pending = self._pending.pop(answer.id)
+        await self._signal(pending.workflow_id, "approval_answer", answer)
+
+    @approve.validator
+    def _check_approve(self, answer: ApprovalAnswer) -> None:
+        if answer.id not in self._pending:
+            raise ValueError(f"no approval request {answer.id[:200]!r} is pending")
+
+    # -- sub-agent sessions --------------------------------------------------------------
+
+    async def _delegate(self, key: str, call: ToolCall) -> Json:
+        ask = read_delegation(call, self._start.limits.max_message_chars)
+        if isinstance(ask, str):
+            return error_result(call, ask)
+        child = self._children.get(ask.address) if ask.interactive else None
+        task = ask.task
+        if child is None:
+            opened = await self._open(key, ask)
+            if isinstance(opened, str):
+                return error_result(call, opened)
+            child, prompt = opened
+            task = f"{prompt}\n\n{task}" if prompt else task
+        reply = await self._message(child, task, key)
+        if reply.stop_reason == "failed":
+            return _result(call, reply.content, error=True)
+        if reply.stop_reason == "asking":
+            self._hold_asking(child)
+            return _result(call, question_note(reply.content, child.agent_id, child.role,
+                                               _instance(child.address)))  # fmt: skip
+        if child.one_shot:
+            self._children.pop(child.address or child.agent_id, None)
+            self._closing.add(child.agent_id)  # (it closes itself: wait for it at the end)
+            return _result(call, reply.content)
+        return _result(call, waiting_note(reply.content, child.agent_id, child.role,
+                                          _instance(child.address)))  # fmt: skip
+
+    def _hold_asking(self, child: ChildRef) -> None:
+        """A one-shot run that asked is held under its role (or ``role:asked-n``), so the
+        parent's next message to it answers it."""
+        if child.address:
+            return
+        address = child.role
+        if address in self._children:
+            address = f"{child.role}:asked-{child.agent_id.rpartition('#')[2]}"
+        self._children.pop(child.agent_id, None)
+        child.address = address
+        self._children[address] = child
+
+    async def _open(self, key: str, ask: Delegation) -> tuple[ChildRef, str] | str:
+        """Start a session's child workflow, if its role may be started here."""
+        if len(self._children) >= self._start.limits.max_children:
+            return f"this agent holds {len(self._children)} sessions: unload one first"
+        self._opened += 1
+        me, start = self._agent, self._start
+        name = ask.address if ask.interactive else f"{ask.role}#{self._opened}"
+        agent_id = f"{me.agent_id}/{name}"
+        workflow_id = f"{workflow.info().workflow_id}/{name}"
+        if ask.interactive:  # (one reopened after an unload must not meet the closing one)
+            workflow_id += f"~{self._opened}"
+        agent = Agent(agent_id, ask.role, [*me.chain, [agent_id, ask.role]],
+                      workflow.info().workflow_id, self._root, not ask.interactive)  # fmt: skip
+        opened = await self._activity(OPEN_ACTIVITY, OpenStep(start.tenant, start.conversation_id,
+                                      agent), OpenReply, f"{key}/open")  # fmt: skip
+        if opened.error:
+            return opened.error
+        first = ConversationStart(start.tenant, start.conversation_id, limits=start.limits,
+                                  agent=agent)  # fmt: skip
+        await workflow.start_child_workflow(
+            WORKFLOW_NAME,
+            first,
+            id=workflow_id,
+            task_queue=workflow.info().task_queue,
+            parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+        )
+        child = ChildRef(agent_id, ask.role, ask.address if ask.interactive else "", workflow_id,
+                         not ask.interactive)  # fmt: skip
+        self._children[child.address or agent_id] = child
+        return child, opened.initial_prompt
+
+    async def _message(self, child: ChildRef, text: str, token: str) -> Reply:
+        try:
+            await self._signal(child.workflow_id, "deliver",
+                               Delivery(text, workflow.info().workflow_id, token))  # fmt: skip
+        except FailureError:  # its workflow is gone (ended from outside)
+            self._children.pop(child.address or child.agent_id, None)
+            return Reply(token, f"Error: session {child.agent_id} has ended", "failed")
+        await workflow.wait_condition(lambda: token in self._replies)
+        return self._replies.pop(token)
+
+    async def _unload(self, call: ToolCall) -> Json:
+        read = read_unload(call)
+        if isinstance(read, str):
+            return error_result(call, read)
+        child = self._children.get(read[1])
+        if child is None:
+            live = [c.agent_id for c in self._children.values()]
+            return error_result(call, unknown_session(f"{self._agent.agent_id}/{read[1]}", live))
+        closed = await self._end(child)
+        outcome = cast("Consolidation", closed.consolidation)
+        return _result(call, unload_confirmation(closed.agent_id, closed.turns, outcome,
+                                                 began=closed.began))  # fmt: skip
+
+    async def _end(self, child: ChildRef) -> Closed:
+        """Close a session (it ends its own first, then consolidates) and wait for it."""
+        self._children.pop(child.address or child.agent_id, None)
+        aid = child.agent_id
+        self._closing.add(aid)
+        self._unloading.add(aid)
+        try:
+            await self._signal(child.workflow_id, "close")
+            await workflow.wait_condition(lambda: aid in self._ended)
+        except FailureError:  # (its workflow is gone: nothing more to close)
+            self._closing.discard(aid)
+            return Closed(aid, "none", 0, began=False)
+        finally:
+            self._unloading.discard(aid)
+        return self._ended.pop(aid)
+
+    # -- the tree, as the conversation's workflow knows it --------------------------------
+
+    async def _report(self, state: str) -> None:
+        """Tell the conversation's workflow this session's state (the main agent: keep it)."""
+        self._state = state
+        if self._is_root:
+            return
+        me = self._agent
+        parent = me.chain[-2][0] if len(me.chain) > 1 else self._start.conversation_id
+        node = SessionNode(me.agent_id, me.role, parent, workflow.info().workflow_id, state,
+                           self._turns)  # fmt: skip
+        await self._signal(self._root, "session_state", node)
+
+    @workflow.signal
+    def session_state(self, node: SessionNode) -> None:
+        if node.state == "closed":
+            self._sessions.pop(node.agent_id, None)
+        else:
+            self._sessions[node.agent_id] = node
+
+    async def _signal(self, workflow_id: str, name: str, arg: Any = None) -> None:
+        if workflow_id == workflow.info().workflow_id:  # (the conversation's own report)
+            getattr(self, name)(*(() if arg is None else (arg,)))
+            return
+        handle = workflow.get_external_workflow_handle(workflow_id)
+        await (handle.signal(name) if arg is None else handle.signal(name, arg))
+
+    # -- queries -------------------------------------------------------------------------
+
+    @workflow.query
+    def history(self) -> list[Json]:
+        return self._messages
+
+    @workflow.query
+    def steps(self) -> int:
+        return self._step
+
+    @workflow.query
+    def approvals(self) -> list[Json]:
+        """The approval requests pending anywhere in the conversation (its workflow's)."""
+        return [p.request for p in self._pending.values()]
+
+    @workflow.query
+    def state(self) -> ConversationState:
+        """What a front end shows: busy, idle, paused (an approval or a question waits on
+        a person) or closed; what waits; the session tree."""
+        state = self._state
+        if state != "closed" and (self._pending or self._question is not None):
+            state = "paused"
+        elif state != "closed" and self._turn.locked():
+            state = "busy"
+        question = self._question.text if self._question is not None else None
+        return ConversationState(state, self.approvals(), question, list(self._sessions.values()))
+
+
+def _instance(address: str) -> str | None:
+    return address.partition(":")[2] or None

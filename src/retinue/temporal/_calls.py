@@ -1,0 +1,101 @@
+"""The calls a conversation workflow answers itself, read without I/O: ``SubAgent`` (a
+child workflow), ``UnloadSubAgent`` and ``AskParent``. Their arguments come from a model,
+so they are checked here (types, names, sizes) before any workflow starts; what a call may
+not do on Temporal is refused with a tool result that says so.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from retinue.messages import ToolCall, ToolResultMessage, to_dict
+from retinue.saved import valid_conversation_id
+from retinue.temporal._types import Json
+
+__all__ = ["Delegation", "error_result", "read_delegation", "read_question", "read_unload"]
+
+NOT_YET = ("background", "steer", "fork", "files")  # SubAgent options the workflow lacks
+
+
+@dataclass(frozen=True, slots=True)
+class Delegation:
+    task: str
+    role: str
+    interactive: bool
+    instance: str | None
+
+    @property
+    def address(self) -> str:
+        """How the model names an interactive session: ``role[:instance]``."""
+        return self.role + (f":{self.instance}" if self.instance else "")
+
+
+def error_result(call: ToolCall, text: str) -> Json:
+    return to_dict(ToolResultMessage(call.id, call.name, f"Error: {text}", True))
+
+
+def _arguments(call: ToolCall) -> dict[str, Any] | str:
+    try:
+        args = json.loads(call.arguments or "{}")
+    except (ValueError, RecursionError):
+        return "the arguments are not JSON"
+    return args if isinstance(args, dict) else "the arguments are not a JSON object"
+
+
+def _name(value: object, what: str) -> str:
+    """``""`` if ``value`` is a usable role or instance name, else what is wrong."""
+    if isinstance(value, str) and valid_conversation_id(value):
+        return ""
+    return f"{what} must be letters, digits, '_', '.', '-' (at most 64)"
+
+
+def read_delegation(call: ToolCall, max_chars: int) -> Delegation | str:
+    """A ``SubAgent`` call's request, or why it cannot run here."""
+    args = _arguments(call)
+    if isinstance(args, str):
+        return args
+    task, role = args.get("task"), args.get("role")
+    interactive, instance = args.get("interactive", False), args.get("instance")
+    if not isinstance(task, str) or not task.strip():
+        return "the task is empty: say what the sub-agent should do"
+    if len(task) > max_chars:
+        return f"the task is over {max_chars} characters"
+    problem = _name(role, "role") or (instance is not None and _name(instance, "instance"))
+    if problem:
+        return problem
+    if not isinstance(interactive, bool):
+        return "interactive must be true or false"
+    if instance is not None and not interactive:
+        return "'instance' needs interactive=true"
+    if unsupported := [name for name in NOT_YET if args.get(name)]:
+        return f"SubAgent {', '.join(unsupported)} is not available on Temporal yet"
+    assert isinstance(role, str)  # (_name checked it)
+    return Delegation(task, role, interactive, instance)
+
+
+def read_unload(call: ToolCall) -> str | tuple[str, str]:
+    """An ``UnloadSubAgent`` call's session ``(role, address)``, or what is wrong."""
+    args = _arguments(call)
+    if isinstance(args, str):
+        return args
+    role, instance = args.get("role"), args.get("instance")
+    problem = _name(role, "role") or (instance is not None and _name(instance, "instance"))
+    if problem:
+        return problem
+    assert isinstance(role, str)
+    return role, role + (f":{instance}" if instance else "")
+
+
+def read_question(call: ToolCall, max_chars: int) -> str | tuple[str]:
+    """An ``AskParent`` call's question (in a 1-tuple), or what is wrong."""
+    args = _arguments(call)
+    if isinstance(args, str):
+        return args
+    question = args.get("question")
+    if not isinstance(question, str) or not question.strip():
+        return "the question is empty"
+    if len(question) > max_chars:
+        return f"the question is over {max_chars} characters"
+    return (question,)

@@ -1,0 +1,266 @@
+"""Sub-agent sessions as child workflows, approvals and questions that wait for a person, and
+the queries a front end reads: against a real dev server and in-process workers."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("temporalio", reason="the temporal extra (temporalio) is not installed")
+
+from temporalio.client import Client
+
+from retinue.config import Settings
+from retinue.llm.base import Model, ToolSpec
+from retinue.messages import AssistantMessage, Message, ToolResultMessage
+from retinue.runtime import Runtime
+from retinue.subagents.roles import Role
+from retinue.temporal._types import Limits
+from retinue.temporal.client import TemporalConversations
+from retinue.temporal.worker import make_worker
+from retinue.testing import ScriptedModel, call_tool
+from retinue.tools.base import Tool, tool
+
+pytestmark = pytest.mark.timeout(90)
+
+FAST = Limits(heartbeat_s=2.0)
+SPAWNS = frozenset({"spawn_agent"})
+
+
+@dataclass
+class Remembered:
+    """A memory that records each consolidation it is asked for (no store behind it)."""
+
+    consolidated: list[tuple[str, str]] = field(default_factory=list)
+
+    async def render(self, tenant: str, role: str) -> str:
+        return ""
+
+    async def consolidate(
+        self, *, tenant: str, role: str, session_id: str, messages: Sequence[Message], model: Model
+    ) -> bool:
+        self.consolidated.append((role, session_id))
+        return True
+
+
+def role(name: str, *caps: str) -> Role:
+    return Role(name, f"the {name} role", f"You are {name}.", None, f"scripted:{name}",
+                frozenset(caps))  # fmt: skip
+
+
+def runtime_for(
+    tmp_path: Path,
+    main: ScriptedModel,
+    models: dict[str, ScriptedModel],
+    *,
+    roles: Sequence[Role],
+    tools: Sequence[Tool] = (),
+    tenant: str = "default",
+) -> tuple[Runtime, Remembered]:
+    tmp_path.mkdir(exist_ok=True)
+    settings = Settings(home=tmp_path / "home", workspace=tmp_path, tenant=tenant)
+    runtime = Runtime.create(
+        settings, model=main, model_for=models.__getitem__, roles=roles, extra_tools=list(tools),
+        with_memory=False, builtins=False,
+    )  # fmt: skip
+    memory = Remembered()
+    runtime.manager.factory.memory = memory  # (what a session's close consolidates into)
+    return runtime, memory
+
+
+async def conversations(address: str, tenant: str = "default") -> TemporalConversations:
+    client = await Client.connect(address)
+    queue = f"test-{uuid.uuid4().hex}"  # every test its own workers
+    return TemporalConversations(client, tenant=tenant, task_queue=queue, limits=FAST)
+
+
+def delegate(role_name: str, task: str, **more: object) -> AssistantMessage:
+    return call_tool("SubAgent", {"role": role_name, "task": task, **more})
+
+
+def last_result(messages: Sequence[Message], _tools: Sequence[ToolSpec]) -> str:
+    result = messages[-1]
+    assert isinstance(result, ToolResultMessage)
+    return "got: " + result.content.split("\n\n[")[0]  # (without the session's footnote)
+
+
+def heard(messages: Sequence[Message], _tools: Sequence[ToolSpec]) -> str:
+    return "heard: " + " | ".join(m.content for m in messages if m.role == "user")
+
+
+async def closed(convs: TemporalConversations, cid: str) -> None:
+    """Close the conversation and wait until its workflow (and every session) has ended."""
+    await convs.close(cid)
+    await convs.handle(cid).result()
+
+
+async def test_a_nested_interactive_session_lives_across_turns(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    convs = await conversations(temporal_address)
+    on = {"interactive": True}
+    main = ScriptedModel([delegate("helper", "t1", **on), last_result,
+                          delegate("helper", "t2", **on), last_result])  # fmt: skip
+    helper = ScriptedModel([delegate("sub", "s1", **on), last_result,
+                            delegate("sub", "s2", **on), last_result])  # fmt: skip
+    sub = ScriptedModel([heard, heard])
+    models = {"scripted:helper": helper, "scripted:sub": sub}
+    runtime, memory = runtime_for(tmp_path, main, models,
+                                  roles=[role("helper", "spawn_agent"), role("sub")])  # fmt: skip
+    async with make_worker(convs.client, runtime, convs.task_queue):
+        first = await convs.send("c1", "first")
+        second = await convs.send("c1", "second")
+        state = await convs.state("c1")
+        assert memory.consolidated == []  # both sessions are still open
+        await closed(convs, "c1")
+    assert first.content == "got: got: heard: s1"
+    assert second.content == "got: got: heard: s1 | s2"  # one sub session over both turns
+    tree = {n.agent_id: n for n in state.sessions}
+    assert set(tree) == {"c1/helper", "c1/helper/sub"}
+    assert tree["c1/helper/sub"].parent_id == "c1/helper"
+    assert tree["c1/helper/sub"].workflow_id.startswith(tree["c1/helper"].workflow_id + "/")
+    assert tree["c1/helper"].workflow_id.startswith("retinue/default/c1/")
+    assert [n.turns for n in (tree["c1/helper"], tree["c1/helper/sub"])] == [2, 2]
+    assert state.state == "idle" and state.approvals == [] and state.question is None
+    # the conversation's close ended the sub session before its parent, each consolidated once
+    assert memory.consolidated == [("sub", "c1/helper/sub"), ("helper", "c1/helper")]
+    for model in (main, helper, sub):
+        model.assert_done()
+
+
+async def test_unload_closes_the_session_and_consolidates_once(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    convs = await conversations(temporal_address)
+    unload = call_tool("UnloadSubAgent", {"role": "helper"})
+    main = ScriptedModel([delegate("helper", "t1", interactive=True), "opened", unload,
+                          last_result])  # fmt: skip
+    helper = ScriptedModel(["hello"])
+    runtime, memory = runtime_for(tmp_path, main, {"scripted:helper": helper},
+                                  roles=[role("helper")])  # fmt: skip
+    async with make_worker(convs.client, runtime, convs.task_queue):
+        await convs.send("c2", "open it")
+        assert [n.agent_id for n in (await convs.state("c2")).sessions] == ["c2/helper"]
+        unloaded = await convs.send("c2", "end it")
+        state = await convs.state("c2")
+        await closed(convs, "c2")
+    assert "ended after 1 turn(s)" in unloaded.content
+    assert "consolidated into its memory" in unloaded.content
+    assert state.sessions == []
+    assert memory.consolidated == [("helper", "c2/helper")]  # once: the close found none left
+    main.assert_done()
+
+
+@tool(needs_approval=True)
+async def deploy(target: str) -> str:
+    """Deploy to a target."""
+    DEPLOYED.append(target)
+    return f"deployed {target}"
+
+
+DEPLOYED: list[str] = []
+
+
+async def test_an_approval_three_levels_down_is_answered_from_another_client(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    DEPLOYED.clear()
+    convs = await conversations(temporal_address)
+    main = ScriptedModel([delegate("a", "go"), last_result])
+    a = ScriptedModel([delegate("b", "go"), last_result])
+    b = ScriptedModel([delegate("c", "go"), last_result])
+    c = ScriptedModel([call_tool("deploy", {"target": "prod"}), last_result])
+    models = {"scripted:a": a, "scripted:b": b, "scripted:c": c}
+    roles = [role("a", "spawn_agent"), role("b", "spawn_agent"), role("c")]
+    runtime, _ = runtime_for(tmp_path, main, models, roles=roles, tools=[deploy])
+    other = TemporalConversations(await Client.connect(temporal_address),
+                                  task_queue=convs.task_queue)  # fmt: skip
+    async with make_worker(convs.client, runtime, convs.task_queue):
+        turn = asyncio.create_task(convs.send("c3", "deploy it"))
+        while not (pending := await other.approvals("c3")):
+            await asyncio.sleep(0.05)
+        state = await other.state("c3")
+        assert DEPLOYED == []  # it waits for the answer
+        await other.approve("c3", pending[0].id, allow=True)
+        reply = await turn
+        after = await other.state("c3")
+        await closed(convs, "c3")
+    [request] = pending
+    assert (request.tool, request.role, request.depth) == ("deploy", "c", 3)
+    assert request.agent_id.startswith("c3/a#") and "/b#" in request.agent_id
+    assert '"prod"' in request.arguments and request.reason
+    assert state.state == "paused" and [r["id"] for r in state.approvals] == [request.id]
+    paused = [n for n in state.sessions if n.state == "paused"]
+    assert [n.role for n in paused] == ["c"]
+    assert DEPLOYED == ["prod"]
+    assert reply.content == "got: got: got: got: deployed prod"
+    assert after.state == "idle" and after.approvals == []
+
+
+async def test_a_denied_approval_refuses_the_call_with_the_person_s_reason(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    DEPLOYED.clear()
+    convs = await conversations(temporal_address)
+    main = ScriptedModel([call_tool("deploy", {"target": "prod"}), last_result])
+    runtime, _ = runtime_for(tmp_path, main, {}, roles=[], tools=[deploy])
+    async with make_worker(convs.client, runtime, convs.task_queue):
+        turn = asyncio.create_task(convs.send("c4", "deploy it"))
+        while not (pending := await convs.approvals("c4")):
+            await asyncio.sleep(0.05)
+        await convs.approve("c4", pending[0].id, allow=False, message="not on a Friday")
+        reply = await turn
+    assert DEPLOYED == []
+    assert "did not approve" in reply.content and "not on a Friday" in reply.content
+
+
+def answered(messages: Sequence[Message], _tools: Sequence[ToolSpec]) -> str:
+    result = messages[-1]
+    assert isinstance(result, ToolResultMessage) and result.name == "AskParent"
+    return f"{result.content.capitalize()} it is."
+
+
+async def test_a_question_is_answered_after_every_worker_was_restarted(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    convs = await conversations(temporal_address)
+    asks = ScriptedModel([call_tool("AskParent", {"question": "Which colour?"})])
+    first, _ = runtime_for(tmp_path, asks, {}, roles=[])
+    async with make_worker(convs.client, first, convs.task_queue):
+        question = await convs.send("c5", "paint the shed")
+        state = await convs.state("c5")
+    then = ScriptedModel([answered])
+    second, _ = runtime_for(tmp_path, then, {}, roles=[])
+    async with make_worker(convs.client, second, convs.task_queue):  # a fresh worker
+        reply = await convs.answer("c5", "blue")
+        after = await convs.state("c5")
+    assert (question.stop_reason, question.content) == ("asking", "Which colour?")
+    assert (state.state, state.question) == ("paused", "Which colour?")
+    assert reply.content == "Blue it is." and reply.stop_reason == "final"
+    assert after.question is None and after.state == "idle"
+    then.assert_done()
+
+
+async def test_two_tenants_keep_their_session_trees_apart(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    states = {}
+    for tenant in ("a", "b"):
+        convs = await conversations(temporal_address, tenant)
+        main = ScriptedModel([delegate("helper", tenant, interactive=True), last_result])
+        helper = ScriptedModel([heard])
+        runtime, _ = runtime_for(tmp_path / tenant, main, {"scripted:helper": helper},
+                                 roles=[role("helper")], tenant=tenant)  # fmt: skip
+        async with make_worker(convs.client, runtime, convs.task_queue):
+            reply = await convs.send("same", "hi")
+            states[tenant] = await convs.state("same")
+            await closed(convs, "same")
+        assert reply.content == f"got: heard: {tenant}"
+    trees = {t: [n.workflow_id for n in s.sessions] for t, s in states.items()}
+    assert trees["a"][0].startswith("retinue/a/same/") and len(trees["a"]) == 1
+    assert trees["b"][0].startswith("retinue/b/same/") and len(trees["b"]) == 1
