@@ -69,7 +69,6 @@ from retinue.engine.loop import STEERING_NOTE
 from retinue.engine.session import current_session
 from retinue.llm.base import Model, ToolSpec
 from retinue.memory import PostgresMemory
-from retinue.memory.journal import SessionJournal, SessionRecord
 from retinue.messages import (
     AssistantMessage,
     Message,
@@ -82,6 +81,7 @@ from retinue.policy.approvals import Approval, ApprovalRequest
 from retinue.policy.gate import Policy
 from retinue.policy.rules import RuleSet
 from retinue.runtime import Conversation, Runtime
+from retinue.store.journal import SessionJournal, SessionRecord
 from retinue.subagents import Role
 from retinue.testing import ScriptedModel, call_tool
 from retinue.tools import tool

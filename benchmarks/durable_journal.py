@@ -4,7 +4,7 @@ Run: ``uv run python benchmarks/durable_journal.py`` (PostgreSQL binaries must b
 as for the tests). Writes ``benchmarks/results/durable_journal.json``.
 
 With ``durable_sessions`` on, the engine calls :meth:`SessionJournal.record
-<retinue.memory.journal.SessionJournal.record>` after every model reply and every tool
+<retinue.store.journal.SessionJournal.record>` after every model reply and every tool
 result. What is measured is that call for the usual step: a history that grew by a **2-message
 tail** (an assistant reply asking for a tool, and the tool's result, about 0.5 KB each),
 ``keep`` = what was recorded before, with a record carrying some steering, usage and a small
@@ -47,7 +47,6 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from _common import load_average, write_result  # noqa: E402
 
 from retinue.memory import MemoryBackend, PostgresMemory, SQLiteMemory, open_store  # noqa: E402
-from retinue.memory.journal import SessionRecord  # noqa: E402
 from retinue.messages import (  # noqa: E402
     AssistantMessage,
     Message,
@@ -56,6 +55,7 @@ from retinue.messages import (  # noqa: E402
     ToolResultMessage,
     UserMessage,
 )
+from retinue.store.journal import SessionRecord  # noqa: E402
 
 Step = Callable[[str, list[Message], int], Awaitable[None]]
 """Record one step: (session id, history, keep)."""

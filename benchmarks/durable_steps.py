@@ -11,7 +11,7 @@ where that venv has ``dbos`` and ``psycopg[binary]`` (DBOS is *not* a Retinue de
   each step's output in its system database);
 * *Retinue*: the smallest honest prototype on the store the service already has: a
   workflow is a stored conversation, each step appends one message and saves it with
-  :meth:`ConversationStore.save <retinue.memory.conversations.ConversationStore.save>`
+  :meth:`ConversationStore.save <retinue.store.conversations.ConversationStore.save>`
   (``keep``: only the new row is written, one transaction), as the service saves a turn.
 
 Each on SQLite (a file in a temporary folder) and on PostgreSQL (a throwaway server started

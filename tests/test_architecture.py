@@ -1,6 +1,16 @@
 """Dependencies point one way: cli/server -> runtime/durable -> subagents/engine/mcp -> policy ->
-llm/tools/memory -> messages/errors/events/config. Nothing imports from a layer above its own,
-and no module of retinue imports, directly or through others, a module that imports it back.
+llm/tools/memory -> store -> messages/errors/events/config. Nothing imports from a layer above
+its own, and no module of retinue imports, directly or through others, a module that imports
+it back.
+
+``store`` (conversations, the step journal, task lists, leases, transcripts, media, and the
+database plumbing under them) sits one layer below ``memory``: each memory backend
+(``SQLiteMemory``, ``PostgresMemory``) is its database's store with agents' memory on top,
+so ``memory`` imports ``store`` and never the other way; and ``tools`` (the transcript
+tools), ``engine`` and everything above reach the records without loading memory's
+consolidation. The MCP server (``mcp.server``) is a surface like ``server``, beside the MCP
+client at the orchestration layer; the A2A model adapter (``llm.a2a``) needs the trust store
+of ``policy``, so it sits at policy's layer, below the sub-agent factory that uses it.
 
 Which imports count, for both rules: every ``import`` / ``from ... import`` statement of a
 module, wherever it stands: at module level, inside a function (a deferred import is still a
@@ -25,12 +35,16 @@ PACKAGE = Path(retinue.__file__).parent
 # the layer of each top-level module or subpackage; a module may import its own layer or lower
 LAYERS = {
     "errors": 0, "messages": 0, "events": 0, "config": 0, "_tasks": 0, "safe_text": 0,
-    "llm": 1, "tools": 1, "memory": 1, "testing": 1, "telemetry": 1,
-    "policy": 2,
-    "engine": 3, "subagents": 3, "mcp": 3, "skills": 3,
-    "runtime": 4, "agent": 4, "durable": 4, "saved": 4, "temporal": 4,
-    "a2a.client": 3,  # a remote A2A agent as a role's model: the sub-agent factory uses it
-    "cli": 5, "server": 5, "a2a": 5, "__main__": 5, "__init__": 5,
+    "_deprecated": 0,
+    "store": 1,  # records below memory: memory's backends build on a store, never the reverse
+    "llm": 2, "tools": 2, "memory": 2, "testing": 2, "telemetry": 2,
+    "policy": 3,
+    "llm.a2a": 3,  # a remote A2A agent as a role's model: asks the trust store (policy)
+    "engine": 4, "subagents": 4, "mcp": 4, "skills": 4,
+    "a2a.client": 4,  # deprecated alias of llm.a2a: the sub-agent factory used it
+    "runtime": 5, "agent": 5, "durable": 5, "saved": 5, "temporal": 5,
+    "cli": 6, "server": 6, "a2a": 6, "__main__": 6, "__init__": 6,
+    "mcp.server": 6,  # Retinue's roles served over MCP: a surface, like server
 }  # fmt: skip
 
 
@@ -257,3 +271,18 @@ def test_no_getattr_reaches_through_a_tool_context() -> None:
         for line in getattr_through_contexts(path.read_text())
     ]
     assert offenders == []
+
+
+def test_memory_builds_on_the_store_and_never_the_reverse() -> None:
+    graph = import_graph()
+    reverse = sorted(
+        f"{name} imports {target}"
+        for name, targets in graph.items()
+        if name.startswith("retinue.store")
+        for target in targets
+        if not target.startswith(("retinue.store", "retinue.errors", "retinue.messages"))
+        and target not in {"retinue.config"}
+    )
+    assert reverse == [], "the store needs only the core (errors, messages, config)"
+    assert "retinue.store.sqlite" in graph["retinue.memory.sqlite"]
+    assert "retinue.store.postgres" in graph["retinue.memory.postgres"]

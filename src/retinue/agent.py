@@ -45,7 +45,6 @@ from retinue.llm.base import Model
 from retinue.llm.resolve import resolve_model
 from retinue.llm.settings import ModelSettings, with_settings
 from retinue.memory import MemoryBackend, open_store
-from retinue.memory.conversations import ConversationStore
 from retinue.messages import Content
 from retinue.policy.approvals import Approver
 from retinue.policy.guards import Guard
@@ -54,6 +53,7 @@ from retinue.policy.settings import SettingSource
 from retinue.policy.settings import setting_sources as checked_sources
 from retinue.runtime import Conversation, Runtime, choose_model, role_tools
 from retinue.saved import SavedConversation, parse_export
+from retinue.store.conversations import ConversationStore
 from retinue.subagents.roles import Role, valid_name
 from retinue.subagents.tools import NO_ANSWER
 from retinue.tools.base import Tool, tool
@@ -119,7 +119,7 @@ class Agent(Generic[DepsT, OutputT]):
     ``store`` keeps the conversations asked for by id (``agent.conversation("abc")``):
     by default the memory store (SQLite in the data directory, or the settings'
     ``database_url``), else a PostgreSQL URL or a
-    :class:`~retinue.memory.conversations.ConversationStore`.
+    :class:`~retinue.store.conversations.ConversationStore`.
     """
 
     def __init__(

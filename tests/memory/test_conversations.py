@@ -9,7 +9,6 @@ from collections.abc import Callable
 import pytest
 
 from retinue.memory import MemoryBackend
-from retinue.memory.conversations import TITLE_CHARS, ConversationStore
 from retinue.messages import (
     AssistantMessage,
     Message,
@@ -18,6 +17,7 @@ from retinue.messages import (
     ToolResultMessage,
     UserMessage,
 )
+from retinue.store.conversations import TITLE_CHARS, ConversationStore
 
 
 @pytest.fixture

@@ -14,15 +14,6 @@ import pytest
 
 from retinue.errors import MemoryStoreError
 from retinue.memory import MemoryBackend, PostgresMemory, SQLiteMemory
-from retinue.memory import _pg_schema as pg_schema
-from retinue.memory import schema as sqlite_schema
-from retinue.memory.journal import (
-    IN_FLIGHT,
-    MAX_EXTRA_CHARS,
-    RESUMABLE_STATES,
-    SessionJournal,
-    SessionRecord,
-)
 from retinue.messages import (
     AssistantMessage,
     Message,
@@ -30,6 +21,14 @@ from retinue.messages import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
+)
+from retinue.store import pg_schema, sqlite_schema
+from retinue.store.journal import (
+    IN_FLIGHT,
+    MAX_EXTRA_CHARS,
+    RESUMABLE_STATES,
+    SessionJournal,
+    SessionRecord,
 )
 
 
@@ -279,7 +278,7 @@ async def test_what_a_record_may_hold_is_bounded_with_a_clear_error(
         await journal.record("t", rec("a", extra={"x": object()}), [])
     with pytest.raises(MemoryStoreError, match="state 'lost' is not one of"):
         await journal.record("t", rec("a", "lost"), [])
-    monkeypatch.setattr("retinue.memory.journal.MAX_SESSION_MESSAGES", 3)
+    monkeypatch.setattr("retinue.store.journal.MAX_SESSION_MESSAGES", 3)
     with pytest.raises(MemoryStoreError, match="4 messages is more than"):
         await journal.record("t", rec("a"), [UserMessage("m")] * 4)
     assert await journal.records(None) == []  # nothing was written

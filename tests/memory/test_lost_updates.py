@@ -14,8 +14,9 @@ from pathlib import Path
 from memory.backends import kept
 from retinue.llm.base import ToolSpec
 from retinue.memory import MemoryBackend, PostgresMemory, SQLiteMemory
-from retinue.memory.text import merge_lines, scrub
+from retinue.memory.text import merge_lines
 from retinue.messages import AssistantMessage, Message, UserMessage
+from retinue.store.text import scrub
 from retinue.testing import ScriptedModel, call_tool
 
 SESSION = [UserMessage("Remember this."), AssistantMessage("Noted.")]

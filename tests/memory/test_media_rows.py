@@ -8,7 +8,6 @@ from collections.abc import Callable
 import pytest
 
 from retinue.memory import MemoryBackend
-from retinue.memory.conversations import ConversationStore
 from retinue.messages import (
     AssistantMessage,
     DocumentPart,
@@ -18,6 +17,7 @@ from retinue.messages import (
     ToolResultMessage,
     UserMessage,
 )
+from retinue.store.conversations import ConversationStore
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
 PDF = b"%PDF-1.7\n1 0 obj << /Type /Page >> endobj\n%%EOF\n"

@@ -14,7 +14,6 @@ import pytest
 
 from retinue.errors import MemoryStoreError
 from retinue.memory import MemoryBackend, SQLiteMemory, open_memory
-from retinue.memory.media import MediaRoom, MediaStore, MediaStoreFull
 from retinue.messages import (
     AssistantMessage,
     DocumentPart,
@@ -23,6 +22,7 @@ from retinue.messages import (
     ToolResultMessage,
     UserMessage,
 )
+from retinue.store.media import MediaRoom, MediaStore, MediaStoreFull
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40
 PDF = b"%PDF-1.7\n1 0 obj << /Type /Page >> endobj\n%%EOF\n"

@@ -12,9 +12,9 @@ import pytest
 from memory.backends import ready, write_inflight
 from retinue.errors import MemoryStoreError
 from retinue.memory import MemoryBackend, PostgresMemory
-from retinue.memory._pg_schema import SCHEMA_VERSION
 from retinue.memory.embeddings import Embedder
 from retinue.messages import AssistantMessage, UserMessage
+from retinue.store.pg_schema import SCHEMA_VERSION
 
 SESSION = [UserMessage("Remember this."), AssistantMessage("Noted.")]
 

@@ -8,7 +8,6 @@ from collections.abc import Callable
 import pytest
 
 from retinue.memory import MemoryBackend
-from retinue.memory.conversations import ConversationStore
 from retinue.messages import (
     AssistantMessage,
     Message,
@@ -17,6 +16,7 @@ from retinue.messages import (
     ToolResultMessage,
     UserMessage,
 )
+from retinue.store.conversations import ConversationStore
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 
 from retinue.errors import MemoryStoreError
 from retinue.memory import SQLiteMemory
-from retinue.memory.schema import MIGRATIONS, SCHEMA_VERSION
+from retinue.store.sqlite_schema import MIGRATIONS, SCHEMA_VERSION
 
 
 async def test_a_v1_database_is_upgraded_and_keeps_its_data(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from retinue.memory import open_memory
-from retinue.memory.tasks import TaskConflictError
+from retinue.store.tasks import TaskConflictError
 
 
 async def test_a_task_is_not_completed_while_a_reopened_dependency_is_open(

@@ -14,8 +14,7 @@ import pytest
 
 from retinue.errors import MemoryStoreError
 from retinue.memory import MemoryBackend, open_memory
-from retinue.memory.base import TaskStore
-from retinue.memory.tasks import Task, TaskConflictError
+from retinue.store.tasks import Task, TaskConflictError, TaskStore
 
 pytestmark = pytest.mark.timeout(60)
 

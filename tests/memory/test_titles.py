@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from retinue.memory.conversations import TITLE_CHARS, title_of
 from retinue.messages import AssistantMessage, SystemMessage, UserMessage
+from retinue.store.conversations import TITLE_CHARS, title_of
 
 SEEDED = (
     "[Earlier in this conversation, as the client sent it:]\n"

@@ -11,13 +11,6 @@ from pathlib import Path
 import pytest
 
 from retinue.memory import MemoryBackend, PostgresMemory, open_memory
-from retinue.memory.schema import MIGRATIONS
-from retinue.memory.transcripts import (
-    TranscriptStore,
-    TranscriptSummary,
-    entries_of,
-    transcript_id,
-)
 from retinue.messages import (
     AssistantMessage,
     Message,
@@ -27,6 +20,8 @@ from retinue.messages import (
     ToolResultMessage,
     UserMessage,
 )
+from retinue.store.sqlite_schema import MIGRATIONS
+from retinue.store.transcripts import TranscriptStore, TranscriptSummary, entries_of, transcript_id
 
 
 @pytest.fixture

@@ -207,8 +207,8 @@ async def test_the_main_agents_question_is_answered_after_a_restart(tmp_path: Pa
 async def test_a_conversation_only_recorded_in_the_journal_is_listed(tmp_path: Path) -> None:
     """A worker died before it saved the history: the journal's record is all there is, and
     the list shows the conversation before anyone recovers it (issue 41)."""
-    from retinue.memory.journal import SessionRecord
     from retinue.messages import SystemMessage, UserMessage
+    from retinue.store.journal import SessionRecord
 
     host = host_on(tmp_path, ScriptedModel(), ScriptedModel(name="scripted:helper"))
     try:

@@ -261,8 +261,8 @@ async def test_each_mcp_http_token_is_its_own_parent(tmp_path: Path) -> None:
     from mcp.shared._httpx_utils import create_mcp_http_client
 
     from retinue.config import Settings
+    from retinue.mcp.server.serve import build_server
     from retinue.runtime import Runtime
-    from retinue.server.mcp_serve import build_server
     from retinue.server.security import Guard, Security, ensure_token
 
     agents = tmp_path / ".retinue" / "agents"

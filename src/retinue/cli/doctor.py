@@ -525,7 +525,8 @@ def check_memory_server(url: str, *, timeout: float = 15.0) -> Check:
 
     from retinue.errors import RetinueError
     from retinue.memory import open_store
-    from retinue.memory.postgres import PostgresMemory, describe_url
+    from retinue.memory.postgres import PostgresMemory
+    from retinue.store.postgres import describe_url
 
     name = "memory database"
     fix = (

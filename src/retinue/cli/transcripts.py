@@ -1,5 +1,5 @@
 """``retinue sessions --ended``, ``retinue sessions show ID`` and ``retinue sessions search
-TEXT``: the transcripts of ended sessions (see :mod:`retinue.memory.transcripts`).
+TEXT``: the transcripts of ended sessions (see :mod:`retinue.store.transcripts`).
 
 They read the store of this data directory (PostgreSQL when ``database_url`` is set), for the
 settings' tenant, whether or not a service runs: what ``retinue run``, ``retinue chat`` and
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from retinue.memory import MemoryBackend
-    from retinue.memory.transcripts import Transcript, TranscriptStore, TranscriptSummary
+    from retinue.store.transcripts import Transcript, TranscriptStore, TranscriptSummary
 
 __all__ = ["ended", "search", "show"]
 
@@ -92,7 +92,7 @@ def ended(*, as_json: bool = False, limit: int = 100) -> None:
 
 def show(tid: str, *, as_json: bool = False) -> None:
     """Print one transcript: its summary, its entries, and the sessions it started."""
-    from retinue.memory.transcripts import children_of, valid_transcript_id
+    from retinue.store.transcripts import children_of, valid_transcript_id
 
     if not valid_transcript_id(tid):
         console(stderr=True).print(f"[red]error:[/red] bad transcript id {escape(tid)!r}")

@@ -1,11 +1,15 @@
-"""Long-term memory of agents: core blocks, archival passages, consolidation.
+"""Long-term memory of agents: core blocks, archival passages, consolidation, embeddings.
 
 ``open_memory(home)`` opens the embedded store (``<home>/memory.db``); ``open_store(home,
 database_url)`` opens :class:`PostgresMemory` instead when a ``postgresql://`` URL is given
 (several workers sharing one database). The sub-agent manager uses a store through
-:class:`Memory`, the memory tools and the CLI through :class:`MemoryStore`; durable sessions
-are recorded in a store's ``journal`` (a :class:`SessionJournal` of :class:`SessionRecord`).
+:class:`Memory`, the memory tools and the CLI through :class:`MemoryStore`.
 A :class:`SharedBlock` names a block several roles share (``Role(shared_memory=...)``).
+Each backend is built on the :mod:`retinue.store` of its database (:class:`SQLiteMemory` on
+``SQLiteStore``, :class:`PostgresMemory` on ``PostgresStore``), which owns the connection
+and keeps what is not memory: conversations, the step journal, task lists, leases,
+transcripts and media. ``SessionJournal`` and ``SessionRecord`` are exported here as a
+deprecated alias of :mod:`retinue.store.journal`'s for one release.
 """
 
 from __future__ import annotations
@@ -18,11 +22,11 @@ from retinue.errors import ConfigError
 from retinue.memory.base import Memory
 from retinue.memory.consolidate import ConsolidationOptions, ConsolidationResult, RetryReport
 from retinue.memory.embeddings import Embedder, OpenAIEmbedder, embedder_from_env
-from retinue.memory.journal import SessionJournal, SessionRecord
-from retinue.memory.media import DEFAULT_MEDIA_MAX_BYTES
 from retinue.memory.postgres import PostgresMemory
 from retinue.memory.sqlite import SQLiteMemory
 from retinue.memory.store import DEFAULT_BLOCK_LIMITS, Block, MemoryStore, Passage, SharedBlock
+from retinue.store.journal import SessionJournal, SessionRecord  # deprecated here: retinue.store
+from retinue.store.media import DEFAULT_MEDIA_MAX_BYTES
 
 __all__ = [
     "DEFAULT_BLOCK_LIMITS",

@@ -8,6 +8,8 @@ consolidation. Stores (SQLite, PostgreSQL) and the consolidation step live behin
 one), so it imports neither concrete store and they can import it. :data:`MAX_PASSAGE_CHARS`
 bounds one archival passage wherever one is written (the memory tools, an import), since
 passages similar to a session are sent with every consolidation request of their role.
+(``TaskStore``, ``KeepsTasks`` and ``task_store`` moved to :mod:`retinue.store.tasks`; the
+names here are a deprecated alias for one release.)
 """
 
 from __future__ import annotations
@@ -18,11 +20,11 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from retinue.errors import MemoryStoreError
 from retinue.messages import Message
+from retinue.store.tasks import KeepsTasks, TaskStore, task_store  # deprecated alias here
 
 if TYPE_CHECKING:
     from retinue.llm.base import Model
     from retinue.memory.store import Block, Passage
-    from retinue.memory.tasks import Task
 
 __all__ = [
     "MAX_PASSAGE_CHARS",
@@ -144,48 +146,3 @@ class ConsolidationStore(Protocol):
     async def search(self, tenant: str, role: str, query: str, limit: int = 5) -> list[Passage]: ...
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]] | None: ...
-
-
-@runtime_checkable
-class TaskStore(Protocol):
-    """The shared task lists of parent trees ("teams"; :mod:`retinue.memory.tasks`), at a
-    store's ``tasks``. ``update`` decides and writes in one transaction: claims are atomic."""
-
-    async def create(
-        self, tenant: str, team: str, subject: str, description: str, blocked_by: Sequence[int]
-    ) -> Task: ...
-
-    async def list(self, tenant: str, team: str) -> list[Task]: ...
-
-    async def get(self, tenant: str, team: str, task_id: int) -> Task | None: ...
-
-    async def update(
-        self,
-        tenant: str,
-        team: str,
-        task_id: int,
-        *,
-        actor: str,
-        status: str | None = None,
-        owner: str | None = None,
-    ) -> Task: ...
-
-    async def release(self, tenant: str, team: str, owner: str) -> list[int]:
-        """Put the tasks ``owner`` holds and did not complete back (pending, unowned): the
-        ids released. A session's end does this, so its tasks do not stay claimed."""
-        ...
-
-
-@runtime_checkable
-class KeepsTasks(Protocol):
-    """A memory store that also keeps the teams' task lists (both of Retinue's stores do;
-    a program's own :class:`Memory` need not)."""
-
-    @property
-    def tasks(self) -> TaskStore: ...
-
-
-def task_store(memory: object) -> TaskStore | None:
-    """The task lists of a memory store, if it keeps them."""
-    tasks = memory.tasks if isinstance(memory, KeepsTasks) else None
-    return tasks if isinstance(tasks, TaskStore) else None

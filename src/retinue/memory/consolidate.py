@@ -45,7 +45,7 @@ from retinue.llm.tokens import estimate_text_tokens
 from retinue.memory.base import ConsolidationOptions, ConsolidationStore, NewPassage
 from retinue.memory.pending import PendingTranscript
 from retinue.memory.store import Block, Passage, SharedBlock
-from retinue.memory.text import normalize, scrub
+from retinue.memory.text import normalize
 from retinue.messages import (
     AssistantMessage,
     Message,
@@ -53,6 +53,7 @@ from retinue.messages import (
     ToolResultMessage,
     UserMessage,
 )
+from retinue.store.text import scrub
 from retinue.telemetry import trace as _tel
 
 if TYPE_CHECKING:

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from retinue.config import make_private_dir
-from retinue.memory.text import scrub
 from retinue.messages import Message, from_dict, to_dict
+from retinue.store.text import scrub
 
 __all__ = ["PendingStore", "PendingTranscript"]
 

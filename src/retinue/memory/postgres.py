@@ -5,13 +5,9 @@ database. It implements the same faces as :class:`~retinue.memory.sqlite.SQLiteM
 (:class:`~retinue.memory.base.Memory` and :class:`~retinue.memory.store.MemoryStore`), and
 consolidation (:mod:`retinue.memory.consolidate`) runs unchanged on top of it.
 
-- The driver is psycopg 3 with ``psycopg_pool.AsyncConnectionPool`` rather than asyncpg:
-  native asyncio *and* a synchronous API in one library (the test server helper uses the
-  latter), libpq underneath (every ``postgresql://`` URL option, ``PG*`` variable, SSL
-  mode and ``.pgpass`` works as in ``psql``), the project's own ``postgres`` extra, and
-  fast enough here (the database is not the bottleneck, see ``benchmarks/workers_bench.py``).
-  The pool opens on first use, so the store is built without an event loop, like the SQLite
-  one; a pool belongs to the loop that opened it.
+- The pool, the schema and the records that are not memory (conversations and their
+  leases, the journal, task lists, transcripts) are
+  :class:`~retinue.store.postgres.PostgresStore`'s, which this store extends.
 - Every write transaction of a ``(tenant, role)`` scope first takes a transaction-scoped
   advisory lock on that scope, so the read-modify-write of a block, the near-duplicate check
   of a passage and a consolidation's write are serialised per scope across workers, as
@@ -21,9 +17,6 @@ consolidation (:mod:`retinue.memory.consolidate`) runs unchanged on top of it.
   :class:`Embedder`, it is fused with vector similarity: pgvector's ``<=>`` when the server
   has the extension, otherwise cosine over the stored float blobs in Python, as in SQLite
   (a one-time notice says so).
-- Conversations (:attr:`PostgresMemory.conversations`) live in the same database, with the
-  per-conversation leases that let any worker take any conversation's next turn
-  (:mod:`retinue.memory.pg_conversations`).
 - Transcripts waiting for consolidation live in ``pending_consolidations`` rather than in a
   local folder, so any worker retries any failed one; a worker claims work with
   ``FOR UPDATE SKIP LOCKED`` and a lease (:class:`PgPendingQueue`).
@@ -42,8 +35,6 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from retinue.errors import MemoryStoreError
-from retinue.memory._pg_schema import enable_pgvector, migrate
 from retinue.memory.base import ConsolidationOptions, NewPassage, check_passage
 from retinue.memory.common import (
     NEAR_DUPLICATE,
@@ -57,20 +48,16 @@ from retinue.memory.common import (
     replacing,
 )
 from retinue.memory.embeddings import VECTOR_SCAN_LIMIT, Embedder, pack, top_by_cosine
-from retinue.memory.media import DEFAULT_MEDIA_MAX_BYTES
 from retinue.memory.pending import PendingTranscript
-from retinue.memory.pg_conversations import PgConversations
-from retinue.memory.pg_journal import PgJournal
-from retinue.memory.pg_media import PgMedia
-from retinue.memory.pg_transcripts import PgTranscripts
 from retinue.memory.store import DEFAULT_BLOCK_LIMITS, SHARED_SCOPE, Block, Passage
-from retinue.memory.tasks import PgTasks
-from retinue.memory.text import normalize, pg_text
+from retinue.memory.text import normalize
 from retinue.messages import Message, from_dict, to_dict
+from retinue.store.media import DEFAULT_MEDIA_MAX_BYTES
+from retinue.store.postgres import PostgresStore, describe_url
+from retinue.store.text import pg_text
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
-    from psycopg_pool import AsyncConnectionPool
 
 __all__ = ["PgPendingQueue", "PostgresMemory", "describe_url", "pg_text"]
 
@@ -81,18 +68,6 @@ _BM25_K1 = 1.2
 _BM25_B = 0.75
 _MAX_TERMS = 64
 _CLAIM_SECONDS = 300.0  # the lease of a worker on a transcript it is retrying
-
-
-def describe_url(url: str) -> str:
-    """``host:port/dbname`` of a connection URL, never its password (for messages)."""
-    from psycopg.conninfo import conninfo_to_dict
-
-    try:
-        info = conninfo_to_dict(url)
-    except Exception:
-        return "PostgreSQL (unparsable URL)"
-    host, port = info.get("host", "localhost"), info.get("port", 5432)
-    return f"PostgreSQL {host}:{port}/{info.get('dbname', '')}"
 
 
 def _hash(text: str) -> str:
@@ -108,8 +83,9 @@ def _tsquery(words: Sequence[str]) -> str:
     return " or ".join(f'"{w}"' for w in words)
 
 
-class PostgresMemory(StoreCommon):
-    """Memory for every ``(tenant, role)`` scope in one PostgreSQL database."""
+class PostgresMemory(PostgresStore, StoreCommon):
+    """Memory for every ``(tenant, role)`` scope in one PostgreSQL database, on a
+    :class:`~retinue.store.postgres.PostgresStore` (its pool, and the other records)."""
 
     def __init__(
         self,
@@ -121,106 +97,14 @@ class PostgresMemory(StoreCommon):
         pool_size: int = 10,
         media_max_bytes: int = DEFAULT_MEDIA_MAX_BYTES,
     ) -> None:
-        self.url = url
-        self.where = describe_url(url)
+        PostgresStore.__init__(self, url, pool_size=pool_size, media_max_bytes=media_max_bytes)
         self.embedder = embedder
         self.block_limits = dict(block_limits)
         self.options = options or ConsolidationOptions()
         self.pending = PgPendingQueue(self)
-        self.conversations = PgConversations(self, PgMedia(media_max_bytes))
-        """The main agent's stored conversations, with leases for several workers (images
-        and PDFs in their own table, :mod:`retinue.memory.pg_media`)."""
-        self.tasks = PgTasks(self)
-        """The teams' shared task lists (a ``TaskStore``), claims atomic across workers."""
-        self.journal = PgJournal(self)
-        """Durable sessions' records and histories (a ``SessionJournal``), one statement per
-        operation."""
-        self.transcripts = PgTranscripts(self)
-        """Ended sessions' transcripts (a ``TranscriptStore``), searched by ``tsvector``."""
-        self.pool_size = pool_size
-        self.pgvector = False
-        self._pool: AsyncConnectionPool[AsyncConnection] | None = None
-        self._opening = asyncio.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._vector_notice = False
 
     # -- plumbing ---------------------------------------------------------------------
-
-    async def pool(self) -> AsyncConnectionPool[AsyncConnection]:
-        """The connection pool, opened (and the schema migrated) on first use.
-
-        A pool belongs to the event loop that opened it: used from another loop (code that
-        calls ``asyncio.run`` more than once), the store opens a new pool there and leaves
-        the old one's connections to be closed with it.
-        """
-        loop = asyncio.get_running_loop()
-        if self._loop is not loop:
-            self._pool, self._loop, self._opening = None, loop, asyncio.Lock()
-        if self._pool is not None:
-            return self._pool
-        async with self._opening:
-            if self._pool is None:
-                self._pool = await self._open()
-        return self._pool
-
-    async def _open(self) -> AsyncConnectionPool[AsyncConnection]:
-        """Migrate over one connection first (a refused one fails at once, with its
-        reason), then open the pool."""
-        import psycopg
-        from psycopg import AsyncConnection
-        from psycopg_pool import AsyncConnectionPool
-
-        try:
-            conn = await AsyncConnection.connect(self.url, autocommit=True, connect_timeout=10)
-            async with conn:
-                await migrate(conn)
-                self.pgvector = await enable_pgvector(conn)
-        except psycopg.Error as exc:
-            problem = _first_line(exc)
-            raise MemoryStoreError(f"cannot open memory database {self.where}: {problem}") from None
-        pool = AsyncConnectionPool(
-            self.url,
-            connection_class=AsyncConnection,
-            min_size=1,
-            max_size=self.pool_size,
-            open=False,
-            kwargs={"autocommit": True},
-            name="retinue-memory",
-        )
-        await pool.open()
-        return pool
-
-    async def aclose(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            await pool.close()
-
-    def close(self) -> None:
-        """:meth:`aclose` for code without a loop: closed on the pool's own loop if it still
-        runs or can run; a pool whose loop is gone is left to close with the process."""
-        pool, loop, self._pool = self._pool, self._loop, None
-        if pool is None or loop is None or loop.is_closed():
-            return
-        if loop.is_running():
-            task = loop.create_task(pool.close())
-            _closing.add(task)
-            task.add_done_callback(_closing.discard)
-        else:
-            loop.run_until_complete(pool.close(timeout=2.0))
-
-    @contextlib.asynccontextmanager
-    async def connection(self) -> AsyncIterator[AsyncConnection]:
-        """A pooled connection (autocommit); database errors become ``MemoryStoreError``."""
-        import psycopg
-
-        pool = await self.pool()
-        try:
-            async with pool.connection() as conn:
-                yield conn
-        except psycopg.Error as exc:
-            raise MemoryStoreError(
-                f"memory database {self.where} failed: {_first_line(exc)}"
-            ) from None
 
     @contextlib.asynccontextmanager
     async def _tx(self, tenant: str, role: str) -> AsyncIterator[AsyncConnection]:
@@ -228,11 +112,6 @@ class PostgresMemory(StoreCommon):
         async with self.connection() as conn, conn.transaction():
             await _lock(conn, tenant, role)
             yield conn
-
-    async def _read(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
-        async with self.connection() as conn:
-            cur = await conn.execute(sql, params)  # pyright: ignore[reportArgumentType]
-            return await cur.fetchall()
 
     # -- core blocks ------------------------------------------------------------------
 
@@ -456,14 +335,6 @@ async def _lock(conn: AsyncConnection, tenant: str, scope: str) -> None:
     await conn.execute(
         "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{len(tenant)}:{tenant}{scope}",)
     )
-
-
-_closing: set[asyncio.Task[None]] = set()
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _vector_literal(vector: Sequence[float]) -> str:

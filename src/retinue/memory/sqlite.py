@@ -1,27 +1,23 @@
 """The embedded memory store: core blocks and archival passages in one SQLite file.
 
-One connection per store in WAL mode (readers never block the writer, a killed process
-loses nothing committed), guarded by a lock and driven from worker threads, so one store
-serves many asyncio tasks; several processes may open the same file. Archival search is
-FTS5 with BM25, fused with cosine similarity when an :class:`Embedder` is configured.
+Built on :class:`~retinue.store.sqlite.SQLiteStore`, which owns the connection (WAL mode,
+one lock, worker threads) and keeps the other records of the same database. Archival search
+is FTS5 with BM25, fused with cosine similarity when an :class:`Embedder` is configured.
 Consolidation itself lives in :mod:`retinue.memory.consolidate`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import hashlib
 import logging
 import re
 import sqlite3
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from retinue.errors import MemoryStoreError
 from retinue.memory.base import ConsolidationOptions, NewPassage, check_passage
 from retinue.memory.common import (
     NEAR_DUPLICATE,
@@ -35,15 +31,12 @@ from retinue.memory.common import (
     replacing,
 )
 from retinue.memory.embeddings import VECTOR_SCAN_LIMIT, Embedder, pack, top_by_cosine
-from retinue.memory.media import DEFAULT_MEDIA_MAX_BYTES, MediaStore
 from retinue.memory.pending import PendingStore
-from retinue.memory.schema import migrate
-from retinue.memory.sqlite_conversations import SQLiteConversations
-from retinue.memory.sqlite_journal import SQLiteJournal
-from retinue.memory.sqlite_transcripts import SQLiteTranscripts
 from retinue.memory.store import DEFAULT_BLOCK_LIMITS, SHARED_SCOPE, Block, Passage
-from retinue.memory.tasks import SQLiteTasks
-from retinue.memory.text import normalize, scrub
+from retinue.memory.text import normalize
+from retinue.store.media import DEFAULT_MEDIA_MAX_BYTES
+from retinue.store.sqlite import SQLiteStore
+from retinue.store.text import scrub
 
 __all__ = ["NewPassage", "SQLiteMemory", "fts_query", "normalize"]
 
@@ -62,13 +55,13 @@ def _hash(text: str) -> str:
     return hashlib.sha256(normalize(text).encode()).hexdigest()
 
 
-class SQLiteMemory(StoreCommon):
+class SQLiteMemory(SQLiteStore, StoreCommon):
     """Memory for every ``(tenant, role)`` scope in one SQLite database.
 
     Implements :class:`~retinue.memory.base.Memory` (``render``, ``consolidate``) for the
-    sub-agent manager and :class:`~retinue.memory.store.MemoryStore` for tools and the CLI;
-    :attr:`conversations` is the service's
-    :class:`~retinue.memory.conversations.ConversationStore` in the same database.
+    sub-agent manager and :class:`~retinue.memory.store.MemoryStore` for tools and the CLI,
+    on a :class:`~retinue.store.sqlite.SQLiteStore` (the connection, and the service's
+    conversations, the journal, task lists and transcripts in the same database).
     """
 
     def __init__(
@@ -81,68 +74,11 @@ class SQLiteMemory(StoreCommon):
         options: ConsolidationOptions | None = None,
         media_max_bytes: int = DEFAULT_MEDIA_MAX_BYTES,
     ) -> None:
-        self.path = path
+        SQLiteStore.__init__(self, path, media_max_bytes=media_max_bytes)
         self.embedder = embedder
         self.block_limits = dict(block_limits)
         self.pending = PendingStore(pending_dir or path.parent / "pending")
         self.options = options or ConsolidationOptions()
-        self._lock = threading.Lock()
-        from retinue.config import create_private_file, make_private_dir
-
-        try:  # conversations and memory are the user's alone: a new folder 0700, files 0600
-            make_private_dir(path.parent)
-            create_private_file(path)  # SQLite gives the -wal and -shm files this file's mode
-            self._conn = sqlite3.connect(
-                path, isolation_level=None, check_same_thread=False, timeout=30.0
-            )
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            migrate(self._conn)
-        except (sqlite3.Error, OSError) as exc:
-            raise MemoryStoreError(f"cannot open memory database {path}: {exc}") from None
-        self.media = MediaStore(path.parent / "media", media_max_bytes)
-        """The images and PDFs of stored conversations, out of their rows."""
-        self.conversations = SQLiteConversations(self._tx, self._read, self.media)
-        """The main agent's stored conversations (a ``ConversationStore``), in this file."""
-        self.tasks = SQLiteTasks(self._tx, self._read)
-        """The teams' shared task lists (a ``TaskStore``), in this file."""
-        self.journal = SQLiteJournal(self._tx, self._read)
-        """Durable sessions' records and histories (a ``SessionJournal``), in this file."""
-        self.transcripts = SQLiteTranscripts(self._tx, self._read)
-        """Ended sessions' transcripts (a ``TranscriptStore``), in this file."""
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-
-    # -- plumbing ---------------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction (``BEGIN IMMEDIATE``): all of it commits, or none of it."""
-        with self._lock:
-            conn = self._conn
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise MemoryStoreError(f"memory database is not writable: {exc}") from None
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            try:
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                conn.execute("ROLLBACK")
-                raise MemoryStoreError(f"memory write failed: {exc}") from None
-
-    def _read(self, sql: str, params: Sequence[object] = ()) -> list[tuple]:
-        with self._lock:
-            try:
-                return self._conn.execute(sql, params).fetchall()
-            except sqlite3.Error as exc:
-                raise MemoryStoreError(f"memory read failed: {exc}") from None
 
     # -- core blocks ------------------------------------------------------------------
 

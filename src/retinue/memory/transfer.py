@@ -29,9 +29,10 @@ import pydantic
 from retinue.errors import MemoryStoreError
 from retinue.memory.base import check_passage
 from retinue.memory.embeddings import unpack
-from retinue.memory.postgres import PostgresMemory, pg_text
+from retinue.memory.postgres import PostgresMemory
 from retinue.memory.sqlite import SQLiteMemory, normalize
 from retinue.messages import from_dict, to_dict
+from retinue.store.text import pg_text
 
 __all__ = ["FORMAT", "MAX_LINE", "ImportCounts", "Record", "export_lines", "import_lines"]
 

@@ -79,8 +79,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
 from retinue.errors import MediaError, MemoryStoreError, ModelError, RetinueError
-from retinue.memory.journal import SessionRecord
-from retinue.memory.media import MediaStoreFull
 from retinue.messages import (
     MAX_MEDIA_BYTES,
     Content,
@@ -107,6 +105,8 @@ from retinue.server.security import DEFAULT_MAX_BODY, Guard, Security
 from retinue.server.sse import output_json, stream_turn
 from retinue.server.tenants import Space, Spaces, TenantSpace
 from retinue.server.transcripts import transcript_routes
+from retinue.store.journal import SessionRecord
+from retinue.store.media import MediaStoreFull
 from retinue.subagents.messaging import messenger_of
 from retinue.subagents.registry import SessionInfo
 from retinue.subagents.tasklist import task_lists

@@ -1,4 +1,4 @@
-"""The HTTP routes of kept transcripts (ended sessions; see :mod:`retinue.memory.transcripts`).
+"""The HTTP routes of kept transcripts (ended sessions; see :mod:`retinue.store.transcripts`).
 
 ::
 
@@ -25,13 +25,8 @@ from typing import Annotated, Any
 from fastapi import FastAPI, Query
 from starlette.exceptions import HTTPException
 
-from retinue.memory.transcripts import (
-    Transcript,
-    TranscriptStore,
-    children_of,
-    valid_transcript_id,
-)
 from retinue.server.tenants import Space, TenantSpace
+from retinue.store.transcripts import Transcript, TranscriptStore, children_of, valid_transcript_id
 
 __all__ = ["transcript_routes"]
 
