@@ -9,8 +9,8 @@ from typing import Any
 from mcp import Client, types
 
 from retinue.config import Settings
+from retinue.mcp.server.serve import build_server
 from retinue.runtime import Runtime
-from retinue.server.mcp_serve import build_server
 from retinue.testing import ScriptedModel, call_tool
 
 ROLE = """---

@@ -18,9 +18,9 @@ from mcp.server.mcpserver import MCPServer
 
 from retinue.events import NOTICE, Event
 from retinue.mcp.client import McpError, McpServer
+from retinue.mcp.server.tasks import Asker, TaskBook, TasksExtension
 from retinue.mcp.servers import StdioServer
 from retinue.mcp.tools import McpSource
-from retinue.server.mcp_tasks import Asker, TaskBook, TasksExtension
 from retinue.tools.base import ToolContext
 
 

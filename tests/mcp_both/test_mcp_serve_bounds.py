@@ -12,8 +12,8 @@ import pytest
 from mcp import Client, types
 from test_mcp_serve_protocol import asking_model, runtime_for, text
 
+from retinue.mcp.server.serve import APPROVAL_KEY, MAX_TASK_CHARS, Approvals, build_server
 from retinue.policy.approvals import ApprovalRequest
-from retinue.server.mcp_serve import APPROVAL_KEY, MAX_TASK_CHARS, Approvals, build_server
 
 pytestmark = pytest.mark.timeout(30)
 

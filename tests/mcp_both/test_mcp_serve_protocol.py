@@ -16,8 +16,8 @@ import pytest
 from mcp import Client, types
 
 from retinue.config import Settings
+from retinue.mcp.server.serve import Clients, build_server
 from retinue.runtime import Runtime
-from retinue.server.mcp_serve import Clients, build_server
 from retinue.server.tokens import Principal
 from retinue.testing import ScriptedModel, call_tool
 

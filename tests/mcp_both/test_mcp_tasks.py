@@ -26,6 +26,8 @@ from test_mcp_cli import env_for
 from test_mcp_serve_protocol import answer_of, asking_model, runtime_for, text
 
 from retinue.llm.loopback import LoopbackOpenAIServer
+from retinue.mcp.server.serve import build_server
+from retinue.mcp.server.tasks import TaskBook
 from retinue.mcp.tasks import (
     Ack,
     CreateTaskResult,
@@ -35,8 +37,6 @@ from retinue.mcp.tasks import (
     TaskParams,
     TasksClient,
 )
-from retinue.server.mcp_serve import build_server
-from retinue.server.mcp_tasks import TaskBook
 from retinue.server.tokens import Principal
 from retinue.testing import ScriptedModel, call_tool
 

@@ -33,9 +33,9 @@ from test_mcp_cli import env_for
 from test_mcp_serve_protocol import asking_model, runtime_for
 
 from retinue.llm.loopback import LoopbackOpenAIServer
-from retinue.server.mcp_serve import build_server
-from retinue.server.mcp_tasks import TaskBook
-from retinue.server.mcp_tasks_2025 import PROGRESS_BURST, PROGRESS_CHARS, BothTasks
+from retinue.mcp.server.serve import build_server
+from retinue.mcp.server.tasks import TaskBook
+from retinue.mcp.server.tasks_2025 import PROGRESS_BURST, PROGRESS_CHARS, BothTasks
 from retinue.server.tokens import TokenBook
 from retinue.testing import ScriptedModel
 

@@ -27,9 +27,9 @@ from test_mcp_serve_protocol import runtime_for
 from test_mcp_tasks_2025 import answer, raw, workspace_in
 
 from retinue.llm.loopback import LoopbackOpenAIServer
-from retinue.server.mcp_serve import build_server
-from retinue.server.mcp_tasks import TaskBook
-from retinue.server.mcp_tasks_2025 import BothTasks
+from retinue.mcp.server.serve import build_server
+from retinue.mcp.server.tasks import TaskBook
+from retinue.mcp.server.tasks_2025 import BothTasks
 from retinue.server.tokens import TokenBook
 from retinue.testing import ScriptedModel
 

@@ -39,8 +39,8 @@ from starlette.requests import Request
 from retinue.errors import RetinueError
 from retinue.events import TEXT_DELTA, Event
 from retinue.mcp.client import retinue_version
+from retinue.mcp.server.serve import client_context
 from retinue.runtime import Runtime
-from retinue.server.mcp_serve import client_context
 from retinue.server.tokens import Principal
 from retinue.subagents.registry import SessionKey
 from retinue.tools.base import ToolContext

@@ -205,8 +205,8 @@ def serve(
     server stops. A sub-agent's call that needs approval is asked of the client by
     elicitation where it declares it, and refused (saying how to allow it) where not."""
     from retinue.config import Settings
+    from retinue.mcp.server.serve import build_server
     from retinue.runtime import Runtime
-    from retinue.server.mcp_serve import build_server
 
     with _one_line_errors():
         settings = Settings.load(model=model, workspace=workspace, tenant=tenant)
@@ -225,7 +225,7 @@ def serve(
 def _serve_http(server: MCPServer[Any], home: Path, port: int) -> None:
     import uvicorn
 
-    from retinue.server.mcp_http import SessionOwners
+    from retinue.mcp.server.http import SessionOwners
     from retinue.server.security import TOKEN_FILE, Guard, Security, ensure_token
     from retinue.server.tokens import TokenBook
 
