@@ -24,9 +24,9 @@ from a2a.types import AgentCapabilities, AgentCard, AgentInterface, Part
 from starlette.applications import Starlette
 from typer.testing import CliRunner
 
-from retinue.a2a.client import parse_remote
 from retinue.cli.app import app
 from retinue.config import Settings
+from retinue.llm.a2a import parse_remote
 from retinue.runtime import Runtime
 from retinue.testing import ScriptedModel, call_tool
 

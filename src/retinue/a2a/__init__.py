@@ -6,9 +6,10 @@ role (the same context continues the same history; a message with ``metadata.unl
 the context, which unloads and consolidates the session). A sub-agent's ``AskParent`` is the
 task's ``input-required`` state, answered by the next message of the task; cancelling a task
 interrupts its turn; the SDK's task store answers ``GetTask`` during and after a run; the
-sub-agent tree's events are ``working`` status updates. The package is a surface (layer 5,
-like :mod:`retinue.server`); it needs the ``a2a`` extra. :mod:`retinue.a2a.client` is the
+sub-agent tree's events are ``working`` status updates. The package is a surface (layer 6,
+like :mod:`retinue.server`); it needs the ``a2a`` extra. :mod:`retinue.llm.a2a` is the
 other way: a role file's ``a2a: <url>`` makes a remote A2A agent run that role's sessions, one
-context per session, its ``input-required`` the parent's ``[session … asks: …]``; it is layer
-3, so the sub-agent factory can use it, and needs approval for a workspace role file.
+context per session, its ``input-required`` the parent's ``[session … asks: …]``; it is a model
+adapter, below the sub-agent factory that uses it, and needs approval for a workspace role
+file (its old module, ``client`` in this package, is a deprecated alias for one release).
 """

@@ -61,8 +61,8 @@ def approve(
 ) -> None:
     """Approve the remote A2A agent that a role file inside the workspace names (a2a: <url>),
     so its sessions may reach it; a changed URL or header variable needs approval again."""
-    from retinue.a2a.client import definition
     from retinue.config import Settings
+    from retinue.llm.a2a import definition
     from retinue.policy.trust import TrustStore, printable
     from retinue.runtime import load_roles
 
