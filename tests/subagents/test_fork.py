@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from subagent_kit import RecordingMemory, echo, shout
 
-from retinue.a2a.client import A2ARemote
 from retinue.engine import RunConfig
 from retinue.engine.session import INTERRUPTED_NOTE, Lifecycle, Session
 from retinue.errors import SubAgentError
+from retinue.llm.a2a import A2ARemote
 from retinue.llm.base import ToolSpec
 from retinue.llm.openai import messages_to_openai, tools_to_openai
 from retinue.messages import (
