@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import random
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -331,3 +333,44 @@ async def test_a_quick_tool_that_overruns_is_waited_for_once(
     release.set()
     assert await asyncio.gather(*calls) == ["done"] * 4
     assert switches == 1  # only the first held the loop's thread; the others were awaited
+
+
+STUCK_RUN = """
+import asyncio, contextlib, threading
+from pathlib import Path
+from retinue import ToolContext, tool
+
+async def main() -> None:
+    loop = asyncio.get_running_loop()
+    entered = asyncio.Event()
+
+    @tool
+    def hang() -> str:
+        loop.call_soon_threadsafe(entered.set)
+        threading.Event().wait()  # a library call stuck on a dead peer: never returns
+        return "never"
+
+    call = asyncio.create_task(hang.invoke(ToolContext("main", Path.cwd(), Path.cwd()), "{}"))
+    await entered.wait()
+    call.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await call
+    print("cancelled", flush=True)
+
+asyncio.run(main())
+"""
+
+
+def test_a_plain_tool_stuck_for_good_does_not_hold_up_the_process_exit(tmp_path: Path) -> None:
+    """The tool threads are daemons: a program whose plain tool never returns still exits
+    once its run is over (asyncio's default executor, and anyio's worker threads, are joined
+    at exit: that process would hang)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", STUCK_RUN], cwd=tmp_path, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        out, _ = proc.communicate(timeout=60)  # a guard against a hang, not a measure
+    finally:
+        proc.kill()
+    assert out.strip() == "cancelled"
+    assert proc.returncode == 0
