@@ -15,10 +15,10 @@ from retinue.events import (
     EVENT_CLASSES,
     ApprovalRequested,
     Event,
-    ModelCalled,
+    ModelCallFinished,
     Notice,
     RunFinished,
-    SessionEvent,
+    SessionChanged,
     TextDelta,
     emit,
     make_event,
@@ -51,7 +51,7 @@ def test_emit_builds_the_class_and_keeps_the_wire_format() -> None:
     data = {"input_tokens": 12, "output_tokens": 3, "seconds": 0.5, "cost_usd": None}
     emit(got.append, events.MODEL_CALLED, "main/researcher", **data)
     [event] = got
-    assert isinstance(event, ModelCalled)
+    assert isinstance(event, ModelCallFinished)
     assert (event.input_tokens, event.output_tokens, event.cost_usd) == (12, 3, None)
     assert event.purpose is None and event.path == ("main", "researcher")
     # the dict view and the wire hold what was given, in its order, and nothing more
@@ -81,8 +81,9 @@ def test_an_event_built_in_python_has_its_dict_view() -> None:
     assert delta.kind == "text_delta" and delta.data == {"text": "hi"}
     assert delta.to_dict() == {"kind": "text_delta", "agent_id": "main/a", "at": delta.at,
                                "text": "hi"}  # fmt: skip
-    asking = SessionEvent("main/a", action="asking", conversation_id="main/a", question="Why?")
+    asking = SessionChanged("main/a", action="asking", question="Why?")
     assert asking.data["question"] == "Why?" and asking.data["turns"] is None
+    assert asking.data["conversation_id"] == "main/a"  # the old key, for one release
     with pytest.raises(dataclasses.FrozenInstanceError):
         delta.text = "changed"  # type: ignore[misc]
 

@@ -30,12 +30,12 @@ def test_public_api_is_pinned() -> None:
         "MediaError",
         "Message",
         "Model",
-        "ModelCalled",
+        "ModelCallFinished",
+        "ModelCallStarted",
         "ModelError",
         "ModelRequest",
         "ModelResponse",
         "ModelSettings",
-        "ModelStarted",
         "Notice",
         "OutputValidationError",
         "PermissionMode",
@@ -49,7 +49,8 @@ def test_public_api_is_pinned() -> None:
         "Runtime",
         "SavedConversation",
         "ScriptedModel",
-        "SessionEvent",
+        "SessionAction",
+        "SessionChanged",
         "SettingSource",
         "Settings",
         "SubAgentError",
@@ -78,6 +79,27 @@ def test_public_api_is_pinned() -> None:
     ]
     for name in retinue.__all__:
         assert getattr(retinue, name) is not None
+
+
+def test_renamed_public_names_still_work_as_deprecated_aliases() -> None:
+    import warnings
+
+    import pytest
+
+    renamed = {
+        "ModelStarted": "ModelCallStarted",
+        "ModelCalled": "ModelCallFinished",
+        "SessionEvent": "SessionChanged",
+    }
+    for old, new in renamed.items():
+        assert old not in retinue.__all__ and new in retinue.__all__
+        retinue.__dict__.pop(old, None)  # (not cached by an earlier test)
+        with pytest.warns(DeprecationWarning, match=rf"{old} is deprecated: use .*\b{new}\b"):
+            value = getattr(retinue, old)
+        assert value is getattr(retinue, new)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the new names do not warn
+        exec("from retinue import ModelCallStarted, SessionAction, SessionChanged")
 
 
 def test_the_public_names_are_the_working_ones() -> None:

@@ -8,7 +8,7 @@ An agent in two lines::
 - :class:`Agent` — model, instructions, tools, code-defined :class:`Role` objects (beside role
   files), memory on/off; ``run()`` / ``run_sync()`` / ``stream()`` (an async iterator of
   typed events, then ``.output``): :data:`AgentEvent` is the union of :class:`TextDelta`,
-  :class:`ToolStarted`, :class:`SessionEvent`... (subclasses of :class:`Event`), to ``match``.
+  :class:`ToolStarted`, :class:`SessionChanged`... (subclasses of :class:`Event`), to ``match``.
 - :func:`tool` — ``@tool`` or ``@tool("Name", "description")`` turns a typed function into a
   tool; a parameter annotated :class:`ToolContext` receives the call's context.
 - :class:`Runtime` / :class:`Conversation` / :class:`Settings` — the layer ``Agent``, the CLI
@@ -67,12 +67,13 @@ if TYPE_CHECKING:
         Event,
         EventSink,
         LimitReached,
-        ModelCalled,
-        ModelStarted,
+        ModelCallFinished,
+        ModelCallStarted,
         Notice,
         RunFinished,
         RunStarted,
-        SessionEvent,
+        SessionAction,
+        SessionChanged,
         TextDelta,
         ToolFinished,
         ToolStarted,
@@ -108,6 +109,12 @@ if TYPE_CHECKING:
     from retinue.subagents.roles import Role
     from retinue.tools import Tool, ToolContext, ToolRegistry, ToolResult, tool
 
+    ModelCalled = ModelCallFinished  # deprecated names (at run time they warn)
+    ModelStarted = ModelCallStarted
+    SessionEvent = SessionChanged
+
+_DEPRECATED = ("ModelCalled", "ModelStarted", "SessionEvent")
+"""Renamed events' old names, kept for one release (``docs/glossary.md``); not in ``__all__``."""
 _HOMES = {
     "retinue.agent": ("Agent", "AgentStream"),
     "retinue.config": ("Settings",),
@@ -120,15 +127,17 @@ _HOMES = {
         "Event",
         "EventSink",
         "LimitReached",
-        "ModelCalled",
-        "ModelStarted",
+        "ModelCallFinished",
+        "ModelCallStarted",
         "Notice",
         "RunFinished",
         "RunStarted",
-        "SessionEvent",
+        "SessionAction",
+        "SessionChanged",
         "TextDelta",
         "ToolFinished",
         "ToolStarted",
+        *_DEPRECATED,  # (not in __all__; retinue.events warns when one is read)
     ),
     "retinue.llm.testing": ("ScriptedModel",),
     "retinue.llm.settings": ("ModelSettings",),
@@ -204,12 +213,12 @@ __all__ = [
     "MediaError",
     "Message",
     "Model",
-    "ModelCalled",
+    "ModelCallFinished",
+    "ModelCallStarted",
     "ModelError",
     "ModelRequest",
     "ModelResponse",
     "ModelSettings",
-    "ModelStarted",
     "Notice",
     "OutputValidationError",
     "PermissionMode",
@@ -223,7 +232,8 @@ __all__ = [
     "Runtime",
     "SavedConversation",
     "ScriptedModel",
-    "SessionEvent",
+    "SessionAction",
+    "SessionChanged",
     "SettingSource",
     "Settings",
     "SubAgentError",

@@ -1,7 +1,7 @@
 """Progress events: what every agent, model call, tool call and session is doing.
 
 Each kind of event is a frozen dataclass with typed fields (:class:`TextDelta`,
-:class:`ToolStarted`, :class:`SessionEvent`...), all subclasses of :class:`Event` (``kind``,
+:class:`ToolStarted`, :class:`SessionChanged`...), all subclasses of :class:`Event` (``kind``,
 ``agent_id``, ``at``); :data:`AgentEvent` is their union, so a type checker narrows on
 ``match event: case TextDelta(text=t, agent_id=a): ...``. ``agent_id`` is the agent's path
 (``main``, ``main/researcher``, ``main/researcher/critic#2``): a sub-agent's events say
@@ -15,6 +15,13 @@ the HTTP service streams them over SSE, and a tracer can record them. A sink mus
 and must not raise; :func:`emit` shields the run from a broken one. :func:`emit` builds the
 class of its kind from keyword data; a kind this module does not know (a program's own)
 arrives as a plain :class:`Event`.
+
+Class names say what happened to what: ``<Thing><Past participle>`` (``RunStarted`` /
+``RunFinished``, ``ModelCallStarted`` / ``ModelCallFinished``, ``ToolStarted`` /
+``ToolFinished``, ``SessionChanged``...). The names ``ModelStarted``, ``ModelCalled`` and
+``SessionEvent`` are deprecated aliases of ``ModelCallStarted``, ``ModelCallFinished`` and
+``SessionChanged``, kept for one release (importing one warns); the wire kinds
+(``model_started``, ``model_called``, ``session``) are unchanged.
 """
 
 from __future__ import annotations
@@ -23,7 +30,9 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal, TypeAlias, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias, get_args
+
+from retinue._deprecated import module_aliases, warn_renamed
 
 __all__ = [
     "AgentEvent",
@@ -34,13 +43,13 @@ __all__ = [
     "Event",
     "EventSink",
     "LimitReached",
-    "ModelCalled",
-    "ModelStarted",
+    "ModelCallFinished",
+    "ModelCallStarted",
     "Notice",
     "RunFinished",
     "RunStarted",
     "SessionAction",
-    "SessionEvent",
+    "SessionChanged",
     "TextDelta",
     "ToolFinished",
     "ToolStarted",
@@ -85,6 +94,7 @@ class Event:
     agent_id: str
     data: dict[str, Any] = field(default_factory=_no_data)
     at: float = field(default_factory=time.time)
+    _OLD_ID: ClassVar[str | None] = None
 
     @property
     def path(self) -> tuple[str, ...]:
@@ -93,9 +103,14 @@ class Event:
 
     @property
     def extra(self) -> dict[str, Any]:
-        """What :attr:`data` holds beyond the class's own fields."""
-        own = _OWN.get(type(self), frozenset())
+        """What :attr:`data` holds beyond the class's own fields (and their old names)."""
+        own = (*_OWN.get(type(self), ()), *self._old_keys())
         return {k: v for k, v in self.data.items() if k not in own}
+
+    def _old_keys(self) -> dict[str, Any]:
+        """The deprecated key the wire still carries for one release: :attr:`agent_id` under
+        the name the class gave it before (``_OLD_ID``), if any."""
+        return {self._OLD_ID: self.agent_id} if self._OLD_ID else {}
 
     def to_dict(self) -> dict[str, Any]:
         """The wire format (SSE, A2A, MCP): ``kind``, ``agent_id``, ``at`` and the data."""
@@ -110,7 +125,7 @@ class _Typed(Event):
 
     def __post_init__(self) -> None:  # (make_event then sets the dict it was given)
         own = _OWN.get(type(self), ())
-        object.__setattr__(self, "data", {k: getattr(self, k) for k in own})
+        object.__setattr__(self, "data", {**self._old_keys(), **{k: getattr(self, k) for k in own}})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -145,18 +160,20 @@ class TextDelta(_Typed):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ModelStarted(_Typed):
-    """A model call began."""
+class ModelCallStarted(_Typed):
+    """A model call began (wire kind ``model_started``; ``ModelStarted`` is its deprecated
+    name)."""
 
     kind: Literal["model_started"] = field(default="model_started", init=False)
     model: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ModelCalled(_Typed):
+class ModelCallFinished(_Typed):
     """A model call ended: its tokens, ``seconds`` and ``cost_usd`` (``None``: unknown
     price); ``purpose`` for a call that is not the agent's own step (``compress``);
-    ``model`` and ``fallback_from`` when a fallback model answered."""
+    ``model`` and ``fallback_from`` when a fallback model answered. Wire kind
+    ``model_called``; ``ModelCalled`` is its deprecated name."""
 
     kind: Literal["model_called"] = field(default="model_called", init=False)
     input_tokens: int
@@ -192,24 +209,34 @@ class ToolFinished(_Typed):
 SessionAction: TypeAlias = Literal[
     "created", "paused", "unloaded", "interrupted", "asking", "answered", "steered"
 ]
-"""What happened to an interactive session (a :class:`SessionEvent`)."""
+"""What happened to an interactive session (a :class:`SessionChanged`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SessionEvent(_Typed):
+class SessionChanged(_Typed):
     """An interactive session was created, paused, unloaded, interrupted, steered, or asks
-    its parent (``question``) and got its answer. ``created`` says the ``parent_id`` and
-    ``role``; ``paused``, ``interrupted`` and ``unloaded`` the ``turns`` so far; ``unloaded``
-    what became of its memory (``consolidation``: ``done``, ``failed``, ``none``)."""
+    its parent (``question``) and got its answer; the session is the event's ``agent_id``.
+    ``created`` says the ``parent_id`` and ``role``; ``paused``, ``interrupted`` and
+    ``unloaded`` the ``turns`` so far; ``unloaded`` what became of its memory
+    (``consolidation``: ``done``, ``failed``, ``none``). Wire kind ``session``;
+    ``SessionEvent`` is its deprecated name. The wire (and :attr:`data`) still carries the
+    session's id as ``conversation_id`` too, for one release."""
 
     kind: Literal["session"] = field(default="session", init=False)
     action: SessionAction
-    conversation_id: str
     parent_id: str | None = None
     role: str | None = None
     turns: int | None = None
     consolidation: str | None = None
     question: str | None = None
+
+    _OLD_ID: ClassVar[str | None] = "conversation_id"
+
+    @property
+    def conversation_id(self) -> str:
+        """Deprecated: the session's id is :attr:`agent_id`."""
+        warn_renamed("SessionChanged.conversation_id", "agent_id")
+        return self.agent_id
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -232,13 +259,22 @@ class Compressed(_Typed):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Consolidated(_Typed):
-    """A session's memory was consolidated (``ok``), or the attempt failed (``error``)."""
+    """A session's memory was consolidated (``ok``), or the attempt failed (``error``); the
+    session is the event's ``agent_id``. The wire (and :attr:`data`) still carries it as
+    ``session_id`` too, for one release."""
 
     kind: Literal["consolidated"] = field(default="consolidated", init=False)
     role: str
-    session_id: str
     ok: bool = True
     error: str | None = None
+
+    _OLD_ID: ClassVar[str | None] = "session_id"
+
+    @property
+    def session_id(self) -> str:
+        """Deprecated: the session's id is :attr:`agent_id`."""
+        warn_renamed("Consolidated.session_id", "agent_id")
+        return self.agent_id
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -296,11 +332,11 @@ AgentEvent: TypeAlias = (
     RunStarted
     | RunFinished
     | TextDelta
-    | ModelStarted
-    | ModelCalled
+    | ModelCallStarted
+    | ModelCallFinished
     | ToolStarted
     | ToolFinished
-    | SessionEvent
+    | SessionChanged
     | Compressed
     | Consolidated
     | Notice
@@ -335,7 +371,7 @@ def make_event(kind: str, agent_id: str, data: Mapping[str, Any]) -> Event:
     except TypeError:
         log.warning("%s event of %s lacks a field: %s", kind, agent_id, sorted(given))
         return Event(kind, agent_id, given)
-    object.__setattr__(event, "data", given)
+    object.__setattr__(event, "data", {**event._old_keys(), **given})
     return event
 
 
@@ -347,3 +383,16 @@ def emit(sink: EventSink | None, kind: str, agent_id: str, **data: Any) -> None:
         sink(make_event(kind, agent_id, data))
     except Exception:
         log.exception("event sink failed on %s", kind)
+
+
+_RENAMED = {
+    "ModelStarted": "ModelCallStarted",
+    "ModelCalled": "ModelCallFinished",
+    "SessionEvent": "SessionChanged",
+}
+if TYPE_CHECKING:  # the deprecated names, for type checkers (at run time they warn)
+    ModelStarted = ModelCallStarted
+    ModelCalled = ModelCallFinished
+    SessionEvent = SessionChanged
+else:
+    __getattr__ = module_aliases(__name__, _RENAMED)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import assert_type
 
 from retinue import Agent, Event, Role
-from retinue.events import RunFinished, SessionEvent, TextDelta, ToolStarted
+from retinue.events import RunFinished, SessionChanged, TextDelta, ToolStarted
 from retinue.messages import Message, ToolResultMessage, UserMessage
 from retinue.testing import ScriptedModel, call_tool
 
@@ -79,8 +79,8 @@ def test_stream_carries_nested_sub_agents_text_tagged_with_their_path(tmp_path: 
         ("main/researcher", "SubAgent"),
     ]
     assert all(c.data["name"] == c.name and c.to_dict()["call_id"] == c.call_id for c in calls)
-    created = [e for e in events if isinstance(e, SessionEvent) and e.action == "created"]
-    assert [(s.conversation_id, s.parent_id, s.role) for s in created] == [
+    created = [e for e in events if isinstance(e, SessionChanged) and e.action == "created"]
+    assert [(s.agent_id, s.parent_id, s.role) for s in created] == [
         ("main/researcher", "main", "researcher")
     ]
     finished = [e.agent_id for e in events if isinstance(e, RunFinished)]

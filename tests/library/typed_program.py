@@ -40,7 +40,7 @@ from retinue import (
     RunOutput,
     Runtime,
     ScriptedModel,
-    SessionEvent,
+    SessionChanged,
     Settings,
     SettingSource,
     SubAgentError,
@@ -94,7 +94,7 @@ def on_event(event: Event) -> None:
         case TextDelta(text=text, agent_id=who):
             assert_type(text, str)
             print(who, text)
-        case SessionEvent(action="asking", question=question):
+        case SessionChanged(action="asking", question=question):
             assert_type(question, str | None)
         case _:
             pass

@@ -277,7 +277,6 @@ class AgentFactory:
             CONSOLIDATED,
             ctx.agent_id,
             role=role.name,
-            session_id=ctx.agent_id,
             ok=error is None,
             error=error,
         )

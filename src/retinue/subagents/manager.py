@@ -239,7 +239,7 @@ class SubAgentManager:
             key = SessionKey.of(ctx.agent_id, role.name, f"asked-{session.id.rpartition('#')[2]}")
         held, _ = self.registry.get_or_create(key, lambda: Held(key, role, session))
         session.config.interactive = True
-        emit(ctx.events, SESSION, session.id, action="created", conversation_id=session.id,
+        emit(ctx.events, SESSION, session.id, action="created",
              parent_id=ctx.agent_id, role=role.name)  # fmt: skip
         return held
 
@@ -299,7 +299,7 @@ class SubAgentManager:
 
         held, created = self.registry.get_or_create(key, create)
         if created:
-            emit(ctx.events, SESSION, held.id, action="created", conversation_id=held.id,
+            emit(ctx.events, SESSION, held.id, action="created",
                  parent_id=ctx.agent_id, role=held.role.name)  # fmt: skip
         return held
 
@@ -366,7 +366,7 @@ class SubAgentManager:
     def _sent(session: Session, out: RunOutput) -> RunOutput:
         """After a send to an interactive session: say it paused (or was interrupted)."""
         if not out.asking:  # (AskParent itself tells who asks what)
-            emit(session.config.context.events, SESSION, session.id, conversation_id=session.id,
+            emit(session.config.context.events, SESSION, session.id,
                  action="interrupted" if out.stop_reason == "interrupted" else "paused",
                  turns=session.turns)  # fmt: skip
         return out
@@ -384,8 +384,7 @@ class SubAgentManager:
         if held is None or held.session.state != "asking":
             return False
         held.session.start(text)
-        emit(held.session.config.context.events, SESSION, cid, action="answered",
-             conversation_id=cid)  # fmt: skip
+        emit(held.session.config.context.events, SESSION, cid, action="answered")
         return True
 
     def steer_session(self, cid: str, text: str) -> bool:
@@ -398,7 +397,7 @@ class SubAgentManager:
         if not held.session.steer(text):
             return False
         emit(held.session.config.context.events, SESSION, cid,
-             action="answered" if asking else "steered", conversation_id=cid)  # fmt: skip
+             action="answered" if asking else "steered")  # fmt: skip
         return True
 
     async def unload_subagent(self, parent_id: str, role: str, instance: str | None = None) -> str:
@@ -570,7 +569,7 @@ class _Hooks:
             forget_todos(self.ctx.data_dir, agent_id)  # its TodoWrite list ends with it
         self.manager.factory.release(agent_id, self.ctx.events)  # isolation: worktree
         if self.keyed or held is not None:
-            emit(self.ctx.events, SESSION, agent_id, action="unloaded", conversation_id=agent_id,
+            emit(self.ctx.events, SESSION, agent_id, action="unloaded",
                  turns=session.turns, consolidation=session.consolidation)  # fmt: skip
 
 

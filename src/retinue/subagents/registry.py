@@ -12,8 +12,9 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
+from retinue._deprecated import module_aliases
 from retinue._tasks import finish
 from retinue.engine.session import Session, SessionState
 from retinue.errors import SubAgentError
@@ -26,7 +27,7 @@ __all__ = [
     "SessionInfo",
     "SessionKey",
     "SessionRegistry",
-    "conversation_id",
+    "agent_id",
     "registry_of",
 ]
 
@@ -52,8 +53,9 @@ class SessionKey(NamedTuple):
         return f"{base}:{self.instance}" if self.instance else base
 
 
-def conversation_id(parent_id: str, role: str, instance: str | None = None) -> str:
-    """``parent/role`` or ``parent/role:instance``: one session per key under one parent."""
+def agent_id(parent_id: str, role: str, instance: str | None = None) -> str:
+    """The agent id of a session: ``parent/role`` or ``parent/role:instance``, one session
+    per key under one parent (``conversation_id`` is its deprecated name)."""
     return SessionKey.of(parent_id, role, instance).id
 
 
@@ -188,3 +190,9 @@ class SessionInfo:
     @property
     def tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+
+if TYPE_CHECKING:  # the deprecated name, for type checkers (at run time it warns)
+    conversation_id = agent_id
+else:
+    __getattr__ = module_aliases(__name__, {"conversation_id": "agent_id"})

@@ -220,11 +220,10 @@ async def ask_parent(
         raise ToolError("there is nobody to ask in this run: decide yourself and say so")
     if not question.strip():
         raise ToolError("the question is empty")
-    emit(ctx.events, SESSION, session.id, action="asking", conversation_id=session.id,
-         question=question)  # fmt: skip
+    emit(ctx.events, SESSION, session.id, action="asking", question=question)
     await notify(ctx, f"{session.id} asks: {question[:500]}", "agent_question")  # hooks
     answer = await session.ask(question)
-    emit(ctx.events, SESSION, session.id, action="answered", conversation_id=session.id)
+    emit(ctx.events, SESSION, session.id, action="answered")
     return answer
 
 
