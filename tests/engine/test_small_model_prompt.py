@@ -1,4 +1,4 @@
-"""The compact prompt for small models: workspace overview, named files inlined, bounded."""
+"""The small-model prompt: workspace overview, named files inlined, bounded."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from retinue.config import Settings
-from retinue.engine.compact import (
-    compact_main_prompt,
+from retinue.engine.small_model_prompt import (
+    small_model_main_prompt,
     with_named_files,
     with_role_choices,
     workspace_overview,
@@ -45,7 +45,7 @@ def test_overview_is_bounded(tmp_path: Path) -> None:
 
 
 def test_prompt_names_roles_by_first_sentence(workspace: Path) -> None:
-    prompt = compact_main_prompt(workspace, [("code-reviewer", "Reviews code. Long detail.")])
+    prompt = small_model_main_prompt(workspace, [("code-reviewer", "Reviews code. Long detail.")])
     assert "- code-reviewer: Reviews code." in prompt and "Long detail" not in prompt
     assert "pricing.py" in prompt
 
@@ -82,7 +82,7 @@ def test_at_most_a_few_files_are_inlined(workspace: Path) -> None:
 
 def test_many_roles_do_not_inflate_the_prompt(workspace: Path) -> None:
     roles = [(f"role{i}", "Does things.") for i in range(60)]
-    prompt = compact_main_prompt(workspace, roles)
+    prompt = small_model_main_prompt(workspace, roles)
     assert "- role19: Does things." in prompt and "role20:" not in prompt
     assert "- and 40 more roles" in prompt
 
@@ -101,10 +101,10 @@ def test_role_parameters_list_the_roles_as_their_only_choices() -> None:
     assert read is not None and read is tools.get("Read")
 
 
-async def test_a_small_models_main_agent_gets_the_compact_prompt_and_tools(
+async def test_a_small_models_main_agent_gets_the_small_model_prompt_and_tools(
     workspace: Path, tmp_path: Path
 ) -> None:
-    model = ScriptedModel(["hi"], name="local:tiny")  # local: models have a compact profile
+    model = ScriptedModel(["hi"], name="local:tiny")  # local: models have a small-model profile
     settings = Settings.load(workspace=workspace, home=tmp_path / "home")
     conversation = Runtime.create(settings, model=model).conversation()
     await conversation.send("What is in pricing.py?")

@@ -83,7 +83,7 @@ def test_the_larger_tiers_parts_add_up_to_its_size() -> None:
 def test_each_known_model_has_a_tool_format_in_its_profile() -> None:
     for name in MODELS:
         profile = profile_for(f"local:{name}")
-        assert profile.tool_format in TOOL_FORMATS and profile.compact
+        assert profile.tool_format in TOOL_FORMATS and profile.small_model_prompt
     assert profile_for("local:/models/other.gguf").tool_format == STEPS
     with pytest.raises(ConfigError, match="tool_format"):
         ModelProfile(8_192, 1_024, tool_format="xml")

@@ -31,6 +31,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from retinue._deprecated import warn_renamed
 from retinue.errors import ConfigError
 
 __all__ = [
@@ -81,9 +82,10 @@ class ModelProfile:
 
     context_window: int
     output_reserve: int = 4_096
-    compact: bool = False
+    small_model_prompt: bool = False
     """A small model: the main agent gets a short prompt and fewer tools
-    (:mod:`retinue.engine.compact`)."""
+    (:mod:`retinue.engine.small_model_prompt`). Its old name ``compact`` is deprecated (read
+    as a property for one release; not *compaction*, which Retinue calls compressing)."""
     tool_format: str = STEPS
     """How the embedded (``local:``) model is prompted for tool calls: one of
     :data:`TOOL_FORMATS`. Other providers take tools through their API and ignore it."""
@@ -97,6 +99,12 @@ class ModelProfile:
     """Reads PDF documents."""
     structured_output: bool = False
     """Takes a JSON schema its answer must follow."""
+
+    @property
+    def compact(self) -> bool:
+        """Deprecated: :attr:`small_model_prompt`."""
+        warn_renamed("ModelProfile.compact", "ModelProfile.small_model_prompt")
+        return self.small_model_prompt
 
     @property
     def reasoning(self) -> bool:
@@ -129,10 +137,11 @@ class ModelProfile:
 DEFAULT_PROFILE = ModelProfile(32_768, 4_096)
 """For a model nobody described: small enough to compress early rather than overflow."""
 
-_LOCAL = ModelProfile(8_192, 1_024, compact=True)  # the embedded llama.cpp model's usual n_ctx
+# the embedded llama.cpp model's usual n_ctx
+_LOCAL = ModelProfile(8_192, 1_024, small_model_prompt=True)
 _LOCAL_MODELS = {  # each embedded model with the tool format its task-suite run chose
     "qwen2.5-coder-0.5b": _LOCAL,
-    "qwen2.5-coder-1.5b": ModelProfile(8_192, 1_024, compact=True, tool_format=NATIVE),
+    "qwen2.5-coder-1.5b": ModelProfile(8_192, 1_024, small_model_prompt=True, tool_format=NATIVE),
 }
 _SCRIPTED = ModelProfile(32_768, 2_048)  # the test model; tests pass their own window
 
