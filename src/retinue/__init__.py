@@ -113,8 +113,13 @@ if TYPE_CHECKING:
     ModelStarted = ModelCallStarted
     SessionEvent = SessionChanged
 
-_DEPRECATED = ("ModelCalled", "ModelStarted", "SessionEvent")
-"""Renamed events' old names, kept for one release (``docs/glossary.md``); not in ``__all__``."""
+_DEPRECATED = {
+    "ModelCalled": "ModelCallFinished",
+    "ModelStarted": "ModelCallStarted",
+    "SessionEvent": "SessionChanged",
+}
+"""Renamed events' old names (old -> new), kept for one release and not in ``__all__``:
+reading one warns (``docs/glossary.md``)."""
 _HOMES = {
     "retinue.agent": ("Agent", "AgentStream"),
     "retinue.config": ("Settings",),
@@ -137,7 +142,6 @@ _HOMES = {
         "TextDelta",
         "ToolFinished",
         "ToolStarted",
-        *_DEPRECATED,  # (not in __all__; retinue.events warns when one is read)
     ),
     "retinue.llm.testing": ("ScriptedModel",),
     "retinue.llm.settings": ("ModelSettings",),
@@ -265,6 +269,11 @@ __all__ = [
 if not TYPE_CHECKING:  # hidden from type checkers: to them a name not imported above is unknown
 
     def __getattr__(name: str) -> Any:
+        if name in _DEPRECATED:
+            from retinue._deprecated import warn_renamed
+
+            warn_renamed(f"retinue.{name}", f"retinue.{_DEPRECATED[name]}")
+            return __getattr__(_DEPRECATED[name])
         module = _WHERE.get(name)
         if module is None:
             raise AttributeError(f"module 'retinue' has no attribute {name!r}")
