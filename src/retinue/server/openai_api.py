@@ -345,7 +345,7 @@ def openai_router(runtime: Runtime, errors: ErrorMapper) -> APIRouter:
         keep = (x_retinue_keep_sessions or "").strip().lower() in ("1", "true", "yes")
         turn = await turn_for(space, body, x_retinue_conversation, keep)
         headers = {HEADER: turn.conversation} if turn.conversation else {}
-        chat = _Completion(body.model, turn.conversation, space)
+        chat = _Completion(body.model, turn.conversation, space.shown)
         if body.stream:
             usage = body.stream_options is not None and body.stream_options.include_usage
             return StreamingResponse(
@@ -367,8 +367,8 @@ def _model(name: str) -> dict[str, Any]:
 class _Completion:
     """The JSON of one completion, whole or as chunks."""
 
-    def __init__(self, model: str, conversation: str | None, space: TenantSpace) -> None:
-        self.space = space
+    def __init__(self, model: str, conversation: str | None, shown: Callable[[Any], Any]) -> None:
+        self.shown = shown  # (a tenant space's ids as its clients see them)
         self.id = f"chatcmpl-{secrets.token_hex(12)}"
         self.created = int(time.time())
         self.model = model
@@ -433,7 +433,7 @@ class _Completion:
                 step_ended = step_ended or (
                     event.kind == TOOL_STARTED and turn.speaker(event.agent_id)
                 )
-                yield self.chunk({}, extra={"event": self.space.shown(event.to_dict())})
+                yield self.chunk({}, extra={"event": self.shown(event.to_dict())})
             outcome = feed.outcome(errors)
             if not isinstance(outcome, RunOutput):
                 yield _data(openai_error(*outcome))

@@ -1,0 +1,596 @@
+"""``retinue serve --temporal ADDRESS``: a stateless HTTP front end over conversations that
+run as Temporal workflows (:mod:`retinue.temporal`).
+
+It holds no conversation: each request starts, updates or queries the conversation's
+workflow through :class:`~retinue.temporal.client.TemporalConversations`, and the workers
+(``retinue worker --temporal``) run the turns, so any number of front ends behind a load
+balancer serve the same conversations. The routes are the service's (same token, tenants,
+Host and Origin checks, bodies and errors: :mod:`retinue.server.app`): the conversation
+routes (a reply with ``stop_reason`` ``"asking"`` is the main agent's question, which the
+next message answers), a conversation's approvals (pending anywhere in its session tree,
+answered from any front end), ``GET /v1/sessions?team=conv-ID`` (its session tree), the web
+page and the OpenAI-compatible ``/v1/chat/completions`` (the main agent, ``model:
+"retinue"``). Not here yet: images and PDFs, ``keep_sessions``, the routes of one session
+(``/v1/sessions/{id}/...``), ``always`` on an approval, the ``retinue/<role>`` models. A
+tenant's conversations are its workflows on its own task queue: the configured queue for
+the service's own tenant, ``<queue>-<tenant>`` for a named token's.
+
+**Streaming.** Temporal does not stream. The workflow's state is the source of the events:
+while a turn runs, the front end that started it reads the workflow's ``history`` query every
+``poll_s`` (0.2 s) and turns what the workers added into events (``tool_started``,
+``tool_finished``, a ``text_delta`` with each model step's whole text, and an
+``approval_requested`` for each request that comes up), so a turn is
+streamed step by step, not token by token, by whichever front end a client reached. A client
+that goes away does not stop its turn (the workers finish it; its history keeps it).
+
+**Retries.** A message sent with an ``Idempotency-Key`` header is the workflow's Update of
+that id: a client that retries it through another front end (the first one died mid-turn)
+gets the same turn's reply, and the turn runs once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from fastapi import FastAPI, Header, Request, Response
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.exceptions import HTTPException
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateStage,
+)
+from temporalio.service import RPCError, RPCStatusCode
+
+from retinue.engine.config import RunOutput
+from retinue.errors import ModelError, RetinueError
+from retinue.events import (
+    APPROVAL_REQUESTED,
+    Event,
+    EventSink,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+    make_event,
+)
+from retinue.messages import (
+    AssistantMessage,
+    Message,
+    ToolResultMessage,
+    UserMessage,
+    from_dict,
+    shown_dict,
+)
+from retinue.server.app import ApprovalIn, MessageIn, error_status
+from retinue.server.conversations import ServerBusy, agent_id_for, valid_conversation_id
+from retinue.server.openai_api import (
+    HEADER,
+    MODEL,
+    ChatRequest,
+    _Completion,
+    _model,
+    _Turn,
+    refusal,
+    transcript,
+)
+from retinue.server.openai_errors import is_openai_path, openai_error
+from retinue.server.page import add_page_routes
+from retinue.server.security import Guard, Security
+from retinue.server.sse import TurnFeed, frame, output_json
+from retinue.temporal._types import WORKFLOW_NAME, TurnReply
+from retinue.temporal.client import TemporalConversations
+from retinue.temporal.workflow import ConversationWorkflow
+from retinue.tools.base import preview
+
+__all__ = ["TemporalFront", "TemporalUnavailable", "create_temporal_app"]
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+_MAX_LISTED = 100  # conversations GET /v1/conversations shows (each is one query)
+
+
+class TemporalUnavailable(RetinueError):
+    """The Temporal server, or every worker of the task queue, did not answer (503)."""
+
+
+class TurnStopped(ModelError):
+    """The workflow ended the turn with a reason (its model or tool calls failed, or the
+    history grew past one payload): 502, as a failed model call is in process."""
+
+
+class ConversationClosed(RetinueError):
+    """The conversation's workflow refused the message: it is closed (409)."""
+
+
+def front_status(exc: BaseException) -> tuple[int, str]:
+    """The HTTP status and one-line message for an error of a Temporal turn."""
+    if isinstance(exc, TemporalUnavailable):
+        return 503, str(exc)
+    if isinstance(exc, ConversationClosed):
+        return 409, str(exc)
+    return error_status(exc)
+
+
+@dataclass(slots=True)
+class TemporalFront:
+    """The conversations of every tenant, as workflows on ``client``."""
+
+    client: Client
+    tenant: str = "default"  # the service's own tenant (its token's)
+    task_queue: str = "retinue"
+    poll_s: float = 0.2  # how often a streamed turn reads the workflow's history
+    max_turns: int = 64  # turns this front end waits on at once
+    _turns: int = field(default=0, init=False)
+
+    def queue(self, tenant: str) -> str:
+        """The task queue of ``tenant``'s workers."""
+        return self.task_queue if tenant == self.tenant else f"{self.task_queue}-{tenant}"
+
+    def conversations(self, tenant: str) -> TemporalConversations:
+        return TemporalConversations(self.client, tenant=tenant, task_queue=self.queue(tenant))
+
+    async def history(self, tenant: str, cid: str) -> list[Message] | None:
+        """The history of the conversation's running workflow; None when there is none."""
+        handle = self.conversations(tenant).handle(cid)
+        if not await _running(handle):
+            return None
+        return await _history(handle)
+
+    async def state(self, tenant: str, cid: str) -> dict[str, Any] | None:
+        """What the conversation's workflow shows (``running``, ``question``, ``approvals``,
+        ``sessions``), agent ids as the service names them; None when none runs."""
+        handle = self.conversations(tenant).handle(cid)
+        if not await _running(handle):
+            return None
+        async with _reaching():
+            state = await handle.query(ConversationWorkflow.state)
+        sessions = [{**asdict(n), "id": outside(n.agent_id, cid),
+                     "parent_id": outside(n.parent_id, cid)} for n in state.sessions]  # fmt: skip
+        for node in sessions:
+            del node["agent_id"]
+        return {
+            "running": state.state == "busy",
+            "state": state.state,
+            "question": state.question,
+            "approvals": [_approval(a, cid) for a in state.approvals],
+            "sessions": sessions,
+        }
+
+    async def approve(
+        self, tenant: str, cid: str, request_id: str, *, allow: bool, message: str
+    ) -> bool:
+        """Answer the pending approval ``request_id`` of the conversation (any session in
+        it); False when none is pending by that id."""
+        convs = self.conversations(tenant)
+        if not await _running(convs.handle(cid)):
+            return False
+        try:
+            async with _reaching():
+                await convs.approve(cid, request_id, allow=allow, message=message)
+        except WorkflowUpdateFailedError:  # (its validator: no such request pending)
+            return False
+        return True
+
+    async def views(self, tenant: str) -> list[dict[str, Any]]:
+        """The tenant's running conversations, the latest started first."""
+        prefix = f"retinue/{tenant}/"
+        query = (
+            f"WorkflowType = '{WORKFLOW_NAME}' AND ExecutionStatus = 'Running' AND "
+            f"TaskQueue = '{self.queue(tenant)}'"
+        )
+        found: list[tuple[str, float]] = []
+        async with _reaching():
+            async for w in self.client.list_workflows(query, limit=10 * _MAX_LISTED):
+                if w.id.startswith(prefix) and len(found) < _MAX_LISTED:
+                    found.append((w.id.removeprefix(prefix), w.start_time.timestamp()))
+        histories = await asyncio.gather(
+            *(self.history(tenant, cid) for cid, _ in found), return_exceptions=True
+        )
+        views: list[dict[str, Any]] = []
+        for (cid, started), history in zip(found, histories, strict=True):
+            messages = history if isinstance(history, list) else []
+            first = next((m for m in messages if isinstance(m, UserMessage)), None)
+            views.append(
+                {
+                    "id": cid,
+                    "title": first.content[:80] if first else "",
+                    "messages": len(messages),
+                    "updated_at": started,
+                    "running": False,
+                    "question": None,
+                }
+            )
+        return sorted(views, key=lambda v: -v["updated_at"])
+
+    async def delete(self, tenant: str, cid: str) -> bool:
+        """Close the conversation's workflow (its history stays in Temporal's retention);
+        False when none runs. A later message starts a new conversation of that id."""
+        handle = self.conversations(tenant).handle(cid)
+        if not await _running(handle):
+            return False
+        async with _reaching():
+            await handle.signal(ConversationWorkflow.close)
+        return True
+
+    def start(
+        self,
+        tenant: str,
+        cid: str,
+        text: str,
+        *,
+        on_event: EventSink | None = None,
+        message_id: str | None = None,
+    ) -> asyncio.Task[RunOutput]:
+        """Run one turn of ``cid`` (its workflow started if need be) as a task; with
+        ``on_event``, the turn's steps are sent to it as the workers take them."""
+        if self._turns >= self.max_turns:
+            raise ServerBusy(f"{self.max_turns} turns are in progress; retry later")
+        self._turns += 1
+        task = asyncio.create_task(self._turn(tenant, cid, text, on_event, message_id))
+        task.add_done_callback(lambda _t: self._done())
+        return task
+
+    def _done(self) -> None:
+        self._turns -= 1
+
+    async def _turn(
+        self, tenant: str, cid: str, text: str, sink: EventSink | None, message_id: str | None
+    ) -> RunOutput:
+        convs = self.conversations(tenant)
+        try:
+            async with _reaching():
+                handle = await convs.start(cid)
+                seen = len(await _raw_history(handle)) if sink is not None else 0
+                update = await handle.start_update(
+                    ConversationWorkflow.send,
+                    text,
+                    id=message_id,
+                    wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+                )
+            reply = await self._follow(handle, update.result(), seen, cid, sink)
+        except WorkflowUpdateFailedError as exc:  # refused, or the turn ended with a reason
+            raise _refused(exc) from None
+        tools: list[str] = []
+        with contextlib.suppress(TemporalUnavailable):  # (the reply is what matters)
+            tools = _tools_of_last_turn(await _history(handle))
+        return RunOutput(reply.content, [], _stop_reason(reply.stop_reason), tools)
+
+    async def _follow(
+        self,
+        handle: WorkflowHandle[Any, Any],
+        outcome: Awaitable[TurnReply],
+        seen: int,
+        cid: str,
+        sink: EventSink | None,
+    ) -> TurnReply:
+        """Await the turn's ``outcome``; meanwhile send ``sink`` its steps past ``seen`` and
+        the approval requests that come up."""
+        result = asyncio.ensure_future(outcome)
+        asked: set[str] = set()
+        try:
+            while sink is not None:
+                done, _ = await asyncio.wait({result}, timeout=self.poll_s)
+                with contextlib.suppress(RPCError, WorkflowQueryFailedError):  # (next time)
+                    seen = _publish(await _raw_history(handle), seen, agent_id_for(cid), sink)
+                    if not done:
+                        pending = await handle.query(ConversationWorkflow.approvals)
+                        _ask(pending, asked, cid, sink)
+                if done:
+                    break
+            async with _reaching():
+                return await result
+        finally:
+            if not result.done():  # (the caller went away: the turn goes on without it)
+                result.cancel()
+                await asyncio.gather(result, return_exceptions=True)
+
+
+def _stop_reason(reason: str) -> Any:
+    return reason  # "final", "max_iterations" or "asking" (a question: the next message)
+
+
+def outside(agent_id: str, cid: str) -> str:
+    """A workflow's agent id (``CID``, ``CID/researcher``) as the service names it
+    (``conv-CID``, ``conv-CID/researcher``)."""
+    if agent_id == cid or agent_id.startswith(f"{cid}/"):
+        return f"conv-{agent_id}"
+    return agent_id
+
+
+def _approval(raw: dict[str, Any], cid: str) -> dict[str, Any]:
+    return {**raw, "agent_id": outside(str(raw.get("agent_id", "")), cid)}
+
+
+def _ask(pending: list[dict[str, Any]], asked: set[str], cid: str, sink: EventSink) -> None:
+    """Send ``sink`` an ``approval_requested`` event for each request not ``asked`` yet."""
+    for raw in pending:
+        shown = _approval(raw, cid)
+        if shown["id"] not in asked:
+            asked.add(shown["id"])
+            data = {k: v for k, v in shown.items() if k != "agent_id"}
+            sink(make_event(APPROVAL_REQUESTED, shown["agent_id"], data))
+
+
+def _refused(exc: WorkflowUpdateFailedError) -> RetinueError:
+    why = str(getattr(exc.cause, "message", None) or exc.cause)
+    if "closed" in why:
+        return ConversationClosed(f"the conversation is closed: {why}")
+    if why.startswith("Stopped:"):
+        return TurnStopped(why)
+    return RetinueError(f"the message was refused: {why}")
+
+
+async def _running(handle: WorkflowHandle[Any, Any]) -> bool:
+    try:
+        async with _reaching():
+            described = await handle.describe()
+    except TemporalUnavailable as exc:
+        if isinstance(exc.__cause__, RPCError) and exc.__cause__.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+    return described.status == WorkflowExecutionStatus.RUNNING
+
+
+async def _raw_history(handle: WorkflowHandle[Any, Any]) -> list[dict[str, Any]]:
+    return await handle.query(ConversationWorkflow.history)
+
+
+async def _history(handle: WorkflowHandle[Any, Any]) -> list[Message]:
+    async with _reaching():
+        return [from_dict(m) for m in await _raw_history(handle)]
+
+
+@asynccontextmanager
+async def _reaching() -> AsyncIterator[None]:
+    """Temporal's failures to answer as :class:`TemporalUnavailable` (one line)."""
+    try:
+        yield
+    except RPCError as exc:
+        raise TemporalUnavailable(f"Temporal: {exc.message}") from exc
+    except WorkflowQueryFailedError as exc:
+        raise TemporalUnavailable(f"Temporal: the query failed: {exc.message}") from exc
+
+
+def _publish(raw: list[dict[str, Any]], seen: int, agent: str, sink: EventSink) -> int:
+    """Send ``sink`` the events of the history's messages past ``seen``; the new count."""
+    for row in raw[seen:]:
+        for event in _events_of(from_dict(row), agent):
+            sink(event)
+    return max(seen, len(raw))
+
+
+def _events_of(message: Message, agent: str) -> list[Event]:
+    if isinstance(message, AssistantMessage):
+        said: list[Event] = [TextDelta(agent_id=agent, text=message.content)]
+        calls = [
+            ToolStarted(agent_id=agent, call_id=c.id, name=c.name, arguments=c.arguments)
+            for c in message.tool_calls
+        ]
+        return [*(said if message.content else []), *calls]
+    if isinstance(message, ToolResultMessage):
+        return [
+            ToolFinished(
+                agent_id=agent,
+                call_id=message.tool_call_id,
+                name=message.name,
+                is_error=message.is_error,
+                preview=preview(message.content),
+            )
+        ]
+    return []
+
+
+def _tools_of_last_turn(history: list[Message]) -> list[str]:
+    last = max((i for i, m in enumerate(history) if isinstance(m, UserMessage)), default=-1)
+    names: list[str] = []
+    for m in history[last + 1 :]:
+        if isinstance(m, AssistantMessage):
+            names += [c.name for c in m.tool_calls if c.name not in names]
+    return names
+
+
+def create_temporal_app(front: TemporalFront, security: Security) -> FastAPI:
+    """The front end's service: ``front``'s conversations behind ``security``."""
+    app = FastAPI(title="Retinue (Temporal front end)", docs_url=None, redoc_url=None)
+    app.add_middleware(Guard, security=security)
+    app.state.front = front
+
+    def error(status: int, message: str, request: Request) -> JSONResponse:
+        if is_openai_path(request.url.path):
+            return JSONResponse(openai_error(status, message), status_code=status)
+        return JSONResponse({"error": message}, status_code=status)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        return error(exc.status_code, str(exc.detail), request)
+
+    @app.exception_handler(RetinueError)
+    async def turn_error(request: Request, exc: Exception) -> JSONResponse:
+        return error(*front_status(exc), request)
+
+    _front_routes(app, front)
+    _openai_routes(app, front)
+    add_page_routes(app)
+    return app
+
+
+def tenant_of(request: Request, front: TemporalFront) -> str:
+    principal = getattr(request.state, "principal", None)
+    if principal is None:
+        raise HTTPException(401, "missing or wrong bearer token")
+    return principal.tenant or front.tenant
+
+
+def _check(cid: str) -> None:
+    if not valid_conversation_id(cid):
+        raise HTTPException(
+            400, f"bad conversation id {cid!r}: use 1-64 letters, digits, '_', '.', '-'"
+        )
+
+
+def _text_only(body: MessageIn) -> str:
+    if body.parts or body.keep_sessions:
+        raise HTTPException(
+            400, "images, PDFs and keep_sessions do not reach Temporal workflows yet: send text"
+        )
+    return body.content
+
+
+def _front_routes(app: FastAPI, front: TemporalFront) -> None:
+    @app.get("/healthz")
+    async def healthz() -> dict[str, Any]:
+        return {"status": "ok", "model": "temporal", "sessions": 0}
+
+    @app.get("/v1/conversations")
+    async def list_conversations(request: Request) -> dict[str, Any]:
+        return {"conversations": await front.views(tenant_of(request, front))}
+
+    @app.get("/v1/conversations/{cid}")
+    async def get_conversation(cid: str, request: Request) -> dict[str, Any]:
+        _check(cid)
+        tenant = tenant_of(request, front)
+        history = await front.history(tenant, cid)
+        state = await front.state(tenant, cid) if history is not None else None
+        if history is None or state is None:
+            raise HTTPException(404, f"no conversation {cid!r}")
+        messages = [shown_dict(m) for m in history]
+        return {"id": cid, "messages": messages, "running": state["running"],
+                "question": state["question"], "approvals": state["approvals"]}  # fmt: skip
+
+    @app.get("/v1/conversations/{cid}/approvals")
+    async def list_approvals(cid: str, request: Request) -> dict[str, Any]:
+        _check(cid)
+        state = await front.state(tenant_of(request, front), cid)
+        return {"approvals": state["approvals"] if state is not None else []}
+
+    @app.post("/v1/conversations/{cid}/approvals/{aid:path}")  # (ids hold "/")
+    async def answer_approval(
+        cid: str, aid: str, body: ApprovalIn, request: Request
+    ) -> dict[str, Any]:
+        _check(cid)
+        tenant = tenant_of(request, front)
+        if not await front.approve(tenant, cid, aid, allow=body.allow, message=body.message):
+            raise HTTPException(404, f"no pending approval {aid!r} in conversation {cid!r}")
+        return {"answered": aid, "allow": body.allow}
+
+    @app.post("/v1/conversations/{cid}/messages", response_model=None)
+    async def post_message(
+        cid: str,
+        body: MessageIn,
+        request: Request,
+        stream: bool = False,
+        idempotency_key: str | None = Header(default=None, max_length=200),
+    ) -> dict[str, Any] | StreamingResponse:
+        _check(cid)
+        tenant, text = tenant_of(request, front), _text_only(body)
+        key = f"msg-{idempotency_key}" if idempotency_key else None
+        if stream or "text/event-stream" in request.headers.get("accept", ""):
+
+            def start(sink: EventSink) -> asyncio.Task[RunOutput]:
+                return front.start(tenant, cid, text, on_event=sink, message_id=key)
+
+            return StreamingResponse(
+                _stream(TurnFeed(start)),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache"},
+            )
+        return output_json(await front.start(tenant, cid, text, message_id=key))
+
+    @app.delete("/v1/conversations/{cid}")
+    async def delete_conversation(cid: str, request: Request) -> dict[str, Any]:
+        _check(cid)
+        if not await front.delete(tenant_of(request, front), cid):
+            raise HTTPException(404, f"no conversation {cid!r}")
+        return {"deleted": cid, "ended_sessions": []}
+
+    @app.get("/v1/sessions")
+    async def list_sessions(
+        request: Request, parent: str | None = None, team: str | None = None
+    ) -> dict[str, Any]:
+        """The sessions of the conversation whose main agent ``team`` (or ``parent``) names
+        (``conv-CID``); each conversation's tree is its own workflow's query."""
+        named = team or parent or ""
+        cid = named.removeprefix("conv-").split("/")[0]
+        state = None
+        if named.startswith("conv-") and valid_conversation_id(cid):
+            state = await front.state(tenant_of(request, front), cid)
+        sessions = state["sessions"] if state is not None else []
+        if parent is not None:
+            sessions = [s for s in sessions if s["parent_id"] == parent]
+        return {"sessions": sessions, "tasks": {}}
+
+
+async def _stream(feed: TurnFeed) -> AsyncIterator[str]:
+    """A turn's events as SSE frames, then its result (or its error)."""
+    try:
+        async for event in feed.events():
+            yield frame(event.kind, event.to_dict())
+        outcome = feed.outcome(front_status)
+        if isinstance(outcome, RunOutput):
+            yield frame("result", output_json(outcome))
+        else:
+            yield frame("error", {"error": outcome[1], "status": outcome[0]})
+    finally:
+        feed.close()
+
+
+def _openai_routes(app: FastAPI, front: TemporalFront) -> None:
+    @app.get("/v1/models")
+    async def list_models() -> dict[str, Any]:
+        return {"object": "list", "data": [_model(MODEL)]}
+
+    @app.post("/v1/chat/completions", response_model=None)
+    async def chat_completions(
+        body: ChatRequest,
+        request: Request,
+        response: Response,
+        x_retinue_conversation: str | None = Header(default=None, max_length=200),
+    ) -> dict[str, Any] | StreamingResponse | JSONResponse:
+        if (refused := refusal(body)) is not None:
+            return JSONResponse(openai_error(400, refused[1], refused[0]), status_code=400)
+        if body.model != MODEL:
+            raise HTTPException(404, f"model {body.model!r} not found (models: {MODEL})")
+        *earlier, last = body.messages
+        if last.role != "user" or not last.text.strip() or last.media():
+            raise HTTPException(
+                400,
+                "the last message must be the user's, as text: it is "
+                "the new turn (images and files do not reach Temporal yet)",
+            )
+        tenant = tenant_of(request, front)
+        header = x_retinue_conversation
+        if header is not None and not valid_conversation_id(header):
+            raise HTTPException(400, f"bad {HEADER} header {header!r}")
+        cid = header or f"oai-{secrets.token_hex(16)}"
+        text = last.text
+        if earlier and (header is None or await front.history(tenant, cid) is None):
+            text = transcript(earlier, text)
+
+        def start(sink: EventSink | None) -> asyncio.Task[RunOutput]:
+            return front.start(tenant, cid, text, on_event=sink)
+
+        agent = agent_id_for(cid)
+        turn = _Turn(cid, lambda a: a == agent, start)
+        chat = _Completion(body.model, cid, _same)
+        if body.stream:
+            usage = body.stream_options is not None and body.stream_options.include_usage
+            return StreamingResponse(
+                chat.stream(turn, front_status, usage),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache", HEADER: cid},
+            )
+        out = await turn.start(None)
+        response.headers[HEADER] = cid
+        return chat.completion(out)
+
+
+def _same(data: Any) -> Any:
+    return data
