@@ -36,6 +36,8 @@ wire API of ``openai:`` models (:func:`provider_api`). ``[model_settings.<model 
 tables (``effort = "high"``, ``max_output_tokens = 32000``...) set how that model is asked
 (:class:`retinue.llm.settings.ModelSettings`). ``[sandbox] trusted_outside``: which of
 the user's own hooks and MCP servers run outside the sandbox (:class:`SandboxSettings`).
+``[temporal] address``, ``namespace``, ``task_queue``: the Temporal server ``retinue worker``
+and ``retinue serve`` use when given no ``--temporal`` (:class:`TemporalSettings`).
 
 A model is named the same way everywhere (``--model``, ``RETINUE_MODEL``, ``config.toml``, a
 role file's ``model:``, ``Agent(model=...)``): :func:`canonical_model` turns ``provider:model``,
@@ -194,6 +196,16 @@ class SandboxSettings(pydantic.BaseModel):
     trusted_outside: list[Annotated[str, Field(pattern=_OUTSIDE)]] = []
 
 
+class TemporalSettings(pydantic.BaseModel):
+    """The ``[temporal]`` table: the server (``host:port``) whose workflows ``retinue worker``
+    runs and ``retinue serve`` fronts, its namespace and the workers' task queue."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", strict=True)
+    address: Annotated[str, Field(pattern=r"^\S+:\d{1,5}$", max_length=300)] | None = None
+    namespace: Annotated[str, Field(min_length=1, max_length=200)] = "default"
+    task_queue: Annotated[str, Field(min_length=1, max_length=200)] = "retinue"
+
+
 class FileSettings(pydantic.BaseModel):
     """What ``config.toml`` may set, with the type and range of each value."""
 
@@ -228,6 +240,7 @@ class FileSettings(pydantic.BaseModel):
     providers: dict[str, ProviderSettings] | None = None  # [providers.openai] api = "chat"
     model_settings: dict[str, dict[str, Any]] | None = None  # checked by retinue.llm.settings
     sandbox: SandboxSettings | None = None  # [sandbox] trusted_outside = ["hooks", "mcp:gh"]
+    temporal: TemporalSettings | None = None  # [temporal] address = "127.0.0.1:7233"
 
 
 _KINDS = {"int": "an integer", "string": "a string", "dict": "a table"}
@@ -287,6 +300,7 @@ class Settings:
     providers: dict[str, dict[str, Any]] = field(default_factory=dict)  # per provider: api
     model_settings: dict[str, dict[str, Any]] = field(default_factory=dict)  # per model/alias
     sandbox: dict[str, Any] = field(default_factory=dict)  # trusted_outside (SandboxSettings)
+    temporal: dict[str, Any] = field(default_factory=dict)  # address, namespace, task_queue
 
     @property
     def config_file(self) -> Path:

@@ -37,6 +37,8 @@ from retinue.cli.term import echo
 if TYPE_CHECKING:
     import httpx
 
+    from retinue.cli.serve_temporal import TemporalTarget
+
 __all__ = ["DEFAULT_URL", "interrupt", "serve", "sessions"]
 
 DEFAULT_URL = "http://127.0.0.1:8765"
@@ -100,8 +102,34 @@ def serve(
             "else off]",
         ),
     ] = None,
+    temporal: Annotated[
+        str | None,
+        typer.Option(
+            "--temporal",
+            metavar="ADDRESS",
+            help="be a stateless front end over conversations that run as workflows on this "
+            "Temporal server (host:port), served by `retinue worker --temporal` "
+            "[default: [temporal] address in config.toml, else none]",
+        ),
+    ] = None,
+    namespace: Annotated[
+        str | None, typer.Option(help="the Temporal namespace [default: default]")
+    ] = None,
+    task_queue: Annotated[
+        str | None, typer.Option(help="the workers' Temporal task queue [default: retinue]")
+    ] = None,
 ) -> None:
     """Serve the main agent over HTTP (conversations, SSE progress, live sessions)."""
+    from retinue.cli.serve_temporal import resolve
+    from retinue.config import Settings
+
+    with one_line_errors():
+        configured = Settings.load(workspace=workspace, tenant=tenant).temporal
+    target = resolve(temporal, namespace, task_queue, configured)
+    if target is not None:
+        _serve_front(target, max_turns, host, port, workspace, tenant, allow_host, cors_origin,
+                     max_body)  # fmt: skip
+        return
     import uvicorn
 
     from retinue.engine.collector import tune_for_serving
@@ -136,6 +164,43 @@ def serve(
     config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)
     server.run(sockets=[sock])
+
+
+def _serve_front(
+    target: TemporalTarget,
+    max_turns: int,
+    host: str,
+    port: int,
+    workspace: Path | None,
+    tenant: str | None,
+    allow_host: list[str] | None,
+    cors_origin: list[str] | None,
+    max_body: int | None,
+) -> None:
+    """``serve --temporal``: the service's front door before a Temporal front end."""
+    from importlib.util import find_spec
+
+    if find_spec("temporalio") is None:
+        fail("--temporal needs the temporal extra: pip install 'retinue[temporal]'")
+    from retinue.cli.serve_temporal import serve_temporal
+    from retinue.config import Settings
+    from retinue.server.security import DEFAULT_MAX_BODY, Security
+    from retinue.server.tokens import TokenBook
+
+    with one_line_errors():
+        settings = Settings.load(workspace=workspace, tenant=tenant)
+    token = _serve_token(settings.home, host)
+    security = Security.build(
+        token, listen_host=host, allow_hosts=allow_host or (), cors_origins=cors_origin or (),
+        max_body=max_body or DEFAULT_MAX_BODY, tokens=TokenBook(settings.home),
+    )  # fmt: skip
+    sock = _listen(host, port)
+    url = f"http://{host}:{sock.getsockname()[1]}"
+    echo(f"retinue serving Temporal {target.address} ({target.namespace}/"
+         f"{target.task_queue}) on {url}", err=True)  # fmt: skip
+    _say_how_to_use(settings.home, url)
+    serve_temporal(target, max_turns=max_turns, tenant=settings.tenant, sock=sock,
+                   security=security)  # fmt: skip
 
 
 def _serve_token(home: Path, host: str) -> str:

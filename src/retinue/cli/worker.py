@@ -24,17 +24,28 @@ from retinue.cli.common import (
     make_runtime,
     one_line_errors,
 )
+from retinue.cli.serve_temporal import resolve
 from retinue.cli.term import echo
+from retinue.errors import ConfigError
 
 __all__ = ["worker"]
 
 
 def worker(
     temporal: Annotated[
-        str, typer.Option("--temporal", metavar="ADDRESS", help="the Temporal server, host:port")
-    ],
-    namespace: Annotated[str, typer.Option(help="the Temporal namespace")] = "default",
-    task_queue: Annotated[str, typer.Option(help="the task queue to serve")] = "retinue",
+        str | None,
+        typer.Option(
+            "--temporal",
+            metavar="ADDRESS",
+            help="the Temporal server, host:port [default: [temporal] address in config.toml]",
+        ),
+    ] = None,
+    namespace: Annotated[
+        str | None, typer.Option(help="the Temporal namespace [default: default]")
+    ] = None,
+    task_queue: Annotated[
+        str | None, typer.Option(help="the task queue to serve [default: retinue]")
+    ] = None,
     model: ModelOpt = None,
     workspace: WorkspaceOpt = None,
     tenant: TenantOpt = None,
@@ -55,12 +66,14 @@ def worker(
             runtime = make_runtime(
                 model, workspace, tenant, quiet=quiet, permission_mode=permission_mode
             )
-            echo(f"retinue worker on {temporal} ({namespace}/{task_queue}), tenant "
+            at = resolve(temporal, namespace, task_queue, runtime.settings.temporal)
+            if at is None:
+                raise ConfigError("give --temporal ADDRESS, or [temporal] address in config.toml")
+            echo(f"retinue worker on {at.address} ({at.namespace}/{at.task_queue}), tenant "
                  f"{runtime.settings.tenant!r}, model {runtime.model.name}", err=True)  # fmt: skip
             try:
-                asyncio.run(
-                    run_worker(temporal, runtime, namespace=namespace, task_queue=task_queue)
-                )
+                asyncio.run(run_worker(at.address, runtime, namespace=at.namespace,
+                                       task_queue=at.task_queue))  # fmt: skip
             except KeyboardInterrupt:
                 echo("stopped", err=True)
                 raise typer.Exit(EXIT_INTERRUPTED) from None

@@ -1,0 +1,81 @@
+"""``retinue serve --temporal ADDRESS``: the HTTP service as a stateless front end over
+conversations that run as Temporal workflows (:mod:`retinue.server.temporal_front`).
+
+It builds no runtime (no model, no tools, no memory: the workers have those); it reads the
+settings for the data directory (its token) and the tenant, connects to the Temporal server
+and serves until stopped. Needs the ``temporal`` extra.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from retinue.cli.common import EXIT_INTERRUPTED, one_line_errors
+
+if TYPE_CHECKING:
+    from retinue.server.security import Security
+
+__all__ = ["TemporalTarget", "resolve", "serve_temporal"]
+
+
+@dataclass(slots=True)
+class TemporalTarget:
+    """The Temporal server, namespace and task queue of ``retinue serve`` and ``worker``."""
+
+    address: str
+    namespace: str = "default"
+    task_queue: str = "retinue"
+
+
+def resolve(
+    address: str | None,
+    namespace: str | None,
+    task_queue: str | None,
+    configured: dict[str, Any],
+) -> TemporalTarget | None:
+    """The flags over ``configured`` (config.toml's ``[temporal]`` table); None without an
+    address in either."""
+    found = address or configured.get("address")
+    if not found:
+        return None
+    return TemporalTarget(
+        found,
+        namespace or configured.get("namespace") or "default",
+        task_queue or configured.get("task_queue") or "retinue",
+    )
+
+
+def serve_temporal(
+    target: TemporalTarget, *, max_turns: int, tenant: str, sock: socket.socket, security: Security
+) -> None:
+    """Serve on ``sock`` until stopped (the process then exits without the interpreter's
+    teardown: see :func:`retinue.cli.worker._leave`)."""
+    import uvicorn
+
+    from retinue.cli.worker import _leave
+    from retinue.server.temporal_front import TemporalFront, create_temporal_app
+    from retinue.temporal.worker import connect
+
+    async def main() -> None:
+        with one_line_errors():
+            client = await connect(target.address, target.namespace)
+        front = TemporalFront(
+            client, tenant=tenant, task_queue=target.task_queue, max_turns=max_turns
+        )
+        app = create_temporal_app(front, security)
+        config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5)
+        await uvicorn.Server(config).serve(sockets=[sock])
+
+    code = 0
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        code = EXIT_INTERRUPTED
+    except typer.Exit as exc:  # one_line_errors' exit
+        code = exc.exit_code
+    _leave(code)
