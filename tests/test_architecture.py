@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable, Mapping
+from functools import cache
 from pathlib import Path
 
 import retinue
@@ -54,10 +55,16 @@ def layer_of(module: str) -> int:
     return LAYERS.get(".".join(parts[:2]), LAYERS[parts[0]])
 
 
-def imports_of(path: Path) -> set[str]:
+@cache
+def import_statements(path: Path) -> tuple[ast.Import | ast.ImportFrom, ...]:
+    """The import statements of a module, wherever they stand (parsed once per test run)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
+    return tuple(n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom))
+
+
+def imports_of(path: Path) -> set[str]:
     found = set()
-    for node in ast.walk(tree):
+    for node in import_statements(path):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("retinue."):
             found.add(node.module.removeprefix("retinue."))
         elif isinstance(node, ast.Import):
@@ -100,6 +107,7 @@ def module_names() -> dict[str, Path]:
     return names
 
 
+@cache  # built once per test run; the tests only read it
 def import_graph() -> dict[str, set[str]]:
     """Each module of retinue -> the modules of retinue it imports (see the docstring)."""
     modules = module_names()
@@ -107,7 +115,7 @@ def import_graph() -> dict[str, set[str]]:
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         targets: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in import_statements(path):
             if isinstance(node, ast.Import):
                 targets.update(a.name for a in node.names if a.name in modules)
             elif isinstance(node, ast.ImportFrom):
