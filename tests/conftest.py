@@ -77,13 +77,31 @@ def tier(item: pytest.Item) -> str:
     return file_tier(Path(item.path)) or "unit"
 
 
+def _is_test_file(path: Path) -> bool:
+    return path.suffix == ".py" and path.name.startswith("test_")
+
+
+@cache
+def no_unit_test_below(folder: Path) -> bool:
+    """Whether every test file under ``folder`` has a tier of its own, so none is unit."""
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = [d for d in dirs if d != "node_modules" and not d.startswith((".", "_"))]
+        for name in files:
+            path = Path(root, name)
+            if _is_test_file(path) and not file_tier(path):
+                return False
+    return True
+
+
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """Under ``-m unit``, files none of whose tests are unit are not even imported (importing
-    every test module is half of the quick loop's time otherwise)."""
+    """Under ``-m unit``, files none of whose tests are unit are not even imported, nor the
+    ``conftest.py`` of a folder without unit tests (importing every test module and the
+    servers' kits is half of the quick loop's time otherwise)."""
     if (config.getoption("markexpr", "") or "").strip() != "unit":
         return None
-    name = collection_path.name
-    if collection_path.suffix == ".py" and name.startswith("test_") and file_tier(collection_path):
+    if _is_test_file(collection_path) and file_tier(collection_path):
+        return True
+    if collection_path.is_dir() and no_unit_test_below(collection_path):
         return True
     return None
 
