@@ -18,6 +18,13 @@ process lists it (:meth:`SavedConversation.approvals`) and answers it
 turn; a new message instead withdraws it. The stored request meets its call again by
 :func:`~retinue.policy.approvals.answer_fits`, as the service's do.
 
+**Questions that outlive the process.** A turn that ends asking (``stop_reason="asking"``)
+is saved up to its ``AskParent`` call, left unanswered: the next process's next message is
+the answer, and the same turn goes on. What a stored history waits on is read back as one
+value (:class:`~retinue.engine.pause.Paused`), and :class:`StoredPause` keeps it, for this
+class and the HTTP service alike; with durable sessions a sub-agent's call waiting for
+approval is recorded so, and asked for again in the next process.
+
 **Durable sessions** (the ``durable_sessions`` setting): the conversation's whole tree is
 recorded at each step (:mod:`retinue.durable`), so interactive sub-agent sessions kept with
 ``keep_sessions=True`` come back too, and a turn cut short goes on from its last step.
@@ -34,24 +41,19 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, cast
 
-from retinue.durable import record_conversation, restore_conversation
+from retinue.durable import awaiting_approval, record_conversation, restore_conversation
 from retinue.engine.config import RunOutput
-from retinue.engine.session import INTERRUPTED_NOTE, repair_history
+from retinue.engine.pause import Paused, close_open_calls, stored_pause
+from retinue.engine.pause import asking as pause_asking
+from retinue.engine.session import INTERRUPTED_NOTE, Session, repair_history
 from retinue.errors import ConversationError
 from retinue.memory.conversations import ConversationStore, same_prefix
 from retinue.memory.journal import SessionJournal
-from retinue.messages import (
-    AssistantMessage,
-    Content,
-    Message,
-    ToolResultMessage,
-    from_dict,
-    to_dict,
-)
+from retinue.messages import Content, Message, from_dict, to_dict
 from retinue.policy.approvals import (
     Approval,
     ApprovalRequest,
@@ -67,9 +69,9 @@ __all__ = [
     "MAX_EXPORT_CHARS",
     "Export",
     "SavedConversation",
+    "StoredPause",
     "parse_export",
     "valid_conversation_id",
-    "waiting_approvals",
 ]
 
 EXPORT_FORMAT = "retinue.conversation"
@@ -82,9 +84,12 @@ LOST_RESULT = (
     "Error: the service stopped while this call ran; its result was not kept (it may have "
     "run, in part or whole)"
 )
+CUT_SHORT_RESULT = (
+    "Error: the turn paused for the user's answer and left this worker while this call ran; "
+    "its result was not kept (it may have run, in part or whole)"
+)
 
 _CONVERSATION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-_REQUEST_FIELDS = frozenset(ApprovalRequest.__dataclass_fields__)
 
 
 def valid_conversation_id(cid: str) -> bool:
@@ -92,36 +97,119 @@ def valid_conversation_id(cid: str) -> bool:
     return _CONVERSATION_ID.fullmatch(cid) is not None
 
 
-def waiting_approvals(
-    history: Sequence[Message], stored: Sequence[Mapping[str, Any]]
-) -> list[ApprovalRequest]:
-    """The stored main-agent requests whose calls the history's last step left unanswered
-    (none unless every request found its call). That step's other unanswered calls may
-    have run before the stop: they get a result that says so (they are not run again)."""
-    requests: list[ApprovalRequest] = []
-    for data in stored:
-        try:
-            request = ApprovalRequest(**{k: v for k, v in data.items() if k in _REQUEST_FIELDS})
-        except TypeError:
-            return []
-        if request.depth != 0 or not request.call_id:
-            return []
-        requests.append(request)
-    step = next((m for m in reversed(history) if isinstance(m, AssistantMessage)), None)
-    if not requests or step is None or not step.tool_calls:
-        return []
-    at = len(history) - 1 - list(history)[::-1].index(step)
-    answered = {m.tool_call_id for m in history[at + 1 :] if isinstance(m, ToolResultMessage)}
-    open_calls = {c.id: c for c in step.tool_calls if c.id not in answered}
-    asked = {r.call_id for r in requests}
-    if not asked <= open_calls.keys() or not isinstance(history, list):
-        return []
-    history.extend(
-        ToolResultMessage(c.id, c.name, LOST_RESULT, True)
-        for c in open_calls.values()
-        if c.id not in asked
+@dataclass(slots=True, eq=False)
+class StoredPause:
+    """What a conversation's store keeps of its main agent's paused turn (see
+    :mod:`retinue.engine.pause`), for :class:`SavedConversation` and the HTTP service alike.
+
+    ``requests`` are the main agent's approval requests stored with ``history`` (the history
+    up to their calls): waiting while their turn runs, or restored from the store with no
+    turn. ``answers`` are those answered after a restart, by call id, for the resumed turn's
+    approver. ``asked`` is the history a question is stored with when its turn leaves memory
+    (:meth:`record_question`)."""
+
+    requests: dict[str, ApprovalRequest] = field(default_factory=dict[str, ApprovalRequest])
+    history: list[Message] | None = None
+    answers: dict[str, tuple[ApprovalRequest, Approval]] = field(
+        default_factory=dict[str, tuple[ApprovalRequest, Approval]]
     )
-    return requests
+    asked: list[Message] | None = None
+
+    @staticmethod
+    def read(history: list[Message], stored: Sequence[Mapping[str, Any]]) -> Paused | None:
+        """What a stored history waits on (:func:`~retinue.engine.pause.stored_pause`); for
+        approvals, the step's other open calls may have run before the stop: they get a
+        result that says so (they are not run again)."""
+        paused = stored_pause(history, stored)
+        if paused is not None and paused.approvals:
+            close_open_calls(history, LOST_RESULT, keep=paused.calls)
+        return paused
+
+    def restore(self, paused: Paused | None, messages: Sequence[Message]) -> None:
+        """Keep ``paused``'s approval requests, stored with the history ``messages``."""
+        if paused is not None and paused.approvals:
+            self.requests = {r.id: r for r in paused.requests}
+            self.history = list(messages)
+
+    async def ask(
+        self,
+        request: ApprovalRequest,
+        approver: Callable[[ApprovalRequest], Awaitable[Approval]],
+        messages: Sequence[Message],
+        *,
+        save: Callable[[], Awaitable[None]] | None,
+        recorded: bool = False,
+    ) -> Approval:
+        """Answer ``request``: the answer given after a restart to the very same call, else
+        ``approver``'s. The main agent's request is stored first (``save``: None when there
+        is no store), a sub-agent's is named in its journal record (``recorded``: durable
+        sessions) so that a tree revived elsewhere asks for it again."""
+        kept = self.answers.get(request.call_id)
+        if kept is not None and answer_fits(kept[0], request):  # the very call answered
+            del self.answers[request.call_id]
+            return kept[1]
+        if request.depth == 0 and save is not None:
+            self.requests[request.id] = request
+            if self.history is None:
+                self.history = list(messages)
+            await save()
+            answer = await approver(request)
+            self.release(request.id)  # (a cancelled wait leaves it stored)
+            return answer
+        if request.depth > 0 and recorded:
+            async with awaiting_approval(request.call_id):
+                return await approver(request)
+        return await approver(request)
+
+    def release(self, request_id: str) -> bool:
+        """An answered request is no longer stored; True if it was."""
+        found = self.requests.pop(request_id, None) is not None
+        if not self.requests:
+            self.history = None
+        return found
+
+    def answer(self, request_id: str, approval: Approval) -> bool | None:
+        """Answer a request restored from the store: None if there is no such request, True
+        once the step has no other request waiting (its turn may go on), else False."""
+        request = self.requests.pop(request_id, None)
+        if request is None:
+            return None
+        self.answers[request.call_id] = (request, approval)
+        if self.requests:
+            return False
+        self.history = None
+        return True
+
+    def withdraw(self, messages: list[Message]) -> None:
+        """Drop the stored approvals' step: its calls get results, the turn is closed."""
+        self.requests.clear()
+        self.answers.clear()
+        self.history = None
+        repair_history(messages, INTERRUPTED_NOTE)
+
+    def record_question(self, session: Session) -> None:
+        """If ``session`` (the main agent's) waits for the user's answer and no approval is
+        stored, keep its question's history for the store: up to its ``AskParent`` call,
+        left unanswered, the step's other open calls cut short (:data:`CUT_SHORT_RESULT`),
+        rather than the history its closing writes."""
+        paused = session.paused
+        if paused is None or paused.question is None or self.requests or self.asked:
+            return
+        history = list(session.messages)
+        if pause_asking(history, paused.question.text) is None:
+            return
+        close_open_calls(history, CUT_SHORT_RESULT, keep=paused.calls)
+        self.asked = history
+
+    def to_save(self, messages: Sequence[Message]) -> tuple[list[Message], list[dict[str, Any]]]:
+        """The history to store (the one paused, else ``messages``) and the requests."""
+        history = self.history if self.history is not None else self.asked
+        return list(messages if history is None else history), [
+            r.to_dict() for r in self.requests.values()
+        ]
+
+    def clear(self) -> None:
+        self.requests, self.history, self.answers, self.asked = {}, None, {}, None
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,9 +291,7 @@ class SavedConversation:
         self._conversation = self._fresh()
         self._loaded = False
         self._lock = asyncio.Lock()  # one load; saves in order
-        self._parked: dict[str, ApprovalRequest] = {}  # the main agent's stored requests
-        self._parked_history: list[Message] | None = None  # the history saved with them
-        self._answers: dict[str, tuple[ApprovalRequest, Approval]] = {}  # by call id
+        self._pause = StoredPause()  # the main agent's stored requests, or its question
         self._saved: list[Message] = []  # the history as last saved (the same objects)
         self._saving: set[asyncio.Task[None]] = set()
 
@@ -249,24 +335,27 @@ class SavedConversation:
         if history is None and not self.create:
             raise ConversationError(f"no saved conversation {self.id!r}")
         stored = await self.store.approvals(self.tenant, self.id) if history else []
-        parked = waiting_approvals(history, stored) if history and stored else []
+        paused = StoredPause.read(history, stored) if history else None
         if self._journal is not None:
-            keep = {r.call_id for r in parked}
+            keep = {a.call.id for a in paused.approvals} if paused is not None else set[str]()
             await restore_conversation(self._conversation, self._journal, self.tenant,
                                        history, keep_open=keep)  # fmt: skip
         elif history:
-            self._conversation.restore(history, pending_calls=bool(parked))
-        if parked:
-            self._parked = {r.id: r for r in parked}
-            self._parked_history = list(self.messages)
+            self._conversation.restore(history, pending_calls=paused is not None)
+            if paused is not None and paused.question is not None:
+                self._conversation.session.park(paused)  # the next message answers it
+        self._pause.restore(paused, self.messages)
         self._saved = list(self.messages)
 
     async def send(self, content: Content) -> RunOutput:
         """Handle one user message after the stored history, then save. Approvals still
         pending from before are withdrawn (their step is closed as interrupted)."""
         await self.load()
-        if self._parked and self._conversation.session.state == "idle":
-            self._withdraw()
+        state = self._conversation.session.state
+        if self._pause.requests and state == "idle":
+            self._pause.withdraw(self.messages)
+        if state == "asking":  # the answer: the question's history is kept no more
+            self._pause.asked = None
         try:
             return await self._conversation.send(content)
         finally:
@@ -275,7 +364,7 @@ class SavedConversation:
     async def approvals(self) -> list[ApprovalRequest]:
         """The main agent's calls waiting for a yes or no: asked now, or stored before."""
         await self.load()
-        return list(self._parked.values())
+        return list(self._pause.requests.values())
 
     async def approve(self, request_id: str, approval: Approval | bool = True) -> RunOutput | None:
         """Answer a pending approval stored before (:meth:`approvals`). Once every request
@@ -288,14 +377,12 @@ class SavedConversation:
             raise ConversationError(
                 f"conversation {self.id!r} has a turn running: its approver answers it"
             )
-        request = self._parked.pop(request_id, None)
-        if request is None:
-            raise ConversationError(f"no pending approval {request_id!r} in {self.id!r}")
         answer = approval if isinstance(approval, Approval) else Approval(allow=approval)
-        self._answers[request.call_id] = (request, answer)
-        if self._parked:
+        last = self._pause.answer(request_id, answer)
+        if last is None:
+            raise ConversationError(f"no pending approval {request_id!r} in {self.id!r}")
+        if not last:
             return None
-        self._parked_history = None
         try:
             return await self._conversation.resume()
         finally:
@@ -305,13 +392,13 @@ class SavedConversation:
         """The conversation as a JSON-ready object (:func:`parse_export` reads it back): the
         history as saved, with its pending approvals."""
         await self.load()
-        history = self._parked_history if self._parked else self.messages
+        history, approvals = self._pause.to_save(self.messages)
         return {
             "format": EXPORT_FORMAT,
             "version": EXPORT_VERSION,
             "id": self.id,
-            "messages": [to_dict(m) for m in history or ()],
-            "approvals": [r.to_dict() for r in self._parked.values()],
+            "messages": [to_dict(m) for m in history],
+            "approvals": approvals,
         }
 
     async def close(self) -> list[str]:
@@ -324,39 +411,26 @@ class SavedConversation:
     # -- inside -----------------------------------------------------------------------
 
     async def _ask(self, request: ApprovalRequest) -> Approval:
-        """The approver of this conversation: an answer given after a restart to the very
-        same call, else the agent's approver, the main agent's requests saved first."""
-        kept = self._answers.pop(request.call_id, None)
-        if kept is not None and answer_fits(kept[0], request):
-            return kept[1]
+        """The approver of this conversation (:meth:`StoredPause.ask`): the main agent's
+        requests are saved before the agent's approver is asked."""
         approver = self._approver
         assert approver is not None  # (installed only with one)
-        if request.depth > 0:
-            return await ask_approver(approver, request)
-        self._parked[request.id] = request
-        if self._parked_history is None:
-            self._parked_history = list(self.messages)
-        await self._save_now()
-        answer = await ask_approver(approver, request)
-        # answered: no longer pending (a cancelled wait leaves it stored, see _after_turn)
-        self._parked.pop(request.id, None)
-        if not self._parked:
-            self._parked_history = None
-        return answer
-
-    def _withdraw(self) -> None:
-        """Drop the stored approvals' step: its calls get results, the turn is closed."""
-        self._parked.clear()
-        self._answers.clear()
-        self._parked_history = None
-        repair_history(self.messages, INTERRUPTED_NOTE)
+        return await self._pause.ask(
+            request,
+            lambda r: ask_approver(approver, r),
+            self.messages,
+            save=self._save_now,
+            recorded=self._journal is not None,
+        )
 
     async def _after_turn(self) -> None:
+        session = self._conversation.session
+        self._pause.record_question(session)  # asking: its question outlives this process
         await self._save_now()
-        if self._parked:  # the turn ended while approvals waited: they stay stored, and
-            self._conversation = self._fresh()  # this object goes on from the store
+        if self._pause.requests:  # the turn ended while approvals waited: they stay stored,
+            self._conversation = self._fresh()  # and this object goes on from the store
             self._loaded = False
-            self._parked, self._parked_history, self._answers = {}, None, {}
+            self._pause.clear()
 
     async def _save_now(self) -> None:
         """Save in a task of its own, so a cancelled caller cannot cut the save short."""
@@ -367,11 +441,7 @@ class SavedConversation:
 
     async def _save(self) -> None:
         async with self._lock:
-            if self._parked and self._parked_history is not None:
-                messages = self._parked_history
-                approvals = [r.to_dict() for r in self._parked.values()]
-            else:
-                messages, approvals = list(self.messages), []
+            messages, approvals = self._pause.to_save(self.messages)
             if not messages:
                 return
             keep = same_prefix(self._saved, messages)

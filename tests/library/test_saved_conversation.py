@@ -1,7 +1,10 @@
 """A conversation saved by one process and resumed by another (``Agent.conversation(id)``):
-the resumed one is sent the instructions as they are now, and an approval the first process
-was waiting for when it died is answered in the second. The first process is a real Python
-subprocess with the scripted model; the store is SQLite in the data directory."""
+the resumed one is sent the instructions as they are now, an approval the first process
+was waiting for when it died is answered in the second, and so is its question
+(``AskParent``); a sub-agent's call waiting for approval (durable sessions) is asked for
+again (one pause value, :mod:`retinue.engine.pause`, as the HTTP service's conversations).
+The first process is a real Python subprocess with the scripted model; the store is SQLite
+in the data directory."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -17,10 +21,14 @@ from retinue import (
     Agent,
     ApprovalRequest,
     AssistantMessage,
+    Role,
     SystemMessage,
     ToolResultMessage,
     UserMessage,
 )
+from retinue.durable import RESTARTED_RESULT, tree_settled
+from retinue.llm.base import ToolSpec
+from retinue.messages import Message
 from retinue.testing import ScriptedModel
 
 
@@ -164,3 +172,94 @@ async def test_instructions_changed_in_this_process_reach_the_resumed_conversati
     second = model.calls[1].messages
     assert second[0] == SystemMessage("Version 2.")
     assert [type(m) for m in second] == [SystemMessage, UserMessage, AssistantMessage, UserMessage]
+
+
+ASKS = """
+    import asyncio
+    from retinue import Agent
+    from retinue.testing import ScriptedModel, call_tool
+
+    async def main():
+        ask = call_tool("AskParent", {"question": "Which port?"})
+        with Agent(ScriptedModel([ask]), memory=False, home=home, workspace=workspace) as agent:
+            out = await agent.conversation("setup").send("Set up the server.")
+            print(out.stop_reason, out.content, flush=True)
+
+    asyncio.run(main())
+"""
+
+
+def going_with(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+    last = messages[-1]
+    assert isinstance(last, ToolResultMessage) and last.name == "AskParent", last
+    return f"Going with {last.content}."
+
+
+async def test_a_question_asked_before_a_restart_is_answered_after_it(
+    tmp_path: Path, workspace: Path
+) -> None:
+    first = in_another_process(tmp_path, ASKS)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.strip() == "asking Which port?"
+
+    model = ScriptedModel([going_with])
+    with Agent(model, memory=False, home=tmp_path / "home", workspace=workspace) as agent:
+        conversation = await agent.conversation("setup", create=False).load()
+        assert conversation.conversation.session.question == "Which port?"
+        out = await conversation.send("8080")
+        assert out.content == "Going with 8080."
+        await conversation.close()
+
+
+WRITER = Role(name="scribe", description="writes notes", prompt="You write.", tools=("Write",))
+
+SUB_AGENT_WAITS = """
+    import asyncio, os
+    from retinue import Agent, Role
+    from retinue.testing import ScriptedModel, call_tool
+
+    scribe = Role(name="scribe", description="writes notes", prompt="You write.",
+                  tools=("Write",))
+
+    def approver(request):
+        print("asked:", request.agent_id, request.tool, flush=True)
+        os._exit(3)  # the process dies while the sub-agent's approval waits
+
+    async def main():
+        task = {"role": "scribe", "task": "Write the note.", "interactive": True}
+        write = call_tool("Write", {"file_path": "note.txt", "content": "hello"})
+        agent = Agent(ScriptedModel([call_tool("SubAgent", task), write]), roles=[scribe],
+                      memory=False, home=home, workspace=workspace, approver=approver,
+                      permission_mode="default")
+        await agent.conversation("notes").send("Have the scribe write a note.")
+
+    asyncio.run(main())
+"""
+
+
+async def test_a_sub_agents_waiting_approval_is_asked_again_after_a_restart(
+    tmp_path: Path, workspace: Path
+) -> None:
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "config.toml").write_text("durable_sessions = true\n")
+    died = in_another_process(tmp_path, SUB_AGENT_WAITS)
+    assert died.returncode == 3, died.stderr
+    assert died.stdout.strip() == "asked: conv-notes/scribe Write"
+
+    asked: list[ApprovalRequest] = []
+
+    def approver(request: ApprovalRequest) -> bool:
+        asked.append(request)
+        return True
+
+    model = ScriptedModel(["Done.", "Done."])
+    with Agent(model, roles=[WRITER], memory=False, home=tmp_path / "home",
+               workspace=workspace, approver=approver,
+               permission_mode="default") as agent:  # fmt: skip
+        conversation = await agent.conversation("notes").load()  # (its journal: no turn saved)
+        await tree_settled(conversation.conversation)
+        assert [(r.agent_id, r.tool, r.depth) for r in asked] == [("conv-notes/scribe", "Write", 1)]
+        assert (workspace / "note.txt").read_text() == "hello"
+        results = [m for c in model.calls for m in c.messages if isinstance(m, ToolResultMessage)]
+        assert not any(r.name == "Write" and r.content == RESTARTED_RESULT for r in results)
+        await conversation.close()

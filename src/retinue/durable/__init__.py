@@ -18,9 +18,6 @@ from retinue.durable.recorder import JournalRecorder, awaiting_approval
 from retinue.durable.revive import (
     RESTARTED_RESULT,
     Revived,
-    open_ask,
-    open_question,
-    question_of,
     revive_tree,
     settle_calls,
 )
@@ -39,9 +36,6 @@ __all__ = [
     "Restored",
     "Revived",
     "awaiting_approval",
-    "open_ask",
-    "open_question",
-    "question_of",
     "record_conversation",
     "restore_conversation",
     "revive_tree",

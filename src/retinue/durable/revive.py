@@ -19,26 +19,24 @@ inbox for its parent, as a background turn's does).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from retinue.durable.recorder import AWAITING_KEY, MAX_AWAITING, JournalRecorder
+from retinue.engine import pause
+from retinue.engine.pause import Paused
 from retinue.engine.session import Session
 from retinue.errors import RetinueError
 from retinue.memory.journal import SessionJournal, SessionRecord
-from retinue.messages import AssistantMessage, Message, ToolCall, ToolResultMessage
+from retinue.messages import Message, ToolResultMessage
 from retinue.subagents.manager import SubAgentManager
-from retinue.subagents.tools import ASK_TOOL_NAME
 from retinue.tools.base import ToolRegistry
 
 __all__ = [
     "RESTARTED_RESULT",
     "Revived",
-    "open_ask",
-    "open_question",
-    "question_of",
     "revive_tree",
     "settle_calls",
 ]
@@ -53,78 +51,29 @@ RESTARTED_RESULT = (
 )
 
 
-def question_of(call: ToolCall) -> str | None:
-    """The question of an ``AskParent`` call's arguments (None if it has none)."""
-    try:
-        question = json.loads(call.arguments).get("question")
-    except (ValueError, AttributeError):
-        return None
-    return question if isinstance(question, str) and question.strip() else None
-
-
-def _last_step(messages: Sequence[Message]) -> tuple[int, AssistantMessage] | None:
-    for i in range(len(messages) - 1, -1, -1):
-        m = messages[i]
-        if isinstance(m, AssistantMessage):
-            return i, m
-    return None
-
-
-def open_ask(messages: Sequence[Message]) -> ToolCall | None:
-    """The ``AskParent`` call ``messages`` wait on: their last step's only call without a
-    result, when it asks a question (else None)."""
-    last = _last_step(messages)
-    if last is None:
-        return None
-    at, step = last
-    answered = {m.tool_call_id for m in messages[at + 1 :] if isinstance(m, ToolResultMessage)}
-    open_calls = [c for c in step.tool_calls if c.id not in answered]
-    if len(open_calls) != 1 or open_calls[0].name != ASK_TOOL_NAME:
-        return None
-    return open_calls[0] if question_of(open_calls[0]) is not None else None
-
-
-def open_question(messages: Sequence[Message]) -> str | None:
-    """The question of :func:`open_ask`'s call, if any."""
-    call = open_ask(messages)
-    return question_of(call) if call is not None else None
-
-
 def settle_calls(
     messages: list[Message],
     tools: ToolRegistry,
     *,
     asking: str | None = None,
     keep: Collection[str] = (),
-) -> tuple[ToolCall | None, bool]:
+) -> tuple[Paused | None, bool]:
     """Settle the calls of ``messages``' last step that have no result (module docstring);
     the calls named in ``keep`` (by id) stay as they are.
 
-    Returns the ``AskParent`` call still asking ``asking`` (None if none), and whether
-    calls were left to run again."""
-    last = _last_step(messages)
-    if last is None:
-        return None, False
-    at, step = last
-    answered = {m.tool_call_id for m in messages[at + 1 :] if isinstance(m, ToolResultMessage)}
-    parked, again = None, False
-    for call in step.tool_calls:
-        if call.id in answered or call.id in keep:
-            continue
-        if (
-            asking is not None
-            and parked is None
-            and call.name == ASK_TOOL_NAME
-            and question_of(call) == asking
-        ):
-            parked = call
+    Returns the pause on the ``AskParent`` call still asking ``asking`` (None if none), and
+    whether calls were left to run again."""
+    question = pause.asking(messages, asking) if asking is not None else None
+    again = False
+    for call in pause.open_calls(messages):
+        if call.id in keep or (question is not None and call is question.call):
             continue
         tool = tools.get(call.name)
         if tool is not None and tool.idempotent:
             again = True
             continue
         messages.append(ToolResultMessage(call.id, call.name, RESTARTED_RESULT, True))
-    return parked, again
+    return (None if question is None else Paused(question)), again
 
 
 def _awaiting(record: SessionRecord, messages: Sequence[Message]) -> set[str]:
@@ -132,13 +81,8 @@ def _awaiting(record: SessionRecord, messages: Sequence[Message]) -> set[str]:
     named = record.extra.get(AWAITING_KEY)
     if not isinstance(named, list) or record.state != "running":
         return set()
-    wanted = {c for c in named[:MAX_AWAITING] if isinstance(c, str)}
-    last = _last_step(messages)
-    if last is None:
-        return set()
-    at, step = last
-    answered = {m.tool_call_id for m in messages[at + 1 :] if isinstance(m, ToolResultMessage)}
-    return {c.id for c in step.tool_calls if c.id in wanted and c.id not in answered}
+    wanted = {c for c in cast("list[object]", named)[:MAX_AWAITING] if isinstance(c, str)}
+    return {c.id for c in pause.open_calls(messages) if c.id in wanted}
 
 
 @dataclass(slots=True)
@@ -206,8 +150,8 @@ async def revive_tree(
         )
         recorder.run_id = run_id if isinstance(run_id, str) else None  # the same run, again
         session.set_recorder(recorder)
-        if parked is not None and record.question is not None:
-            session.park(parked, record.question)
+        if parked is not None:
+            session.park(parked)
         revived.sessions[record.id] = session
         if record.state == "closing":
             revived.closing.append(session)

@@ -17,7 +17,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from retinue.durable.recorder import JournalRecorder
-from retinue.durable.revive import Revived, open_question, revive_tree, settle_calls
+from retinue.durable.revive import Revived, revive_tree, settle_calls
+from retinue.engine.pause import stored_pause
 from retinue.engine.session import INTERRUPTED_NOTE, repair_history
 from retinue.memory.journal import SessionJournal
 from retinue.messages import Message, SystemMessage
@@ -84,7 +85,8 @@ async def restore_conversation(
         asking = record.question if state in ("asking", "running") else None
     else:
         main = None
-        asking = open_question(history or [])
+        paused = stored_pause(history or [])
+        asking = paused.question.text if paused is not None and paused.question else None
     history = list(history or [])
     stored = list(history)
     parked, again = settle_calls(history, session.config.tools, asking=asking, keep=keep_open)
@@ -100,8 +102,8 @@ async def restore_conversation(
         session.restore_state(history)
     record_conversation(conversation, journal, tenant, saved=stored)
     revived = await revive_tree(conversation.runtime.manager, session, records, journal, tenant)
-    if parked is not None and asking is not None:
-        session.park(parked, asking)
+    if parked is not None:
+        session.park(parked)
     elif not keep_open and (state in ("running", "asking") or again):
         session.start_resume()  # the turn that was cut short goes on first
     return Restored(history if main is not None else None, state, revived)

@@ -15,6 +15,7 @@ from retinue.tools.base import ToolContext, ToolRegistry
 
 if TYPE_CHECKING:
     from retinue.engine.output import OutputSpec, SubAgentOutput
+    from retinue.engine.pause import Paused
 
 __all__ = ["ContextKeeper", "OutputT", "RunConfig", "RunOutput", "StopReason"]
 
@@ -113,6 +114,9 @@ class RunOutput(Generic[OutputT]):
     last_input_tokens: int = 0
     output: OutputT = _NO_OUTPUT
     subagent_outputs: list[SubAgentOutput] = field(default_factory=list)
+    paused: Paused | None = None
+    """What the turn waits on when it ended paused (``asking``: the question and its call;
+    see :mod:`retinue.engine.pause`), else None."""
 
     def outputs(self, kind: type[T]) -> list[T]:
         """The sub-agents' typed answers that are ``kind`` objects, in order."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from retinue.engine.config import RunConfig, RunOutput
 from retinue.engine.output import Rejected, give_up, settle
+from retinue.engine.pause import close_open_calls, open_calls
 from retinue.engine.repeats import Repeats, listen_for_stop, refusal, stopped_note
 from retinue.errors import ContextTooLongError
 from retinue.events import (
@@ -391,37 +392,19 @@ async def run_pending_calls(config: RunConfig) -> None:
     """Run the calls of the history's last step that have no result yet, as :func:`run`
     runs a step's calls (through the gate), and add their results: a turn that goes on
     from a stored history whose last step was cut short (a call waiting for approval)."""
-    messages = config.messages
-    for i in range(len(messages) - 1, -1, -1):
-        m = messages[i]
-        if isinstance(m, AssistantMessage):
-            answered = {
-                r.tool_call_id for r in messages[i + 1 :] if isinstance(r, ToolResultMessage)
-            }
-            calls = tuple(c for c in m.tool_calls if c.id not in answered)
-            if calls:
-                messages.extend(await _run_tools(config, calls))
-                if config.on_step is not None:
-                    await config.on_step()
-            return
+    calls = tuple(open_calls(config.messages))
+    if calls:
+        config.messages.extend(await _run_tools(config, calls))
+        if config.on_step is not None:
+            await config.on_step()
 
 
 def close_pending_calls(messages: list[Message]) -> None:
     """After a cancellation, answer every tool call that has no result yet."""
-    for i in range(len(messages) - 1, -1, -1):
-        m = messages[i]
-        if isinstance(m, AssistantMessage):
-            if not m.tool_calls:
-                return
-            answered = {
-                r.tool_call_id for r in messages[i + 1 :] if isinstance(r, ToolResultMessage)
-            }
-            messages.extend(
-                ToolResultMessage(c.id, c.name, "Error: cancelled before it finished", True)
-                for c in m.tool_calls
-                if c.id not in answered
-            )
-            return
+    close_open_calls(messages, CANCELLED_RESULT)
+
+
+CANCELLED_RESULT = "Error: cancelled before it finished"
 
 
 def _typed(config: RunConfig, out: RunOutput) -> dict[str, object]:

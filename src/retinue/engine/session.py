@@ -59,6 +59,7 @@ from typing import Literal, Protocol, TypeVar
 from retinue._tasks import cancel_and_wait, finish
 from retinue.engine.config import RunConfig, RunOutput
 from retinue.engine.loop import close_pending_calls, run, run_pending_calls
+from retinue.engine.pause import ASK_TOOL_NAME, Paused, Question, asking
 from retinue.errors import SessionClosedError, SessionError
 from retinue.memory.consolidate import consolidation_run
 from retinue.messages import (
@@ -109,6 +110,7 @@ WITHDRAWN_NOTE = (
 STEERING_KEPT_NOTE = "{n} steering message(s) not seen yet, kept for its next turn"
 
 _NO_STEERING: list[str] = []  # shared, never changed
+_NO_CALL = ToolCall("", ASK_TOOL_NAME)  # a question asked with no call in the history
 
 _running: ContextVar[Session | None] = ContextVar("retinue_running_session", default=None)
 
@@ -209,7 +211,6 @@ class Session:
         "_closed",
         "_closing",
         "_current",
-        "_parked",
         "_queue",
         "_stale_prompt",
         "_steered",
@@ -226,7 +227,7 @@ class Session:
         "inbox",
         "last_reply",
         "lifecycle",
-        "question",
+        "paused",
         "recorder",
         "started_at",
         "token_budget",
@@ -263,14 +264,13 @@ class Session:
         self._current: asyncio.Task[RunOutput] | None = None
         self._closing: asyncio.Task[Consolidation] | None = None
         self._closed = False
-        self.question: str | None = None  # the running turn's question, while it waits
+        self.paused: Paused | None = None  # what the turn waits on (a question), if any
         self._answer: asyncio.Future[str] | None = None
         # send()s waiting for their turn (None while there are none: idle sessions are many)
         self._waiters: dict[asyncio.Task[RunOutput], asyncio.Future[str | None]] | None = None
         self._wakers: tuple[asyncio.Future[None], ...] = ()  # wait_background()s
         self._steering: tuple[str, ...] = ()  # steering not yet shown to the running turn
         self._steered = 0  # steering messages shown to the model, all turns together
-        self._parked: ToolCall | None = None  # a restored question's call (see park())
         self._stale_prompt = False  # a restored history: its system prompt is rendered anew
         self.recorder: Recorder | None = None  # a durable session's (see set_recorder())
         config.on_usage = self._count
@@ -287,6 +287,12 @@ class Session:
         if self.question is not None:
             return "asking"
         return "running" if self._current is not None else "idle"
+
+    @property
+    def question(self) -> str | None:
+        """The question the session's turn waits on (running, or parked: see :meth:`park`)."""
+        paused = self.paused
+        return None if paused is None or paused.question is None else paused.question.text
 
     @property
     def usage(self) -> Usage:
@@ -359,14 +365,16 @@ class Session:
         self._steering = tuple(steering)
         self.inbox = list(inbox)
 
-    def park(self, call: ToolCall, question: str) -> None:
-        """The history ends with ``call`` (an ``AskParent``) unanswered, asked before a
-        restart: the session is asking ``question`` with no turn running, and the next
+    def park(self, paused: Paused) -> None:
+        """The history ends with ``paused``'s question call (an ``AskParent``) unanswered,
+        asked before a restart: the session is asking with no turn running, and the next
         message sent (:meth:`send` or :meth:`start`) becomes the call's result and goes on
         with the same turn."""
         if self._current is not None or self._closing is not None:
             raise SessionError(f"session {self.id} is busy: only an idle session is parked")
-        self._parked, self.question = call, question
+        if paused.question is None:
+            raise SessionError(f"session {self.id}: only a question is parked in a session")
+        self.paused = paused
 
     def start_resume(self) -> asyncio.Task[RunOutput]:
         """:meth:`resume` as a background turn (its reply goes to :attr:`inbox`): a turn
@@ -461,7 +469,10 @@ class Session:
                     self._waiters = None
         if question is not None:  # with what the turn has used so far
             used = (a - b for a, b in zip(self._used, self._turn_used, strict=True))
-            return RunOutput(question, self.config.messages, "asking", usage=Usage(*used))
+            paused = self.paused
+            return RunOutput(
+                question, self.config.messages, "asking", usage=Usage(*used), paused=paused
+            )
         if not turn.cancelled():
             return turn.result()
         # cancelled before it could start (only close() does that), or on its very last step
@@ -516,7 +527,9 @@ class Session:
                 "ask one question at a time"
             )
         answer = self._answer = asyncio.get_running_loop().create_future()
-        self.question = question
+        # its call in the history (a tool that asks without one: a call of no id)
+        call = asking(self.config.messages, question) or Question(_NO_CALL, question)
+        self.paused = Paused(call)
         waiter = self._waiters.pop(turn, None) if self._waiters else None
         if waiter is not None and not waiter.done():
             self._detach(turn)  # until an answer comes, nobody waits for this turn
@@ -531,7 +544,7 @@ class Session:
             return await answer
         finally:
             if self._answer is answer:  # not answered (cancelled): no longer asking
-                self.question = self._answer = None
+                self.paused = self._answer = None
 
     def _hand_over(self, turn: asyncio.Task[RunOutput], question: str) -> None:
         """A background turn asks while a send() waits behind it: that send would wait for
@@ -551,7 +564,7 @@ class Session:
         if not text.strip():
             raise SessionError(f"empty answer for session {self.id}: say what it should know")
         answer.set_result(text)
-        self.question = self._answer = None  # running again from now on
+        self.paused = self._answer = None  # running again from now on
         return turn
 
     def _detach(self, turn: asyncio.Task[RunOutput]) -> None:
@@ -601,8 +614,9 @@ class Session:
             raise SessionError(f"empty message for session {self.id}: say what it should do")
         if self._closing is not None:
             raise self._refused()
-        if text is not None and self._parked is not None:  # the restored question's answer
-            call, self._parked, self.question = self._parked, None, None
+        parked = self.paused if self._answer is None else None
+        if text is not None and parked is not None and parked.question is not None:
+            call, self.paused = parked.question.call, None  # the restored question's answer
             self.config.messages.append(ToolResultMessage(call.id, call.name, text, parts=parts))
             text = None  # the same turn goes on
         # a turn queued behind others waits for its ticket; the first one has none to wait for
@@ -826,8 +840,8 @@ class Session:
                 await asyncio.wait(turns)
             if self.lifecycle.end_children is not None:
                 await self.lifecycle.end_children()
-            if self._parked is not None:  # a restored question nobody answered
-                self._parked = self.question = None
+            if self.paused is not None and self._answer is None:  # parked, never answered
+                self.paused = None
                 repair_history(self.config.messages, INTERRUPTED_NOTE)
             recorder = self.recorder
             if recorder is not None:  # closing: a restart finishes the close, not the turn

@@ -95,16 +95,13 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from retinue.durable import (
-    awaiting_approval,
-    open_ask,
-    question_of,
     record_conversation,
     restore_conversation,
     suspend_tree,
     tree_settled,
 )
 from retinue.engine.config import RunOutput
-from retinue.engine.session import INTERRUPTED_NOTE, repair_history
+from retinue.engine.pause import stored_pause
 from retinue.errors import MemoryStoreError, RetinueError, SessionClosedError
 from retinue.events import EventSink
 from retinue.memory.conversations import ConversationSummary, same_prefix, title_of
@@ -112,20 +109,15 @@ from retinue.memory.journal import SessionJournal, SessionRecord
 from retinue.memory.media import MediaRoom
 from retinue.memory.pg_conversations import ConversationLeases
 from retinue.messages import (
-    AssistantMessage,
     Content,
     DocumentPart,
     ImagePart,
     Message,
-    ToolCall,
-    ToolResultMessage,
-    user_content,
 )
-from retinue.policy.approvals import Approval, ApprovalBroker, ApprovalRequest, answer_fits
+from retinue.policy.approvals import Approval, ApprovalBroker, ApprovalRequest
 from retinue.runtime import Conversation, Runtime
-from retinue.saved import valid_conversation_id, waiting_approvals
+from retinue.saved import StoredPause, valid_conversation_id
 from retinue.server.hub import EventHub
-from retinue.subagents.tools import ASK_TOOL_NAME
 from retinue.tools.builtin.todo import forget_todo_tree
 
 __all__ = [
@@ -190,20 +182,15 @@ class _Live:
     what changed after their common prefix; ``lock`` orders saves and the delete of one
     conversation; ``restored`` is done once its stored history is in place.
 
-    ``parked`` are the main agent's requests stored with ``parked_history`` (the history up to
-    their calls): waiting in ``approvals`` while their turn runs, or restored from the store
-    with no turn (answered, they go into ``answers`` by call id, for the resumed turn).
+    ``pause`` is what the store keeps of a paused main turn (:class:`~retinue.saved.StoredPause`):
+    the main agent's requests, waiting in ``approvals`` while their turn runs or restored from
+    the store with no turn, and the history a question is stored with when it leaves memory.
     """
 
     restored: asyncio.Future[None]
     approvals: ApprovalBroker = field(default_factory=ApprovalBroker)  # calls waiting for a yes
     conversation: Conversation = field(init=False)
-    parked: dict[str, ApprovalRequest] = field(default_factory=dict[str, ApprovalRequest])
-    parked_history: list[Message] | None = None
-    answers: dict[str, tuple[ApprovalRequest, Approval]] = field(
-        default_factory=dict[str, tuple[ApprovalRequest, Approval]]
-    )  # by call id: what was asked, and the answer
-    asking: _Asked | None = None  # a question stored with its history: the next message answers
+    pause: StoredPause = field(default_factory=StoredPause)
     saved: list[Message] = field(default_factory=list[Message])
     saved_approvals: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -277,11 +264,7 @@ class ConversationHost:
         """What the main agent of ``cid`` asks the user, while it waits for the answer (the
         conversation's next message)."""
         live = self._live.get(cid)
-        if live is None:
-            return None
-        return (
-            live.asking.question if live.asking is not None else live.conversation.session.question
-        )
+        return None if live is None else live.conversation.session.question
 
     async def approvals(self, cid: str) -> list[ApprovalRequest]:
         """The calls of ``cid``'s agents (at any depth) waiting for a person's yes or no,
@@ -291,7 +274,7 @@ class ConversationHost:
             return []
         waiting = live.approvals.pending()
         ids = {r.id for r in waiting}
-        return waiting + [r for r in live.parked.values() if r.id not in ids]
+        return waiting + [r for r in live.pause.requests.values() if r.id not in ids]
 
     async def approve(self, cid: str, request_id: str, approval: Approval) -> bool:
         """Answer one pending call of ``cid``; False if it is not pending (any more). A
@@ -301,18 +284,12 @@ class ConversationHost:
         if live is None:
             return False
         if live.approvals.answer(request_id, approval):  # its turn waits for it
-            if live.parked.pop(request_id, None) is not None:
-                if not live.parked:
-                    live.parked_history = None
+            if live.pause.release(request_id):
                 self._own(self._save(cid, live))  # answered: no longer kept through a stop
             return True
-        request = live.parked.get(request_id)
-        if request is None or live.approvals.pending():  # (its turn is ending: not yet)
-            return False
-        del live.parked[request_id]
-        live.answers[request.call_id] = (request, approval)
-        if not live.parked:
-            live.parked_history = None
+        if request_id not in live.pause.requests or live.approvals.pending():
+            return False  # (not stored; or its turn is ending: not yet)
+        if live.pause.answer(request_id, approval):  # the step's last: its turn goes on
             task = asyncio.create_task(self._resumed(cid))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
@@ -339,20 +316,17 @@ class ConversationHost:
         the same call: its id, tool, arguments and agent; :func:`answer_fits`), else the
         broker, the main agent's requests stored first (see the module docstring)."""
 
+        async def save() -> None:  # (not awaited: the request is shown while it saves)
+            self._own(self._save(cid, live))
+
         async def ask(request: ApprovalRequest) -> Approval:
-            kept = live.answers.get(request.call_id)
-            if kept is not None and answer_fits(kept[0], request):  # the very call answered
-                del live.answers[request.call_id]
-                return kept[1]
-            if request.depth == 0 and self.store is not None:
-                live.parked[request.id] = request
-                if live.parked_history is None:
-                    live.parked_history = list(live.conversation.messages)
-                self._own(self._save(cid, live))
-            elif request.depth > 0 and self.journal is not None:  # recorded as waiting
-                async with awaiting_approval(request.call_id):
-                    return await live.approvals(request)
-            return await live.approvals(request)
+            return await live.pause.ask(
+                request,
+                live.approvals,
+                live.conversation.messages,
+                save=save if self.store is not None else None,
+                recorded=self.journal is not None,
+            )
 
         return ask
 
@@ -458,14 +432,15 @@ class ConversationHost:
                     if mine and self.journal is not None:  # durable (retinue.durable)
                         await self._save(cid, live)
                         here = self._live.get(cid) is live
-                        if here and (self.leases is not None or live.parked):
+                        if here and (self.leases is not None or live.pause.requests):
                             # the next message (or answer) goes on from the records, anywhere
                             await asyncio.shield(self._own(self._suspend(cid)))
                     elif mine:
                         if self.leases is not None and not keep_sessions:
-                            _store_question(live)  # it leaves memory: answered on any worker
+                            live.pause.record_question(live.conversation.session)  # (leaving)
                         await self._save(cid, live)
-                        if (live.parked or live.asking) and self._live.get(cid) is live:
+                        paused = live.pause.requests or live.pause.asked
+                        if paused and self._live.get(cid) is live:
                             await asyncio.shield(self._own(self._drop(cid, live)))
                         elif self.leases is not None and not keep_sessions:
                             await asyncio.shield(self._own(self._evict(cid)))  # next: anywhere
@@ -586,13 +561,11 @@ class ConversationHost:
                 del self._live[cid]
             raise
         if history and self._live.get(cid) is live:  # not deleted while it loaded
-            parked = waiting_approvals(history, stored)
-            asked = None if parked else _Asked.of(history)
-            live.conversation.restore(history, pending_calls=bool(parked) or asked is not None)
-            live.asking = asked
-            if parked:
-                live.parked = {r.id: r for r in parked}
-                live.parked_history = list(live.conversation.messages)
+            paused = StoredPause.read(history, stored)
+            live.conversation.restore(history, pending_calls=paused is not None)
+            if paused is not None and paused.question is not None:
+                live.conversation.session.park(paused)  # the next message answers it
+            live.pause.restore(paused, live.conversation.messages)
             live.saved, live.saved_approvals = list(live.conversation.messages), stored
 
     async def _restore_tree(
@@ -601,14 +574,12 @@ class ConversationHost:
         """Durable sessions: rebuild the recorded tree (:mod:`retinue.durable`); approvals
         stored with the history keep their calls open for their answers, as without."""
         assert self.journal is not None
-        parked = waiting_approvals(history, stored) if history and stored else []
-        keep = {r.call_id for r in parked}
+        paused = StoredPause.read(history, stored) if history and stored else None
+        keep = {a.call.id for a in paused.approvals} if paused is not None else set[str]()
         await restore_conversation(live.conversation, self.journal, self.tenant, history,
                                    keep_open=keep)  # fmt: skip
         messages = live.conversation.messages
-        if parked:
-            live.parked = {r.id: r for r in parked}
-            live.parked_history = list(messages)
+        live.pause.restore(paused, messages)
         same = 0  # what the conversation store holds already (equal messages, in order)
         for mine, theirs in zip(messages, history or [], strict=False):
             if mine != theirs:
@@ -725,18 +696,12 @@ class ConversationHost:
     ) -> RunOutput:
         conversation = live.conversation
         watching = ExitStack()
-        asked, live.asking = (live.asking, None) if text is not None else (None, live.asking)
+        if text is not None:  # (a question's answer, or a new message: either way not kept)
+            live.pause.asked = None
 
         def begin() -> None:  # this turn's time has come: its settings, its subscriber
-            nonlocal asked
-            if asked is not None and text is not None:  # the stored question's answer
-                said, parts = user_content(text)
-                conversation.messages.append(
-                    ToolResultMessage(asked.call.id, asked.call.name, said, parts=parts)
-                )
-                asked = None
-            if text is not None and live.parked and not live.approvals.pending():
-                _withdraw(live)  # a new message: the stored approvals' step is closed
+            if text is not None and live.pause.requests and not live.approvals.pending():
+                live.pause.withdraw(conversation.messages)  # a new message: the step closes
             conversation.keep_sessions = keep_sessions
             conversation.stream = on_event is not None
             live.updated_at = time.time()
@@ -745,15 +710,12 @@ class ConversationHost:
 
         with watching:
             try:
-                if text is None or asked is not None:
+                if text is None:
                     out = await conversation.resume(on_start=begin)
-                else:
+                else:  # (a parked question's answer: the session takes it as one)
                     out = await conversation.send(text, on_start=begin)
             except SessionClosedError:
                 raise ConversationGone(f"conversation {cid!r} was deleted") from None
-            finally:
-                if asked is not None and live.asking is None:  # never began: still unanswered
-                    live.asking = asked
         if out.stop_reason == "interrupted" and conversation.session.state in ("closing", "closed"):
             raise ConversationGone(f"conversation {cid!r} was deleted during this turn")
         return out
@@ -771,11 +733,7 @@ class ConversationHost:
             async with live.lock:
                 if not closed and self._live.get(cid) is not live:
                     return  # deleted (or evicted, which saves itself) meanwhile
-                parked = live.parked_history
-                if parked is None and live.asking is not None:
-                    parked = live.asking.history
-                messages = list(live.conversation.messages if parked is None else parked)
-                approvals = [r.to_dict() for r in live.parked.values()]
+                messages, approvals = live.pause.to_save(live.conversation.messages)
                 keep = same_prefix(live.saved, messages)
                 same = keep == len(messages) == len(live.saved)
                 if not messages or (same and approvals == live.saved_approvals):
@@ -843,7 +801,7 @@ class ConversationHost:
         live = self._live.pop(cid, None)
         self._last_used.pop(cid, None)
         if live is not None:
-            _store_question(live)  # a paused turn's question outlives it (module docstring)
+            live.pause.record_question(live.conversation.session)  # it outlives the turn
             await live.conversation.close()
             await self._save(cid, live, closed=True)
             if cid not in self._in_flight:  # not a turn's own eviction: its lease goes after
@@ -935,65 +893,10 @@ async def _always() -> bool:
     return True
 
 
-def _withdraw(live: _Live) -> None:
-    """Drop the stored approvals' step: its calls get results, the turn is closed."""
-    live.parked.clear()
-    live.answers.clear()
-    live.parked_history = None
-    repair_history(live.conversation.messages, INTERRUPTED_NOTE)
-
-
-CUT_SHORT_RESULT = (
-    "Error: the turn paused for the user's answer and left this worker while this call ran; "
-    "its result was not kept (it may have run, in part or whole)"
-)
-
-
-@dataclass(frozen=True, slots=True)
-class _Asked:
-    """The main agent's question, stored: its ``AskParent`` call, unanswered, ends
-    ``history`` (what is saved while it waits)."""
-
-    call: ToolCall
-    question: str
-    history: list[Message]
-
-    @classmethod
-    def of(cls, history: list[Message]) -> _Asked | None:
-        """The question that ``history`` ends with: its last step's only call without a
-        result is an ``AskParent`` call with a question (else None)."""
-        call = open_ask(history)
-        question = question_of(call) if call is not None else None
-        return None if call is None or question is None else cls(call, question, history)
-
-
 def question_in(history: Sequence[Message] | None) -> str | None:
     """The question a stored history waits on (see the module docstring), if any."""
-    asked = _Asked.of(list(history)) if history else None
-    return asked.question if asked is not None else None
-
-
-def _store_question(live: _Live) -> None:
-    """If ``live``'s main agent waits for the user's answer (and no approval is stored),
-    record its question with the history up to it, for :meth:`ConversationHost._save` to
-    store instead of the history its closing will write (the module docstring)."""
-    session = live.conversation.session
-    if session.question is None or live.parked or live.asking is not None:
-        return
-    history = list(live.conversation.messages)
-    step = history[-1] if history else None
-    if not isinstance(step, AssistantMessage):
-        return
-    calls = [c for c in step.tool_calls if c.name == ASK_TOOL_NAME]
-    call = next((c for c in calls if question_of(c) == session.question), None)
-    if call is None:
-        return
-    history.extend(
-        ToolResultMessage(c.id, c.name, CUT_SHORT_RESULT, True)
-        for c in step.tool_calls
-        if c is not call
-    )
-    live.asking = _Asked(call, session.question, history)
+    paused = stored_pause(history) if history else None
+    return paused.question.text if paused is not None and paused.question else None
 
 
 def _settle_first(done: asyncio.Future[T], task: asyncio.Task[None]) -> None:
