@@ -37,7 +37,7 @@ from retinue.cli.term import echo
 if TYPE_CHECKING:
     import httpx
 
-    from retinue.cli.serve_temporal import TemporalTarget
+    from retinue.cli.worker import TemporalTarget
 
 __all__ = ["DEFAULT_URL", "interrupt", "serve", "sessions"]
 
@@ -120,7 +120,7 @@ def serve(
     ] = None,
 ) -> None:
     """Serve the main agent over HTTP (conversations, SSE progress, live sessions)."""
-    from retinue.cli.serve_temporal import resolve
+    from retinue.cli.worker import resolve
     from retinue.config import Settings
 
     with one_line_errors():

@@ -10,44 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
 from retinue.cli.common import EXIT_INTERRUPTED, one_line_errors
 
 if TYPE_CHECKING:
+    from retinue.cli.worker import TemporalTarget
     from retinue.server.security import Security
 
-__all__ = ["TemporalTarget", "resolve", "serve_temporal"]
-
-
-@dataclass(slots=True)
-class TemporalTarget:
-    """The Temporal server, namespace and task queue of ``retinue serve`` and ``worker``."""
-
-    address: str
-    namespace: str = "default"
-    task_queue: str = "retinue"
-
-
-def resolve(
-    address: str | None,
-    namespace: str | None,
-    task_queue: str | None,
-    configured: dict[str, Any],
-) -> TemporalTarget | None:
-    """The flags over ``configured`` (config.toml's ``[temporal]`` table); None without an
-    address in either."""
-    found = address or configured.get("address")
-    if not found:
-        return None
-    return TemporalTarget(
-        found,
-        namespace or configured.get("namespace") or "default",
-        task_queue or configured.get("task_queue") or "retinue",
-    )
+__all__ = ["serve_temporal"]
 
 
 def serve_temporal(

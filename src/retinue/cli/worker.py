@@ -11,7 +11,8 @@ import asyncio
 import atexit
 import os
 import sys
-from typing import Annotated, NoReturn
+from dataclasses import dataclass
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -24,11 +25,37 @@ from retinue.cli.common import (
     make_runtime,
     one_line_errors,
 )
-from retinue.cli.serve_temporal import resolve
 from retinue.cli.term import echo
 from retinue.errors import ConfigError
 
-__all__ = ["worker"]
+__all__ = ["TemporalTarget", "resolve", "worker"]
+
+
+@dataclass(slots=True)
+class TemporalTarget:
+    """The Temporal server, namespace and task queue of ``retinue serve`` and ``worker``."""
+
+    address: str
+    namespace: str = "default"
+    task_queue: str = "retinue"
+
+
+def resolve(
+    address: str | None,
+    namespace: str | None,
+    task_queue: str | None,
+    configured: dict[str, Any],
+) -> TemporalTarget | None:
+    """The flags over ``configured`` (config.toml's ``[temporal]`` table); None without an
+    address in either."""
+    found = address or configured.get("address")
+    if not found:
+        return None
+    return TemporalTarget(
+        found,
+        namespace or configured.get("namespace") or "default",
+        task_queue or configured.get("task_queue") or "retinue",
+    )
 
 
 def worker(
