@@ -10,7 +10,8 @@ routes (a reply with ``stop_reason`` ``"asking"`` is the main agent's question, 
 next message answers), a conversation's approvals (pending anywhere in its session tree,
 answered from any front end), ``GET /v1/sessions?team=conv-ID`` (its session tree), the web
 page and the OpenAI-compatible ``/v1/chat/completions`` (the main agent, ``model:
-"retinue"``). Not here yet: images and PDFs, ``keep_sessions``, the routes of one session
+"retinue"``). ``keep_sessions`` is moot: sessions are child workflows that live across
+turns until unloaded. Not here yet: images and PDFs, the routes of one session
 (``/v1/sessions/{id}/...``), ``always`` on an approval, the ``retinue/<role>`` models. A
 tenant's conversations are its workflows on its own task queue: the configured queue for
 the service's own tenant, ``<queue>-<tenant>`` for a named token's.
@@ -437,10 +438,10 @@ def _check(cid: str) -> None:
 
 
 def _text_only(body: MessageIn) -> str:
-    if body.parts or body.keep_sessions:
-        raise HTTPException(
-            400, "images, PDFs and keep_sessions do not reach Temporal workflows yet: send text"
-        )
+    """The message's text (``keep_sessions`` is moot: a session is a child workflow that
+    lives across turns until it is unloaded or the conversation ends)."""
+    if body.parts:
+        raise HTTPException(400, "images and PDFs do not reach Temporal workflows yet: send text")
     return body.content
 
 
