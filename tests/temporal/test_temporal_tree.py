@@ -113,22 +113,22 @@ async def test_a_nested_interactive_session_lives_across_turns(
     runtime, memory = runtime_for(tmp_path, main, models,
                                   roles=[role("helper", "spawn_agent"), role("sub")])  # fmt: skip
     async with make_worker(convs.client, runtime, convs.task_queue):
-        first = await convs.send("c1", "first")
-        second = await convs.send("c1", "second")
-        state = await convs.state("c1")
+        first = await convs.send("tree-1", "first")
+        second = await convs.send("tree-1", "second")
+        state = await convs.state("tree-1")
         assert memory.consolidated == []  # both sessions are still open
-        await closed(convs, "c1")
+        await closed(convs, "tree-1")
     assert first.content == "got: got: heard: s1"
     assert second.content == "got: got: heard: s1 | s2"  # one sub session over both turns
     tree = {n.agent_id: n for n in state.sessions}
-    assert set(tree) == {"c1/helper", "c1/helper/sub"}
-    assert tree["c1/helper/sub"].parent_id == "c1/helper"
-    assert tree["c1/helper/sub"].workflow_id.startswith(tree["c1/helper"].workflow_id + "/")
-    assert tree["c1/helper"].workflow_id.startswith("retinue/default/c1/")
-    assert [n.turns for n in (tree["c1/helper"], tree["c1/helper/sub"])] == [2, 2]
+    assert set(tree) == {"tree-1/helper", "tree-1/helper/sub"}
+    assert tree["tree-1/helper/sub"].parent_id == "tree-1/helper"
+    assert tree["tree-1/helper/sub"].workflow_id.startswith(tree["tree-1/helper"].workflow_id + "/")
+    assert tree["tree-1/helper"].workflow_id.startswith("retinue/default/tree-1/")
+    assert [n.turns for n in (tree["tree-1/helper"], tree["tree-1/helper/sub"])] == [2, 2]
     assert state.state == "idle" and state.approvals == [] and state.question is None
     # the conversation's close ended the sub session before its parent, each consolidated once
-    assert memory.consolidated == [("sub", "c1/helper/sub"), ("helper", "c1/helper")]
+    assert memory.consolidated == [("sub", "tree-1/helper/sub"), ("helper", "tree-1/helper")]
     for model in (main, helper, sub):
         model.assert_done()
 
@@ -144,15 +144,15 @@ async def test_unload_closes_the_session_and_consolidates_once(
     runtime, memory = runtime_for(tmp_path, main, {"scripted:helper": helper},
                                   roles=[role("helper")])  # fmt: skip
     async with make_worker(convs.client, runtime, convs.task_queue):
-        await convs.send("c2", "open it")
-        assert [n.agent_id for n in (await convs.state("c2")).sessions] == ["c2/helper"]
-        unloaded = await convs.send("c2", "end it")
-        state = await convs.state("c2")
-        await closed(convs, "c2")
+        await convs.send("tree-2", "open it")
+        assert [n.agent_id for n in (await convs.state("tree-2")).sessions] == ["tree-2/helper"]
+        unloaded = await convs.send("tree-2", "end it")
+        state = await convs.state("tree-2")
+        await closed(convs, "tree-2")
     assert "ended after 1 turn(s)" in unloaded.content
     assert "consolidated into its memory" in unloaded.content
     assert state.sessions == []
-    assert memory.consolidated == [("helper", "c2/helper")]  # once: the close found none left
+    assert memory.consolidated == [("helper", "tree-2/helper")]  # once: the close found none left
     main.assert_done()
 
 
@@ -181,18 +181,19 @@ async def test_an_approval_three_levels_down_is_answered_from_another_client(
     other = TemporalConversations(await Client.connect(temporal_address),
                                   task_queue=convs.task_queue)  # fmt: skip
     async with make_worker(convs.client, runtime, convs.task_queue):
-        turn = asyncio.create_task(convs.send("c3", "deploy it"))
-        while not (pending := await other.approvals("c3")):
+        await convs.start("tree-3")  # (so that the other client finds it at once)
+        turn = asyncio.create_task(convs.send("tree-3", "deploy it"))
+        while not (pending := await other.approvals("tree-3")):
             await asyncio.sleep(0.05)
-        state = await other.state("c3")
+        state = await other.state("tree-3")
         assert DEPLOYED == []  # it waits for the answer
-        await other.approve("c3", pending[0].id, allow=True)
+        await other.approve("tree-3", pending[0].id, allow=True)
         reply = await turn
-        after = await other.state("c3")
-        await closed(convs, "c3")
+        after = await other.state("tree-3")
+        await closed(convs, "tree-3")
     [request] = pending
     assert (request.tool, request.role, request.depth) == ("deploy", "c", 3)
-    assert request.agent_id.startswith("c3/a#") and "/b#" in request.agent_id
+    assert request.agent_id.startswith("tree-3/a#") and "/b#" in request.agent_id
     assert '"prod"' in request.arguments and request.reason
     assert state.state == "paused" and [r["id"] for r in state.approvals] == [request.id]
     paused = [n for n in state.sessions if n.state == "paused"]
@@ -210,11 +211,13 @@ async def test_a_denied_approval_refuses_the_call_with_the_person_s_reason(
     main = ScriptedModel([call_tool("deploy", {"target": "prod"}), last_result])
     runtime, _ = runtime_for(tmp_path, main, {}, roles=[], tools=[deploy])
     async with make_worker(convs.client, runtime, convs.task_queue):
-        turn = asyncio.create_task(convs.send("c4", "deploy it"))
-        while not (pending := await convs.approvals("c4")):
+        await convs.start("tree-4")
+        turn = asyncio.create_task(convs.send("tree-4", "deploy it"))
+        while not (pending := await convs.approvals("tree-4")):
             await asyncio.sleep(0.05)
-        await convs.approve("c4", pending[0].id, allow=False, message="not on a Friday")
+        await convs.approve("tree-4", pending[0].id, allow=False, message="not on a Friday")
         reply = await turn
+        await closed(convs, "tree-4")
     assert DEPLOYED == []
     assert "did not approve" in reply.content and "not on a Friday" in reply.content
 
@@ -232,13 +235,14 @@ async def test_a_question_is_answered_after_every_worker_was_restarted(
     asks = ScriptedModel([call_tool("AskParent", {"question": "Which colour?"})])
     first, _ = runtime_for(tmp_path, asks, {}, roles=[])
     async with make_worker(convs.client, first, convs.task_queue):
-        question = await convs.send("c5", "paint the shed")
-        state = await convs.state("c5")
+        question = await convs.send("tree-5", "paint the shed")
+        state = await convs.state("tree-5")
     then = ScriptedModel([answered])
     second, _ = runtime_for(tmp_path, then, {}, roles=[])
     async with make_worker(convs.client, second, convs.task_queue):  # a fresh worker
-        reply = await convs.answer("c5", "blue")
-        after = await convs.state("c5")
+        reply = await convs.answer("tree-5", "blue")
+        after = await convs.state("tree-5")
+        await closed(convs, "tree-5")
     assert (question.stop_reason, question.content) == ("asking", "Which colour?")
     assert (state.state, state.question) == ("paused", "Which colour?")
     assert reply.content == "Blue it is." and reply.stop_reason == "final"
@@ -257,10 +261,10 @@ async def test_two_tenants_keep_their_session_trees_apart(
         runtime, _ = runtime_for(tmp_path / tenant, main, {"scripted:helper": helper},
                                  roles=[role("helper")], tenant=tenant)  # fmt: skip
         async with make_worker(convs.client, runtime, convs.task_queue):
-            reply = await convs.send("same", "hi")
-            states[tenant] = await convs.state("same")
-            await closed(convs, "same")
+            reply = await convs.send("tree-6", "hi")
+            states[tenant] = await convs.state("tree-6")
+            await closed(convs, "tree-6")
         assert reply.content == f"got: heard: {tenant}"
     trees = {t: [n.workflow_id for n in s.sessions] for t, s in states.items()}
-    assert trees["a"][0].startswith("retinue/a/same/") and len(trees["a"]) == 1
-    assert trees["b"][0].startswith("retinue/b/same/") and len(trees["b"]) == 1
+    assert trees["a"][0].startswith("retinue/a/tree-6/") and len(trees["a"]) == 1
+    assert trees["b"][0].startswith("retinue/b/tree-6/") and len(trees["b"]) == 1

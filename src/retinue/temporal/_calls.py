@@ -14,7 +14,14 @@ from retinue.messages import ToolCall, ToolResultMessage, to_dict
 from retinue.saved import valid_conversation_id
 from retinue.temporal._types import Json
 
-__all__ = ["Delegation", "error_result", "read_delegation", "read_question", "read_unload"]
+__all__ = [
+    "Delegation",
+    "error_result",
+    "read_delegation",
+    "read_question",
+    "read_unload",
+    "tool_result",
+]
 
 NOT_YET = ("background", "steer", "fork", "files")  # SubAgent options the workflow lacks
 
@@ -32,8 +39,12 @@ class Delegation:
         return self.role + (f":{self.instance}" if self.instance else "")
 
 
+def tool_result(call: ToolCall, content: str, *, error: bool = False) -> Json:
+    return to_dict(ToolResultMessage(call.id, call.name, content, error))
+
+
 def error_result(call: ToolCall, text: str) -> Json:
-    return to_dict(ToolResultMessage(call.id, call.name, f"Error: {text}", True))
+    return tool_result(call, f"Error: {text}", error=True)
 
 
 def _arguments(call: ToolCall) -> dict[str, Any] | str:

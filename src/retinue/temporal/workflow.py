@@ -27,7 +27,7 @@ import asyncio
 import json
 from dataclasses import replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -38,34 +38,24 @@ with workflow.unsafe.imports_passed_through():
     from retinue.messages import (
         AssistantMessage,
         ToolCall,
-        ToolResultMessage,
         UserMessage,
         from_dict,
         to_dict,
     )
-    from retinue.subagents.tools import (
-        question_note,
-        unknown_session,
-        unload_confirmation,
-        waiting_note,
-    )
     from retinue.temporal._calls import (
-        Delegation,
         error_result,
-        read_delegation,
         read_question,
-        read_unload,
+        tool_result,
     )
+    from retinue.temporal._sessions import Sessions
     from retinue.temporal._types import (
         CONSOLIDATE_ACTIVITY,
         MODEL_ACTIVITY,
         NOT_ON_TEMPORAL,
-        OPEN_ACTIVITY,
         TOOL_ACTIVITY,
         WORKFLOW_NAME,
         Agent,
         ApprovalAnswer,
-        ChildRef,
         Closed,
         ConsolidateStep,
         ConversationStart,
@@ -74,8 +64,6 @@ with workflow.unsafe.imports_passed_through():
         Json,
         ModelReply,
         ModelStep,
-        OpenReply,
-        OpenStep,
         PendingApproval,
         Question,
         Reply,
@@ -84,9 +72,6 @@ with workflow.unsafe.imports_passed_through():
         ToolStep,
         TurnReply,
     )
-
-if TYPE_CHECKING:
-    from retinue.engine.session import Consolidation
 
 __all__ = ["ConversationWorkflow", "stopped_note"]
 
@@ -103,10 +88,6 @@ def _call_dict(call: ToolCall) -> Json:
     return {"id": call.id, "name": call.name, "arguments": call.arguments}
 
 
-def _result(call: ToolCall, content: str, *, error: bool = False) -> Json:
-    return to_dict(ToolResultMessage(call.id, call.name, content, error))
-
-
 def stopped_note(limit: int) -> str:
     return (
         f"Stopped: the agent made {limit} model calls without a final answer "
@@ -115,7 +96,7 @@ def stopped_note(limit: int) -> str:
 
 
 @workflow.defn(name=WORKFLOW_NAME)
-class ConversationWorkflow:
+class ConversationWorkflow(Sessions):
     @workflow.init
     def __init__(self, start: ConversationStart) -> None:
         self._start = start
@@ -282,7 +263,7 @@ class ConversationWorkflow:
         asked = self._question
         if asked is not None:  # the message answers the question the agent asked
             self._question = None
-            self._messages.append(_result(ToolCall(asked.call_id, "AskParent", ""), text))
+            self._messages.append(tool_result(ToolCall(asked.call_id, "AskParent", ""), text))
         else:
             self._messages.append(to_dict(UserMessage(text)))
         try:
@@ -449,116 +430,6 @@ class ConversationWorkflow:
         if answer.id not in self._pending:
             raise ValueError(f"no approval request {answer.id[:200]!r} is pending")
 
-    # -- sub-agent sessions --------------------------------------------------------------
-
-    async def _delegate(self, key: str, call: ToolCall) -> Json:
-        ask = read_delegation(call, self._start.limits.max_message_chars)
-        if isinstance(ask, str):
-            return error_result(call, ask)
-        child = self._children.get(ask.address) if ask.interactive else None
-        task = ask.task
-        if child is None:
-            opened = await self._open(key, ask)
-            if isinstance(opened, str):
-                return error_result(call, opened)
-            child, prompt = opened
-            task = f"{prompt}\n\n{task}" if prompt else task
-        reply = await self._message(child, task, key)
-        if reply.stop_reason == "failed":
-            return _result(call, reply.content, error=True)
-        if reply.stop_reason == "asking":
-            self._hold_asking(child)
-            return _result(call, question_note(reply.content, child.agent_id, child.role,
-                                               _instance(child.address)))  # fmt: skip
-        if child.one_shot:
-            self._children.pop(child.address or child.agent_id, None)
-            self._closing.add(child.agent_id)  # (it closes itself: wait for it at the end)
-            return _result(call, reply.content)
-        return _result(call, waiting_note(reply.content, child.agent_id, child.role,
-                                          _instance(child.address)))  # fmt: skip
-
-    def _hold_asking(self, child: ChildRef) -> None:
-        """A one-shot run that asked is held under its role (or ``role:asked-n``), so the
-        parent's next message to it answers it."""
-        if child.address:
-            return
-        address = child.role
-        if address in self._children:
-            address = f"{child.role}:asked-{child.agent_id.rpartition('#')[2]}"
-        self._children.pop(child.agent_id, None)
-        child.address = address
-        self._children[address] = child
-
-    async def _open(self, key: str, ask: Delegation) -> tuple[ChildRef, str] | str:
-        """Start a session's child workflow, if its role may be started here."""
-        if len(self._children) >= self._start.limits.max_children:
-            return f"this agent holds {len(self._children)} sessions: unload one first"
-        self._opened += 1
-        me, start = self._agent, self._start
-        name = ask.address if ask.interactive else f"{ask.role}#{self._opened}"
-        agent_id = f"{me.agent_id}/{name}"
-        workflow_id = f"{workflow.info().workflow_id}/{name}"
-        if ask.interactive:  # (one reopened after an unload must not meet the closing one)
-            workflow_id += f"~{self._opened}"
-        agent = Agent(agent_id, ask.role, [*me.chain, [agent_id, ask.role]],
-                      workflow.info().workflow_id, self._root, not ask.interactive)  # fmt: skip
-        opened = await self._activity(OPEN_ACTIVITY, OpenStep(start.tenant, start.conversation_id,
-                                      agent), OpenReply, f"{key}/open")  # fmt: skip
-        if opened.error:
-            return opened.error
-        first = ConversationStart(start.tenant, start.conversation_id, limits=start.limits,
-                                  agent=agent)  # fmt: skip
-        await workflow.start_child_workflow(
-            WORKFLOW_NAME,
-            first,
-            id=workflow_id,
-            task_queue=workflow.info().task_queue,
-            parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-        )
-        child = ChildRef(agent_id, ask.role, ask.address if ask.interactive else "", workflow_id,
-                         not ask.interactive)  # fmt: skip
-        self._children[child.address or agent_id] = child
-        return child, opened.initial_prompt
-
-    async def _message(self, child: ChildRef, text: str, token: str) -> Reply:
-        try:
-            await self._signal(child.workflow_id, "deliver",
-                               Delivery(text, workflow.info().workflow_id, token))  # fmt: skip
-        except FailureError:  # its workflow is gone (ended from outside)
-            self._children.pop(child.address or child.agent_id, None)
-            return Reply(token, f"Error: session {child.agent_id} has ended", "failed")
-        await workflow.wait_condition(lambda: token in self._replies)
-        return self._replies.pop(token)
-
-    async def _unload(self, call: ToolCall) -> Json:
-        read = read_unload(call)
-        if isinstance(read, str):
-            return error_result(call, read)
-        child = self._children.get(read[1])
-        if child is None:
-            live = [c.agent_id for c in self._children.values()]
-            return error_result(call, unknown_session(f"{self._agent.agent_id}/{read[1]}", live))
-        closed = await self._end(child)
-        outcome = cast("Consolidation", closed.consolidation)
-        return _result(call, unload_confirmation(closed.agent_id, closed.turns, outcome,
-                                                 began=closed.began))  # fmt: skip
-
-    async def _end(self, child: ChildRef) -> Closed:
-        """Close a session (it ends its own first, then consolidates) and wait for it."""
-        self._children.pop(child.address or child.agent_id, None)
-        aid = child.agent_id
-        self._closing.add(aid)
-        self._unloading.add(aid)
-        try:
-            await self._signal(child.workflow_id, "close")
-            await workflow.wait_condition(lambda: aid in self._ended)
-        except FailureError:  # (its workflow is gone: nothing more to close)
-            self._closing.discard(aid)
-            return Closed(aid, "none", 0, began=False)
-        finally:
-            self._unloading.discard(aid)
-        return self._ended.pop(aid)
-
     # -- the tree, as the conversation's workflow knows it --------------------------------
 
     async def _report(self, state: str) -> None:
@@ -612,7 +483,3 @@ class ConversationWorkflow:
             state = "busy"
         question = self._question.text if self._question is not None else None
         return ConversationState(state, self.approvals(), question, list(self._sessions.values()))
-
-
-def _instance(address: str) -> str | None:
-    return address.partition(":")[2] or None

@@ -1,0 +1,187 @@
+"""A parent's side of its sub-agent sessions, for the conversation workflow: ``SubAgent``
+opens a session's child workflow (once its role is admitted by an activity) or continues
+one, sends it the message as a ``deliver`` signal and waits for its ``reply`` signal;
+``UnloadSubAgent`` closes one and waits until it has closed (its own sessions first, then
+its consolidation). Interactive sessions are held under ``role[:instance]``; a one-shot run
+closes itself after its reply, unless it asked a question: then it is held like an
+interactive session until answered. Deterministic, as workflow code must be.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, cast
+
+from temporalio import workflow
+from temporalio.exceptions import FailureError
+
+with workflow.unsafe.imports_passed_through():
+    from retinue.messages import ToolCall
+    from retinue.subagents.tools import (
+        question_note,
+        unknown_session,
+        unload_confirmation,
+        waiting_note,
+    )
+    from retinue.temporal._calls import (
+        Delegation,
+        error_result,
+        read_delegation,
+        read_unload,
+        tool_result,
+    )
+    from retinue.temporal._types import (
+        OPEN_ACTIVITY,
+        WORKFLOW_NAME,
+        Agent,
+        ChildRef,
+        Closed,
+        ConversationStart,
+        Delivery,
+        Json,
+        OpenReply,
+        OpenStep,
+        Reply,
+    )
+
+if TYPE_CHECKING:
+    from retinue.engine.session import Consolidation
+
+__all__ = ["Sessions"]
+
+
+class Sessions:
+    """The sessions an agent's workflow holds (a base of the workflow class)."""
+
+    _start: ConversationStart
+    _agent: Agent
+    _children: dict[str, ChildRef]  # by address (one-shot runs: by agent id)
+    _opened: int
+    _replies: dict[str, Reply]  # from its sessions, by token
+    _ended: dict[str, Closed]  # its sessions that closed, by agent id
+    _closing: set[str]  # its sessions closing, not yet closed
+    _unloading: set[str]  # those whose close an unload waits for
+
+    @property
+    def _root(self) -> str:
+        raise NotImplementedError
+
+    async def _activity(
+        self, name: str, arg: Any, kind: type, key: str, *, tool: bool = True
+    ) -> Any:
+        raise NotImplementedError
+
+    async def _signal(self, workflow_id: str, name: str, arg: Any = None) -> None:
+        raise NotImplementedError
+
+    async def _delegate(self, key: str, call: ToolCall) -> Json:
+        ask = read_delegation(call, self._start.limits.max_message_chars)
+        if isinstance(ask, str):
+            return error_result(call, ask)
+        child = self._children.get(ask.address) if ask.interactive else None
+        task = ask.task
+        if child is None:
+            opened = await self._open(key, ask)
+            if isinstance(opened, str):
+                return error_result(call, opened)
+            child, prompt = opened
+            task = f"{prompt}\n\n{task}" if prompt else task
+        reply = await self._message(child, task, key)
+        if reply.stop_reason == "failed":
+            return tool_result(call, reply.content, error=True)
+        if reply.stop_reason == "asking":
+            self._hold_asking(child)
+            note = question_note(reply.content, child.agent_id, child.role,
+                                 _instance(child.address))  # fmt: skip
+            return tool_result(call, note)
+        if child.one_shot:
+            self._children.pop(child.address or child.agent_id, None)
+            self._closing.add(child.agent_id)  # (it closes itself: wait for it at the end)
+            return tool_result(call, reply.content)
+        note = waiting_note(reply.content, child.agent_id, child.role, _instance(child.address))
+        return tool_result(call, note)
+
+    def _hold_asking(self, child: ChildRef) -> None:
+        """A one-shot run that asked is held under its role (or ``role:asked-n``), so the
+        parent's next message to it answers it."""
+        if child.address:
+            return
+        address = child.role
+        if address in self._children:
+            address = f"{child.role}:asked-{child.agent_id.rpartition('#')[2]}"
+        self._children.pop(child.agent_id, None)
+        child.address = address
+        self._children[address] = child
+
+    async def _open(self, key: str, ask: Delegation) -> tuple[ChildRef, str] | str:
+        """Start a session's child workflow, if its role may be started here."""
+        if len(self._children) >= self._start.limits.max_children:
+            return f"this agent holds {len(self._children)} sessions: unload one first"
+        self._opened += 1
+        me, start = self._agent, self._start
+        name = ask.address if ask.interactive else f"{ask.role}#{self._opened}"
+        agent_id = f"{me.agent_id}/{name}"
+        workflow_id = f"{workflow.info().workflow_id}/{name}"
+        if ask.interactive:  # (one reopened after an unload must not meet the closing one)
+            workflow_id += f"~{self._opened}"
+        agent = Agent(agent_id, ask.role, [*me.chain, [agent_id, ask.role]],
+                      workflow.info().workflow_id, self._root, not ask.interactive)  # fmt: skip
+        opened = await self._activity(OPEN_ACTIVITY, OpenStep(start.tenant, start.conversation_id,
+                                      agent), OpenReply, f"{key}/open")  # fmt: skip
+        if opened.error:
+            return opened.error
+        first = ConversationStart(start.tenant, start.conversation_id, limits=start.limits,
+                                  agent=agent)  # fmt: skip
+        await workflow.start_child_workflow(
+            WORKFLOW_NAME,
+            first,
+            id=workflow_id,
+            task_queue=workflow.info().task_queue,
+            parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+        )
+        child = ChildRef(agent_id, ask.role, ask.address if ask.interactive else "", workflow_id,
+                         not ask.interactive)  # fmt: skip
+        self._children[child.address or agent_id] = child
+        return child, opened.initial_prompt
+
+    async def _message(self, child: ChildRef, text: str, token: str) -> Reply:
+        try:
+            await self._signal(child.workflow_id, "deliver",
+                               Delivery(text, workflow.info().workflow_id, token))  # fmt: skip
+        except FailureError:  # its workflow is gone (ended from outside)
+            self._children.pop(child.address or child.agent_id, None)
+            return Reply(token, f"Error: session {child.agent_id} has ended", "failed")
+        await workflow.wait_condition(lambda: token in self._replies)
+        return self._replies.pop(token)
+
+    async def _unload(self, call: ToolCall) -> Json:
+        read = read_unload(call)
+        if isinstance(read, str):
+            return error_result(call, read)
+        child = self._children.get(read[1])
+        if child is None:
+            live = [c.agent_id for c in self._children.values()]
+            return error_result(call, unknown_session(f"{self._agent.agent_id}/{read[1]}", live))
+        closed = await self._end(child)
+        outcome = cast("Consolidation", closed.consolidation)
+        said = unload_confirmation(closed.agent_id, closed.turns, outcome, began=closed.began)
+        return tool_result(call, said)
+
+    async def _end(self, child: ChildRef) -> Closed:
+        """Close a session (it ends its own first, then consolidates) and wait for it."""
+        self._children.pop(child.address or child.agent_id, None)
+        aid = child.agent_id
+        self._closing.add(aid)
+        self._unloading.add(aid)
+        try:
+            await self._signal(child.workflow_id, "close")
+            await workflow.wait_condition(lambda: aid in self._ended)
+        except FailureError:  # (its workflow is gone: nothing more to close)
+            self._closing.discard(aid)
+            return Closed(aid, "none", 0, began=False)
+        finally:
+            self._unloading.discard(aid)
+        return self._ended.pop(aid)
+
+
+def _instance(address: str) -> str | None:
+    return address.partition(":")[2] or None
