@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -429,17 +429,19 @@ class Conversation:
                 parts.append(rendered)
         return "\n\n".join(parts)
 
-    async def send(
+    def send(
         self, content: Content, *, on_start: Callable[[], None] | None = None
-    ) -> RunOutput:
+    ) -> Coroutine[object, object, RunOutput]:
         """Handle one user message (text, or a list of text, images and PDFs), after those
         sent before it (``on_start`` is called when its turn begins). Cancelling it cancels
         the turn, keeps the conversation usable and propagates; a turn ended by :meth:`close`
-        returns with ``stop_reason="interrupted"``. Bad media: ``MediaError``, nothing sent."""
+        returns with ``stop_reason="interrupted"``. Bad media: ``MediaError`` (raised by the
+        call itself), nothing sent. (A plain method that returns the session's coroutine: no
+        frame of its own on a turn's path.)"""
         text, parts = user_content(content)
         if self.compact:
             text = with_named_files(text, self.runtime.settings.workspace)
-        return await self.session.send(text, on_start=self._begin(on_start), parts=parts)
+        return self.session.send(text, on_start=self._begin(on_start), parts=parts)
 
     async def resume(self, *, on_start: Callable[[], None] | None = None) -> RunOutput:
         """Go on with a turn restored cut short (``restore(..., pending_calls=True)``): its

@@ -210,7 +210,7 @@ async def test_a_record_whose_role_is_gone_is_dropped_and_forgotten(tmp_path: Pa
 async def test_without_a_recorder_a_step_records_nothing(tmp_path: Path) -> None:
     process = Process(tmp_path, ScriptedModel([call_tool("Bump", {"label": "x"}), "done"]),
                       ScriptedModel(name="scripted:worker"))  # fmt: skip
-    assert process.conversation.session.config.on_step is None
+    assert not process.conversation.session.records
     await process.conversation.send("go")
     assert await process.journal.records("default") == []
 

@@ -1,7 +1,7 @@
 """The run loop and its configuration."""
 
 from retinue.engine.config import ContextKeeper, RunConfig, RunOutput, StopReason
-from retinue.engine.loop import Final, RunTools, next_step, run
+from retinue.engine.loop import Final, RunTools, next_step, run, run_turn
 
 __all__ = [
     "ContextKeeper",
@@ -12,4 +12,5 @@ __all__ = [
     "StopReason",
     "next_step",
     "run",
+    "run_turn",
 ]

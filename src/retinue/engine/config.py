@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol
 
 from typing_extensions import TypeVar
 
+from retinue.engine.observer import RunObserver
 from retinue.engine.repeats import REPEAT_LIMIT
 from retinue.llm.base import Model
 from retinue.messages import Message, Usage
@@ -63,23 +64,25 @@ class ContextKeeper(Protocol):
 
 @dataclass(slots=True)
 class RunConfig:
-    """One run of one agent.
+    """One run of one agent: what configures it, and the history it works on.
 
-    ``messages`` is the conversation so far, system prompt first; the run *extends this list
-    in place* (model replies, tool results), so an interactive session can hand in its stored
-    history and keep it. ``interactive`` makes an answer without tool calls a pause
-    (``waiting_for_input``) instead of an end. ``on_usage`` hears the usage of every model
-    call as it happens, so a turn that fails or is cancelled still counts what it spent.
-    ``steering`` hands over the messages that arrived while the run works (see
-    :meth:`~retinue.engine.session.Session.steer`); the run shows them to the model at its
-    next step boundary, after the tool results and before the next model call. ``on_step``
-    is awaited at each step boundary: after a model reply joins ``messages``, and after a
-    step's tool results do (a durable session records its state there; see
-    :mod:`retinue.durable`). ``output`` (:mod:`retinue.engine.output`) makes the answer a
-    typed value: the model gets a ``final_result`` tool and its answer is validated.
-    ``repeat_limit``: identical steps in a row after which the model is warned, one more
-    ending the run (:mod:`retinue.engine.repeats`); ``None`` never stops a repeated call (a
-    benchmark's no-op tool, a tool meant to be polled).
+    Configuration: the ``model``, its ``tools`` and ``context`` (who calls them), the limits
+    (``max_iterations``; ``repeat_limit``: identical steps in a row after which the model is
+    warned, one more ending the run, :mod:`retinue.engine.repeats`; ``None`` never stops a
+    repeated call), ``interactive`` (an answer without tool calls is a pause,
+    ``waiting_for_input``, not an end), ``stream``, the ``context_keeper`` and ``output``
+    (:mod:`retinue.engine.output`: the model gets a ``final_result`` tool and its answer is a
+    validated, typed value).
+
+    State: ``messages`` is the conversation so far, system prompt first; the run *extends
+    this list in place* (model replies, tool results), so a session hands in its history and
+    keeps it. The rest of a run's state (usage, iterations, the tools used, what a paused
+    turn waits on) comes back in its :class:`RunOutput`.
+
+    ``observer`` (:class:`~retinue.engine.observer.RunObserver`, a session's) hears the run
+    as it goes: each model call's usage, each step boundary, and the steering to show the
+    model before its next call. ``on_usage``, ``steering`` and ``on_step`` are deprecated
+    (one release): given when the config is made, they become its observer.
     """
 
     model: Model
@@ -95,6 +98,35 @@ class RunConfig:
     on_step: Callable[[], Awaitable[None]] | None = None
     output: OutputSpec[Any] | None = None
     repeat_limit: int | None = REPEAT_LIMIT
+    observer: RunObserver | None = None
+
+    def __post_init__(self) -> None:
+        if self.on_usage or self.steering or self.on_step:  # (deprecated: see the docstring)
+            self.observer = _Callbacks(self.on_usage, self.steering, self.on_step)
+
+
+@dataclass(frozen=True, slots=True)
+class _Callbacks:
+    """The deprecated callbacks of a :class:`RunConfig` as its observer."""
+
+    on_usage: Callable[[Usage], None] | None
+    take: Callable[[], list[str]] | None
+    on_step: Callable[[], Awaitable[None]] | None
+
+    @property
+    def records(self) -> bool:
+        return self.on_step is not None
+
+    def used(self, usage: Usage) -> None:
+        if self.on_usage is not None:
+            self.on_usage(usage)
+
+    def steering(self) -> list[str]:
+        return self.take() if self.take is not None else []
+
+    async def step(self) -> None:
+        if self.on_step is not None:
+            await self.on_step()
 
 
 @dataclass(slots=True)

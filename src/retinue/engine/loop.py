@@ -44,6 +44,7 @@ __all__ = [
     "no_answer",
     "run",
     "run_pending_calls",
+    "run_turn",
 ]
 
 
@@ -73,8 +74,9 @@ def no_answer(tools_used: list[str]) -> str:
     return f"(The model ended its turn without an answer, after using: {names}.)"
 
 
-async def run(config: RunConfig) -> RunOutput:
-    """Run one agent to its answer, its pause (interactive), or ``max_iterations``.
+async def run_turn(config: RunConfig) -> RunOutput:
+    """Run one turn of one agent to its answer, its pause (interactive), or
+    ``max_iterations`` (the run loop; ``run`` is its deprecated name, for one release).
 
     A cancelled run closes the conversation cleanly (every pending tool call gets a
     "cancelled" result, so the history stays valid for a later turn) and re-raises
@@ -126,12 +128,13 @@ async def run(config: RunConfig) -> RunOutput:
                 _tel.end_chat(chat, config.model.name, response.usage, response.message)
                 chat = None
             usage += response.usage
-            if config.on_usage is not None:
-                config.on_usage(response.usage)
+            observer = config.observer
+            if observer is not None:  # (it counts the usage as it comes)
+                observer.used(response.usage)
             last_input = response.usage.input_tokens
             messages.append(response.message)
-            if config.on_step is not None:  # a step boundary: the reply is recorded
-                await config.on_step()
+            if observer is not None and observer.records:  # a step boundary: recorded
+                await observer.step()
             step = next_step(response.message, interactive=config.interactive)
             more = iteration < config.max_iterations  # room for a call that sees steering
             if more and _steer(config):  # arrived during the call: the model answers it first
@@ -171,9 +174,20 @@ async def run(config: RunConfig) -> RunOutput:
                 )
                 return out
             tools_used.extend(c.name for c in step.calls)
-            messages.extend(repeats.observe(step.calls, await _run_tools(config, step.calls)))
-            if config.on_step is not None:  # a step boundary: the results are recorded
-                await config.on_step()
+            calls, gate = step.calls, ctx.gate
+            if len(calls) == 1 and not _tel.ENABLED:  # (awaited here: one frame less a call)
+                one = calls[0]
+                result = await (
+                    config.tools.execute(one, ctx)
+                    if gate is None
+                    else gate.execute(config.tools, one, ctx)
+                )
+                messages.extend(repeats.observe(calls, [result]))
+            else:
+                messages.extend(repeats.observe(calls, await _run_tools(config, calls)))
+            observer = config.observer
+            if observer is not None and observer.records:  # a step boundary: recorded
+                await observer.step()
             if stops:  # a tool's own loop detector ended the run (repeats.stop_turn)
                 messages.append(AssistantMessage(stops[0]))
                 out = RunOutput(
@@ -222,6 +236,9 @@ async def run(config: RunConfig) -> RunOutput:
             )
 
 
+run = run_turn
+"""Deprecated name of :func:`run_turn` (one release)."""
+
 _NO_USAGE = Usage()
 _NO_TOOLS: list[str] = []  # shared, never changed: a run's tools_used until it uses one
 
@@ -231,8 +248,7 @@ async def _stop_repeating(config: RunConfig, calls: tuple[ToolCall, ...], times:
     history stays valid) and the run a "Stopped: …" note, which this returns."""
     messages = config.messages
     messages.extend(refusal(c) for c in calls)
-    if config.on_step is not None:  # a step boundary: the results are recorded
-        await config.on_step()
+    await _stepped(config)  # a step boundary: the results are recorded
     note = stopped_note(calls, times)
     messages.append(AssistantMessage(note))
     return note
@@ -366,11 +382,11 @@ def _steer(config: RunConfig) -> bool:
     with steering pending. Only where a user message may follow (not between a tool call and
     its result); True if one was added.
     """
-    messages = config.messages
+    messages, observer = config.messages, config.observer
     last = messages[-1] if messages else None
-    if config.steering is None or (isinstance(last, AssistantMessage) and last.tool_calls):
+    if observer is None or (isinstance(last, AssistantMessage) and last.tool_calls):
         return False
-    texts = config.steering()
+    texts = observer.steering()
     if not texts:
         return False
     note = STEERING_NOTE.format(text="\n\n".join(texts))
@@ -379,6 +395,13 @@ def _steer(config: RunConfig) -> bool:
     else:
         messages.append(UserMessage(note))
     return True
+
+
+async def _stepped(config: RunConfig) -> None:
+    """A step boundary: the observer records it, if it records steps."""
+    observer = config.observer
+    if observer is not None and observer.records:
+        await observer.step()
 
 
 def _text_forwarder(sink: EventSink, agent_id: str) -> TextCallback:
@@ -395,8 +418,7 @@ async def run_pending_calls(config: RunConfig) -> None:
     calls = tuple(open_calls(config.messages))
     if calls:
         config.messages.extend(await _run_tools(config, calls))
-        if config.on_step is not None:
-            await config.on_step()
+        await _stepped(config)
 
 
 def close_pending_calls(messages: list[Message]) -> None:

@@ -58,7 +58,7 @@ from typing import Literal, Protocol, TypeVar
 
 from retinue._tasks import cancel_and_wait, finish
 from retinue.engine.config import RunConfig, RunOutput
-from retinue.engine.loop import close_pending_calls, run, run_pending_calls
+from retinue.engine.loop import close_pending_calls, run_pending_calls, run_turn
 from retinue.engine.pause import ASK_TOOL_NAME, Paused, Question, asking
 from retinue.errors import SessionClosedError, SessionError
 from retinue.memory.consolidate import consolidation_run
@@ -161,7 +161,7 @@ async def _until_hooks_let_stop(config: RunConfig, out: RunOutput) -> RunOutput:
         if more is None:
             break
         config.messages.append(UserMessage(more))
-        out = await run(config)
+        out = await run_turn(config)
     return out
 
 
@@ -273,8 +273,7 @@ class Session:
         self._steered = 0  # steering messages shown to the model, all turns together
         self._stale_prompt = False  # a restored history: its system prompt is rendered anew
         self.recorder: Recorder | None = None  # a durable session's (see set_recorder())
-        config.on_usage = self._count
-        config.steering = self._take_steering
+        config.observer = self  # (a RunObserver: usage, steps, steering)
 
     # -- what can be seen from outside ---------------------------------------------------
 
@@ -334,12 +333,29 @@ class Session:
     def set_recorder(self, recorder: Recorder | None) -> None:
         """Record this session's state at every step boundary from now on (None: stop)."""
         self.recorder = recorder
-        self.config.on_step = self._record if recorder is not None else None
 
-    async def _record(self) -> None:
+    # -- what the run loop tells it (engine.observer.RunObserver) -------------------------
+
+    @property
+    def records(self) -> bool:
+        """Whether the run's step boundaries are recorded (a durable session's)."""
+        return self.recorder is not None
+
+    async def step(self) -> None:
+        """A step boundary of the running turn: record the session's state."""
         recorder = self.recorder
         if recorder is not None:
             await recorder.record(self)
+
+    def used(self, usage: Usage) -> None:
+        """A model call's usage, counted as it comes."""
+        i, o, c, r = self._used
+        self._used = (
+            i + usage.input_tokens,
+            o + usage.output_tokens,
+            c + usage.cache_read_tokens,
+            r + usage.requests,
+        )
 
     def restore_state(
         self,
@@ -578,7 +594,9 @@ class Session:
             if not waker.done():
                 waker.set_result(None)
 
-    def _take_steering(self) -> list[str]:
+    def steering(self) -> list[str]:
+        """Before each model call (:class:`~retinue.engine.observer.RunObserver`): the
+        steering not shown yet; a money budget spent stops the turn here."""
         if self.budget_usd is not None:  # before each model call: a money budget stops it
             last = self.messages[-1] if self.messages else None
             if not isinstance(last, AssistantMessage):  # (not after a reply: it is paid for)
@@ -675,7 +693,7 @@ class Session:
             if self.recorder is not None:  # running, with its message
                 await self.recorder.record(self)
             steered = self._steered
-            out = await run(self.config)
+            out = await run_turn(self.config)
             if hooked:  # Stop / SubagentStop: may send the agent back to work
                 out = await _until_hooks_let_stop(self.config, out)
             if self._steered > steered:
@@ -793,15 +811,6 @@ class Session:
                     f"${self.budget_usd}: end it (what it learned is kept in its memory) "
                     "and start a new one"
                 )
-
-    def _count(self, usage: Usage) -> None:
-        i, o, c, r = self._used
-        self._used = (
-            i + usage.input_tokens,
-            o + usage.output_tokens,
-            c + usage.cache_read_tokens,
-            r + usage.requests,
-        )
 
     def _collect(self, turn: asyncio.Task[RunOutput]) -> None:
         if turn not in self._background:
