@@ -1,4 +1,4 @@
-"""The PostgreSQL schema of the memory store, as migrations versioned in code.
+"""The PostgreSQL schema (memory's tables and the store's), as migrations versioned in code.
 
 The table ``retinue_migrations`` holds one row per migration applied. :func:`migrate` runs
 under a transaction-scoped advisory lock, so several workers starting at once apply each

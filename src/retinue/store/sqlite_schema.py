@@ -1,4 +1,4 @@
-"""The SQLite schema of the memory store, as migrations versioned in code.
+"""The SQLite schema of the memory database (memory's tables and the store's), as migrations.
 
 ``PRAGMA user_version`` holds the number of migrations applied; :func:`migrate` applies the
 missing ones, each in its own transaction, so a database written by an older Retinue is
