@@ -250,6 +250,30 @@ async def test_a_question_is_answered_after_every_worker_was_restarted(
     then.assert_done()
 
 
+async def test_a_session_s_question_is_answered_by_its_parent_s_next_message(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    convs = await conversations(temporal_address)
+
+    def answer(messages: Sequence[Message], _tools: Sequence[ToolSpec]) -> AssistantMessage:
+        asked = messages[-1]
+        assert isinstance(asked, ToolResultMessage) and "Which file?" in asked.content
+        return delegate("helper", "README.md", interactive=True)
+
+    main = ScriptedModel([delegate("helper", "read it", interactive=True), answer, last_result])
+    helper = ScriptedModel([call_tool("AskParent", {"question": "Which file?"}), answered])
+    runtime, _ = runtime_for(tmp_path, main, {"scripted:helper": helper}, roles=[role("helper")])
+    async with make_worker(convs.client, runtime, convs.task_queue):
+        reply = await convs.send("tree-7", "read the file")
+        state = await convs.state("tree-7")
+        await closed(convs, "tree-7")
+    assert reply.content == "got: Readme.md it is."
+    assert state.question is None  # (the helper asked its parent, not the user)
+    assert [(n.agent_id, n.turns) for n in state.sessions] == [("tree-7/helper", 2)]  # 2 messages
+    main.assert_done()
+    helper.assert_done()
+
+
 async def test_two_tenants_keep_their_session_trees_apart(
     temporal_address: str, tmp_path: Path
 ) -> None:
