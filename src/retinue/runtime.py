@@ -17,13 +17,8 @@ from collections.abc import Callable, Collection, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from retinue._deprecated import warn_renamed
 from retinue.config import Settings
-from retinue.engine.compact import (
-    COMPACT_OMITS,
-    compact_main_prompt,
-    with_named_files,
-    with_role_choices,
-)
 from retinue.engine.compress import AutoCompressor, CompressionResult
 from retinue.engine.config import RunConfig, RunOutput
 from retinue.engine.context_edit import configured_edit
@@ -35,6 +30,12 @@ from retinue.engine.session import (
     Lifecycle,
     Session,
     repair_history,
+)
+from retinue.engine.small_model_prompt import (
+    SMALL_MODEL_OMITS,
+    small_model_main_prompt,
+    with_named_files,
+    with_role_choices,
 )
 from retinue.engine.transcripts import TranscriptKeeper
 from retinue.events import EventSink
@@ -343,8 +344,8 @@ class Conversation:
     def _new_session(self) -> Session:
         rt = self.runtime
         delegates, extras = not rt.bare or bool(rt.catalog.roles), not rt.bare
-        memory = rt.memory is not None and not self.compact and extras
-        reads = extras and not self.compact and rt.manager.transcripts is not None
+        memory = rt.memory is not None and not self.small_model_prompt and extras
+        reads = extras and not self.small_model_prompt and rt.manager.transcripts is not None
         own = [
             *(subagent_tools() if delegates else ()),
             *((ask_parent, send_message) if extras else ()),  # asks: the user; messages
@@ -358,7 +359,7 @@ class Conversation:
         config = RunConfig(
             model=rt.model,
             messages=[],
-            tools=self._compact_tools(tools) if self.compact else tools,
+            tools=self._small_model_tools(tools) if self.small_model_prompt else tools,
             context=self.context,
             max_iterations=rt.settings.max_iterations,
             stream=self.stream,
@@ -399,20 +400,27 @@ class Conversation:
         if self._ending:
             await asyncio.wait(list(self._ending))
 
-    def _compact_tools(self, tools: ToolRegistry) -> ToolRegistry:
-        return with_role_choices(tools.without(COMPACT_OMITS), list(self.runtime.catalog.roles))
+    def _small_model_tools(self, tools: ToolRegistry) -> ToolRegistry:
+        return with_role_choices(tools.without(SMALL_MODEL_OMITS), list(self.runtime.catalog.roles))
+
+    @property
+    def small_model_prompt(self) -> bool:
+        """Whether the main model is small and gets the small-model prompt and tool set."""
+        return profile_for(self.runtime.model.name).small_model_prompt
 
     @property
     def compact(self) -> bool:
-        """Whether the main model is small and gets the compact prompt and tool set."""
-        return profile_for(self.runtime.model.name).compact
+        """Deprecated: :attr:`small_model_prompt`."""
+        warn_renamed("Conversation.compact", "Conversation.small_model_prompt")
+        return self.small_model_prompt
 
     async def system_prompt(self) -> str:
         rt = self.runtime
         workspace = rt.settings.workspace
-        if self.compact:
+        if self.small_model_prompt:
             roles = [(r.name, r.description) for r in rt.catalog.roles.values()]
-            parts = [compact_main_prompt(workspace, roles, [s.name for s in rt.skills.offered()])]
+            skills = [s.name for s in rt.skills.offered()]
+            parts = [small_model_main_prompt(workspace, roles, skills)]
             if rt.instructions:
                 parts.insert(0, rt.instructions)
         else:
@@ -423,7 +431,8 @@ class Conversation:
                 parts.append(skills_section(rt.skills))
         if rt.project.text and not rt.bare:  # CLAUDE.md / AGENTS.md (engine.instructions)
             parts.append(rt.project.section())
-        if rt.memory is not None and not self.compact and not rt.bare:  # else no memory tools
+        small = self.small_model_prompt
+        if rt.memory is not None and not small and not rt.bare:  # else no memory tools
             rendered = await rt.memory.render(rt.settings.tenant, "main")
             if rendered:
                 parts.append(rendered)
@@ -439,7 +448,7 @@ class Conversation:
         call itself), nothing sent. (A plain method that returns the session's coroutine: no
         frame of its own on a turn's path.)"""
         text, parts = user_content(content)
-        if self.compact:
+        if self.small_model_prompt:
             text = with_named_files(text, self.runtime.settings.workspace)
         return self.session.send(text, on_start=self._begin(on_start), parts=parts)
 
