@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -93,6 +93,12 @@ def heard(messages: Sequence[Message], _tools: Sequence[ToolSpec]) -> str:
     return "heard: " + " | ".join(m.content for m in messages if m.role == "user")
 
 
+async def runs_of(convs: TemporalConversations, workflow_id: str) -> int:
+    """How many runs a workflow id has had (continue-as-new starts another)."""
+    found = convs.client.list_workflows(f"WorkflowId = '{workflow_id}'")
+    return len([w async for w in found])
+
+
 async def closed(convs: TemporalConversations, cid: str) -> None:
     """Close the conversation and wait until its workflow (and every session) has ended."""
     await convs.close(cid)
@@ -103,6 +109,7 @@ async def test_a_nested_interactive_session_lives_across_turns(
     temporal_address: str, tmp_path: Path
 ) -> None:
     convs = await conversations(temporal_address)
+    convs.limits = replace(FAST, max_events=25)  # each workflow continues as new between turns
     on = {"interactive": True}
     main = ScriptedModel([delegate("helper", "t1", **on), last_result,
                           delegate("helper", "t2", **on), last_result])  # fmt: skip
@@ -114,8 +121,11 @@ async def test_a_nested_interactive_session_lives_across_turns(
                                   roles=[role("helper", "spawn_agent"), role("sub")])  # fmt: skip
     async with make_worker(convs.client, runtime, convs.task_queue):
         first = await convs.send("tree-1", "first")
+        before = (await convs.handle("tree-1").describe()).run_id
         second = await convs.send("tree-1", "second")
         state = await convs.state("tree-1")
+        runs = {n.agent_id: await runs_of(convs, n.workflow_id) for n in state.sessions}
+        assert (await convs.handle("tree-1").describe()).run_id != before
         assert memory.consolidated == []  # both sessions are still open
         await closed(convs, "tree-1")
     assert first.content == "got: got: heard: s1"
@@ -127,6 +137,7 @@ async def test_a_nested_interactive_session_lives_across_turns(
     assert tree["tree-1/helper"].workflow_id.startswith("retinue/default/tree-1/")
     assert [n.turns for n in (tree["tree-1/helper"], tree["tree-1/helper/sub"])] == [2, 2]
     assert state.state == "idle" and state.approvals == [] and state.question is None
+    assert runs["tree-1/helper"] >= 2 and runs["tree-1/helper/sub"] >= 2  # (continued as new)
     # the conversation's close ended the sub session before its parent, each consolidated once
     assert memory.consolidated == [("sub", "tree-1/helper/sub"), ("helper", "tree-1/helper")]
     for model in (main, helper, sub):
@@ -185,6 +196,7 @@ async def test_an_approval_three_levels_down_is_answered_from_another_client(
         turn = asyncio.create_task(convs.send("tree-3", "deploy it"))
         while not (pending := await other.approvals("tree-3")):
             await asyncio.sleep(0.05)
+    async with make_worker(convs.client, runtime, convs.task_queue):  # every worker anew
         state = await other.state("tree-3")
         assert DEPLOYED == []  # it waits for the answer
         await other.approve("tree-3", pending[0].id, allow=True)
