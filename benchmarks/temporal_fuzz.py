@@ -23,7 +23,9 @@ Counted after every run, all of which must be 0:
 * **invalid histories** (:func:`~retinue.messages.history_problems`);
 * **orphan workflows**: a workflow still running on the task queue ``ORPHAN_GRACE`` (30) s
   after every conversation was deleted through a front end (the workers alive meanwhile);
-* **hangs**: a client still waiting after ``HANG_AFTER`` seconds.
+* **hangs**: a client still waiting after ``HANG_AFTER`` seconds;
+* **crashes**: a worker or front end that died without being killed (it is replaced, as a
+  process manager would, and its log kept in the results).
 
 Lost consolidations are not counted here: in this slice no sub-agent session outlives its
 tool call (each is consolidated inside the call's activity); sessions as child workflows
@@ -80,7 +82,8 @@ def fuzz_model(ledger: Path) -> ScriptedModel:
 
 @dataclass(slots=True)
 class Fleet:
-    """The workers and front ends of one run; :meth:`kill_one` replaces one at random."""
+    """The workers and front ends of one run: :meth:`kill_one` replaces one at random,
+    :meth:`revive` one that died by itself (a crash: counted, its log kept)."""
 
     address: str
     queue: str
@@ -90,29 +93,40 @@ class Fleet:
     workers: list[subprocess.Popen[str]] = field(default_factory=list)
     fronts: list[tuple[subprocess.Popen[str], str]] = field(default_factory=list)
     killed: Counter[str] = field(default_factory=Counter)
+    crashed: Counter[str] = field(default_factory=Counter)
+    crash_logs: list[str] = field(default_factory=list)
+    logs: dict[int, Path] = field(default_factory=dict)
 
-    def _spawn(self, args: list[str], banner: bool) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [sys.executable, "-m", "retinue", *args], env=self.env, cwd=self.root, text=True,
-            start_new_session=True, stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE if banner else subprocess.DEVNULL,
-        )  # fmt: skip
+    def _spawn(self, kind: str, args: list[str]) -> subprocess.Popen[str]:
+        log = self.root / "logs" / f"{kind}-{len(self.logs)}.log"
+        log.parent.mkdir(exist_ok=True)
+        with log.open("w") as out:  # (a file, not a pipe nobody reads: a write never blocks)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "retinue", *args], env=self.env, cwd=self.root,
+                text=True, start_new_session=True, stdout=subprocess.DEVNULL, stderr=out,
+            )  # fmt: skip
+        self.logs[proc.pid] = log
+        return proc
 
     def worker(self) -> None:
-        self.workers.append(self._spawn(
-            ["worker", "--temporal", self.address, "--task-queue", self.queue, "-m",
-             "openai:fuzz", "-q", "--permission-mode", "bypassPermissions"], banner=False,
-        ))  # fmt: skip
+        self.workers.append(self._spawn("worker", [
+            "worker", "--temporal", self.address, "--task-queue", self.queue, "-m",
+            "openai:fuzz", "-q", "--permission-mode", "bypassPermissions"]))  # fmt: skip
 
     def front(self) -> None:
-        proc = self._spawn(["serve", "--temporal", self.address, "--task-queue", self.queue,
-                            "--port", "0"], banner=True)  # fmt: skip
-        assert proc.stderr is not None
-        line = proc.stderr.readline()
-        if not line.startswith("retinue serving"):
-            raise RuntimeError(f"the front end did not start: {line}{proc.stderr.read()}")
-        proc.stderr.close()
+        proc = self._spawn("front", ["serve", "--temporal", self.address, "--task-queue",
+                                     self.queue, "--port", "0"])  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not (line := self.logs[proc.pid].read_text().partition("\n")[0]).startswith(
+            "retinue serving"
+        ):  # fmt: skip
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the front end did not start: {self.tail(proc)}")
+            time.sleep(0.05)
         self.fronts.append((proc, line.split()[-1]))
+
+    def tail(self, proc: subprocess.Popen[str]) -> str:
+        return self.logs[proc.pid].read_text(errors="replace")[-1500:]
 
     def urls(self) -> list[str]:
         return [url for proc, url in self.fronts if proc.poll() is None]
@@ -126,6 +140,19 @@ class Fleet:
         _kill(victim)
         self.killed[kind] += 1
         await asyncio.to_thread(self.worker if kind == "worker" else self.front)
+
+    async def revive(self) -> None:
+        """Replace every process that died without being killed here."""
+        for proc in [p for p in self.workers if p.poll() is not None]:
+            self.workers.remove(proc)
+            self.crashed["worker"] += 1
+            self.crash_logs.append(self.tail(proc))
+            await asyncio.to_thread(self.worker)
+        for entry in [f for f in self.fronts if f[0].poll() is not None]:
+            self.fronts.remove(entry)
+            self.crashed["front"] += 1
+            self.crash_logs.append(self.tail(entry[0]))
+            await asyncio.to_thread(self.front)
 
     def stop(self) -> None:
         for proc in [*self.workers, *(p for p, _ in self.fronts)]:
@@ -178,6 +205,12 @@ async def run(
                 for _ in range(kills):
                     await asyncio.sleep(rng.uniform(0.3, 1.5))
                     await fleet.kill_one()
+                    await fleet.revive()
+
+            async def supervisor() -> None:  # (as a process manager would)
+                while True:
+                    await fleet.revive()
+                    await asyncio.sleep(0.5)
 
             async def user(cid: str, http: httpx.AsyncClient) -> None:
                 for k in range(messages):
@@ -201,22 +234,20 @@ async def run(
             async with httpx.AsyncClient(headers=auth, timeout=HANG_AFTER) as http:
                 users = [asyncio.ensure_future(user(cid, http)) for cid in cids]
                 kill = asyncio.ensure_future(killer())
-                _, pending = await asyncio.wait(users, timeout=HANG_AFTER)
-                hung = len(pending)
-                for task in pending:
-                    task.cancel()
-                await kill
-                histories = {cid: await convs.history(cid) for cid in cids}
-                for cid in cids:
-                    while True:  # (a front end may be starting: retry until one answers)
-                        try:
-                            url = rng.choice(fleet.urls())
-                            if (await http.delete(f"{url}/v1/conversations/{cid}")).is_success:
-                                break
-                        except (httpx.HTTPError, IndexError):
-                            pass
-                        await asyncio.sleep(0.2)
-                running = await _still_running(client, convs, cids, queue)
+                watch = asyncio.ensure_future(supervisor())
+                try:
+                    _, pending = await asyncio.wait(users, timeout=HANG_AFTER)
+                    hung = len(pending)
+                    for task in pending:
+                        task.cancel()
+                    await kill
+                    histories = {cid: await convs.history(cid) for cid in cids}
+                    for cid in cids:
+                        await _delete(http, fleet, rng, cid)
+                    running = await _still_running(client, convs, cids, queue)
+                finally:
+                    watch.cancel()
+                    await asyncio.gather(watch, return_exceptions=True)
         finally:
             fleet.stop()
     keys = ledger.read_text().split() if ledger.exists() else []
@@ -241,7 +272,22 @@ async def run(
         "steps_run": len(set(keys)),
         "turns": conversations * messages,
         "kills": dict(fleet.killed),
+        "crashes": sum(fleet.crashed.values()),
+        "crash_logs": fleet.crash_logs[:3],
     }
+
+
+async def _delete(http: httpx.AsyncClient, fleet: Fleet, rng: random.Random, cid: str) -> None:
+    """Delete ``cid`` through a live front end (retried: one may be starting), for a while."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            url = rng.choice(fleet.urls())
+            if (await http.delete(f"{url}/v1/conversations/{cid}")).is_success:
+                return
+        except (httpx.HTTPError, IndexError):
+            pass
+        await asyncio.sleep(0.2)
 
 
 async def _still_running(
@@ -264,7 +310,7 @@ async def _still_running(
 
 
 BAD = ("steps_twice", "turns_twice", "turns_lost", "wrong_answers", "invalid_histories",
-       "orphan_workflows", "hangs")  # fmt: skip
+       "orphan_workflows", "hangs", "crashes")  # fmt: skip
 
 
 def main() -> None:
