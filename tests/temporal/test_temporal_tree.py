@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("temporalio", reason="the temporal extra (temporalio) is not installed")
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 
 from retinue.config import Settings
 from retinue.llm.base import Model, ToolSpec
@@ -232,6 +232,29 @@ async def test_a_denied_approval_refuses_the_call_with_the_person_s_reason(
         await closed(convs, "tree-4")
     assert DEPLOYED == []
     assert "did not approve" in reply.content and "not on a Friday" in reply.content
+
+
+async def test_closing_a_conversation_that_waits_on_an_approval_leaves_nothing_running(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    DEPLOYED.clear()
+    convs = await conversations(temporal_address)
+    main = ScriptedModel([delegate("a", "go")])
+    a = ScriptedModel([call_tool("deploy", {"target": "prod"})])
+    runtime, memory = runtime_for(tmp_path, main, {"scripted:a": a}, roles=[role("a")],
+                                  tools=[deploy])  # fmt: skip
+    async with make_worker(convs.client, runtime, convs.task_queue):
+        await convs.start("tree-8")
+        turn = asyncio.create_task(convs.send("tree-8", "deploy it"))
+        while not await convs.approvals("tree-8"):
+            await asyncio.sleep(0.05)
+        await closed(convs, "tree-8")
+        with pytest.raises(WorkflowUpdateFailedError):
+            await turn  # (its turn ended with the conversation)
+        child = await convs.client.get_workflow_handle("retinue/default/tree-8/a#1").describe()
+    assert DEPLOYED == []
+    assert child.status == WorkflowExecutionStatus.COMPLETED
+    assert memory.consolidated == [("a", "tree-8/a#1")]  # its close consolidated it, once
 
 
 def answered(messages: Sequence[Message], _tools: Sequence[ToolSpec]) -> str:
