@@ -15,6 +15,18 @@ POST of ready JSON bytes -- itself, and hands everything else back to the SDK:
 * reads are bounded (header section, header count, body size) and the whole exchange has
   the caller's timeout; a cancelled or failed exchange closes its connection, so a
   connection is only ever reused after a complete answer.
+
+Why it is kept (issue 42: only if, without it, the per-turn ratio to the fastest peer over
+loopback would pass 0.1x). ``benchmarks/swaps_http.py`` ran ``OpenAIModel`` with and without
+this path (``_fast = None``: every request through the SDK's ``client.post`` with the ready
+body) beside openai-agents, pydantic-ai and LangGraph on one loopback server, 4 interleaved
+rounds (load 10-13 on 2 cores; ``benchmarks/results/swaps_http.json``). Without it, Retinue's
+ratio to the round's fastest peer is 0.34x wall / 0.26x CPU at 10 turns (over 0.1x in every
+round: 0.13-0.94x wall, 0.13-0.32x CPU), 0.23x / 0.21x at 10 turns after 10 messages and
+0.10x / 0.07x at 100 turns; with it 0.06x / 0.04x, 0.06x / 0.035x and 0.035x / 0.015x. The
+SDK's client costs about 1.9-2.2 ms of CPU per request where this path's whole turn costs
+0.3-0.45 ms; against the bare ``http.client`` floor (target 2x) the 100-turn CPU ratio is
+7.2x without it and 1.8x with it.
 """
 
 from __future__ import annotations
