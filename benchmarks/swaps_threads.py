@@ -16,8 +16,8 @@ figure (100 runs each calling one 50 ms tool: wall time, the longest loop stall)
 in-process overhead per turn of ``overhead.py`` (1a: 100 and 10 turns), 5,000 sequential
 calls of a no-op tool (CPU and wall per call), and over loopback the 100-turn run alternated
 with the bare ``http.client`` floor (1b's floor ratio). Another child per variant starts a
-run whose tool never returns, cancels it, and leaves ``asyncio.run``: the seconds until the
-process is gone (``--exit-wait`` at most, then it is killed).
+run whose tool never returns, cancels it and returns from its main coroutine: the seconds
+until the process is gone (``--exit-wait`` at most, then it is killed).
 
     uv run python benchmarks/swaps_threads.py [--rounds 5] [--repeats 3]
 

@@ -19,12 +19,13 @@ both against this pool (``benchmarks/swaps_threads.py``, 5 interleaved rounds, f
 processes, results in ``benchmarks/results/swaps_threads.json``). Both join their threads
 when the program ends (``asyncio.run`` waits for the default executor; anyio's workers are
 not daemons), so a program whose plain tool is stuck for good -- a library call on a dead
-peer -- never exits: each was still running 10 s after its run was cancelled and
-``asyncio.run`` returned, in every round, where the pool's process was gone in 0.15-0.52 s
-(``tests/tools/test_threads.py`` checks it). They also cost more: a no-op tool call took
-62 us (``to_thread``) and 84 us (anyio) of CPU against 42 us here, an in-process turn
-1.35-1.5x and about 2x the pool's CPU (medians of the rounds' ratios); the stall figure
-(100 runs of a 50 ms tool) was the same for all three.
+peer -- never exits: each was still running 10 s after its run was cancelled and the
+program's main coroutine had returned, in every round, where the pool's process was gone
+in 0.15-0.52 s (``tests/tools/test_threads.py`` checks it). They also cost more: a no-op
+tool call took 62 us (``to_thread``) and 84 us (anyio) of CPU against 42 us here, an
+in-process turn 1.35-1.5x and about 2x the pool's CPU (medians of the rounds' ratios).
+With 100 runs of a 50 ms tool all three took the same wall time and kept the loop's stalls
+under 100 ms.
 """
 
 from __future__ import annotations
