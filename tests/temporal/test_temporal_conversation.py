@@ -32,7 +32,7 @@ from retinue.runtime import Runtime
 from retinue.temporal._types import Limits
 from retinue.temporal.client import TemporalConversations
 from retinue.temporal.worker import make_worker
-from retinue.testing import ScriptedModel, call_tool
+from retinue.testing import ScriptedModel, call_tool, call_tools
 from retinue.tools.base import Tool, tool
 
 pytestmark = pytest.mark.timeout(60)
@@ -306,3 +306,21 @@ def test_workflow_ids_refuse_names_that_could_collide() -> None:
     for tenant, cid in (("a", "b/c"), ("a/b", "c"), ("", "x"), ("a", "")):
         with pytest.raises(ConfigError, match="no '/'"):
             workflow_id(tenant, cid)
+
+
+async def test_calls_past_the_bound_of_one_step_are_refused_unrun(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes.txt"
+    convs, client = await conversations(temporal_address)
+    convs.limits = replace(FAST, max_calls=1)
+    two = call_tools(("note", {"text": "one"}), ("note", {"text": "two"}))
+    model = ScriptedModel([two, "Done."])
+    async with make_worker(client, runtime_for(tmp_path, model, [note_tool(notes)]),
+                           convs.task_queue):  # fmt: skip
+        await convs.send("c11", "note twice")
+        history = await convs.history("c11")
+    assert side_effects(notes) == ["one"]
+    results = [m for m in history if isinstance(m, ToolResultMessage)]
+    assert [r.is_error for r in results] == [False, True]
+    assert "over the 1 calls one step may make" in results[1].content

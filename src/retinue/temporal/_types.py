@@ -72,6 +72,7 @@ class Limits:
     model_attempts: int = 5  # tries of one model call (then the turn fails, history kept)
     tool_attempts: int = 3  # tries of one tool call activity
     max_children: int = 100  # sessions one agent holds at once (Temporal: 2,000 children)
+    max_calls: int = 100  # tool calls one model reply may make run (the rest are refused)
 
 
 @dataclass(slots=True)

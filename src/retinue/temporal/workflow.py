@@ -88,6 +88,10 @@ def _call_dict(call: ToolCall) -> Json:
     return {"id": call.id, "name": call.name, "arguments": call.arguments}
 
 
+async def _refused(call: ToolCall, why: str) -> Json:
+    return error_result(call, why)
+
+
 def stopped_note(limit: int) -> str:
     return (
         f"Stopped: the agent made {limit} model calls without a final answer "
@@ -299,9 +303,12 @@ class ConversationWorkflow(Sessions):
             self._step += 1
             ids = [c.id for c in message.tool_calls]
             unique = len(set(ids)) == len(ids) and all(ids)  # (else the index tells them apart)
+            most = limits.max_calls  # (Temporal: 2,000 pending activities per workflow)
             results = await asyncio.gather(
                 *(
                     self._call(c.id if unique else f"{i}:{c.id}", c)
+                    if i < most
+                    else _refused(c, f"over the {most} calls one step may make; it did not run")
                     for i, c in enumerate(message.tool_calls)
                 )
             )
