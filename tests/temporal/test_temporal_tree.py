@@ -17,6 +17,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFai
 
 from retinue.config import Settings
 from retinue.llm.base import Model, ToolSpec
+from retinue.memory.consolidate import consolidation_run
 from retinue.messages import AssistantMessage, Message, ToolResultMessage
 from retinue.runtime import Runtime
 from retinue.subagents.roles import Role
@@ -37,6 +38,7 @@ class Remembered:
     """A memory that records each consolidation it is asked for (no store behind it)."""
 
     consolidated: list[tuple[str, str]] = field(default_factory=list)
+    run_ids: list[str | None] = field(default_factory=list)  # what the store would key it by
 
     async def render(self, tenant: str, role: str) -> str:
         return ""
@@ -45,6 +47,7 @@ class Remembered:
         self, *, tenant: str, role: str, session_id: str, messages: Sequence[Message], model: Model
     ) -> bool:
         self.consolidated.append((role, session_id))
+        self.run_ids.append(consolidation_run.get())
         return True
 
 
@@ -156,14 +159,17 @@ async def test_unload_closes_the_session_and_consolidates_once(
                                   roles=[role("helper")])  # fmt: skip
     async with make_worker(convs.client, runtime, convs.task_queue):
         await convs.send("tree-2", "open it")
-        assert [n.agent_id for n in (await convs.state("tree-2")).sessions] == ["tree-2/helper"]
+        [node] = (await convs.state("tree-2")).sessions
+        first_run = (await convs.client.get_workflow_handle(node.workflow_id).describe()).run_id
         unloaded = await convs.send("tree-2", "end it")
         state = await convs.state("tree-2")
         await closed(convs, "tree-2")
     assert "ended after 1 turn(s)" in unloaded.content
     assert "consolidated into its memory" in unloaded.content
     assert state.sessions == []
+    assert node.agent_id == "tree-2/helper"
     assert memory.consolidated == [("helper", "tree-2/helper")]  # once: the close found none left
+    assert memory.run_ids == [first_run]  # keyed by the session's run: a retry writes nothing
     main.assert_done()
 
 
