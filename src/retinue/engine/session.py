@@ -35,7 +35,10 @@ sub-agent are a :class:`Session`. It owns its history (``config.messages``) and:
   consolidates exactly once — one recorded state, not luck.
 
 What differs between kinds of session (the system prompt, who the children are, where the
-memory goes) comes in as :class:`Lifecycle` hooks.
+memory goes) comes in as :class:`Lifecycle` hooks. The run loop reports back to the session
+as its config's observer (:class:`~retinue.engine.observer.RunObserver`: usage, step
+boundaries, steering), and what a paused turn waits on is one value,
+:attr:`Session.paused` (:class:`~retinue.engine.pause.Paused`).
 
 A **durable** session (see :mod:`retinue.durable`) has a :class:`Recorder`: the session hands
 it its state at every step boundary (a turn's start, each model reply and each step's tool
