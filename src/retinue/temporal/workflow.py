@@ -133,10 +133,11 @@ class ConversationWorkflow(Sessions):
         await workflow.wait_condition(
             lambda: self._closed or (not self._turn.locked() and self._too_long())
         )
+        # (a close that comes while the handlers drain still closes: children, consolidation)
+        await workflow.wait_condition(lambda: self._closed or workflow.all_handlers_finished())
         if self._closed:
             await self._close()
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        if self._closed:
+            await workflow.wait_condition(workflow.all_handlers_finished)
             return self._messages
         workflow.continue_as_new(self._carried())
 
