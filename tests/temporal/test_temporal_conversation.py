@@ -324,3 +324,31 @@ async def test_calls_past_the_bound_of_one_step_are_refused_unrun(
     results = [m for m in history if isinstance(m, ToolResultMessage)]
     assert [r.is_error for r in results] == [False, True]
     assert "over the 1 calls one step may make" in results[1].content
+
+
+def note_until_told(messages: Sequence[Message], _tools: Sequence[ToolSpec]) -> Message | str:
+    """Calls ``note`` with a large text after each result; answers a new user message."""
+    if isinstance(messages[-1], UserMessage) and messages[-1].content == "and now?":
+        return "fine"
+    return call_tool("note", {"text": "n" * 2_000})
+
+
+async def test_a_turn_stops_before_its_run_s_history_outgrows_the_server_s_limit(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    # each model call of a turn adds the whole history to the run's: past the server's
+    # 50 MB (here: 60 kB) the run would be terminated and the conversation lost with it
+    notes = tmp_path / "notes.txt"
+    convs, client = await conversations(temporal_address)
+    convs.limits = replace(FAST, max_run_history_bytes=60_000, max_history_bytes=30_000)
+    model = ScriptedModel([note_until_told] * 40)
+    async with make_worker(client, runtime_for(tmp_path, model, [note_tool(notes)]),
+                           convs.task_queue):  # fmt: skip
+        with pytest.raises(WorkflowUpdateFailedError) as failed:
+            await convs.send("c12", "note forever")
+        assert (await convs.send("c12", "and now?")).content == "fine"
+        history = await convs.history("c12")
+    assert "too long" in str(failed.value.cause)
+    assert 2 <= len(side_effects(notes)) < 20
+    assert history[-1].content == "fine"
+    assert any(m.content.startswith("Stopped: ") for m in history)

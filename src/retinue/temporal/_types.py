@@ -63,6 +63,11 @@ class Limits:
     max_iterations: int = 50  # model calls in one turn
     max_events: int = 10_000
     max_history_bytes: int = 20_000_000
+    # a turn stops (the conversation goes on) before its run's history passes these: the
+    # server terminates a run at 50 MB or 51,200 events, and one turn's model calls each
+    # add the whole history (up to max_payload_bytes) to it
+    max_run_history_bytes: int = 40_000_000
+    max_run_events: int = 40_000
     max_message_chars: int = 1_000_000  # a user message (one payload holds 2 MB)
     # the history rides in every model call's payload (by reference: a follow-up)
     max_payload_bytes: int = 1_800_000

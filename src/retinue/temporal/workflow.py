@@ -341,6 +341,16 @@ class ConversationWorkflow(Sessions):
                 f"the conversation's history is {size} bytes, over the {limits.max_payload_bytes}"
                 " one Temporal payload may carry here (2 MB at most): start a new conversation"
             )
+        info = workflow.info()
+        grown = info.get_current_history_size() + size
+        if grown > limits.max_run_history_bytes or (
+            info.get_current_history_length() >= limits.max_run_events
+        ):
+            raise ApplicationError(
+                f"this turn has made the workflow's history too long ({grown} bytes,"
+                f" {info.get_current_history_length()} events) for one more model call;"
+                " send the next message to go on"
+            )
         step = ModelStep(self._key(), start.tenant, start.conversation_id, list(self._messages),
                          self._last_input, start.agent)  # fmt: skip
         reply = await self._activity(MODEL_ACTIVITY, step, ModelReply, self._key(), tool=False)
