@@ -129,7 +129,7 @@ def test_concurrent_runs_keep_their_sessions_and_events_apart(tmp_path: Path) ->
     async def go() -> tuple[list[str], list[str]]:
         async def one(prompt: str) -> list[str]:
             stream = a.stream(prompt)
-            ids = [str(e.data.get("conversation_id")) async for e in stream if e.kind == SESSION]
+            ids = [e.agent_id async for e in stream if e.kind == SESSION]
             assert stream.output is not None
             assert stream.output.content.startswith(f"parent got echo {prompt}\n")
             return ids

@@ -81,7 +81,6 @@ if TYPE_CHECKING:
     from retinue.llm import Model, ModelResponse, ToolSpec, resolve_model
     from retinue.llm.settings import ModelSettings
     from retinue.llm.testing import ScriptedModel
-    from retinue.memory.conversations import ConversationStore
     from retinue.messages import (
         AssistantMessage,
         DocumentPart,
@@ -106,6 +105,7 @@ if TYPE_CHECKING:
     from retinue.policy.settings import SettingSource
     from retinue.runtime import Conversation, Runtime
     from retinue.saved import SavedConversation
+    from retinue.store.conversations import ConversationStore
     from retinue.subagents.roles import Role
     from retinue.tools import Tool, ToolContext, ToolRegistry, ToolResult, tool
 
@@ -147,7 +147,7 @@ _HOMES = {
     "retinue.llm.settings": ("ModelSettings",),
     "retinue.runtime": ("Conversation", "Runtime"),
     "retinue.saved": ("SavedConversation",),
-    "retinue.memory.conversations": ("ConversationStore",),
+    "retinue.store.conversations": ("ConversationStore",),
     "retinue.subagents.roles": ("Role",),
     "retinue.engine": ("RunConfig", "RunOutput", "run"),
     "retinue.engine.collector": ("tune_for_serving",),

@@ -7,14 +7,14 @@ sub-agent session may spend, input and output together; 0 = unlimited),
 ``keep_conversations`` (whether ``retinue serve`` stores its chats, default true) and
 ``conversation_retention_days`` (a stored chat unused this long is forgotten; 0 = never;
 default 30), ``media_max_bytes`` (bytes of images and PDFs stored conversations keep in
-``<home>/media``; default 2 GiB; see :mod:`retinue.memory.media`), ``durable_sessions`` (the
+``<home>/media``; default 2 GiB; see :mod:`retinue.store.media`), ``durable_sessions`` (the
 service records every session's state at each step, so sessions and paused turns survive a
 restart and move between workers; default false;
 ``RETINUE_DURABLE_SESSIONS=1`` turns it on; see :mod:`retinue.durable`), and a
 ``[model_aliases]`` table (names for models, see :func:`canonical_model`)
 and ``[mcp_servers.<name>]`` tables (MCP servers, see :mod:`retinue.mcp.config`).
 ``transcript_retention_days``: how long an ended session's transcript is kept (0 = none are
-kept; default 30; see :mod:`retinue.memory.transcripts`).
+kept; default 30; see :mod:`retinue.store.transcripts`).
 Fan-out caps (:mod:`retinue.subagents.caps`; 0 = no cap): ``max_subagents_per_run`` (sub-agent
 sessions one turn of the main agent may start, nested ones included; default 50),
 ``max_subagents_per_conversation`` (the same over a whole conversation; default 500) and

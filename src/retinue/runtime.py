@@ -46,7 +46,6 @@ from retinue.llm.resolve import resolve_model
 from retinue.llm.settings import ModelSettings, settings_for, with_settings
 from retinue.mcp.config import attach_servers, load_servers
 from retinue.memory import MemoryBackend, open_store
-from retinue.memory.conversations import ConversationStore
 from retinue.messages import Content, Message, SystemMessage, user_content
 from retinue.policy.approvals import Approver
 from retinue.policy.build import make_policy
@@ -57,6 +56,7 @@ from retinue.policy.modes import PermissionMode
 from retinue.policy.settings import SettingSource
 from retinue.policy.trust import TrustStore, settings_trust
 from retinue.skills import SkillCatalog, skill_dirs, skill_tool, skills_section
+from retinue.store.conversations import ConversationStore
 from retinue.subagents import Role, RoleCatalog, SubAgentManager, role_dirs, roles_section
 from retinue.subagents.caps import FanOutLimits
 from retinue.subagents.tasklist import task_store, task_tools

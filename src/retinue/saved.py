@@ -2,7 +2,7 @@
 
 :class:`SavedConversation` is what ``Agent.conversation("some-id")`` returns: a
 :class:`~retinue.runtime.Conversation` whose history lives in a
-:class:`~retinue.memory.conversations.ConversationStore` (SQLite in the data directory, or
+:class:`~retinue.store.conversations.ConversationStore` (SQLite in the data directory, or
 PostgreSQL), saved after every turn. Another process (or a later run of the same program)
 that asks for the same id goes on from that history, with the system prompt *as it is now*
 (the current instructions, roles and memory), never the one the history was saved with.
@@ -51,8 +51,6 @@ from retinue.engine.pause import Paused, close_open_calls, stored_pause
 from retinue.engine.pause import asking as pause_asking
 from retinue.engine.session import INTERRUPTED_NOTE, Session, repair_history
 from retinue.errors import ConversationError
-from retinue.memory.conversations import ConversationStore, same_prefix
-from retinue.memory.journal import SessionJournal
 from retinue.messages import Content, Message, from_dict, to_dict
 from retinue.policy.approvals import (
     Approval,
@@ -62,6 +60,8 @@ from retinue.policy.approvals import (
     ask_approver,
 )
 from retinue.runtime import Conversation
+from retinue.store.conversations import ConversationStore, same_prefix
+from retinue.store.journal import SessionJournal
 
 __all__ = [
     "EXPORT_FORMAT",

@@ -22,7 +22,6 @@ from retinue.durable import (
 )
 from retinue.engine.pause import Question
 from retinue.events import CONSOLIDATED, Event
-from retinue.memory.journal import SessionRecord
 from retinue.messages import (
     AssistantMessage,
     Message,
@@ -32,6 +31,7 @@ from retinue.messages import (
     history_problems,
 )
 from retinue.runtime import Conversation, Runtime
+from retinue.store.journal import SessionRecord
 from retinue.subagents import Role
 from retinue.testing import ScriptedModel, call_tool, call_tools
 from retinue.tools import ToolContext, ToolRegistry, tool

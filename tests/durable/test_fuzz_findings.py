@@ -19,9 +19,9 @@ from retinue.durable import (
     suspend_tree,
 )
 from retinue.events import CONSOLIDATED, Event
-from retinue.memory.journal import SessionRecord
 from retinue.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from retinue.runtime import Conversation, Runtime
+from retinue.store.journal import SessionRecord
 from retinue.subagents import Role
 from retinue.testing import ScriptedModel, call_tool
 from retinue.tools import tool

@@ -1,6 +1,6 @@
 """With the whole real-world role corpus installed in ``~/.claude/agents`` (645 files, 562
 distinct roles) and the skills corpus in ``~/.claude/skills`` (26 skills), the main agent's
-system prompt stays under 2,500 tokens, and under 1,000 with the compact profile: past their
+system prompt stays under 2,500 tokens, and under 1,000 with the small-model prompt: past their
 budgets the roles and skills sections list names only; the parent finds roles with
 ``FindRole`` and loads skills with ``Skill``."""
 
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@pytest.mark.parametrize("model", ["scripted:big", LOCAL_DEFAULT])  # full and compact prompt
+@pytest.mark.parametrize("model", ["scripted:big", LOCAL_DEFAULT])  # full and small-model prompt
 async def test_the_main_prompt_with_both_corpora_installed_stays_within_budget(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model: str
 ) -> None:
@@ -41,7 +41,7 @@ async def test_the_main_prompt_with_both_corpora_installed_stays_within_budget(
     conversation = runtime.conversation()
     prompt = await conversation.system_prompt()
     tokens = estimate_text_tokens(prompt)
-    assert tokens < (1000 if conversation.compact else 2500), tokens
+    assert tokens < (1000 if conversation.small_model_prompt else 2500), tokens
     assert "brainstorming" in prompt and "Skill(name)" in prompt
-    if not conversation.compact:  # the compact prompt names 20 roles and counts the others
+    if not conversation.small_model_prompt:  # the short prompt names 20 roles and counts the others
         assert "FindRole" in prompt

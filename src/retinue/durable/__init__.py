@@ -2,7 +2,7 @@
 turns survive a restart and move between workers (the ``durable_sessions`` setting, off by
 default). A session with a :class:`~retinue.durable.recorder.JournalRecorder` hands its state
 (history, turn state, tokens, steering, inbox, question) to the memory store's
-:class:`~retinue.memory.journal.SessionJournal` at every step boundary: its turn's start, each
+:class:`~retinue.store.journal.SessionJournal` at every step boundary: its turn's start, each
 model reply, each step's tool results, a question, its turn's end and its close; a sub-agent
 session it opens gets a recorder of the same tree. :func:`~retinue.durable.revive.revive_tree`
 rebuilds a recorded tree in another process: a call that was running when the process died is

@@ -29,9 +29,9 @@ from typing import Any
 
 from retinue._tasks import finish
 from retinue.engine.session import Recorder, Session, current_session
-from retinue.memory.conversations import same_prefix
-from retinue.memory.journal import SessionJournal, SessionRecord
 from retinue.messages import Message
+from retinue.store.conversations import same_prefix
+from retinue.store.journal import SessionJournal, SessionRecord
 
 __all__ = ["AWAITING_KEY", "MAX_AWAITING", "JournalRecorder", "awaiting_approval"]
 

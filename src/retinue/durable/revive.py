@@ -29,8 +29,8 @@ from retinue.engine import pause
 from retinue.engine.pause import Paused
 from retinue.engine.session import Session
 from retinue.errors import RetinueError
-from retinue.memory.journal import SessionJournal, SessionRecord
 from retinue.messages import Message, ToolResultMessage
+from retinue.store.journal import SessionJournal, SessionRecord
 from retinue.subagents.manager import SubAgentManager
 from retinue.tools.base import ToolRegistry
 

@@ -20,9 +20,9 @@ from retinue.durable.recorder import JournalRecorder
 from retinue.durable.revive import Revived, revive_tree, settle_calls
 from retinue.engine.pause import stored_pause
 from retinue.engine.session import INTERRUPTED_NOTE, repair_history
-from retinue.memory.journal import SessionJournal
 from retinue.messages import Message, SystemMessage
 from retinue.runtime import Conversation
+from retinue.store.journal import SessionJournal
 from retinue.subagents.registry import Held
 
 __all__ = [

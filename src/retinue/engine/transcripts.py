@@ -3,7 +3,7 @@
 :class:`TranscriptKeeper` is the :class:`~retinue.engine.session.Lifecycle` ``transcript``
 hook's work: at the end of a session's close it summarises the session (who it was, from its
 tool context; what it used; how it ended, from its history) and keeps its entries (see
-:mod:`retinue.memory.transcripts`). Keeping never fails a close: a store that is down is
+:mod:`retinue.store.transcripts`). Keeping never fails a close: a store that is down is
 logged and the close goes on. Transcripts older than the retention are pruned now and then
 (at most once an hour per keeper).
 """
@@ -15,14 +15,14 @@ import time
 from collections.abc import Sequence
 
 from retinue.engine.session import FAILED_NOTE, INTERRUPTED_NOTE, Session
-from retinue.memory.transcripts import (
+from retinue.messages import AssistantMessage, Message, UserMessage
+from retinue.store.transcripts import (
     TranscriptStore,
     TranscriptSummary,
     entries_of,
     tool_call_count,
     transcript_id,
 )
-from retinue.messages import AssistantMessage, Message, UserMessage
 
 __all__ = ["PRUNE_EVERY", "TranscriptKeeper", "outcome_of"]
 

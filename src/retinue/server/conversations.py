@@ -24,7 +24,7 @@ forgets the stored history too. Stored conversations unused for
 
 **Approvals that outlive the turn.** When the main agent (depth 0) asks for an approval, its
 history up to that call and the request are stored at once (:meth:`ConversationStore.save
-<retinue.memory.conversations.ConversationStore.save>`'s ``approvals``). If the turn ends
+<retinue.store.conversations.ConversationStore.save>`'s ``approvals``). If the turn ends
 while it waits (the service stops, or the client that sent the message goes away), the
 conversation leaves memory with that state stored: it is listed again (restored with its last
 step's calls unanswered), and answering it runs or refuses the call through the gate and goes
@@ -49,7 +49,7 @@ store needs nothing new. What it gives up is the paused turn's memory: a ``keep_
 conversation still keeps its question in its worker with its sessions, as before.
 
 **Several workers.** When the store is shared (PostgreSQL: it offers
-:class:`~retinue.memory.pg_conversations.ConversationLeases`), several ``retinue serve``
+:class:`~retinue.store.leases.ConversationLeases`), several ``retinue serve``
 workers serve the same conversations, and any of them takes any conversation's next message.
 Each turn runs under the conversation's lease in the database, taken before the turn (a
 worker waits up to ``Limits.lease_wait_s`` while another one runs a turn of it), renewed
@@ -104,10 +104,6 @@ from retinue.engine.config import RunOutput
 from retinue.engine.pause import stored_pause
 from retinue.errors import MemoryStoreError, RetinueError, SessionClosedError
 from retinue.events import EventSink
-from retinue.memory.conversations import ConversationSummary, same_prefix, title_of
-from retinue.memory.journal import SessionJournal, SessionRecord
-from retinue.memory.media import MediaRoom
-from retinue.memory.pg_conversations import ConversationLeases
 from retinue.messages import (
     Content,
     DocumentPart,
@@ -118,6 +114,10 @@ from retinue.policy.approvals import Approval, ApprovalBroker, ApprovalRequest
 from retinue.runtime import Conversation, Runtime
 from retinue.saved import StoredPause, valid_conversation_id
 from retinue.server.hub import EventHub
+from retinue.store.conversations import ConversationSummary, same_prefix, title_of
+from retinue.store.journal import SessionJournal, SessionRecord
+from retinue.store.leases import ConversationLeases
+from retinue.store.media import MediaRoom
 from retinue.tools.builtin.todo import forget_todo_tree
 
 __all__ = [
@@ -403,7 +403,7 @@ class ConversationHost:
 
     async def check_media_room(self, text: Content | None) -> None:
         """Refuse a message whose images and PDFs the store has no room for (a one-line
-        :class:`~retinue.memory.media.MediaStoreFull`) before its turn runs (each turn asks;
+        :class:`~retinue.store.media.MediaStoreFull`) before its turn runs (each turn asks;
         a streamed one asks first, so the refusal is the response's status)."""
         if not isinstance(self.store, MediaRoom) or text is None or isinstance(text, str):
             return

@@ -19,22 +19,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
-from retinue.a2a.client import remote_agent
 from retinue.engine.config import ContextKeeper, RunConfig
 from retinue.engine.output import output_spec
 from retinue.engine.session import Consolidation, Session
 from retinue.errors import ConfigError
 from retinue.events import CONSOLIDATED, NOTICE, EventSink, emit
+from retinue.llm.a2a import remote_agent
 from retinue.llm.base import Model
 from retinue.llm.settings import with_settings
 from retinue.memory.base import Memory
 from retinue.memory.store import SharedMemoryStore
-from retinue.memory.transcripts import transcript_store
 from retinue.messages import Message
 from retinue.policy.gate import Policy
 from retinue.policy.hooks import Hooks
 from retinue.policy.modes import PermissionMode
 from retinue.policy.rules import RuleSet
+from retinue.store.transcripts import transcript_store
 from retinue.subagents.roles import Role, RoleCatalog
 from retinue.subagents.tasklist import TASK_TOOL_NAMES, task_store, task_tools
 from retinue.subagents.team import TEAM_TOOL_NAMES, team_tools

@@ -30,13 +30,13 @@ import itertools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
-from retinue.a2a.client import end_remote
 from retinue.engine.config import ContextKeeper, RunConfig, RunOutput
 from retinue.engine.session import ASKS_NOTE, Consolidation, Lifecycle, Session, current_session
 from retinue.engine.transcripts import TranscriptKeeper
 from retinue.errors import SubAgentError
 from retinue.events import SESSION, emit
 from retinue.llm._media import note, sees_media
+from retinue.llm.a2a import end_remote
 from retinue.llm.base import Model
 from retinue.memory.base import Memory
 from retinue.messages import MediaPart, Message, UserMessage

@@ -88,10 +88,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from retinue.a2a.client import A2ARemote, parse_remote
 from retinue.config import MODEL_TIERS, canonical_model
 from retinue.engine.output import output_spec
 from retinue.errors import ConfigError, RoleError
+from retinue.llm.a2a import A2ARemote, parse_remote
 from retinue.llm.settings import SETTING_KEYS, ModelSettings
 from retinue.mcp.servers import ServerConfig, role_servers
 from retinue.memory.store import MAX_SHARED_BLOCKS, SharedBlock, shared_block_name
@@ -187,7 +187,7 @@ class Role:
     effort: str | None = None  # as written; it also sets model_settings.effort
     isolation: str | None = None  # "worktree": its sessions work in a git worktree
     max_budget_usd: float | None = None  # US dollars each session of the role may spend
-    a2a: A2ARemote | None = None  # a remote A2A agent runs its sessions (retinue.a2a.client)
+    a2a: A2ARemote | None = None  # a remote A2A agent runs its sessions (retinue.llm.a2a)
     model_settings: ModelSettings | None = None  # applied to its model (retinue.llm.settings)
     output_type: Any = None  # its answer's type or JSON schema (retinue.engine.output)
 

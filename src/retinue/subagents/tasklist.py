@@ -1,6 +1,6 @@
 """The ``TaskCreate``, ``TaskList``, ``TaskGet`` and ``TaskUpdate`` tools: the shared task list
 of a parent tree (a "team": the main agent and every session under it), with Claude Code's
-tool names. The list lives in the memory store (:mod:`retinue.memory.tasks`), keyed by the
+tool names. The list lives in the memory store (:mod:`retinue.store.tasks`), keyed by the
 tenant and the tree's main agent id, so it outlasts a run; claiming a task (``TaskUpdate``
 with ``status="in_progress"`` or an ``owner``) is atomic there."""
 
@@ -12,8 +12,7 @@ from typing import Annotated
 from pydantic import Field
 
 from retinue.errors import RetinueError, ToolError
-from retinue.memory.base import TaskStore, task_store
-from retinue.memory.tasks import Task
+from retinue.store.tasks import Task, TaskStore, task_store
 from retinue.subagents.messaging import messenger_of
 from retinue.subagents.registry import registry_of
 from retinue.subagents.team import teams_of

@@ -38,7 +38,8 @@ from pydantic import BaseModel, Field
 from retinue._tasks import finish
 from retinue.engine.session import Session
 from retinue.errors import RetinueError, SessionError, SubAgentError, ToolError
-from retinue.memory.base import Memory, task_store
+from retinue.memory.base import Memory
+from retinue.store.tasks import task_store
 from retinue.subagents.messaging import Messenger, messenger_of
 from retinue.subagents.registry import SessionKey, SessionRegistry
 from retinue.subagents.roles import valid_name

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Protocol, runtime_checkable
 
 from pydantic import Field
 
+from retinue.engine.pause import ASK_TOOL_NAME
 from retinue.engine.session import ASKS_NOTE, current_session
 from retinue.errors import RetinueError, ToolError
 from retinue.events import SESSION, emit
@@ -53,7 +54,6 @@ __all__ = [
 ]
 
 SPAWN_TOOL_NAMES = frozenset({"SubAgent", "UnloadSubAgent", "SubAgentStatus", "FindRole"})
-ASK_TOOL_NAME = "AskParent"
 SEND_TOOL_NAME = "SendMessage"
 NO_ANSWER = "(Nobody can answer now: decide yourself, and say what you assumed.)"
 MAX_LISTED_ROLES = 30

@@ -4,7 +4,7 @@ Given to the main agent (where transcripts are kept) and to the roles with the
 ``transcripts`` capability or that name the tool. Without ``session`` it lists the calling
 agent's finished sub-agent sessions (the latest first); with a session id (its latest kept
 transcript) or a transcript id, it returns that transcript as text
-(:func:`~retinue.memory.transcripts.transcript_text`). Only the caller's own descendants,
+(:func:`~retinue.store.transcripts.transcript_text`). Only the caller's own descendants,
 in its own tenant: any other id reads as unknown.
 """
 
@@ -15,7 +15,7 @@ from typing import Annotated
 from pydantic import Field
 
 from retinue.errors import ToolError
-from retinue.memory.transcripts import (
+from retinue.store.transcripts import (
     Transcript,
     TranscriptStore,
     transcript_store,
