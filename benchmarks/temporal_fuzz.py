@@ -184,7 +184,7 @@ async def run(
     client = await Client.connect(address)
     limits = replace(Limits(), heartbeat_s=1.0, model_attempts=30, tool_attempts=30)
     convs = TemporalConversations(client, task_queue=queue, limits=limits)
-    cids = [f"f{c}" for c in range(conversations)]
+    cids = [f"f{c}-{time.monotonic_ns() % 10**8}" for c in range(conversations)]  # (a run its own)
     for cid in cids:  # (the front ends then use these runs: a heartbeat timeout of 1 s)
         await convs.start(cid)
     base = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RETINUE_"))}

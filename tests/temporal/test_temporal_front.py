@@ -29,6 +29,10 @@ from retinue.testing import ScriptedModel, call_tool
 pytestmark = pytest.mark.timeout(120)
 
 TOKEN = "front-test-token"
+# conversation ids of this module's own: a workflow id is the tenant's and the conversation's
+# (not the task queue's), and other tests of the session's server leave theirs running
+RUN = uuid.uuid4().hex[:8]
+C1, C2, C5 = f"one-{RUN}", f"two-{RUN}", f"five-{RUN}"
 
 
 def _env(home: Path, server: LoopbackOpenAIServer | None = None) -> dict[str, str]:
@@ -41,10 +45,19 @@ def _env(home: Path, server: LoopbackOpenAIServer | None = None) -> dict[str, st
 
 
 def spawn(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "retinue", *args], env=env, cwd=cwd, text=True,
-        start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+    """A ``retinue`` process, its stderr in ``cwd/<pid>.log`` (a pipe nobody reads would
+    fill and stop it)."""
+    log = cwd / f"{args[0]}-{uuid.uuid4().hex[:8]}.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "retinue", *args], env=env, cwd=cwd, text=True,
+            start_new_session=True, stdout=subprocess.DEVNULL, stderr=out,
+        )  # fmt: skip
+    LOGS[proc.pid] = log
+    return proc
+
+
+LOGS: dict[int, Path] = {}
 
 
 def stop(proc: subprocess.Popen[str]) -> None:
@@ -55,9 +68,13 @@ def stop(proc: subprocess.Popen[str]) -> None:
 
 def front_url(proc: subprocess.Popen[str]) -> str:
     """The URL a front end's first line names (``... on http://127.0.0.1:PORT``)."""
-    assert proc.stderr is not None
-    banner = proc.stderr.readline()
-    assert banner.startswith("retinue serving Temporal"), banner + proc.stderr.read()
+    deadline = time.monotonic() + 60
+    while not (banner := LOGS[proc.pid].read_text().partition("\n")[0]).startswith(
+        "retinue serving Temporal"
+    ):  # fmt: skip
+        assert proc.poll() is None, LOGS[proc.pid].read_text()
+        assert time.monotonic() < deadline, "the front end did not start"
+        time.sleep(0.05)
     return banner.rsplit(" on ", 1)[1].strip()
 
 
@@ -115,46 +132,47 @@ def test_two_front_ends_serve_one_conversation(stack: tuple[list[str], str, Path
     auth = {"Authorization": f"Bearer {token}"}
     with httpx.Client(headers=auth, timeout=60) as http:
         streamed = http.post(
-            f"{a}/v1/conversations/c1/messages?stream=true", json={"content": "remember milk"}
+            f"{a}/v1/conversations/{C1}/messages?stream=true", json={"content": "remember milk"}
         )
         assert streamed.status_code == 200, streamed.text
         frames = sse(streamed)
         kinds = [k for k, _ in frames]
+        assert {"tool_started", "tool_finished", "result"} <= set(kinds), frames
         assert kinds.index("tool_started") < kinds.index("tool_finished") < kinds.index("result")
         started = dict(frames[kinds.index("tool_started")][1])
-        assert (started["name"], started["agent_id"]) == ("Bash", "conv-c1")
+        assert (started["name"], started["agent_id"]) == ("Bash", f"conv-{C1}")
         assert frames[-1] == ("result", {"content": "Noted: milk.", "stop_reason": "final",
                               "usage": frames[-1][1]["usage"], "tools_used": ["Bash"]})  # fmt: skip
         assert notes.read_text() == "milk\n"
 
-        second = http.post(f"{b}/v1/conversations/c1/messages", json={"content": "what?"})
+        second = http.post(f"{b}/v1/conversations/{C1}/messages", json={"content": "what?"})
         assert second.status_code == 200, second.text
         assert second.json()["content"] == "You said milk."
 
         chat = http.post(
             f"{a}/v1/chat/completions",
-            headers={"X-Retinue-Conversation": "c1"},
+            headers={"X-Retinue-Conversation": C1},
             json={"model": "retinue", "messages": [{"role": "user", "content": "and now?"}]},
         )
         assert chat.status_code == 200, chat.text
         assert chat.json()["choices"][0]["message"]["content"] == "Still milk."
-        assert chat.headers["X-Retinue-Conversation"] == "c1"
+        assert chat.headers["X-Retinue-Conversation"] == C1
 
-        history = http.get(f"{b}/v1/conversations/c1").json()["messages"]
+        history = http.get(f"{b}/v1/conversations/{C1}").json()["messages"]
         roles = ["user", "assistant", "tool", "assistant", "user", "assistant", "user", "assistant"]
         assert [m["role"] for m in history] == roles
 
         deadline = time.monotonic() + 30
         while True:  # (the list is Temporal's visibility store: it catches up in a moment)
             listed = http.get(f"{b}/v1/conversations").json()["conversations"]
-            if [c["id"] for c in listed] == ["c1"]:
+            if [c["id"] for c in listed] == [C1]:
                 break
             assert time.monotonic() < deadline, listed
             time.sleep(0.2)
         assert listed[0]["title"] == "remember milk"
 
-        assert http.delete(f"{a}/v1/conversations/c1").status_code == 200
-        gone = http.get(f"{b}/v1/conversations/c1")
+        assert http.delete(f"{a}/v1/conversations/{C1}").status_code == 200
+        gone = http.get(f"{b}/v1/conversations/{C1}")
         assert gone.status_code == 404, gone.text
     assert notes.read_text() == "milk\n"  # the tool ran once in all
 
@@ -166,18 +184,18 @@ def test_a_tenant_sees_only_its_own_conversations(
     bo = TokenBook(tmp_path / "home").issue("bo")
     with httpx.Client(timeout=60) as http:
         own = {"Authorization": f"Bearer {token}"}
-        first = http.post(f"{a}/v1/conversations/c2/messages", headers=own,
+        first = http.post(f"{a}/v1/conversations/{C2}/messages", headers=own,
                           json={"content": "remember milk"})  # fmt: skip
         assert first.status_code == 200, first.text
         theirs = {"Authorization": f"Bearer {bo}"}
-        assert http.get(f"{b}/v1/conversations/c2", headers=theirs).status_code == 404
+        assert http.get(f"{b}/v1/conversations/{C2}", headers=theirs).status_code == 404
         assert http.get(f"{b}/v1/conversations", headers=theirs).json() == {"conversations": []}
-        assert http.delete(f"{b}/v1/conversations/c2", headers=theirs).status_code == 404
-        assert http.get(f"{b}/v1/conversations/c2", headers=own).status_code == 200
-        assert http.get(f"{a}/v1/conversations/c2").status_code == 401  # no token
+        assert http.delete(f"{b}/v1/conversations/{C2}", headers=theirs).status_code == 404
+        assert http.get(f"{b}/v1/conversations/{C2}", headers=own).status_code == 200
+        assert http.get(f"{a}/v1/conversations/{C2}").status_code == 401  # no token
         # the rest of the script is for the other test: end this one's conversation
         for answer in ("You said milk.", "Still milk."):
-            r = http.post(f"{b}/v1/conversations/c2/messages", headers=own,
+            r = http.post(f"{b}/v1/conversations/{C2}/messages", headers=own,
                           json={"content": "and?"})  # fmt: skip
             assert r.json()["content"] == answer
 
@@ -192,7 +210,7 @@ async def test_an_approval_is_answered_through_the_other_front_end(
     with running(temporal_address, tmp_path, script, mode="default") as (a, b):
         async with (
             httpx.AsyncClient(headers=auth, timeout=60) as http,
-            http.stream("POST", f"{a}/v1/conversations/c5/messages?stream=true",
+            http.stream("POST", f"{a}/v1/conversations/{C5}/messages?stream=true",
                         json={"content": "write hi"}) as streamed,
         ):  # fmt: skip
             kind = ""
@@ -204,11 +222,11 @@ async def test_an_approval_is_answered_through_the_other_front_end(
                     if kind != "approval_requested":
                         continue
                     request = frames[-1][1]  # the call waits: answered through the other one
-                    assert (request["tool"], request["agent_id"]) == ("Write", "conv-c5")
+                    assert (request["tool"], request["agent_id"]) == ("Write", f"conv-{C5}")
                     assert not out.exists()
-                    shown = (await http.get(f"{b}/v1/conversations/c5/approvals")).json()
+                    shown = (await http.get(f"{b}/v1/conversations/{C5}/approvals")).json()
                     assert [r["id"] for r in shown["approvals"]] == [request["id"]]
-                    url = f"{b}/v1/conversations/c5/approvals/{request['id']}"
+                    url = f"{b}/v1/conversations/{C5}/approvals/{request['id']}"
                     answered = await http.post(url, json={"allow": True})
                     assert answered.status_code == 200, answered.text
                     again = await http.post(url, json={"allow": True})

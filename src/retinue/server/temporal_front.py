@@ -96,6 +96,7 @@ __all__ = ["TemporalFront", "TemporalUnavailable", "create_temporal_app"]
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 _MAX_LISTED = 100  # conversations GET /v1/conversations shows (each is one query)
+_WAIT_FOR_WORKER_S = 60.0  # a streamed turn waits this long for a worker to answer a query
 
 
 class TemporalUnavailable(RetinueError):
@@ -249,7 +250,7 @@ class TemporalFront:
         try:
             async with _reaching():
                 handle = await convs.start(cid)
-                seen = len(await _raw_history(handle)) if sink is not None else 0
+                seen = len(await _when_served(handle)) if sink is not None else 0
                 update = await handle.start_update(
                     ConversationWorkflow.send,
                     text,
@@ -342,6 +343,21 @@ async def _running(handle: WorkflowHandle[Any, Any]) -> bool:
 
 async def _raw_history(handle: WorkflowHandle[Any, Any]) -> list[dict[str, Any]]:
     return await handle.query(ConversationWorkflow.history)
+
+
+async def _when_served(handle: WorkflowHandle[Any, Any]) -> list[dict[str, Any]]:
+    """The history, once a worker answers the query: none may poll yet (starting), and a
+    turn's Update would wait for one too; ``RPCError`` after ``_WAIT_FOR_WORKER_S``."""
+    deadline = asyncio.get_running_loop().time() + _WAIT_FOR_WORKER_S
+    while True:
+        try:
+            return await _raw_history(handle)
+        except RPCError as exc:
+            if "poller" not in exc.message:  # ("no poller seen for task queue recently")
+                raise
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+        await asyncio.sleep(0.2)
 
 
 async def _history(handle: WorkflowHandle[Any, Any]) -> list[Message]:
