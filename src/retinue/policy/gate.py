@@ -24,13 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
 from retinue.errors import ToolError
-from retinue.events import (
-    APPROVAL_ANSWERED,
-    APPROVAL_REQUESTED,
-    TOOL_FINISHED,
-    TOOL_STARTED,
-    emit,
-)
+from retinue.events import APPROVAL_ANSWERED, APPROVAL_REQUESTED, emit
 from retinue.messages import Message, ToolCall, ToolResultMessage
 from retinue.policy.approvals import (
     PREVIEW,
@@ -62,12 +56,15 @@ from retinue.policy.modes import (
     strictest,
 )
 from retinue.policy.rules import Rule, RuleSet, rule_for, rule_names
+from retinue.tools.base import refused
 from retinue.tools.builtin.pathrules import PathFilter
 from retinue.tools.builtin.reach import Places, spellings
 from retinue.tools.builtin.sandbox import RulePaths
 
 if TYPE_CHECKING:
-    from retinue.tools.base import ToolContext, ToolRegistry
+    from collections.abc import Coroutine
+
+    from retinue.tools.base import Tool, ToolContext, ToolRegistry
 
 __all__ = ["APPROVAL_ANSWERED", "APPROVAL_REQUESTED", "Policy"]
 
@@ -179,14 +176,22 @@ class Policy:
             return "deny", f"{why} (permission mode 'dontAsk' asks nobody)"
         return decision, why
 
-    async def execute(
+    def execute(
         self, registry: ToolRegistry, call: ToolCall, ctx: ToolContext
-    ) -> ToolResultMessage:
-        """Run ``call`` if the policy lets it, asking for approval where it must."""
+    ) -> Coroutine[Any, Any, ToolResultMessage]:
+        """Run ``call`` if the policy lets it, asking for approval where it must (awaited as
+        ``await policy.execute(...)``). A call with nothing to look at is the registry's own
+        coroutine: no frame of the gate's between the loop and the tool."""
         tool = registry.get(call.name)
         plain = not self.guards and (tool is None or tool.needs_approval is False)
         if plain and self._quick(call.name) == "allow":  # (bypass mode with nothing to check:
-            return await registry.execute(call, ctx)  # every tool but an edit: it looks closer)
+            return registry.execute(call, ctx)  # every tool but an edit: it looks closer)
+        return self._checked(registry, tool, call, ctx)
+
+    async def _checked(
+        self, registry: ToolRegistry, tool: Tool | None, call: ToolCall, ctx: ToolContext
+    ) -> ToolResultMessage:
+        """:meth:`execute` for a call the guards, hooks, rules or modes look at."""
         args = _arguments(call.arguments)
         if args is None:  # not a JSON object: the tool refuses it without running anything
             return await registry.execute(call, ctx)
@@ -522,10 +527,4 @@ def _arguments(raw: str) -> dict[str, Any] | None:
 
 
 def _refused(call: ToolCall, ctx: ToolContext, why: str) -> ToolResultMessage:
-    content = f"Error: permission denied: {why}. The call did not run."
-    if ctx.events is not None:
-        emit(ctx.events, TOOL_STARTED, ctx.agent_id, call_id=call.id, name=call.name,
-             arguments=call.arguments)  # fmt: skip
-        emit(ctx.events, TOOL_FINISHED, ctx.agent_id, call_id=call.id, name=call.name,
-             is_error=True, preview=content[:200])  # fmt: skip
-    return ToolResultMessage(call.id, call.name, content, True)
+    return refused(call, ctx, f"Error: permission denied: {why}. The call did not run.")

@@ -496,35 +496,18 @@ class ToolRegistry:
 
         Cancellation (``asyncio.CancelledError``) is the one thing that propagates.
         """
-        if ctx.events is not None:
-            emit(
-                ctx.events,
-                TOOL_STARTED,
-                ctx.agent_id,
-                call_id=call.id,
-                name=call.name,
-                arguments=call.arguments,
-            )
+        _started(call, ctx)
         parts: tuple[MediaPart, ...] = ()
-        try:
-            (content, parts), is_error = await self._run(call, ctx), False
+        try:  # (the tool's coroutine awaited here: no frame of the registry's between)
+            (content, parts), is_error = await self._tool(call).run_call(ctx, call.arguments), False
         except RetinueError as exc:  # ToolError and every other error Retinue explains itself
             content, is_error = f"Error: {exc}", True
         except Exception as exc:
             content, is_error = f"Error: {call.name} failed: {type(exc).__name__}: {exc}", True
-        if ctx.events is not None:  # (the preview is work: only for a listener)
-            emit(
-                ctx.events,
-                TOOL_FINISHED,
-                ctx.agent_id,
-                call_id=call.id,
-                name=call.name,
-                is_error=is_error,
-                preview=preview(content),
-            )
+        _finished(call, ctx, content, is_error, preview)
         return ToolResultMessage(call.id, call.name, content, is_error, parts)
 
-    async def _run(self, call: ToolCall, ctx: ToolContext) -> ToolOutput:
+    def _tool(self, call: ToolCall) -> Tool:
         t = self._tools.get(call.name)
         if t is None:
             if call.name in self._withheld:
@@ -532,7 +515,37 @@ class ToolRegistry:
             raise ToolError(
                 f"unknown tool {call.name!r}; available tools: {', '.join(self._tools) or 'none'}"
             )
-        return await t.run_call(ctx, call.arguments)
+        return t
+
+
+def refused(call: ToolCall, ctx: ToolContext, content: str) -> ToolResultMessage:
+    """The error result of a call that did not run (a policy refused it,
+    :mod:`retinue.policy.gate`), with the tool events a call that ran has (its preview: the
+    first 200 characters)."""
+    _started(call, ctx)
+    _finished(call, ctx, content, True, _head)
+    return ToolResultMessage(call.id, call.name, content, True)
+
+
+def _started(call: ToolCall, ctx: ToolContext) -> None:
+    """The one place a call's ``tool.started`` event is emitted (a listener is there)."""
+    if ctx.events is not None:
+        emit(ctx.events, TOOL_STARTED, ctx.agent_id, call_id=call.id, name=call.name,
+             arguments=call.arguments)  # fmt: skip
+
+
+def _finished(
+    call: ToolCall, ctx: ToolContext, content: str, is_error: bool, shown: Callable[[str], str]
+) -> None:
+    """The one place a call's ``tool.finished`` event is emitted; ``shown`` makes its preview
+    (work: only done for a listener)."""
+    if ctx.events is not None:
+        emit(ctx.events, TOOL_FINISHED, ctx.agent_id, call_id=call.id, name=call.name,
+             is_error=is_error, preview=shown(content))  # fmt: skip
+
+
+def _head(text: str) -> str:
+    return text[:200]
 
 
 def merge(*registries: ToolRegistry | Sequence[Tool]) -> ToolRegistry:
