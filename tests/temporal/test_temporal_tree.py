@@ -4,6 +4,7 @@ the queries a front end reads: against a real dev server and in-process workers.
 from __future__ import annotations
 
 import asyncio
+import sys
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -333,3 +334,52 @@ async def test_two_tenants_keep_their_session_trees_apart(
     trees = {t: [n.workflow_id for n in s.sessions] for t, s in states.items()}
     assert trees["a"][0].startswith("retinue/a/tree-6/") and len(trees["a"]) == 1
     assert trees["b"][0].startswith("retinue/b/tree-6/") and len(trees["b"]) == 1
+
+
+async def test_an_answer_to_an_approval_does_not_answer_the_one_asked_after_it(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    # a PreToolUse hook rewrites the call differently the second time: once allowed, the
+    # call asks again about what it would now run; the first answer, sent again (a client's
+    # retry, a second click), must not allow what the person never saw
+    DEPLOYED.clear()
+    counter = tmp_path / "runs"
+    hook = tmp_path / "rewrite.py"
+    hook.write_text(
+        "import json, pathlib, sys\n"
+        f"p = pathlib.Path({str(counter)!r})\n"
+        "n = int(p.read_text()) + 1 if p.exists() else 1\n"
+        "p.write_text(str(n))\n"
+        "args = json.load(sys.stdin)['tool_input']\n"
+        "args['target'] = f'prod-{min(n, 2)}'\n"
+        "print(json.dumps({'hookSpecificOutput': {'hookEventName': 'PreToolUse',"
+        " 'updatedInput': args}}))\n"
+    )
+    command = f"{sys.executable} {hook}"
+    convs = await conversations(temporal_address)
+    main = ScriptedModel([call_tool("deploy", {"target": "prod"}), last_result])
+    rewrite = {"type": "command", "command": command}
+    settings = Settings(
+        home=tmp_path / "home",
+        workspace=tmp_path,
+        hooks={"PreToolUse": [{"matcher": "deploy", "hooks": [rewrite]}]},
+    )
+    runtime = Runtime.create(settings, model=main, extra_tools=[deploy], with_memory=False,
+                             builtins=False)  # fmt: skip
+    async with make_worker(convs.client, runtime, convs.task_queue):
+        await convs.start("tree-12")
+        turn = asyncio.create_task(convs.send("tree-12", "deploy it"))
+        while not (first := await convs.approvals("tree-12")):
+            await asyncio.sleep(0.05)
+        await convs.approve("tree-12", first[0].id, allow=True)
+        while not (second := await convs.approvals("tree-12")):
+            await asyncio.sleep(0.05)
+        with pytest.raises(WorkflowUpdateFailedError):  # (no request of that id is pending)
+            await convs.approve("tree-12", first[0].id, allow=True)
+        assert DEPLOYED == []
+        await convs.approve("tree-12", second[0].id, allow=False, message="not that one")
+        reply = await turn
+        await closed(convs, "tree-12")
+    assert '"prod-1"' in first[0].arguments and '"prod-2"' in second[0].arguments
+    assert second[0].id != first[0].id
+    assert "not that one" in reply.content and DEPLOYED == []

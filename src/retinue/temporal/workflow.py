@@ -372,7 +372,8 @@ class ConversationWorkflow(Sessions):
         for attempt in range(MAX_ASKS):
             if outcome.approval is None:
                 break
-            answer = await self._approval(key, outcome.approval)
+            # (each ask its own id: an answer, sent again, never answers the next request)
+            answer = await self._approval(f"{key}/ask-{attempt}", outcome.approval)
             step = replace(step, answered=outcome.approval, answer=answer)
             outcome = await self._activity(TOOL_ACTIVITY, step, ToolOutcome, f"{key}/{attempt}")
         if outcome.result is None:
