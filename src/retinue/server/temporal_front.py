@@ -12,7 +12,7 @@ answered from any front end), ``GET /v1/sessions?team=conv-ID`` (its session tre
 page and the OpenAI-compatible ``/v1/chat/completions`` (the main agent, ``model:
 "retinue"``). ``keep_sessions`` is moot: sessions are child workflows that live across
 turns until unloaded. Not here yet: images and PDFs, the routes of one session
-(``/v1/sessions/{id}/...``), ``always`` on an approval, the ``retinue/<role>`` models. A
+(``/v1/sessions/{id}/...``), ``always`` on an approval (refused with a 400), the ``retinue/<role>`` models. A
 tenant's conversations are its workflows on its own task queue: the configured queue for
 the service's own tenant, ``<queue>-<tenant>`` for a named token's.
 
@@ -493,6 +493,10 @@ def _front_routes(app: FastAPI, front: TemporalFront) -> None:
         cid: str, aid: str, body: ApprovalIn, request: Request
     ) -> dict[str, Any]:
         _check(cid)
+        if body.always:  # (taken as a plain allow, the next identical call would ask again)
+            raise HTTPException(
+                400, "'always' is not served over Temporal yet: answer each call with 'allow'"
+            )
         tenant = tenant_of(request, front)
         if not await front.approve(tenant, cid, aid, allow=body.allow, message=body.message):
             raise HTTPException(404, f"no pending approval {aid!r} in conversation {cid!r}")
