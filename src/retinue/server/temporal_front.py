@@ -12,7 +12,8 @@ answered from any front end), ``GET /v1/sessions?team=conv-ID`` (its session tre
 page and the OpenAI-compatible ``/v1/chat/completions`` (the main agent, ``model:
 "retinue"``). ``keep_sessions`` is moot: sessions are child workflows that live across
 turns until unloaded. Not here yet: images and PDFs, the routes of one session
-(``/v1/sessions/{id}/...``), ``always`` on an approval (refused with a 400), the ``retinue/<role>`` models. A
+(``/v1/sessions/{id}/...``), ``always`` on an approval (refused with a 400), the
+``retinue/<role>`` models. A
 tenant's conversations are its workflows on its own task queue: the configured queue for
 the service's own tenant, ``<queue>-<tenant>`` for a named token's.
 
