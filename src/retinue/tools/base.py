@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import UnionType
@@ -108,9 +108,12 @@ class CallGate(Protocol):
     each model call and each answer too (the program's guards, :mod:`retinue.policy.guards`).
     """
 
-    async def execute(
+    def execute(
         self, registry: ToolRegistry, call: ToolCall, ctx: ToolContext
-    ) -> ToolResultMessage: ...
+    ) -> Coroutine[Any, Any, ToolResultMessage]:
+        """The call's run, to await (an ``async def`` is one; a plain ``def`` may hand back
+        the registry's own coroutine)."""
+        ...
 
     @property
     def guarded(self) -> bool:
