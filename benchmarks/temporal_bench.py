@@ -14,16 +14,14 @@ Each turn is one tool call (``Read`` of a small file) and an answer, so two mode
   --temporal`` processes on the Temporal dev server (``temporal server start-dev``, SQLite
   file); every message goes through the front end.
 
-For each path and N in 1, 2, 4, after one warm-up turn through each server: **latency**,
-one conversation's ``--turns`` sequential turns (20; p50 and p95 as the client sees them, nothing else running); **throughput**,
-``--conversations`` conversations at once (20), ``--messages`` messages each (3); **CPU per
-turn**, the CPU seconds of every process of the path (workers, front end, and the Temporal
-server or the PostgreSQL server, read from ``/proc``, each group recorded) over both phases,
-divided by the turns;
-**bytes per turn**, the Temporal workflow histories' size (events as protobuf) or the growth
-of the PostgreSQL database, divided by the turns. The load average is recorded: the machine
-is shared.
-"""
+For each path and N in 1, 2, 4, after one warm-up turn through each server: **latency**, one
+conversation's ``--turns`` sequential turns (20; p50 and p95 as the client sees them, nothing
+else running); **throughput**, ``--conversations`` conversations at once (20), ``--messages``
+messages each (3); **CPU per turn**, the CPU seconds of every process of the path (workers,
+front end, and the Temporal server or the PostgreSQL server, read from ``/proc``, each group
+recorded) over both phases, divided by the turns; **bytes per turn**, the Temporal workflow
+histories' size (events as protobuf) or the growth of the PostgreSQL database, divided by the
+turns. The load average is recorded: the machine is shared."""
 
 from __future__ import annotations
 
