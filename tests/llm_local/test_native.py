@@ -7,7 +7,6 @@ Grammars are parsed and matched by llama.cpp itself (the ``vocab_model`` and
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Callable
 from typing import Any
@@ -138,36 +137,3 @@ async def test_only_the_native_format_reads_a_described_call(
         assert response.finish_reason == "tool_calls"
     else:  # steps decodes under a grammar: a reply that is not a call is an answer
         assert calls == () and "Glob pattern" in response.message.content
-
-
-async def test_a_native_reply_that_makes_a_call_is_kept_as_the_call_alone(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The text around a call (what the first run's model copied as its answer once the
-    result came back) streams to the user but stays out of the history."""
-    from retinue.llm.base import ToolSpec
-    from retinue.llm.local import LocalModel
-    from retinue.messages import UserMessage
-
-    prose = "To list the files, you can use the `Glob` function. Here's the command:"
-    text = f'{prose}\n\n```json\n{{"name": "Glob", "arguments": {{"pattern": "*"}}}}\n```\n'
-    model = LocalModel("qwen2.5-coder-1.5b", tool_format="native")
-    monkeypatch.setattr(model, "worker", lambda: _StreamingWorker(text))
-    glob = ToolSpec("Glob", "Find files.", {"type": "object", "properties": {
-        "pattern": {"type": "string"}}})  # fmt: skip
-    shown: list[str] = []
-    response = await model.complete(
-        [UserMessage("Which files are here?")], [glob], on_text=shown.append
-    )
-    assert [c.name for c in response.message.tool_calls] == ["Glob"]
-    assert response.message.content == ""
-    await asyncio.sleep(0)  # (streamed text is handed over through the event loop)
-    assert prose in "".join(shown) and "arguments" not in "".join(shown)
-
-
-class _StreamingWorker(_Worker):
-    """A stand-in worker that streams its whole text as one piece before it returns."""
-
-    def generate(self, request_id: int, payload: Any, on_event: Any, cancelled: Any) -> Any:
-        on_event({"text": self.text})
-        return super().generate(request_id, payload, on_event, cancelled)
