@@ -9,7 +9,10 @@ developed against. ``extra`` (five, of the same kinds) was written later without
 any model's output, and is never used as a prompt example: a pass rate that holds on it is
 not tuning to the suite. Both are reported apart. ``--format`` picks the embedded model's tool
 format (``retinue.llm.profiles.TOOL_FORMATS``; the model's profile setting by default);
-``--runs`` repeats the chosen tasks and reports each run and their median; ``--task-limit S``
+``--runs`` repeats the chosen tasks and reports each run and their median; ``--seed N`` names
+each task's folder from N (run i from N + i), so that two versions of Retinue are compared on
+the same prompts (the name enters the prompt, and the embedded model decodes
+deterministically); ``--task-limit S``
 stops a task after S seconds (it counts as not done, its time as at least S: the model's
 closing consolidation still runs and is timed).
 
@@ -31,15 +34,19 @@ from __future__ import annotations
 import argparse
 import ast
 import asyncio
+import contextlib
 import json
 import math
 import os
 import platform
+import random
 import re
 import resource
+import shutil
+import string
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -278,11 +285,36 @@ def model_factory(tool_format: str | None) -> ModelFactory:
     return build
 
 
+@contextlib.contextmanager
+def scratch_folder(name: str, seed: int | None) -> Iterator[Path]:
+    """A task's workspace: a fresh temporary folder; with ``seed``, one whose name follows from
+    the seed and the task (the name enters the prompt, and the embedded model decodes
+    deterministically, so two runs with one seed see the same prompts)."""
+    if seed is None:
+        with tempfile.TemporaryDirectory(prefix="retinue-task-") as tmp:
+            yield Path(tmp)
+        return
+    rng = random.Random(f"{seed}/{name}")
+    tag = "".join(rng.choice(string.ascii_lowercase + string.digits) for _ in range(8))
+    folder = Path(tempfile.gettempdir()) / f"retinue-task-{tag}"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir()
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 async def run_task(
-    name: str, check: Check, model: str, home: Path, build: ModelFactory, limit: float = 0
+    name: str,
+    check: Check,
+    model: str,
+    home: Path,
+    build: ModelFactory,
+    limit: float = 0,
+    seed: int | None = None,
 ) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="retinue-task-") as tmp:
-        workspace = Path(tmp)
+    with scratch_folder(name, seed) as workspace:
         for file, content in FILES.items():
             (workspace / file).write_text(content)
         tools: list[tuple[str, str]] = []
@@ -416,14 +448,14 @@ def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 async def one_run(
-    model: str, names: list[str], build: ModelFactory, limit: float = 0
+    model: str, names: list[str], build: ModelFactory, limit: float = 0, seed: int | None = None
 ) -> tuple[list[dict[str, Any]], dict[str, list[float]]]:
     """The tasks ``names`` in order, sharing one data directory; results and load averages."""
     load_before = _load()
     results = []
     with tempfile.TemporaryDirectory(prefix="retinue-home-") as home:
         for name in names:
-            result = await run_task(name, TASKS[name], model, Path(home), build, limit)
+            result = await run_task(name, TASKS[name], model, Path(home), build, limit, seed)
             print(json.dumps(result), flush=True)
             results.append(result)
     return results, {"before": load_before, "after": _load()}
@@ -437,6 +469,7 @@ async def main(
     runs: int = 1,
     tool_format: str | None,
     limit: float = 0,
+    seed: int | None = None,
 ) -> dict[str, Any]:
     chosen = TASKS if task_set == "all" else SETS[task_set]
     names = [n for n in chosen if not only or n in only]
@@ -444,8 +477,9 @@ async def main(
     built = build(model)
     fmt = getattr(built, "tool_format", None)
     per_run = []
-    for _ in range(runs):
-        results, load = await one_run(model, names, build, limit)
+    for i in range(runs):
+        run_seed = None if seed is None else seed + i
+        results, load = await one_run(model, names, build, limit, run_seed)
         per_run.append({**summarise(results), "load_average": load, "results": results})
     every = [r for run in per_run for r in run["results"]]
     by_set = {
@@ -463,6 +497,7 @@ async def main(
         },
         "runs": runs,
         "task_limit_seconds": limit,
+        "seed": seed,
         **summarise(every),
         "sets": by_set,
         **score(every),
@@ -482,6 +517,9 @@ if __name__ == "__main__":
     parser.add_argument(
         "--task-limit", type=float, default=0, help="seconds before a task is stopped (0: none)"
     )
+    parser.add_argument(
+        "--seed", type=int, help="name the task folders from this seed (run i: seed + i)"
+    )
     parser.add_argument("--tag", default="", help="appended to the results file's name")
     parser.add_argument("--rescore", type=Path, help="recount the calls of a results file")
     args = parser.parse_args()
@@ -499,6 +537,7 @@ if __name__ == "__main__":
             runs=args.runs,
             tool_format=args.format,
             limit=args.task_limit,
+            seed=args.seed,
         )
     )
     RESULTS.mkdir(exist_ok=True)
