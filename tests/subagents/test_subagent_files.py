@@ -31,7 +31,7 @@ from retinue.messages import (
 from retinue.policy.gate import Policy
 from retinue.policy.rules import RuleSet
 from retinue.subagents import Role, RoleCatalog, SubAgentManager, subagent_tools
-from retinue.subagents.files import MAX_HANDED_FILES, handed_files
+from retinue.subagents.files import MAX_HANDED_FILES, MAX_HANDED_TEXT, handed_files
 from retinue.testing import ScriptedModel, call_tool
 from retinue.tools import ToolContext, ToolRegistry
 from retinue.tools.builtin.fs import read_tool
@@ -167,7 +167,6 @@ async def test_the_manager_carries_parts_from_python(tmp_path: Path) -> None:
     ("entry", "why"),
     [
         ("missing.png", "file does not exist"),
-        ("notes.txt", "neither a file attached"),
         ("data.bin", "binary file"),
         ("huge.png", "too large"),
         ("../outside.png", "outside"),
@@ -191,6 +190,35 @@ async def test_a_bad_entry_is_one_tool_error_and_nothing_starts(
     assert result.is_error and why in result.content, result.content
     assert "\n" not in result.content.strip()
     assert s.viewer.calls == [] and s.manager.sessions() == []
+
+
+async def test_a_text_file_is_handed_over_as_read_shows_it_after_the_task(
+    tmp_path: Path,
+) -> None:
+    s = Setup(tmp_path)
+    (s.workspace / "settings.py").write_text('SECRET_CODE = "4817"\n')
+    (s.workspace / "a.png").write_bytes(PNG)
+    s.viewer.add("the code is 4817")
+    s.delegate(task="What is SECRET_CODE?", files=["settings.py", "a.png"])
+    assert await s.send("go") == "done"
+    seen = first_user(s.viewer)
+    _, _, handed = seen.content.partition("What is SECRET_CODE?")
+    assert "The file settings.py, as Read shows it:" in handed
+    assert '1\tSECRET_CODE = "4817"' in handed
+    assert [p.name for p in seen.parts] == ["a.png"]
+    assert "4817" in s.result().content and not s.result().is_error
+
+
+async def test_text_files_past_the_bound_are_refused_and_nothing_starts(tmp_path: Path) -> None:
+    s = Setup(tmp_path)
+    line = "x" * 90 + "\n"
+    for name in ("a.txt", "b.txt", "c.txt"):
+        (s.workspace / name).write_text(line * 900)  # about 88,000 characters as Read shows it
+    s.delegate(task="look", files=["a.txt", "b.txt", "c.txt"])
+    await s.send("go")
+    result = s.result()
+    assert result.is_error and f"at most {MAX_HANDED_TEXT:,}" in result.content, result.content
+    assert s.viewer.calls == []
 
 
 async def test_too_many_files_are_refused(tmp_path: Path) -> None:
@@ -246,7 +274,7 @@ async def test_a_deny_rule_keeps_a_file_from_being_handed_over(tmp_path: Path) -
     rules.add("deny", ["Read(./secret.png)"], s.workspace)
     assert not rules.problems
     gated = ToolContext("main", s.workspace, tmp_path / "data", gate=Policy(rules=rules))
-    assert [p.name for p in await handed_files(gated, ["open.png"])] == ["open.png"]
+    assert [p.name for p in (await handed_files(gated, ["open.png"])).parts] == ["open.png"]
     with pytest.raises(ToolError, match=r"'secret.png'.*permission denied: rule deny"):
         await handed_files(gated, ["open.png", "secret.png"])
 

@@ -19,7 +19,7 @@ from retinue.engine.session import ASKS_NOTE, current_session
 from retinue.errors import RetinueError, ToolError
 from retinue.events import SESSION, emit
 from retinue.policy.hooks import notify
-from retinue.subagents.files import MAX_HANDED_FILES, handed_files
+from retinue.subagents.files import MAX_HANDED_FILES, Handed, handed_files
 from retinue.subagents.messaging import messenger_of
 from retinue.subagents.registry import registry_of
 from retinue.subagents.team import deliver
@@ -122,9 +122,9 @@ async def subagent(
     files: Annotated[
         list[Annotated[str, Field(max_length=4096)]] | None,
         Field(
-            description="Images or PDFs to hand the sub-agent with the task: workspace paths, "
-            "or the name of a file attached earlier in this conversation; it sees them after "
-            "your message",
+            description="Files to hand the sub-agent with the task: workspace paths (images, "
+            "PDFs or text files), or the name of a file attached earlier in this "
+            "conversation; it sees them after your message",
             max_length=MAX_HANDED_FILES,
         ),
     ] = None,
@@ -146,11 +146,11 @@ async def subagent(
         return await manager.steer(ctx, task=task, role=role, instance=instance)
     if files and not _hands_parts(manager):  # a Delegator of a program's own, from before
         raise ToolError("handing files to a sub-agent is not available in this run")
-    parts = await handed_files(ctx, files) if files else ()  # (retinue.subagents.files)
-    more = {"parts": parts} if parts else {}  # (so such a Delegator still runs plain tasks)
+    handed = await handed_files(ctx, files) if files else Handed()  # (subagents.files)
+    more = {"parts": handed.parts} if handed.parts else {}  # (such a Delegator: plain tasks)
     return await manager.delegate(
         ctx,
-        task=task,
+        task=handed.task(task),
         role=role,
         interactive=interactive,
         instance=instance,
