@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import weakref
 from collections.abc import Callable, Collection, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -149,6 +150,17 @@ class Runtime:
     # delegation tools only when the catalog has roles (Agent(builtin_tools=False))
     skills: SkillCatalog = field(default_factory=SkillCatalog)  # Agent Skills (retinue.skills)
     project: Instructions = field(default_factory=Instructions)  # CLAUDE.md / AGENTS.md
+    _conversations: weakref.WeakSet[Conversation] = field(
+        init=False, repr=False, compare=False, default_factory=weakref.WeakSet
+    )  # the live ones, told when the event sink changes
+
+    def __setattr__(self, name: str, value: object) -> None:
+        """``events`` replaced (the chat and the service put their own sink in once the
+        runtime is built): each live conversation's session gets it now, for its next turn."""
+        object.__setattr__(self, name, value)
+        if name == "events":
+            for conversation in getattr(self, "_conversations", ()):
+                conversation.retarget()
 
     @classmethod
     def create(
@@ -299,36 +311,99 @@ class Runtime:
         )  # fmt: skip
 
 
-@dataclass(slots=True)
 class Conversation:
     """The main agent's conversation: ``send`` handles one user message.
 
     It is a :class:`~retinue.engine.session.Session` whose children (interactive sessions)
-    end after every message, unless ``keep_sessions``; ``keep_sessions`` and ``stream`` are
-    read when each message's turn begins. With ``consolidate_later`` a turn does not wait
-    for the sessions it ends: each leaves the manager's registry at once (so the next
+    end after every message, unless ``keep_sessions``. Its settings flow one way, to the
+    session, when they change: ``stream``, ``keep_sessions`` and ``deps`` set here, and the
+    runtime's event sink replaced (:meth:`retarget`), take effect from the session's next
+    turn (``stream`` from its next model call). With ``consolidate_later`` a turn does not
+    wait for the sessions it ends: each leaves the manager's registry at once (so the next
     message may open a session of the same role and instance) and closes, consolidating
     its memory, in a task this conversation owns.
     """
 
-    runtime: Runtime
-    agent_id: str = "main"
-    keep_sessions: bool = False
-    stream: bool = False
-    consolidate_later: bool = False
-    approver: Approver | None = None  # answers this conversation's calls that ask
-    deps: Any = None  # the caller's per-run context: every tool's ctx.deps (Agent.run)
-    output: OutputSpec[Any] | None = None  # the main agent's output type (Agent)
-    session: Session = field(init=False)
-    gate: Policy | None = field(init=False, default=None)
-    _ending: dict[asyncio.Task[Consolidation], str] = field(init=False, default_factory=dict)
+    __slots__ = (
+        "__weakref__",
+        "_deps",
+        "_ending",
+        "_keep_sessions",
+        "_stream",
+        "agent_id",
+        "approver",
+        "consolidate_later",
+        "gate",
+        "output",
+        "runtime",
+        "session",
+    )
 
-    def __post_init__(self) -> None:
-        policy = self.runtime.policy
-        if policy is not None and self.approver is not None:
-            policy = policy.with_approver(self.approver)
-        self.gate = policy
-        self.session = self._new_session()
+    def __init__(
+        self,
+        runtime: Runtime,
+        agent_id: str = "main",
+        keep_sessions: bool = False,
+        stream: bool = False,
+        consolidate_later: bool = False,
+        approver: Approver | None = None,
+        deps: Any = None,
+        output: OutputSpec[Any] | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.agent_id = agent_id
+        self._keep_sessions = keep_sessions
+        self._stream = stream
+        self.consolidate_later = consolidate_later
+        self.approver = approver  # answers this conversation's calls that ask
+        self._deps = deps  # the caller's per-run context: every tool's ctx.deps (Agent.run)
+        self.output = output  # the main agent's output type (Agent)
+        self._ending: dict[asyncio.Task[Consolidation], str] = {}
+        policy = runtime.policy
+        if policy is not None and approver is not None:
+            policy = policy.with_approver(approver)
+        self.gate: Policy | None = policy
+        self.session: Session = self._new_session()
+        runtime._conversations.add(self)  # (told when the runtime's event sink changes)
+
+    def __repr__(self) -> str:
+        return f"Conversation(agent_id={self.agent_id!r}, state={self.session.state!r})"
+
+    @property
+    def stream(self) -> bool:
+        """Whether the main agent's text streams (``text_delta`` events)."""
+        return self._stream
+
+    @stream.setter
+    def stream(self, value: bool) -> None:
+        self._stream = value
+        self.session.config.stream = value
+
+    @property
+    def keep_sessions(self) -> bool:
+        """Whether the sessions a turn opens stay open after it (else they end with it)."""
+        return self._keep_sessions
+
+    @keep_sessions.setter
+    def keep_sessions(self, value: bool) -> None:
+        self._keep_sessions = value
+        session = self.session
+        session.lifecycle = replace(session.lifecycle, children_per_turn=not value)
+
+    @property
+    def deps(self) -> Any:
+        """The caller's per-run context: every tool's ``ctx.deps``."""
+        return self._deps
+
+    @deps.setter
+    def deps(self, value: Any) -> None:
+        self._deps = value
+        self.retarget()
+
+    def retarget(self) -> None:
+        """Give the session the tool context as it is now (the runtime's event sink, this
+        conversation's gate and deps): what the runtime calls when its sink is replaced."""
+        self.session.config.context = self.context
 
     @property
     def messages(self) -> list[Message]:
@@ -368,7 +443,8 @@ class Conversation:
         )
         keeper = rt.manager.transcripts
         lifecycle = Lifecycle(system_prompt=self.system_prompt, end_children=self._end_children,
-                              transcript=keeper.keep if keeper is not None else None)  # fmt: skip
+                              transcript=keeper.keep if keeper is not None else None,
+                              children_per_turn=not self._keep_sessions)  # fmt: skip
         budget = rt.settings.max_budget_usd or None  # US dollars (--max-budget-usd)
         return Session(self.agent_id, config, lifecycle, budget_usd=budget)
 
@@ -450,23 +526,12 @@ class Conversation:
         text, parts = user_content(content)
         if self.small_model_prompt:
             text = with_named_files(text, self.runtime.settings.workspace)
-        return self.session.send(text, on_start=self._begin(on_start), parts=parts)
+        return self.session.send(text, on_start=on_start, parts=parts)
 
     async def resume(self, *, on_start: Callable[[], None] | None = None) -> RunOutput:
         """Go on with a turn restored cut short (``restore(..., pending_calls=True)``): its
         last step's calls run, then the model carries on (:meth:`Session.resume`)."""
-        return await self.session.resume(on_start=self._begin(on_start))
-
-    def _begin(self, on_start: Callable[[], None] | None) -> Callable[[], None]:
-        def begin() -> None:
-            if on_start is not None:
-                on_start()
-            session = self.session
-            session.config.stream = self.stream
-            session.config.context = self.context  # the runtime's event sink may have changed
-            session.lifecycle = replace(session.lifecycle, children_per_turn=not self.keep_sessions)
-
-        return begin
+        return await self.session.resume(on_start=on_start)
 
     def restore(self, messages: Sequence[Message], *, pending_calls: bool = False) -> None:
         """Continue from a stored history (before the first turn): its next message is sent
