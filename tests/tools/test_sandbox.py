@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_shell import Call, _pids_running, _wait_for
+from test_shell import STRAY_S, WAIT_S, Call, _pids_running, _wait_for
 
 from retinue.messages import ToolCall
 from retinue.tools import ToolContext, ToolRegistry
@@ -150,9 +150,10 @@ async def test_a_command_cannot_see_or_signal_retinue(call: Call) -> None:
 
 @needs_bwrap
 async def test_a_process_that_leaves_the_group_dies_with_the_sandbox(call: Call) -> None:
-    result = await call("Bash", command="setsid sleep 30.871 > /dev/null 2>&1 & echo started")
+    command = f"setsid sleep {STRAY_S}.871 > /dev/null 2>&1 & echo started"
+    result = await call("Bash", command=command)
     assert "started" in result.content
-    assert await _wait_for(lambda: _pids_running("sleep", "30.871") == [], 3.0)
+    assert await _wait_for(lambda: _pids_running("sleep", f"{STRAY_S}.871") == [])
 
 
 @needs_bwrap
@@ -184,15 +185,15 @@ async def test_without_bubblewrap_the_tool_says_so_once_and_still_drops_secrets(
 async def test_cancelling_a_sandboxed_command_leaves_nothing_behind(
     registry: ToolRegistry, ctx: ToolContext
 ) -> None:
-    command = "setsid sleep 31.273 & sleep 31.273 & wait"
+    command = f"setsid sleep {STRAY_S}.273 & sleep {STRAY_S}.273 & wait"
     task = asyncio.create_task(
         registry.execute(ToolCall("c", "Bash", json.dumps({"command": command})), ctx)
     )
-    assert await _wait_for(lambda: len(_pids_running("sleep", "31.273")) == 2)
+    assert await _wait_for(lambda: len(_pids_running("sleep", f"{STRAY_S}.273")) == 2)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(task, 5)
-    assert await _wait_for(lambda: _pids_running("sleep", "31.273") == [], 3.0)
+        await asyncio.wait_for(task, WAIT_S)
+    assert await _wait_for(lambda: _pids_running("sleep", f"{STRAY_S}.273") == [])
 
 
 # -- what the workspace runs later: read-only inside the writable workspace ------------------
@@ -283,7 +284,7 @@ async def test_a_data_directory_inside_the_workspace_is_hidden_even_before_it_ex
 async def test_placeholders_stay_while_another_command_runs(call: Call, ws: Path) -> None:
     wait = "touch started; while [ ! -e go ]; do sleep 0.05; done"
     slow = asyncio.ensure_future(call("Bash", command=f"{wait}; echo x > .mcp.json"))
-    assert await _wait_for(lambda: (ws / "started").exists(), 20.0)
+    assert await _wait_for(lambda: (ws / "started").exists())
     quick = await call("Bash", command="echo x > .mcp.json")
     assert quick.is_error
     assert (ws / ".mcp.json").exists()  # not removed from under the slow command's mount

@@ -52,12 +52,20 @@ def _pids_running(*argv: str) -> list[int]:
     return found
 
 
-async def _wait_for(predicate: Callable[[], bool], seconds: float = 5.0) -> bool:
-    for _ in range(int(seconds / 0.02)):
-        if predicate():
-            return True
+# Waits poll and return as soon as their condition holds: their bound only ends a hang, so
+# it is generous (a loaded machine starts a Python process in seconds, not milliseconds).
+# A command that must be killed sleeps for longer than the wait for it to be gone.
+WAIT_S = 60.0
+STRAY_S = 300  # how long the `sleep` commands that must be killed would otherwise run
+
+
+async def _wait_for(predicate: Callable[[], bool], seconds: float = WAIT_S) -> bool:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
         await asyncio.sleep(0.02)
-    return predicate()
+    return True
 
 
 @pytest.fixture
@@ -105,11 +113,14 @@ def test_capped_output_keeps_short_output_whole() -> None:
 
 
 async def test_timeout_kills_the_command_and_its_children(call: Call, ws: Path) -> None:
-    result = await call("Bash", command="echo started; sleep 0.6; touch late.txt", timeout=150)
+    # 2 s for the shell to start and echo (a loaded machine is slow to fork); its sleep is
+    # killed, not waited for
+    command = f"echo started; sleep {STRAY_S}.619; touch late.txt"
+    result = await call("Bash", command=command, timeout=2000)
     assert result.is_error
-    assert "timed out after 150 ms" in result.content
+    assert "timed out after 2000 ms" in result.content
     assert "started" in result.content
-    await asyncio.sleep(0.8)
+    assert await _wait_for(lambda: _pids_running("sleep", f"{STRAY_S}.619") == [])
     assert not (ws / "late.txt").exists()
 
 
@@ -124,16 +135,16 @@ async def test_background_jobs_do_not_outlive_the_call(call: Call, ws: Path) -> 
 async def test_cancellation_kills_the_process_group_and_propagates(
     registry: ToolRegistry, ctx: ToolContext, ws: Path
 ) -> None:
-    command = "sleep 30.417 & echo $! > child.pid; wait"
+    command = f"sleep {STRAY_S}.417 & echo $! > child.pid; wait"
     call = ToolCall("c1", "Bash", json.dumps({"command": command, "timeout": 20_000}))
     task = asyncio.create_task(registry.execute(call, ctx))
     assert await _wait_for(lambda: _has_pid(ws / "child.pid"))
     # $! is known once bash has forked, before the child has become `sleep` (exec)
-    assert await _wait_for(lambda: len(_pids_running("sleep", "30.417")) == 1)
+    assert await _wait_for(lambda: len(_pids_running("sleep", f"{STRAY_S}.417")) == 1)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(task, 5)
-    assert await _wait_for(lambda: _pids_running("sleep", "30.417") == [], 2.0)
+        await asyncio.wait_for(task, WAIT_S)
+    assert await _wait_for(lambda: _pids_running("sleep", f"{STRAY_S}.417") == [])
 
 
 async def test_a_cancellation_as_the_command_starts_still_kills_what_it_started(
@@ -143,13 +154,14 @@ async def test_a_cancellation_as_the_command_starts_still_kills_what_it_started(
     alone would kill the shell and leave its children: 20 tries at that moment."""
     for i in range(20):
         pid_file = ws / f"child{i}.pid"
-        command = f"sleep 31.{i}3 & echo $! > {pid_file.name}; wait"
+        command = f"sleep {STRAY_S + 1}.{i}3 & echo $! > {pid_file.name}; wait"
         task = asyncio.create_task(run_command(command, str(ws), 20))
-        assert await _wait_for(lambda f=pid_file: _has_pid(f), 10.0)  # polls each 20 ms
+        assert await _wait_for(lambda f=pid_file: _has_pid(f))  # polls each 20 ms
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        assert await _wait_for(lambda i=i: _pids_running("sleep", f"31.{i}3") == [], 5.0), i
+        gone = await _wait_for(lambda i=i: _pids_running("sleep", f"{STRAY_S + 1}.{i}3") == [])
+        assert gone, i
 
 
 async def test_timeout_argument_is_validated(call: Call) -> None:
@@ -165,12 +177,20 @@ from retinue.tools.builtin.sandbox import Sandbox
 from retinue.tools.builtin.shell import run_command
 ws, sandboxed, tag = sys.argv[1:]
 box = Sandbox.for_workspace(Path(ws), Path(ws) / "data") if sandboxed == "1" else None
-command = f"sleep 32.{tag} & sleep 32.{tag} & wait"
+command = f"sleep 302.{tag} & sleep 302.{tag} & wait"  # STRAY_S + 2
 asyncio.run(run_command(command, ws, 60, sandbox=box))
 """
 
 
-def _until(predicate: Callable[[], bool], seconds: float) -> bool:
+def _catches(pid: int, signum: int) -> bool:
+    """The process ``pid`` has a handler for ``signum`` (its ``SigCgt`` mask in /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    return False
+
+
+def _until(predicate: Callable[[], bool], seconds: float = WAIT_S) -> bool:
     deadline = time.monotonic() + seconds
     while not predicate():
         if time.monotonic() > deadline:
@@ -179,6 +199,7 @@ def _until(predicate: Callable[[], bool], seconds: float) -> bool:
     return True
 
 
+@pytest.mark.timeout(4 * WAIT_S)  # a Python process started under load, then its children
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 @pytest.mark.parametrize("sandboxed", [False, True])
 def test_commands_die_when_the_agent_is_terminated_or_hung_up(
@@ -189,9 +210,12 @@ def test_commands_die_when_the_agent_is_terminated_or_hung_up(
     tag = f"{int(signum)}{int(sandboxed)}7"
     agent = subprocess.Popen([sys.executable, "-c", _AGENT, str(ws), str(int(sandboxed)), tag])
     try:
-        assert _until(lambda: len(_pids_running("sleep", f"32.{tag}")) == 2, 10)
+        assert _until(lambda: len(_pids_running("sleep", f"302.{tag}")) == 2)
+        # the agent registers its command's group and handles the signal just after the
+        # spawn returns, which a loaded machine can delay past the sleeps' start
+        assert _until(lambda: _catches(agent.pid, signum))
         agent.send_signal(signum)
-        assert agent.wait(timeout=10) == -signum
+        assert agent.wait(timeout=WAIT_S) == -signum
     finally:
         agent.kill()
-    assert _until(lambda: _pids_running("sleep", f"32.{tag}") == [], 3.0)
+    assert _until(lambda: _pids_running("sleep", f"302.{tag}") == [])
