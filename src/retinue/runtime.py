@@ -433,7 +433,6 @@ class Conversation:
         tools = merge(rt.tools, own)
         config = RunConfig(
             model=rt.model,
-            messages=[],
             tools=self._small_model_tools(tools) if self.small_model_prompt else tools,
             context=self.context,
             max_iterations=rt.settings.max_iterations,

@@ -1,6 +1,6 @@
 """The run loop and its configuration."""
 
-from retinue.engine.config import ContextKeeper, RunConfig, RunOutput, StopReason
+from retinue.engine.config import ContextKeeper, RunConfig, RunOutput, RunState, StopReason
 from retinue.engine.loop import Final, RunTools, next_step, run, run_turn
 from retinue.engine.observer import RunObserver
 from retinue.engine.pause import Paused
@@ -12,6 +12,7 @@ __all__ = [
     "RunConfig",
     "RunObserver",
     "RunOutput",
+    "RunState",
     "RunTools",
     "StopReason",
     "next_step",

@@ -1,4 +1,11 @@
-"""What a run takes (:class:`RunConfig`) and what it gives back (:class:`RunOutput`)."""
+"""What configures a run (:class:`RunConfig`), what it works on (:class:`RunState`) and what
+it gives back (:class:`RunOutput`).
+
+A run is :func:`~retinue.engine.loop.run_turn` ``(config, state)``: the configuration is
+what stays the same from turn to turn (the model, the tools, who calls them, the limits), the
+state is what the turn changes (the history, which it extends in place). A session keeps one
+of each (:class:`~retinue.engine.session.Session`: ``config`` and ``run_state``).
+"""
 
 from __future__ import annotations
 
@@ -18,7 +25,7 @@ if TYPE_CHECKING:
     from retinue.engine.output import OutputSpec, SubAgentOutput
     from retinue.engine.pause import Paused
 
-__all__ = ["ContextKeeper", "OutputT", "RunConfig", "RunOutput", "StopReason"]
+__all__ = ["ContextKeeper", "OutputT", "RunConfig", "RunOutput", "RunState", "StopReason"]
 
 OutputT = TypeVar("OutputT", default=Any)
 """The type of :attr:`RunOutput.output`: the output type's (the answer's text without one)."""
@@ -63,10 +70,22 @@ class ContextKeeper(Protocol):
 
 
 @dataclass(slots=True)
-class RunConfig:
-    """One run of one agent: what configures it, and the history it works on.
+class RunState:
+    """What a run works on and changes: ``messages``, the conversation so far, system prompt
+    first. The run *extends this list in place* (model replies, tool results, a closing
+    note), so a session hands in its state and keeps it for the next turn; the calls of its
+    last step that have no result yet are :func:`~retinue.engine.pause.open_calls` of it.
+    What a turn used and where it stopped (usage, iterations, the tools used, what a paused
+    turn waits on) come back in its :class:`RunOutput`."""
 
-    Configuration: the ``model``, its ``tools`` and ``context`` (who calls them), the limits
+    messages: list[Message] = field(default_factory=list)
+
+
+@dataclass(slots=True, init=False)
+class RunConfig:
+    """What configures a run of one agent; the history it works on is its :class:`RunState`.
+
+    The ``model``, its ``tools`` and ``context`` (who calls them), the limits
     (``max_iterations``; ``repeat_limit``: identical steps in a row after which the model is
     warned, one more ending the run, :mod:`retinue.engine.repeats`; ``None`` never stops a
     repeated call), ``interactive`` (an answer without tool calls is a pause,
@@ -74,35 +93,71 @@ class RunConfig:
     (:mod:`retinue.engine.output`: the model gets a ``final_result`` tool and its answer is a
     validated, typed value).
 
-    State: ``messages`` is the conversation so far, system prompt first; the run *extends
-    this list in place* (model replies, tool results), so a session hands in its history and
-    keeps it. The rest of a run's state (usage, iterations, the tools used, what a paused
-    turn waits on) comes back in its :class:`RunOutput`.
-
     ``observer`` (:class:`~retinue.engine.observer.RunObserver`, a session's) hears the run
     as it goes: each model call's usage, each step boundary, and the steering to show the
-    model before its next call. ``on_usage``, ``steering`` and ``on_step`` are deprecated
-    (one release): given when the config is made, they become its observer.
+    model before its next call.
+
+    Compatibility (one release): ``messages``, the second argument, is the history of a run
+    given no state (``run_turn(config)`` runs on ``RunState(config.messages)``, and a
+    :class:`~retinue.engine.session.Session` made without one starts from it); a config made
+    without it has an empty one. ``on_usage``, ``steering`` and ``on_step`` are deprecated:
+    given when the config is made, they become its observer.
     """
 
     model: Model
-    messages: list[Message]
     tools: ToolRegistry
     context: ToolContext
-    max_iterations: int = 50
-    interactive: bool = False
-    stream: bool = False
-    context_keeper: ContextKeeper | None = None
-    on_usage: Callable[[Usage], None] | None = None
-    steering: Callable[[], list[str]] | None = None
-    on_step: Callable[[], Awaitable[None]] | None = None
-    output: OutputSpec[Any] | None = None
-    repeat_limit: int | None = REPEAT_LIMIT
-    observer: RunObserver | None = None
+    max_iterations: int
+    interactive: bool
+    stream: bool
+    context_keeper: ContextKeeper | None
+    on_usage: Callable[[Usage], None] | None
+    steering: Callable[[], list[str]] | None
+    on_step: Callable[[], Awaitable[None]] | None
+    output: OutputSpec[Any] | None
+    repeat_limit: int | None
+    observer: RunObserver | None
+    history: list[Message] | None = field(init=False, repr=False, compare=False)
+    """The history given as ``messages`` (compatibility), else None."""
 
-    def __post_init__(self) -> None:
-        if self.on_usage or self.steering or self.on_step:  # (deprecated: see the docstring)
-            self.observer = _Callbacks(self.on_usage, self.steering, self.on_step)
+    def __init__(  # (the order of the fields before the split: positional calls still work)
+        self,
+        model: Model,
+        messages: list[Message] | None = None,
+        tools: ToolRegistry | None = None,
+        context: ToolContext | None = None,
+        max_iterations: int = 50,
+        interactive: bool = False,
+        stream: bool = False,
+        context_keeper: ContextKeeper | None = None,
+        on_usage: Callable[[Usage], None] | None = None,
+        steering: Callable[[], list[str]] | None = None,
+        on_step: Callable[[], Awaitable[None]] | None = None,
+        output: OutputSpec[Any] | None = None,
+        repeat_limit: int | None = REPEAT_LIMIT,
+        observer: RunObserver | None = None,
+    ) -> None:
+        if tools is None or context is None:
+            raise TypeError("RunConfig needs its tools and context")
+        self.model, self.tools, self.context = model, tools, context
+        self.max_iterations, self.interactive, self.stream = max_iterations, interactive, stream
+        self.context_keeper, self.output, self.repeat_limit = context_keeper, output, repeat_limit
+        self.on_usage, self.steering, self.on_step = on_usage, steering, on_step
+        self.observer = observer
+        self.history = messages
+        if on_usage or steering or on_step:  # (deprecated: see the docstring)
+            self.observer = _Callbacks(on_usage, steering, on_step)
+
+    @property
+    def messages(self) -> list[Message]:
+        """The history of a run given no state (compatibility: see the class docstring)."""
+        if self.history is None:
+            self.history = []
+        return self.history
+
+    @messages.setter
+    def messages(self, value: list[Message]) -> None:
+        self.history = value
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,10 @@
 """The run loop: ask the model, run the tools it asks for, repeat until it answers.
 
-Each model answer is interpreted by the pure function :func:`next_step` into an explicit next
-step — :class:`Final` or :class:`RunTools` — so the decision is testable without I/O.
+A turn is :func:`run_turn` ``(config, state)``: what configures the run
+(:class:`~retinue.engine.config.RunConfig`) and the history it extends in place
+(:class:`~retinue.engine.config.RunState`). Each model answer is interpreted by the pure
+function :func:`next_step` into an explicit next step — :class:`Final` or :class:`RunTools` —
+so the decision is testable without I/O.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ import asyncio
 import time
 from dataclasses import dataclass, replace
 
-from retinue.engine.config import RunConfig, RunOutput
+from retinue.engine.config import RunConfig, RunOutput, RunState
 from retinue.engine.output import Rejected, give_up, settle
 from retinue.engine.pause import close_open_calls, open_calls
 from retinue.engine.repeats import Repeats, listen_for_stop, refusal, stopped_note
@@ -74,15 +77,18 @@ def no_answer(tools_used: list[str]) -> str:
     return f"(The model ended its turn without an answer, after using: {names}.)"
 
 
-async def run_turn(config: RunConfig) -> RunOutput:
-    """Run one turn of one agent to its answer, its pause (interactive), or
+async def run_turn(config: RunConfig, state: RunState | None = None) -> RunOutput:
+    """Run one turn of one agent on ``state`` to its answer, its pause (interactive), or
     ``max_iterations`` (the run loop; ``run`` is its deprecated name, for one release).
+    Without a state it runs on the config's own history (``config.messages``: the form
+    before :class:`~retinue.engine.config.RunState`, kept for one release).
 
     A cancelled run closes the conversation cleanly (every pending tool call gets a
     "cancelled" result, so the history stays valid for a later turn) and re-raises
     :class:`asyncio.CancelledError`.
     """
-    ctx, messages = config.context, config.messages
+    ctx = config.context
+    messages = config.messages if state is None else state.messages
     emit(
         ctx.events,
         RUN_STARTED,
@@ -103,8 +109,8 @@ async def run_turn(config: RunConfig) -> RunOutput:
     try:
         for iteration in range(1, config.max_iterations + 1):
             # the model is awaited here, not in a helper coroutine: one object less per run
-            await _before_call(config, last_input)
-            _steer(config)  # what arrived since the last step (the turn's start included)
+            await _before_call(config, messages, last_input)
+            _steer(config, messages)  # what arrived since the last step (the turn's start included)
             sink = ctx.events
             started = _model_started(config)
             on_text = _text_forwarder(sink, ctx.agent_id) if config.stream and sink else None
@@ -112,7 +118,7 @@ async def run_turn(config: RunConfig) -> RunOutput:
             if ctx.gate is not None and ctx.gate.guarded:
                 sent, refused = await ctx.gate.screen_model_call(messages, config.model.name, ctx)
                 if refused:
-                    out = _refused(config, f"the model call was refused: {refused}", iteration,
+                    out = _refused(messages, f"the model call was refused: {refused}", iteration,
                                    _own(tools_used), usage, last_input)  # fmt: skip
                     return out
             if _tel.ENABLED:
@@ -120,7 +126,7 @@ async def run_turn(config: RunConfig) -> RunOutput:
             try:
                 response = await config.model.complete(sent, _specs(config), on_text=on_text)
             except ContextTooLongError:  # (what a guard rewrote is not shortened: no retry)
-                if sent is not messages or not await _shortened(config):
+                if sent is not messages or not await _shortened(config, messages):
                     raise
                 response = await config.model.complete(messages, _specs(config), on_text=on_text)
             _model_called(config, response, started)
@@ -137,11 +143,11 @@ async def run_turn(config: RunConfig) -> RunOutput:
                 await observer.step()
             step = next_step(response.message, interactive=config.interactive)
             more = iteration < config.max_iterations  # room for a call that sees steering
-            if more and _steer(config):  # arrived during the call: the model answers it first
+            if more and _steer(config, messages):  # arrived during the call: answered first
                 continue
             settled = settle(config.output, response.message) if config.output else None
             if isinstance(settled, Rejected):  # not the output type: shown why, tries again
-                rejected = _rejected(config, settled, rejected + 1)
+                rejected = _rejected(config, messages, settled, rejected + 1)
                 continue
             if isinstance(step, Final) or settled is not None:
                 reason = "waiting_for_input" if config.interactive else "final"
@@ -152,9 +158,11 @@ async def run_turn(config: RunConfig) -> RunOutput:
                     text = step.content if isinstance(step, Final) else ""
                     content = value = text if text.strip() else no_answer(tools_used)
                 if ctx.gate is not None and ctx.gate.guarded:  # the program's guards see it
-                    content, value, refused = await _screened(config, content, value, settled)
+                    content, value, refused = await _screened(
+                        config, messages, content, value, settled
+                    )
                     if refused:
-                        out = _refused(config, refused, iteration, _own(tools_used), usage,
+                        out = _refused(messages, refused, iteration, _own(tools_used), usage,
                                        last_input)  # fmt: skip
                         return out
                 out = RunOutput(
@@ -168,7 +176,7 @@ async def run_turn(config: RunConfig) -> RunOutput:
                 stops = []
                 listening = listen_for_stop(stops)
             elif repeats.refused(step.calls):  # warned, and the same step again: stop
-                note = await _stop_repeating(config, step.calls, repeats.times + 1)
+                note = await _stop_repeating(config, messages, step.calls, repeats.times + 1)
                 out = RunOutput(
                     note, messages, "repeated_call", tools_used, usage, iteration, last_input
                 )
@@ -243,10 +251,11 @@ _NO_USAGE = Usage()
 _NO_TOOLS: list[str] = []  # shared, never changed: a run's tools_used until it uses one
 
 
-async def _stop_repeating(config: RunConfig, calls: tuple[ToolCall, ...], times: int) -> str:
+async def _stop_repeating(
+    config: RunConfig, messages: list[Message], calls: tuple[ToolCall, ...], times: int
+) -> str:
     """End the run on a step repeated after a warning: its calls get a "not run" result (the
     history stays valid) and the run a "Stopped: …" note, which this returns."""
-    messages = config.messages
     messages.extend(refusal(c) for c in calls)
     await _stepped(config)  # a step boundary: the results are recorded
     note = stopped_note(calls, times)
@@ -254,20 +263,20 @@ async def _stop_repeating(config: RunConfig, calls: tuple[ToolCall, ...], times:
     return note
 
 
-async def _before_call(config: RunConfig, last_input: int) -> None:
+async def _before_call(config: RunConfig, messages: list[Message], last_input: int) -> None:
     """Before each model call: let the context keeper shorten the history, refresh tools."""
     keeper = config.context_keeper
     if keeper is not None:
-        await keeper.before_call(config.messages, config.model, config.context, last_input)
+        await keeper.before_call(messages, config.model, config.context, last_input)
     await config.tools.refresh(config.context)  # tools listed at run time (MCP servers) start
 
 
 async def _screened(
-    config: RunConfig, content: str, value: object, typed: object
+    config: RunConfig, messages: list[Message], content: str, value: object, typed: object
 ) -> tuple[str, object, str]:
     """An answer as the gate's guards leave it: ``(content, output, why it is withheld)``;
     the history's last reply holds what is given back (a typed answer: its call stays)."""
-    ctx, messages = config.context, config.messages
+    ctx = config.context
     assert ctx.gate is not None
     said, refused = await ctx.gate.screen_answer(content, value, ctx)
     if refused:
@@ -286,10 +295,14 @@ async def _screened(
 
 
 def _refused(
-    config: RunConfig, note: str, iteration: int, tools_used: list[str], usage: Usage, last: int
+    messages: list[Message],
+    note: str,
+    iteration: int,
+    tools_used: list[str],
+    usage: Usage,
+    last: int,
 ) -> RunOutput:
     """End a run that a guard stopped (``stop_reason="refused"``): ``note`` closes the turn."""
-    messages = config.messages
     text = f"Stopped: {note}"
     last_message = messages[-1] if messages else None
     if isinstance(last_message, AssistantMessage) and not last_message.tool_calls:
@@ -299,10 +312,10 @@ def _refused(
     return RunOutput(text, messages, "refused", tools_used, usage, iteration, last)
 
 
-def _rejected(config: RunConfig, rejected: Rejected, times: int) -> int:
+def _rejected(config: RunConfig, messages: list[Message], rejected: Rejected, times: int) -> int:
     """An answer that is not the output type: the model is shown why (the history stays
     valid); past the retries allowed, :class:`~retinue.errors.OutputValidationError`."""
-    config.messages.extend(rejected.feedback)
+    messages.extend(rejected.feedback)
     spec = config.output
     if spec is not None and times > spec.retries:
         raise give_up(spec, rejected)
@@ -327,11 +340,11 @@ def _own(tools_used: list[str]) -> list[str]:
     return [] if tools_used is _NO_TOOLS else tools_used
 
 
-async def _shortened(config: RunConfig) -> bool:
+async def _shortened(config: RunConfig, messages: list[Message]) -> bool:
     """The model said the history is too long: whether the context keeper shortened it."""
     keeper = config.context_keeper
     return keeper is not None and await keeper.on_context_too_long(
-        config.messages, config.model, config.context
+        messages, config.model, config.context
     )
 
 
@@ -374,7 +387,7 @@ async def _run_tools(
 STEERING_NOTE = "[Your parent sent this while you were working; take it into account:]\n{text}"
 
 
-def _steer(config: RunConfig) -> bool:
+def _steer(config: RunConfig, messages: list[Message]) -> bool:
     """At a step boundary: show the model the steering messages that arrived meanwhile.
 
     Before every model call (the first one included: steering sent as the turn began joins
@@ -382,7 +395,7 @@ def _steer(config: RunConfig) -> bool:
     with steering pending. Only where a user message may follow (not between a tool call and
     its result); True if one was added.
     """
-    messages, observer = config.messages, config.observer
+    observer = config.observer
     last = messages[-1] if messages else None
     if observer is None or (isinstance(last, AssistantMessage) and last.tool_calls):
         return False
@@ -411,13 +424,15 @@ def _text_forwarder(sink: EventSink, agent_id: str) -> TextCallback:
     return forward
 
 
-async def run_pending_calls(config: RunConfig) -> None:
-    """Run the calls of the history's last step that have no result yet, as :func:`run`
-    runs a step's calls (through the gate), and add their results: a turn that goes on
-    from a stored history whose last step was cut short (a call waiting for approval)."""
-    calls = tuple(open_calls(config.messages))
+async def run_pending_calls(config: RunConfig, state: RunState | None = None) -> None:
+    """Run the calls of the history's last step that have no result yet, as
+    :func:`run_turn` runs a step's calls (through the gate), and add their results: a turn
+    that goes on from a stored history whose last step was cut short (a call waiting for
+    approval). Without a state: the config's own history, as :func:`run_turn`."""
+    messages = config.messages if state is None else state.messages
+    calls = tuple(open_calls(messages))
     if calls:
-        config.messages.extend(await _run_tools(config, calls))
+        messages.extend(await _run_tools(config, calls))
         await _stepped(config)
 
 

@@ -1,7 +1,9 @@
 """The session: one conversation that runs turns, the primitive for everything with turns.
 
 The main agent's conversation, each conversation of the HTTP service and every interactive
-sub-agent are a :class:`Session`. It owns its history (``config.messages``) and:
+sub-agent are a :class:`Session`. It keeps what configures its turns (``config``, a
+:class:`~retinue.engine.config.RunConfig`) apart from its history (``run_state``, a
+:class:`~retinue.engine.config.RunState`, which each turn extends), and:
 
 * runs turns **one at a time, in arrival order** — a turn takes its place in the queue when
   :meth:`~Session.send` or :meth:`~Session.start` (background) is called, before anything
@@ -60,7 +62,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, TypeVar
 
 from retinue._tasks import cancel_and_wait, finish
-from retinue.engine.config import RunConfig, RunOutput
+from retinue.engine.config import RunConfig, RunOutput, RunState
 from retinue.engine.loop import close_pending_calls, run_pending_calls, run_turn
 from retinue.engine.pause import ASK_TOOL_NAME, Paused, Question, asking
 from retinue.errors import SessionClosedError, SessionError
@@ -154,7 +156,7 @@ class Lifecycle:
     children_per_turn: bool = False
 
 
-async def _until_hooks_let_stop(config: RunConfig, out: RunOutput) -> RunOutput:
+async def _until_hooks_let_stop(config: RunConfig, state: RunState, out: RunOutput) -> RunOutput:
     """Stop / SubagentStop hooks that block the stop with a reason send the agent back to
     work with it as a user message, at most ``MAX_STOP_BLOCKS`` times a turn."""
     for n in range(MAX_STOP_BLOCKS):
@@ -163,8 +165,8 @@ async def _until_hooks_let_stop(config: RunConfig, out: RunOutput) -> RunOutput:
         more = await stop_hooks(config.context, out.content, active=n > 0)
         if more is None:
             break
-        config.messages.append(UserMessage(more))
-        out = await run_turn(config)
+        state.messages.append(UserMessage(more))
+        out = await run_turn(config, state)
     return out
 
 
@@ -232,6 +234,7 @@ class Session:
         "lifecycle",
         "paused",
         "recorder",
+        "run_state",
         "started_at",
         "token_budget",
         "turns",
@@ -245,9 +248,16 @@ class Session:
         *,
         token_budget: int | None = None,
         budget_usd: float | None = None,
+        state: RunState | None = None,
     ) -> None:
         self.id = id
         self.config = config
+        # its history: ``state``, else the one its config was made with (the form before
+        # RunState, kept for one release), else a new one
+        history = config.history
+        if state is None:
+            state = RunState([] if history is None else history)
+        self.run_state = state
         self.lifecycle = lifecycle or Lifecycle()
         self.token_budget = token_budget
         self.budget_usd = budget_usd  # US dollars the session may spend (retinue.telemetry)
@@ -309,7 +319,7 @@ class Session:
 
     @property
     def messages(self) -> list[Message]:
-        return self.config.messages
+        return self.run_state.messages
 
     @property
     def background(self) -> int:
@@ -374,9 +384,9 @@ class Session:
         counted, steering not yet shown, and background replies not yet collected. The next
         turn renders the system prompt anew: it replaces the one the history was saved with
         (or goes first, if the history has none), so instructions changed since apply."""
-        if self._turns or self._closing is not None or self.config.messages:
+        if self._turns or self._closing is not None or self.run_state.messages:
             raise SessionError(f"session {self.id} has begun: restore it before its first turn")
-        self.config.messages = messages
+        self.run_state.messages = messages
         self._stale_prompt = bool(messages)
         self.turns = turns
         i, o, c, r = usage
@@ -490,7 +500,7 @@ class Session:
             used = (a - b for a, b in zip(self._used, self._turn_used, strict=True))
             paused = self.paused
             return RunOutput(
-                question, self.config.messages, "asking", usage=Usage(*used), paused=paused
+                question, self.run_state.messages, "asking", usage=Usage(*used), paused=paused
             )
         if not turn.cancelled():
             return turn.result()
@@ -547,7 +557,7 @@ class Session:
             )
         answer = self._answer = asyncio.get_running_loop().create_future()
         # its call in the history (a tool that asks without one: a call of no id)
-        call = asking(self.config.messages, question) or Question(_NO_CALL, question)
+        call = asking(self.run_state.messages, question) or Question(_NO_CALL, question)
         self.paused = Paused(call)
         waiter = self._waiters.pop(turn, None) if self._waiters else None
         if waiter is not None and not waiter.done():
@@ -638,7 +648,7 @@ class Session:
         parked = self.paused if self._answer is None else None
         if text is not None and parked is not None and parked.question is not None:
             call, self.paused = parked.question.call, None  # the restored question's answer
-            self.config.messages.append(ToolResultMessage(call.id, call.name, text, parts=parts))
+            self.messages.append(ToolResultMessage(call.id, call.name, text, parts=parts))
             text = None  # the same turn goes on
         # a turn queued behind others waits for its ticket; the first one has none to wait for
         ticket = asyncio.get_running_loop().create_future() if self._queue else None
@@ -676,7 +686,7 @@ class Session:
         self._check_budget()
         self._current = asyncio.current_task()  # type: ignore[assignment]
         self._turn_used = self._used
-        messages, began = self.config.messages, False
+        messages, began = self.run_state.messages, False
         traced = self._trace_turn(text) if _tel.ENABLED else None
         try:
             if on_start is not None:
@@ -687,7 +697,7 @@ class Session:
                 await self._render_prompt(messages, hooked)
             if text is None:  # resume(): the last step's calls without a result run first
                 began = True
-                await run_pending_calls(self.config)
+                await run_pending_calls(self.config, self.run_state)
             else:
                 if hooked:  # UserPromptSubmit (the main agent's): may add context, or refuse
                     text = await prompt_submitted(self.config.context, text)
@@ -696,9 +706,9 @@ class Session:
             if self.recorder is not None:  # running, with its message
                 await self.recorder.record(self)
             steered = self._steered
-            out = await run_turn(self.config)
+            out = await run_turn(self.config, self.run_state)
             if hooked:  # Stop / SubagentStop: may send the agent back to work
-                out = await _until_hooks_let_stop(self.config, out)
+                out = await _until_hooks_let_stop(self.config, self.run_state, out)
             if self._steered > steered:
                 out.content += "\n\n" + STEERED_NOTE.format(n=self._steered - steered)
             self.turns += 1
@@ -768,7 +778,7 @@ class Session:
         )
         if self._steering and self._closing is None:
             how += f"; {STEERING_KEPT_NOTE.format(n=len(self._steering))}"
-        return RunOutput(f"[turn of {self.id} {how}]", self.config.messages, "interrupted")
+        return RunOutput(f"[turn of {self.id} {how}]", self.run_state.messages, "interrupted")
 
     @staticmethod
     def _leave(turn: asyncio.Task[RunOutput]) -> None:
@@ -854,20 +864,20 @@ class Session:
                 await self.lifecycle.end_children()
             if self.paused is not None and self._answer is None:  # parked, never answered
                 self.paused = None
-                repair_history(self.config.messages, INTERRUPTED_NOTE)
+                repair_history(self.run_state.messages, INTERRUPTED_NOTE)
             recorder = self.recorder
             if recorder is not None:  # closing: a restart finishes the close, not the turn
                 await recorder.record(self)  # (with the id its consolidation runs under)
                 consolidation_run.set(recorder.run_id)  # (this close's own task: its context)
             outcome: Consolidation = "none"
             if self.lifecycle.consolidate is not None:
-                outcome = await self.lifecycle.consolidate(list(self.config.messages))
+                outcome = await self.lifecycle.consolidate(list(self.run_state.messages))
             self.consolidation = outcome
             if self.lifecycle.transcript is not None:
                 await self.lifecycle.transcript(self)
             if recorder is not None:
                 await recorder.forget(self)
-            if self.config.messages and hooks_of(self.config.context) is not None:
+            if self.run_state.messages and hooks_of(self.config.context) is not None:
                 await session_ended(self.config.context)  # SessionEnd (the main agent's)
             return outcome
         finally:

@@ -93,7 +93,8 @@ class AgentFactory:
         self._worktrees: dict[str, Worktree] = {}  # by agent id: isolation: worktree
 
     def config(self, role: Role, ctx: ToolContext, *, interactive: bool) -> RunConfig:
-        """A run of ``role`` as the agent ``ctx`` describes, with an empty history."""
+        """What configures a run of ``role`` as the agent ``ctx`` describes (its history is
+        the session's own :class:`~retinue.engine.config.RunState`)."""
         # a role that names a remote A2A agent: that agent, in a context of this session's own
         if role.a2a is not None:
             model = remote_agent(role.name, role.a2a, role.source, ctx.workspace, ctx.data_dir)
@@ -119,7 +120,6 @@ class AgentFactory:
             ctx = replace(ctx, gate=_with_skill_rules(gate, approved, denied, ctx))
         return RunConfig(
             model=model,
-            messages=[],
             tools=self.tools_for(role, interactive=interactive),
             context=ctx,
             max_iterations=role.max_turns or self.max_iterations,

@@ -175,9 +175,10 @@ async def start_fork(
     own_model = config.model
     config.model, config.context_keeper = source.model, source.keeper
     config.tools = ForkTools(config.tools, source.tools)
-    config.messages.extend(source.prefix)
-    config.messages.extend(ToolResultMessage(c.id, c.name, NOT_RUN_HERE) for c in source.pending)
-    inherited = tuple(config.messages)
+    history = session.messages
+    history.extend(source.prefix)
+    history.extend(ToolResultMessage(c.id, c.name, NOT_RUN_HERE) for c in source.pending)
+    inherited = tuple(history)
     consolidate = session.lifecycle.consolidate
     if consolidate is not None:
         session.lifecycle = replace(session.lifecycle, consolidate=_OwnPart(inherited, consolidate))

@@ -1,0 +1,89 @@
+"""A run's configuration and its state are two values: ``run_turn(config, state)`` extends
+the state's history in place and leaves the configuration as it was, so one configuration
+serves several histories; a session keeps its own state (``run_state``). The form before
+the split, ``RunConfig(model, messages, tools, context)``, still works for one release."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from retinue.engine import RunConfig, RunState, run_turn
+from retinue.engine.session import Session
+from retinue.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolResultMessage,
+    UserMessage,
+)
+from retinue.testing import ScriptedModel, call_tool
+from retinue.tools import ToolContext, ToolRegistry, tool
+
+
+@tool("Noop")
+async def noop(ctx: ToolContext) -> str:
+    """Does nothing."""
+    return "ok"
+
+
+def _config(tmp_path: Path, model: ScriptedModel) -> RunConfig:
+    ctx = ToolContext("main", tmp_path, tmp_path)
+    return RunConfig(model=model, tools=ToolRegistry([noop]), context=ctx)
+
+
+async def test_one_config_runs_two_histories_each_extended_in_place(tmp_path: Path) -> None:
+    model = ScriptedModel([call_tool("Noop", {}), "first done", "second done"])
+    config = _config(tmp_path, model)
+    first = RunState([SystemMessage("s"), UserMessage("one")])
+    second = RunState([SystemMessage("s"), UserMessage("two")])
+    out = await run_turn(config, first)
+    assert out.content == "first done" and out.messages is first.messages
+    assert [m.role for m in first.messages] == ["system", "user", "assistant", "tool", "assistant"]
+    assert (await run_turn(config, second)).content == "second done"
+    assert [m.content for m in second.messages] == ["s", "two", "second done"]
+    assert model.calls[2].messages[-1].content == "two"  # (the second run saw only its own)
+    assert config.history is None  # the configuration holds no history
+
+
+async def test_the_form_before_the_split_runs_on_the_configs_messages(tmp_path: Path) -> None:
+    history: list[Message] = [UserMessage("go")]
+    ctx = ToolContext("main", tmp_path, tmp_path)
+    config = RunConfig(ScriptedModel(["done"]), history, ToolRegistry([noop]), ctx)
+    out = await run_turn(config)
+    assert out.messages is history is config.messages
+    assert isinstance(history[-1], AssistantMessage) and history[-1].content == "done"
+
+
+def test_a_config_needs_its_tools_and_context(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="tools and context"):
+        RunConfig(ScriptedModel(), [])
+
+
+async def test_a_session_keeps_its_own_state_turn_after_turn(tmp_path: Path) -> None:
+    model = ScriptedModel([call_tool("Noop", {}), "one", "two"])
+    state = RunState()
+    session = Session("main", _config(tmp_path, model), state=state)
+    try:
+        await session.send("a")
+        await session.send("b")
+    finally:
+        await session.close()
+    assert session.run_state is state and session.messages is state.messages
+    assert [m.content for m in state.messages if isinstance(m, UserMessage)] == ["a", "b"]
+    assert sum(isinstance(m, ToolResultMessage) for m in state.messages) == 1
+    assert session.config.history is None
+
+
+async def test_a_session_made_the_old_way_keeps_the_configs_history(tmp_path: Path) -> None:
+    history: list[Message] = [SystemMessage("s")]
+    ctx = ToolContext("main", tmp_path, tmp_path)
+    config = RunConfig(ScriptedModel(["hi"]), history, ToolRegistry([]), ctx)
+    session = Session("main", config)
+    try:
+        await session.send("hello")
+    finally:
+        await session.close()
+    assert session.messages is history
+    assert [m.content for m in history] == ["s", "hello", "hi"]
