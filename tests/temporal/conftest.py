@@ -53,13 +53,13 @@ def temporal_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             "--db-filename", str(db), "--log-level", "error"]  # fmt: skip
     server = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120  # a hang bound: a loaded machine starts it slowly
         while not _serving(port):
             if server.poll() is not None:
                 err = server.stderr.read().decode(errors="replace") if server.stderr else ""
                 pytest.fail(f"the temporal dev server exited: {err[-2000:]}")
             if time.monotonic() > deadline:
-                pytest.fail("the temporal dev server did not listen within 60 s")
+                pytest.fail("the temporal dev server did not listen within 120 s")
             time.sleep(0.1)
         yield f"127.0.0.1:{port}"
     finally:

@@ -26,7 +26,7 @@ from retinue.llm.loopback import LoopbackOpenAIServer
 from retinue.server.tokens import TokenBook
 from retinue.testing import ScriptedModel, call_tool
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)  # a hang bound, the dev server's start included
 
 TOKEN = "front-test-token"
 # conversation ids of this module's own: a workflow id is the tenant's and the conversation's
@@ -68,7 +68,7 @@ def stop(proc: subprocess.Popen[str]) -> None:
 
 def front_url(proc: subprocess.Popen[str]) -> str:
     """The URL a front end's first line names (``... on http://127.0.0.1:PORT``)."""
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     while not (banner := LOGS[proc.pid].read_text().partition("\n")[0]).startswith(
         "retinue serving Temporal"
     ):  # fmt: skip
@@ -162,7 +162,7 @@ def test_two_front_ends_serve_one_conversation(stack: tuple[list[str], str, Path
         roles = ["user", "assistant", "tool", "assistant", "user", "assistant", "user", "assistant"]
         assert [m["role"] for m in history] == roles
 
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while True:  # (the list is Temporal's visibility store: it catches up in a moment)
             listed = http.get(f"{b}/v1/conversations").json()["conversations"]
             if [c["id"] for c in listed] == [C1]:

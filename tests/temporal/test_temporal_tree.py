@@ -28,7 +28,7 @@ from retinue.temporal.worker import make_worker
 from retinue.testing import ScriptedModel, call_tool
 from retinue.tools.base import Tool, tool
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = pytest.mark.timeout(300)  # a hang bound, the dev server's start included
 
 FAST = Limits(heartbeat_s=2.0)
 SPAWNS = frozenset({"spawn_agent"})
