@@ -4,13 +4,12 @@ body size, turns in flight, idle eviction, and the token file itself."""
 from __future__ import annotations
 
 import socket
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from serverkit import Serve, ServerThread, wait_for
+from serverkit import WAIT_S, HeldModel, Serve, ServerThread, wait_for
 
 from retinue.config import Settings
 from retinue.runtime import Runtime
@@ -100,14 +99,16 @@ def test_cors_only_for_configured_origins(tmp_path: Path) -> None:
         server.stop()
 
 
-def _raw_request(url: str, head: str, body: bytes = b"") -> tuple[int, float]:
-    """Send ``head`` and ``body`` on a raw socket; the status code and seconds to it."""
+def _raw_request(url: str, head: str, body: bytes = b"") -> int:
+    """Send ``head`` and ``body`` on a raw socket; the status code of the answer.
+
+    The socket's timeout only bounds a hang: a server that waited for the rest of a body
+    that never comes would not answer at all, and the read would fail."""
     host, port = url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
-        started = time.monotonic()
+    with socket.create_connection((host, int(port)), timeout=60) as sock:
         sock.sendall(head.encode() + body)
         first = sock.recv(200).decode(errors="replace")
-        return int(first.split()[1]), time.monotonic() - started
+        return int(first.split()[1])
 
 
 def test_a_huge_body_is_refused_before_it_is_read(serve: Serve) -> None:
@@ -117,41 +118,43 @@ def test_a_huge_body_is_refused_before_it_is_read(serve: Serve) -> None:
         f"Authorization: Bearer {server.token}\r\nContent-Type: application/json\r\n"
         "Content-Length: 300000000\r\n\r\n"
     )
-    status, seconds = _raw_request(server.url, head, b'{"content": "')
-    assert status == 413
-    assert seconds < 2  # answered without waiting for 300 MB that never come
+    # answered at all: without waiting for the 300 MB that never come
+    assert _raw_request(server.url, head, b'{"content": "') == 413
     chunked = head.replace("Content-Length: 300000000", "Transfer-Encoding: chunked")
     chunked = chunked.replace("/messages", "/approvals/x")  # (messages may carry images)
     size = DEFAULT_MAX_BODY + 10
     chunk = f"{size:x}\r\n".encode() + b"a" * size + b"\r\n0\r\n\r\n"
-    status, _ = _raw_request(server.url, chunked, chunk)
-    assert status == 413
+    assert _raw_request(server.url, chunked, chunk) == 413
     with server.client() as client:  # a normal body still goes through
         assert client.get("/v1/conversations").status_code == 200
 
 
 def test_turns_beyond_the_limit_are_refused_at_once(serve: Serve) -> None:
-    server = serve(ScriptedModel(["slow reply"], delay=1.5), limits=Limits(max_turns=1))
+    model = HeldModel(["slow reply"])  # the first turn runs until the second is refused
+    server = serve(model, limits=Limits(max_turns=1))
     with server.client() as client, ThreadPoolExecutor(1) as pool:
         first = pool.submit(client.post, "/v1/conversations/a/messages", json={"content": "1"})
-        wait_for(lambda: client.get("/v1/conversations").json()["conversations"] != [])
+        wait_for(model.waiting.is_set)
         second = client.post("/v1/conversations/b/messages", json={"content": "2"})
+        model.release.set()
         assert second.status_code == 429
         assert "retry later" in second.json()["error"]
-        assert first.result(timeout=20).json()["content"] == "slow reply"
+        assert first.result(timeout=WAIT_S).json()["content"] == "slow reply"
 
 
 def test_idle_conversations_are_evicted(serve: Serve) -> None:
-    server = serve(ScriptedModel(["one", "two"]), limits=Limits(idle_s=1.0))
+    model = ScriptedModel(["one", "two"])
+    server = serve(model, limits=Limits(idle_s=1.0))
     with server.client() as client:
         assert client.post("/v1/conversations/a/messages", json={"content": "1"}).is_success
-        [listed] = client.get("/v1/conversations").json()["conversations"]
-        assert listed["id"] == "a"
-        wait_for(lambda: client.get("/v1/conversations").json()["conversations"] == [], 5)
+        # (not listed here: on a loaded machine it may already be evicted)
+        wait_for(lambda: client.get("/v1/conversations").json()["conversations"] == [])
         again = client.post("/v1/conversations/a/messages", json={"content": "2"})
         assert again.json()["content"] == "two"
         [fresh] = client.get("/v1/conversations").json()["conversations"]
-        assert fresh["messages"] == listed["messages"]  # a new history, not the old one
+        assert fresh["id"] == "a"
+        said = [m.content for m in model.calls[1].messages]
+        assert "2" in said and "1" not in said and "one" not in said  # a new history
 
 
 @pytest.fixture
