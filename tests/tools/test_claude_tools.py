@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -213,11 +212,10 @@ async def test_web_fetch_cuts_an_oversized_body(ctx: ToolContext, server: str) -
 
 
 async def test_web_fetch_gives_up_on_a_slow_response(ctx: ToolContext, server: str) -> None:
+    # the whole body takes 10 s, a byte each 0.1 s: the fetch gives up rather than read it
     registry = ToolRegistry([make_web_fetch(timeout_s=0.5, allow_private=True)])
-    started = time.monotonic()
     call = ToolCall("c", "WebFetch", json.dumps({"url": f"{server}/slow"}))
     result = await registry.execute(call, ctx)
-    assert time.monotonic() - started < 3
     assert result.is_error and "took longer than 0.5 s" in result.content
 
 
