@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-from serverkit import Serve
+from serverkit import WAIT_S, HeldModel, Serve
 from test_app import sse_events
 
 from retinue.llm.base import ToolSpec
@@ -30,7 +30,8 @@ def going_with(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
 
 def wait_for_state(client: httpx.Client, sid: str, state: str) -> dict[str, Any]:
     info: dict[str, Any] = {}
-    for _ in range(250):
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
         info = client.get(f"/v1/sessions/{sid}").json()
         if info["state"] == state:
             return info
@@ -92,7 +93,7 @@ def test_a_person_answers_a_sub_agents_question(serve: Serve) -> None:
 
 def test_a_person_steers_a_working_sub_agent(serve: Serve, tmp_path) -> None:
     (tmp_path / "a.txt").write_text("alpha")
-    slow = ScriptedModel([call_tool("Read", {"file_path": "a.txt"}), "read it"], delay=0.5)
+    slow = HeldModel([call_tool("Read", {"file_path": "a.txt"}), "read it"])  # until steered
     background = {"role": "slowpoke", "interactive": True, "background": True}
     main = ScriptedModel([call_tool("SubAgent", {"task": "read", **background}), "started"])
     server = serve(main, slow)
@@ -103,6 +104,7 @@ def test_a_person_steers_a_working_sub_agent(serve: Serve, tmp_path) -> None:
         wait_for_state(client, sid, "running")
         steered = client.post(f"/v1/sessions/{sid}/steer", json={"content": "only a.txt"})
         assert steered.json() == {"id": sid, "steered": True}
+        slow.release.set()
         info = wait_for_state(client, sid, "idle")
         assert info["steered"] == 1 and info["turns"] == 1
         idle = client.post(f"/v1/sessions/{sid}/steer", json={"content": "more"})
