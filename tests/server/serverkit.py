@@ -32,12 +32,14 @@ nothing on a quick machine; it only ends a hang, and a loaded machine is slow.""
 class HeldModel(ScriptedModel):
     """A :class:`ScriptedModel` whose calls wait until :attr:`release` is set (from any
     thread): a turn stays in flight for as long as the test needs, not for a delay that a
-    loaded machine may outlast. :attr:`waiting` is set once a call is held."""
+    loaded machine may outlast. :attr:`waiting` is set once a call is held; :attr:`begun`
+    counts the calls begun (``call_count`` counts those released)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.release = threading.Event()
         self.waiting = threading.Event()
+        self.begun = 0
 
     async def complete(
         self,
@@ -46,6 +48,7 @@ class HeldModel(ScriptedModel):
         *,
         on_text: TextCallback | None = None,
     ) -> ModelResponse:
+        self.begun += 1
         self.waiting.set()
         deadline = time.monotonic() + WAIT_S
         while not self.release.is_set() and time.monotonic() < deadline:

@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from serverkit import HeldModel
 
 from memory.backends import start_pg_server
 from retinue.config import Settings
@@ -234,21 +235,24 @@ async def test_a_turn_whose_lease_was_taken_over_is_not_saved(
     pg_urls: tuple[str, str], tmp_path: Path
 ) -> None:
     url = pg_urls[0]
-    model = ScriptedModel(["first answer", "late answer"], delay=0.3)
+    model = HeldModel(["first answer", "late answer"])
     settings = Settings(home=tmp_path, workspace=tmp_path, database_url=url)
     host = ConversationHost(Runtime.create(settings, model=model), EventHub())
     memory = host.runtime.memory
     assert isinstance(memory, PostgresMemory)
     try:
+        model.release.set()
         await host.send("taken", "one")
+        model.release.clear()  # the second turn's model call waits until the lease is taken
         turn = asyncio.create_task(host.send("taken", "two"))
-        while model.call_count < 2:  # the second turn is in its model call
+        while model.begun < 2:  # the second turn is in its model call
             await asyncio.sleep(0.01)
         async with memory.connection() as conn:  # as if this worker stalled past its lease
             await conn.execute(
                 "UPDATE conversation_leases SET owner = 'other-worker', token = 'theirs' "
                 "WHERE id = 'taken'"
             )
+        model.release.set()
         with pytest.raises(ConversationHeld, match="taken over by another worker"):
             await turn
         stored = await memory.conversations.load("default", "taken")
