@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import threading
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from typing import cast
@@ -58,7 +59,14 @@ async def test_a_plain_request_takes_the_lean_path_and_keeps_the_connection(
 
 
 async def test_a_cancelled_request_does_not_leave_its_answer_to_the_next() -> None:
-    with LoopbackOpenAIServer(ScriptedModel(responder=echo, delay=0.3)) as server:
+    answer_first = threading.Event()  # the first answer waits until its request is cancelled
+
+    def held(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+        if messages[-1].content == "first":
+            answer_first.wait(60)
+        return echo(messages, tools)
+
+    with LoopbackOpenAIServer(ScriptedModel(responder=held)) as server:
         model = OpenAIModel("m", base_url=server.base_url)
         first = asyncio.create_task(model.complete([UserMessage("first")]))
         while server.request_count < 1:
@@ -66,6 +74,7 @@ async def test_a_cancelled_request_does_not_leave_its_answer_to_the_next() -> No
         first.cancel()
         with pytest.raises(asyncio.CancelledError):
             await first
+        answer_first.set()
         out = await model.complete([UserMessage("second")])
         await model.aclose()
     assert out.message.content == "second"
