@@ -9,12 +9,12 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from heldmodel import HeldModel
 from memory.backends import kept
-from retinue.llm.base import ModelResponse, TextCallback, ToolSpec
+from retinue.llm.base import ToolSpec
 from retinue.memory import MemoryBackend, PostgresMemory, SQLiteMemory
 from retinue.memory.text import merge_lines
 from retinue.messages import AssistantMessage, Message, UserMessage
@@ -34,26 +34,6 @@ def add_fact(fact: str):
         return call_tool("memorize", {"block_updates": [{"block": "human", "value": new}]})
 
     return respond
-
-
-class HeldModel(ScriptedModel):
-    """A :class:`ScriptedModel` whose calls wait for :attr:`go`: the test acts while one is in
-    flight (:attr:`called`), whatever the machine's speed, instead of racing a delay."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.called, self.go = asyncio.Event(), asyncio.Event()
-
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec] = (),
-        *,
-        on_text: TextCallback | None = None,
-    ) -> ModelResponse:
-        self.called.set()
-        await self.go.wait()
-        return await super().complete(messages, tools, on_text=on_text)
 
 
 async def human(store: MemoryBackend) -> list[str]:
@@ -92,9 +72,10 @@ async def test_a_tool_edit_during_a_consolidation_survives(store: MemoryBackend)
     task = asyncio.create_task(
         store.consolidate(tenant="t", role="r", session_id="s", messages=SESSION, model=model)
     )
-    await model.called.wait()  # the model has the block; now change it under its feet
+    while not model.waiting.is_set():  # the model has the block; change it under its feet
+        await asyncio.sleep(0.005)
     await store.append_block("t", "r", "human", "Ana lives in Porto.")
-    model.go.set()
+    model.release.set()
     assert await task
     assert await human(store) == ["The user is Ana.", "Ana lives in Porto.", "Ana prefers tea."]
 
@@ -116,9 +97,10 @@ async def test_a_merge_that_does_not_fit_reads_again_and_asks_anew(
     task = asyncio.create_task(
         store.consolidate(tenant="t", role="r", session_id="s", messages=SESSION, model=model)
     )
-    await model.called.wait()
+    while not model.waiting.is_set():
+        await asyncio.sleep(0.005)
     await store.set_block("t", "r", "human", "c" * 25)  # the merge would be 46 characters
-    model.go.set()
+    model.release.set()
     assert await task
     assert calls == 2
     assert await human(store) == ["short summary"]

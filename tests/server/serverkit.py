@@ -3,57 +3,27 @@ answer's server-sent events."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import uvicorn
 
-from retinue.llm.base import ModelResponse, TextCallback, ToolSpec
-from retinue.messages import Message
+from heldmodel import HeldModel
 from retinue.runtime import Runtime
 from retinue.server import create_app
 from retinue.server.conversations import Limits
 from retinue.server.security import Security, ensure_token
 from retinue.server.tokens import TokenBook
-from retinue.testing import ScriptedModel
 
 __all__ = ["WAIT_S", "HeldModel", "Serve", "ServerThread", "sse_events", "wait_for"]
 
 WAIT_S = 60.0
 """How long a test waits for a server to start or a condition to hold: polled, so it costs
 nothing on a quick machine; it only ends a hang, and a loaded machine is slow."""
-
-
-class HeldModel(ScriptedModel):
-    """A :class:`ScriptedModel` whose calls wait until :attr:`release` is set (from any
-    thread): a turn stays in flight for as long as the test needs, not for a delay that a
-    loaded machine may outlast. :attr:`waiting` is set once a call is held; :attr:`begun`
-    counts the calls begun (``call_count`` counts those released)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.release = threading.Event()
-        self.waiting = threading.Event()
-        self.begun = 0
-
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec] = (),
-        *,
-        on_text: TextCallback | None = None,
-    ) -> ModelResponse:
-        self.begun += 1
-        self.waiting.set()
-        deadline = time.monotonic() + WAIT_S
-        while not self.release.is_set() and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
-        return await super().complete(messages, tools, on_text=on_text)
 
 
 class ServerThread:
