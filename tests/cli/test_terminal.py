@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from test_chat_consolidation import GatedModel  # (tests/cli is on the path)
 
+from heldmodel import HeldModel
 from retinue.errors import ModelError
 from retinue.llm.loopback import LoopbackOpenAIServer
 from retinue.memory import ConsolidationOptions, open_memory
@@ -25,7 +26,7 @@ from retinue.messages import AssistantMessage, ToolCall, UserMessage
 from retinue.testing import ScriptedModel, call_tool
 
 pytestmark = [
-    pytest.mark.timeout(90),
+    pytest.mark.timeout(300),  # a hang bound: the chat starts slowly on a loaded machine
     pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux"),
 ]
 
@@ -55,7 +56,7 @@ class Pane:
         """The screen's rows as shown (wrapped lines not joined)."""
         return self._tmux("capture-pane", "-p", "-S", "-200", "-t", "0").splitlines()
 
-    def wait_for(self, found: Callable[[str], bool], timeout: float = 30) -> str:
+    def wait_for(self, found: Callable[[str], bool], timeout: float = 60) -> str:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             text = self.text()
@@ -112,9 +113,8 @@ def pane_for(tmp_path: Path) -> Iterator[Callable[[LoopbackOpenAIServer], Pane]]
 
 def test_chat_in_a_terminal(tmp_path: Path, pane_for: Callable[..., Pane]) -> None:
     read = ToolCall("call_1", "Read", '{"file_path": "notes.txt"}')
-    model = ScriptedModel(
-        [AssistantMessage("Let me look.", (read,)), "The note says forty-two."], delay=1.5
-    )
+    # its first call waits until the test has seen the spinner (a delay could run out first)
+    model = HeldModel([AssistantMessage("Let me look.", (read,)), "The note says forty-two."])
     with LoopbackOpenAIServer(model) as server:
         pane = pane_for(server)
         screen = pane.wait_for(lambda t: "›" in t)
@@ -126,6 +126,7 @@ def test_chat_in_a_terminal(tmp_path: Path, pane_for: Callable[..., Pane]) -> No
 
         pane.keys("what does the note say?", "Enter")
         thinking = pane.wait_for(lambda t: "thinking…" in t)
+        model.release.set()
         assert "main thinking… " in thinking  # the spinner, with the elapsed seconds
         screen = pane.wait_for(lambda t: "The note says forty-two." in t and t.count("›") >= 2)
         lines = [ln.rstrip() for ln in screen.splitlines()]
@@ -149,10 +150,11 @@ def test_chat_in_a_terminal(tmp_path: Path, pane_for: Callable[..., Pane]) -> No
 def test_run_shows_a_spinner_on_a_terminal_and_only_the_answer_on_stdout(
     tmp_path: Path, pane_for: Callable[..., Pane]
 ) -> None:
-    model = ScriptedModel(["All done."], delay=2.0)
+    model = HeldModel(["All done."])  # until the test has seen the spinner
     with LoopbackOpenAIServer(model) as server:
         pane = pane_for(server, "run 'do it'")
         assert "main thinking… " in pane.wait_for(lambda t: "thinking…" in t)
+        model.release.set()
         screen = pane.wait_for(lambda t: "EXITED" in t)
     assert "EXITED 0" in screen and "All done." in screen
     assert "thinking…" not in screen
@@ -263,9 +265,11 @@ def test_memory_retry_shows_each_transcript_with_a_spinner(
     )  # fmt: skip
     store.close()
     memorize = call_tool("memorize", {"new_passages": ["the port is 8080"]})
-    with LoopbackOpenAIServer(ScriptedModel([memorize], delay=2.5)) as server:
+    model = HeldModel([memorize])  # until the test has seen the spinner
+    with LoopbackOpenAIServer(model) as server:
         pane = pane_for(server, "memory retry")
         spinning = pane.wait_for(lambda t: "consolidating with openai:test… " in t)
+        model.release.set()
         (line,) = [ln for ln in spinning.splitlines() if "[1/1] " in ln]
         assert "main/archivist:a (archivist's memory, tenant default)" in line
         assert line.rstrip().endswith("s")  # the elapsed seconds
