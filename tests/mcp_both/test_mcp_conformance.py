@@ -144,7 +144,7 @@ async def _serve(tmp_path: Path, workspace: Path, env: dict[str, str]) -> tuple[
     )
     url = f"http://127.0.0.1:{port}"
     async with httpx.AsyncClient() as plain:
-        for _ in range(300):
+        for _ in range(1200):  # 120 s for the server to start (polled)
             try:
                 refused = await plain.post(f"{url}/mcp", json={})
             except httpx.TransportError:

@@ -40,11 +40,11 @@ from retinue.mcp.tasks import (
 from retinue.server.tokens import Principal
 from retinue.testing import ScriptedModel, call_tool
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(300)  # a hang bound; servers start slowly under load
 
 
 async def until(condition: Any) -> None:
-    for _ in range(500):
+    for _ in range(3000):  # a hang bound (60 s and more): polled
         if condition():
             return
         await asyncio.sleep(0.02)
@@ -87,7 +87,7 @@ async def test_the_task_is_polled_and_a_retinue_error_is_a_completed_task_in_err
         assert {"createdAt", "lastUpdatedAt", "ttlMs"} <= set(created.model_extra)
         params = TaskParams(task_id=created.task_id)
         task = await client.session.send_request(TaskGet(params=params), DetailedTask)
-        for _ in range(500):  # polled until it ends
+        for _ in range(3000):  # polled until it ends (a hang bound)
             if task.status != "working":
                 break
             await asyncio.sleep(0.02)
@@ -175,7 +175,7 @@ async def test_over_http_the_task_runs_behind_the_token_and_its_question_is_answ
         try:
             url = f"http://127.0.0.1:{port}/mcp"
             async with httpx.AsyncClient() as plain:
-                for _ in range(300):
+                for _ in range(1200):  # 120 s for the server to start (polled)
                     try:
                         await plain.post(url, json={})
                         break
