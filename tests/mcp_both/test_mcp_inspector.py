@@ -80,7 +80,7 @@ def _node() -> Path | None:
 
 NODE = _node()
 pytestmark = [
-    pytest.mark.timeout(120),
+    pytest.mark.timeout(300),  # a hang bound; servers start slowly under load
     pytest.mark.skipif(
         NODE is None, reason="needs Node >= 22.19 (cd tests/mcp_both/inspector && npm ci)"
     ),
@@ -107,7 +107,7 @@ async def mcp_http(workspace: Path, env: dict[str, str]) -> AsyncIterator[str]:
     url = f"http://127.0.0.1:{port}"
     try:
         async with httpx.AsyncClient() as plain:
-            for _ in range(300):
+            for _ in range(1200):  # 120 s for the server to start (polled)
                 try:
                     refused = await plain.post(f"{url}/mcp", json={})
                 except httpx.TransportError:

@@ -185,7 +185,7 @@ async def test_cancelling_a_turn_that_waits_for_approval_withdraws_the_request(
     model = ScriptedModel([call_tool("Write", {"file_path": "a.txt", "content": "x"})])
     config = main_config(model, context(tmp_path, Policy(modes=("default",), approver=broker)))
     turn = asyncio.create_task(run(config))
-    for _ in range(100):
+    for _ in range(3000):  # a hang bound, polled
         if broker.pending():
             break
         await asyncio.sleep(0.01)

@@ -26,7 +26,7 @@ from retinue.tools import ToolContext, ToolRegistry
 from retinue.tools.builtin.fs import file_tools
 from retinue.tools.builtin.shell import shell_tools
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = pytest.mark.timeout(180)  # a hang bound
 
 
 def script(directory: Path, name: str, body: str, *, python: bool = False) -> Path:
@@ -204,7 +204,7 @@ async def test_a_hook_that_times_out_is_killed_with_its_children_and_the_call_st
 def _token() -> str:
     """A sleep length no other process has in its command line (a hook in a PID namespace
     knows its children by numbers the host does not use, so they are found by this)."""
-    return f"60.{uuid.uuid4().int % 10**9:09d}"
+    return f"600.{uuid.uuid4().int % 10**9:09d}"  # outlives any wait for it to go
 
 
 def _running(tok: str) -> bool:
@@ -221,7 +221,7 @@ def _running(tok: str) -> bool:
 
 
 async def _gone(tok: str) -> bool:
-    for _ in range(250):  # a kill lands asynchronously: this bounds the wait, it times nothing
+    for _ in range(3000):  # a kill lands asynchronously: this bounds the wait, it times nothing
         if not _running(tok):
             return True
         await asyncio.sleep(0.02)
@@ -274,7 +274,7 @@ async def test_cancelling_the_turn_kills_the_hook(tmp_path: Path) -> None:
     tok = _token()
     hooks = hooks_for("PreToolUse", f"sleep {tok}", workspace=tmp_path)
     task = asyncio.create_task(hooks.run("PreToolUse", {}))
-    for _ in range(500):
+    for _ in range(3000):  # the hook starting: a hang bound, polled
         if _running(tok):
             break
         await asyncio.sleep(0.02)

@@ -29,7 +29,7 @@ from retinue.testing import ScriptedModel
 from retinue.tools.builtin.sandbox import bwrap_problem
 
 pytestmark = [
-    pytest.mark.timeout(120),
+    pytest.mark.timeout(300),  # a hang bound
     pytest.mark.skipif(bwrap_problem() is not None, reason=f"no sandbox here: {bwrap_problem()}"),
 ]
 
@@ -60,7 +60,7 @@ def running(tok: str) -> list[int]:
 async def gone(tok: str) -> bool:
     """Whether the token's processes are gone (a kill is delivered asynchronously; this
     bounds the wait for it, it times nothing)."""
-    for _ in range(250):
+    for _ in range(3000):  # (60 s and more: a hang bound)
         if not running(tok):
             return True
         await asyncio.sleep(0.02)
@@ -129,7 +129,7 @@ async def test_a_setsid_child_dies_when_its_hook_is_cancelled(
     command = f"setsid sleep {tok} > /dev/null 2>&1 < /dev/null & echo go > started; sleep 60"
     loaded = hooks(ws, data, config("PreToolUse", command, outside), outside)
     task = asyncio.create_task(loaded.run("PreToolUse", {"cwd": str(ws)}))
-    for _ in range(500):  # bounds a hang
+    for _ in range(3000):  # bounds a hang (60 s and more: a sandbox starts slowly under load)
         if running(tok) and (ws / "started").exists():
             break
         await asyncio.sleep(0.02)
@@ -169,7 +169,7 @@ def test_a_setsid_child_dies_when_retinue_is_killed(tmp_path: Path, outside: boo
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(30)
-    for _ in range(250):  # bounds the wait for the kernel's kill, times nothing
+    for _ in range(3000):  # bounds the wait for the kernel's kill, times nothing
         if not running(tok):
             break
         time.sleep(0.02)

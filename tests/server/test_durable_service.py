@@ -22,7 +22,7 @@ from retinue.server.hub import EventHub
 from retinue.subagents import Role
 from retinue.testing import ScriptedModel, call_tool
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(180)  # a hang bound
 
 HELPER = Role("helper", "helps", "You help.", ("AskParent",), "scripted:helper")
 
@@ -247,7 +247,7 @@ async def test_a_sub_agent_waiting_for_approval_keeps_it_when_its_worker_dies(
         return ConversationHost(runtime, EventHub())
 
     async def waiting(h: ConversationHost) -> list:
-        for _ in range(250):
+        for _ in range(3000):  # a hang bound, polled
             if found := await h.approvals("c1"):
                 return found
             await asyncio.sleep(0.02)
@@ -274,7 +274,7 @@ async def test_a_sub_agent_waiting_for_approval_keeps_it_when_its_worker_dies(
         [again] = await waiting(second)
         assert (again.agent_id, again.call_id) == ("conv-c1/scribe", asked.call_id)
         assert await second.approve("c1", again.id, Approval(True))
-        for _ in range(250):
+        for _ in range(3000):  # a hang bound, polled
             if helper.call_count:
                 break
             await asyncio.sleep(0.02)
