@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,12 +99,14 @@ def make_kit(
     max_depth: int = 3,
     tools: tuple[str, ...] | None = None,
     extra_tools: Sequence[Tool] = (),
+    model: Callable[..., ScriptedModel] = ScriptedModel,
 ) -> Kit:
+    """A manager of sub-agents of ``roles``, each with its own ``model(name=...)``."""
     models: dict[str, ScriptedModel] = {}
     defs = []
     for spec in roles:
         name, caps = (spec, frozenset()) if isinstance(spec, str) else spec
-        models[f"scripted:{name}"] = ScriptedModel(name=f"scripted:{name}")
+        models[f"scripted:{name}"] = model(name=f"scripted:{name}")
         defs.append(
             Role(name, f"the {name} role", f"You are {name}.", tools, f"scripted:{name}", caps)
         )

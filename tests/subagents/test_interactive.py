@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 from subagent_kit import Kit, make_kit
 
+from heldmodel import HeldModel
 from retinue.errors import SessionClosedError, SessionError, SubAgentError
 from retinue.messages import AssistantMessage, SystemMessage, ToolResultMessage, UserMessage
 from retinue.testing import call_tool
@@ -99,8 +101,9 @@ async def test_concurrent_sends_to_one_session_run_in_arrival_order(kit: Kit) ->
     assert kit.manager.session("main/reviewer").turns == 3  # type: ignore[union-attr]
 
 
-async def test_sessions_of_different_roles_progress_in_parallel(kit: Kit) -> None:
-    gate = asyncio.Event()
+@pytest.mark.timeout(120)  # a hang bound
+async def test_sessions_of_different_roles_progress_in_parallel(tmp_path: Path) -> None:
+    kit = make_kit(tmp_path, "reviewer", "researcher", model=HeldModel)
     running: set[str] = set()
 
     def waiting(name: str):
@@ -110,22 +113,26 @@ async def test_sessions_of_different_roles_progress_in_parallel(kit: Kit) -> Non
 
         return step
 
-    for name in ("reviewer", "researcher"):
-        kit.models[name].delay = 0.05
-        kit.models[name].add(waiting(name))
+    models = {name: kit.models[name] for name in ("reviewer", "researcher")}
+    for name, model in models.items():
+        model.add(waiting(name))
     ctx = kit.ctx()
     tasks = [
         asyncio.create_task(kit.manager.interactive_subagent(ctx, "go", name))
         for name in ("reviewer", "researcher")
     ]
-    # both turns are inside their model call at the same moment
-    for _ in range(200):
+    # both turns are inside their model call at the same moment: each call is held until
+    # the other has begun (counted, not timed)
+    states: dict[str, str] = {}
+    for _ in range(30_000):  # a hang bound (30 s and more), polled
         states = {s.role: s.state for s in kit.manager.sessions()}
-        if states == {"reviewer": "running", "researcher": "running"}:
-            gate.set()
+        if all(isinstance(m, HeldModel) and m.begun for m in models.values()):
             break
         await asyncio.sleep(0.001)
-    assert gate.is_set(), "the two sessions never ran at the same time"
+    assert states == {"reviewer": "running", "researcher": "running"}, states
+    for model in models.values():
+        assert isinstance(model, HeldModel)
+        model.release.set()
     await asyncio.gather(*tasks)
     assert running == {"reviewer", "researcher"}
 
