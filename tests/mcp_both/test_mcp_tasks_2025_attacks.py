@@ -245,7 +245,11 @@ async def test_a_tasks_progress_carries_its_related_task(tmp_path: Path) -> None
         call = {"name": "Job", "task": {}, "_meta": {"progressToken": "t1"}}
         tid = (await raw(client, "tools/call", call))["task"]["taskId"]
         await raw(client, "tasks/result", {"taskId": tid})
-        await asyncio.sleep(0.1)
+        for _ in range(3000):  # the notification reaches the handler (a hang bound, polled)
+            if heard:
+                break
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.1)  # and any other, which would be one too many
     [progress] = heard
     assert progress.message == "first"
     assert progress.meta == {"io.modelcontextprotocol/related-task": {"taskId": tid}}
