@@ -18,6 +18,7 @@ Every test gets one of three markers, so that ``pytest -m unit`` is the loop of 
 
 import os
 import re
+import signal
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -41,6 +42,11 @@ TIERS = {
 def pytest_configure(config: pytest.Config) -> None:
     for name, meaning in TIERS.items():
         config.addinivalue_line("markers", f"{name}: {meaning}")
+    # A shell without job control starts a background job (`pytest ... &`) with Ctrl-C
+    # ignored, and the programs the tests start would inherit that: the tests that press
+    # Ctrl-C on a chat would fail. Python's own handler is reset to the default at exec.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @cache
