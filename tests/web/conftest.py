@@ -78,8 +78,11 @@ def browser() -> Iterator[Any]:
     """One Chromium for the whole module (headless, no sandbox: CI runs as root)."""
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} is absent (install Debian's chromium package, as .ci/run does)")
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    # expect() polls until its condition holds; its 5 s default bounds a hang too tightly
+    # for a loaded machine driving Chromium (30 s, as Playwright's own actions wait)
+    expect.set_options(timeout=30_000)
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
         yield chromium
