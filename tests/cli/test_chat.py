@@ -14,7 +14,7 @@ import pytest
 from retinue.llm.loopback import LoopbackOpenAIServer
 from retinue.testing import ScriptedModel, call_tool
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(300)  # a hang bound: a chat starts slowly under load
 
 
 def start_chat(server: LoopbackOpenAIServer, tmp_path: Path, *args: str) -> subprocess.Popen:
@@ -79,18 +79,20 @@ def test_keep_sessions_holds_a_session_across_messages_until_exit(tmp_path: Path
 
 
 def test_ctrl_c_cancels_the_turn_and_the_chat_goes_on(tmp_path: Path) -> None:
-    model = ScriptedModel([call_tool("Bash", {"command": "touch started; sleep 30"}), "still here"])
+    slow = call_tool("Bash", {"command": "touch started; sleep 300"})  # until Ctrl-C
+    model = ScriptedModel([slow, "still here"])
     with LoopbackOpenAIServer(model) as server:
         # the command runs whether or not bubblewrap is here to sandbox it (no one to ask)
         chat = start_chat(server, tmp_path, "--permission-mode", "bypassPermissions")
         assert chat.stdin is not None
         chat.stdin.write("run something slow\n")
         chat.stdin.flush()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # a hang bound: the chat starts slowly under load
         while not (tmp_path / "started").exists() and time.monotonic() < deadline:
             time.sleep(0.05)  # until the Bash tool is running
+        assert (tmp_path / "started").exists()
         chat.send_signal(signal.SIGINT)
-        out, err = chat.communicate("are you there?\n/exit\n", timeout=30)
+        out, err = chat.communicate("are you there?\n/exit\n", timeout=120)
     assert chat.returncode == 0, err
     assert "turn cancelled" in err
     assert "still here" in out
