@@ -18,8 +18,9 @@ tenant's conversations are its workflows on its own task queue: the configured q
 the service's own tenant, ``<queue>-<tenant>`` for a named token's.
 
 **Streaming.** Temporal does not stream. The workflow's state is the source of the events:
-while a turn runs, the front end that started it reads the workflow's ``history`` query every
-``poll_s`` (0.2 s) and turns what the workers added into events (``tool_started``,
+while a turn runs, the front end that started it asks the workflow every ``poll_s`` (0.2 s)
+for the messages past those it has seen (the ``history_since`` query: what is new, not the
+whole history) and turns what the workers added into events (``tool_started``,
 ``tool_finished``, a ``text_delta`` with each model step's whole text, and an
 ``approval_requested`` for each request that comes up), so a turn is
 streamed step by step, not token by token, by whichever front end a client reached. A client
@@ -88,7 +89,7 @@ from retinue.server.openai_errors import is_openai_path, openai_error
 from retinue.server.page import add_page_routes
 from retinue.server.security import Guard, Security
 from retinue.server.sse import TurnFeed, frame, output_json
-from retinue.temporal._types import WORKFLOW_NAME, TurnReply
+from retinue.temporal._types import WORKFLOW_NAME, HistoryPage, TurnReply
 from retinue.temporal.client import TemporalConversations
 from retinue.temporal.workflow import ConversationWorkflow
 from retinue.tools.base import preview
@@ -98,6 +99,7 @@ __all__ = ["TemporalFront", "TemporalUnavailable", "create_temporal_app"]
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 _MAX_LISTED = 100  # conversations GET /v1/conversations shows (each is one query)
 _WAIT_FOR_WORKER_S = 60.0  # a streamed turn waits this long for a worker to answer a query
+_PAST_ANY_END = 1 << 53  # a ``history_since`` start past any history: its length alone
 
 
 class TemporalUnavailable(RetinueError):
@@ -251,7 +253,7 @@ class TemporalFront:
         try:
             async with _reaching():
                 handle = await convs.start(cid)
-                seen = len(await _when_served(handle)) if sink is not None else 0
+                seen = (await _when_served(handle)).total if sink is not None else 0
                 update = await handle.start_update(
                     ConversationWorkflow.send,
                     text,
@@ -263,7 +265,8 @@ class TemporalFront:
             raise _refused(exc) from None
         tools: list[str] = []
         with contextlib.suppress(TemporalUnavailable):  # (the reply is what matters)
-            tools = _tools_of_last_turn(await _history(handle))
+            async with _reaching():
+                tools = _tools_of(await handle.query(ConversationWorkflow.last_turn))
         return RunOutput(reply.content, [], _stop_reason(reply.stop_reason), tools)
 
     async def _follow(
@@ -282,7 +285,8 @@ class TemporalFront:
             while sink is not None:
                 done, _ = await asyncio.wait({result}, timeout=self.poll_s)
                 with contextlib.suppress(RPCError, WorkflowQueryFailedError):  # (next time)
-                    seen = _publish(await _raw_history(handle), seen, agent_id_for(cid), sink)
+                    page = await handle.query(ConversationWorkflow.history_since, seen)
+                    seen = _publish(page, seen, agent_id_for(cid), sink)
                     if not done:
                         pending = await handle.query(ConversationWorkflow.approvals)
                         _ask(pending, asked, cid, sink)
@@ -346,13 +350,13 @@ async def _raw_history(handle: WorkflowHandle[Any, Any]) -> list[dict[str, Any]]
     return await handle.query(ConversationWorkflow.history)
 
 
-async def _when_served(handle: WorkflowHandle[Any, Any]) -> list[dict[str, Any]]:
-    """The history, once a worker answers the query: none may poll yet (starting), and a
-    turn's Update would wait for one too; ``RPCError`` after ``_WAIT_FOR_WORKER_S``."""
+async def _when_served(handle: WorkflowHandle[Any, Any]) -> HistoryPage:
+    """The history's length, once a worker answers the query: none may poll yet (starting),
+    and a turn's Update would wait for one too; ``RPCError`` after ``_WAIT_FOR_WORKER_S``."""
     deadline = asyncio.get_running_loop().time() + _WAIT_FOR_WORKER_S
     while True:
-        try:
-            return await _raw_history(handle)
+        try:  # (from past its end: the length alone, no message)
+            return await handle.query(ConversationWorkflow.history_since, _PAST_ANY_END)
         except RPCError as exc:
             if "poller" not in exc.message:  # ("no poller seen for task queue recently")
                 raise
@@ -377,12 +381,13 @@ async def _reaching() -> AsyncIterator[None]:
         raise TemporalUnavailable(f"Temporal: the query failed: {exc.message}") from exc
 
 
-def _publish(raw: list[dict[str, Any]], seen: int, agent: str, sink: EventSink) -> int:
-    """Send ``sink`` the events of the history's messages past ``seen``; the new count."""
-    for row in raw[seen:]:
+def _publish(page: HistoryPage, seen: int, agent: str, sink: EventSink) -> int:
+    """Send ``sink`` the events of ``page``'s messages (those past ``seen``); the new count.
+    (A history that AutoCompress shortened is read on from where it was.)"""
+    for row in page.messages:
         for event in _events_of(from_dict(row), agent):
             sink(event)
-    return max(seen, len(raw))
+    return max(seen, page.total)
 
 
 def _events_of(message: Message, agent: str) -> list[Event]:
@@ -406,10 +411,10 @@ def _events_of(message: Message, agent: str) -> list[Event]:
     return []
 
 
-def _tools_of_last_turn(history: list[Message]) -> list[str]:
-    last = max((i for i, m in enumerate(history) if isinstance(m, UserMessage)), default=-1)
+def _tools_of(turn: list[dict[str, Any]]) -> list[str]:
+    """The tools the turn's messages (the ``last_turn`` query's) called, each once."""
     names: list[str] = []
-    for m in history[last + 1 :]:
+    for m in map(from_dict, turn):
         if isinstance(m, AssistantMessage):
             names += [c.name for c in m.tool_calls if c.name not in names]
     return names

@@ -26,6 +26,7 @@ __all__ = [
     "ConversationStart",
     "ConversationState",
     "Delivery",
+    "HistoryPage",
     "Limits",
     "ModelReply",
     "ModelStep",
@@ -248,6 +249,16 @@ class ConversationState:
     approvals: list[Json]  # pending ApprovalRequest dicts, anywhere in the tree
     question: str | None  # the main agent's question to the user (the next message answers)
     sessions: list[SessionNode]
+
+
+@dataclass(slots=True)
+class HistoryPage:
+    """The ``history_since`` query's answer: the history's length, and its messages from the
+    index asked for on (none past the end), so a front end that polls a running turn gets
+    only what is new."""
+
+    total: int
+    messages: list[Json] = field(default_factory=list)
 
 
 @dataclass(slots=True)

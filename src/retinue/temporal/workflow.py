@@ -61,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
         ConversationStart,
         ConversationState,
         Delivery,
+        HistoryPage,
         Json,
         ModelReply,
         ModelStep,
@@ -481,6 +482,19 @@ class ConversationWorkflow(Sessions):
     @workflow.query
     def history(self) -> list[Json]:
         return self._messages
+
+    @workflow.query
+    def history_since(self, start: int) -> HistoryPage:
+        """The history's length and its messages from index ``start`` on: what a front end
+        polls while a turn runs (each poll carries what is new, not the whole history)."""
+        return HistoryPage(len(self._messages), self._messages[max(0, start) :])
+
+    @workflow.query
+    def last_turn(self) -> list[Json]:
+        """The messages after the last user message: the calls of the latest turn."""
+        rows = self._messages
+        last = next((i for i in reversed(range(len(rows))) if rows[i].get("role") == "user"), -1)
+        return rows[last + 1 :]
 
     @workflow.query
     def steps(self) -> int:
