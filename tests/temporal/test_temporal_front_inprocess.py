@@ -1,13 +1,15 @@
 """The Temporal front end in process (:class:`~retinue.server.temporal_front.TemporalFront`)
 over a real dev server and an in-process worker: what a streamed turn's polls carry, counted
-by a client interceptor that logs every query and its answer."""
+by a client interceptor that logs every query and its answer; how many turns each tenant may
+have in flight."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +18,16 @@ import pytest
 pytest.importorskip("temporalio", reason="the temporal extra (temporalio) is not installed")
 
 from temporalio.client import Client, Interceptor, OutboundInterceptor, QueryWorkflowInput
+from temporalio.service import RPCError
 
 from retinue.config import Settings
+from retinue.engine.config import RunOutput
 from retinue.events import Event, ToolFinished, ToolStarted
 from retinue.runtime import Runtime
-from retinue.server.temporal_front import TemporalFront
+from retinue.server.conversations import ServerBusy
+from retinue.server.temporal_front import TemporalFront, front_status
+from retinue.temporal._types import HistoryPage
+from retinue.temporal.client import workflow_id
 from retinue.temporal.worker import make_worker
 from retinue.testing import ScriptedModel, call_tool
 from retinue.tools.base import Tool, tool
@@ -54,7 +61,7 @@ class _Logged(OutboundInterceptor):
 
 def size(answer: Any) -> int:
     """An answer's size as JSON, as it crossed the wire."""
-    return len(json.dumps(asdict(answer) if is_dataclass(answer) else answer))
+    return len(json.dumps(asdict(answer) if isinstance(answer, HistoryPage) else answer))
 
 
 def runtime_for(tmp_path: Path, model: ScriptedModel, tools: list[Tool]) -> Runtime:
@@ -120,3 +127,47 @@ async def test_a_streamed_turn_s_polls_carry_only_its_new_messages(
     finished = [e.name for e in events if isinstance(e, ToolFinished)]
     assert started == finished == ["slow", "slow"]
     model.assert_done()
+
+
+async def test_one_tenant_cannot_take_every_turn_of_a_front_end(temporal_address: str) -> None:
+    client = await Client.connect(temporal_address)
+    # no worker serves this queue: every turn started waits, in flight, until cancelled
+    front = TemporalFront(client, task_queue=f"test-{uuid.uuid4().hex}", max_turns=3,
+                          max_tenant_turns=2)  # fmt: skip
+    run = uuid.uuid4().hex[:8]
+    started: list[tuple[str, str]] = []
+    turns: list[asyncio.Task[RunOutput]] = []
+
+    def start(tenant: str, n: int) -> asyncio.Task[RunOutput]:
+        cid = f"cap-{run}-{n}"
+        turn = front.start(tenant, cid, "hello")
+        started.append((tenant, cid))
+        turns.append(turn)
+        return turn
+
+    try:
+        first = start("acme", 1)
+        start("acme", 2)
+        with pytest.raises(ServerBusy) as tenant_full:
+            start("acme", 3)
+        assert front_status(tenant_full.value)[0] == 429
+        assert "tenant 'acme'" in str(tenant_full.value)
+        assert "max_tenant_turns=2" in str(tenant_full.value)
+        start("default", 4)  # the other tenant still has room
+        with pytest.raises(ServerBusy) as front_full:
+            start("default", 5)
+        assert front_status(front_full.value)[0] == 429
+        assert "max_turns=3" in str(front_full.value)
+        first.cancel()  # one of acme's turns ends: acme may start one again
+        await asyncio.gather(first, return_exceptions=True)
+        start("acme", 6)
+        with pytest.raises(ServerBusy):
+            start("acme", 7)
+    finally:
+        for turn in turns:
+            turn.cancel()
+        await asyncio.gather(*turns, return_exceptions=True)
+        for tenant, cid in started:  # (leave no workflow running on the session's server)
+            with contextlib.suppress(RPCError):
+                await client.get_workflow_handle(workflow_id(tenant, cid)).terminate()
+    assert front._turns == {} and front._total == 0  # every turn, ended, was counted out

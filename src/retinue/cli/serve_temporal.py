@@ -22,12 +22,17 @@ if TYPE_CHECKING:
 
 __all__ = ["serve_temporal"]
 
+# ``--max-turns`` bounds one tenant's turns in flight; the front end holds this many tenants'
+# worth at once, every tenant's together
+TENANTS_AT_FULL = 4
+
 
 def serve_temporal(
     target: TemporalTarget, *, max_turns: int, tenant: str, sock: socket.socket, security: Security
 ) -> None:
     """Serve on ``sock`` until stopped (the process then exits without the interpreter's
-    teardown: see :func:`retinue.cli.worker._leave`)."""
+    teardown: see :func:`retinue.cli.worker._leave`). ``max_turns`` bounds each tenant's
+    turns in flight; the front end's bound is ``TENANTS_AT_FULL`` times that."""
     import uvicorn
 
     from retinue.cli.worker import _leave
@@ -38,8 +43,9 @@ def serve_temporal(
         with one_line_errors():
             client = await connect(target.address, target.namespace)
         front = TemporalFront(
-            client, tenant=tenant, task_queue=target.task_queue, max_turns=max_turns
-        )
+            client, tenant=tenant, task_queue=target.task_queue,
+            max_tenant_turns=max_turns, max_turns=TENANTS_AT_FULL * max_turns,
+        )  # fmt: skip
         app = create_temporal_app(front, security)
         config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5)
         await uvicorn.Server(config).serve(sockets=[sock])

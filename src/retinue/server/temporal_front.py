@@ -132,8 +132,10 @@ class TemporalFront:
     tenant: str = "default"  # the service's own tenant (its token's)
     task_queue: str = "retinue"
     poll_s: float = 0.2  # how often a streamed turn reads the workflow's history
-    max_turns: int = 64  # turns this front end waits on at once
-    _turns: int = field(default=0, init=False)
+    max_turns: int = 64  # turns this front end waits on at once, every tenant's together
+    max_tenant_turns: int = 16  # of those, one tenant's (so that none takes them all)
+    _turns: dict[str, int] = field(default_factory=dict, init=False)  # in flight, by tenant
+    _total: int = field(default=0, init=False)
 
     def queue(self, tenant: str) -> str:
         """The task queue of ``tenant``'s workers."""
@@ -236,15 +238,33 @@ class TemporalFront:
     ) -> asyncio.Task[RunOutput]:
         """Run one turn of ``cid`` (its workflow started if need be) as a task; with
         ``on_event``, the turn's steps are sent to it as the workers take them."""
-        if self._turns >= self.max_turns:
-            raise ServerBusy(f"{self.max_turns} turns are in progress; retry later")
-        self._turns += 1
+        self._admit(tenant)
         task = asyncio.create_task(self._turn(tenant, cid, text, on_event, message_id))
-        task.add_done_callback(lambda _t: self._done())
+        task.add_done_callback(lambda _t: self._done(tenant))
         return task
 
-    def _done(self) -> None:
-        self._turns -= 1
+    def _admit(self, tenant: str) -> None:
+        """Count a turn of ``tenant`` in, or refuse it (:class:`ServerBusy`: 429) past either
+        bound: ``max_tenant_turns`` for the tenant, ``max_turns`` for the front end."""
+        held = self._turns.get(tenant, 0)
+        if held >= self.max_tenant_turns:
+            raise ServerBusy(
+                f"tenant {tenant!r} has {held} turns in progress on this front end, its limit"
+                f" (max_tenant_turns={self.max_tenant_turns}); retry later"
+            )
+        if self._total >= self.max_turns:
+            raise ServerBusy(
+                f"{self._total} turns are in progress on this front end, every tenant's"
+                f" together (max_turns={self.max_turns}); retry later"
+            )
+        self._turns[tenant] = held + 1
+        self._total += 1
+
+    def _done(self, tenant: str) -> None:
+        self._total -= 1
+        self._turns[tenant] -= 1
+        if not self._turns[tenant]:
+            del self._turns[tenant]
 
     async def _turn(
         self, tenant: str, cid: str, text: str, sink: EventSink | None, message_id: str | None
