@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -383,3 +383,35 @@ async def test_an_answer_to_an_approval_does_not_answer_the_one_asked_after_it(
     assert '"prod-1"' in first[0].arguments and '"prod-2"' in second[0].arguments
     assert second[0].id != first[0].id
     assert "not that one" in reply.content and DEPLOYED == []
+
+
+async def test_a_delegation_rule_of_the_manager_holds_on_temporal_too(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    """One copy of the delegation rules (``SubAgentManager.check_start``): the main agent
+    may not start a role named as its own (``main``: already in its chain), in process and
+    on Temporal alike, with the same line for the model."""
+    told: dict[str, str] = {}
+
+    def refused(where: str) -> Callable[[Sequence[Message], Sequence[ToolSpec]], str]:
+        def answer(messages: Sequence[Message], _tools: Sequence[ToolSpec]) -> str:
+            result = messages[-1]
+            assert isinstance(result, ToolResultMessage) and result.is_error
+            told[where] = result.content
+            return "refused"
+
+        return answer
+
+    here = ScriptedModel([delegate("main", "again"), refused("in process")])
+    runtime, _ = runtime_for(tmp_path / "here", here, {}, roles=[role("main")])
+    assert (await runtime.conversation("rule-here").send("go")).content == "refused"
+    convs = await conversations(temporal_address)
+    there = ScriptedModel([delegate("main", "again"), refused("on Temporal")])
+    runtime, _ = runtime_for(tmp_path / "there", there, {}, roles=[role("main")])
+    async with make_worker(convs.client, runtime, convs.task_queue):
+        assert (await convs.send("rule-1", "go")).content == "refused"
+        assert (await convs.state("rule-1")).sessions == []  # (no child workflow began)
+    assert "cannot start 'main': it is already in this call chain" in told["in process"]
+    assert told["on Temporal"].split("\n\n[")[0] == told["in process"].split("\n\n[")[0]
+    here.assert_done()
+    there.assert_done()

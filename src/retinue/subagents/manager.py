@@ -482,23 +482,30 @@ class SubAgentManager:
         return held
 
     def _admit(self, ctx: ToolContext, role_name: str) -> Role:
-        """The role, if ``ctx`` may start it: known, within depth, not already in the chain,
-        within the fan-out caps (and counted), and not in a tree being let go of here
-        (durable sessions: it goes on elsewhere)."""
+        """The role, if ``ctx`` may start it (:meth:`check_start`), within the fan-out caps
+        (and counted), and not in a tree being let go of here (durable sessions: it goes on
+        elsewhere). A refusal is reported as the caps report theirs."""
         if self.lets_go(ctx.agent_id):
             raise SubAgentError(
                 f"cannot start {role_name!r}: {ctx.agent_id}'s tree is stopping in this "
                 "process (it goes on from its records elsewhere)"
             )
+        if (deep := self._too_deep(ctx, role_name)) is not None:
+            self.catalog.get(role_name)  # (an unknown role is said first)
+            raise self.caps.refuse_depth(ctx, role_name, self.max_depth, deep)
+        role = self.check_start(ctx, role_name)
+        self.caps.admit(ctx, role_name)  # counted here: the fan-out caps
+        return role
+
+    def check_start(self, ctx: ToolContext, role_name: str) -> Role:
+        """The role, if the delegation rules let ``ctx``'s agent start it: known, within
+        ``max_depth``, among its own role's delegates, not already in its call chain; else
+        :class:`SubAgentError` with the line the model reads. It counts and reports
+        nothing: the one copy of the rules, for this manager and for the workers of
+        :mod:`retinue.temporal`."""
         role = self.catalog.get(role_name)
-        if ctx.depth + 1 > self.max_depth:
-            raise self.caps.refuse_depth(
-                ctx,
-                role_name,
-                self.max_depth,
-                f"cannot start {role_name!r}: nesting depth limit {self.max_depth} reached "
-                f"(chain: {' -> '.join(ctx.call_chain) or ctx.role})",
-            )
+        if (deep := self._too_deep(ctx, role_name)) is not None:
+            raise SubAgentError(deep)
         parent = self.catalog.roles.get(ctx.role) if ctx.depth else None
         if parent is not None and not parent.may_delegate_to(role_name):
             raise SubAgentError(
@@ -510,8 +517,15 @@ class SubAgentManager:
                 f"cannot start {role_name!r}: it is already in this call chain "
                 f"({' -> '.join((*ctx.call_chain, role_name))})"
             )
-        self.caps.admit(ctx, role_name)  # counted here: the fan-out caps
         return role
+
+    def _too_deep(self, ctx: ToolContext, role_name: str) -> str | None:
+        if ctx.depth + 1 <= self.max_depth:
+            return None
+        return (
+            f"cannot start {role_name!r}: nesting depth limit {self.max_depth} reached "
+            f"(chain: {' -> '.join(ctx.call_chain) or ctx.role})"
+        )
 
 
 class _Hooks:

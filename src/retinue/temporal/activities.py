@@ -179,27 +179,16 @@ class TurnActivities:
 
     @activity.defn(name=OPEN_ACTIVITY)
     async def open_session(self, step: OpenStep) -> OpenReply:
-        """Whether the session's role may be started by its parent: known, within the depth
-        limit, among the parent's delegates, not already in the chain."""
+        """Whether the session's role may be started by its parent, by the rules the
+        in-process manager holds to (:meth:`SubAgentManager.check_start`): known, within the
+        depth limit, among the parent's delegates, not already in the chain."""
         agent = step.agent
         self._check_tenant(step.tenant)
         parent = _descend(self.runtime.context(step.conversation_id), agent.chain[:-1])
-        catalog, limit = self.runtime.catalog, self.runtime.manager.max_depth
         try:
-            role = catalog.get(agent.role)
+            role = self.runtime.manager.check_start(parent, agent.role)
         except RetinueError as exc:
             return OpenReply(error=str(exc))
-        chain = " -> ".join((*parent.call_chain, agent.role))
-        own = catalog.roles.get(parent.role) if parent.depth else None
-        if parent.depth + 1 > limit:
-            return OpenReply(f"cannot start {role.name!r}: nesting depth limit {limit} reached")
-        if own is not None and not own.may_delegate_to(role.name):
-            allowed = ", ".join(own.delegates or ())
-            return OpenReply(
-                f"cannot start {role.name!r}: {own.name!r} delegates only to {allowed}"
-            )
-        if role.name in parent.call_chain:
-            return OpenReply(f"cannot start {role.name!r}: it is already in this chain ({chain})")
         return OpenReply(initial_prompt=role.initial_prompt or "")
 
     @activity.defn(name=CONSOLIDATE_ACTIVITY)
