@@ -50,7 +50,7 @@ async def test_a_pattern_that_looks_like_a_flag_is_searched_for(call: Call, ws: 
 
 async def test_a_fifo_given_as_the_path_is_refused_at_once(call: Call, ws: Path) -> None:
     os.mkfifo(ws / "pipe")
-    result = await asyncio.wait_for(call("Grep", pattern="x", path="pipe"), 10)
+    result = await asyncio.wait_for(call("Grep", pattern="x", path="pipe"), 30)
     assert result.is_error
     assert "FIFO" in result.content
 
