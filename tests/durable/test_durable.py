@@ -100,7 +100,7 @@ async def test_a_turn_cut_between_tool_calls_goes_on_with_no_step_done_twice(
     )
     record_conversation(first.conversation, first.journal, "default")
     turn = asyncio.create_task(first.conversation.send("go"))
-    await asyncio.wait_for(BLOCKED.wait(), 10)
+    await asyncio.wait_for(BLOCKED.wait(), 30)
     recorded = await first.journal.load("default", "conv-c1")
     assert recorded is not None and recorded[0].state == "running"
     assert [m.role for m in recorded[1]][-3:] == ["assistant", "tool", "assistant"]
@@ -237,7 +237,7 @@ async def test_a_one_shot_cut_short_consolidates_once_in_the_process_that_finish
     )
     record_conversation(first.conversation, first.journal, "default")
     turn = asyncio.create_task(first.conversation.send("go"))
-    await asyncio.wait_for(BLOCKED.wait(), 10)
+    await asyncio.wait_for(BLOCKED.wait(), 30)
     await suspend_tree(first.conversation)  # the one-shot's call is cancelled on the way out
     assert turn.done() and first.consolidations() == []
     records = {r.id: r for r in await first.journal.records("default")}

@@ -125,7 +125,7 @@ async def test_a_message_sent_to_a_revived_session_that_then_asks_is_not_stuck(
     (revived,) = restored.revived.resumed
     assert revived.messages[2] == ToolResultMessage("b1", "Bump", RESTARTED_RESULT, True)
     try:
-        out = await asyncio.wait_for(process.conversation.send("blue, please"), 10)
+        out = await asyncio.wait_for(process.conversation.send("blue, please"), 30)
     finally:
         await suspend_tree(process.conversation)
     assert out.content == "ok"

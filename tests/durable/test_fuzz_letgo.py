@@ -88,7 +88,7 @@ async def test_a_session_opened_while_the_tree_is_let_go_of_is_let_go_of_too(
     conversation = runtime.conversation("conv-c1", keep_sessions=True)
     record_conversation(conversation, runtime.memory.journal, "default")
     assert (await conversation.send("go")).content == "a works"
-    await asyncio.wait_for(asyncio.gather(AT_GATE.wait(), SLOW.wait()), 10)
+    await asyncio.wait_for(asyncio.gather(AT_GATE.wait(), SLOW.wait()), 30)
     models["a"].delay = 0.1  # a's next model call ends while b is still stopping (0.3 s)
     THROUGH.set()
     await suspend_tree(conversation)  # a's turn opens c while b stops, before a is let go of

@@ -61,7 +61,7 @@ async def test_a_restart_mid_turn_replays_the_recorded_reasoning(tmp_path: Path)
         assert runtime.memory is not None
         record_conversation(first, runtime.memory.journal, "default")
         turn = asyncio.create_task(first.send("go"))
-        await asyncio.wait_for(BLOCKED[-1].wait(), 10)
+        await asyncio.wait_for(BLOCKED[-1].wait(), 30)
         await suspend_tree(first)  # the process dies here
         assert turn.done()
 
