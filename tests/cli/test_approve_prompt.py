@@ -12,7 +12,7 @@ from rich.console import Console
 from retinue.cli.approve import TerminalApprover
 from retinue.policy.approvals import ApprovalRequest
 
-pytestmark = pytest.mark.timeout(10)
+pytestmark = pytest.mark.timeout(60)  # a hang bound, not a timing
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ from retinue.messages import (
 from retinue.testing import ScriptedModel, call_tool, call_tools
 from retinue.tools import ToolContext, ToolRegistry, tool
 
-pytestmark = pytest.mark.timeout(10)
+pytestmark = pytest.mark.timeout(60)  # a hang bound, not a timing
 
 started = asyncio.Event()
 

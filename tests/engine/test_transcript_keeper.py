@@ -16,7 +16,7 @@ from retinue.messages import AssistantMessage, Message, UserMessage
 from retinue.testing import ScriptedModel
 from retinue.tools import ToolContext, ToolRegistry
 
-pytestmark = pytest.mark.timeout(10)
+pytestmark = pytest.mark.timeout(60)  # a hang bound, not a timing
 
 
 def session_with(tmp_path: Path, model: ScriptedModel, keeper: TranscriptKeeper) -> Session:

@@ -12,7 +12,7 @@ from retinue.events import CONSOLIDATED, Event
 from retinue.messages import ToolResultMessage, UserMessage, history_problems
 from retinue.testing import ScriptedModel, call_tool, call_tools
 
-pytestmark = pytest.mark.timeout(10)
+pytestmark = pytest.mark.timeout(60)  # a hang bound, not a timing
 
 SPAWN = frozenset({"spawn_agent"})
 A = {"task": "hi", "role": "a", "interactive": True}

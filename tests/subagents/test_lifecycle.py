@@ -11,7 +11,7 @@ from retinue.errors import ModelError
 from retinue.messages import ToolResultMessage, UserMessage
 from retinue.testing import ScriptedModel, call_tool
 
-pytestmark = pytest.mark.timeout(10)
+pytestmark = pytest.mark.timeout(60)  # a hang bound, not a timing
 
 SPAWN = frozenset({"spawn_agent"})
 

@@ -24,7 +24,7 @@ from retinue.subagents.messaging import MAX_PER_MINUTE, messenger_of
 from retinue.testing import ScriptedModel, call_tool
 from retinue.tools import ToolContext, ToolRegistry, tool
 
-pytestmark = pytest.mark.timeout(10)
+pytestmark = pytest.mark.timeout(60)  # a hang bound, not a timing
 
 gates: dict[str, asyncio.Event] = {}
 entered: dict[str, asyncio.Event] = {}

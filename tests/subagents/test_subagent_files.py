@@ -36,7 +36,7 @@ from retinue.testing import ScriptedModel, call_tool
 from retinue.tools import ToolContext, ToolRegistry
 from retinue.tools.builtin.fs import read_tool
 
-pytestmark = pytest.mark.timeout(10)
+pytestmark = pytest.mark.timeout(60)  # a hang bound, not a timing
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 40
 PDF = b"%PDF-1.4\n1 0 obj << /Type /Page >> endobj\n%%EOF\n"

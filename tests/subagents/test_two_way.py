@@ -22,7 +22,7 @@ from retinue.subagents.roles import parse_role
 from retinue.testing import ScriptedModel, call_tool
 from retinue.tools import ToolContext, tool
 
-pytestmark = pytest.mark.timeout(10)
+pytestmark = pytest.mark.timeout(60)  # a hang bound, not a timing
 
 ASKS = frozenset({"ask_parent"})
 SPAWNS = frozenset({"spawn_agent"})
