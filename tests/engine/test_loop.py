@@ -131,7 +131,7 @@ async def test_cancellation_mid_tool_propagates_and_leaves_a_valid_history(
     started.clear()
     cfg = config(ScriptedModel([call_tool("wait", {"seconds": 30})]), tmp_path)
     task = asyncio.create_task(run(cfg))
-    await asyncio.wait_for(started.wait(), 5)
+    await asyncio.wait_for(started.wait(), 30)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -232,10 +232,10 @@ async def test_a_send_waiting_behind_a_background_turn_that_asks_gets_the_questi
     session = make_session(tmp_path, model)
     session.start("set up the server")  # a background turn: nobody waits for its question
     await asyncio.sleep(0)
-    out = await asyncio.wait_for(session.send("and use TLS"), 5)
+    out = await asyncio.wait_for(session.send("and use TLS"), 30)
     assert out.asking and out.content.startswith("which port?\n[your message was not delivered")
     assert session.question == "which port?"
     assert all("TLS" not in m.content for m in session.messages)  # withdrawn, not queued
-    done = await asyncio.wait_for(session.send("8080"), 5)
+    done = await asyncio.wait_for(session.send("8080"), 30)
     assert done.stop_reason == "final" and done.content == "going with 8080"
     assert not history_problems(session.messages) and session.tasks() == set()

@@ -52,7 +52,7 @@ async def test_a_store_that_fails_never_fails_the_close(tmp_path: Path) -> None:
     session = session_with(tmp_path, ScriptedModel(["hello"]), TranscriptKeeper(
         store.transcripts, 30))  # fmt: skip
     await session.send("hi")
-    assert await asyncio.wait_for(session.close(), 5) == "none"
+    assert await asyncio.wait_for(session.close(), 30) == "none"
     assert session.state == "closed"
 
 
