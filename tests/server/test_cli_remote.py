@@ -17,7 +17,7 @@ from serverkit import Serve, wait_for
 from retinue.llm.loopback import LoopbackOpenAIServer
 from retinue.testing import ScriptedModel, call_tool
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = pytest.mark.timeout(300)  # a hang bound
 
 
 def env_for(tmp_path: Path) -> dict[str, str]:
@@ -34,7 +34,7 @@ def retinue(args: list[str], tmp_path: Path, **env: str) -> subprocess.Completed
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=120,  # a hang bound: a loaded machine starts `retinue` slowly
     )
 
 
@@ -118,14 +118,16 @@ def test_serve_answers_a_conversation_and_stops_on_ctrl_c(tmp_path: Path) -> Non
             assert token_file.stat().st_mode & 0o777 == 0o600
             auth = {"Authorization": f"Bearer {token_file.read_text().strip()}"}
             body = {"content": "hi"}
-            refused = httpx.post(f"{url}/v1/conversations/a/messages", json=body)
+            refused = httpx.post(f"{url}/v1/conversations/a/messages", json=body, timeout=60)
             assert refused.status_code == 401
-            reply = httpx.post(f"{url}/v1/conversations/a/messages", json=body, headers=auth)
+            reply = httpx.post(
+                f"{url}/v1/conversations/a/messages", json=body, headers=auth, timeout=60
+            )
             assert reply.json()["content"] == "Hello over HTTP."
-            assert httpx.get(f"{url}/healthz").json()["model"] == "openai:test"
+            assert httpx.get(f"{url}/healthz", timeout=60).json()["model"] == "openai:test"
         finally:
             proc.send_signal(signal.SIGINT)
-            rest = proc.communicate(timeout=20)[1]
+            rest = proc.communicate(timeout=60)[1]
     assert proc.returncode in (0, 130)
     assert "Traceback" not in rest
 
