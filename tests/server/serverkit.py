@@ -68,7 +68,7 @@ class ServerThread:
         """A client sending the service's token (``token=True``), none, or the one given."""
         bearer = self.token if token is True else token or None
         headers = {"Authorization": f"Bearer {bearer}"} if bearer else {}
-        return httpx.Client(base_url=self.url, timeout=20, headers=headers)
+        return httpx.Client(base_url=self.url, timeout=WAIT_S, headers=headers)
 
     def issue(self, name: str, tenant: str | None = None) -> str:
         """A new named token (as ``retinue token issue NAME --tenant T`` makes one)."""
