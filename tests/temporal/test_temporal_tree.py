@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -415,3 +416,46 @@ async def test_a_delegation_rule_of_the_manager_holds_on_temporal_too(
     assert told["on Temporal"].split("\n\n[")[0] == told["in process"].split("\n\n[")[0]
     here.assert_done()
     there.assert_done()
+
+
+async def test_subagent_status_says_what_a_session_is_doing(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    convs = await conversations(temporal_address)
+    seen: list[str] = []
+
+    def status(then: AssistantMessage) -> Callable[[Sequence[Message], Sequence[ToolSpec]], Any]:
+        def read(messages: Sequence[Message], _tools: Sequence[ToolSpec]) -> AssistantMessage:
+            result = messages[-1]
+            assert isinstance(result, ToolResultMessage)
+            seen.append(result.content)
+            return then
+
+        return read
+
+    ask = call_tool("SubAgentStatus", {"role": "helper"})
+    main = ScriptedModel([
+        delegate("helper", "read it", interactive=True),
+        status(ask),  # it asked: its state says so
+        status(delegate("helper", "README.md", interactive=True)),
+        status(ask),  # answered: idle, two messages answered
+        status(call_tool("SubAgentStatus", {"role": "nobody"})),
+        status(AssistantMessage("done")),
+    ])  # fmt: skip
+    helper = ScriptedModel([call_tool("AskParent", {"question": "Which file?"}), answered])
+    runtime, _ = runtime_for(tmp_path, main, {"scripted:helper": helper}, roles=[role("helper")])
+    async with make_worker(convs.client, runtime, convs.task_queue):
+        reply = await convs.send("tree-status", "read the file")
+        await closed(convs, "tree-status")
+    assert reply.content == "done"
+    aid = "tree-status/helper"
+    assert seen[1] == (
+        f"Session {aid}: asking ([session {aid} asks: Which file?]), 1 turn(s) done; "
+        "no new replies."
+    )
+    assert seen[3] == f"Session {aid}: idle, 2 turn(s) done; no new replies."
+    assert seen[4].startswith("Error: no interactive session 'tree-status/nobody'")
+    assert aid in seen[4]  # (the live sessions it names)
+    assert "SubAgentStatus" in main.calls[0].tool_names  # offered to the model on Temporal
+    main.assert_done()
+    helper.assert_done()

@@ -2,7 +2,8 @@
 opens a session's child workflow (once its role is admitted by an activity) or continues
 one, sends it the message as a ``deliver`` signal and waits for its ``reply`` signal;
 ``UnloadSubAgent`` closes one and waits until it has closed (its own sessions first, then
-its consolidation). Interactive sessions are held under ``role[:instance]``; a one-shot run
+its consolidation); ``SubAgentStatus`` says what the parent knows of one (busy, idle or
+asking, turns answered). Interactive sessions are held under ``role[:instance]``; a one-shot run
 closes itself after its reply, unless it asked a question: then it is held like an
 interactive session until answered. Deterministic, as workflow code must be.
 """
@@ -15,9 +16,11 @@ from temporalio import workflow
 from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
+    from retinue.engine.session import ASKS_NOTE
     from retinue.messages import ToolCall
     from retinue.subagents.tools import (
         question_note,
+        status_text,
         unknown_session,
         unload_confirmation,
         waiting_note,
@@ -85,7 +88,14 @@ class Sessions:
                 return error_result(call, opened)
             child, prompt = opened
             task = f"{prompt}\n\n{task}" if prompt else task
-        reply = await self._message(child, task, key)
+        child.busy = True
+        try:
+            reply = await self._message(child, task, key)
+        finally:
+            child.busy = False
+        child.question = reply.content if reply.stop_reason == "asking" else ""
+        if reply.stop_reason != "failed":  # (one that asked counts, as its own count does)
+            child.turns += 1
         if reply.stop_reason == "failed":
             return tool_result(call, reply.content, error=True)
         if reply.stop_reason == "asking":
@@ -152,6 +162,23 @@ class Sessions:
             return Reply(token, f"Error: session {child.agent_id} has ended", "failed")
         await workflow.wait_condition(lambda: token in self._replies)
         return self._replies.pop(token)
+
+    def _status(self, call: ToolCall) -> Json:
+        """A ``SubAgentStatus`` call: the session's state as this agent knows it. A message
+        to a session is answered before ``SubAgent`` returns, so no reply waits to be
+        collected (``wait`` has nothing to wait for)."""
+        read = read_unload(call)  # (the same arguments: role, instance)
+        if isinstance(read, str):
+            return error_result(call, read)
+        child = self._children.get(read[1])
+        if child is None:
+            live = [c.agent_id for c in self._children.values()]
+            return error_result(call, unknown_session(f"{self._agent.agent_id}/{read[1]}", live))
+        state = "busy" if child.busy else "idle"
+        if child.question:
+            note = ASKS_NOTE.format(id=child.agent_id, question=child.question)
+            state = f"asking ({note})"
+        return tool_result(call, status_text(child.agent_id, state, child.turns, 0, []))
 
     async def _unload(self, call: ToolCall) -> Json:
         read = read_unload(call)

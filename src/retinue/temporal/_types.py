@@ -47,10 +47,11 @@ TOOL_ACTIVITY = "retinue.tool_call"
 OPEN_ACTIVITY = "retinue.open_session"
 CONSOLIDATE_ACTIVITY = "retinue.consolidate"
 
-# the calls a workflow answers itself (child workflows, a question to the parent)
-WORKFLOW_TOOLS = frozenset({"SubAgent", "UnloadSubAgent", "AskParent"})
+# the calls a workflow answers itself (child workflows, a question to the parent, a
+# session's state)
+WORKFLOW_TOOLS = frozenset({"SubAgent", "UnloadSubAgent", "AskParent", "SubAgentStatus"})
 # tools of the in-process session tree that a workflow does not offer (yet)
-NOT_ON_TEMPORAL = frozenset({"SubAgentStatus", "SendMessage", "TeamCreate", "TeamDelete"})
+NOT_ON_TEMPORAL = frozenset({"SendMessage", "TeamCreate", "TeamDelete"})
 
 Json = dict[str, Any]
 
@@ -112,6 +113,10 @@ class ChildRef:
     address: str
     workflow_id: str
     one_shot: bool = False
+    # what its parent knows of it, for SubAgentStatus (its turns are the parent's messages)
+    turns: int = 0  # messages it answered
+    busy: bool = False  # a message of the parent's is being answered
+    question: str = ""  # it asked this ("": it asks nothing)
 
 
 @dataclass(slots=True)

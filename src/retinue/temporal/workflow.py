@@ -4,12 +4,13 @@ One workflow class runs the main agent of a conversation and every sub-agent ses
 it (a child workflow, whose :class:`~retinue.temporal._types.Agent` says who it is), so the
 step logic is one: ask the model through an activity, read the step from the reply
 (:func:`retinue.engine.loop.next_step`'s rule: tool calls run, an answer ends the turn), run
-each tool call as an activity, append what comes back. Three calls the workflow answers
+each tool call as an activity, append what comes back. Four calls the workflow answers
 itself: ``SubAgent`` opens a child workflow (or continues one) and sends it the task;
 ``UnloadSubAgent`` closes one (it ends its own children, then consolidates its memory once,
-keyed by its first run id); ``AskParent`` ends the turn with the question, and the next
-message is its answer. A call that needs approval waits (``approvals`` query) until the
-conversation's ``approve`` Update answers it, from any client, however deep the session.
+keyed by its first run id); ``SubAgentStatus`` says what it knows of one; ``AskParent`` ends
+the turn with the question, and the next message is its answer. A call that needs approval
+waits (``approvals`` query) until the conversation's ``approve`` Update answers it, from any
+client, however deep the session.
 
 Messages reach a main agent as ``send`` Updates; a parent's messages reach its sessions as
 ``deliver`` signals, answered by a ``reply`` signal (a workflow cannot send Updates). Each
@@ -78,6 +79,7 @@ __all__ = ["ConversationWorkflow", "stopped_note"]
 
 _FAILURES = (FailureError,)  # an activity's (retries spent), a signal's, too long
 MAX_ASKS = 3  # approvals one call may wait for (a hook that rewrites it asks again)
+STATUS_TOOL = "SubAgentStatus"
 
 
 def _retry(attempts: int) -> RetryPolicy:
@@ -328,8 +330,11 @@ class ConversationWorkflow(Sessions):
                 return self._ask(call)
             if call.name == "SubAgent":
                 return await self._delegate(self._key(key_id), call)
+            if call.name == STATUS_TOOL:
+                return self._status(call)
             return await self._unload(call)
-        if call.name in NOT_ON_TEMPORAL:
+        # (SubAgentStatus not offered: answered so, as before it was served, for replays)
+        if call.name in NOT_ON_TEMPORAL or call.name == STATUS_TOOL:
             return error_result(call, f"{call.name} is not available on Temporal yet")
         return await self._run_tool(self._key(key_id), call)
 
