@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
-from serverkit import Serve, ServerThread, wait_for
+from serverkit import WAIT_S, Serve, ServerThread, wait_for
 
 from retinue.engine.session import INTERRUPTED_NOTE
 from retinue.errors import MemoryStoreError, ModelError, RoleError
@@ -84,7 +84,8 @@ def test_turns_of_one_conversation_run_one_at_a_time(serve: Serve) -> None:
     server = serve(model)
     a = post_in_background(server, "c", content="A")
     b = post_in_background(server, "c", content="B")
-    assert {a.result(20).json()["content"], b.result(20).json()["content"]} == {"first", "second"}
+    answers = {a.result(WAIT_S).json()["content"], b.result(WAIT_S).json()["content"]}
+    assert answers == {"first", "second"}
     # the second turn's request holds the first turn's whole exchange
     assert [m.role for m in model.calls[1].messages] == ["system", "user", "assistant", "user"]
 
@@ -161,7 +162,7 @@ def test_a_running_session_is_listed_and_interrupting_it_keeps_the_session(
 
         stopped = client.post(f"/v1/sessions/{sid}/interrupt")
         assert stopped.json() == {"id": sid, "interrupted": True}
-        answer = turn.result(timeout=20)
+        answer = turn.result(timeout=WAIT_S)
         assert answer.status_code == 200 and answer.json()["content"] == "It was interrupted."
         assert "interrupted; the session is kept" in main.calls[1].messages[-1].content
 
@@ -275,7 +276,7 @@ def test_deleting_a_conversation_mid_turn_cancels_the_turn(serve: Serve) -> None
         wait_for(lambda: bool(client.get("/v1/sessions").json()["sessions"]))
         deleted = client.delete("/v1/conversations/x").json()
         assert deleted["ended_sessions"] == ["conv-x/slowpoke"]
-        answer = turn.result(timeout=20)
+        answer = turn.result(timeout=WAIT_S)
         assert answer.status_code == 409
         assert answer.json() == {"error": "conversation 'x' was deleted during this turn"}
         assert client.get("/v1/conversations").json()["conversations"] == []

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from serverkit import ServerThread, wait_for
+from serverkit import WAIT_S, ServerThread, wait_for
 
 from retinue.config import Settings
 from retinue.engine.session import INTERRUPTED_NOTE
@@ -98,7 +98,7 @@ def test_an_approval_three_levels_down_is_answered_over_http(tmp_path: Path) -> 
                 f"/v1/conversations/c1/approvals/{request['id']}", json={"allow": True}
             )
             assert answered.status_code == 200, answered.text
-            thread.join(timeout=20)
+            thread.join(timeout=WAIT_S)
             assert got["response"].status_code == 200
             assert got["response"].json()["content"] == "main done"
             assert (tmp_path / "deep.txt").read_text() == "from c"
@@ -123,7 +123,7 @@ def test_a_denial_over_http_is_a_result_the_sub_agent_reads(tmp_path: Path) -> N
                 f"/v1/conversations/c2/approvals/{request['id']}",
                 json={"allow": False, "message": "not that file"},
             )
-            thread.join(timeout=20)
+            thread.join(timeout=WAIT_S)
             assert got["response"].json()["content"] == "main done"
         assert not (tmp_path / "deep.txt").exists()
         last = models["c"].calls[-1].messages[-1]
@@ -163,7 +163,7 @@ def stopped_while_pending(
             waiting = pending(owner, cid)
     finally:
         server.stop()
-    thread.join(timeout=20)
+    thread.join(timeout=WAIT_S)
     assert not thread.is_alive()
     return waiting
 

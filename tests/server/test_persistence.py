@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from fastapi import FastAPI
-from serverkit import Serve, wait_for
+from serverkit import WAIT_S, Serve, wait_for
 
 from retinue.config import Settings
 from retinue.engine.session import INTERRUPTED_NOTE
@@ -104,7 +104,7 @@ def test_a_conversation_deleted_mid_turn_is_not_stored_again(serve: Serve) -> No
         turn = pool.submit(client.post, "/v1/conversations/x/messages", json={"content": "two"})
         wait_for(lambda: model.call_count == 2)  # the second turn waits for its model
         assert client.delete("/v1/conversations/x").status_code == 200
-        assert turn.result(timeout=20).status_code == 409
+        assert turn.result(timeout=WAIT_S).status_code == 409
         assert client.get("/v1/conversations/x").status_code == 404
     server.stop()
     again = serve(ScriptedModel(), memory=True)
