@@ -107,6 +107,8 @@ async def test_a_streamed_turn_s_polls_carry_only_its_new_messages(
             out = await front.start("default", cid, "go slow", on_event=sink)
             turn = QueryLog(list(log.rows))  # (what the turn asked; then the test's own)
             history = await front.history("default", cid)
+            log.rows.clear()
+            views = await front.views("default")  # the list of conversations
         finally:  # (a worker shuts down once its activities end)
             released.set()
     assert out.content == "done" and out.tools_used == ["slow"]
@@ -126,6 +128,11 @@ async def test_a_streamed_turn_s_polls_carry_only_its_new_messages(
     started = [e.name for e in events if isinstance(e, ToolStarted)]
     finished = [e.name for e in events if isinstance(e, ToolFinished)]
     assert started == finished == ["slow", "slow"]
+    # the list reads each conversation's outline (its length and opening), not its history
+    assert [(v["id"], v["messages"], v["title"]) for v in views] == [
+        (cid, 2 * earlier + 6, f"0 {big}"[:80])
+    ]
+    assert [query for query, _ in log.rows if query != "outline"] == []
     model.assert_done()
 
 

@@ -69,7 +69,6 @@ from retinue.messages import (
     AssistantMessage,
     Message,
     ToolResultMessage,
-    UserMessage,
     from_dict,
     shown_dict,
 )
@@ -89,7 +88,7 @@ from retinue.server.openai_errors import is_openai_path, openai_error
 from retinue.server.page import add_page_routes
 from retinue.server.security import Guard, Security
 from retinue.server.sse import TurnFeed, frame, output_json
-from retinue.temporal._types import WORKFLOW_NAME, HistoryPage, TurnReply
+from retinue.temporal._types import WORKFLOW_NAME, HistoryPage, Outline, TurnReply
 from retinue.temporal.client import TemporalConversations
 from retinue.temporal.workflow import ConversationWorkflow
 from retinue.tools.base import preview
@@ -198,18 +197,19 @@ class TemporalFront:
             async for w in self.client.list_workflows(query, limit=10 * _MAX_LISTED):
                 if w.id.startswith(prefix) and len(found) < _MAX_LISTED:
                     found.append((w.id.removeprefix(prefix), w.start_time.timestamp()))
-        histories = await asyncio.gather(
-            *(self.history(tenant, cid) for cid, _ in found), return_exceptions=True
+        convs = self.conversations(tenant)
+        outlines = await asyncio.gather(  # (each its outline, not its whole history)
+            *(convs.handle(cid).query(ConversationWorkflow.outline) for cid, _ in found),
+            return_exceptions=True,
         )
         views: list[dict[str, Any]] = []
-        for (cid, started), history in zip(found, histories, strict=True):
-            messages = history if isinstance(history, list) else []
-            first = next((m for m in messages if isinstance(m, UserMessage)), None)
+        for (cid, started), outline in zip(found, outlines, strict=True):
+            known = outline if isinstance(outline, Outline) else Outline(0, "")
             views.append(
                 {
                     "id": cid,
-                    "title": first.content[:80] if first else "",
-                    "messages": len(messages),
+                    "title": known.opening[:80],
+                    "messages": known.messages,
                     "updated_at": started,
                     "running": False,
                     "question": None,

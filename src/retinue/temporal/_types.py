@@ -32,6 +32,7 @@ __all__ = [
     "ModelStep",
     "OpenReply",
     "OpenStep",
+    "Outline",
     "PendingApproval",
     "Question",
     "Reply",
@@ -264,6 +265,14 @@ class HistoryPage:
 
     total: int
     messages: list[Json] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Outline:
+    """The ``outline`` query's answer: what a list of conversations shows of one."""
+
+    messages: int  # in its history
+    opening: str  # the start of its first user message ("": none)
 
 
 @dataclass(slots=True)

@@ -66,6 +66,7 @@ with workflow.unsafe.imports_passed_through():
         Json,
         ModelReply,
         ModelStep,
+        Outline,
         PendingApproval,
         Question,
         Reply,
@@ -80,6 +81,7 @@ __all__ = ["ConversationWorkflow", "stopped_note"]
 _FAILURES = (FailureError,)  # an activity's (retries spent), a signal's, too long
 MAX_ASKS = 3  # approvals one call may wait for (a hook that rewrites it asks again)
 STATUS_TOOL = "SubAgentStatus"
+OPENING_CHARS = 200  # of the first user message, in the ``outline`` query
 
 
 def _retry(attempts: int) -> RetryPolicy:
@@ -493,6 +495,16 @@ class ConversationWorkflow(Sessions):
         """The history's length and its messages from index ``start`` on: what a front end
         polls while a turn runs (each poll carries what is new, not the whole history)."""
         return HistoryPage(len(self._messages), self._messages[max(0, start) :])
+
+    @workflow.query
+    def outline(self) -> Outline:
+        """The history's length and the start of its first user message: a list of
+        conversations reads this, not each whole history."""
+        first = next((m for m in self._messages if m.get("role") == "user"), None)
+        opening = first.get("content") if first is not None else ""
+        return Outline(
+            len(self._messages), opening[:OPENING_CHARS] if isinstance(opening, str) else ""
+        )
 
     @workflow.query
     def last_turn(self) -> list[Json]:
