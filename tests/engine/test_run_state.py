@@ -87,3 +87,28 @@ async def test_a_session_made_the_old_way_keeps_the_configs_history(tmp_path: Pa
         await session.close()
     assert session.messages is history
     assert [m.content for m in history] == ["s", "hello", "hi"]
+
+
+async def test_a_revived_turn_ends_no_children_and_the_next_sent_turn_does(
+    tmp_path: Path,
+) -> None:
+    """``start_resume`` (a turn that was running when its process stopped, going on) keeps
+    the children revived with it; a turn sent afterwards ends them as ``children_per_turn``
+    says (the durable service's approval-after-a-dead-worker case)."""
+    import asyncio
+
+    from retinue.engine.session import Lifecycle
+
+    ended: list[str] = []
+
+    async def end_children() -> None:
+        ended.append("ended")
+
+    model = ScriptedModel(["went on", "second"])
+    lifecycle = Lifecycle(end_children=end_children, children_per_turn=True)
+    session = Session("main", _config(tmp_path, model), lifecycle)
+    session.restore_state([SystemMessage("s"), UserMessage("one")])
+    await asyncio.wait_for(session.start_resume(), 30)
+    assert ended == [] and session.last_reply == "went on"
+    await session.send("two")
+    assert ended == ["ended"]

@@ -407,8 +407,10 @@ class Session:
 
     def start_resume(self) -> asyncio.Task[RunOutput]:
         """:meth:`resume` as a background turn (its reply goes to :attr:`inbox`): a turn
-        that was running when its process stopped goes on here."""
-        turn = self._enqueue(None)
+        that was running when its process stopped goes on here. It ends none of this
+        session's children when it is over (``children_per_turn``): the tree revived with it
+        goes on, a sub-agent waiting for approval included."""
+        turn = self._enqueue(None, keep_children=True)
         self._detach(turn)
         return turn
 
@@ -640,6 +642,8 @@ class Session:
         text: str | None,
         on_start: Callable[[], None] | None = None,
         parts: tuple[MediaPart, ...] = (),
+        *,
+        keep_children: bool = False,
     ) -> asyncio.Task[RunOutput]:
         if text is not None and not text.strip() and not parts:
             raise SessionError(f"empty message for session {self.id}: say what it should do")
@@ -659,7 +663,9 @@ class Session:
         context = contextvars.copy_context()
         context.run(_running.set, self)
         turn = asyncio.create_task(
-            self._turn(text, ticket, on_start, parts), name=f"turn of {self.id}", context=context
+            self._turn(text, ticket, on_start, parts, keep_children),
+            name=f"turn of {self.id}",
+            context=context,
         )
         self._turns = _with(self._turns, turn)
         turn.add_done_callback(self._leave, context=context)
@@ -671,6 +677,7 @@ class Session:
         ticket: asyncio.Future[None] | None,
         on_start: Callable[[], None] | None,
         parts: tuple[MediaPart, ...] = (),
+        keep_children: bool = False,
     ) -> RunOutput:
         """One turn, in its own task (one coroutine: each level of a turn in flight is one
         more object for the cyclic collector); whatever happens, the history stays valid."""
@@ -734,8 +741,9 @@ class Session:
                 self._steering = ()  # no next turn to show it to
             # else steering the model has not seen (it came as the turn was interrupted, or
             # after its last model call) stays for the next turn's first model call
-            if self.lifecycle.children_per_turn and self.lifecycle.end_children is not None:
-                await self.lifecycle.end_children()
+            lifecycle = self.lifecycle
+            if lifecycle.children_per_turn and not keep_children and lifecycle.end_children:
+                await lifecycle.end_children()
             if self.recorder is not None and self._closing is None:  # idle (or asking) again
                 await self.recorder.record(self)
             if traced is not None:
