@@ -33,6 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 agent_tasks = importlib.import_module("agent_tasks")
 
 TASK = "read a file and answer"
+SEED = 1
+"""Names the task's folder (the name enters the prompt): the same prompts on every run, as the
+model decodes deterministically (``agent_tasks.scratch_folder``)."""
 
 
 class Recording:
@@ -78,7 +81,7 @@ async def test_every_reply_of_the_default_model_on_a_suite_task_parses(
         return model
 
     result: dict[str, Any] = await agent_tasks.run_task(
-        TASK, agent_tasks.TASKS[TASK], LOCAL_DEFAULT, default_home / "data", build
+        TASK, agent_tasks.TASKS[TASK], LOCAL_DEFAULT, default_home / "data", build, seed=SEED
     )
     responses = [r for model in recorded for r in model.responses]
     assert responses, result

@@ -471,11 +471,20 @@ class Engine:
         ``<tool_call>`` tag written for it, the call is decoded
         under grammars: an offered tool's name (:func:`call_name_grammar`), then its arguments
         with every optional parameter left optional, and the call's end
-        (:func:`arguments_grammar`). One call per reply; the run loop asks again after it."""
+        (:func:`arguments_grammar`). One call per reply; the run loop asks again after it. An empty
+        reply is asked again once, as an answer (:data:`ANSWER_GRAMMAR`)."""
         prompt = self._tokens(request.messages, request.tools)
         emit({"progress": "prompt", "prompt_tokens": len(prompt.tokens)})
         run = _Run(self.llm, request, emit, cancelled)
         text = run.complete(prompt.tokens, prompt.stops, None, stream=True, opens=_call_opening)
+        if not text.strip() and not run.opened and run.finish == "stop" and not cancelled():
+            # An empty reply (the end of the turn, or a blank line, first) says nothing: asked
+            # again, once, as an answer (ANSWER_GRAMMAR: a visible first character, not a
+            # special token's "<"). A small model ends its turn so after a warning about a
+            # repeated call, and sometimes right after results.
+            answer = self._grammar(ANSWER_GRAMMAR)
+            text = run.complete(prompt.tokens, prompt.stops, answer, stream=True)
+            return run.result(text, len(prompt.tokens))
         if not run.opened or cancelled():
             return run.result(text, len(prompt.tokens))
         functions = {t["function"]["name"]: t["function"] for t in request.tools}

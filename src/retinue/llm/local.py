@@ -221,6 +221,13 @@ class LocalModel:
         )
         if tools and not calls and native:
             content, calls = _text_calls(content, schemas)
+        if calls and native:
+            # Kept as its calls alone: the text around them (the user saw it stream) is a
+            # small model's description of the call it makes ("you can use the Glob
+            # function... here is the command:"). Kept in the history, the model copied it as
+            # its answer once the result came back: the README's first question, asked in the
+            # clone, got that copy and no list (RESULTS.md, "A newcomer's first run").
+            content = ""
         rest = stream_filter.flush(found_calls=bool(calls)) if stream_filter else ""
         if on_text is not None and rest:
             on_text(rest)
