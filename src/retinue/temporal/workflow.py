@@ -262,11 +262,16 @@ class ConversationWorkflow(Sessions):
             raise ApplicationError("the message is too long", non_retryable=True)
         async with self._turn:
             self._running = asyncio.create_task(self._turn_body(text))
+            evicted = False
             try:
                 return await self._running
+            except GeneratorExit:  # (the worker drops it from its cache: no await now)
+                evicted = True
+                raise
             finally:
                 self._running = None
-                await self._report("asking" if self._question else "idle")
+                if not evicted:
+                    await self._report("asking" if self._question else "idle")
 
     async def _turn_body(self, text: str) -> TurnReply:
         await self._report("busy")
