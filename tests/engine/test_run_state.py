@@ -112,3 +112,36 @@ async def test_a_revived_turn_ends_no_children_and_the_next_sent_turn_does(
     assert ended == [] and session.last_reply == "went on"
     await session.send("two")
     assert ended == ["ended"]
+
+
+async def test_a_revived_turn_closed_before_it_went_on_leaves_a_valid_history(
+    tmp_path: Path,
+) -> None:
+    """Found by the durable fuzz (2 kills, interrupts): a restored history ends with the
+    cut turn's user message; its resumed turn, cancelled by a close while the system prompt
+    renders, never began, and the history was consolidated ending in that message."""
+    import asyncio
+
+    from retinue.engine.session import Lifecycle
+    from retinue.messages import history_problems
+
+    rendering, consolidated = asyncio.Event(), []
+
+    async def slow_prompt() -> str:
+        rendering.set()
+        await asyncio.Event().wait()  # never: the close cancels it
+        return "s"
+
+    async def consolidate(messages: list[Message]) -> str:
+        consolidated.append(list(messages))
+        return "ok"
+
+    lifecycle = Lifecycle(system_prompt=slow_prompt, consolidate=consolidate)  # type: ignore[arg-type]
+    session = Session("a", _config(tmp_path, ScriptedModel([])), lifecycle)
+    session.restore_state([SystemMessage("s"), UserMessage("one")])
+    session.start_resume()
+    await asyncio.wait_for(rendering.wait(), 30)
+    await asyncio.wait_for(session.close(), 30)
+    [history] = consolidated
+    assert history_problems(history) == [], history
+    assert isinstance(history[-1], AssistantMessage)

@@ -193,6 +193,15 @@ class Recorder(Protocol):
         ...
 
 
+def _mid_turn(messages: Sequence[Message]) -> bool:
+    """Whether ``messages`` end inside a turn: after its user message or its calls, with no
+    answer yet (a restored history whose turn was cancelled before it went on)."""
+    last = messages[-1] if messages else None
+    if last is None or isinstance(last, SystemMessage):
+        return False
+    return not isinstance(last, AssistantMessage) or bool(last.tool_calls)
+
+
 def repair_history(messages: list[Message], note: str) -> None:
     """Close an unfinished turn: answer its pending tool calls, then end it with ``note``."""
     close_pending_calls(messages)
@@ -872,6 +881,8 @@ class Session:
                 await self.lifecycle.end_children()
             if self.paused is not None and self._answer is None:  # parked, never answered
                 self.paused = None
+                repair_history(self.run_state.messages, INTERRUPTED_NOTE)
+            elif _mid_turn(self.run_state.messages):  # a revived turn cut before it went on
                 repair_history(self.run_state.messages, INTERRUPTED_NOTE)
             recorder = self.recorder
             if recorder is not None:  # closing: a restart finishes the close, not the turn
