@@ -334,3 +334,59 @@ def test_no_bash_call_unless_bash_is_offered() -> None:
     text = "```bash\nls\n```"
     assert shell_calls(text, SCHEMAS) == (text, ())
     assert shell_calls(text, {"Bash": {"properties": {"cmd": {}}}}) == (text, ())
+
+
+# -- issue 41: a tool written as a command line in a shell block ------------------------------
+
+
+def _builtin_schemas() -> dict[str, dict[str, object]]:
+    from retinue.tools.builtin import builtin_tools
+
+    return {t.name: t.spec.parameters for t in builtin_tools()}
+
+
+@pytest.mark.parametrize(
+    ("line", "call"),
+    [
+        (
+            'Grep -i "SECRET_CODE" settings.py',
+            ("Grep", {"-i": True, "pattern": "SECRET_CODE", "path": "settings.py"}),
+        ),
+        (
+            "Grep -n -A 2 --output_mode content TODO src",
+            (
+                "Grep",
+                {"-n": True, "-A": 2, "output_mode": "content", "pattern": "TODO", "path": "src"},
+            ),
+        ),
+        ("Read settings.py --limit 20", ("Read", {"file_path": "settings.py", "limit": 20})),
+        ("Glob '*.py'", ("Glob", {"pattern": "*.py"})),
+    ],
+)
+def test_a_tool_written_as_a_command_line_is_read_as_its_call(
+    line: str, call: tuple[str, object]
+) -> None:
+    text = f"To find it, run:\n\n```bash\n{line}\n```"
+    content, calls = described_calls(text, _builtin_schemas())
+    assert [(c.name, args(c.arguments)) for c in calls] == [call]
+    assert content == "To find it, run:"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Grep -z SECRET settings.py",  # a flag Grep does not have
+        "Grep -i -i SECRET settings.py",  # a flag given twice
+        "Grep SECRET settings.py --glob",  # a flag without its value
+        "Read the file settings.py",  # more words than Read's parameters take
+        "Grep 'SECRET settings.py",  # an unterminated quote
+        'Glob pattern="*" recursive=true',  # a keyword the tool does not have
+        "grep -i SECRET settings.py",  # the shell's grep, not the tool
+    ],
+)
+def test_a_command_line_that_is_not_the_tool_call_stays_a_shell_command(line: str) -> None:
+    text = f"```bash\n{line}\n```"
+    schemas = _builtin_schemas()
+    assert described_calls(text, schemas) == (text, ())
+    _, calls = shell_calls(text, schemas)
+    assert [(c.name, args(c.arguments)) for c in calls] == [("Bash", {"command": line})]

@@ -15,7 +15,10 @@ in one reply (a small model's degenerate repetition) counts once.
 With the model's own tool format a small model sometimes describes a call instead of making
 it: a fenced block holding ``Glob pattern="*" path="."`` or ``Read(file_path="a.py")``.
 :func:`described_calls` reads such a block as the calls it describes, but only when every line
-of it names an offered tool and only that tool's own parameters.
+of it names an offered tool and only that tool's own parameters. A line may also be written
+as a command line, as a small coder model writes a tool in a shell block
+(``Grep -i "SECRET_CODE" settings.py``): flags named as the tool's parameters (``-i``,
+``--path x``) and positional words for its string parameters, the required ones first.
 
 Code as action (the native format too): a reply that makes no call but holds fenced shell
 blocks (```` ```bash ````, ```` ```sh ````, ```` ```shell ````, or ```` ```console ```` with
@@ -34,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import shlex
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -192,8 +196,18 @@ def _described_call(line: str, schemas: Mapping[str, Mapping[str, Any]]) -> Tool
         return None
     name, raw = match.group(1), (match.group(2) if match.group(2) is not None else match.group(3))
     properties = schemas[name].get("properties") or {}
+    arguments = _keyword_arguments(raw.strip(), properties)
+    if arguments is None and match.group(2) is None:
+        arguments = _command_line_arguments(raw, schemas[name])
+    if arguments is None or (not arguments and match.group(2) is None):
+        return None  # not a call, or a bare word
+    return ToolCall(_new_id(), name, json.dumps(arguments, ensure_ascii=False))
+
+
+def _keyword_arguments(raw: str, properties: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``key=value`` pairs naming the tool's own parameters, or None."""
     arguments: dict[str, Any] = {}
-    at, raw = 0, raw.strip()
+    at = 0
     while at < len(raw):
         arg = _DESCRIBED_ARG.match(raw, at)
         if arg is None or arg.end() == at or arg.group(1) not in properties:
@@ -201,16 +215,79 @@ def _described_call(line: str, schemas: Mapping[str, Mapping[str, Any]]) -> Tool
         key, value = arg.group(1), arg.group(2)
         arguments[key] = _described_value(value, properties[key])
         at = arg.end()
-    if not arguments and match.group(2) is None:
-        return None  # a bare word is not a call
-    return ToolCall(_new_id(), name, json.dumps(arguments, ensure_ascii=False))
+    return arguments
+
+
+_KEYWORD = re.compile(r"[A-Za-z_]\w*=")
+
+
+def _command_line_arguments(raw: str, schema: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A tool's arguments written as a command line (see the module docstring), or None.
+
+    A flag is a parameter's own name (``-i``) or the name after one or two dashes
+    (``--path``): a boolean one stands alone, any other takes the next word. Positional words
+    fill the string parameters, the required ones first, one more than those at most."""
+    try:
+        words = shlex.split(raw)
+    except ValueError:  # an unterminated quote
+        return None
+    properties: Mapping[str, Any] = schema.get("properties") or {}
+    required = [k for k in schema.get("required") or () if k in properties]
+    strings = [k for k in properties if _kind(properties[k]) == "string"]
+    slots = [k for k in required if k in strings] + [k for k in strings if k not in required]
+    slots = slots[: len([k for k in required if k in strings]) + 1]
+    arguments: dict[str, Any] = {}
+    at = 0
+    while at < len(words):
+        word = words[at]
+        if _KEYWORD.match(word):
+            return None  # a key=value pair the keyword reading refused
+        if word.startswith("-") and len(word) > 1:
+            key = _flag(word, properties)
+            if key is None or key in arguments:
+                return None  # a flag the tool does not have, or one given twice
+            if _kind(properties[key]) == "boolean":
+                arguments[key] = True
+            elif at + 1 < len(words):
+                at += 1
+                arguments[key] = _typed(words[at], properties[key])
+            else:
+                return None
+        else:
+            slot = next((k for k in slots if k not in arguments), None)
+            if slot is None:
+                return None
+            arguments[slot] = word
+        at += 1
+    return arguments
+
+
+def _flag(word: str, properties: Mapping[str, Any]) -> str | None:
+    """The parameter a command-line flag (``-i``, ``--path``) names, if any."""
+    return next((key for key in (word, word.lstrip("-")) if key in properties), None)
+
+
+def _kind(schema: Any) -> str | None:
+    """A parameter's JSON type; of an optional one (``anyOf`` with null), the other's."""
+    if not isinstance(schema, dict):
+        return None
+    if "anyOf" in schema:
+        kinds = [_kind(option) for option in schema["anyOf"]]
+        return next((k for k in kinds if k not in (None, "null")), None)
+    kind = schema.get("type")
+    return kind if isinstance(kind, str) else None
 
 
 def _described_value(raw: str, schema: Any) -> Any:
     if raw[:1] in "'\"" and len(raw) >= 2:
         inner = raw[1:-1]
         return inner.replace("\\" + raw[0], raw[0])
-    kind = schema.get("type") if isinstance(schema, dict) else None
+    return _typed(raw, schema)
+
+
+def _typed(raw: str, schema: Any) -> Any:
+    """An unquoted word as the parameter's type says (a string if it says nothing else)."""
+    kind = _kind(schema)
     with contextlib.suppress(ValueError):
         if kind == "integer":
             return int(raw)
