@@ -37,6 +37,7 @@ PACKAGE = Path(retinue.__file__).parent
 LAYERS = {
     "errors": 0, "messages": 0, "events": 0, "config": 0, "_tasks": 0, "safe_text": 0,
     "_deprecated": 0,
+    "_tracer": 0,  # the slot the engine reads its tracer from, telemetry installs it in
     "store": 1,  # records below memory: memory's backends build on a store, never the reverse
     "llm": 2, "tools": 2, "memory": 2, "testing": 2, "telemetry": 2,
     "policy": 3,
@@ -214,6 +215,21 @@ def test_no_import_circles() -> None:
     unknown = [a_path(graph, c) for c in found if c not in KNOWN_CIRCLES]
     assert unknown == [], "import circles (move the shared part below both):\n" + "\n".join(unknown)
     assert [c for c in KNOWN_CIRCLES if c not in found] == [], "fixed: drop from KNOWN_CIRCLES"
+
+
+def test_the_engine_traces_through_its_declared_tracer_not_telemetry() -> None:
+    """The engine declares what a tracer does (``engine.observer.RunTracer``) and reads the
+    one installed in ``retinue._tracer``; it never calls ``telemetry.trace`` by name (issue 42:
+    one observer interface the engine declares and the telemetry package implements)."""
+    graph = import_graph()
+    reaching = sorted(
+        name
+        for name, targets in graph.items()
+        if name.startswith("retinue.engine") and "retinue.telemetry.trace" in targets
+    )
+    assert reaching == []
+    assert "retinue._tracer" in graph["retinue.engine.loop"]
+    assert "retinue._tracer" in graph["retinue.telemetry.trace"]
 
 
 def test_consolidation_depends_on_the_store_protocol_not_on_a_store() -> None:

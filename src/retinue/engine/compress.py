@@ -39,9 +39,12 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 
+from retinue import _tracer
 from retinue.engine.context_edit import ContextEdit, EditResult, clear_context
+from retinue.engine.observer import RunTracer
 from retinue.errors import ConfigError, ModelError
 from retinue.events import COMPRESSED, MODEL_CALLED, emit
 from retinue.llm.base import Model
@@ -55,7 +58,6 @@ from retinue.messages import (
     UserMessage,
 )
 from retinue.policy.hooks import pre_compact
-from retinue.telemetry import trace as _tel
 from retinue.tools.base import ToolContext
 
 __all__ = [
@@ -319,7 +321,6 @@ class AutoCompressor:
         log.info("cleared %d old tool results and %d reasoning parts of %s: %d -> %d tokens",
                  r.cleared_results, r.cleared_reasoning, ctx.agent_id, size, after)  # fmt: skip
 
-    @_tel.traced("compress")
     async def _compress(
         self,
         messages: list[Message],
@@ -330,32 +331,35 @@ class AutoCompressor:
         hard: bool,
         reason: str,
     ) -> CompressionResult | None:
-        """Summarise and trim ``messages`` in place; None when there was nothing to win."""
-        budget = self.budget(model)
-        head = _head_length(messages)
-        body = messages[head:]
-        cut = self._plan_cut(body, budget, hard=hard, automatic=reason == "threshold")
-        tail_start = cut or 0
-        limit = self.trim_over_tokens // (2 if hard else 1)
-        tail, trimmed = trim_tool_results(body[tail_start:], limit, newest_too=hard)
-        if cut is None and not trimmed:
-            return None
-        tail = drop_settled_reasoning(tail)
-        summary = ""
-        if cut is not None:
-            await pre_compact(ctx, "manual" if reason == "manual" else "auto")  # PreCompact hooks
-            if self.memorize:
-                await self._memorize(body[:cut], model, ctx)
-            summary = await self._summarise(body[:cut], model, budget, ctx)
-        summary_msgs = [UserMessage(f"{SUMMARY_PREFIX}\n{summary}")] if summary else []
-        new = [*messages[:head], *summary_msgs, *tail]
-        after = size - estimate_tokens(messages) + estimate_tokens(new)
-        if after >= size:
-            return None  # the summary is no smaller than what it would replace
-        messages[:] = new
-        result = CompressionResult(size, after, tail_start, trimmed, summary, reason)
-        self._report(ctx, result)
-        return result
+        """Summarise and trim ``messages`` in place; None when there was nothing to win.
+        Tracing on, inside the tracer's span (:class:`~retinue.engine.observer.RunTracer`)."""
+        tracer: RunTracer | None = _tracer.current
+        with nullcontext() if tracer is None else tracer.compress(hard=hard, reason=reason):
+            budget = self.budget(model)
+            head = _head_length(messages)
+            body = messages[head:]
+            cut = self._plan_cut(body, budget, hard=hard, automatic=reason == "threshold")
+            tail_start = cut or 0
+            limit = self.trim_over_tokens // (2 if hard else 1)
+            tail, trimmed = trim_tool_results(body[tail_start:], limit, newest_too=hard)
+            if cut is None and not trimmed:
+                return None
+            tail = drop_settled_reasoning(tail)
+            summary = ""
+            if cut is not None:
+                await pre_compact(ctx, "manual" if reason == "manual" else "auto")  # PreCompact
+                if self.memorize:
+                    await self._memorize(body[:cut], model, ctx)
+                summary = await self._summarise(body[:cut], model, budget, ctx)
+            summary_msgs = [UserMessage(f"{SUMMARY_PREFIX}\n{summary}")] if summary else []
+            new = [*messages[:head], *summary_msgs, *tail]
+            after = size - estimate_tokens(messages) + estimate_tokens(new)
+            if after >= size:
+                return None  # the summary is no smaller than what it would replace
+            messages[:] = new
+            result = CompressionResult(size, after, tail_start, trimmed, summary, reason)
+            self._report(ctx, result)
+            return result
 
     def _plan_cut(
         self, body: Sequence[Message], budget: int, *, hard: bool, automatic: bool

@@ -13,7 +13,9 @@ import asyncio
 import time
 from dataclasses import dataclass, replace
 
+from retinue import _tracer
 from retinue.engine.config import RunConfig, RunOutput, RunState
+from retinue.engine.observer import ModelCallSpan, RunTracer
 from retinue.engine.output import Rejected, give_up, settle
 from retinue.engine.pause import close_open_calls, open_calls
 from retinue.engine.repeats import Repeats, listen_for_stop, refusal, stopped_note
@@ -36,7 +38,6 @@ from retinue.messages import (
     Usage,
     UserMessage,
 )
-from retinue.telemetry import trace as _tel
 from retinue.telemetry.prices import cost_usd
 
 __all__ = [
@@ -105,7 +106,7 @@ async def run_turn(config: RunConfig, state: RunState | None = None) -> RunOutpu
     listening = None  # (its token, from the first step with tool calls)
     rejected = 0  # answers that did not match the output type (config.output)
     out: RunOutput | None = None
-    chat = None  # the model call's span while it is in flight (tracing on)
+    chat: ModelCallSpan | None = None  # the model call's span while in flight (tracing on)
     try:
         for iteration in range(1, config.max_iterations + 1):
             # the model is awaited here, not in a helper coroutine: one object less per run
@@ -121,8 +122,9 @@ async def run_turn(config: RunConfig, state: RunState | None = None) -> RunOutpu
                     out = _refused(messages, f"the model call was refused: {refused}", iteration,
                                    _own(tools_used), usage, last_input)  # fmt: skip
                     return out
-            if _tel.ENABLED:
-                chat = _tel.begin_chat(config.model.name, sent)
+            tracer: RunTracer | None = _tracer.current  # (engine.observer; None: off)
+            if tracer is not None:
+                chat = tracer.begin_model_call(config.model.name, sent)
             try:
                 response = await config.model.complete(sent, _specs(config), on_text=on_text)
             except ContextTooLongError:  # (what a guard rewrote is not shortened: no retry)
@@ -131,7 +133,7 @@ async def run_turn(config: RunConfig, state: RunState | None = None) -> RunOutpu
                 response = await config.model.complete(messages, _specs(config), on_text=on_text)
             _model_called(config, response, started)
             if chat is not None:
-                _tel.end_chat(chat, config.model.name, response.usage, response.message)
+                chat.end(response.usage, response.message)
                 chat = None
             usage += response.usage
             observer = config.observer
@@ -183,7 +185,7 @@ async def run_turn(config: RunConfig, state: RunState | None = None) -> RunOutpu
                 return out
             tools_used.extend(c.name for c in step.calls)
             calls, gate = step.calls, ctx.gate
-            if len(calls) == 1 and not _tel.ENABLED:  # (awaited here: one frame less a call)
+            if len(calls) == 1 and _tracer.current is None:  # (awaited here: a frame less)
                 one = calls[0]
                 result = await (
                     config.tools.execute(one, ctx)
@@ -232,7 +234,7 @@ async def run_turn(config: RunConfig, state: RunState | None = None) -> RunOutpu
         if listening is not None:
             listening.var.reset(listening)
         if chat is not None:  # the model call failed or was cancelled
-            _tel.end_chat(chat, config.model.name, None)
+            chat.end(None)
         if out is not None and ctx.events is not None:  # (no listener: no usage dict)
             emit(
                 ctx.events,
@@ -370,9 +372,10 @@ async def _run_tools(
     config: RunConfig, calls: tuple[ToolCall, ...], *, traced: bool = False
 ) -> list[ToolResultMessage]:
     """Run the calls (in parallel), each through the context's gate when it has one (and,
-    tracing on, each in an ``execute_tool`` span around the gate)."""
-    if _tel.ENABLED and not traced:
-        return await _tel.traced_calls(calls, lambda c: _run_tools(config, (c,), traced=True))
+    tracing on, each in a span of the tracer's around the gate)."""
+    tracer: RunTracer | None = _tracer.current
+    if tracer is not None and not traced:
+        return await tracer.tool_calls(calls, lambda c: _run_tools(config, (c,), traced=True))
     registry, ctx = config.tools, config.context
     gate = ctx.gate
     if gate is None:

@@ -61,9 +61,11 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal, Protocol, TypeVar
 
+from retinue import _tracer
 from retinue._tasks import cancel_and_wait, finish
 from retinue.engine.config import RunConfig, RunOutput, RunState
 from retinue.engine.loop import close_pending_calls, run_pending_calls, run_turn
+from retinue.engine.observer import RunTracer, TurnSpan
 from retinue.engine.pause import ASK_TOOL_NAME, Paused, Question, asking
 from retinue.errors import SessionClosedError, SessionError
 from retinue.memory.consolidate import consolidation_run
@@ -85,7 +87,6 @@ from retinue.policy.hooks import (
     session_ended,
     stop_hooks,
 )
-from retinue.telemetry import trace as _tel
 from retinue.telemetry.prices import cost_usd, format_cost
 
 __all__ = [
@@ -629,8 +630,9 @@ class Session:
             return _NO_STEERING
         texts, self._steering = self._steering, ()
         self._steered += len(texts)
-        if _tel.ENABLED:  # on the turn's invoke_agent span
-            _tel.event("retinue.steered", **{"retinue.steering.count": len(texts)})
+        tracer: RunTracer | None = _tracer.current
+        if tracer is not None:  # on the turn's span
+            tracer.event("retinue.steered", **{"retinue.steering.count": len(texts)})
         return list(texts)
 
     def collect(self) -> list[str]:
@@ -703,7 +705,8 @@ class Session:
         self._current = asyncio.current_task()  # type: ignore[assignment]
         self._turn_used = self._used
         messages, began = self.run_state.messages, False
-        traced = self._trace_turn(text) if _tel.ENABLED else None
+        tracer: RunTracer | None = _tracer.current  # (engine.observer; None: off)
+        traced = None if tracer is None else self._trace_turn(tracer, text)
         try:
             if on_start is not None:
                 on_start()
@@ -771,9 +774,9 @@ class Session:
         else:
             messages.insert(0, SystemMessage(prompt))
 
-    def _trace_turn(self, text: str | None) -> _tel.Turn:
+    def _trace_turn(self, tracer: RunTracer, text: str | None) -> TurnSpan:
         ctx = self.config.context
-        return _tel.begin_turn(
+        return tracer.begin_turn(
             session_id=self.id,
             agent_id=ctx.agent_id,
             role=ctx.role,

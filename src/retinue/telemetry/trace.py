@@ -9,12 +9,16 @@ with ``gen_ai.operation.name``, ``gen_ai.provider.name``, ``gen_ai.request.model
 ``retinue.*`` (cost, depth, interactive). Prompts and completions (``gen_ai.input.messages``
 / ``gen_ai.output.messages``) are recorded only with content capture on.
 
-Off unless :func:`enable` (or :func:`setup`, from the settings) has run: the engine checks
-the module attribute :data:`ENABLED` before calling anything here, so tracing off costs one
-attribute read per hook and no span objects. ``opentelemetry`` is imported only by
-:func:`enable`. Spans follow OpenTelemetry's own context (a contextvar): a session's turn
-task copies the context when it is created, so a sub-agent's turn, background or not, is a
-child of the parent's ``SubAgent`` tool span that started it.
+The engine does not import this module: :class:`Tracer` implements the engine's
+:class:`~retinue.engine.observer.RunTracer` protocol (turns, model calls, tool calls,
+compressions, events), and :func:`enable` (or :func:`setup`, from the settings) installs it in
+:mod:`retinue._tracer`, where the engine looks before each hook; :func:`disable` takes it
+away. Off, that costs the engine one ``is None`` test per hook and no span objects; the code
+that calls this module directly (memory tools, consolidation, sub-agent limits) checks
+:data:`ENABLED` first, as cheaply. ``opentelemetry`` is imported only by :func:`enable`.
+Spans follow OpenTelemetry's own context (a contextvar): a session's turn task copies the
+context when it is created, so a sub-agent's turn, background or not, is a child of the
+parent's ``SubAgent`` tool span that started it.
 """
 
 from __future__ import annotations
@@ -25,9 +29,10 @@ import logging
 import os
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+from retinue import _tracer as _slot
 from retinue.messages import Usage, to_dict
 from retinue.telemetry.prices import cost_usd
 
@@ -37,7 +42,9 @@ if TYPE_CHECKING:
 __all__ = [
     "ENABLED",
     "SEMCONV_VERSION",
+    "TRACER",
     "RemoteParent",
+    "Tracer",
     "Turn",
     "annotate",
     "begin_chat",
@@ -74,12 +81,14 @@ def enable(tracer_provider: Any = None, *, capture_content: bool = False) -> Non
     _tracer = provider.get_tracer("retinue", schema_url=None)
     _CAPTURE = capture_content
     ENABLED = True
+    _slot.current = TRACER  # the engine traces its runs from now on
 
 
 def disable() -> None:
     """Stop tracing (spans already open still end); flushes a provider :func:`setup` made."""
     global ENABLED, _tracer, _provider
     ENABLED = False
+    _slot.current = None
     _tracer = None
     if _provider is not None:
         _provider.shutdown()
@@ -335,6 +344,41 @@ def event(name: str, **attributes: Any) -> None:
     from opentelemetry import trace
 
     trace.get_current_span().add_event(name, attributes)
+
+
+# -- the engine's tracer ------------------------------------------------------------------
+
+
+class _ModelCall:
+    """A ``chat`` span as the engine's :class:`~retinue.engine.observer.ModelCallSpan`."""
+
+    __slots__ = ("_model", "_span")
+
+    def __init__(self, span: Any, model: str) -> None:
+        self._span, self._model = span, model
+
+    def end(self, usage: Usage | None, output: Message | None = None) -> None:
+        end_chat(self._span, self._model, usage, output)
+
+
+class Tracer:
+    """This module as the engine's :class:`~retinue.engine.observer.RunTracer`: what
+    :func:`enable` installs in :mod:`retinue._tracer` (:data:`TRACER`, the one instance)."""
+
+    __slots__ = ()
+
+    begin_turn = staticmethod(begin_turn)
+    tool_calls = staticmethod(traced_calls)
+    event = staticmethod(event)
+
+    def begin_model_call(self, model: str, messages: Sequence[Message]) -> _ModelCall:
+        return _ModelCall(begin_chat(model, messages), model)
+
+    def compress(self, *, hard: bool, reason: str) -> AbstractContextManager[Any]:
+        return span("compress", **{"retinue.hard": hard, "retinue.reason": reason})
+
+
+TRACER = Tracer()
 
 
 # -- across processes ----------------------------------------------------------------------
