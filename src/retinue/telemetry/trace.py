@@ -65,7 +65,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 SEMCONV_VERSION = "semantic-conventions-genai v0.1.0"
-ENABLED = False  # read by the engine before every hook: keep it a plain module attribute
+ENABLED = False  # read before every hook by the code that calls here: a plain module attribute
 _CAPTURE = False  # gen_ai.input.messages / gen_ai.output.messages (off by default)
 _MAX_CONTENT = 64_000  # characters of captured content per attribute
 _tracer: Any = None
