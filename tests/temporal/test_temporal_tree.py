@@ -104,6 +104,15 @@ async def runs_of(convs: TemporalConversations, workflow_id: str) -> int:
     return len([w async for w in found])
 
 
+async def approvals_of(convs: TemporalConversations, cid: str, *, but: str = "") -> list[Any]:
+    """The approvals a conversation waits on, once there are some (other than ``but``'s id);
+    a bound (60 s) against a turn that never asks."""
+    async with asyncio.timeout(60):
+        while not (pending := [p for p in await convs.approvals(cid) if p.id != but]):
+            await asyncio.sleep(0.05)
+    return pending
+
+
 async def closed(convs: TemporalConversations, cid: str) -> None:
     """Close the conversation and wait until its workflow (and every session) has ended."""
     await convs.close(cid)
@@ -202,8 +211,7 @@ async def test_an_approval_three_levels_down_is_answered_from_another_client(
     async with make_worker(convs.client, runtime, convs.task_queue):
         await convs.start("tree-3")  # (so that the other client finds it at once)
         turn = asyncio.create_task(convs.send("tree-3", "deploy it"))
-        while not (pending := await other.approvals("tree-3")):
-            await asyncio.sleep(0.05)
+        pending = await approvals_of(other, "tree-3")
     async with make_worker(convs.client, runtime, convs.task_queue):  # every worker anew
         state = await other.state("tree-3")
         assert DEPLOYED == []  # it waits for the answer
@@ -233,8 +241,7 @@ async def test_a_denied_approval_refuses_the_call_with_the_person_s_reason(
     async with make_worker(convs.client, runtime, convs.task_queue):
         await convs.start("tree-4")
         turn = asyncio.create_task(convs.send("tree-4", "deploy it"))
-        while not (pending := await convs.approvals("tree-4")):
-            await asyncio.sleep(0.05)
+        pending = await approvals_of(convs, "tree-4")
         await convs.approve("tree-4", pending[0].id, allow=False, message="not on a Friday")
         reply = await turn
         await closed(convs, "tree-4")
@@ -254,8 +261,7 @@ async def test_closing_a_conversation_that_waits_on_an_approval_leaves_nothing_r
     async with make_worker(convs.client, runtime, convs.task_queue):
         await convs.start("tree-8")
         turn = asyncio.create_task(convs.send("tree-8", "deploy it"))
-        while not await convs.approvals("tree-8"):
-            await asyncio.sleep(0.05)
+        await approvals_of(convs, "tree-8")
         await closed(convs, "tree-8")
         with pytest.raises(WorkflowUpdateFailedError):
             await turn  # (its turn ended with the conversation)
@@ -370,11 +376,9 @@ async def test_an_answer_to_an_approval_does_not_answer_the_one_asked_after_it(
     async with make_worker(convs.client, runtime, convs.task_queue):
         await convs.start("tree-12")
         turn = asyncio.create_task(convs.send("tree-12", "deploy it"))
-        while not (first := await convs.approvals("tree-12")):
-            await asyncio.sleep(0.05)
+        first = await approvals_of(convs, "tree-12")
         await convs.approve("tree-12", first[0].id, allow=True)
-        while not (second := await convs.approvals("tree-12")):
-            await asyncio.sleep(0.05)
+        second = await approvals_of(convs, "tree-12", but=first[0].id)
         with pytest.raises(WorkflowUpdateFailedError):  # (no request of that id is pending)
             await convs.approve("tree-12", first[0].id, allow=True)
         assert DEPLOYED == []
