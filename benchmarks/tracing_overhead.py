@@ -6,12 +6,12 @@ round trips of a no-op plain tool, in one session turn), timed three ways:
 - ``before``: the code before tracing existed (``--before DIR``: a ``src`` tree of that
   commit, run in a subprocess of its own), against ``off`` in a subprocess the same way,
   alternated round by round: the per-turn overhead of the hooks with tracing off;
-- ``off``: tracing off (no endpoint; the engine checks one module flag per hook);
+- ``off``: tracing off (no endpoint; the engine tests its tracer slot for None per hook);
 - ``on``: tracing on, the OpenTelemetry SDK with a span processor whose exporter drops
   everything (no-op): the added cost per span is ``(on - off) / spans``.
 
-Run: ``uv run python benchmarks/tracing_overhead.py [--rounds N] [--before DIR]``; writes
-``benchmarks/results/tracing_overhead.json`` and prints it.
+Run: ``uv run python benchmarks/tracing_overhead.py [--rounds N] [--before DIR] [--out F]``; writes
+``benchmarks/results/tracing_overhead.json`` (or ``F``) and prints it.
 """
 
 from __future__ import annotations
@@ -102,19 +102,20 @@ def stats(values: list[tuple[float, float]]) -> dict[str, float]:
 
 def hooks_ns() -> float:
     """Nanoseconds the tracing-off hooks of one model round trip take, timed alone: the
-    flag check before the model call, the ``chat is not None`` test after it, the flag
-    check and the extra keyword of ``_run_tools`` (the statements ``loop.run`` added)."""
+    tracer slot's ``is None`` test before the model call, the ``chat is not None`` test after
+    it, and the slot's test in the one-call fast path of the tools (the statements the loop
+    has for tracing, :mod:`retinue.engine.observer`)."""
     import timeit
 
-    from retinue.telemetry import trace as tel
+    from retinue import _tracer
 
-    def with_hooks(traced: bool = False) -> None:
+    def with_hooks() -> None:
         chat = None
-        if tel.ENABLED:
+        if _tracer.current is not None:
             chat = 1
         if chat is not None:
             chat = None
-        if tel.ENABLED and not traced:
+        if _tracer.current is None:
             return
 
     def without() -> None:
@@ -188,9 +189,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--runs", type=int, default=5, help="runs per round and variant")
     parser.add_argument("--before", type=Path, help="a src/ tree from before tracing")
+    parser.add_argument("--out", type=Path, default=RESULT, help=f"default: {RESULT.name}")
     args = parser.parse_args()
     result = measure(args.rounds, args.runs, args.before)
-    RESULT.write_text(json.dumps(result, indent=2) + "\n")
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result))
 
 

@@ -122,8 +122,8 @@ async def run_turn(config: RunConfig, state: RunState | None = None) -> RunOutpu
                     out = _refused(messages, f"the model call was refused: {refused}", iteration,
                                    _own(tools_used), usage, last_input)  # fmt: skip
                     return out
-            tracer: RunTracer | None = _tracer.current  # (engine.observer; None: off)
-            if tracer is not None:
+            if _tracer.current is not None:  # tracing on (engine.observer.RunTracer)
+                tracer: RunTracer = _tracer.current
                 chat = tracer.begin_model_call(config.model.name, sent)
             try:
                 response = await config.model.complete(sent, _specs(config), on_text=on_text)
@@ -373,8 +373,8 @@ async def _run_tools(
 ) -> list[ToolResultMessage]:
     """Run the calls (in parallel), each through the context's gate when it has one (and,
     tracing on, each in a span of the tracer's around the gate)."""
-    tracer: RunTracer | None = _tracer.current
-    if tracer is not None and not traced:
+    if _tracer.current is not None and not traced:
+        tracer: RunTracer = _tracer.current
         return await tracer.tool_calls(calls, lambda c: _run_tools(config, (c,), traced=True))
     registry, ctx = config.tools, config.context
     gate = ctx.gate

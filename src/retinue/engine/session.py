@@ -630,8 +630,8 @@ class Session:
             return _NO_STEERING
         texts, self._steering = self._steering, ()
         self._steered += len(texts)
-        tracer: RunTracer | None = _tracer.current
-        if tracer is not None:  # on the turn's span
+        if _tracer.current is not None:  # on the turn's span
+            tracer: RunTracer = _tracer.current
             tracer.event("retinue.steered", **{"retinue.steering.count": len(texts)})
         return list(texts)
 
@@ -705,8 +705,7 @@ class Session:
         self._current = asyncio.current_task()  # type: ignore[assignment]
         self._turn_used = self._used
         messages, began = self.run_state.messages, False
-        tracer: RunTracer | None = _tracer.current  # (engine.observer; None: off)
-        traced = None if tracer is None else self._trace_turn(tracer, text)
+        traced = None if _tracer.current is None else self._trace_turn(_tracer.current, text)
         try:
             if on_start is not None:
                 on_start()
