@@ -200,7 +200,8 @@ def _serve_front(
          f"{target.task_queue}) on {url}", err=True)  # fmt: skip
     _say_how_to_use(settings.home, url)
     serve_temporal(target, max_turns=max_turns, tenant=settings.tenant, sock=sock,
-                   security=security)  # fmt: skip
+                   security=security,
+                   tracing=(settings.otel_endpoint, settings.otel_capture_content))  # fmt: skip
 
 
 def _serve_token(home: Path, host: str) -> str:

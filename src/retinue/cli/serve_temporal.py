@@ -28,16 +28,27 @@ TENANTS_AT_FULL = 4
 
 
 def serve_temporal(
-    target: TemporalTarget, *, max_turns: int, tenant: str, sock: socket.socket, security: Security
+    target: TemporalTarget,
+    *,
+    max_turns: int,
+    tenant: str,
+    sock: socket.socket,
+    security: Security,
+    tracing: tuple[str | None, bool] = (None, False),
 ) -> None:
     """Serve on ``sock`` until stopped (the process then exits without the interpreter's
     teardown: see :func:`retinue.cli.worker._leave`). ``max_turns`` bounds each tenant's
-    turns in flight; the front end's bound is ``TENANTS_AT_FULL`` times that."""
+    turns in flight; the front end's bound is ``TENANTS_AT_FULL`` times that. ``tracing``:
+    the settings' ``otel_endpoint`` and ``otel_capture_content`` (an endpoint, here or in
+    ``OTEL_EXPORTER_OTLP_ENDPOINT``, turns tracing on, as in a worker)."""
     import uvicorn
 
     from retinue.cli.worker import _leave
     from retinue.server.temporal_front import TemporalFront, create_temporal_app
+    from retinue.telemetry.trace import setup
     from retinue.temporal.worker import connect
+
+    setup(tracing[0], capture_content=tracing[1])
 
     async def main() -> None:
         with one_line_errors():

@@ -29,6 +29,10 @@ that goes away does not stop its turn (the workers finish it; its history keeps 
 **Retries.** A message sent with an ``Idempotency-Key`` header is the workflow's Update of
 that id: a client that retries it through another front end (the first one died mid-turn)
 gets the same turn's reply, and the turn runs once.
+
+**Tracing.** While tracing is on, each message is a ``retinue.message`` span here (a child of
+the request's ``traceparent``, if it came with one), the parent of its turn's spans in the
+workflows and activities (:mod:`retinue.temporal.tracing`): one trace per message.
 """
 
 from __future__ import annotations
@@ -88,6 +92,8 @@ from retinue.server.openai_errors import is_openai_path, openai_error
 from retinue.server.page import add_page_routes
 from retinue.server.security import Guard, Security
 from retinue.server.sse import TurnFeed, frame, output_json
+from retinue.telemetry import trace as _tel
+from retinue.telemetry.trace import RemoteParent
 from retinue.temporal._types import WORKFLOW_NAME, HistoryPage, Outline, TurnReply
 from retinue.temporal.client import TemporalConversations
 from retinue.temporal.workflow import ConversationWorkflow
@@ -99,6 +105,7 @@ IDEMPOTENCY_HEADER = "Idempotency-Key"
 _MAX_LISTED = 100  # conversations GET /v1/conversations shows (each is one query)
 _WAIT_FOR_WORKER_S = 60.0  # a streamed turn waits this long for a worker to answer a query
 _PAST_ANY_END = 1 << 53  # a ``history_since`` start past any history: its length alone
+MESSAGE_SPAN = "retinue.message"  # a turn's span here: its trace's root (or the caller's child)
 
 
 class TemporalUnavailable(RetinueError):
@@ -267,6 +274,16 @@ class TemporalFront:
             del self._turns[tenant]
 
     async def _turn(
+        self, tenant: str, cid: str, text: str, sink: EventSink | None, message_id: str | None
+    ) -> RunOutput:
+        """The turn in its ``retinue.message`` span (the trace's root: see
+        :mod:`retinue.temporal.tracing`)."""
+        attributes = {"gen_ai.conversation.id": cid, "retinue.tenant": tenant,
+                      "retinue.streamed": sink is not None}  # fmt: skip
+        with _tel.span(MESSAGE_SPAN, **attributes):
+            return await self._turn_traced(tenant, cid, text, sink, message_id)
+
+    async def _turn_traced(
         self, tenant: str, cid: str, text: str, sink: EventSink | None, message_id: str | None
     ) -> RunOutput:
         convs = self.conversations(tenant)
@@ -444,6 +461,7 @@ def create_temporal_app(front: TemporalFront, security: Security) -> FastAPI:
     """The front end's service: ``front``'s conversations behind ``security``."""
     app = FastAPI(title="Retinue (Temporal front end)", docs_url=None, redoc_url=None)
     app.add_middleware(Guard, security=security)
+    app.add_middleware(RemoteParent)  # (a request's traceparent: its turns join that trace)
     app.state.front = front
 
     def error(status: int, message: str, request: Request) -> JSONResponse:

@@ -54,6 +54,7 @@ from retinue.temporal._types import (
     ToolOutcome,
     ToolStep,
 )
+from retinue.temporal.tracing import chat, tool_call
 from retinue.tools.base import ToolContext
 
 __all__ = ["TurnActivities", "idempotency_key"]
@@ -143,7 +144,8 @@ class TurnActivities:
         keeper = config.context_keeper  # AutoCompress, as a session's turn runs it
         if keeper is not None:
             await keeper.before_call(sent, config.model, config.context, step.last_input_tokens)
-        response = await _beating(config.model.complete(sent, tools.specs()))
+        calling = _beating(config.model.complete(sent, tools.specs()))
+        response = await chat(config.model.name, sent, calling)
         usage = response.usage
         kept = sent[1:]
         shortened = len(kept) != len(history) or any(
@@ -172,7 +174,7 @@ class TurnActivities:
             if gate is not None
             else config.tools.execute(call, ctx)
         )
-        result = await _beating(running)
+        result = await tool_call(call, _beating(running))
         if approver.asked is not None:  # it did not run: a person is asked first
             return ToolOutcome(approval=approver.asked.to_dict())
         return ToolOutcome(to_dict(result))

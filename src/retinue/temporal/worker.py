@@ -4,7 +4,9 @@
 runtime's :class:`~retinue.temporal.activities.TurnActivities` on a task queue; Retinue's own
 modules pass through the workflow sandbox (they are imported once, outside it: the workflow
 code that uses them, :mod:`retinue.messages`, is pure). :func:`run_worker` connects and runs
-one until it is cancelled.
+one until it is cancelled. The client :func:`connect` makes, and any worker :func:`make_worker`
+builds, carry the trace context (:class:`~retinue.temporal.tracing.TracingInterceptor`): while
+tracing is on, one user message is one trace across front end, workflows and activities.
 """
 
 from __future__ import annotations
@@ -16,9 +18,17 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from retinue.errors import ConfigError
 from retinue.runtime import Runtime
 from retinue.temporal.activities import TurnActivities
+from retinue.temporal.tracing import TracingInterceptor
 from retinue.temporal.workflow import ConversationWorkflow
 
-__all__ = ["DEFAULT_NAMESPACE", "DEFAULT_TASK_QUEUE", "connect", "make_worker", "run_worker"]
+__all__ = [
+    "DEFAULT_NAMESPACE",
+    "DEFAULT_TASK_QUEUE",
+    "connect",
+    "make_worker",
+    "run_worker",
+    "workflow_runner",
+]
 
 DEFAULT_NAMESPACE = "default"
 DEFAULT_TASK_QUEUE = "retinue"
@@ -28,21 +38,33 @@ async def connect(address: str, namespace: str = DEFAULT_NAMESPACE) -> Client:
     """A client of the Temporal server at ``address`` (``host:port``); one that cannot be
     reached is a :class:`~retinue.errors.ConfigError` naming it."""
     try:
-        return await Client.connect(address, namespace=namespace)
+        return await Client.connect(
+            address, namespace=namespace, interceptors=[TracingInterceptor()]
+        )
     except RuntimeError as exc:  # (the SDK's connection failure)
         raise ConfigError(f"cannot reach the Temporal server at {address!r}: {exc}") from exc
 
 
-def make_worker(client: Client, runtime: Runtime, task_queue: str = DEFAULT_TASK_QUEUE) -> Worker:
-    runner = SandboxedWorkflowRunner(
-        restrictions=SandboxRestrictions.default.with_passthrough_modules("retinue")
+def workflow_runner() -> SandboxedWorkflowRunner:
+    """The sandbox the workflows run in (a replay of their histories needs the same)."""
+    return SandboxedWorkflowRunner(  # (opentelemetry's context is one, in and out)
+        restrictions=SandboxRestrictions.default.with_passthrough_modules(
+            "retinue", "opentelemetry"
+        )
     )
+
+
+def make_worker(client: Client, runtime: Runtime, task_queue: str = DEFAULT_TASK_QUEUE) -> Worker:
+    """A worker of ``task_queue`` on ``runtime``; it carries the trace context (the
+    client's :class:`~retinue.temporal.tracing.TracingInterceptor`, else one of its own)."""
+    traced = any(isinstance(i, TracingInterceptor) for i in client.config()["interceptors"])
     return Worker(
         client,
         task_queue=task_queue,
         workflows=[ConversationWorkflow],
         activities=TurnActivities(runtime).activities(),
-        workflow_runner=runner,
+        workflow_runner=workflow_runner(),
+        interceptors=[] if traced else [TracingInterceptor()],
     )
 
 

@@ -163,6 +163,11 @@ class ConversationWorkflow(Sessions):
         )
 
     @property
+    def agent(self) -> Agent:
+        """Who this workflow runs (its turns' spans name it: :mod:`retinue.temporal.tracing`)."""
+        return self._agent
+
+    @property
     def _root(self) -> str:
         return self._agent.root or workflow.info().workflow_id
 
