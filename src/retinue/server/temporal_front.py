@@ -8,10 +8,10 @@ balancer serve the same conversations. The routes are the service's (same token,
 Host and Origin checks, bodies and errors: :mod:`retinue.server.app`): the conversation
 routes (a reply with ``stop_reason`` ``"asking"`` is the main agent's question, which the
 next message answers), a conversation's approvals (pending anywhere in its session tree,
-answered from any front end), ``GET /v1/sessions?team=conv-ID`` (its session tree), the web
-page and the OpenAI-compatible ``/v1/chat/completions`` (the main agent, ``model:
+answered from any front end), ``GET /v1/sessions?team=conv-ID`` (its session tree),
+``POST /v1/sessions/conv-ID/interrupt`` (cancel its running turn), the web page and the OpenAI-compatible ``/v1/chat/completions`` (the main agent, ``model:
 "retinue"``). ``keep_sessions`` is moot: sessions are child workflows that live across
-turns until unloaded. Not here yet: images and PDFs, the routes of one session
+turns until unloaded. Not here yet: images and PDFs, the other routes of one session
 (``/v1/sessions/{id}/...``), ``always`` on an approval (refused with a 400), the
 ``retinue/<role>`` models. A
 tenant's conversations are its workflows on its own task queue: the configured queue for
@@ -191,6 +191,15 @@ class TemporalFront:
         except WorkflowUpdateFailedError:  # (its validator: no such request pending)
             return False
         return True
+
+    async def interrupt(self, tenant: str, cid: str) -> bool | None:
+        """Cancel the conversation's running turn (False: none ran); None when no
+        conversation of that id runs."""
+        convs = self.conversations(tenant)
+        if not await _running(convs.handle(cid)):
+            return None
+        async with _reaching():
+            return await convs.cancel_turn(cid)
 
     async def views(self, tenant: str) -> list[dict[str, Any]]:
         """The tenant's running conversations, the latest started first."""
@@ -575,6 +584,18 @@ def _front_routes(app: FastAPI, front: TemporalFront) -> None:
         if not await front.delete(tenant_of(request, front), cid):
             raise HTTPException(404, f"no conversation {cid!r}")
         return {"deleted": cid, "ended_sessions": []}
+
+    @app.post("/v1/sessions/{sid:path}/interrupt")
+    async def interrupt(sid: str, request: Request) -> dict[str, Any]:
+        """Cancel the running turn of a conversation's main session (``conv-CID``); its
+        sessions' turns for it end with it."""
+        cid = sid.removeprefix("conv-")
+        done = None
+        if sid.startswith("conv-") and valid_conversation_id(cid):
+            done = await front.interrupt(tenant_of(request, front), cid)
+        if done is None:
+            raise HTTPException(404, f"no conversation's main session {sid!r}")
+        return {"id": sid, "interrupted": done}
 
     @app.get("/v1/sessions")
     async def list_sessions(

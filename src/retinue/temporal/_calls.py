@@ -1,7 +1,8 @@
 """The calls a conversation workflow answers itself, read without I/O: ``SubAgent`` (a
 child workflow), ``UnloadSubAgent`` and ``AskParent``. Their arguments come from a model,
 so they are checked here (types, names, sizes) before any workflow starts; what a call may
-not do on Temporal is refused with a tool result that says so.
+not do on Temporal is refused with a tool result that says so. Also the results the
+workflow gives a call whose activity did not finish (cut short, timed out).
 """
 
 from __future__ import annotations
@@ -10,16 +11,19 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from retinue.durable.revive import RESTARTED_RESULT
 from retinue.messages import ToolCall, ToolResultMessage, to_dict
 from retinue.saved import valid_conversation_id
 from retinue.temporal._types import Json
 
 __all__ = [
     "Delegation",
+    "cut_short",
     "error_result",
     "read_delegation",
     "read_question",
     "read_unload",
+    "timed_out",
     "tool_result",
 ]
 
@@ -45,6 +49,23 @@ def tool_result(call: ToolCall, content: str, *, error: bool = False) -> Json:
 
 def error_result(call: ToolCall, text: str) -> Json:
     return tool_result(call, f"Error: {text}", error=True)
+
+
+def cut_short(call: ToolCall) -> Json:
+    """The result of a call that is not idempotent and whose worker died (or was stopped)
+    while it ran: it is not run again, and the model is told it may have run, as a restarted
+    durable session tells it."""
+    return tool_result(call, RESTARTED_RESULT, error=True)
+
+
+def timed_out(call: ToolCall, seconds: float, tries: int) -> Json:
+    """The result of a call stopped past its timeout (``Limits.tool_timeouts``), each try."""
+    each = f" on each of its {tries} tries" if tries > 1 else ""
+    return error_result(
+        call,
+        f"the call did not finish within {seconds:g} s{each} and was stopped; it may have run"
+        " in part: check before repeating it",
+    )
 
 
 def _arguments(call: ToolCall) -> dict[str, Any] | str:

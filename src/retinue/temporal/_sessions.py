@@ -5,11 +5,14 @@ one, sends it the message as a ``deliver`` signal and waits for its ``reply`` si
 its consolidation); ``SubAgentStatus`` says what the parent knows of one (busy, idle or
 asking, turns answered). Interactive sessions are held under ``role[:instance]``; a one-shot run
 closes itself after its reply, unless it asked a question: then it is held like an
-interactive session until answered. Deterministic, as workflow code must be.
+interactive session until answered. A parent's turn cancelled while a session answers it
+cancels the session's turn too (``interrupt`` signal). Deterministic, as workflow code must
+be.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any, cast
 
 from temporalio import workflow
@@ -69,8 +72,9 @@ class Sessions:
         raise NotImplementedError
 
     async def _activity(
-        self, name: str, arg: Any, kind: type, key: str, *, tool: bool = True
-    ) -> Any:
+        self, name: str, arg: Any, kind: type, key: str, *, tool: bool = True,
+        timeout_s: float | None = None, attempts: int | None = None,
+    ) -> Any:  # fmt: skip
         raise NotImplementedError
 
     async def _signal(self, workflow_id: str, name: str, arg: Any = None) -> None:
@@ -91,6 +95,9 @@ class Sessions:
         child.busy = True
         try:
             reply = await self._message(child, task, key)
+        except asyncio.CancelledError:  # (this agent's turn is cancelled: so is the session's)
+            await self._interrupt_child(child)
+            raise
         finally:
             child.busy = False
         child.question = reply.content if reply.stop_reason == "asking" else ""
@@ -109,6 +116,18 @@ class Sessions:
             return tool_result(call, reply.content)
         note = waiting_note(reply.content, child.agent_id, child.role, _instance(child.address))
         return tool_result(call, note)
+
+    async def _interrupt_child(self, child: ChildRef) -> None:
+        """Cancel the turn ``child`` runs for this agent (its reply, when it comes, is not
+        waited for); a one-shot run then closes itself."""
+        try:
+            await self._signal(child.workflow_id, "interrupt")
+        except FailureError:  # its workflow is gone
+            self._children.pop(child.address or child.agent_id, None)
+            return
+        if child.one_shot:
+            self._children.pop(child.address or child.agent_id, None)
+            self._closing.add(child.agent_id)
 
     def _hold_asking(self, child: ChildRef) -> None:
         """A one-shot run that asked is held under its role (or ``role:asked-n``), so the

@@ -75,10 +75,13 @@ class Limits:
     # the history rides in every model call's payload (by reference: a follow-up)
     max_payload_bytes: int = 1_800_000
     model_timeout_s: float = 600.0  # one model call, every attempt
-    tool_timeout_s: float = 3600.0  # one tool call
+    tool_timeout_s: float = 3600.0  # one tool call, each try (but those of tool_timeouts)
+    # one call of the tools named, each try: past it the call is stopped and the model told
+    # (set it above a tool's own limit, e.g. Bash's 10 minutes at most)
+    tool_timeouts: dict[str, float] = field(default_factory=dict[str, float])
     heartbeat_s: float = 30.0  # a worker that has not beaten for this long is dead
     model_attempts: int = 5  # tries of one model call (then the turn fails, history kept)
-    tool_attempts: int = 3  # tries of one tool call activity
+    tool_attempts: int = 3  # tries of one call of an idempotent tool (the others run once)
     max_children: int = 100  # sessions one agent holds at once (Temporal: 2,000 children)
     max_calls: int = 100  # tool calls one model reply may make run (the rest are refused)
 
@@ -167,6 +170,8 @@ class ModelReply:
     output_tokens: int = 0
     history: list[Json] | None = None  # the history AutoCompress shortened, if it did
     local: list[str] = field(default_factory=list)  # WORKFLOW_TOOLS this agent has
+    # the tools the message calls that are idempotent (tried again when a try fails)
+    idempotent: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -278,5 +283,7 @@ class Outline:
 @dataclass(slots=True)
 class TurnReply:
     content: str
-    stop_reason: str  # "final", "max_iterations" or "asking" (content is the question)
+    # "final", "max_iterations", "asking" (content is the question) or "interrupted" (the
+    # turn was cancelled: cancel_turn)
+    stop_reason: str
     step: int

@@ -5,17 +5,20 @@ They run on a worker's :class:`~retinue.runtime.Runtime` (the model, the tools, 
 the memory, the policy), as the agent the step names (the main agent of conversation
 ``conversation_id``, or a sub-agent session of it, :class:`~retinue.temporal._types.Agent`)
 would run them in a ``retinue run``. Activities run at least once: each knows its
-idempotency key (:func:`idempotency_key`, for a tool that talks to another system), and a
-retried call of a tool that is not ``idempotent`` (its worker died, or was stopped, while it
-ran) is not run again: the model is told it was cut short, as a restarted durable session
-tells it (:data:`~retinue.durable.revive.RESTARTED_RESULT`). A call the policy would put to
+idempotency key (:func:`idempotency_key`, for a tool that talks to another system). The
+model call's reply names the tools it calls that are ``idempotent``: the workflow tries
+their calls again, and runs the others once (:mod:`retinue.temporal.workflow`); a try that
+comes anyway (the worker that asked the model knew the tool as idempotent, this one does
+not) is not run: the model is told it was cut short, as a restarted durable session tells
+it (:data:`~retinue.durable.revive.RESTARTED_RESULT`). A call the policy would put to
 a person does not run: the activity returns the approval request, the workflow waits for the
 answer and runs the call again with it (given only to a request for the same call,
 :func:`~retinue.policy.approvals.answer_fits`). AutoCompress runs before each model call,
 and the history it shortened goes back to the workflow. A consolidation runs under the
 session's run id, so the memory store writes it once however often it is tried. While a
-call runs, the activity beats (Temporal's heartbeat), so a dead worker's call is retried
-after ``Limits.heartbeat_s``.
+call runs, the activity beats (Temporal's heartbeat), so a dead worker's call is noticed
+after ``Limits.heartbeat_s``, and a cancelled turn's cancel reaches the call (it is
+cancelled) at its next beat.
 """
 
 from __future__ import annotations
@@ -29,14 +32,14 @@ from typing import Any, TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from retinue.durable.revive import RESTARTED_RESULT
 from retinue.engine.config import RunConfig
 from retinue.errors import RetinueError
 from retinue.memory.consolidate import consolidation_run
-from retinue.messages import SystemMessage, ToolCall, ToolResultMessage, from_dict, to_dict
+from retinue.messages import SystemMessage, ToolCall, from_dict, to_dict
 from retinue.policy.approvals import Approval, ApprovalRequest, answer_fits
 from retinue.runtime import Runtime
 from retinue.subagents.roles import Role
+from retinue.temporal._calls import cut_short
 from retinue.temporal._types import (
     CONSOLIDATE_ACTIVITY,
     MODEL_ACTIVITY,
@@ -147,6 +150,8 @@ class TurnActivities:
         calling = _beating(config.model.complete(sent, tools.specs()))
         response = await chat(config.model.name, sent, calling)
         usage = response.usage
+        called = {c.name for c in response.message.tool_calls}
+        reads = [n for n in sorted(called) if (t := tools.get(n)) is not None and t.idempotent]
         kept = sent[1:]
         shortened = len(kept) != len(history) or any(
             a is not b for a, b in zip(kept, history, strict=True)
@@ -154,7 +159,7 @@ class TurnActivities:
         return ModelReply(
             to_dict(response.message), usage.input_tokens, usage.output_tokens,
             [to_dict(m) for m in kept] if shortened else None,
-            sorted(WORKFLOW_TOOLS.intersection(tools.names)),
+            sorted(WORKFLOW_TOOLS.intersection(tools.names)), reads,
         )  # fmt: skip
 
     @activity.defn(name=TOOL_ACTIVITY)
@@ -166,8 +171,7 @@ class TurnActivities:
         config = self._run(step.tenant, step.conversation_id, step.agent, approver).config
         tool = config.tools.get(call.name)
         if activity.info().attempt > 1 and not (tool is not None and tool.idempotent):
-            cut = ToolResultMessage(call.id, call.name, RESTARTED_RESULT, True)
-            return ToolOutcome(to_dict(cut))
+            return ToolOutcome(cut_short(call))
         gate, ctx = config.context.gate, config.context
         running = (
             gate.execute(config.tools, call, ctx)

@@ -106,6 +106,13 @@ class TemporalConversations:
         answer = ApprovalAnswer(request_id, allow, message)
         await self.handle(conversation_id).execute_update(ConversationWorkflow.approve, answer)
 
+    async def cancel_turn(self, conversation_id: str) -> bool:
+        """Cancel the conversation's running turn: its model call or tool calls in flight,
+        and the turns its sessions run for it. The turn's reply has ``stop_reason``
+        ``"interrupted"``, and the conversation takes the next message. False if no turn
+        was running."""
+        return await self.handle(conversation_id).execute_update(ConversationWorkflow.cancel_turn)
+
     async def close(self, conversation_id: str) -> None:
         """End the conversation: its running turn, then every session in it (each
         consolidated once)."""

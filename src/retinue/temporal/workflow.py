@@ -26,13 +26,23 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, FailureError
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    ChildWorkflowError,
+    FailureError,
+    TimeoutType,
+)
+from temporalio.exceptions import (
+    TimeoutError as TemporalTimeout,
+)
 
 with workflow.unsafe.imports_passed_through():
     from retinue.engine.loop import close_pending_calls
@@ -44,8 +54,10 @@ with workflow.unsafe.imports_passed_through():
         to_dict,
     )
     from retinue.temporal._calls import (
+        cut_short,
         error_result,
         read_question,
+        timed_out,
         tool_result,
     )
     from retinue.temporal._sessions import Sessions
@@ -82,10 +94,10 @@ _FAILURES = (FailureError,)  # an activity's (retries spent), a signal's, too lo
 MAX_ASKS = 3  # approvals one call may wait for (a hook that rewrites it asks again)
 STATUS_TOOL = "SubAgentStatus"
 OPENING_CHARS = 200  # of the first user message, in the ``outline`` query
+INTERRUPTED_NOTE = "Stopped: the turn was cancelled."
 
 
 def _retry(attempts: int) -> RetryPolicy:
-    # (a retried tool call that may have run is answered "cut short" by the activity itself)
     return RetryPolicy(maximum_attempts=attempts, initial_interval=timedelta(seconds=1))
 
 
@@ -123,6 +135,8 @@ class ConversationWorkflow(Sessions):
         self._state = "idle"
         self._last_input = 0  # the last model call's input tokens (AutoCompress's estimate)
         self._local: set[str] = set()  # the workflow's own calls this agent may make
+        self._idempotent: set[str] = set()  # the tools the last model reply calls that are
+        self._interrupting = False  # the running turn is being cancelled (cancel_turn)
         self._replies: dict[str, Reply] = {}  # from its sessions, by token
         self._ended: dict[str, Closed] = {}  # its sessions that closed, by agent id
         self._closing: set[str] = set()  # its sessions closing, not yet closed
@@ -212,6 +226,29 @@ class ConversationWorkflow(Sessions):
     def close(self) -> None:
         self._closed = True
 
+    @workflow.update
+    async def cancel_turn(self) -> bool:
+        """Cancel the running turn: its model call or tool calls in flight (their
+        activities are cancelled), and the turns its sessions run for it. Its calls without
+        a result are answered "cancelled", its reply's ``stop_reason`` is
+        ``"interrupted"``, and the conversation takes the next message. False if no turn
+        was running."""
+        return await self._interrupt()
+
+    @workflow.signal
+    async def interrupt(self) -> None:
+        """A parent's turn was cancelled while this session answered it: cancel its turn."""
+        await self._interrupt()
+
+    async def _interrupt(self) -> bool:
+        running = self._running
+        if running is None or running.done() or self._closed:
+            return False
+        self._interrupting = True
+        running.cancel()
+        await workflow.wait_condition(lambda: self._running is not running)
+        return True
+
     # -- messages ------------------------------------------------------------------------
 
     @workflow.update
@@ -266,10 +303,15 @@ class ConversationWorkflow(Sessions):
         if len(text) > self._start.limits.max_message_chars:
             raise ApplicationError("the message is too long", non_retryable=True)
         async with self._turn:
+            self._interrupting = False
             self._running = asyncio.create_task(self._turn_body(text))
             evicted = False
             try:
                 return await self._running
+            except asyncio.CancelledError:
+                if not self._interrupting or self._closed:
+                    raise
+                return TurnReply(INTERRUPTED_NOTE, "interrupted", self._step)  # (before it began)
             except GeneratorExit:  # (the worker drops it from its cache: no await now)
                 evicted = True
                 raise
@@ -288,14 +330,17 @@ class ConversationWorkflow(Sessions):
             self._messages.append(to_dict(UserMessage(text)))
         try:
             reply = await self._run_turn()
-        except _FAILURES as exc:
+        except (*_FAILURES, asyncio.CancelledError) as exc:
+            if self._interrupting and not self._closed:  # cancel_turn
+                self._close_turn(INTERRUPTED_NOTE)  # (its calls in flight: "cancelled")
+                return TurnReply(INTERRUPTED_NOTE, "interrupted", self._step)
+            if isinstance(exc, asyncio.CancelledError):
+                self._close_turn("Stopped: the session was closed while this turn ran.")
+                raise
             cause = exc.cause if isinstance(exc, ActivityError | ChildWorkflowError) else None
             why = f"Stopped: {cause or exc}"
             self._close_turn(why)
             raise ApplicationError(why, non_retryable=True) from exc
-        except asyncio.CancelledError:
-            self._close_turn("Stopped: the session was closed while this turn ran.")
-            raise
         self._turns += 1
         return reply
 
@@ -317,23 +362,46 @@ class ConversationWorkflow(Sessions):
             if not message.tool_calls:
                 return TurnReply(message.content, "final", self._step)
             self._step += 1
-            ids = [c.id for c in message.tool_calls]
-            unique = len(set(ids)) == len(ids) and all(ids)  # (else the index tells them apart)
-            most = limits.max_calls  # (Temporal: 2,000 pending activities per workflow)
-            results = await asyncio.gather(
-                *(
-                    self._call(c.id if unique else f"{i}:{c.id}", c)
-                    if i < most
-                    else _refused(c, f"over the {most} calls one step may make; it did not run")
-                    for i, c in enumerate(message.tool_calls)
-                )
-            )
-            self._messages.extend(r for r in results if r is not None)
+            await self._run_calls(message.tool_calls)
             if self._question is not None:  # AskParent: the next message answers it
                 return TurnReply(self._question.text, "asking", self._step)
         note = stopped_note(limits.max_iterations)
         self._messages.append(to_dict(AssistantMessage(note)))
         return TurnReply(note, "max_iterations", self._step)
+
+    async def _run_calls(self, calls: Sequence[ToolCall]) -> None:
+        """Run one step's calls at once; their results go to the history in the calls'
+        order. When one fails, or the turn is cancelled, the others are cancelled, and those
+        that finished keep their results (the turn's end answers the rest)."""
+        ids = [c.id for c in calls]
+        unique = len(set(ids)) == len(ids) and all(ids)  # (else the index tells them apart)
+        most = self._start.limits.max_calls  # (Temporal: 2,000 pending activities per workflow)
+        tasks = [
+            asyncio.create_task(
+                self._call(c.id if unique else f"{i}:{c.id}", c)
+                if i < most
+                else _refused(c, f"over the {most} calls one step may make; it did not run")
+            )
+            for i, c in enumerate(calls)
+        ]
+        try:
+            await workflow.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        except asyncio.CancelledError:  # (not on GeneratorExit: an evicted run awaits nothing)
+            await self._settle(tasks)
+            raise
+        await self._settle(tasks)
+        for task in tasks:
+            task.result()  # (the first failure, if one failed)
+
+    async def _settle(self, tasks: list[asyncio.Task[Json | None]]) -> None:
+        """Cancel the calls still running, wait for them, and keep the results of those that
+        finished."""
+        if rest := [t for t in tasks if not t.done()]:
+            for task in rest:
+                task.cancel()
+            await workflow.wait(rest)
+        done = [t for t in tasks if not t.cancelled() and t.exception() is None]
+        self._messages.extend(r for t in done if (r := t.result()) is not None)
 
     async def _call(self, key_id: str, call: ToolCall) -> Json | None:
         """Run one call; None: its result comes later (a question's answer)."""
@@ -379,35 +447,71 @@ class ConversationWorkflow(Sessions):
             self._messages[:] = reply.history
         self._last_input = reply.input_tokens
         self._local = set(reply.local)
+        self._idempotent = set(reply.idempotent)
         self._messages.append(reply.message)
         return message
 
     async def _run_tool(self, key: str, call: ToolCall) -> Json:
         """A tool call's activity; one that waits for approval runs again once answered."""
-        start = self._start
+        start, limits = self._start, self._start.limits
         step = ToolStep(key, start.tenant, start.conversation_id, _call_dict(call), start.agent)
-        outcome = await self._activity(TOOL_ACTIVITY, step, ToolOutcome, key)
-        for attempt in range(MAX_ASKS):
-            if outcome.approval is None:
-                break
-            # (each ask its own id: an answer, sent again, never answers the next request)
-            answer = await self._approval(f"{key}/ask-{attempt}", outcome.approval)
-            step = replace(step, answered=outcome.approval, answer=answer)
-            outcome = await self._activity(TOOL_ACTIVITY, step, ToolOutcome, f"{key}/{attempt}")
+        # a read is tried again; a call that may have had an effect runs once
+        reads = call.name in self._idempotent
+        timeout = limits.tool_timeouts.get(call.name, limits.tool_timeout_s)
+        tries = limits.tool_attempts if reads else 1
+        try:
+            outcome = await self._activity(TOOL_ACTIVITY, step, ToolOutcome, key,
+                                           timeout_s=timeout, attempts=tries)  # fmt: skip
+            for attempt in range(MAX_ASKS):
+                if outcome.approval is None:
+                    break
+                # (each ask its own id: an answer, sent again, never answers the next request)
+                answer = await self._approval(f"{key}/ask-{attempt}", outcome.approval)
+                step = replace(step, answered=outcome.approval, answer=answer)
+                outcome = await self._activity(TOOL_ACTIVITY, step, ToolOutcome,
+                                               f"{key}/{attempt}", timeout_s=timeout,
+                                               attempts=tries)  # fmt: skip
+        except ActivityError as exc:
+            unfinished = self._unfinished(call, exc, timeout, tries)
+            if unfinished is None:
+                raise
+            return unfinished
         if outcome.result is None:
             return error_result(call, "the call asked for approval again and again; it did not run")
         return outcome.result
 
+    def _unfinished(
+        self, call: ToolCall, exc: ActivityError, timeout: float, tries: int
+    ) -> Json | None:
+        """The result of a call whose activity did not finish: stopped past its timeout, or
+        its worker died (or was stopped) on its last try: one that is not idempotent was not
+        tried again and may have run. None: the failure ends the turn (the turn is being
+        cancelled or closed, or a worker refused the call: it serves another tenant)."""
+        cause = exc.cause
+        if self._interrupting or self._closed:
+            return None
+        if isinstance(cause, ApplicationError) and cause.non_retryable:
+            return None
+        if isinstance(cause, TemporalTimeout) and cause.type == TimeoutType.START_TO_CLOSE:
+            return timed_out(call, timeout, tries)
+        if call.name not in self._idempotent:
+            return cut_short(call)
+        return error_result(call, f"the call failed on each of its {tries} tries: {cause or exc}")
+
     async def _activity(
-        self, name: str, arg: Any, kind: type, key: str, *, tool: bool = True
-    ) -> Any:
+        self, name: str, arg: Any, kind: type, key: str, *, tool: bool = True,
+        timeout_s: float | None = None, attempts: int | None = None,
+    ) -> Any:  # fmt: skip
         limits = self._start.limits
-        timeout = limits.tool_timeout_s if tool else limits.model_timeout_s
+        if timeout_s is None:
+            timeout_s = limits.tool_timeout_s if tool else limits.model_timeout_s
+        if attempts is None:
+            attempts = limits.tool_attempts if tool else limits.model_attempts
         return await workflow.execute_activity(
             name, arg, result_type=kind, activity_id=key,
-            start_to_close_timeout=timedelta(seconds=timeout),
+            start_to_close_timeout=timedelta(seconds=timeout_s),
             heartbeat_timeout=timedelta(seconds=limits.heartbeat_s),
-            retry_policy=_retry(limits.tool_attempts if tool else limits.model_attempts),
+            retry_policy=_retry(attempts),
         )  # fmt: skip
 
     def _key(self, call_id: str = "") -> str:
