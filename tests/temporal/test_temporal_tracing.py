@@ -120,7 +120,8 @@ def runtime_for(
 async def test_each_message_is_one_trace_from_the_front_end_to_its_tool_call(
     temporal_address: str, tmp_path: Path, traced: Traced
 ) -> None:
-    model = ScriptedModel([call_tool("echo", {"text": "hi"}), "said hi", "bye"])
+    calling = call_tool("echo", {"text": "hi"})
+    model = ScriptedModel([calling, "said hi", "bye"])
     front = await traced_front(temporal_address, traced)
     cid = f"traced-{uuid.uuid4().hex[:8]}"
     async with make_worker(front.client, runtime_for(tmp_path, model), front.task_queue):
@@ -145,7 +146,7 @@ async def test_each_message_is_one_trace_from_the_front_end_to_its_tool_call(
     assert turn.attributes is not None and turn.attributes["gen_ai.agent.id"] == cid
     tool_span = next(s for s in one if s.name.startswith("execute_tool"))
     assert tool_span.attributes is not None
-    assert tool_span.attributes["gen_ai.tool.call.id"] == "call_1"
+    assert tool_span.attributes["gen_ai.tool.call.id"] == calling.tool_calls[0].id
     chats = [s for s in one if s.name.startswith("chat")]
     assert all(s.attributes and s.attributes["gen_ai.usage.input_tokens"] for s in chats)
     # the spans follow the turn: the model's calls start while the turn runs, in order
