@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
 pytest.importorskip("temporalio", reason="the temporal extra (temporalio) is not installed")
@@ -22,7 +23,8 @@ from temporalio.worker import Replayer
 
 from retinue.config import Settings
 from retinue.runtime import Runtime
-from retinue.server.temporal_front import MESSAGE_SPAN, TemporalFront
+from retinue.server.security import Security
+from retinue.server.temporal_front import MESSAGE_SPAN, TemporalFront, create_temporal_app
 from retinue.subagents.roles import Role
 from retinue.telemetry import trace as tel
 from retinue.temporal.client import workflow_id
@@ -200,6 +202,26 @@ async def test_a_sub_agent_s_turn_in_its_child_workflow_is_in_its_parent_s_trace
     assert session.attributes["retinue.agent.depth"] == 1
     main.assert_done()
     helper.assert_done()
+
+
+async def test_a_request_s_traceparent_is_the_parent_of_its_message(
+    temporal_address: str, tmp_path: Path, traced: Traced
+) -> None:
+    model = ScriptedModel([call_tool("echo", {"text": "hi"}), "said hi"])
+    front = await traced_front(temporal_address, traced)
+    app = create_temporal_app(front, Security.build("secret"))
+    trace_id, span_id = "ab" * 16, "cd" * 8  # (the caller's span)
+    headers = {"Authorization": "Bearer secret", "traceparent": f"00-{trace_id}-{span_id}-01"}
+    http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
+    async with make_worker(front.client, runtime_for(tmp_path, model), front.task_queue), http:
+        sent = await http.post(f"/v1/conversations/traced-{uuid.uuid4().hex[:8]}/messages",
+                               json={"content": "say hi"}, headers=headers)  # fmt: skip
+        spans = await traced.spans(5)
+    assert sent.status_code == 200 and sent.json()["content"] == "said hi"
+    assert {s.context.trace_id for s in spans if s.context} == {int(trace_id, 16)}
+    (message,) = (s for s in spans if s.name == MESSAGE_SPAN)
+    assert message.parent is not None and message.parent.span_id == int(span_id, 16)
+    assert len(spans) == 5 and tree(spans)[0] == f"? > {MESSAGE_SPAN}"  # (the caller's: not here)
 
 
 async def test_tracing_off_carries_nothing(temporal_address: str, tmp_path: Path) -> None:
