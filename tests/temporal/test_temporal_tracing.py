@@ -146,6 +146,7 @@ async def test_each_message_is_one_trace_from_the_front_end_to_its_tool_call(
     ]
     turn = next(s for s in one if s.name == "invoke_agent main")
     assert turn.attributes is not None and turn.attributes["gen_ai.agent.id"] == cid
+    assert turn.attributes["retinue.stop_reason"] == "final"
     tool_span = next(s for s in one if s.name.startswith("execute_tool"))
     assert tool_span.attributes is not None
     assert tool_span.attributes["gen_ai.tool.call.id"] == calling.tool_calls[0].id

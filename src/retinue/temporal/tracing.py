@@ -48,6 +48,7 @@ from temporalio.worker import (
 )
 
 from retinue.telemetry import trace as _tel
+from retinue.temporal._types import TurnReply
 
 if TYPE_CHECKING:
     from temporalio.api.common.v1 import Payload
@@ -233,16 +234,20 @@ class _WorkflowIn(WorkflowInboundInterceptor):
             await super().handle_signal(input)
 
     async def handle_update_handler(self, input: HandleUpdateInput) -> Any:
-        with _attached(_context_of(input.headers)), self._turn(input.update):
-            return await super().handle_update_handler(input)
+        with _attached(_context_of(input.headers)), self._turn(input.update) as span:
+            reply = await super().handle_update_handler(input)
+            if span is not None and isinstance(reply, TurnReply):
+                span.set_attribute("retinue.stop_reason", reply.stop_reason)
+            return reply
 
     @contextlib.contextmanager
-    def _turn(self, handler: str) -> Iterator[None]:
-        """An ``invoke_agent`` span around a turn's handler, current while it runs; ended
-        when it ends, but not while replaying (it was exported then) nor when the worker
-        drops the workflow (the worker that replays it ends it)."""
+    def _turn(self, handler: str) -> Iterator[Any]:
+        """An ``invoke_agent`` span around a turn's handler (None: not a turn, or tracing is
+        off), current while it runs; ended when it ends, but not while replaying (it was
+        exported then) nor when the worker drops the workflow (the one that replays it ends
+        it)."""
         if handler not in TURNS or not _tel.ENABLED:
-            yield
+            yield None
             return
         replaying = workflow.unsafe.is_replaying_history_events()
         span = self.tracing.workflow_tracer().start_span(
@@ -254,7 +259,7 @@ class _WorkflowIn(WorkflowInboundInterceptor):
         token = opentelemetry.context.attach(trace.set_span_in_context(span))
         evicted = False
         try:
-            yield
+            yield span
         except GeneratorExit:
             evicted = True
             raise
