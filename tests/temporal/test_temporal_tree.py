@@ -463,3 +463,49 @@ async def test_subagent_status_says_what_a_session_is_doing(
     assert "SubAgentStatus" in main.calls[0].tool_names  # offered to the model on Temporal
     main.assert_done()
     helper.assert_done()
+
+
+async def test_the_sub_agent_caps_count_the_whole_tree_of_a_conversation(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    """The conversation's workflow counts the sessions of its tree, those a session opens
+    included, against the worker's caps (retinue.subagents.caps); a refusal is the line the
+    in-process manager gives."""
+    convs = await conversations(temporal_address)
+    on = {"interactive": True}
+    main = ScriptedModel([
+        delegate("helper", "t1", **on), last_result,  # helper and helper/sub open
+        delegate("helper", "t2", **on), last_result,  # helper may not open a third
+        call_tool("UnloadSubAgent", {"role": "helper"}), delegate("sub", "once"), last_result,
+        delegate("sub", "again"), last_result,  # the conversation's third was the last
+    ])  # fmt: skip
+    helper = ScriptedModel([delegate("sub", "s1", **on), last_result,
+                            delegate("sub", "s2", instance="two", **on), last_result])  # fmt: skip
+    sub = ScriptedModel(["sub here", "one-shot done"])
+    models = {"scripted:helper": helper, "scripted:sub": sub}
+    settings = Settings(home=tmp_path / "home", workspace=tmp_path, max_subagents_per_run=0,
+                        max_concurrent_subagents=2, max_subagents_per_conversation=3)  # fmt: skip
+    runtime = Runtime.create(
+        settings, model=main, model_for=models.__getitem__, roles=[role("helper", "spawn_agent"),
+        role("sub")], with_memory=False, builtins=False,
+    )  # fmt: skip
+    async with make_worker(convs.client, runtime, convs.task_queue):
+        first = await convs.send("caps", "open two")
+        second = await convs.send("caps", "open a third below")
+        third = await convs.send("caps", "unload, then one more")
+        fourth = await convs.send("caps", "one more again")
+        await closed(convs, "caps")
+    assert first.content == "got: got: sub here"
+    # the session's own request was counted by the conversation's workflow: refused
+    assert second.content == (
+        "got: got: Error: cannot start 'sub': 2 sub-agent sessions are open in this "
+        "conversation, the limit (max_concurrent_subagents=2); end one with UnloadSubAgent, "
+        "wait for one to finish, or do the work yourself"
+    )
+    assert third.content == "got: one-shot done"  # the unload closed two: room again
+    assert fourth.content.startswith(
+        "got: Error: cannot start 'sub': this conversation has started 3 sub-agent sessions,"
+        " the limit (max_subagents_per_conversation=3)"
+    )
+    for model in (main, helper, sub):
+        model.assert_done()

@@ -32,7 +32,7 @@ from retinue.subagents.registry import SessionRegistry
 from retinue.telemetry import trace as _tel
 from retinue.tools.base import ToolContext
 
-__all__ = ["LIMIT_REACHED", "FanOut", "FanOutLimits"]
+__all__ = ["LIMIT_REACHED", "FanOut", "FanOutLimits", "over_cap"]
 
 _SETTING = {
     "subagents_per_run": "max_subagents_per_run",
@@ -79,6 +79,33 @@ class _Tree:
         self.run = 0
         self.refused.clear()
         self.loops.clear()
+
+
+def over_cap(
+    limits: FanOutLimits, role: str, *, open_now: int, run: int, total: int
+) -> tuple[str, int, str] | None:
+    """The first cap that starting a session of ``role`` would pass, with ``open_now``
+    sessions open in the conversation's tree and ``run`` and ``total`` started in its main
+    agent's run and in the conversation: ``(its limit, its value, the line the model
+    reads)``; None: it may start. (The counts are a manager's, or a conversation workflow's
+    on Temporal.)"""
+    checks = (  # (limit, its value, the count now, what has reached it, what to do)
+        ("concurrent_subagents", limits.concurrent, open_now,
+         "{n} sub-agent sessions are open in this conversation",
+         "end one with UnloadSubAgent, wait for one to finish, or do the work yourself"),
+        ("subagents_per_run", limits.per_run, run,
+         "this run has started {n} sub-agent sessions", _DO_IT),
+        ("subagents_per_conversation", limits.per_conversation, total,
+         "this conversation has started {n} sub-agent sessions", _DO_IT),
+    )  # fmt: skip
+    for limit, value, count, reached, then in checks:
+        if value and count >= value:
+            reason = (
+                f"cannot start {role[:_ROLE_CHARS]!r}: {reached.format(n=count)}, the limit "
+                f"({_SETTING[limit]}={value}); {then}"
+            )
+            return limit, value, reason
+    return None
 
 
 class FanOut:
@@ -137,29 +164,16 @@ class FanOut:
 
     def admit(self, ctx: ToolContext, role: str) -> None:
         """Count a session ``ctx``'s agent starts, or refuse it (:class:`SubAgentError`)."""
-        tree, limits = self._tree(ctx), self.limits
-        checks = (  # (limit, its value, the count now, what has reached it, what to do)
-            ("concurrent_subagents", limits.concurrent, tree.open,
-             "{n} sub-agent sessions are open in this conversation",
-             "end one with UnloadSubAgent, wait for one to finish, or do the work yourself"),
-            ("subagents_per_run", limits.per_run, tree.run,
-             "this run has started {n} sub-agent sessions", _DO_IT),
-            ("subagents_per_conversation", limits.per_conversation, tree.total,
-             "this conversation has started {n} sub-agent sessions", _DO_IT),
-        )  # fmt: skip
-        for limit, value, count, reached, then in checks:
-            if value and count >= value:
-                reason = (
-                    f"cannot start {role[:_ROLE_CHARS]!r}: {reached.format(n=count)}, the limit "
-                    f"({_SETTING[limit]}={value}); {then}"
-                )
-                raise self._refuse(ctx, tree, limit, value, role, reason)
+        tree = self._tree(ctx)
+        over = over_cap(self.limits, role, open_now=tree.open, run=tree.run, total=tree.total)
+        if over is not None:
+            raise self._refuse(ctx, tree, *over, role)
         tree.run += 1
         tree.total += 1
 
     def refuse_depth(self, ctx: ToolContext, role: str, limit: int, reason: str) -> SubAgentError:
         """The error for a session past ``max_depth``, reported as the caps are."""
-        return self._refuse(ctx, self._tree(ctx), "depth", limit, role, reason)
+        return self._refuse(ctx, self._tree(ctx), "depth", limit, reason, role)
 
     def run_ended(self, agent_id: str) -> None:
         """``agent_id``'s run ended (its sessions were cleaned up): if it is a main agent,
@@ -211,7 +225,7 @@ class FanOut:
         self._prune_at = max(256, 2 * self._count)
 
     def _refuse(
-        self, ctx: ToolContext, tree: _Tree, limit: str, value: int, role: str, reason: str
+        self, ctx: ToolContext, tree: _Tree, limit: str, value: int, reason: str, role: str
     ) -> SubAgentError:
         session = current_session()
         most = session.config.repeat_limit if session is not None else REPEAT_LIMIT

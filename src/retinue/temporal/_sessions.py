@@ -1,13 +1,14 @@
 """A parent's side of its sub-agent sessions, for the conversation workflow: ``SubAgent``
-opens a session's child workflow (once its role is admitted by an activity) or continues
-one, sends it the message as a ``deliver`` signal and waits for its ``reply`` signal;
+opens a session's child workflow (once an activity has checked its role, and the
+conversation's workflow has counted it against the sub-agent caps) or continues one, sends
+it the message as a ``deliver`` signal and waits for its ``reply`` signal;
 ``UnloadSubAgent`` closes one and waits until it has closed (its own sessions first, then
 its consolidation); ``SubAgentStatus`` says what the parent knows of one (busy, idle or
-asking, turns answered). Interactive sessions are held under ``role[:instance]``; a one-shot run
-closes itself after its reply, unless it asked a question: then it is held like an
-interactive session until answered. A parent's turn cancelled while a session answers it
-cancels the session's turn too (``interrupt`` signal). Deterministic, as workflow code must
-be.
+asking, turns answered). Interactive sessions are held under ``role[:instance]``; a
+one-shot run closes itself after its reply, unless it asked a question: then it is held
+like an interactive session until answered. A parent's turn cancelled while a session
+answers it cancels the session's turn too (``interrupt`` signal). Deterministic, as
+workflow code must be.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
     from retinue.temporal._types import (
         OPEN_ACTIVITY,
         WORKFLOW_NAME,
+        Admission,
         Agent,
         ChildRef,
         Closed,
@@ -78,6 +80,9 @@ class Sessions:
         raise NotImplementedError
 
     async def _signal(self, workflow_id: str, name: str, arg: Any = None) -> None:
+        raise NotImplementedError
+
+    async def _admit(self, ask: Admission) -> str:
         raise NotImplementedError
 
     async def _delegate(self, key: str, call: ToolCall) -> Json:
@@ -158,6 +163,9 @@ class Sessions:
                                       agent), OpenReply, f"{key}/open")  # fmt: skip
         if opened.error:
             return opened.error
+        if refused := await self._admit(Admission(f"{key}/admit", agent_id, ask.role, opened,
+                                                  workflow.info().workflow_id)):  # fmt: skip
+            return refused
         first = ConversationStart(start.tenant, start.conversation_id, limits=start.limits,
                                   agent=agent)  # fmt: skip
         await workflow.start_child_workflow(

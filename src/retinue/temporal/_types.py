@@ -18,6 +18,8 @@ __all__ = [
     "TOOL_ACTIVITY",
     "WORKFLOW_NAME",
     "WORKFLOW_TOOLS",
+    "Admission",
+    "Admitted",
     "Agent",
     "ApprovalAnswer",
     "ChildRef",
@@ -26,6 +28,7 @@ __all__ = [
     "ConversationStart",
     "ConversationState",
     "Delivery",
+    "FanOutCounts",
     "HistoryPage",
     "Limits",
     "ModelReply",
@@ -136,6 +139,16 @@ class SessionNode:
 
 
 @dataclass(slots=True)
+class FanOutCounts:
+    """The sessions a conversation has started, counted by its workflow against the caps:
+    in its main agent's running turn, in all, and those open now (by agent id)."""
+
+    run: int = 0
+    total: int = 0
+    open: list[str] = field(default_factory=list[str])
+
+
+@dataclass(slots=True)
 class ConversationStart:
     """A conversation workflow's input (a sub-agent session's too, with ``agent``); a run
     that continues as new passes on its state."""
@@ -151,6 +164,7 @@ class ConversationStart:
     opened: int = 0  # sessions opened so far (one-shot numbers, workflow id suffixes)
     turns: int = 0
     sessions: list[SessionNode] = field(default_factory=list)  # the main agent's: the tree
+    fanout: FanOutCounts = field(default_factory=FanOutCounts)  # the main agent's
 
 
 @dataclass(slots=True)
@@ -204,6 +218,28 @@ class OpenStep:
 class OpenReply:
     error: str = ""  # why it may not be opened ("": it may)
     initial_prompt: str = ""  # its role's, before its first message
+    # the worker's sub-agent caps (retinue.subagents.caps.FanOutLimits; 0: none)
+    per_run: int = 0
+    per_conversation: int = 0
+    concurrent: int = 0
+
+
+@dataclass(slots=True)
+class Admission:
+    """A session asks its conversation's workflow whether it may open one (the caps are
+    counted there); the answer comes back by the ``admitted`` signal."""
+
+    token: str
+    agent_id: str  # of the session to open
+    role: str
+    caps: OpenReply  # (its per_run, per_conversation, concurrent)
+    reply_to: str  # the asking session's workflow id
+
+
+@dataclass(slots=True)
+class Admitted:
+    token: str
+    refused: str = ""  # why not ("": it may open)
 
 
 @dataclass(slots=True)

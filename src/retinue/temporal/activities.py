@@ -195,7 +195,9 @@ class TurnActivities:
             role = self.runtime.manager.check_start(parent, agent.role)
         except RetinueError as exc:
             return OpenReply(error=str(exc))
-        return OpenReply(initial_prompt=role.initial_prompt or "")
+        caps = self.runtime.manager.caps.limits  # (counted by the conversation's workflow)
+        return OpenReply("", role.initial_prompt or "", caps.per_run, caps.per_conversation,
+                         caps.concurrent)  # fmt: skip
 
     @activity.defn(name=CONSOLIDATE_ACTIVITY)
     async def consolidate(self, step: ConsolidateStep) -> str:

@@ -53,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
         from_dict,
         to_dict,
     )
+    from retinue.subagents.caps import FanOutLimits, over_cap
     from retinue.temporal._calls import (
         cut_short,
         error_result,
@@ -67,6 +68,8 @@ with workflow.unsafe.imports_passed_through():
         NOT_ON_TEMPORAL,
         TOOL_ACTIVITY,
         WORKFLOW_NAME,
+        Admission,
+        Admitted,
         Agent,
         ApprovalAnswer,
         Closed,
@@ -129,6 +132,8 @@ class ConversationWorkflow(Sessions):
         self._opened = start.opened
         self._children = {c.address or c.agent_id: c for c in start.children}
         self._sessions = {n.agent_id: n for n in start.sessions}  # (the main agent's)
+        self._fanout = start.fanout  # the tree's sessions, counted (the main agent's)
+        self._admitted: dict[str, str] = {}  # the answers to its admissions, by token
         self._turn = asyncio.Lock()
         self._running: asyncio.Task[TurnReply] | None = None
         self._closed = False
@@ -165,7 +170,7 @@ class ConversationWorkflow(Sessions):
         return ConversationStart(
             start.tenant, start.conversation_id, self._messages, self._step, start.limits,
             start.agent, self._question, list(self._children.values()), self._opened,
-            self._turns, list(self._sessions.values()),
+            self._turns, list(self._sessions.values()), self._fanout,
         )  # fmt: skip
 
     def _too_long(self) -> bool:
@@ -321,6 +326,8 @@ class ConversationWorkflow(Sessions):
                     await self._report("asking" if self._question else "idle")
 
     async def _turn_body(self, text: str) -> TurnReply:
+        if self._is_root:
+            self._fanout.run = 0  # (the caps' count of sessions started in this turn)
         await self._report("busy")
         asked = self._question
         if asked is not None:  # the message answers the question the agent asked
@@ -588,8 +595,51 @@ class ConversationWorkflow(Sessions):
     def session_state(self, node: SessionNode) -> None:
         if node.state == "closed":
             self._sessions.pop(node.agent_id, None)
+            self.released(node.agent_id)
         else:
             self._sessions[node.agent_id] = node
+
+    # -- the sub-agent caps, counted by the conversation's workflow ------------------------
+
+    async def _admit(self, ask: Admission) -> str:
+        """Whether the caps let this agent open a session: "" (it is counted), or why not."""
+        if self._is_root:
+            return self._count_in(ask)
+        await self._signal(self._root, "admit", ask)
+        try:
+            await workflow.wait_condition(lambda: ask.token in self._admitted)
+        except asyncio.CancelledError:  # (the turn was cancelled: it does not open)
+            await self._signal(self._root, "released", ask.agent_id)
+            raise
+        return self._admitted.pop(ask.token)
+
+    def _count_in(self, ask: Admission) -> str:
+        counts, caps = self._fanout, ask.caps
+        limits = FanOutLimits(caps.per_run, caps.per_conversation, caps.concurrent)
+        over = over_cap(limits, ask.role, open_now=len(counts.open), run=counts.run,
+                        total=counts.total)  # fmt: skip
+        if over is not None:
+            return over[2]
+        counts.run += 1
+        counts.total += 1
+        counts.open.append(ask.agent_id)
+        return ""
+
+    @workflow.signal
+    async def admit(self, ask: Admission) -> None:
+        """A session of the conversation asks to open one (the conversation's workflow)."""
+        refused = self._count_in(ask)
+        await self._signal(ask.reply_to, "admitted", Admitted(ask.token, refused))
+
+    @workflow.signal
+    def admitted(self, answer: Admitted) -> None:
+        self._admitted[answer.token] = answer.refused
+
+    @workflow.signal
+    def released(self, agent_id: str) -> None:
+        """A session counted in did not open after all, or has closed."""
+        if agent_id in self._fanout.open:
+            self._fanout.open.remove(agent_id)
 
     async def _signal(self, workflow_id: str, name: str, arg: Any = None) -> None:
         if workflow_id == workflow.info().workflow_id:  # (the conversation's own report)
