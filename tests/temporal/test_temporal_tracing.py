@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from temporalio.client import Client
-from temporalio.worker import Replayer
+from temporalio.worker import Replayer, Worker
 
 from retinue.config import Settings
 from retinue.runtime import Runtime
@@ -27,6 +27,7 @@ from retinue.server.security import Security
 from retinue.server.temporal_front import MESSAGE_SPAN, TemporalFront, create_temporal_app
 from retinue.subagents.roles import Role
 from retinue.telemetry import trace as tel
+from retinue.temporal.activities import TurnActivities
 from retinue.temporal.client import workflow_id
 from retinue.temporal.tracing import TracingInterceptor
 from retinue.temporal.worker import make_worker, workflow_runner
@@ -169,6 +170,43 @@ async def test_each_message_is_one_trace_from_the_front_end_to_its_tool_call(
     turns = {s.context.span_id for s in spans if s.context and s.name == "invoke_agent main"}
     assert len(turns) == 2 and set(started.ids) == turns
     assert len(traced.exporter.get_finished_spans()) == 8
+
+
+async def test_a_turn_its_worker_replays_at_every_step_is_still_one_whole_trace(
+    temporal_address: str, tmp_path: Path, traced: Traced
+) -> None:
+    """A worker that keeps no workflow in its cache drops the workflow after each step and
+    replays it for the next: the turn's span is made again each time, and ended once."""
+    model = ScriptedModel([call_tool("echo", {"text": "hi"}), call_tool("echo", {"text": "2"}),
+                           "said hi twice"])  # fmt: skip
+    front = await traced_front(temporal_address, traced)
+    runtime = runtime_for(tmp_path, model)
+    forgetful = Worker(
+        front.client, task_queue=front.task_queue, workflows=[ConversationWorkflow],
+        activities=TurnActivities(runtime).activities(), workflow_runner=workflow_runner(),
+        max_cached_workflows=0,
+    )  # fmt: skip
+    started = Started()
+    traced.provider.add_span_processor(started)
+    async with forgetful:
+        out = await front.start("default", f"traced-{uuid.uuid4().hex[:8]}", "say hi twice")
+        spans = await traced.spans(7)
+    assert out.content == "said hi twice"
+    (one,) = by_trace(spans)
+    assert tree(one) == [
+        f"- > {MESSAGE_SPAN}",
+        "invoke_agent main > chat model",
+        "invoke_agent main > chat model",
+        "invoke_agent main > chat model",
+        "invoke_agent main > execute_tool echo",
+        "invoke_agent main > execute_tool echo",
+        f"{MESSAGE_SPAN} > invoke_agent main",
+    ]
+    assert len({s.context.span_id for s in spans if s.context}) == len(spans) == 7
+    (turn,) = (s for s in spans if s.name == "invoke_agent main" and s.context)
+    assert turn.context is not None
+    assert started.ids.count(turn.context.span_id) > 1  # (made again at each replay)
+    model.assert_done()
 
 
 async def test_a_sub_agent_s_turn_in_its_child_workflow_is_in_its_parent_s_trace(
