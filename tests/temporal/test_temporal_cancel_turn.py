@@ -165,3 +165,51 @@ async def test_the_front_end_interrupts_a_turn_and_its_session_s_turn(
     results = [m for m in helper_history if m.get("role") == "tool"]
     assert [r.get("content") for r in results] == [CANCELLED_RESULT]
     assert after.content == "main goes on"
+
+
+async def test_a_turn_waiting_for_an_approval_or_its_model_is_cancelled_too(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    deployed: list[str] = []
+
+    @tool(needs_approval=True)
+    async def deploy() -> str:
+        """Deploy."""
+        deployed.append("deployed")
+        return "deployed"
+
+    model = ScriptedModel([call_tool("deploy", {}), "never read: the call is cancelled", "after"])
+    settings = Settings(home=tmp_path / "home", workspace=tmp_path)
+    runtime = Runtime.create(settings, model=model, extra_tools=[deploy], with_memory=False,
+                             builtins=False)  # fmt: skip
+    client = await Client.connect(temporal_address)
+    convs = TemporalConversations(client, task_queue=f"test-{uuid.uuid4().hex}", limits=FAST)
+    async with make_worker(client, runtime, convs.task_queue):
+        await convs.start("asks")
+
+        async def asked() -> bool:
+            return bool(await convs.approvals("asks"))
+
+        waiting = asyncio.create_task(convs.send("asks", "deploy"))
+        await until(asked)
+        assert await convs.cancel_turn("asks") is True
+        on_approval = await waiting
+        pending = await convs.approvals("asks")
+        model.delay = 3600.0  # the next model call waits (its step is taken first)
+        thinking = asyncio.create_task(convs.send("asks", "think"))
+        await until(lambda: model.call_count == 2)
+        assert await convs.cancel_turn("asks") is True
+        on_model = await thinking
+        model.delay = 0.0
+        after = await convs.send("asks", "go on")
+        history = await convs.history("asks")
+    assert (on_approval.stop_reason, on_model.stop_reason) == ("interrupted", "interrupted")
+    assert pending == [] and deployed == []  # the request was withdrawn; the call never ran
+    assert after.content == "after"
+    said = [(m.role, m.content) for m in history]
+    assert said == [
+        ("user", "deploy"), ("assistant", ""), ("tool", CANCELLED_RESULT),
+        ("assistant", "Stopped: the turn was cancelled."),
+        ("user", "think"), ("assistant", "Stopped: the turn was cancelled."),
+        ("user", "go on"), ("assistant", "after"),
+    ]  # fmt: skip
