@@ -10,7 +10,14 @@ itself: ``SubAgent`` opens a child workflow (or continues one) and sends it the 
 keyed by its first run id); ``SubAgentStatus`` says what it knows of one; ``AskParent`` ends
 the turn with the question, and the next message is its answer. A call that needs approval
 waits (``approvals`` query) until the conversation's ``approve`` Update answers it, from any
-client, however deep the session.
+client, however deep the session. A tool call's activity is tried ``Limits.tool_attempts``
+times if its tool is ``idempotent`` (a read; the model activity names them) and once if
+not: one that did not finish (its worker died, or was stopped) is answered "cut short, may
+have run", one past its timeout (``Limits.tool_timeouts``) "stopped, may have run in part".
+The ``cancel_turn`` Update cancels the running turn: its activities, and the turns its
+sessions run for it (``interrupt`` signal); the calls without a result are answered
+"cancelled", and the conversation takes the next message. The sub-agent caps of the whole
+tree are counted by the conversation's workflow (``admit`` signal).
 
 Messages reach a main agent as ``send`` Updates; a parent's messages reach its sessions as
 ``deliver`` signals, answered by a ``reply`` signal (a workflow cannot send Updates). Each
