@@ -48,7 +48,8 @@ from temporalio.worker import (
 )
 
 from retinue.telemetry import trace as _tel
-from retinue.temporal._types import TurnReply
+from retinue.temporal._types import Agent, TurnReply
+from retinue.temporal.workflow import ConversationWorkflow
 
 if TYPE_CHECKING:
     from temporalio.api.common.v1 import Payload
@@ -83,6 +84,8 @@ class TracingInterceptor(client.Interceptor, Interceptor):
         self, input: WorkflowInterceptorClassInput
     ) -> type[WorkflowInboundInterceptor]:
         root = self
+        if _tel.ENABLED:  # (made here, outside the workflow sandbox, when it can be)
+            self.workflow_tracer()
 
         class Bound(_WorkflowIn):
             tracing = root
@@ -274,8 +277,9 @@ class _WorkflowIn(WorkflowInboundInterceptor):
                 span.end()
 
 
-def _agent() -> Any:
-    return getattr(workflow.instance(), "agent", None)  # (ConversationWorkflow.agent)
+def _agent() -> Agent | None:
+    instance = workflow.instance()
+    return instance.agent if isinstance(instance, ConversationWorkflow) else None
 
 
 def _role() -> str:
