@@ -14,6 +14,7 @@ workflow code must be.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from temporalio import workflow
@@ -68,6 +69,7 @@ class Sessions:
     _ended: dict[str, Closed]  # its sessions that closed, by agent id
     _closing: set[str]  # its sessions closing, not yet closed
     _unloading: set[str]  # those whose close an unload waits for
+    _admit: Callable[[Admission], Awaitable[str]]  # the caps' count (retinue.temporal._fanout)
 
     @property
     def _root(self) -> str:
@@ -80,9 +82,6 @@ class Sessions:
         raise NotImplementedError
 
     async def _signal(self, workflow_id: str, name: str, arg: Any = None) -> None:
-        raise NotImplementedError
-
-    async def _admit(self, ask: Admission) -> str:
         raise NotImplementedError
 
     async def _delegate(self, key: str, call: ToolCall) -> Json:

@@ -60,7 +60,6 @@ with workflow.unsafe.imports_passed_through():
         from_dict,
         to_dict,
     )
-    from retinue.subagents.caps import FanOutLimits, over_cap
     from retinue.temporal._calls import (
         cut_short,
         error_result,
@@ -68,6 +67,7 @@ with workflow.unsafe.imports_passed_through():
         timed_out,
         tool_result,
     )
+    from retinue.temporal._fanout import FanOutCounting
     from retinue.temporal._sessions import Sessions
     from retinue.temporal._types import (
         CONSOLIDATE_ACTIVITY,
@@ -75,8 +75,6 @@ with workflow.unsafe.imports_passed_through():
         NOT_ON_TEMPORAL,
         TOOL_ACTIVITY,
         WORKFLOW_NAME,
-        Admission,
-        Admitted,
         Agent,
         ApprovalAnswer,
         Closed,
@@ -127,7 +125,7 @@ def stopped_note(limit: int) -> str:
 
 
 @workflow.defn(name=WORKFLOW_NAME)
-class ConversationWorkflow(Sessions):
+class ConversationWorkflow(FanOutCounting, Sessions):
     @workflow.init
     def __init__(self, start: ConversationStart) -> None:
         self._start = start
@@ -605,48 +603,6 @@ class ConversationWorkflow(Sessions):
             self.released(node.agent_id)
         else:
             self._sessions[node.agent_id] = node
-
-    # -- the sub-agent caps, counted by the conversation's workflow ------------------------
-
-    async def _admit(self, ask: Admission) -> str:
-        """Whether the caps let this agent open a session: "" (it is counted), or why not."""
-        if self._is_root:
-            return self._count_in(ask)
-        await self._signal(self._root, "admit", ask)
-        try:
-            await workflow.wait_condition(lambda: ask.token in self._admitted)
-        except asyncio.CancelledError:  # (the turn was cancelled: it does not open)
-            await self._signal(self._root, "released", ask.agent_id)
-            raise
-        return self._admitted.pop(ask.token)
-
-    def _count_in(self, ask: Admission) -> str:
-        counts, caps = self._fanout, ask.caps
-        limits = FanOutLimits(caps.per_run, caps.per_conversation, caps.concurrent)
-        over = over_cap(limits, ask.role, open_now=len(counts.open), run=counts.run,
-                        total=counts.total)  # fmt: skip
-        if over is not None:
-            return over[2]
-        counts.run += 1
-        counts.total += 1
-        counts.open.append(ask.agent_id)
-        return ""
-
-    @workflow.signal
-    async def admit(self, ask: Admission) -> None:
-        """A session of the conversation asks to open one (the conversation's workflow)."""
-        refused = self._count_in(ask)
-        await self._signal(ask.reply_to, "admitted", Admitted(ask.token, refused))
-
-    @workflow.signal
-    def admitted(self, answer: Admitted) -> None:
-        self._admitted[answer.token] = answer.refused
-
-    @workflow.signal
-    def released(self, agent_id: str) -> None:
-        """A session counted in did not open after all, or has closed."""
-        if agent_id in self._fanout.open:
-            self._fanout.open.remove(agent_id)
 
     async def _signal(self, workflow_id: str, name: str, arg: Any = None) -> None:
         if workflow_id == workflow.info().workflow_id:  # (the conversation's own report)
