@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+import textwrap
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import asdict
@@ -48,7 +49,6 @@ from retinue.cli.term import (
     Deferred,
     LineDiscipline,
     console,
-    echo,
     escape,
     for_terminal,
     quiet_input,
@@ -62,21 +62,31 @@ from retinue.runtime import Conversation, Runtime
 from retinue.subagents.tasklist import task_lists
 from retinue.telemetry.prices import format_cost
 
-__all__ = ["ChatRepl", "consolidating_text"]
+__all__ = ["COMMANDS", "ChatRepl", "consolidating_text"]
 
 T = TypeVar("T")
 
-HELP = """\
-/exit        leave (sessions are consolidated first; Ctrl-C there keeps them for retry)
-/new         start a new conversation
-/sessions    list live interactive sub-agent sessions (with their task lists) and the
-             conversation's shared task list (TaskCreate)
-/compress    summarise the older part of the conversation now
-/attach FILE send an image or PDF with the next message
-/help        this list
-Ctrl-C cancels the running turn; Ctrl-D leaves. Up/Down recall earlier messages.
-End a line with \\ to go on with the next, or put \"\"\" alone on a line to start and end a
-multi-line message."""
+COMMANDS = {  # the chat's commands, as /help writes them: /help lists them, Tab completes them
+    "/exit": "leave (sessions are consolidated first; Ctrl-C there keeps them for retry)",
+    "/new": "start a new conversation",
+    "/sessions": "list live interactive sub-agent sessions (with their task lists) and the "
+    "conversation's shared task list (TaskCreate)",
+    "/compress": "summarise the older part of the conversation now",
+    "/attach FILE": "send an image or PDF with the next message",
+    "/help": "this list",
+}
+
+HELP = "\n".join(
+    [
+        *(
+            textwrap.fill(what, 88, initial_indent=f"{usage:<12} ", subsequent_indent=" " * 13)
+            for usage, what in COMMANDS.items()
+        ),
+        "Ctrl-C cancels the running turn; Ctrl-D leaves. Up/Down recall earlier messages; Tab",
+        'completes a command. End a line with \\ to go on with the next, or put """ alone on a',
+        "line to start and end a multi-line message; Alt-Enter starts a new line anywhere.",
+    ]
+)
 
 FIRST_TRIES = (
     "Use the Glob tool to list the files here.",
@@ -116,7 +126,7 @@ class ChatRepl:
             keep_sessions=keep_sessions, stream=True, consolidate_later=True
         )
         self.lines = LineDiscipline(wrap=True)
-        self.reader = LineReader(runtime.settings.home / HISTORY_FILE)
+        self.reader = LineReader(runtime.settings.home / HISTORY_FILE, commands=COMMANDS)
         self.deferred = Deferred()
         self.scope = ConsolidationScope()
         self._streamed = False
@@ -158,10 +168,9 @@ class ChatRepl:
                 try:
                     message = self._read(runner)
                 except KeyboardInterrupt:
-                    self.err.print("\n[dim](/exit or Ctrl-D to leave)[/]")
+                    self.err.print("[dim](/exit or Ctrl-D to leave)[/]")
                     continue
-                if message is None:  # Ctrl-D: leave on a fresh line
-                    echo("")
+                if message is None:  # Ctrl-D (the reader left the cursor on a fresh line)
                     break
                 line = message.strip()
                 if not line:

@@ -16,7 +16,8 @@ holds the only ways the commands print, and each of them applies it:
   tables are laid out on the text as it will be shown;
 * :func:`echo` and :meth:`LineDiscipline.text` write plain lines and streamed text;
   :func:`write_data` writes a data stream (an export) unchanged unless it is a terminal;
-  :func:`read_line` and :func:`confirm` ask with a prompt;
+  :func:`read_line`, :func:`edit_line` (a prompt_toolkit session's) and :func:`confirm`
+  ask with a prompt;
 * :func:`route_logs` and :func:`safe_tracebacks` do the same for warnings (Retinue's and
   other libraries') and for the report of an uncaught exception.
 
@@ -33,7 +34,7 @@ import threading
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.cells import cell_len
 from rich.console import Console
@@ -42,12 +43,16 @@ from rich.segment import Segment
 
 from retinue.safe_text import for_terminal
 
+if TYPE_CHECKING:
+    from prompt_toolkit import PromptSession
+
 __all__ = [
     "Deferred",
     "LineDiscipline",
     "confirm",
     "console",
     "echo",
+    "edit_line",
     "escape",
     "for_terminal",
     "local_modes",
@@ -110,8 +115,14 @@ def write_data(out: TextIO, text: str) -> None:
 
 
 def read_line(prompt: str = "") -> str:
-    """A line read from stdin after ``prompt`` (with GNU readline's editing when loaded)."""
+    """A line read from stdin after ``prompt``."""
     return input(for_terminal(prompt))
+
+
+def edit_line(session: PromptSession[str], prompt: str) -> str:
+    """What is typed and edited in ``session`` after ``prompt`` (plain text to prompt_toolkit,
+    which shows control characters in what is typed as ``^X``)."""
+    return session.prompt(for_terminal(prompt))
 
 
 def confirm(question: str) -> bool:
