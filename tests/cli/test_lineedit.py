@@ -101,6 +101,18 @@ def test_a_long_history_is_cut_to_its_newest_entries(keys: PipeInput, tmp_path: 
     assert history.stat().st_mode & 0o777 == 0o600
 
 
+def test_the_history_readline_wrote_is_kept(keys: PipeInput, tmp_path: Path) -> None:
+    history = tmp_path / "chat_history"
+    history.write_text("older\nolder + newer\n")  # one message a line
+    lines = reader(keys, history)
+    keys.send_text(f"{UP}{ENTER}newest{ENTER}")
+    assert lines.read() == "older + newer"
+    assert lines.read() == "newest"
+    again = reader(keys, history)
+    keys.send_text(f"{UP}{UP}{UP}{ENTER}")
+    assert again.read() == "older"
+
+
 def test_a_history_that_cannot_be_read_or_written_is_left_out(
     keys: PipeInput, tmp_path: Path
 ) -> None:

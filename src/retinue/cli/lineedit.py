@@ -183,7 +183,8 @@ class _History(FileHistory):
     """prompt_toolkit's file history, kept to the newest :data:`HISTORY_LENGTH` entries (the
     file is rewritten once it holds twice as many), written for its owner alone, and never
     in the chat's way: an unreadable file is an empty history, an unwritable one is not
-    written."""
+    written. A file GNU readline wrote (before prompt_toolkit) is read, and rewritten in
+    prompt_toolkit's form."""
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
@@ -192,6 +193,10 @@ class _History(FileHistory):
     def load_history_strings(self) -> Iterable[str]:
         try:
             newest_first = list(super().load_history_strings())
+            if not newest_first and self.path.is_file():  # GNU readline's: a line an entry
+                lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
+                if newest_first := [line for line in reversed(lines) if line.strip()]:
+                    self._rewrite(newest_first[:HISTORY_LENGTH])
         except OSError:
             return []
         if len(newest_first) > 2 * HISTORY_LENGTH:
