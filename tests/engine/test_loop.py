@@ -181,6 +181,23 @@ async def test_the_same_call_with_the_same_result_is_warned_then_stopped(tmp_pat
     assert out.tools_used == ["add"] * 3
 
 
+async def test_a_cycle_of_calls_is_warned_then_stopped(tmp_path: Path) -> None:
+    # the task suite's loop: Grep, Grep, Bash, again and again, nothing three times in a row
+    a, b = call_tool("add", {"a": 1, "b": 1}), call_tool("add", {"a": 1, "b": 2})
+    steps = iter([a, a, b] * 20)
+    model = ScriptedModel(responder=lambda messages, tools: next(steps))
+    out = await run(config(model, tmp_path))  # max_iterations 50
+    assert out.stop_reason == "repeated_call" and out.stopped
+    assert model.call_count == 10  # A A B A A B A A (warned: the 6th A) B, then A: stopped
+    results = [m for m in out.messages if isinstance(m, ToolResultMessage)]
+    assert "6 times in this turn" in results[7].content
+    assert not any("times in" in r.content for r in results[:7])
+    assert "6 times in this turn" in model.calls[8].messages[-1].content  # seen before B
+    assert "7 times in this turn" in out.content and "add" in out.content
+    assert results[-1].is_error and "not run" in results[-1].content
+    assert history_problems(out.messages) == []
+
+
 async def test_a_heeded_warning_lets_the_run_go_on(tmp_path: Path) -> None:
     same = call_tool("add", {"a": 1, "b": 1})
     model = ScriptedModel([same, same, same, call_tool("add", {"a": 1, "b": 2}), same, "two"])

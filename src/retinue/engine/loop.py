@@ -18,7 +18,7 @@ from retinue.engine.config import RunConfig, RunOutput, RunState
 from retinue.engine.observer import ModelCallSpan, RunTracer
 from retinue.engine.output import Rejected, give_up, settle
 from retinue.engine.pause import close_open_calls, open_calls
-from retinue.engine.repeats import Repeats, listen_for_stop, refusal, stopped_note
+from retinue.engine.repeats import Repeats, listen_for_stop, refusal
 from retinue.errors import ContextTooLongError
 from retinue.events import (
     MODEL_CALLED,
@@ -178,7 +178,7 @@ async def run_turn(config: RunConfig, state: RunState | None = None) -> RunOutpu
                 stops = []
                 listening = listen_for_stop(stops)
             elif repeats.refused(step.calls):  # warned, and the same step again: stop
-                note = await _stop_repeating(config, messages, step.calls, repeats.times + 1)
+                note = await _stop_repeating(config, messages, step.calls, repeats)
                 out = RunOutput(
                     note, messages, "repeated_call", tools_used, usage, iteration, last_input
                 )
@@ -254,13 +254,13 @@ _NO_TOOLS: list[str] = []  # shared, never changed: a run's tools_used until it 
 
 
 async def _stop_repeating(
-    config: RunConfig, messages: list[Message], calls: tuple[ToolCall, ...], times: int
+    config: RunConfig, messages: list[Message], calls: tuple[ToolCall, ...], repeats: Repeats
 ) -> str:
     """End the run on a step repeated after a warning: its calls get a "not run" result (the
     history stays valid) and the run a "Stopped: …" note, which this returns."""
     messages.extend(refusal(c) for c in calls)
     await _stepped(config)  # a step boundary: the results are recorded
-    note = stopped_note(calls, times)
+    note = repeats.stop_note(calls)
     messages.append(AssistantMessage(note))
     return note
 

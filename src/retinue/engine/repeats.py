@@ -11,9 +11,14 @@ model reply and their results) and
   then stops with ``stop_reason`` ``"repeated_call"`` instead of running it, long before
   ``max_iterations``;
 * from the ``limit``-th step in a row whose failing calls are the same (their errors may
-  differ), appends to each error a hint to change the call (the run goes on).
+  differ), appends to each error a hint to change the call (the run goes on);
+* counts each step (calls and results) over the whole run too, so that a cycle is caught as
+  well (``Grep``, ``Grep``, ``Bash``, then the same again: nothing in a row): from the
+  :data:`TURN_REPEATS`-th time one step was made with the same results in the run, the model
+  is told the same, and making that call again ends the run.
 
-It costs one tuple comparison per step and holds only the last step's calls and results.
+It costs a tuple comparison and a dictionary update per step, and holds the last step's calls
+and results and a count per distinct step of the run.
 
 A tool with a loop detector of its own (the sub-agent manager's, for the same task delegated
 to the same role again and again) ends the run the same way with :func:`stop_turn`: the run
@@ -27,15 +32,31 @@ from dataclasses import replace
 
 from retinue.messages import ToolCall, ToolResultMessage
 
-__all__ = ["REPEAT_LIMIT", "Repeats", "listen_for_stop", "refusal", "stop_turn", "stopped_note"]
+__all__ = [
+    "REPEAT_LIMIT",
+    "TURN_REPEATS",
+    "Repeats",
+    "listen_for_stop",
+    "refusal",
+    "stop_turn",
+    "stopped_note",
+]
 
 REPEAT_LIMIT = 3
 """Identical steps in a row after which the model is warned; one more ends the run."""
+TURN_REPEATS = 2
+"""How many times ``limit`` one step may be made in a run, with the same results each time and
+not in a row, before the model is warned (at the default limit: the sixth time)."""
 
 _NAME_CHARS = 64  # of a tool name quoted in a note (the model wrote it)
 
 _SAME_RESULT = (
     "\n(You have now made this exact call {n} times in a row and got the same result each "
+    "time; it will not tell you anything new. Do not make it again: making it once more "
+    "stops the run. Use the result above, try something else, or answer.)"
+)
+_SAME_IN_TURN = (
+    "\n(You have now made this exact call {n} times in this turn and got the same result each "
     "time; it will not tell you anything new. Do not make it again: making it once more "
     "stops the run. Use the result above, try something else, or answer.)"
 )
@@ -54,11 +75,12 @@ def _names(calls: tuple[ToolCall, ...]) -> str:
     return ", ".join(dict.fromkeys(c.name[:_NAME_CHARS] for c in calls))
 
 
-def stopped_note(calls: tuple[ToolCall, ...], times: int) -> str:
+def stopped_note(calls: tuple[ToolCall, ...], times: int, *, in_a_row: bool = True) -> str:
     """The run's final content when it stops on a repeated call."""
+    where = "in a row" if in_a_row else "in this turn"
     return (
-        f"Stopped: the agent called {_names(calls)} with the same arguments {times} times in "
-        "a row, getting the same result each time, and went on after being told "
+        f"Stopped: the agent called {_names(calls)} with the same arguments {times} times "
+        f"{where}, getting the same result each time, and went on after being told "
         "(stop_reason=repeated_call)."
     )
 
@@ -73,7 +95,16 @@ def refusal(call: ToolCall) -> ToolResultMessage:
 class Repeats:
     """The loop detector of one run (see the module docstring)."""
 
-    __slots__ = ("_calls", "_failed", "_failing", "_results", "_same", "limit")
+    __slots__ = (
+        "_calls",
+        "_counts",
+        "_failed",
+        "_failing",
+        "_results",
+        "_same",
+        "_warned",
+        "limit",
+    )
 
     def __init__(self, limit: int | None = REPEAT_LIMIT) -> None:
         self.limit = limit  # None: count, never warn nor stop
@@ -82,6 +113,8 @@ class Repeats:
         self._same = 0  # steps in a row with the same calls and the same results
         self._failing: tuple[tuple[str, str], ...] = ()
         self._failed = 0  # steps in a row with the same failing calls
+        self._counts: dict[int, int] = {}  # each distinct step of the run (by hash): times made
+        self._warned: dict[tuple[tuple[str, str], ...], int] = {}  # calls told, not in a row
 
     @property
     def times(self) -> int:
@@ -93,7 +126,15 @@ class Repeats:
         rather than run them."""
         if self.limit is None:
             return False
-        return self._same >= self.limit and _key(calls) == self._calls
+        key = _key(calls)
+        return (self._same >= self.limit and key == self._calls) or key in self._warned
+
+    def stop_note(self, calls: tuple[ToolCall, ...]) -> str:
+        """The run's final content when :meth:`refused` stops it on ``calls``."""
+        key = _key(calls)
+        if self._same >= (self.limit or 0) and key == self._calls:
+            return stopped_note(calls, self._same + 1)
+        return stopped_note(calls, self._warned.get(key, 0) + 1, in_a_row=False)
 
     def observe(
         self, calls: tuple[ToolCall, ...], results: list[ToolResultMessage]
@@ -113,6 +154,13 @@ class Repeats:
         self._failing = failing
         if self.limit is None:
             return results
+        step = hash((key, outcome))
+        made = self._counts[step] = self._counts.get(step, 0) + 1
+        if self._same < self.limit and made >= self.limit * TURN_REPEATS:
+            self._warned[key] = made  # (a cycle: the same step, but not in a row)
+            last = results[-1]
+            note = _SAME_IN_TURN.format(n=made)
+            return [*results[:-1], replace(last, content=last.content + note)]
         if self._same >= self.limit:
             last = results[-1]
             failed = all(r.is_error for r in results)
