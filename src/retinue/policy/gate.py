@@ -137,6 +137,15 @@ class Policy:
         """The same policy answered by ``approver``: a fresh tree's own "always" answers."""
         return replace(self, approver=approver, _shared=_Shared())
 
+    def always_given(self) -> tuple[Rule, ...]:
+        """The rules the session tree's "always" answers have added so far, in order."""
+        return tuple(self._shared.always.allow)
+
+    def allow_always(self, rule: Rule) -> None:
+        """Add a rule an "always" answer gave elsewhere in the session tree (a Temporal
+        workflow carries them from one tool call's activity to the next)."""
+        self._shared.add(rule)
+
     def decide(self, tool: str, args: dict[str, Any], ctx: ToolContext) -> tuple[Decision, str]:
         """Allow, ask or deny for one call, and why (a rule's text or the mode's name)."""
         kind = kind_of(tool)

@@ -12,8 +12,7 @@ answered from any front end), ``GET /v1/sessions?team=conv-ID`` (its session tre
 ``POST /v1/sessions/conv-ID/interrupt`` (cancel its running turn), the web page and the OpenAI-compatible ``/v1/chat/completions`` (the main agent, ``model:
 "retinue"``). ``keep_sessions`` is moot: sessions are child workflows that live across
 turns until unloaded. Not here yet: images and PDFs, the other routes of one session
-(``/v1/sessions/{id}/...``), ``always`` on an approval (refused with a 400), the
-``retinue/<role>`` models. A
+(``/v1/sessions/{id}/...``), the ``retinue/<role>`` models. A
 tenant's conversations are its workflows on its own task queue: the configured queue for
 the service's own tenant, ``<queue>-<tenant>`` for a named token's.
 
@@ -178,8 +177,9 @@ class TemporalFront:
         }
 
     async def approve(
-        self, tenant: str, cid: str, request_id: str, *, allow: bool, message: str
-    ) -> bool:
+        self, tenant: str, cid: str, request_id: str, *, allow: bool, message: str,
+        always: bool = False,
+    ) -> bool:  # fmt: skip
         """Answer the pending approval ``request_id`` of the conversation (any session in
         it); False when none is pending by that id."""
         convs = self.conversations(tenant)
@@ -187,7 +187,8 @@ class TemporalFront:
             return False
         try:
             async with _reaching():
-                await convs.approve(cid, request_id, allow=allow, message=message)
+                await convs.approve(cid, request_id, allow=allow, message=message,
+                                    always=always)  # fmt: skip
         except WorkflowUpdateFailedError:  # (its validator: no such request pending)
             return False
         return True
@@ -546,12 +547,9 @@ def _front_routes(app: FastAPI, front: TemporalFront) -> None:
         cid: str, aid: str, body: ApprovalIn, request: Request
     ) -> dict[str, Any]:
         _check(cid)
-        if body.always:  # (taken as a plain allow, the next identical call would ask again)
-            raise HTTPException(
-                400, "'always' is not served over Temporal yet: answer each call with 'allow'"
-            )
         tenant = tenant_of(request, front)
-        if not await front.approve(tenant, cid, aid, allow=body.allow, message=body.message):
+        if not await front.approve(tenant, cid, aid, allow=body.allow, message=body.message,
+                                   always=body.always):  # fmt: skip
             raise HTTPException(404, f"no pending approval {aid!r} in conversation {cid!r}")
         return {"answered": aid, "allow": body.allow}
 

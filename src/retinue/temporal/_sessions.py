@@ -65,6 +65,7 @@ class Sessions:
     _agent: Agent
     _children: dict[str, ChildRef]  # by address (one-shot runs: by agent id)
     _opened: int
+    _allowed: list[Json]  # the tree's "always" rules (a session opens with its parent's)
     _replies: dict[str, Reply]  # from its sessions, by token
     _ended: dict[str, Closed]  # its sessions that closed, by agent id
     _closing: set[str]  # its sessions closing, not yet closed
@@ -166,7 +167,7 @@ class Sessions:
                                                   workflow.info().workflow_id)):  # fmt: skip
             return refused
         first = ConversationStart(start.tenant, start.conversation_id, limits=start.limits,
-                                  agent=agent)  # fmt: skip
+                                  agent=agent, allowed=list(self._allowed))  # fmt: skip
         await workflow.start_child_workflow(
             WORKFLOW_NAME,
             first,

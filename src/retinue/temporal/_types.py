@@ -165,6 +165,8 @@ class ConversationStart:
     turns: int = 0
     sessions: list[SessionNode] = field(default_factory=list)  # the main agent's: the tree
     fanout: FanOutCounts = field(default_factory=FanOutCounts)  # the main agent's
+    # the rules "always" answers added in the session tree (ToolOutcome.allowed's form)
+    allowed: list[Json] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -197,6 +199,7 @@ class ToolStep:
     agent: Agent | None = None
     answered: Json | None = None  # the approval request a person answered, and the answer
     answer: ApprovalAnswer | None = None
+    allowed: list[Json] = field(default_factory=list)  # "always" answers' rules, so far
 
 
 @dataclass(slots=True)
@@ -205,6 +208,9 @@ class ToolOutcome:
 
     result: Json | None = None
     approval: Json | None = None  # retinue.policy.approvals.ApprovalRequest.to_dict()
+    # the rules an "always" answer added while it ran ({"text", "tool", "spec", "pattern",
+    # "flags"}: retinue.policy.rules.Rule, made from the call, never parsed from its text)
+    allowed: list[Json] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -288,6 +294,7 @@ class ApprovalAnswer:
     id: str  # the request's
     allow: bool
     message: str = ""  # tells the model why not
+    always: bool = False  # allow, and add the request's rule for the session tree's life
 
 
 @dataclass(slots=True)

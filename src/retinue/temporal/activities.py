@@ -13,7 +13,10 @@ not) is not run: the model is told it was cut short, as a restarted durable sess
 it (:data:`~retinue.durable.revive.RESTARTED_RESULT`). A call the policy would put to
 a person does not run: the activity returns the approval request, the workflow waits for the
 answer and runs the call again with it (given only to a request for the same call,
-:func:`~retinue.policy.approvals.answer_fits`). AutoCompress runs before each model call,
+:func:`~retinue.policy.approvals.answer_fits`). An "always" answer adds, as in-process, the
+rule made from the call (:func:`~retinue.policy.rules.rule_for`) to the policy: the activity
+returns it, the workflows keep the tree's rules and give them to each later tool call's
+activity, whose policy allows what they match. AutoCompress runs before each model call,
 and the history it shortened goes back to the workflow. A consolidation runs under the
 session's run id, so the memory store writes it once however often it is tried. While a
 call runs, the activity beats (Temporal's heartbeat), so a dead worker's call is noticed
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -37,6 +41,8 @@ from retinue.errors import RetinueError
 from retinue.memory.consolidate import consolidation_run
 from retinue.messages import SystemMessage, ToolCall, from_dict, to_dict
 from retinue.policy.approvals import Approval, ApprovalRequest, answer_fits
+from retinue.policy.gate import Policy
+from retinue.policy.rules import Rule
 from retinue.runtime import Runtime
 from retinue.subagents.roles import Role
 from retinue.temporal._calls import cut_short
@@ -50,6 +56,7 @@ from retinue.temporal._types import (
     Agent,
     ApprovalAnswer,
     ConsolidateStep,
+    Json,
     ModelReply,
     ModelStep,
     OpenReply,
@@ -63,6 +70,7 @@ from retinue.tools.base import ToolContext
 __all__ = ["TurnActivities", "idempotency_key"]
 
 T = TypeVar("T")
+MAX_ALLOWED = 1_000  # "always" rules one tool call's policy takes (the tree's first ones)
 
 _key: contextvars.ContextVar[str] = contextvars.ContextVar("retinue_temporal_key", default="")
 
@@ -95,7 +103,7 @@ class _Asked:
     def __call__(self, request: ApprovalRequest) -> Approval:
         answer, answered = self.answer, self.answered
         if answer is not None and answered is not None and answer_fits(answered, request):
-            return Approval(answer.allow, message=answer.message)
+            return Approval(answer.allow, answer.allow and answer.always, answer.message)
         if request.call_id == self.call_id and self.asked is None:
             self.asked = request  # (the call is refused now and asked about in the workflow)
             return Approval(False, message="waiting for a person's answer")
@@ -173,6 +181,12 @@ class TurnActivities:
         if activity.info().attempt > 1 and not (tool is not None and tool.idempotent):
             return ToolOutcome(cut_short(call))
         gate, ctx = config.context.gate, config.context
+        policy = gate if isinstance(gate, Policy) else None
+        given = 0
+        if policy is not None:
+            for rule in step.allowed[:MAX_ALLOWED]:
+                policy.allow_always(_rule(rule))
+            given = len(policy.always_given())
         running = (
             gate.execute(config.tools, call, ctx)
             if gate is not None
@@ -181,7 +195,8 @@ class TurnActivities:
         result = await tool_call(call, _beating(running))
         if approver.asked is not None:  # it did not run: a person is asked first
             return ToolOutcome(approval=approver.asked.to_dict())
-        return ToolOutcome(to_dict(result))
+        added = policy.always_given()[given:] if policy is not None else ()
+        return ToolOutcome(to_dict(result), allowed=[_rule_data(r) for r in added])
 
     @activity.defn(name=OPEN_ACTIVITY)
     async def open_session(self, step: OpenStep) -> OpenReply:
@@ -211,6 +226,22 @@ class TurnActivities:
             return await _beating(factory.consolidate(run.role, run.config, messages))
         finally:
             consolidation_run.reset(token)
+
+
+def _rule_data(rule: Rule) -> Json:
+    """An "always" rule as workflow data (as :func:`~retinue.policy.rules.rule_for` made
+    it: its exact pattern, not its text, which would read wider)."""
+    regex = rule._regex  # pyright: ignore[reportPrivateUsage]
+    pattern, flags = (regex.pattern, int(regex.flags)) if regex is not None else (None, 0)
+    return {"text": rule.text, "tool": rule.tool, "spec": rule.spec, "pattern": pattern,
+            "flags": flags}  # fmt: skip
+
+
+def _rule(data: Json) -> Rule:
+    pattern = data.get("pattern")
+    regex = re.compile(str(pattern), int(data.get("flags", 0))) if pattern is not None else None
+    spec = data.get("spec")
+    return Rule(str(data["text"]), str(data["tool"]), None if spec is None else str(spec), regex)
 
 
 def _descend(ctx: ToolContext, chain: list[list[str]]) -> ToolContext:

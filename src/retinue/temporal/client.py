@@ -99,11 +99,19 @@ class TemporalConversations:
         return [ApprovalRequest(**r) for r in raw]
 
     async def approve(
-        self, conversation_id: str, request_id: str, *, allow: bool, message: str = ""
+        self,
+        conversation_id: str,
+        request_id: str,
+        *,
+        allow: bool,
+        message: str = "",
+        always: bool = False,
     ) -> None:
         """Answer a pending approval request (``message``: why not, for the model); the
-        call it holds runs (or is refused) and its turn goes on."""
-        answer = ApprovalAnswer(request_id, allow, message)
+        call it holds runs (or is refused) and its turn goes on. ``always`` (with
+        ``allow``): the request's rule allows what it matches for the rest of the
+        conversation, in every session of its tree."""
+        answer = ApprovalAnswer(request_id, allow, message, allow and always)
         await self.handle(conversation_id).execute_update(ConversationWorkflow.approve, answer)
 
     async def cancel_turn(self, conversation_id: str) -> bool:

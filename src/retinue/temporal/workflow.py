@@ -10,10 +10,15 @@ itself: ``SubAgent`` opens a child workflow (or continues one) and sends it the 
 keyed by its first run id); ``SubAgentStatus`` says what it knows of one; ``AskParent`` ends
 the turn with the question, and the next message is its answer. A call that needs approval
 waits (``approvals`` query) until the conversation's ``approve`` Update answers it, from any
-client, however deep the session. A tool call's activity is tried ``Limits.tool_attempts``
-times if its tool is ``idempotent`` (a read; the model activity names them) and once if
-not: one that did not finish (its worker died, or was stopped) is answered "cut short, may
-have run", one past its timeout (``Limits.tool_timeouts``) "stopped, may have run in part".
+client, however deep the session; an "always" answer's rule (the one the in-process policy
+adds: that call's exact command, file or host, or the tool) allows what it matches for the
+rest of the conversation in every session of its tree: the session that asked tells the
+conversation's workflow (``rules_allowed`` signal), which tells every session it knows of,
+keeps them across continue-as-new, and a session opens with its parent's. A tool call's
+activity is tried ``Limits.tool_attempts`` times if its tool is ``idempotent`` (a read;
+the model activity names them) and once if not: one that did not finish (its worker died,
+or was stopped) is answered "cut short, may have run", one past its timeout
+(``Limits.tool_timeouts``) "stopped, may have run in part".
 The ``cancel_turn`` Update cancels the running turn: its activities, and the turns its
 sessions run for it (``interrupt`` signal); the calls without a result are answered
 "cancelled", and the conversation takes the next message. The sub-agent caps of the whole
@@ -100,6 +105,7 @@ __all__ = ["ConversationWorkflow", "stopped_note"]
 
 _FAILURES = (FailureError,)  # an activity's (retries spent), a signal's, too long
 MAX_ASKS = 3  # approvals one call may wait for (a hook that rewrites it asks again)
+MAX_ALLOWED = 1_000  # "always" rules a conversation keeps (the first ones)
 STATUS_TOOL = "SubAgentStatus"
 OPENING_CHARS = 200  # of the first user message, in the ``outline`` query
 INTERRUPTED_NOTE = "Stopped: the turn was cancelled."
@@ -153,6 +159,7 @@ class ConversationWorkflow(FanOutCounting, Sessions):
         self._unloading: set[str] = set()  # those whose close an unload waits for
         self._answers: dict[str, ApprovalAnswer] = {}  # to its own approval requests
         self._pending: dict[str, PendingApproval] = {}  # the tree's (the main agent's)
+        self._allowed: list[Json] = list(start.allowed)  # "always" answers' rules, the tree's
 
     # -- life ----------------------------------------------------------------------------
 
@@ -175,7 +182,7 @@ class ConversationWorkflow(FanOutCounting, Sessions):
         return ConversationStart(
             start.tenant, start.conversation_id, self._messages, self._step, start.limits,
             start.agent, self._question, list(self._children.values()), self._opened,
-            self._turns, list(self._sessions.values()), self._fanout,
+            self._turns, list(self._sessions.values()), self._fanout, list(self._allowed),
         )  # fmt: skip
 
     def _too_long(self) -> bool:
@@ -466,7 +473,8 @@ class ConversationWorkflow(FanOutCounting, Sessions):
     async def _run_tool(self, key: str, call: ToolCall) -> Json:
         """A tool call's activity; one that waits for approval runs again once answered."""
         start, limits = self._start, self._start.limits
-        step = ToolStep(key, start.tenant, start.conversation_id, _call_dict(call), start.agent)
+        step = ToolStep(key, start.tenant, start.conversation_id, _call_dict(call), start.agent,
+                        allowed=list(self._allowed))  # fmt: skip
         # a read is tried again; a call that may have had an effect runs once
         reads = call.name in self._idempotent
         timeout = limits.tool_timeouts.get(call.name, limits.tool_timeout_s)
@@ -483,6 +491,8 @@ class ConversationWorkflow(FanOutCounting, Sessions):
                 outcome = await self._activity(TOOL_ACTIVITY, step, ToolOutcome,
                                                f"{key}/{attempt}", timeout_s=timeout,
                                                attempts=tries)  # fmt: skip
+                if outcome.allowed:  # (an "always" answer: its rule, for the whole tree)
+                    await self.rules_allowed(outcome.allowed)
         except ActivityError as exc:
             unfinished = self._unfinished(call, exc, timeout, tries)
             if unfinished is None:
@@ -567,6 +577,25 @@ class ConversationWorkflow(FanOutCounting, Sessions):
     @workflow.signal
     def approval_withdrawn(self, request_id: str) -> None:
         self._pending.pop(request_id, None)
+
+    @workflow.signal
+    async def rules_allowed(self, rules: list[Json]) -> None:
+        """Rules "always" answers added in the tree: kept; the conversation's workflow
+        (told by the session that asked) tells every session it knows of."""
+        known = {r.get("text") for r in self._allowed}
+        added = [r for r in rules if r.get("text") not in known]
+        added = added[: max(0, MAX_ALLOWED - len(self._allowed))]
+        if not added:
+            return
+        self._allowed.extend(added)
+        targets = (
+            [n.workflow_id for n in self._sessions.values()] if self._is_root else [self._root]
+        )
+        for workflow_id in targets:
+            try:
+                await self._signal(workflow_id, "rules_allowed", added)
+            except FailureError:  # (a session that has just closed)
+                workflow.logger.warning("%s did not take the allowed rules", workflow_id)
 
     @workflow.signal
     def approval_answer(self, answer: ApprovalAnswer) -> None:
