@@ -9,12 +9,13 @@ Host and Origin checks, bodies and errors: :mod:`retinue.server.app`): the conve
 routes (a reply with ``stop_reason`` ``"asking"`` is the main agent's question, which the
 next message answers), a conversation's approvals (pending anywhere in its session tree,
 answered from any front end), ``GET /v1/sessions?team=conv-ID`` (its session tree),
-``POST /v1/sessions/conv-ID/interrupt`` (cancel its running turn), the web page and the OpenAI-compatible ``/v1/chat/completions`` (the main agent, ``model:
-"retinue"``). ``keep_sessions`` is moot: sessions are child workflows that live across
-turns until unloaded. Not here yet: images and PDFs, the other routes of one session
-(``/v1/sessions/{id}/...``), the ``retinue/<role>`` models. A
-tenant's conversations are its workflows on its own task queue: the configured queue for
-the service's own tenant, ``<queue>-<tenant>`` for a named token's.
+``POST /v1/sessions/conv-ID/interrupt`` (cancel its running turn), the web page and the
+OpenAI-compatible ``/v1/chat/completions`` (the main agent, ``model: "retinue"``).
+``keep_sessions`` is moot: sessions are child workflows that live across turns until
+unloaded. Not here yet: images and PDFs, the other routes of one session
+(``/v1/sessions/{id}/...``), the ``retinue/<role>`` models. A tenant's conversations are
+its workflows on its own task queue: the configured queue for the service's own tenant,
+``<queue>-<tenant>`` for a named token's.
 
 **Streaming.** Temporal does not stream. The workflow's state is the source of the events:
 while a turn runs, the front end that started it asks the workflow every ``poll_s`` (0.2 s)
