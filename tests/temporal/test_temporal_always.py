@@ -1,12 +1,14 @@
 """An "always" answer to an approval on Temporal: the rule the in-process policy adds (here,
 a program's own tool: its name) allows that tool for the rest of the conversation, in every
-session of its tree, across turns, runs that continued as new, and activities."""
+session of its tree, across turns, runs that continued as new, and activities. And the
+program's ``before_model`` and ``on_answer`` guards, which run in the model activity."""
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +22,7 @@ from test_temporal_tree import (  # (the same conftest folder)
     conversations,
     delegate,
     deploy,
+    heard,
     last_result,
     role,
     runs_of,
@@ -27,6 +30,7 @@ from test_temporal_tree import (  # (the same conftest folder)
 )
 
 from retinue.policy.approvals import ApprovalRequest
+from retinue.policy.guards import FinalAnswer, Guard, ModelRequest, Verdict
 from retinue.runtime import Runtime
 from retinue.temporal._types import TurnReply
 from retinue.temporal.client import TemporalConversations
@@ -169,3 +173,73 @@ async def test_always_in_a_sub_agent_reaches_the_top_and_its_other_sessions(
     assert other == "got: got: deployed stage"
     assert top == "got: deployed dev"
     assert DEPLOYED == ["prod", "stage", "dev"]
+
+
+# -- the program's guards on Temporal (before_model, on_answer) ---------------------------
+
+
+def hide_passwords(request: ModelRequest) -> Verdict[Any] | None:
+    """Refuse a call whose last message says "secret"; send "password" as "***"."""
+    if "secret" in request.messages[-1].content:
+        return Verdict.deny("no secrets to the model")
+    if not any("password" in m.content for m in request.messages):
+        return None
+    return Verdict.rewrite([replace(m, content=m.content.replace("password", "***"))
+                            for m in request.messages])  # fmt: skip
+
+
+def clean_answer(answer: FinalAnswer) -> Verdict[Any] | None:
+    """Withhold an answer that says "classified"; say "darn" as "[redacted]"."""
+    if "classified" in answer.content:
+        return Verdict.deny("it is classified")
+    if "darn" in answer.content:
+        return Verdict.rewrite(answer.content.replace("darn", "[redacted]"))
+    return None
+
+
+async def test_before_model_guards_rewrite_what_is_sent_or_refuse_the_call(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    convs = await conversations(temporal_address)
+    main = ScriptedModel([heard, heard])
+    runtime, _ = runtime_for(tmp_path, main, {}, roles=[],
+                             guards=[Guard(before_model=hide_passwords)])  # fmt: skip
+    async with make_worker(convs.client, runtime, convs.task_queue):
+        rewritten = await convs.send("guard-1", "my password is x")
+        refused = await convs.send("guard-1", "tell the secret")
+        after = await convs.send("guard-1", "and now?")
+        history = await convs.history("guard-1")
+        await closed(convs, "guard-1")
+    main.assert_done()
+    assert (rewritten.content, rewritten.stop_reason) == ("heard: my *** is x", "final")
+    assert refused.stop_reason == "refused"
+    assert refused.content.startswith("Stopped: the model call was refused: ")
+    assert "no secrets to the model" in refused.content
+    assert after.content == "heard: my *** is x | tell the secret | and now?"
+    assert history[0].content == "my password is x"  # the history keeps what was said
+    assert [m.content for m in history if m.role == "assistant"][1] == refused.content
+
+
+async def test_on_answer_guards_rewrite_or_withhold_the_answer_at_every_depth(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    convs = await conversations(temporal_address)
+    main = ScriptedModel(["darn it", "classified stuff", delegate("a", "go"), last_result])
+    a = ScriptedModel(["darn, done"])
+    runtime, _ = runtime_for(tmp_path, main, {"scripted:a": a}, roles=[role("a")],
+                             guards=[Guard(on_answer=clean_answer)])  # fmt: skip
+    async with make_worker(convs.client, runtime, convs.task_queue):
+        rewritten = await convs.send("guard-2", "say it")
+        withheld = await convs.send("guard-2", "tell me")
+        delegated = await convs.send("guard-2", "ask a")
+        history = await convs.history("guard-2")
+        await closed(convs, "guard-2")
+    main.assert_done()
+    a.assert_done()
+    assert (rewritten.content, rewritten.stop_reason) == ("[redacted] it", "final")
+    assert withheld.stop_reason == "refused"
+    assert withheld.content.startswith("Stopped: the answer was withheld: ")
+    assert "it is classified" in withheld.content
+    assert delegated.content == "got: [redacted], done"  # (the session's answer, screened)
+    said = [m.content for m in history if m.role == "assistant"]
+    assert "[redacted] it" in said and not any("classified stuff" in s for s in said)

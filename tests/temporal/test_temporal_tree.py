@@ -21,6 +21,7 @@ from retinue.config import Settings
 from retinue.llm.base import Model, ToolSpec
 from retinue.memory.consolidate import consolidation_run
 from retinue.messages import AssistantMessage, Message, ToolResultMessage
+from retinue.policy.guards import Guard
 from retinue.runtime import Runtime
 from retinue.subagents.roles import Role
 from retinue.temporal._types import Limits
@@ -66,12 +67,13 @@ def runtime_for(
     roles: Sequence[Role],
     tools: Sequence[Tool] = (),
     tenant: str = "default",
+    guards: Sequence[Guard] = (),
 ) -> tuple[Runtime, Remembered]:
     tmp_path.mkdir(exist_ok=True)
     settings = Settings(home=tmp_path / "home", workspace=tmp_path, tenant=tenant)
     runtime = Runtime.create(
         settings, model=main, model_for=models.__getitem__, roles=roles, extra_tools=list(tools),
-        with_memory=False, builtins=False,
+        with_memory=False, builtins=False, guards=guards,
     )  # fmt: skip
     memory = Remembered()
     runtime.manager.factory.memory = memory  # (what a session's close consolidates into)

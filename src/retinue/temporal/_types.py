@@ -188,6 +188,7 @@ class ModelReply:
     local: list[str] = field(default_factory=list)  # WORKFLOW_TOOLS this agent has
     # the tools the message calls that are idempotent (tried again when a try fails)
     idempotent: list[str] = field(default_factory=list)
+    refused: bool = False  # a guard stopped the turn: ``message`` is its note, the answer
 
 
 @dataclass(slots=True)

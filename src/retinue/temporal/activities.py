@@ -17,7 +17,11 @@ answer and runs the call again with it (given only to a request for the same cal
 rule made from the call (:func:`~retinue.policy.rules.rule_for`) to the policy: the activity
 returns it, the workflows keep the tree's rules and give them to each later tool call's
 activity, whose policy allows what they match. AutoCompress runs before each model call,
-and the history it shortened goes back to the workflow. A consolidation runs under the
+and the history it shortened goes back to the workflow. The program's guards run in the
+model activity as in a run's loop: ``before_model`` on what the call sends (rewritten, or
+the call refused), ``on_answer`` on a reply without tool calls (rewritten, or withheld); a
+refusal comes back as the note that closes the turn (``ModelReply.refused``). A guard that
+asks a person is refused there (nobody is asked yet). A consolidation runs under the
 session's run id, so the memory store writes it once however often it is tried. While a
 call runs, the activity beats (Temporal's heartbeat), so a dead worker's call is noticed
 after ``Limits.heartbeat_s``, and a cancelled turn's cancel reaches the call (it is
@@ -30,7 +34,7 @@ import asyncio
 import contextvars
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from temporalio import activity
@@ -39,7 +43,7 @@ from temporalio.exceptions import ApplicationError
 from retinue.engine.config import RunConfig
 from retinue.errors import RetinueError
 from retinue.memory.consolidate import consolidation_run
-from retinue.messages import SystemMessage, ToolCall, from_dict, to_dict
+from retinue.messages import AssistantMessage, SystemMessage, ToolCall, from_dict, to_dict
 from retinue.policy.approvals import Approval, ApprovalRequest, answer_fits
 from retinue.policy.gate import Policy
 from retinue.policy.rules import Rule
@@ -65,7 +69,7 @@ from retinue.temporal._types import (
     ToolStep,
 )
 from retinue.temporal.tracing import chat, tool_call
-from retinue.tools.base import ToolContext
+from retinue.tools.base import CallGate, ToolContext
 
 __all__ = ["TurnActivities", "idempotency_key"]
 
@@ -155,19 +159,31 @@ class TurnActivities:
         keeper = config.context_keeper  # AutoCompress, as a session's turn runs it
         if keeper is not None:
             await keeper.before_call(sent, config.model, config.context, step.last_input_tokens)
-        calling = _beating(config.model.complete(sent, tools.specs()))
-        response = await chat(config.model.name, sent, calling)
-        usage = response.usage
-        called = {c.name for c in response.message.tool_calls}
-        reads = [n for n in sorted(called) if (t := tools.get(n)) is not None and t.idempotent]
         kept = sent[1:]
         shortened = len(kept) != len(history) or any(
             a is not b for a, b in zip(kept, history, strict=True)
         )
+        local = sorted(WORKFLOW_TOOLS.intersection(tools.names))
+        gate, ctx = config.context.gate, config.context
+        guarded = gate is not None and gate.guarded
+        offered = sent
+        if gate is not None and guarded:  # the program's guards: what is sent (loop's rule)
+            offered, refused = await gate.screen_model_call(sent, config.model.name, ctx)
+            if refused:
+                note = AssistantMessage(f"Stopped: the model call was refused: {refused}")
+                return ModelReply(to_dict(note), history=[to_dict(m) for m in kept]
+                                  if shortened else None, local=local, refused=True)  # fmt: skip
+        calling = _beating(config.model.complete(offered, tools.specs()))
+        response = await chat(config.model.name, offered, calling)
+        usage = response.usage
+        message, stopped = response.message, False
+        if gate is not None and guarded and not message.tool_calls:  # the answer's guards
+            message, stopped = await _screened_answer(gate, message, ctx)
+        called = {c.name for c in message.tool_calls}
+        reads = [n for n in sorted(called) if (t := tools.get(n)) is not None and t.idempotent]
         return ModelReply(
-            to_dict(response.message), usage.input_tokens, usage.output_tokens,
-            [to_dict(m) for m in kept] if shortened else None,
-            sorted(WORKFLOW_TOOLS.intersection(tools.names)), reads,
+            to_dict(message), usage.input_tokens, usage.output_tokens,
+            [to_dict(m) for m in kept] if shortened else None, local, reads, stopped,
         )  # fmt: skip
 
     @activity.defn(name=TOOL_ACTIVITY)
@@ -226,6 +242,17 @@ class TurnActivities:
             return await _beating(factory.consolidate(run.role, run.config, messages))
         finally:
             consolidation_run.reset(token)
+
+
+async def _screened_answer(
+    gate: CallGate, message: AssistantMessage, ctx: ToolContext
+) -> tuple[AssistantMessage, bool]:
+    """An answer as the ``on_answer`` guards leave it, and whether it was withheld (then
+    the note that closes the turn stands in its place: it is not kept), as a run's loop."""
+    said, withheld = await gate.screen_answer(message.content, message.content, ctx)
+    if withheld:
+        return AssistantMessage(f"Stopped: the answer was withheld: {withheld}"), True
+    return (message if said is message.content else replace(message, content=said)), False
 
 
 def _rule_data(rule: Rule) -> Json:

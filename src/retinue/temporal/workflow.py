@@ -152,6 +152,7 @@ class ConversationWorkflow(FanOutCounting, Sessions):
         self._last_input = 0  # the last model call's input tokens (AutoCompress's estimate)
         self._local: set[str] = set()  # the workflow's own calls this agent may make
         self._idempotent: set[str] = set()  # the tools the last model reply calls that are
+        self._ended_as = "final"  # a reply without calls ends the turn so ("refused": guards)
         self._interrupting = False  # the running turn is being cancelled (cancel_turn)
         self._replies: dict[str, Reply] = {}  # from its sessions, by token
         self._ended: dict[str, Closed] = {}  # its sessions that closed, by agent id
@@ -378,8 +379,8 @@ class ConversationWorkflow(FanOutCounting, Sessions):
         limits = self._start.limits
         for _ in range(limits.max_iterations):
             message = await self._ask_model()
-            if not message.tool_calls:
-                return TurnReply(message.content, "final", self._step)
+            if not message.tool_calls:  # ("refused": a guard's note closes the turn)
+                return TurnReply(message.content, self._ended_as, self._step)
             self._step += 1
             await self._run_calls(message.tool_calls)
             if self._question is not None:  # AskParent: the next message answers it
@@ -467,6 +468,7 @@ class ConversationWorkflow(FanOutCounting, Sessions):
         self._last_input = reply.input_tokens
         self._local = set(reply.local)
         self._idempotent = set(reply.idempotent)
+        self._ended_as = "refused" if reply.refused else "final"
         self._messages.append(reply.message)
         return message
 
