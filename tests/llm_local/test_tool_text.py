@@ -390,3 +390,20 @@ def test_a_command_line_that_is_not_the_tool_call_stays_a_shell_command(line: st
     assert described_calls(text, schemas) == (text, ())
     _, calls = shell_calls(text, schemas)
     assert [(c.name, args(c.arguments)) for c in calls] == [("Bash", {"command": line})]
+
+
+# -- a JSON call in another language's fence (the default model, without a sandbox) ----------
+
+
+def test_a_json_call_in_a_python_fence_is_that_call() -> None:
+    text = '```python\n{\n  "name": "Read",\n  "arguments": {"file_path": "settings.py"}\n}\n```'
+    content, calls = parse_tool_calls(text)
+    assert [(c.name, args(c.arguments)) for c in calls] == [("Read", {"file_path": "settings.py"})]
+    assert content == ""
+
+
+def test_a_shell_line_is_not_taken_for_a_fence_s_language() -> None:
+    text = '```bash\nls\nGlob pattern="*"\n```'  # ls is a command: the block is the shell's
+    assert described_calls(text, SCHEMAS) == (text, ())
+    _, calls = shell_calls(text, BASH)
+    assert [args(c.arguments) for c in calls] == [{"command": 'ls\nGlob pattern="*"'}]

@@ -4,7 +4,8 @@ Small local models ask for tools in one of these forms, all accepted:
 
 * Qwen-style tags: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` (several allowed;
   an unterminated last tag counts when generation stopped inside it);
-* a fenced code block (```` ```json ```` or bare ```` ``` ````) holding such an object, or a list
+* a fenced code block (```` ```json ````, bare ```` ``` ````, or another language's, as a
+  small model writes ```` ```python ```` around a JSON call) holding such an object, or a list
   of them;
 * a reply that is nothing but such an object.
 
@@ -59,7 +60,12 @@ MALFORMED_NAME = "invalid_tool_call"
 _OPEN, _CLOSE = "<tool_call>", "</tool_call>"
 _CALL_STARTS = (_OPEN, "{", "```json")
 _TAGGED = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
-_FENCED = re.compile(r"```[ \t]*(?:json|JSON|tool_call)?[ \t]*\n?(.*?)(?:```|\Z)", re.DOTALL)
+# a fence: its language word (any: a small model puts a JSON call in a ```python block too) on
+# a line of its own, else an optional json / tool_call word and the block's text at once
+_FENCED = re.compile(
+    r"```(?:[ \t]*[A-Za-z][\w+-]*[ \t]*\n|[ \t]*(?:json|JSON|tool_call)?[ \t]*\n?)(.*?)(?:```|\Z)",
+    re.DOTALL,
+)
 _NAME = re.compile(r'"name"\s*:\s*"([^"]*)"')
 _ARGUMENT_KEYS = ("arguments", "parameters")
 
@@ -109,10 +115,7 @@ def described_calls(
     seen: set[tuple[str, str]] = set()
 
     def take_block(match: re.Match[str]) -> str:
-        body = match.group(1)
-        info, newline, rest = body.partition("\n")
-        if newline and re.fullmatch(r"[\w+-]*", info.strip()):
-            body = rest  # the fence's language tag (```bash)
+        body = match.group(1)  # (without the fence's language word: ```bash)
         if len(body) > _MAX_DESCRIBED:
             return match.group(0)
         lines = [ln for ln in body.splitlines() if ln.strip()]
