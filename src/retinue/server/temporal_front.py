@@ -8,14 +8,23 @@ balancer serve the same conversations. The routes are the service's (same token,
 Host and Origin checks, bodies and errors: :mod:`retinue.server.app`): the conversation
 routes (a reply with ``stop_reason`` ``"asking"`` is the main agent's question, which the
 next message answers), a conversation's approvals (pending anywhere in its session tree,
-answered from any front end), ``GET /v1/sessions?team=conv-ID`` (its session tree),
-``POST /v1/sessions/conv-ID/interrupt`` (cancel its running turn), the web page and the
-OpenAI-compatible ``/v1/chat/completions`` (the main agent, ``model: "retinue"``).
-``keep_sessions`` is moot: sessions are child workflows that live across turns until
-unloaded. Not here yet: images and PDFs, the other routes of one session
-(``/v1/sessions/{id}/...``), the ``retinue/<role>`` models. A tenant's conversations are
-its workflows on its own task queue: the configured queue for the service's own tenant,
-``<queue>-<tenant>`` for a named token's.
+answered from any front end), the sessions routes, the web page and the OpenAI-compatible
+``/v1/chat/completions`` (the main agent, ``model: "retinue"``). ``keep_sessions`` is moot:
+sessions are child workflows that live across turns until unloaded. Not here yet: images and
+PDFs, answering or steering a session from outside (409), the ``retinue/<role>`` models. A
+tenant's conversations are its workflows on its own task queue: the configured queue for the
+service's own tenant, ``<queue>-<tenant>`` for a named token's.
+
+**Sessions.** ``GET /v1/sessions`` lists the sessions of the tenant's conversations (of one
+with ``team`` or ``parent``), ``GET /v1/sessions/{id}`` shows one with its history, and
+``POST /v1/sessions/{id}/interrupt`` cancels its running turn: ``conv-CID``'s (the
+conversation's, with the turns its sessions run for it) or a sub-agent session's alone (its
+child workflow's ``cancel_turn``: its own sessions' turns for it end too, and its parent's
+turn goes on, reading that it was interrupted). A session id names a node of the tree that
+the conversation's own workflow reports (``state`` query), never a workflow id: a request
+reaches only the child workflows of its tenant's conversation. Each session's facts come
+from its workflow's ``session_view`` query; tokens and cost are not counted on Temporal
+(null).
 
 **Streaming.** Temporal does not stream. The workflow's state is the source of the events:
 while a turn runs, the front end that started it asks the workflow every ``poll_s`` (0.2 s)
@@ -42,7 +51,7 @@ import contextlib
 import secrets
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import FastAPI, Header, Request, Response
@@ -94,8 +103,16 @@ from retinue.server.security import Guard, Security
 from retinue.server.sse import TurnFeed, frame, output_json
 from retinue.telemetry import trace as _tel
 from retinue.telemetry.trace import RemoteParent
-from retinue.temporal._types import WORKFLOW_NAME, HistoryPage, Outline, TurnReply
-from retinue.temporal.client import TemporalConversations
+from retinue.temporal._types import (
+    WORKFLOW_NAME,
+    ConversationState,
+    HistoryPage,
+    Json,
+    Outline,
+    SessionNode,
+    TurnReply,
+)
+from retinue.temporal.client import TemporalConversations, workflow_id
 from retinue.temporal.workflow import ConversationWorkflow
 from retinue.tools.base import preview
 
@@ -103,6 +120,10 @@ __all__ = ["TemporalFront", "TemporalUnavailable", "create_temporal_app"]
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 _MAX_LISTED = 100  # conversations GET /v1/conversations shows (each is one query)
+_MAX_SESSIONS = 200  # sessions GET /v1/sessions shows (each is one query)
+_MAX_SESSION_ID = 1_000  # characters of a session id a request may send
+_SHOWN_STATES = {"busy": "running", "paused": "running"}  # the service's names (a paused
+# session's turn runs: it waits for an approval, which the conversation's approvals list)
 _WAIT_FOR_WORKER_S = 60.0  # a streamed turn waits this long for a worker to answer a query
 _PAST_ANY_END = 1 << 53  # a ``history_since`` start past any history: its length alone
 MESSAGE_SPAN = "retinue.message"  # a turn's span here: its trace's root (or the caller's child)
@@ -158,24 +179,81 @@ class TemporalFront:
         return await _history(handle)
 
     async def state(self, tenant: str, cid: str) -> dict[str, Any] | None:
-        """What the conversation's workflow shows (``running``, ``question``, ``approvals``,
-        ``sessions``), agent ids as the service names them; None when none runs."""
-        handle = self.conversations(tenant).handle(cid)
-        if not await _running(handle):
+        """What the conversation's workflow shows (``running``, ``question``, ``approvals``),
+        agent ids as the service names them; None when none runs."""
+        state = await self._tree(tenant, cid)
+        if state is None:
             return None
-        async with _reaching():
-            state = await handle.query(ConversationWorkflow.state)
-        sessions = [{**asdict(n), "id": outside(n.agent_id, cid),
-                     "parent_id": outside(n.parent_id, cid)} for n in state.sessions]  # fmt: skip
-        for node in sessions:
-            del node["agent_id"]
         return {
             "running": state.state == "busy",
             "state": state.state,
             "question": state.question,
             "approvals": [_approval(a, cid) for a in state.approvals],
-            "sessions": sessions,
         }
+
+    async def _tree(self, tenant: str, cid: str) -> ConversationState | None:
+        """The conversation's ``state`` query (its session tree with it); None when no
+        workflow of it runs."""
+        handle = self.conversations(tenant).handle(cid)
+        if not await _running(handle):
+            return None
+        async with _reaching():
+            return await handle.query(ConversationWorkflow.state)
+
+    async def sessions(self, tenant: str, cid: str | None = None) -> list[dict[str, Any]]:
+        """The open sessions of the conversation ``cid`` (None: of each of the tenant's
+        running conversations), each with its ``session_view``; at most ``_MAX_SESSIONS``."""
+        if cid is not None:
+            cids, trees = [cid], [await self._tree(tenant, cid)]
+        else:  # (a conversation closed since it was listed, or failing, is left out)
+            cids = [c for c, _ in await self._listed(tenant)]
+            trees = await asyncio.gather(*(self._tree(tenant, c) for c in cids),
+                                         return_exceptions=True)  # fmt: skip
+        nodes = [(c, n) for c, tree in zip(cids, trees, strict=True)
+                 if isinstance(tree, ConversationState) for n in tree.sessions]  # fmt: skip
+        nodes = nodes[:_MAX_SESSIONS]
+        views = await asyncio.gather(  # (a session that closed meanwhile: its node alone)
+            *(self._child(n).query(ConversationWorkflow.session_view) for _, n in nodes),
+            return_exceptions=True,
+        )
+        return [session_json(n, c, v if isinstance(v, dict) else None)
+                for (c, n), v in zip(nodes, views, strict=True)]  # fmt: skip
+
+    async def session(self, tenant: str, sid: str) -> dict[str, Any] | None:
+        """Sub-agent session ``sid`` of the tenant (``conv-CID/role...``) with its history;
+        None when its conversation holds no open session of that id."""
+        found = await self.node(tenant, sid)
+        if found is None:
+            return None
+        cid, node = found
+        handle = self._child(node)
+        try:
+            async with _reaching():
+                view = await handle.query(ConversationWorkflow.session_view)
+                raw = await _raw_history(handle)
+        except TemporalUnavailable as exc:
+            if _missing(exc):  # (it closed since the tree was read)
+                return None
+            raise
+        history = [shown_dict(from_dict(m)) for m in raw]
+        return {**session_json(node, cid, view), "history": history}
+
+    async def node(self, tenant: str, sid: str) -> tuple[str, SessionNode] | None:
+        """The conversation id and the tree's node of the tenant's sub-agent session
+        ``sid``, as the conversation's own workflow reports it (a request never names a
+        workflow id); None when there is none."""
+        cid = conversation_of(sid)
+        if cid is None or sid == agent_id_for(cid):
+            return None
+        tree = await self._tree(tenant, cid)
+        below = f"{workflow_id(tenant, cid)}/"  # (its tree's child workflows, and no other)
+        for node in tree.sessions if tree is not None else []:
+            if outside(node.agent_id, cid) == sid and node.workflow_id.startswith(below):
+                return cid, node
+        return None
+
+    def _child(self, node: SessionNode) -> WorkflowHandle[ConversationWorkflow, object]:
+        return self.client.get_workflow_handle_for(ConversationWorkflow.run, node.workflow_id)
 
     async def approve(
         self, tenant: str, cid: str, request_id: str, *, allow: bool, message: str,
@@ -203,8 +281,29 @@ class TemporalFront:
         async with _reaching():
             return await convs.cancel_turn(cid)
 
-    async def views(self, tenant: str) -> list[dict[str, Any]]:
-        """The tenant's running conversations, the latest started first."""
+    async def interrupt_session(self, tenant: str, sid: str) -> bool | None:
+        """Cancel the running turn of session ``sid``: ``conv-CID``'s (the conversation's,
+        with the turns its sessions run for it) or a sub-agent session's alone (its child
+        workflow's ``cancel_turn``: its own sessions' turns for it end too; its parent's turn
+        goes on and reads that it was interrupted). False: none ran; None: no such session."""
+        cid = conversation_of(sid)
+        if cid is not None and sid == agent_id_for(cid):
+            return await self.interrupt(tenant, cid)
+        found = await self.node(tenant, sid)
+        if found is None:
+            return None
+        try:
+            async with _reaching():
+                return await self._child(found[1]).execute_update(ConversationWorkflow.cancel_turn)
+        except TemporalUnavailable as exc:
+            if _missing(exc):  # (it closed since the tree was read)
+                return None
+            raise
+
+    async def _listed(self, tenant: str) -> list[tuple[str, float]]:
+        """The ids of the tenant's running conversations (not their sessions' child
+        workflows, of the same type and queue) and when each started; at most
+        ``_MAX_LISTED``."""
         prefix = f"retinue/{tenant}/"
         query = (
             f"WorkflowType = '{WORKFLOW_NAME}' AND ExecutionStatus = 'Running' AND "
@@ -213,8 +312,16 @@ class TemporalFront:
         found: list[tuple[str, float]] = []
         async with _reaching():
             async for w in self.client.list_workflows(query, limit=10 * _MAX_LISTED):
-                if w.id.startswith(prefix) and len(found) < _MAX_LISTED:
-                    found.append((w.id.removeprefix(prefix), w.start_time.timestamp()))
+                cid = w.id.removeprefix(prefix)
+                if w.id.startswith(prefix) and valid_conversation_id(cid):  # (no "/": a root)
+                    found.append((cid, w.start_time.timestamp()))
+                if len(found) == _MAX_LISTED:
+                    break
+        return found
+
+    async def views(self, tenant: str) -> list[dict[str, Any]]:
+        """The tenant's running conversations, the latest started first."""
+        found = await self._listed(tenant)
         convs = self.conversations(tenant)
         outlines = await asyncio.gather(  # (each its outline, not its whole history)
             *(convs.handle(cid).query(ConversationWorkflow.outline) for cid, _ in found),
@@ -360,6 +467,39 @@ def outside(agent_id: str, cid: str) -> str:
     return agent_id
 
 
+def conversation_of(sid: str) -> str | None:
+    """The conversation whose tree a session id names (``conv-CID`` or ``conv-CID/...``);
+    None when it names none (not so, too long, or a bad conversation id)."""
+    if len(sid) > _MAX_SESSION_ID or not sid.startswith("conv-"):
+        return None
+    cid = sid.removeprefix("conv-").partition("/")[0]
+    return cid if valid_conversation_id(cid) else None
+
+
+def session_json(node: SessionNode, cid: str, view: Json | None = None) -> dict[str, Any]:
+    """A session as the service's ``/v1/sessions`` routes show one: its node in the tree
+    and (``view``) what its ``session_view`` query said (else null). Tokens and cost are
+    not counted on Temporal: null."""
+    name = node.agent_id.rpartition("/")[2]  # ``role[:instance]``, or ``role#n``: one-shot
+    seen = view or {}
+    return {
+        "id": outside(node.agent_id, cid),
+        "parent_id": outside(node.parent_id, cid),
+        "role": node.role,
+        "instance": name.partition(":")[2] or None,
+        "kind": "one-shot" if "#" in name else "interactive",
+        "state": _SHOWN_STATES.get(node.state, node.state),
+        "turns": node.turns,
+        "messages": seen.get("messages"),
+        "last_reply": seen.get("last_reply", ""),
+        "question": seen.get("question"),
+        "tokens": None,
+        "input_tokens": None,
+        "output_tokens": None,
+        "cost_usd": None,
+    }
+
+
 def _approval(raw: dict[str, Any], cid: str) -> dict[str, Any]:
     return {**raw, "agent_id": outside(str(raw.get("agent_id", "")), cid)}
 
@@ -388,10 +528,16 @@ async def _running(handle: WorkflowHandle[Any, Any]) -> bool:
         async with _reaching():
             described = await handle.describe()
     except TemporalUnavailable as exc:
-        if isinstance(exc.__cause__, RPCError) and exc.__cause__.status == RPCStatusCode.NOT_FOUND:
+        if _missing(exc):
             return False
         raise
     return described.status == WorkflowExecutionStatus.RUNNING
+
+
+def _missing(exc: TemporalUnavailable) -> bool:
+    """Whether Temporal answered that the workflow is not there (rather than failing)."""
+    cause = exc.__cause__
+    return isinstance(cause, RPCError) and cause.status == RPCStatusCode.NOT_FOUND
 
 
 async def _raw_history(handle: WorkflowHandle[Any, Any]) -> list[dict[str, Any]]:
@@ -584,33 +730,59 @@ def _front_routes(app: FastAPI, front: TemporalFront) -> None:
             raise HTTPException(404, f"no conversation {cid!r}")
         return {"deleted": cid, "ended_sessions": []}
 
-    @app.post("/v1/sessions/{sid:path}/interrupt")
-    async def interrupt(sid: str, request: Request) -> dict[str, Any]:
-        """Cancel the running turn of a conversation's main session (``conv-CID``); its
-        sessions' turns for it end with it."""
-        cid = sid.removeprefix("conv-")
-        done = None
-        if sid.startswith("conv-") and valid_conversation_id(cid):
-            done = await front.interrupt(tenant_of(request, front), cid)
-        if done is None:
-            raise HTTPException(404, f"no conversation's main session {sid!r}")
-        return {"id": sid, "interrupted": done}
+    _session_routes(app, front)
 
+
+def _no_session(sid: str) -> HTTPException:
+    return HTTPException(404, f"no live session {sid[:200]!r}")
+
+
+def _session_routes(app: FastAPI, front: TemporalFront) -> None:
     @app.get("/v1/sessions")
     async def list_sessions(
         request: Request, parent: str | None = None, team: str | None = None
     ) -> dict[str, Any]:
-        """The sessions of the conversation whose main agent ``team`` (or ``parent``) names
-        (``conv-CID``); each conversation's tree is its own workflow's query."""
-        named = team or parent or ""
-        cid = named.removeprefix("conv-").split("/")[0]
-        state = None
-        if named.startswith("conv-") and valid_conversation_id(cid):
-            state = await front.state(tenant_of(request, front), cid)
-        sessions = state["sessions"] if state is not None else []
+        """The open sessions of the tenant's conversations, or of the one whose agent
+        ``parent`` (or ``team``) names; each conversation's tree is its workflow's query."""
+        tenant, named = tenant_of(request, front), parent or team
+        if named is None:
+            sessions = await front.sessions(tenant)
+        else:
+            cid = conversation_of(named)
+            sessions = await front.sessions(tenant, cid) if cid is not None else []
         if parent is not None:
             sessions = [s for s in sessions if s["parent_id"] == parent]
         return {"sessions": sessions, "tasks": {}}
+
+    @app.get("/v1/sessions/{sid:path}")
+    async def get_session(sid: str, request: Request) -> dict[str, Any]:
+        shown = await front.session(tenant_of(request, front), sid)
+        if shown is None:
+            raise _no_session(sid)
+        return shown
+
+    @app.post("/v1/sessions/{sid:path}/interrupt")
+    async def interrupt(sid: str, request: Request) -> dict[str, Any]:
+        """Cancel the running turn of ``conv-CID`` (the conversation's) or of one of its
+        sub-agent sessions alone."""
+        done = await front.interrupt_session(tenant_of(request, front), sid)
+        if done is None:
+            raise _no_session(sid)
+        return {"id": sid, "interrupted": done}
+
+    async def not_here(sid: str, request: Request, what: str) -> HTTPException:
+        if await front.node(tenant_of(request, front), sid) is None:
+            return _no_session(sid)
+        return HTTPException(409, f"session {sid[:200]!r}: {what} on Temporal")
+
+    @app.post("/v1/sessions/{sid:path}/answer")
+    async def answer(sid: str, request: Request) -> dict[str, Any]:
+        """A session's question goes to its parent agent, whose next message answers it."""
+        raise await not_here(sid, request, "its question is its parent agent's to answer")
+
+    @app.post("/v1/sessions/{sid:path}/steer")
+    async def steer(sid: str, request: Request) -> dict[str, Any]:
+        raise await not_here(sid, request, "steering a session's turn is not served")
 
 
 async def _stream(feed: TurnFeed) -> AsyncIterator[str]:

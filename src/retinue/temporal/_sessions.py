@@ -7,7 +7,8 @@ its consolidation); ``SubAgentStatus`` says what the parent knows of one (busy, 
 asking, turns answered). Interactive sessions are held under ``role[:instance]``; a
 one-shot run closes itself after its reply, unless it asked a question: then it is held
 like an interactive session until answered. A parent's turn cancelled while a session
-answers it cancels the session's turn too (``interrupt`` signal). Deterministic, as
+answers it cancels the session's turn too (``interrupt`` signal). The ``session_view``
+query is what a front end lists of a session beside its node in the tree. Deterministic, as
 workflow code must be.
 """
 
@@ -49,13 +50,16 @@ with workflow.unsafe.imports_passed_through():
         Json,
         OpenReply,
         OpenStep,
+        Question,
         Reply,
     )
 
 if TYPE_CHECKING:
     from retinue.engine.session import Consolidation
 
-__all__ = ["Sessions"]
+__all__ = ["VIEW_CHARS", "Sessions"]
+
+VIEW_CHARS = 2_000  # of a session's last reply and question, in the ``session_view`` query
 
 
 class Sessions:
@@ -71,6 +75,18 @@ class Sessions:
     _closing: set[str]  # its sessions closing, not yet closed
     _unloading: set[str]  # those whose close an unload waits for
     _admit: Callable[[Admission], Awaitable[str]]  # the caps' count (retinue.temporal._fanout)
+    _messages: list[Json]
+    _question: Question | None
+
+    @workflow.query
+    def session_view(self) -> Json:
+        """What a front end lists of this session beside its node in the tree (one query,
+        not its whole history): its history's length, its last reply and the question it
+        asks its parent, each cut at ``VIEW_CHARS``."""
+        said = (m.get("content") for m in reversed(self._messages) if m.get("role") == "assistant")
+        last = next((c for c in said if isinstance(c, str) and c), "")
+        asks = self._question.text[:VIEW_CHARS] if self._question is not None else None
+        return {"messages": len(self._messages), "last_reply": last[:VIEW_CHARS], "question": asks}
 
     @property
     def _root(self) -> str:
