@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -134,6 +137,18 @@ async def stack(
         yield own, other, front
 
 
+async def retinue(args: list[str], http: httpx.AsyncClient, home: Path) -> str:
+    """``retinue ARGS --url URL --token TOKEN`` (``retinue sessions``, ``retinue interrupt``)
+    against the front end; its output, once it succeeded."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RETINUE_"))}
+    env.update(RETINUE_HOME=str(home), RETINUE_BLOCK_REAL_MODELS="1", COLUMNS="200")
+    argv = [sys.executable, "-m", "retinue", *args, "--url", str(http.base_url), "--token", TOKEN]
+    done = await asyncio.to_thread(subprocess.run, argv, env=env, capture_output=True,
+                                   text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def ok(response: httpx.Response) -> Any:
     assert response.status_code == 200, response.text
     return response.json()
@@ -160,6 +175,7 @@ async def test_a_session_is_listed_shown_and_interrupted_alone(
         in_team = ok(await http.get("/v1/sessions", params={"team": f"conv-{cid}"}))["sessions"]
         under = ok(await http.get("/v1/sessions", params={"parent": f"conv-{cid}"}))["sessions"]
         busy = ok(await http.get(f"/v1/sessions/{sid}"))
+        table = await retinue(["sessions"], http, tmp_path / "cli")  # what `retinue sessions` shows
 
         # another tenant, and ids that are no node of the tree: as if it did not exist
         foreign = [
@@ -181,6 +197,7 @@ async def test_a_session_is_listed_shown_and_interrupted_alone(
         await until(lambda: "cancelled" in lines(log))  # the session's call was cancelled
         idle = ok(await http.get(f"/v1/sessions/{sid}"))
         again = ok(await http.post(f"/v1/sessions/{sid}/interrupt"))  # none runs now
+        said_idle = await retinue(["interrupt", sid], http, tmp_path / "cli")
 
         second = ok(await http.post(f"/v1/conversations/{cid}/messages",
                                     json={"content": "ask again"}))  # fmt: skip
@@ -202,6 +219,7 @@ async def test_a_session_is_listed_shown_and_interrupted_alone(
     said = [(m["role"], m.get("tool_calls", [{}])[0].get("name")) for m in busy["history"]]
     assert said == [("user", None), ("assistant", "stuck")]
     assert "wait" in busy["history"][0]["content"] and busy["messages"] == 2
+    assert sid in table and "helper" in table and "running" in table
 
     assert [r.status_code for r in foreign] == [404] * len(foreign)
     assert theirs == {"sessions": [], "tasks": {}} and theirs_team == theirs
@@ -216,6 +234,7 @@ async def test_a_session_is_listed_shown_and_interrupted_alone(
     results = [m["content"] for m in idle["history"] if m["role"] == "tool"]
     assert results == [CANCELLED_RESULT]  # its call in flight was answered "cancelled"
     assert again == {"id": sid, "interrupted": False}
+    assert said_idle.strip() == f"{sid} has no running turn; nothing to interrupt"
 
     assert second["content"].startswith("read: helper is back")  # the session took it
     assert (after["state"], after["turns"], after["last_reply"]) == ("idle", 1, "helper is back")
