@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -227,7 +228,8 @@ async def test_a_session_is_listed_shown_and_interrupted_alone(
 
     assert interrupted == {"id": sid, "interrupted": True}
     assert reply["stop_reason"] == "final"  # the parent's turn was not interrupted
-    assert reply["content"].startswith(f"read: {INTERRUPTED_NOTE}")  # it read the session's end
+    # it read that the session's turn was interrupted (as in-process), and that it waits
+    assert reply["content"].startswith(f"read: [turn of {cid}/helper interrupted; the session")
     assert f"interactive session {cid}/helper is waiting" in reply["content"]
     # (an interrupted turn is not counted, as in-process)
     assert (idle["state"], idle["turns"], idle["last_reply"]) == ("idle", 0, INTERRUPTED_NOTE)
@@ -277,12 +279,43 @@ async def test_interrupting_a_session_stops_the_turns_of_its_own_sessions(
     assert tree == [(f"conv-{cid}/helper", f"conv-{cid}", "running"),
                     (f"conv-{cid}/helper/sub", f"conv-{cid}/helper", "running")]  # fmt: skip
     assert interrupted == {"id": f"conv-{cid}/helper", "interrupted": True}
-    assert reply["stop_reason"] == "final" and reply["content"].startswith(
-        f"read: {INTERRUPTED_NOTE}"
-    )
+    assert reply["stop_reason"] == "final"
+    assert reply["content"].startswith(f"read: [turn of {cid}/helper interrupted; the session")
     assert [m["content"] for m in sub_history if m["role"] == "tool"] == [CANCELLED_RESULT]
     assert [s["id"] for s in below["sessions"]] == [f"conv-{cid}/helper/sub"]
     assert lines(log) == ["started", "cancelled"]
     main.assert_done()
     helper.assert_done()
     sub.assert_done()
+
+
+async def test_a_one_shot_run_interrupted_alone_ends_and_its_parent_goes_on(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "log.txt"
+    cid = f"once-{uuid.uuid4().hex[:8]}"
+    main = ScriptedModel([call_tool("SubAgent", {"role": "helper", "task": "wait"}), read_result])
+    helper = ScriptedModel([call_tool("stuck", {})])
+    async with stack(temporal_address, tmp_path, main, {"scripted:helper": helper},
+                     [role("helper")]) as (http, _other, _front):  # fmt: skip
+        turn = asyncio.create_task(
+            http.post(f"/v1/conversations/{cid}/messages", json={"content": "run it once"})
+        )
+        await until(lambda: "started" in lines(log))
+        [run] = ok(await http.get("/v1/sessions", params={"team": f"conv-{cid}"}))["sessions"]
+        interrupted = ok(await http.post(f"/v1/sessions/{quote(run['id'])}/interrupt"))
+        reply = ok(await turn)
+
+        async def gone() -> bool:  # (a one-shot run closes itself after its reply)
+            shown = await http.get("/v1/sessions", params={"team": f"conv-{cid}"})
+            return ok(shown)["sessions"] == []
+
+        await until(gone)
+        after = await http.get(f"/v1/sessions/{quote(run['id'])}")
+    assert (run["id"], run["kind"], run["state"]) == (f"conv-{cid}/helper#1", "one-shot", "running")
+    assert interrupted == {"id": run["id"], "interrupted": True}
+    assert reply["stop_reason"] == "final"
+    assert reply["content"] == f"read: [turn of {cid}/helper#1 interrupted; the run has ended]"
+    assert after.status_code == 404
+    main.assert_done()
+    helper.assert_done()

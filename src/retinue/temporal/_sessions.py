@@ -7,7 +7,9 @@ its consolidation); ``SubAgentStatus`` says what the parent knows of one (busy, 
 asking, turns answered). Interactive sessions are held under ``role[:instance]``; a
 one-shot run closes itself after its reply, unless it asked a question: then it is held
 like an interactive session until answered. A parent's turn cancelled while a session
-answers it cancels the session's turn too (``interrupt`` signal). The ``session_view``
+answers it cancels the session's turn too (``interrupt`` signal); a session's turn
+cancelled alone (its ``cancel_turn``, from a front end) ends its ``SubAgent`` call with
+:func:`interrupted_note`, and the parent's turn goes on. The ``session_view``
 query is what a front end lists of a session beside its node in the tree. Deterministic, as
 workflow code must be.
 """
@@ -57,7 +59,7 @@ with workflow.unsafe.imports_passed_through():
 if TYPE_CHECKING:
     from retinue.engine.session import Consolidation
 
-__all__ = ["VIEW_CHARS", "Sessions"]
+__all__ = ["VIEW_CHARS", "Sessions", "interrupted_note"]
 
 VIEW_CHARS = 2_000  # of a session's last reply and question, in the ``session_view`` query
 
@@ -122,10 +124,12 @@ class Sessions:
         finally:
             child.busy = False
         child.question = reply.content if reply.stop_reason == "asking" else ""
-        if reply.stop_reason != "failed":  # (one that asked counts, as its own count does)
+        if reply.stop_reason not in ("failed", "interrupted"):  # (as its own count: asked counts)
             child.turns += 1
         if reply.stop_reason == "failed":
             return tool_result(call, reply.content, error=True)
+        if reply.stop_reason == "interrupted":  # (its own turn alone: this one goes on)
+            reply = Reply(reply.token, interrupted_note(child), reply.stop_reason)
         if reply.stop_reason == "asking":
             self._hold_asking(child)
             note = question_note(reply.content, child.agent_id, child.role,
@@ -251,6 +255,13 @@ class Sessions:
         finally:
             self._unloading.discard(aid)
         return self._ended.pop(aid)
+
+
+def interrupted_note(child: ChildRef) -> str:
+    """What a parent reads of a session's turn interrupted from outside (a person, over the
+    front end: its ``cancel_turn``), in the words of an in-process session's."""
+    kept = "the run has ended" if child.one_shot else "the session is kept"
+    return f"[turn of {child.agent_id} interrupted; {kept}]"
 
 
 def _instance(address: str) -> str | None:
