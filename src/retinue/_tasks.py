@@ -28,11 +28,27 @@ async def wait_owned(task: asyncio.Task[Any]) -> None:
         raise
 
 
-async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
-    """Cancel ``task`` if it still runs and wait until it has finished."""
-    if not task.done():
-        task.cancel()
-        await asyncio.wait({task})
+async def cancel_and_wait(*tasks: asyncio.Future[Any]) -> None:
+    """Cancel each of ``tasks`` that still runs and wait until all have finished; what they
+    ended with is read (no "never retrieved" warning), not raised.
+
+    Not ``gather(..., return_exceptions=True)``: a waiter cancelled while it waits there
+    gets the cancelled child's bare ``CancelledError``, not its own, and an anyio cancel
+    scope (an MCP request's, a Starlette response's) then takes that for a foreign
+    cancellation and lets it escape: its task group cancels every other task in it. Here the
+    waiter's own cancellation propagates as it came.
+    """
+    for task in tasks:
+        task.add_done_callback(_read)
+        if not task.done():
+            task.cancel()
+    if tasks:
+        await asyncio.wait(tasks)
+
+
+def _read(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 async def finish(task: asyncio.Future[T]) -> T:

@@ -44,6 +44,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, CallToolRequestParams
 from mcp_types.version import is_version_at_least
 from pydantic import Field
 
+from retinue._tasks import cancel_and_wait
 from retinue.server.tokens import Principal
 
 __all__ = [
@@ -205,8 +206,7 @@ class TaskBook:
         stays as it ended."""
         if run.job is None or run.job.done():
             return
-        run.job.cancel()
-        await asyncio.gather(run.job, return_exceptions=True)
+        await cancel_and_wait(run.job)
         await self._set(run, "cancelled")
 
     async def close(self) -> None:

@@ -51,6 +51,7 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 from pydantic import ValidationError
 
+from retinue._tasks import cancel_and_wait
 from retinue.mcp.server.tasks import (
     POLL_MS,
     TERMINAL,
@@ -265,9 +266,7 @@ class BothTasks(TasksExtension):
         try:
             await asyncio.wait({answers, ended, gave_way}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for job in (answers, ended, gave_way):
-                job.cancel()
-            await asyncio.gather(answers, ended, gave_way, return_exceptions=True)
+            await cancel_and_wait(answers, ended, gave_way)
         if answers.done() and not answers.cancelled() and answers.exception() is None:
             self.book.update(run, dict(zip(asking, answers.result(), strict=True)))
 
