@@ -67,6 +67,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from retinue._tasks import cancel_and_wait
 from retinue.engine.config import RunOutput
 from retinue.errors import ModelError, RetinueError
 from retinue.events import (
@@ -451,8 +452,7 @@ class TemporalFront:
                 return await result
         finally:
             if not result.done():  # (the caller went away: the turn goes on without it)
-                result.cancel()
-                await asyncio.gather(result, return_exceptions=True)
+                await cancel_and_wait(result)
 
 
 def _stop_reason(reason: str) -> Any:
