@@ -112,3 +112,26 @@ def test_the_new_names_do_not_warn(tmp_path: Path) -> None:
         assert "The folder is empty." in small_model_main_prompt(tmp_path, [])
         assert events.EVENT_CLASSES  # the union still lists every class once
         assert len(set(events.EVENT_CLASSES)) == len(events.EVENT_CLASSES)
+
+
+def test_the_small_model_tool_keywords_keep_their_old_names() -> None:
+    """``render_tools(compact=)`` and ``LocalModel(compact_tools=)`` (and its attribute)
+    still work, warn, and mean ``small_model`` / ``small_model_tools``."""
+    from retinue.llm.base import ToolSpec
+    from retinue.llm.local import render_tools
+
+    spec = ToolSpec("Find", "Find things. Then say where they are.", {"type": "object"})
+    with pytest.warns(DeprecationWarning, match=r"render_tools\(small_model=\)"):
+        old = render_tools([spec], compact=True)
+    assert old == render_tools([spec], small_model=True) != render_tools([spec])
+    pytest.importorskip("llama_cpp", reason="LocalModel needs the local extra")
+    from retinue.llm.local import LocalModel
+
+    with pytest.warns(DeprecationWarning, match=r"LocalModel\(small_model_tools=\)"):
+        model = LocalModel(compact_tools=False)
+    assert model.small_model_tools is False
+    with pytest.warns(DeprecationWarning, match="LocalModel.small_model_tools"):
+        assert model.compact_tools is False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert LocalModel(small_model_tools=False).small_model_tools is False

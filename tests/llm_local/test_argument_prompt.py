@@ -2,7 +2,7 @@
 
 A 0.5B model copied what it had just read into the values: ``path/to/file.json``, "full
 content to write to the file", a description's example glob, a session name taken from the
-request. So the descriptions hold no sample values, the compact schema keeps only the first
+request. So the descriptions hold no sample values, the small-model schema keeps only the first
 clause of a required parameter's description, and the arguments prompt lists the required
 parameters first, the optional ones by name only, and ends with the user's own request.
 """
@@ -67,7 +67,7 @@ def test_the_file_search_and_subagent_tools_describe_parameters_without_sample_v
     assert "content to write" not in write.lower()
 
 
-def test_compact_schemas_put_required_parameters_first_and_drop_examples_and_asides() -> None:
+def test_small_model_schemas_put_required_parameters_first_and_drop_examples_and_asides() -> None:
     schema = {
         "type": "object",
         "properties": {
@@ -80,7 +80,7 @@ def test_compact_schemas_put_required_parameters_first_and_drop_examples_and_asi
         },
         "required": ["url", "pattern"],
     }
-    [tool] = render_tools([ToolSpec("Find", "Find things.", schema)], compact=True)
+    [tool] = render_tools([ToolSpec("Find", "Find things.", schema)], small_model=True)
     params = tool["function"]["parameters"]
     assert list(params["properties"]) == ["url", "pattern", "verbose"]
     assert params["properties"]["pattern"]["description"] == "Glob pattern"
@@ -101,7 +101,7 @@ def engine() -> Any:
 
 def _compact(name: str) -> dict[str, Any]:
     spec = next(s for s in _all_specs() if s.name == name)
-    [tool] = render_tools([spec], compact=True)
+    [tool] = render_tools([spec], small_model=True)
     return tool["function"]
 
 
@@ -162,7 +162,7 @@ def test_an_enum_is_shown_as_its_choices(engine: Any) -> None:
 
 
 def test_nothing_the_model_reads_before_arguments_offers_a_sample_value(engine: Any) -> None:
-    for rendered in render_tools(_all_specs(), compact=True):
+    for rendered in render_tools(_all_specs(), small_model=True):
         function = rendered["function"]
         optional = engine.optional_parameters(function)
         prompt = engine._arguments_prompt(function, REQUEST, tuple(optional))

@@ -53,12 +53,12 @@ def test_the_choice_is_one_word_answer_or_an_offered_tool(parses: Any) -> None:
     assert parses(source)
 
 
-@pytest.mark.parametrize("compact", [False, True])
+@pytest.mark.parametrize("small_model", [False, True])
 def test_every_builtin_tool_gives_an_arguments_grammar_llama_cpp_accepts(
-    compact: bool, parses: Any
+    small_model: bool, parses: Any
 ) -> None:
     tools = [*builtin_tools(), *subagent_tools(), *memory_tools()]
-    for rendered in render_tools([t.spec for t in tools], compact=compact):
+    for rendered in render_tools([t.spec for t in tools], small_model=small_model):
         source = arguments_grammar(rendered["function"])
         assert source.startswith('root ::= rt-args "}\\n</tool_call>"')
         assert parses(source), rendered["function"]["name"]
@@ -176,13 +176,13 @@ def _minimal(schema: dict[str, Any]) -> Any:
 SMALL_MODEL_TOOLS = ("Read", "Write", "Edit", "Glob", "Grep", "Bash", "SubAgent", "UnloadSubAgent")
 
 
-@pytest.mark.parametrize("compact", [False, True])
+@pytest.mark.parametrize("small_model", [False, True])
 def test_every_tool_a_small_model_is_offered_may_be_called_with_its_required_arguments_alone(
-    grammar_accepts: GrammarAccepts, compact: bool
+    grammar_accepts: GrammarAccepts, small_model: bool
 ) -> None:
     tools = [t.spec for t in (*builtin_tools(), *subagent_tools()) if t.name in SMALL_MODEL_TOOLS]
     assert len(tools) == len(SMALL_MODEL_TOOLS)
-    for rendered in render_tools(tools, compact=compact):
+    for rendered in render_tools(tools, small_model=small_model):
         fn = rendered["function"]
         arguments = _minimal(fn["parameters"])
         assert set(arguments) == set(fn["parameters"].get("required", [])), fn["name"]

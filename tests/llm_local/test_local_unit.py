@@ -103,7 +103,7 @@ def test_the_embedded_model_uses_its_tool_result_prompt_by_default() -> None:
     assert LocalModel().tool_results is None  # the default (1.5B) uses the template's tool turns
 
 
-def test_compact_tools_keep_types_and_required_descriptions_only() -> None:
+def test_small_model_tools_keep_types_and_required_descriptions_only() -> None:
     schema = {
         "type": "object",
         "title": "Params",
@@ -118,7 +118,7 @@ def test_compact_tools_keep_types_and_required_descriptions_only() -> None:
         "required": ["path"],
     }
     spec = ToolSpec("Read", "Read a file. Returns numbered lines.", schema)
-    [tool] = render_tools([spec], compact=True)
+    [tool] = render_tools([spec], small_model=True)
     assert tool["function"]["description"] == "Read a file."
     assert tool["function"]["parameters"] == {
         "type": "object",

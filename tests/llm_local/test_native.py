@@ -107,7 +107,7 @@ def test_the_native_prompt_shows_the_tools_in_the_templates_section_without_samp
 ) -> None:
     template = vocab_model.metadata["tokenizer.chat_template"]
     formatter = Jinja2ChatFormatter(template=template, eos_token="", bos_token="")
-    tools = render_tools([t.spec for t in (*builtin_tools(), *subagent_tools())], compact=True)
+    tools = render_tools([t.spec for t in (*builtin_tools(), *subagent_tools())], small_model=True)
     messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "Hi"}]
     prompt = formatter(messages=messages, tools=tools).prompt  # type: ignore[arg-type]
     tool_section = prompt.split("<tools>\n", 1)[1].split("\n</tools>", 1)[0]

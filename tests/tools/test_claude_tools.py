@@ -306,14 +306,14 @@ def test_builtin_tools_include_the_claude_code_tools() -> None:
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize("compact", [False, True])
-def test_the_new_tools_give_grammars_llama_cpp_accepts(compact: bool) -> None:
+@pytest.mark.parametrize("small_model", [False, True])
+def test_the_new_tools_give_grammars_llama_cpp_accepts(small_model: bool) -> None:
     llama_cpp = pytest.importorskip("llama_cpp")
     from retinue.llm._grammar import arguments_grammar
     from retinue.llm.local import render_tools
 
     specs = [t.spec for t in builtin_tools() if t.name in NEW]
-    for rendered in render_tools(specs, compact=compact):
+    for rendered in render_tools(specs, small_model=small_model):
         source = arguments_grammar(rendered["function"])
         grammar = llama_cpp.LlamaGrammar.from_string(source, verbose=False)
         assert grammar is not None, rendered["function"]["name"]

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from retinue._deprecated import warn_renamed
 from retinue.config import default_home
 from retinue.errors import ConfigError
 from retinue.llm._gguf import DEFAULT_MODEL, INSTALL_HINT, MODELS, ensure_model_file
@@ -89,8 +90,9 @@ class LocalModel:
     ``tool_results`` says how tool results are shown to the model: with the ``steps`` format
     the known model's own setting by default (see :class:`ToolResultPrompt`), with ``native``
     the template's tool turns; ``None`` for the template's tool turns.
-    ``constrain`` turns the tool-call grammar on (the default) or off; ``compact_tools``
-    shows the model short tool descriptions (the default; see :func:`render_tools`).
+    ``constrain`` turns the tool-call grammar on (the default) or off; ``small_model_tools``
+    shows the model short tool descriptions (the default; see :func:`render_tools`;
+    ``compact_tools`` is its old name, for one release).
     """
 
     def __init__(
@@ -105,8 +107,9 @@ class LocalModel:
         seed: int = 0,
         tool_results: ToolResultPrompt | Literal["default"] | None = "default",
         constrain: bool = True,
-        compact_tools: bool = True,
+        small_model_tools: bool = True,
         tool_format: str | None = None,
+        compact_tools: bool | None = None,
     ) -> None:
         if name not in MODELS and not name.endswith(".gguf"):
             raise ConfigError(
@@ -128,7 +131,10 @@ class LocalModel:
         self.temperature = temperature
         self.seed = seed
         self.constrain = constrain
-        self.compact_tools = compact_tools
+        if compact_tools is not None:
+            warn_renamed("LocalModel(compact_tools=)", "LocalModel(small_model_tools=)")
+            small_model_tools = compact_tools
+        self.small_model_tools = small_model_tools
         if tool_results == "default":
             steps = self.tool_format == STEPS
             tool_results = _TOOL_RESULT_PROMPTS.get(name) if steps else None
@@ -136,6 +142,12 @@ class LocalModel:
         self._lock = asyncio.Lock()
         self.last_timing: dict[str, float | None] = {}
         """Seconds the last call spent on the prompt and on generating (for benchmarks)."""
+
+    @property
+    def compact_tools(self) -> bool:
+        """The old name of :attr:`small_model_tools` (for one release)."""
+        warn_renamed("LocalModel.compact_tools", "LocalModel.small_model_tools")
+        return self.small_model_tools
 
     @property
     def name(self) -> str:
@@ -195,7 +207,7 @@ class LocalModel:
 
         payload = {
             "messages": render_messages(messages, self.tool_results),
-            "tools": render_tools(tools, compact=self.compact_tools),
+            "tools": render_tools(tools, small_model=self.small_model_tools),
             "max_tokens": self.max_tokens,
             "temperature": self.temperature,
             "seed": self.seed,
@@ -333,26 +345,32 @@ def _results_turn(
     return {"role": "user", "content": f"{blocks}\n{line}"}
 
 
-def render_tools(tools: Sequence[ToolSpec], *, compact: bool = False) -> list[dict[str, Any]]:
+def render_tools(
+    tools: Sequence[ToolSpec], *, small_model: bool = False, compact: bool | None = None
+) -> list[dict[str, Any]]:
     """Tools in the OpenAI function form that chat templates expect.
 
-    ``compact`` (for small models) keeps each description's first sentence and each
-    parameter's type and first clause: a third of the prompt, and less to get lost in.
+    ``small_model`` keeps each description's first sentence and each parameter's type and
+    first clause: a third of the prompt, and less for a small model to get lost in.
+    (``compact`` is its old name, for one release.)
     """
+    if compact is not None:
+        warn_renamed("render_tools(compact=)", "render_tools(small_model=)")
+        small_model = compact
     return [
         {
             "type": "function",
             "function": {
                 "name": t.name,
-                "description": _first_sentence(t.description) if compact else t.description,
-                "parameters": _compact_schema(t.parameters) if compact else t.parameters,
+                "description": _first_sentence(t.description) if small_model else t.description,
+                "parameters": _small_schema(t.parameters) if small_model else t.parameters,
             },
         }
         for t in tools
     ]
 
 
-def _compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
+def _small_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """Only what a small model needs: types, enums, required names, the required parameters
     first; a description for required parameters only, its first clause without examples or
     asides (a small model copies them into the values); ``anyOf [X, null]`` (an optional
