@@ -316,12 +316,20 @@ def sessions(
             escape(str(s["role"])),
             escape(_state(s)),
             str(s["turns"]),
-            f"{s['tokens']} ({s['input_tokens']} in / {s['output_tokens']} out)",
+            _tokens(s),
             format_cost(s.get("cost_usd")),
             todos_cell(parse_todos(s.get("todos"))),
             escape(_one_line(str(s["last_reply"]))),
         )
     console.print(table)
+
+
+def _tokens(session: dict[str, Any]) -> str:
+    """A session's tokens (in and out), or ``unknown`` where the server does not count them
+    (``retinue serve --temporal``'s sessions: null)."""
+    if session.get("tokens") is None:
+        return "unknown"
+    return f"{session['tokens']} ({session['input_tokens']} in / {session['output_tokens']} out)"
 
 
 def _transcripts(action: str | None, what: str | None, *, ended: bool, as_json: bool) -> None:

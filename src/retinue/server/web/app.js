@@ -1085,7 +1085,8 @@
       const data = await api("GET", `/v1/sessions/${sessionPath(id)}`);
       if (state.historyOf !== id) return;
       const cost = data.cost_usd == null ? "cost unknown" : `$${data.cost_usd.toFixed(4)}`;
-      meta.textContent = `${id} · ${data.state} · ${plural(data.turns, "turn")} · ${plural(data.tokens, "token")} · ${cost}`;
+      const tokens = data.tokens == null ? "tokens unknown" : plural(data.tokens, "token"); // (Temporal: not counted)
+      meta.textContent = `${id} · ${data.state} · ${plural(data.turns, "turn")} · ${tokens} · ${cost}`;
       $("history-list").replaceChildren(...data.history.map(historyItem));
       offerMessage(data.state);
     } catch (err) {
@@ -1098,8 +1099,13 @@
 
   // -- transcripts of ended sessions (read-only) ----------------------------------------
 
+  // A server that keeps no transcripts (``retinue serve --temporal``) does not serve their
+  // routes: a 404 of a list is said calmly where the list would be, not as an error.
+  const NOT_KEPT = "No transcript is kept on this deployment.";
+
   // The latest kept transcript of the ended session ``id``, found through its parent's list
-  // (a list is never a 404), shown read-only under what the panel already says.
+  // (a list is never a 404 where transcripts are served), shown read-only under what the
+  // panel already says.
   async function keptTranscript(id) {
     const parent = id.includes("/") ? id.slice(0, id.lastIndexOf("/")) : null;
     if (!parent) return;
@@ -1108,7 +1114,8 @@
       const found = (data.transcripts || []).find((t) => t.session_id === id);
       if (found && state.historyOf === id) await showTranscript(found.id, id, "This session has ended. ");
     } catch (err) {
-      showError(err);
+      if (err.status !== 404) return showError(err);
+      if (state.historyOf === id) $("history-meta").textContent += ` ${NOT_KEPT}`;
     }
   }
 
@@ -1163,7 +1170,8 @@
       }));
       if (!hits.length) list.replaceChildren(el("li", { className: "muted small", textContent: "No transcript holds every word of that." }));
     } catch (err) {
-      showError(err);
+      if (err.status !== 404) return showError(err);
+      list.replaceChildren(el("li", { className: "muted small", textContent: NOT_KEPT }));
     }
   }
 
