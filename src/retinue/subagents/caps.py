@@ -32,7 +32,14 @@ from retinue.subagents.registry import SessionRegistry
 from retinue.telemetry import trace as _tel
 from retinue.tools.base import ToolContext
 
-__all__ = ["LIMIT_REACHED", "FanOut", "FanOutLimits", "over_cap"]
+__all__ = [
+    "LIMIT_REACHED",
+    "FanOut",
+    "FanOutLimits",
+    "delegations_detector",
+    "over_cap",
+    "repeated_delegation",
+]
 
 _SETTING = {
     "subagents_per_run": "max_subagents_per_run",
@@ -108,6 +115,39 @@ def over_cap(
     return None
 
 
+def delegations_detector(limit: int) -> Repeats:
+    """The loop detector of one parent's delegations (:func:`repeated_delegation`)."""
+    return Repeats(max(limit - 1, 1))
+
+
+def repeated_delegation(
+    seen: Repeats, limit: int, role: str, instance: str | None, task: str, interactive: bool
+) -> tuple[str, bool] | None:
+    """Count one delegation of ``task`` to ``role`` in ``seen`` (a parent's
+    :func:`delegations_detector`): None when it may run; else what the parent reads instead
+    and whether its turn stops (``limit`` times in a row: a note; once more: a stop). The
+    in-process manager's rule, and the conversation workflow's on Temporal."""
+    key = json.dumps([role, instance or "", interactive, task])
+    call = (ToolCall("", "SubAgent", key),)
+    warned = seen.refused(call)  # the limit-th time in a row (or later)
+    seen.observe(call, _SAME)
+    if not warned:
+        return None
+    times, name = seen.times, role[:_ROLE_CHARS]
+    if times <= limit:
+        return (
+            f"Not run: you delegated this same task to {name!r} {times} times in a row "
+            "(this call included); its answers are above. Use them, change the task, or "
+            "answer. Delegating it once more stops your turn.",
+            False,
+        )
+    return (
+        f"Stopped: the agent delegated the same task to {name!r} {times} times in a row and "
+        "went on after being told (stop_reason=repeated_call).",
+        True,
+    )
+
+
 class FanOut:
     """The caps and loop detector of one :class:`~retinue.subagents.manager.SubAgentManager`."""
 
@@ -136,29 +176,14 @@ class FanOut:
         loops = self._tree(ctx).loops
         seen = loops.get(ctx.agent_id)
         if seen is None:
-            seen = loops[ctx.agent_id] = Repeats(max(limit - 1, 1))
-        key = json.dumps([role, instance or "", interactive, task])
-        call = (ToolCall("", "SubAgent", key),)
-        warned = seen.refused(call)  # the limit-th time in a row (or later)
-        seen.observe(call, _SAME)
-        if not warned:
+            seen = loops[ctx.agent_id] = delegations_detector(limit)
+        found = repeated_delegation(seen, limit, role, instance, task, interactive)
+        if found is None:
             return None
-        times, name = seen.times, role[:_ROLE_CHARS]
-        if times <= limit:
-            note = (
-                f"Not run: you delegated this same task to {name!r} {times} times in a row "
-                "(this call included); its answers are above. Use them, change the task, or "
-                "answer. Delegating it once more stops your turn."
-            )
-            self._report(ctx, "repeated_delegation", limit, role, note, stopped=False)
-            return note
-        stopped = (
-            f"Stopped: the agent delegated the same task to {name!r} {times} times in a row and "
-            "went on after being told (stop_reason=repeated_call)."
-        )
-        asked = stop_turn(stopped)
-        self._report(ctx, "repeated_delegation", limit, role, stopped, stopped=asked)
-        return "Not run: the same task was delegated again; your turn stops."
+        note, stops = found
+        asked = stop_turn(note) if stops else False
+        self._report(ctx, "repeated_delegation", limit, role, note, stopped=asked)
+        return "Not run: the same task was delegated again; your turn stops." if stops else note
 
     # -- the caps --------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         read_unload,
         tool_result,
     )
+    from retinue.temporal._repeats import Repeating
     from retinue.temporal._types import (
         OPEN_ACTIVITY,
         WORKFLOW_NAME,
@@ -64,7 +65,7 @@ __all__ = ["VIEW_CHARS", "Sessions", "interrupted_note"]
 VIEW_CHARS = 2_000  # of a session's last reply and question, in the ``session_view`` query
 
 
-class Sessions:
+class Sessions(Repeating):
     """The sessions an agent's workflow holds (a base of the workflow class)."""
 
     _start: ConversationStart
@@ -107,6 +108,8 @@ class Sessions:
         ask = read_delegation(call, self._start.limits.max_message_chars)
         if isinstance(ask, str):
             return error_result(call, ask)
+        if (repeated := self._repeated_delegation(ask)) is not None:  # (not run: a note)
+            return tool_result(call, repeated)
         child = self._children.get(ask.address) if ask.interactive else None
         task = ask.task
         if child is None:

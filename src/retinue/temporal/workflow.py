@@ -377,14 +377,22 @@ class ConversationWorkflow(FanOutCounting, Sessions):
 
     async def _run_turn(self) -> TurnReply:
         limits = self._start.limits
+        self._start_counting()  # (the loop detectors: retinue.temporal._repeats)
         for _ in range(limits.max_iterations):
             message = await self._ask_model()
             if not message.tool_calls:  # ("refused": a guard's note closes the turn)
                 return TurnReply(message.content, self._ended_as, self._step)
+            if (note := self._refused_step(message.tool_calls)) is not None:
+                return TurnReply(note, "repeated_call", self._step)  # (told, and again)
             self._step += 1
+            start = len(self._messages)
             await self._run_calls(message.tool_calls)
             if self._question is not None:  # AskParent: the next message answers it
                 return TurnReply(self._question.text, "asking", self._step)
+            self._observed_step(message.tool_calls, start)
+            if self._stop_note is not None:  # the same task delegated again after a note
+                self._messages.append(to_dict(AssistantMessage(self._stop_note)))
+                return TurnReply(self._stop_note, "repeated_call", self._step)
         note = stopped_note(limits.max_iterations)
         self._messages.append(to_dict(AssistantMessage(note)))
         return TurnReply(note, "max_iterations", self._step)
