@@ -67,7 +67,8 @@ class Repeating:
         """Count the step ``calls`` made, whose results are ``_messages[start:]``; a result
         the detector adds a note to is rewritten (the others stay as they are). A step
         whose results are not all there yet (a question waits for its answer) is not
-        counted."""
+        counted. A result kept by reference (:mod:`retinue.temporal.refs`) is compared by
+        its stub, the same for the same content."""
         seen = self._steps_seen
         if seen is None or not self._detects():
             return
@@ -77,8 +78,8 @@ class Repeating:
         told = [r for r in results if isinstance(r, ToolResultMessage)]
         noted = seen.observe(tuple(calls), told)
         for i, (before, after) in enumerate(zip(told, noted, strict=True)):
-            if after is not before:
-                self._messages[start + i] = to_dict(after)
+            if after is not before:  # (its content only: a stub keeps its reference)
+                self._messages[start + i] = {**self._messages[start + i], "content": after.content}
 
     def _repeated_delegation(self, ask: Delegation) -> str | None:
         """What the parent reads instead of delegating ``ask`` once more (None: it runs)."""
