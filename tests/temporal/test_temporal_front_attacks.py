@@ -286,6 +286,31 @@ async def test_another_tenants_approval_is_out_of_reach(stack: Stack) -> None:
     assert "did not approve" in reply["content"] and not target.exists()
 
 
+async def test_the_front_door_answers_alike_for_what_exists_and_what_does_not(
+    stack: Stack,
+) -> None:
+    """Without the token, from a foreign Host or Origin, every route is refused before it
+    runs: the same answer for A's live session as for an id that names nothing."""
+    alpha, nothing = f"conv-{SHARED}/helper:alpha", f"conv-{SHARED}/nobody"
+    routes = [("GET", "/v1/sessions"), ("GET", f"/v1/conversations/{SHARED}"),
+              ("GET", f"/v1/conversations/{SHARED}/approvals"),
+              ("POST", f"/v1/conversations/{SHARED}/messages"),
+              ("DELETE", f"/v1/conversations/{SHARED}")]  # fmt: skip
+    for sid in (alpha, nothing):
+        routes += [("GET", f"/v1/sessions/{sid}"), ("POST", f"/v1/sessions/{sid}/interrupt")]
+    wrong = [({"Authorization": ""}, 401), ({"Authorization": "Bearer nope"}, 401),
+             ({"Authorization": "Bearer " + "x" * 10_000}, 401),
+             ({"Host": "evil.example"}, 421), ({"Origin": "http://evil.example"}, 403)]  # fmt: skip
+    seen: dict[tuple[str, int], set[str]] = {}
+    for method, path in routes:
+        for headers, status in wrong:
+            answer = await stack.a.request(method, path, headers=headers, json={"content": "x"})
+            message = refused(answer, status).replace(path, "")
+            seen.setdefault((str(headers), status), set()).add(message)
+    assert all(len(messages) == 1 for messages in seen.values()), seen  # (no oracle)
+    assert ok(await stack.a.get(f"/v1/sessions/{alpha}"))["id"] == alpha  # (it does exist)
+
+
 async def test_closed_sessions_and_conversations_are_gone(stack: Stack) -> None:
     a, cid = stack.a, f"closed-{RUN}"
     ok(await a.post(f"/v1/conversations/{cid}/messages", json={"content": "spawn::soon gone"}))
