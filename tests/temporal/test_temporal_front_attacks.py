@@ -60,8 +60,8 @@ def last_user(messages: Sequence[Message]) -> str:
 
 def main_agent(messages: Sequence[Message], _tools: Sequence[ToolSpec]) -> Any:
     """The main agent of either tenant: ``spawn:INSTANCE:TASK`` opens an interactive helper
-    session, ``write:PATH`` calls Write (which asks first), a tool's result is read back,
-    anything else is echoed."""
+    session, ``unload:INSTANCE`` ends it, ``write:PATH`` calls Write (which asks first), a
+    tool's result is read back, anything else is echoed."""
     if isinstance(messages[-1], ToolResultMessage):
         return f"read: {messages[-1].content}"
     text = last_user(messages)
@@ -70,6 +70,8 @@ def main_agent(messages: Sequence[Message], _tools: Sequence[ToolSpec]) -> Any:
         named = {"instance": instance} if instance else {}
         return call_tool("SubAgent", {"role": "helper", "task": task, "interactive": True,
                                       **named})  # fmt: skip
+    if text.startswith("unload:"):
+        return call_tool("UnloadSubAgent", {"role": "helper", "instance": text[7:]})
     if text.startswith("write:"):
         return call_tool("Write", {"file_path": text.removeprefix("write:"), "content": "x"})
     return f"echo: {text[:100]}"
@@ -313,20 +315,31 @@ async def test_the_front_door_answers_alike_for_what_exists_and_what_does_not(
 
 async def test_closed_sessions_and_conversations_are_gone(stack: Stack) -> None:
     a, cid = stack.a, f"closed-{RUN}"
-    ok(await a.post(f"/v1/conversations/{cid}/messages", json={"content": "spawn::soon gone"}))
+    ok(await a.post(f"/v1/conversations/{cid}/messages", json={"content": "spawn:one:first"}))
+    ok(await a.post(f"/v1/conversations/{cid}/messages", json={"content": "spawn:two:second"}))
+    ok(await a.get(f"/v1/sessions/conv-{cid}/helper:one"))
+    ok(await a.post(f"/v1/conversations/{cid}/messages", json={"content": "unload:one"}))
+    refused(await a.get(f"/v1/sessions/conv-{cid}/helper:one"))  # unloaded, its tree goes on
+    refused(await a.post(f"/v1/sessions/conv-{cid}/helper:one/interrupt"))
     ok(await a.delete(f"/v1/conversations/{cid}"))
 
     async def closed() -> bool:  # (DELETE signals the workflow: it closes a moment later)
         return (await a.get(f"/v1/conversations/{cid}")).status_code == 404
 
     await until(closed)
-    refused(await a.get(f"/v1/sessions/conv-{cid}/helper"))
+    refused(await a.get(f"/v1/sessions/conv-{cid}/helper:two"))
     for verb in ("interrupt", "answer", "steer"):
-        refused(await a.post(f"/v1/sessions/conv-{cid}/helper/{verb}"))
+        refused(await a.post(f"/v1/sessions/conv-{cid}/helper:two/{verb}"))
     refused(await a.post(f"/v1/sessions/conv-{cid}/interrupt"))
     assert ok(await a.get("/v1/sessions", params={"team": f"conv-{cid}"}))["sessions"] == []
     assert ok(await a.get(f"/v1/conversations/{cid}/approvals")) == {"approvals": []}
     refused(await a.post(f"/v1/conversations/{cid}/approvals/x", json={"allow": True}))
+    # the id used again is a new conversation: nothing of the closed one comes back
+    ok(await a.post(f"/v1/conversations/{cid}/messages", json={"content": "anew"}))
+    again = ok(await a.get(f"/v1/conversations/{cid}"))["messages"]
+    assert [m["content"] for m in again] == ["anew", "echo: anew"]
+    refused(await a.get(f"/v1/sessions/conv-{cid}/helper:two"))
+    assert ok(await a.get("/v1/sessions", params={"team": f"conv-{cid}"}))["sessions"] == []
 
 
 async def test_oversized_and_malformed_bodies_are_refused(stack: Stack) -> None:
