@@ -171,6 +171,10 @@ async def test_a_tenant_reaches_no_session_of_another(stack: Stack) -> None:
     assert {alpha, f"conv-{ONLY_A}/helper"} <= a_listed.keys() and theirs not in a_listed
     assert a_listed[alpha]["last_reply"].startswith("helper of default: ")
     assert "task of B" in b_own["history"][0]["content"]
+    for http, own in ((a, alpha), (b, theirs)):  # (one tree each, of the same name)
+        for params in ({"team": f"conv-{SHARED}"}, {"parent": f"conv-{SHARED}"}):
+            listed = ok(await http.get("/v1/sessions", params=params))["sessions"]
+            assert [s["id"] for s in listed] == [own]
     assert "task of A" not in str(b_own)
 
     probes = [  # (each: what B asks of A's, or A of B's)
