@@ -96,7 +96,6 @@ def runtime(tmp_path: Path, tenant: str) -> Runtime:
 class Stack:
     a: httpx.AsyncClient  # the service's own tenant (``default``)
     b: httpx.AsyncClient  # tenant ``bo`` (a named token)
-    front: TemporalFront
     url: str
     home: Path
 
@@ -127,7 +126,7 @@ async def stack(
                                 (b, SHARED, "spawn::task of B"),
                                 (a, ONLY_A, "spawn::only A's")):  # fmt: skip
             ok(await http.post(f"/v1/conversations/{cid}/messages", json={"content": text}))
-        yield Stack(a, b, front, url, tmp_path)
+        yield Stack(a, b, url, tmp_path)
 
 
 def refused(response: httpx.Response, status: int = 404) -> str:
