@@ -226,7 +226,7 @@ CRAFTED = [  # session ids that name no node of A's trees (A's own requests)
 ]
 
 
-async def test_crafted_session_ids_name_no_session(stack: Stack) -> None:
+async def test_crafted_session_and_conversation_ids_name_nothing(stack: Stack) -> None:
     answers: list[httpx.Response] = []
     for sid in CRAFTED:
         path = "/v1/sessions/" + quote(sid, safe="/%:-.")
@@ -241,6 +241,13 @@ async def test_crafted_session_ids_name_no_session(stack: Stack) -> None:
                    f"/v1/sessions/../conversations/{ONLY_A}"):  # fmt: skip
         method = "POST" if target.endswith("interrupt") else "GET"
         assert (await raw(stack, method, target)).startswith(b"HTTP/1.1 404 "), target
+    for cid in ("%2e%2e", "-a", "a" * 65, "a%0a", "a%00", "\u0430", "a:b", "a%20b"):
+        base = "/v1/conversations/" + quote(cid, safe="%")
+        for method, path in (("GET", base), ("GET", f"{base}/approvals"),
+                             ("POST", f"{base}/messages"), ("DELETE", base),
+                             ("POST", f"{base}/approvals/x")):  # fmt: skip
+            body = {"allow": True} if "approvals/" in path else {"content": "x"}
+            refused(await stack.a.request(method, path, json=body), 400)
     long_team = {"team": "conv-" + "y" * 20_000, "parent": "conv-" + "y" * 20_000}
     assert ok(await stack.a.get("/v1/sessions", params=long_team))["sessions"] == []
     # a request line past the server's limit is refused, and nothing of it answered back
