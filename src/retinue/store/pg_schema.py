@@ -203,7 +203,19 @@ _V7: tuple[LiteralString, ...] = (
     )""",
 )
 
-MIGRATIONS: tuple[tuple[LiteralString, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
+# v8: content kept by reference for Temporal's payloads (retinue.store.blobs), per tenant.
+_V8: tuple[LiteralString, ...] = (
+    """CREATE TABLE IF NOT EXISTS blobs (
+        tenant TEXT NOT NULL,
+        sha256 TEXT NOT NULL,
+        size BIGINT NOT NULL,
+        data BYTEA NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (tenant, sha256)
+    )""",
+)
+
+MIGRATIONS: tuple[tuple[LiteralString, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

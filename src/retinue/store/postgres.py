@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from retinue.errors import MemoryStoreError
+from retinue.store.blobs import PgBlobs
 from retinue.store.media import DEFAULT_MEDIA_MAX_BYTES
 from retinue.store.pg_conversations import PgConversations
 from retinue.store.pg_journal import PgJournal
@@ -68,6 +69,8 @@ class PostgresStore:
         operation."""
         self.transcripts = PgTranscripts(self)
         """Ended sessions' transcripts (a ``TranscriptStore``), searched by ``tsvector``."""
+        self.blobs = PgBlobs(self)
+        """Content kept by reference for Temporal's payloads (a ``BlobStore``), per tenant."""
         self.pool_size = pool_size
         self.pgvector = False
         """Whether the server has the pgvector extension (archival search uses it)."""

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from retinue.config import create_private_file, make_private_dir
 from retinue.errors import MemoryStoreError
+from retinue.store.blobs import SQLiteBlobs
 from retinue.store.media import DEFAULT_MEDIA_MAX_BYTES, MediaStore
 from retinue.store.sqlite_conversations import SQLiteConversations
 from retinue.store.sqlite_journal import SQLiteJournal
@@ -58,6 +59,8 @@ class SQLiteStore:
         """Durable sessions' records and histories (a ``SessionJournal``), in this file."""
         self.transcripts = SQLiteTranscripts(self._tx, self._read)
         """Ended sessions' transcripts (a ``TranscriptStore``), in this file."""
+        self.blobs = SQLiteBlobs(self._tx, self._read)
+        """Content kept by reference for Temporal's payloads (a ``BlobStore``), per tenant."""
 
     def close(self) -> None:
         with self._lock:

@@ -182,7 +182,19 @@ CREATE VIRTUAL TABLE transcripts_fts USING fts5(
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
+# v9: content kept by reference for Temporal's payloads (retinue.store.blobs), per tenant.
+_V9 = """
+CREATE TABLE blobs (
+    tenant TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (tenant, sha256)
+);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -75,8 +75,12 @@ class Limits:
     max_run_history_bytes: int = 40_000_000
     max_run_events: int = 40_000
     max_message_chars: int = 1_000_000  # a user message (one payload holds 2 MB)
-    # the history rides in every model call's payload (by reference: a follow-up)
+    # one model call's new messages (those since the history its last call stored), and
+    # one step's tool results together, are held under this (Temporal: 2 MB per payload)
     max_payload_bytes: int = 1_800_000
+    # a message (a tool result) larger than this (its JSON) goes to the store, and the
+    # workflow's history holds a reference and its head (retinue.temporal.refs); 0: none
+    inline_bytes: int = 64_000
     model_timeout_s: float = 600.0  # one model call, every attempt
     tool_timeout_s: float = 3600.0  # one tool call, each try (but those of tool_timeouts)
     # one call of the tools named, each try: past it the call is stopped and the model told
@@ -167,6 +171,7 @@ class ConversationStart:
     fanout: FanOutCounts = field(default_factory=FanOutCounts)  # the main agent's
     # the rules "always" answers added in the session tree (ToolOutcome.allowed's form)
     allowed: list[Json] = field(default_factory=list)
+    opening: str = ""  # the start of the first user message, if ``messages`` lacks it
 
 
 @dataclass(slots=True)
@@ -177,6 +182,8 @@ class ModelStep:
     messages: list[Json]
     last_input_tokens: int = 0  # the previous call's, for AutoCompress's estimate
     agent: Agent | None = None
+    # > 0: store what is sent (its stub comes back) and keep larger messages by reference
+    inline_bytes: int = 0
 
 
 @dataclass(slots=True)
@@ -189,6 +196,9 @@ class ModelReply:
     # the tools the message calls that are idempotent (tried again when a try fails)
     idempotent: list[str] = field(default_factory=list)
     refused: bool = False  # a guard stopped the turn: ``message`` is its note, the answer
+    # the stub of the history the call was sent (``history`` if given), as stored: the next
+    # call sends it and the messages since (None: not stored, the next sends them all)
+    stored: Json | None = None
 
 
 @dataclass(slots=True)
@@ -201,6 +211,7 @@ class ToolStep:
     answered: Json | None = None  # the approval request a person answered, and the answer
     answer: ApprovalAnswer | None = None
     allowed: list[Json] = field(default_factory=list)  # "always" answers' rules, so far
+    inline_bytes: int = 0  # a larger result goes by reference (0: inline, whatever its size)
 
 
 @dataclass(slots=True)

@@ -43,11 +43,19 @@ from temporalio.exceptions import ApplicationError
 from retinue.engine.config import RunConfig
 from retinue.errors import RetinueError
 from retinue.memory.consolidate import consolidation_run
-from retinue.messages import AssistantMessage, SystemMessage, ToolCall, from_dict, to_dict
+from retinue.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    from_dict,
+    to_dict,
+)
 from retinue.policy.approvals import Approval, ApprovalRequest, answer_fits
 from retinue.policy.gate import Policy
 from retinue.policy.rules import Rule
 from retinue.runtime import Runtime
+from retinue.store.blobs import BlobMissing, BlobStore, HoldsBlobs
 from retinue.subagents.roles import Role
 from retinue.temporal._calls import cut_short
 from retinue.temporal._types import (
@@ -68,6 +76,7 @@ from retinue.temporal._types import (
     ToolOutcome,
     ToolStep,
 )
+from retinue.temporal.refs import BlobCache, Expanded, Refs, is_stub
 from retinue.temporal.tracing import chat, tool_call
 from retinue.tools.base import CallGate, ToolContext
 
@@ -117,8 +126,13 @@ class _Asked:
 class TurnActivities:
     """The activities a worker registers, bound to its runtime."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, blobs: BlobStore | None = None) -> None:
         self.runtime = runtime
+        memory = runtime.memory
+        if blobs is None and isinstance(memory, HoldsBlobs):  # (the store workers share)
+            blobs = memory.blobs
+        self._blobs = blobs
+        self._cache = BlobCache()
 
     def activities(self) -> list[Callable[..., Any]]:
         return [self.model_call, self.tool_call, self.open_session, self.consolidate]
@@ -147,6 +161,10 @@ class TurnActivities:
         config = factory.config(role, ctx, interactive=not agent.one_shot)
         return _Run(config, lambda: factory.system_prompt(role, config.context), role)
 
+    def _refs(self, tenant: str) -> Refs | None:
+        """The tenant's messages by reference (None: this worker has no store for them)."""
+        return Refs(self._blobs, tenant, self._cache) if self._blobs is not None else None
+
     @activity.defn(name=MODEL_ACTIVITY)
     async def model_call(self, step: ModelStep) -> ModelReply:
         _key.set(step.key)
@@ -154,7 +172,9 @@ class TurnActivities:
         config = run.config
         tools = config.tools.without(NOT_ON_TEMPORAL)
         await tools.refresh(config.context)
-        history = [from_dict(m) for m in step.messages]
+        refs = self._refs(step.tenant)
+        expanded, full = await _opened(refs, step.messages)
+        history = [from_dict(m) for m in full]
         sent = [SystemMessage(await run.prompt()), *history]
         keeper = config.context_keeper  # AutoCompress, as a session's turn runs it
         if keeper is not None:
@@ -163,6 +183,8 @@ class TurnActivities:
         shortened = len(kept) != len(history) or any(
             a is not b for a, b in zip(kept, history, strict=True)
         )
+        back = await _history_back(refs if step.inline_bytes > 0 else None, expanded, history,
+                                   kept if shortened else None, step.inline_bytes)  # fmt: skip
         local = sorted(WORKFLOW_TOOLS.intersection(tools.names))
         gate, ctx = config.context.gate, config.context
         guarded = gate is not None and gate.guarded
@@ -171,8 +193,8 @@ class TurnActivities:
             offered, refused = await gate.screen_model_call(sent, config.model.name, ctx)
             if refused:
                 note = AssistantMessage(f"Stopped: the model call was refused: {refused}")
-                return ModelReply(to_dict(note), history=[to_dict(m) for m in kept]
-                                  if shortened else None, local=local, refused=True)  # fmt: skip
+                return ModelReply(to_dict(note), history=back.history, local=local,
+                                  refused=True, stored=back.stored)  # fmt: skip
         calling = _beating(config.model.complete(offered, tools.specs()))
         response = await chat(config.model.name, offered, calling)
         usage = response.usage
@@ -182,8 +204,8 @@ class TurnActivities:
         called = {c.name for c in message.tool_calls}
         reads = [n for n in sorted(called) if (t := tools.get(n)) is not None and t.idempotent]
         return ModelReply(
-            to_dict(message), usage.input_tokens, usage.output_tokens,
-            [to_dict(m) for m in kept] if shortened else None, local, reads, stopped,
+            to_dict(message), usage.input_tokens, usage.output_tokens, back.history, local,
+            reads, stopped, back.stored,
         )  # fmt: skip
 
     @activity.defn(name=TOOL_ACTIVITY)
@@ -212,7 +234,10 @@ class TurnActivities:
         if approver.asked is not None:  # it did not run: a person is asked first
             return ToolOutcome(approval=approver.asked.to_dict())
         added = policy.always_given()[given:] if policy is not None else ()
-        return ToolOutcome(to_dict(result), allowed=[_rule_data(r) for r in added])
+        shown = to_dict(result)
+        if (refs := self._refs(step.tenant)) is not None:  # a large one: by reference
+            shown = await _stored(refs.keep(shown, step.inline_bytes))
+        return ToolOutcome(shown, allowed=[_rule_data(r) for r in added])
 
     @activity.defn(name=OPEN_ACTIVITY)
     async def open_session(self, step: OpenStep) -> OpenReply:
@@ -235,7 +260,8 @@ class TurnActivities:
         """Write what the session learned to its role's memory, once per ``run_id``."""
         run = self._run(step.tenant, step.conversation_id, step.agent)
         assert run.role is not None  # (a sub-agent session's)
-        messages = [from_dict(m) for m in step.messages]
+        _, full = await _opened(self._refs(step.tenant), step.messages)
+        messages = [from_dict(m) for m in full]
         factory = self.runtime.manager.factory
         token = consolidation_run.set(step.run_id)  # (the store writes a run id once)
         try:
@@ -253,6 +279,64 @@ async def _screened_answer(
     if withheld:
         return AssistantMessage(f"Stopped: the answer was withheld: {withheld}"), True
     return (message if said is message.content else replace(message, content=said)), False
+
+
+@dataclass(slots=True)
+class _Back:
+    """What a model call tells the workflow of its history: the history AutoCompress
+    shortened (None: as sent), and the stub of the history as stored (None: not stored)."""
+
+    history: list[Json] | None
+    stored: Json | None
+
+
+async def _opened(refs: Refs | None, messages: list[Json]) -> tuple[Expanded, list[Json]]:
+    """A step's messages opened (their workflow forms) and in full; a reference that cannot
+    be read fails the activity (for good: the content is not there, or another tenant's)."""
+    if refs is None:
+        if any(is_stub(m) for m in messages):
+            raise ApplicationError(
+                "the history holds content kept by reference, and this worker has no store"
+                " to read it from (run workers with memory)",
+                non_retryable=True,
+            )
+        return Expanded(list(messages), [], 0), list(messages)
+    expanded = await _stored(refs.expand(messages))
+    return expanded, [await _stored(refs.whole(m)) for m in expanded.forms]
+
+
+async def _history_back(
+    refs: Refs | None,
+    expanded: Expanded,
+    history: list[Message],
+    kept: list[Message] | None,
+    inline_bytes: int,
+) -> _Back:
+    """Store the history the call sends (``kept``, if AutoCompress shortened it) and say so;
+    a shortened history goes back in its workflow form (kept messages as they came, new
+    ones by reference if large)."""
+    if kept is None:
+        if refs is None:
+            return _Back(None, None)
+        return _Back(None, await _stored(refs.store_run(expanded)))
+    if refs is None:
+        return _Back([to_dict(m) for m in kept], None)
+    came = {id(m): i for i, m in enumerate(history)}
+    forms = [
+        expanded.forms[came[id(m)]] if id(m) in came else await _stored(
+            refs.keep(to_dict(m), inline_bytes))
+        for m in kept
+    ]  # fmt: skip
+    return _Back(forms, await _stored(refs.store_run(Expanded(forms, [], 0))))
+
+
+async def _stored(work: Awaitable[T]) -> T:
+    """``work`` on the blob store: a blob that is not there fails the activity for good;
+    another store failure is tried again."""
+    try:
+        return await work
+    except BlobMissing as exc:
+        raise ApplicationError(str(exc), non_retryable=True) from exc
 
 
 def _rule_data(rule: Rule) -> Json:

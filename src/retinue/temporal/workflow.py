@@ -161,6 +161,11 @@ class ConversationWorkflow(FanOutCounting, Sessions):
         self._answers: dict[str, ApprovalAnswer] = {}  # to its own approval requests
         self._pending: dict[str, PendingApproval] = {}  # the tree's (the main agent's)
         self._allowed: list[Json] = list(start.allowed)  # "always" answers' rules, the tree's
+        # the stub of the history the last model call stored, and how many of the messages
+        # it holds: the next call sends it and those after (retinue.temporal.refs)
+        self._base: Json | None = None
+        self._based = 0
+        self._inline = start.limits.inline_bytes  # a tool result past it goes by reference
 
     # -- life ----------------------------------------------------------------------------
 
@@ -181,10 +186,19 @@ class ConversationWorkflow(FanOutCounting, Sessions):
     def _carried(self) -> ConversationStart:
         start = self._start
         return ConversationStart(
-            start.tenant, start.conversation_id, self._messages, self._step, start.limits,
+            start.tenant, start.conversation_id, self._compact(), self._step, start.limits,
             start.agent, self._question, list(self._children.values()), self._opened,
             self._turns, list(self._sessions.values()), self._fanout, list(self._allowed),
+            self._opening(),
         )  # fmt: skip
+
+    def _compact(self) -> list[Json]:
+        """The history as it travels: the stored part's stub (if a model call stored one)
+        and the messages after it. With large results by reference, this is what keeps
+        each model call's payload, and the history carried to a new run, small."""
+        if self._base is None:
+            return list(self._messages)
+        return [self._base, *self._messages[self._based :]]
 
     def _too_long(self) -> bool:
         info, limits = workflow.info(), self._start.limits
@@ -219,7 +233,7 @@ class ConversationWorkflow(FanOutCounting, Sessions):
         if self._is_root:
             self._state = "closed"
             return
-        began = any(m.get("role") == "user" for m in self._messages)
+        began = self._turns > 0 or any(m.get("role") == "user" for m in self._messages)
         outcome = await self._consolidate() if began else "none"
         await self._report("closed")
         closed = Closed(self._agent.agent_id, outcome, self._turns, began)
@@ -228,7 +242,7 @@ class ConversationWorkflow(FanOutCounting, Sessions):
     async def _consolidate(self) -> str:
         limits = self._start.limits
         step = ConsolidateStep(self._start.tenant, self._start.conversation_id, self._agent,
-                               self._messages, workflow.info().first_execution_run_id)  # fmt: skip
+                               self._compact(), workflow.info().first_execution_run_id)  # fmt: skip
         try:
             return await workflow.execute_activity(
                 CONSOLIDATE_ACTIVITY, step, result_type=str,
@@ -403,7 +417,11 @@ class ConversationWorkflow(FanOutCounting, Sessions):
         that finished keep their results (the turn's end answers the rest)."""
         ids = [c.id for c in calls]
         unique = len(set(ids)) == len(ids) and all(ids)  # (else the index tells them apart)
-        most = self._start.limits.max_calls  # (Temporal: 2,000 pending activities per workflow)
+        limits = self._start.limits
+        most = limits.max_calls  # (Temporal: 2,000 pending activities per workflow)
+        # the step's results travel together in the next model call: each its share of it
+        share = limits.max_payload_bytes // (2 * max(1, min(len(calls), most)))
+        self._inline = min(limits.inline_bytes, share) if limits.inline_bytes > 0 else 0
         tasks = [
             asyncio.create_task(
                 self._call(c.id if unique else f"{i}:{c.id}", c)
@@ -449,11 +467,14 @@ class ConversationWorkflow(FanOutCounting, Sessions):
     async def _ask_model(self) -> AssistantMessage:
         self._step += 1
         start, limits = self._start, self._start.limits
-        size = len(json.dumps(self._messages))  # (the whole history goes to the activity)
+        sent = self._compact()  # (the stored history's stub and what is new since)
+        size = len(json.dumps(sent))
         if size > limits.max_payload_bytes:
             raise ApplicationError(
-                f"the conversation's history is {size} bytes, over the {limits.max_payload_bytes}"
-                " one Temporal payload may carry here (2 MB at most): start a new conversation"
+                f"this model call's messages are {size} bytes, over the"
+                f" {limits.max_payload_bytes} one Temporal payload may carry here (2 MB at"
+                " most; workers with a memory store keep large content by reference):"
+                " start a new conversation"
             )
         info = workflow.info()
         grown = info.get_current_history_size() + size
@@ -465,14 +486,17 @@ class ConversationWorkflow(FanOutCounting, Sessions):
                 f" {info.get_current_history_length()} events) for one more model call;"
                 " send the next message to go on"
             )
-        step = ModelStep(self._key(), start.tenant, start.conversation_id, list(self._messages),
-                         self._last_input, start.agent)  # fmt: skip
+        step = ModelStep(self._key(), start.tenant, start.conversation_id, sent,
+                         self._last_input, start.agent, limits.inline_bytes)  # fmt: skip
         reply = await self._activity(MODEL_ACTIVITY, step, ModelReply, self._key(), tool=False)
         message = from_dict(reply.message)
         if not isinstance(message, AssistantMessage):
             raise ApplicationError(f"the model activity returned a {message.role} message")
         if reply.history is not None:  # AutoCompress shortened it
             self._messages[:] = reply.history
+            self._base, self._based = None, 0
+        if reply.stored is not None:  # the history sent (or shortened) is in the store
+            self._base, self._based = reply.stored, len(self._messages)
         self._last_input = reply.input_tokens
         self._local = set(reply.local)
         self._idempotent = set(reply.idempotent)
@@ -484,7 +508,7 @@ class ConversationWorkflow(FanOutCounting, Sessions):
         """A tool call's activity; one that waits for approval runs again once answered."""
         start, limits = self._start, self._start.limits
         step = ToolStep(key, start.tenant, start.conversation_id, _call_dict(call), start.agent,
-                        allowed=list(self._allowed))  # fmt: skip
+                        allowed=list(self._allowed), inline_bytes=self._inline)  # fmt: skip
         # a read is tried again; a call that may have had an effect runs once
         reads = call.name in self._idempotent
         timeout = limits.tool_timeouts.get(call.name, limits.tool_timeout_s)
@@ -666,11 +690,15 @@ class ConversationWorkflow(FanOutCounting, Sessions):
     def outline(self) -> Outline:
         """The history's length and the start of its first user message: a list of
         conversations reads this, not each whole history."""
+        return Outline(len(self._messages), self._opening())
+
+    def _opening(self) -> str:
+        """The start of the first user message (of an earlier run's, if it is not here)."""
         first = next((m for m in self._messages if m.get("role") == "user"), None)
-        opening = first.get("content") if first is not None else ""
-        return Outline(
-            len(self._messages), opening[:OPENING_CHARS] if isinstance(opening, str) else ""
-        )
+        if first is None:
+            return self._start.opening
+        opening = first.get("content")
+        return opening[:OPENING_CHARS] if isinstance(opening, str) else ""
 
     @workflow.query
     def last_turn(self) -> list[Json]:
