@@ -21,9 +21,9 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from retinue.config import Settings
-from retinue.engine.compress import AutoCompressor
+from retinue.engine.compress import AutoCompressor, is_summary
 from retinue.llm.base import ToolSpec
-from retinue.messages import Message, ToolResultMessage, UserMessage
+from retinue.messages import Message, ToolResultMessage, UserMessage, from_dict
 from retinue.runtime import Runtime
 from retinue.store.blobs import BlobMissing, HoldsBlobs
 from retinue.temporal._types import Limits, ModelStep, ToolStep
@@ -186,6 +186,30 @@ async def test_history_bytes_per_turn_stay_flat(temporal_address: str, tmp_path:
     inline = await per_turn_bytes(temporal_address, tmp_path / "inline",
                                   replace(FAST, inline_bytes=0), 30)  # fmt: skip
     assert inline[29] > 3 * inline[4], inline
+
+
+async def test_a_history_autocompress_shortened_comes_back_as_its_stub(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    """The shortened history is stored, and the workflow holds its stub, not the whole
+    shortened history once more; a front end reads it whole."""
+    summary = "The user asked a long question; it was answered."
+    model = ScriptedModel(["ok", summary, "final"])
+    runtime = runtime_for(tmp_path, model, [])
+    runtime.compressor = AutoCompressor(context_window=1_600, output_reserve=100)  # at 1,200
+    convs = await conversations(temporal_address)
+    async with make_worker(convs.client, runtime, convs.task_queue):
+        await convs.send("short", "question: " + "lorem ipsum " * 600)  # ~1,500 tokens
+        assert (await convs.send("short", "and now?")).content == "final"
+        raw = await convs.handle("short").query(ConversationWorkflow.history)
+        outline = await convs.handle("short").query(ConversationWorkflow.outline)
+    model.assert_done()
+    assert [m["role"] for m in raw] == ["system", "assistant"] and is_stub(raw[0])
+    assert outline.opening.startswith("question: lorem ipsum")  # (kept from before)
+    whole = [from_dict(m) for m in await resolve_history(raw, store_of(runtime).blobs, "default")]
+    assert is_summary(whole[0]) and summary in whole[0].content
+    assert [(m.role, m.content) for m in whole[-2:]] == [("user", "and now?"),
+                                                         ("assistant", "final")]  # fmt: skip
 
 
 def activities_for(tmp_path: Path, tenant: str, model: ScriptedModel) -> TurnActivities:

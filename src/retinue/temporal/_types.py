@@ -82,13 +82,15 @@ class Limits:
     # workflow's history holds a reference and its head (retinue.temporal.refs); 0: none
     inline_bytes: int = 64_000
     model_timeout_s: float = 600.0  # one model call, every attempt
-    tool_timeout_s: float = 3600.0  # one tool call, each try (but those of tool_timeouts)
+    # one tool call, each try (but those of tool_timeouts, or a tool's own Tool.timeout_s)
+    tool_timeout_s: float = 3600.0
     # one call of the tools named, each try: past it the call is stopped and the model told
     # (set it above a tool's own limit, e.g. Bash's 10 minutes at most)
     tool_timeouts: dict[str, float] = field(default_factory=dict[str, float])
     heartbeat_s: float = 30.0  # a worker that has not beaten for this long is dead
     model_attempts: int = 5  # tries of one model call (then the turn fails, history kept)
-    tool_attempts: int = 3  # tries of one call of an idempotent tool (the others run once)
+    # tries of one call of an idempotent tool (or its own Tool.attempts; others run once)
+    tool_attempts: int = 3
     max_children: int = 100  # sessions one agent holds at once (Temporal: 2,000 children)
     max_calls: int = 100  # tool calls one model reply may make run (the rest are refused)
 
@@ -191,7 +193,8 @@ class ModelReply:
     message: Json
     input_tokens: int = 0
     output_tokens: int = 0
-    history: list[Json] | None = None  # the history AutoCompress shortened, if it did
+    # the history AutoCompress shortened, if it did (by reference: the stub alone, stored)
+    history: list[Json] | None = None
     local: list[str] = field(default_factory=list)  # WORKFLOW_TOOLS this agent has
     # the tools the message calls that are idempotent (tried again when a try fails)
     idempotent: list[str] = field(default_factory=list)
@@ -199,6 +202,9 @@ class ModelReply:
     # the stub of the history the call was sent (``history`` if given), as stored: the next
     # call sends it and the messages since (None: not stored, the next sends them all)
     stored: Json | None = None
+    # what the tools the message calls declare of themselves (Tool.timeout_s, .attempts)
+    timeouts: dict[str, float] = field(default_factory=dict[str, float])
+    attempts: dict[str, int] = field(default_factory=dict[str, int])
 
 
 @dataclass(slots=True)

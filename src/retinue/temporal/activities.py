@@ -25,7 +25,10 @@ asks a person is refused there (nobody is asked yet). A consolidation runs under
 session's run id, so the memory store writes it once however often it is tried. While a
 call runs, the activity beats (Temporal's heartbeat), so a dead worker's call is noticed
 after ``Limits.heartbeat_s``, and a cancelled turn's cancel reaches the call (it is
-cancelled) at its next beat.
+cancelled) at its next beat. Content too large for a Temporal payload goes to the worker's
+memory store (:mod:`retinue.temporal.refs`): a tool call's large result comes back as a
+stub, and the model call stores the history it was sent and returns its stub; the model
+call and a consolidation read every stub back, under the step's tenant only.
 """
 
 from __future__ import annotations
@@ -78,12 +81,14 @@ from retinue.temporal._types import (
 )
 from retinue.temporal.refs import BlobCache, Expanded, Refs, is_stub
 from retinue.temporal.tracing import chat, tool_call
-from retinue.tools.base import CallGate, ToolContext
+from retinue.tools.base import CallGate, Tool, ToolContext
 
 __all__ = ["TurnActivities", "idempotency_key"]
 
 T = TypeVar("T")
 MAX_ALLOWED = 1_000  # "always" rules one tool call's policy takes (the tree's first ones)
+MAX_TIMEOUT_S = 86_400.0  # the most a tool may declare of one call's time (a day)
+MAX_TRIES = 20  # and of its tries
 
 _key: contextvars.ContextVar[str] = contextvars.ContextVar("retinue_temporal_key", default="")
 
@@ -201,11 +206,13 @@ class TurnActivities:
         message, stopped = response.message, False
         if gate is not None and guarded and not message.tool_calls:  # the answer's guards
             message, stopped = await _screened_answer(gate, message, ctx)
-        called = {c.name for c in message.tool_calls}
-        reads = [n for n in sorted(called) if (t := tools.get(n)) is not None and t.idempotent]
+        called = [t for n in sorted({c.name for c in message.tool_calls})
+                  if (t := tools.get(n)) is not None]  # fmt: skip
+        reads = [t.name for t in called if t.idempotent]
+        timeouts, attempts = _declared(called)
         return ModelReply(
             to_dict(message), usage.input_tokens, usage.output_tokens, back.history, local,
-            reads, stopped, back.stored,
+            reads, stopped, back.stored, timeouts, attempts,
         )  # fmt: skip
 
     @activity.defn(name=TOOL_ACTIVITY)
@@ -281,6 +288,15 @@ async def _screened_answer(
     return (message if said is message.content else replace(message, content=said)), False
 
 
+def _declared(tools: list[Tool]) -> tuple[dict[str, float], dict[str, int]]:
+    """What ``tools`` declare of their calls' timeout and tries (bounded: a day, 20 tries)."""
+    timeouts = {t.name: min(float(t.timeout_s), MAX_TIMEOUT_S) for t in tools
+                if t.timeout_s is not None and t.timeout_s > 0}  # fmt: skip
+    attempts = {t.name: max(1, min(int(t.attempts), MAX_TRIES)) for t in tools
+                if t.attempts is not None}  # fmt: skip
+    return timeouts, attempts
+
+
 @dataclass(slots=True)
 class _Back:
     """What a model call tells the workflow of its history: the history AutoCompress
@@ -312,9 +328,10 @@ async def _history_back(
     kept: list[Message] | None,
     inline_bytes: int,
 ) -> _Back:
-    """Store the history the call sends (``kept``, if AutoCompress shortened it) and say so;
-    a shortened history goes back in its workflow form (kept messages as they came, new
-    ones by reference if large)."""
+    """Store the history the call sends (``kept``, if AutoCompress shortened it) and say so.
+    A shortened history goes back as its stub alone (stored in its workflow form: kept
+    messages as they came, new ones by reference if large), so a shortening adds a stub to
+    the workflow's history, not the whole history again."""
     if kept is None:
         if refs is None:
             return _Back(None, None)
@@ -327,7 +344,8 @@ async def _history_back(
             refs.keep(to_dict(m), inline_bytes))
         for m in kept
     ]  # fmt: skip
-    return _Back(forms, await _stored(refs.store_run(Expanded(forms, [], 0))))
+    stored = await _stored(refs.store_run(Expanded(forms, [], 0)))
+    return _Back([stored], stored)
 
 
 async def _stored(work: Awaitable[T]) -> T:

@@ -15,14 +15,21 @@ adds: that call's exact command, file or host, or the tool) allows what it match
 rest of the conversation in every session of its tree: the session that asked tells the
 conversation's workflow (``rules_allowed`` signal), which tells every session it knows of,
 keeps them across continue-as-new, and a session opens with its parent's. A tool call's
-activity is tried ``Limits.tool_attempts`` times if its tool is ``idempotent`` (a read;
-the model activity names them) and once if not: one that did not finish (its worker died,
-or was stopped) is answered "cut short, may have run", one past its timeout
-(``Limits.tool_timeouts``) "stopped, may have run in part".
+activity is tried ``Limits.tool_attempts`` times (or the tool's own ``attempts``) if its
+tool is ``idempotent`` (a read; the model activity names them, and what each declares)
+and once if not: one that did not finish (its worker died, or was stopped) is answered
+"cut short, may have run", one past its timeout (``Limits.tool_timeouts``, else the
+tool's own ``timeout_s``) "stopped, may have run in part".
 The ``cancel_turn`` Update cancels the running turn: its activities, and the turns its
 sessions run for it (``interrupt`` signal); the calls without a result are answered
 "cancelled", and the conversation takes the next message. The sub-agent caps of the whole
 tree are counted by the conversation's workflow (``admit`` signal).
+
+The history travels by reference (:mod:`retinue.temporal.refs`): a tool result over
+``Limits.inline_bytes`` comes back from its activity as a stub (its head, its reference),
+and each model call sends the stub of the history the previous call stored plus the messages
+since (``ModelReply.stored``), so the workflow's history grows with the turns, not their
+square; a run that continues as new carries the same.
 
 Messages reach a main agent as ``send`` Updates; a parent's messages reach its sessions as
 ``deliver`` signals, answered by a ``reply`` signal (a workflow cannot send Updates). Each
@@ -152,6 +159,8 @@ class ConversationWorkflow(FanOutCounting, Sessions):
         self._last_input = 0  # the last model call's input tokens (AutoCompress's estimate)
         self._local: set[str] = set()  # the workflow's own calls this agent may make
         self._idempotent: set[str] = set()  # the tools the last model reply calls that are
+        self._timeouts: dict[str, float] = {}  # and what they declare: a call's time, each try
+        self._tries: dict[str, int] = {}  # (an idempotent one's tries)
         self._ended_as = "final"  # a reply without calls ends the turn so ("refused": guards)
         self._interrupting = False  # the running turn is being cancelled (cancel_turn)
         self._replies: dict[str, Reply] = {}  # from its sessions, by token
@@ -166,6 +175,7 @@ class ConversationWorkflow(FanOutCounting, Sessions):
         self._base: Json | None = None
         self._based = 0
         self._inline = start.limits.inline_bytes  # a tool result past it goes by reference
+        self._opening_text = start.opening  # (the outline's, when the history lacks it)
 
     # -- life ----------------------------------------------------------------------------
 
@@ -470,11 +480,15 @@ class ConversationWorkflow(FanOutCounting, Sessions):
         sent = self._compact()  # (the stored history's stub and what is new since)
         size = len(json.dumps(sent))
         if size > limits.max_payload_bytes:
+            what = (
+                "the conversation's history is"
+                if self._base is None
+                else "the messages since its stored history are"
+            )
             raise ApplicationError(
-                f"this model call's messages are {size} bytes, over the"
-                f" {limits.max_payload_bytes} one Temporal payload may carry here (2 MB at"
-                " most; workers with a memory store keep large content by reference):"
-                " start a new conversation"
+                f"{what} {size} bytes, over the {limits.max_payload_bytes} one Temporal"
+                " payload may carry here (2 MB at most; workers with a memory store send"
+                " the history by reference): start a new conversation"
             )
         info = workflow.info()
         grown = info.get_current_history_size() + size
@@ -492,7 +506,8 @@ class ConversationWorkflow(FanOutCounting, Sessions):
         message = from_dict(reply.message)
         if not isinstance(message, AssistantMessage):
             raise ApplicationError(f"the model activity returned a {message.role} message")
-        if reply.history is not None:  # AutoCompress shortened it
+        if reply.history is not None:  # AutoCompress shortened it (by reference: its stub)
+            self._opening_text = self._opening()
             self._messages[:] = reply.history
             self._base, self._based = None, 0
         if reply.stored is not None:  # the history sent (or shortened) is in the store
@@ -500,6 +515,7 @@ class ConversationWorkflow(FanOutCounting, Sessions):
         self._last_input = reply.input_tokens
         self._local = set(reply.local)
         self._idempotent = set(reply.idempotent)
+        self._timeouts, self._tries = reply.timeouts, reply.attempts
         self._ended_as = "refused" if reply.refused else "final"
         self._messages.append(reply.message)
         return message
@@ -511,8 +527,10 @@ class ConversationWorkflow(FanOutCounting, Sessions):
                         allowed=list(self._allowed), inline_bytes=self._inline)  # fmt: skip
         # a read is tried again; a call that may have had an effect runs once
         reads = call.name in self._idempotent
-        timeout = limits.tool_timeouts.get(call.name, limits.tool_timeout_s)
-        tries = limits.tool_attempts if reads else 1
+        # the client's Limits.tool_timeouts first, then what the tool declares of itself
+        own = self._timeouts.get(call.name, limits.tool_timeout_s)
+        timeout = limits.tool_timeouts.get(call.name, own)
+        tries = self._tries.get(call.name, limits.tool_attempts) if reads else 1
         try:
             outcome = await self._activity(TOOL_ACTIVITY, step, ToolOutcome, key,
                                            timeout_s=timeout, attempts=tries)  # fmt: skip
@@ -696,7 +714,7 @@ class ConversationWorkflow(FanOutCounting, Sessions):
         """The start of the first user message (of an earlier run's, if it is not here)."""
         first = next((m for m in self._messages if m.get("role") == "user"), None)
         if first is None:
-            return self._start.opening
+            return self._opening_text
         opening = first.get("content")
         return opening[:OPENING_CHARS] if isinstance(opening, str) else ""
 

@@ -218,6 +218,10 @@ class Tool:
     # a durable session runs it again after a restart cut it short (retinue.durable)
     needs_approval: bool | ApprovalCheck = False  # a person approves each call (or those
     # the check says), in every permission mode (retinue.policy.gate)
+    timeout_s: float | None = None  # a durable runner's bound on one call, each try (on
+    # Temporal: its activity's; past it the call is stopped). None: the runner's own
+    attempts: int | None = None  # tries of one call of an idempotent tool on a durable
+    # runner (Temporal); None: the runner's own. A tool that is not idempotent runs once
     _spec: ToolSpec | None = field(default=None, repr=False)
     _inline: bool | None = field(default=None, repr=False)  # async: run on the loop
     _pace: Pace = field(default_factory=Pace, repr=False, compare=False)  # a plain one's calls
