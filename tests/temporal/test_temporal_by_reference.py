@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,10 +27,11 @@ from retinue.llm.base import ToolSpec
 from retinue.messages import Message, ToolResultMessage, UserMessage, from_dict
 from retinue.runtime import Runtime
 from retinue.store.blobs import BlobMissing, HoldsBlobs
+from retinue.store.sqlite import SQLiteStore
 from retinue.temporal._types import Limits, ModelStep, ToolStep
 from retinue.temporal.activities import TurnActivities
 from retinue.temporal.client import TemporalConversations
-from retinue.temporal.refs import is_stub, resolve_history
+from retinue.temporal.refs import Refs, is_stub, resolve_history
 from retinue.temporal.worker import make_worker
 from retinue.temporal.workflow import ConversationWorkflow
 from retinue.testing import ScriptedModel, call_tool, call_tools
@@ -210,6 +212,27 @@ async def test_a_history_autocompress_shortened_comes_back_as_its_stub(
     assert is_summary(whole[0]) and summary in whole[0].content
     assert [(m.role, m.content) for m in whole[-2:]] == [("user", "and now?"),
                                                          ("assistant", "final")]  # fmt: skip
+
+
+async def test_a_stored_history_stays_whole_over_many_calls(tmp_path: Path) -> None:
+    """Each model call stores its new messages as one chunk, past 16 merged into one: the
+    stub stays small, and it reads back every message, in order."""
+    store = SQLiteStore(tmp_path / "m.db")
+    refs = Refs(store.blobs, "t")
+    every: list[dict[str, Any]] = []
+    stub: dict[str, Any] | None = None
+    sizes: list[int] = []
+    for k in range(40):
+        new: list[dict[str, Any]] = [{"role": "user", "content": f"m{k}"},
+                                     {"role": "assistant", "content": f"a{k}"}]  # fmt: skip
+        every.extend(new)
+        stub = await refs.store_run(await refs.expand([*([stub] if stub else []), *new]))
+        sizes.append(len(stub["ref"]["chunks"]))
+    assert stub is not None and await refs.resolve([stub]) == every
+    assert max(sizes) == 16 and sizes[16] == 1  # (merged)
+    with pytest.raises(BlobMissing):  # a stub of more chunks than ever made: not read
+        await refs.resolve([{**stub, "ref": {"chunks": ["0" * 64] * 17, "messages": 1}}])
+    store.close()
 
 
 def activities_for(tmp_path: Path, tenant: str, model: ScriptedModel) -> TurnActivities:

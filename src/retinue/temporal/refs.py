@@ -231,7 +231,9 @@ def _chunk_names(message: Json) -> list[str]:
     names = ref.get("chunks")
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise BlobMissing("a history reference without its chunks")
-    return [str(n) for n in names[: MAX_CHUNKS * 4]]
+    if len(names) > MAX_CHUNKS:  # (never made so: not ours)
+        raise BlobMissing(f"a history reference of {len(names)} chunks, over {MAX_CHUNKS}")
+    return [str(n) for n in names]
 
 
 def _messages_of(data: bytes, *, one: bool = False) -> list[Json]:
