@@ -21,12 +21,19 @@ messages each (3); **CPU per turn**, the CPU seconds of every process of the pat
 front end, and the Temporal server or the PostgreSQL server, read from ``/proc``, each group
 recorded) over both phases, divided by the turns; **bytes per turn**, the Temporal workflow
 histories' size (events as protobuf) or the growth of the PostgreSQL database, divided by the
-turns. The load average is recorded: the machine is shared."""
+turns. The load average is recorded: the machine is shared.
+
+``--history-growth`` measures instead how one conversation's workflow history grows with its
+turns (in-process worker with an SQLite memory store, the scripted model, one tool call per
+turn): the bytes each turn adds, with the history sent by reference (today) and sent whole
+with each model call (``Limits(inline_bytes=0)``, as before by-reference), for a short tool
+result and a 20 kB one. Writes ``temporal_history_growth.json``."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import json
 import os
@@ -282,6 +289,114 @@ async def _serving(address: str) -> bool:
     return True
 
 
+def growth_run(
+    address: str, root: Path, turns: int, result_chars: int, inline: int
+) -> tuple[list[int], int]:
+    """The bytes of workflow history each of ``turns`` turns adds (a tool call whose result
+    is ``result_chars`` long, then an answer; ``inline``: ``Limits.inline_bytes``), and the
+    bytes the memory store keeps by reference at the end."""
+    from temporalio.client import Client
+
+    from retinue.config import Settings
+    from retinue.runtime import Runtime
+    from retinue.temporal._types import Limits
+    from retinue.temporal.client import TemporalConversations
+    from retinue.temporal.worker import make_worker
+    from retinue.tools.base import tool
+
+    @tool
+    async def fetch() -> str:
+        """Return a text."""
+        return ("result " * (result_chars // 7 + 1))[:result_chars]
+
+    def respond(messages: Sequence[Message], _tools: Sequence[ToolSpec]) -> Any:
+        return call_tool("fetch") if isinstance(messages[-1], UserMessage) else "ok"
+
+    home = root / f"growth-{result_chars}-{inline}"
+    home.mkdir(parents=True)
+    model = ScriptedModel(responder=respond, record=False)
+    runtime = Runtime.create(
+        Settings(home=home / "home", workspace=home), model=model, model_for=lambda _s: model,
+        extra_tools=[fetch], builtins=False,
+    )  # fmt: skip
+
+    async def drive() -> list[int]:
+        client = await Client.connect(address)
+        convs = TemporalConversations(
+            client, task_queue=f"growth-{result_chars}-{inline}", limits=Limits(inline_bytes=inline)
+        )
+        grown, before = [], 0
+        cid = convs.task_queue  # (each run its own workflow)
+        sizes: dict[str, int] = {}  # the bytes of each run (continue-as-new starts another)
+        current, wid = "", convs.handle(cid).id
+        async with make_worker(client, runtime, convs.task_queue):
+            for k in range(turns):
+                await convs.send(cid, f"message {k}")
+                run = (await convs.handle(cid).describe()).run_id or ""
+                if current and run != current:  # (the run before ended: read it whole)
+                    sizes[current] = await run_bytes(client, wid, current)
+                sizes[run], current = await run_bytes(client, wid, run), run
+                now = sum(sizes.values())
+                grown.append(now - before)
+                before = now
+        return grown
+
+    grown = asyncio.run(drive())
+    return grown, stored_bytes(home / "home")
+
+
+def stored_bytes(home: Path) -> int:
+    """The bytes of content kept by reference in the memory store under ``home``."""
+    import sqlite3
+
+    total = 0
+    for db in home.rglob("*.db"):
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            total += conn.execute("SELECT coalesce(sum(size), 0) FROM blobs").fetchone()[0]
+    return total
+
+
+async def run_bytes(client: Any, workflow_id: str, run_id: str) -> int:
+    history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+    return sum(e.ByteSize() for e in history.events)
+
+
+def history_growth(turns: int) -> dict[str, Any]:
+    """:func:`growth_run` for each result size, by reference and whole."""
+    runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        temporal, address = start_temporal(root)
+        try:
+            for chars in (20, 20_000):
+                for mode, inline in (("by reference", 64_000), ("whole", 0)):
+                    grown, stored = growth_run(address, root, turns, chars, inline)
+                    runs.append({"result_chars": chars, "mode": mode, "per_turn": grown,
+                                 "total": sum(grown), "stored": stored})  # fmt: skip
+                    print(json.dumps(runs[-1]), file=sys.stderr)
+        finally:
+            temporal.terminate()
+            temporal.wait(30)
+    return {"turns": turns, "cpus": os.cpu_count(), "runs": runs}
+
+
+def growth_markdown(data: dict[str, Any]) -> str:
+    turns = data["turns"]
+    marks = [k for k in (1, 5, 10, 20, 40, 80) if k <= turns]
+    lines = [
+        "| tool result | history sent | " + " | ".join(f"turn {k}" for k in marks)
+        + f" | all {turns} turns | per turn | store |",
+        "|---|---|" + "---:|" * (len(marks) + 3),
+    ]  # fmt: skip
+    for r in data["runs"]:
+        cells = " | ".join(f"{r['per_turn'][k - 1]:,}" for k in marks)
+        lines.append(
+            f"| {r['result_chars']:,} chars | {r['mode']} | {cells} | {r['total']:,} "
+            f"| {r['total'] // turns:,} | {r['stored']:,} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def markdown(data: dict[str, Any]) -> str:
     lines = [
         "### Conversations on Temporal beside workers on PostgreSQL",
@@ -319,7 +434,16 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=20)
     parser.add_argument("--messages", type=int, default=3)
     parser.add_argument("--workers", default="1,2,4")
+    parser.add_argument("--history-growth", type=int, default=0, metavar="TURNS",
+                        help="measure the history's growth over TURNS turns instead")  # fmt: skip
     args = parser.parse_args()
+    if args.history_growth:
+        growth = history_growth(args.history_growth)
+        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+        out = RESULTS_DIR / "temporal_history_growth.json"
+        out.write_text(json.dumps(growth, indent=2) + "\n")
+        print(growth_markdown(growth))
+        return
     if args.quick:
         args.turns, args.conversations, args.messages, args.workers = 5, 5, 2, "1,2"
     bin_dir = pgserver.find_bin_dir()
