@@ -230,6 +230,24 @@ async def test_an_empty_or_oversized_message_is_refused_before_it_enters_the_his
     assert model.call_count == 0
 
 
+async def test_a_message_too_large_as_json_is_refused_and_the_conversation_goes_on(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    """Under the character limit but over one payload once JSON-escaped ("é" is 6 bytes):
+    refused before it enters the history (accepted, it would fail every workflow task)."""
+    convs, client = await conversations(temporal_address)
+    convs.limits = replace(FAST, max_payload_bytes=60_000)  # (a message: 30,000 bytes)
+    model = ScriptedModel(["first.", "next."])
+    async with make_worker(client, runtime_for(tmp_path, model, []), convs.task_queue):
+        assert (await convs.send("c5b", "hello")).content == "first."
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await convs.send("c5b", "\u00e9" * 6_000)  # 6,000 chars, 36,002 bytes as JSON
+        assert "36,002 bytes as JSON, over the 30,000" in str(refused.value.cause)
+        assert (await convs.send("c5b", "again")).content == "next."
+        history = await convs.history("c5b")
+    assert [m.content for m in history] == ["hello", "first.", "again", "next."]
+
+
 async def test_a_failed_model_call_ends_the_turn_and_the_next_turn_goes_on(
     temporal_address: str, tmp_path: Path
 ) -> None:
@@ -327,10 +345,11 @@ async def test_calls_past_the_bound_of_one_step_are_refused_unrun(
 
 
 def note_until_told(messages: Sequence[Message], _tools: Sequence[ToolSpec]) -> Message | str:
-    """Calls ``note`` with a large text after each result; answers a new user message."""
+    """Calls ``note`` with a large text after each result (a new one each time: the same
+    call with the same result would be stopped as a loop); answers a new user message."""
     if isinstance(messages[-1], UserMessage) and messages[-1].content == "and now?":
         return "fine"
-    return call_tool("note", {"text": "n" * 2_000})
+    return call_tool("note", {"text": "n" * 2_000 + str(len(messages))})
 
 
 async def test_a_turn_stops_before_its_run_s_history_outgrows_the_server_s_limit(
@@ -352,3 +371,18 @@ async def test_a_turn_stops_before_its_run_s_history_outgrows_the_server_s_limit
     assert 2 <= len(side_effects(notes)) < 20
     assert history[-1].content == "fine"
     assert any(m.content.startswith("Stopped: ") for m in history)
+
+
+def test_a_task_or_question_too_large_as_json_is_refused_to_the_model() -> None:
+    """A delegated task or a question travels as a signal's payload: past the bound the
+    model reads why, and nothing is sent."""
+    from retinue.temporal._calls import read_delegation, read_question
+
+    task = call_tool("SubAgent", {"role": "helper", "task": "\u00e9" * 6_000}).tool_calls[0]
+    assert read_delegation(task, 1_000_000, 30_000) == (
+        "the task is 36,002 bytes as JSON, over the 30,000 one Temporal message may carry"
+        " here: shorten it"
+    )
+    assert not isinstance(read_delegation(task, 1_000_000, 40_000), str)
+    question = call_tool("AskParent", {"question": "\U0001f600" * 3_000}).tool_calls[0]
+    assert "36,002 bytes as JSON" in str(read_question(question, 1_000_000, 30_000))

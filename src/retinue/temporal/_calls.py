@@ -83,7 +83,20 @@ def _name(value: object, what: str) -> str:
     return f"{what} must be letters, digits, '_', '.', '-' (at most 64)"
 
 
-def read_delegation(call: ToolCall, max_chars: int) -> Delegation | str:
+def over_payload(text: str, max_bytes: int, what: str) -> str:
+    """``""`` if ``text`` fits in ``max_bytes`` as the JSON Temporal carries it, else what
+    is wrong (its JSON escapes every non-ASCII character: "é" takes 6 bytes, an emoji 12, so
+    a message under the character limit may still be too large for one payload)."""
+    size = len(json.dumps(text))
+    if size <= max_bytes:
+        return ""
+    return (
+        f"{what} is {size:,} bytes as JSON, over the {max_bytes:,} one Temporal message may"
+        " carry here: shorten it"
+    )
+
+
+def read_delegation(call: ToolCall, max_chars: int, max_bytes: int) -> Delegation | str:
     """A ``SubAgent`` call's request, or why it cannot run here."""
     args = _arguments(call)
     if isinstance(args, str):
@@ -94,6 +107,8 @@ def read_delegation(call: ToolCall, max_chars: int) -> Delegation | str:
         return "the task is empty: say what the sub-agent should do"
     if len(task) > max_chars:
         return f"the task is over {max_chars} characters"
+    if too_large := over_payload(task, max_bytes, "the task"):
+        return too_large
     problem = _name(role, "role") or (instance is not None and _name(instance, "instance"))
     if problem:
         return problem
@@ -120,7 +135,7 @@ def read_unload(call: ToolCall) -> str | tuple[str, str]:
     return role, role + (f":{instance}" if instance else "")
 
 
-def read_question(call: ToolCall, max_chars: int) -> str | tuple[str]:
+def read_question(call: ToolCall, max_chars: int, max_bytes: int) -> str | tuple[str]:
     """An ``AskParent`` call's question (in a 1-tuple), or what is wrong."""
     args = _arguments(call)
     if isinstance(args, str):
@@ -130,4 +145,6 @@ def read_question(call: ToolCall, max_chars: int) -> str | tuple[str]:
         return "the question is empty"
     if len(question) > max_chars:
         return f"the question is over {max_chars} characters"
+    if too_large := over_payload(question, max_bytes, "the question"):
+        return too_large
     return (question,)

@@ -105,7 +105,8 @@ class Sessions(Repeating):
         raise NotImplementedError
 
     async def _delegate(self, key: str, call: ToolCall) -> Json:
-        ask = read_delegation(call, self._start.limits.max_message_chars)
+        limits = self._start.limits
+        ask = read_delegation(call, limits.max_message_chars, limits.max_message_bytes)
         if isinstance(ask, str):
             return error_result(call, ask)
         if (repeated := self._repeated_delegation(ask)) is not None:  # (not run: a note)

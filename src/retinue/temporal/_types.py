@@ -94,6 +94,12 @@ class Limits:
     max_children: int = 100  # sessions one agent holds at once (Temporal: 2,000 children)
     max_calls: int = 100  # tool calls one model reply may make run (the rest are refused)
 
+    @property
+    def max_message_bytes(self) -> int:
+        """A message's size at most as the JSON Temporal carries it (a user message, a
+        delegated task, a question): half a payload, as it travels with what it adds to."""
+        return self.max_payload_bytes // 2
+
 
 @dataclass(slots=True)
 class Agent:

@@ -75,6 +75,7 @@ with workflow.unsafe.imports_passed_through():
     from retinue.temporal._calls import (
         cut_short,
         error_result,
+        over_payload,
         read_question,
         timed_out,
         tool_result,
@@ -308,8 +309,11 @@ class ConversationWorkflow(FanOutCounting, Sessions):
             raise ValueError("the conversation is closed")
         if not text.strip():
             raise ValueError("the message is empty")
-        if len(text) > self._start.limits.max_message_chars:
-            raise ValueError(f"the message is over {self._start.limits.max_message_chars} chars")
+        limits = self._start.limits
+        if len(text) > limits.max_message_chars:
+            raise ValueError(f"the message is over {limits.max_message_chars} chars")
+        if too_large := over_payload(text, limits.max_message_bytes, "the message"):
+            raise ValueError(too_large)  # (else it would enter the history, and jam it)
 
     @workflow.signal
     async def deliver(self, delivery: Delivery) -> None:
@@ -597,7 +601,8 @@ class ConversationWorkflow(FanOutCounting, Sessions):
     # -- questions -----------------------------------------------------------------------
 
     def _ask(self, call: ToolCall) -> Json | None:
-        read = read_question(call, self._start.limits.max_message_chars)
+        limits = self._start.limits
+        read = read_question(call, limits.max_message_chars, limits.max_message_bytes)
         if isinstance(read, str):
             return error_result(call, read)
         if self._question is not None:
