@@ -112,7 +112,7 @@ from retinue.subagents.registry import SessionInfo
 from retinue.subagents.tasklist import task_lists
 from retinue.telemetry.trace import RemoteParent
 
-__all__ = ["MessageIn", "create_app"]
+__all__ = ["MessageIn", "create_app", "error_handlers", "error_status"]
 
 
 log = logging.getLogger("retinue.server")
@@ -173,7 +173,7 @@ def create_app(runtime: Runtime, security: Security, limits: Limits | None = Non
     app.add_middleware(Guard, security=security)
     app.add_middleware(RemoteParent)  # a request's traceparent: its turns join that trace
     app.state.runtime, app.state.host, app.state.spaces = runtime, host, spaces
-    _error_handlers(app)
+    error_handlers(app)
     _conversation_routes(app)
     transcript_routes(app)  # (before /v1/sessions/{id:path}, which would take its paths)
     _session_routes(app, runtime)
@@ -206,7 +206,14 @@ def _error(status: int, message: str, request: Request | None = None) -> JSONRes
     return JSONResponse({"error": message}, status_code=status)
 
 
-def _error_handlers(app: FastAPI) -> None:
+def error_handlers(
+    app: FastAPI, status_of: Callable[[BaseException], tuple[int, str]] = error_status
+) -> None:
+    """Every error ``app`` answers as one JSON line (OpenAI's error object on its routes):
+    HTTP errors, a body that does not validate (what is wrong, never the input), Retinue's
+    errors with the status ``status_of`` gives them, and anything else as a 500 (logged
+    here, never a trace in the answer). The service's, and the Temporal front end's."""
+
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
         return _error(exc.status_code, str(exc.detail), request)
@@ -224,12 +231,12 @@ def _error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ServerBusy)
     @app.exception_handler(RetinueError)
     async def turn_error(request: Request, exc: Exception) -> JSONResponse:
-        return _error(*error_status(exc), request)
+        return _error(*status_of(exc), request)
 
     @app.exception_handler(Exception)
     async def internal(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error")
-        return _error(*error_status(exc), request)
+        return _error(*status_of(exc), request)
 
 
 class ApprovalIn(BaseModel):
