@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import secrets
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
@@ -69,7 +70,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from retinue._tasks import cancel_and_wait
 from retinue.engine.config import RunOutput
-from retinue.errors import ModelError, RetinueError
+from retinue.errors import ModelError, RetinueError, RoleError
 from retinue.events import (
     APPROVAL_REQUESTED,
     Event,
@@ -102,6 +103,7 @@ from retinue.server.openai_errors import is_openai_path, openai_error
 from retinue.server.page import add_page_routes
 from retinue.server.security import Guard, Security
 from retinue.server.sse import TurnFeed, frame, output_json
+from retinue.subagents.roles import valid_name
 from retinue.telemetry import trace as _tel
 from retinue.telemetry.trace import RemoteParent
 from retinue.temporal._types import (
@@ -113,11 +115,13 @@ from retinue.temporal._types import (
     SessionNode,
     TurnReply,
 )
-from retinue.temporal.client import TemporalConversations, workflow_id
+from retinue.temporal.client import TemporalConversations, role_run_agent, workflow_id
 from retinue.temporal.workflow import ConversationWorkflow
 from retinue.tools.base import preview
 
 __all__ = ["TemporalFront", "TemporalUnavailable", "create_temporal_app"]
+
+_log = logging.getLogger(__name__)
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 _MAX_LISTED = 100  # conversations GET /v1/conversations shows (each is one query)
@@ -143,10 +147,16 @@ class ConversationClosed(RetinueError):
     """The conversation's workflow refused the message: it is closed (409)."""
 
 
+class UnknownRole(RoleError):
+    """A ``retinue/<role>`` model names no role the workers know (404, as in-process)."""
+
+
 def front_status(exc: BaseException) -> tuple[int, str]:
     """The HTTP status and one-line message for an error of a Temporal turn."""
     if isinstance(exc, TemporalUnavailable):
         return 503, str(exc)
+    if isinstance(exc, UnknownRole):
+        return 404, str(exc)
     if isinstance(exc, ConversationClosed):
         return 409, str(exc)
     return error_status(exc)
@@ -164,6 +174,7 @@ class TemporalFront:
     max_tenant_turns: int = 16  # of those, one tenant's (so that none takes them all)
     _turns: dict[str, int] = field(default_factory=dict, init=False)  # in flight, by tenant
     _total: int = field(default=0, init=False)
+    _closing: set[asyncio.Task[None]] = field(default_factory=set, init=False)  # role runs'
 
     def queue(self, tenant: str) -> str:
         """The task queue of ``tenant``'s workers."""
@@ -361,11 +372,14 @@ class TemporalFront:
         *,
         on_event: EventSink | None = None,
         message_id: str | None = None,
+        role: str | None = None,
     ) -> asyncio.Task[RunOutput]:
         """Run one turn of ``cid`` (its workflow started if need be) as a task; with
-        ``on_event``, the turn's steps are sent to it as the workers take them."""
+        ``on_event``, the turn's steps are sent to it as the workers take them. With
+        ``role``, ``cid`` is new and the turn is a one-shot run of that role, which ends
+        (consolidated) with it: :meth:`TemporalConversations.start_role_run`."""
         self._admit(tenant)
-        task = asyncio.create_task(self._turn(tenant, cid, text, on_event, message_id))
+        task = asyncio.create_task(self._turn(tenant, cid, text, on_event, message_id, role))
         task.add_done_callback(lambda _t: self._done(tenant))
         return task
 
@@ -393,22 +407,29 @@ class TemporalFront:
             del self._turns[tenant]
 
     async def _turn(
-        self, tenant: str, cid: str, text: str, sink: EventSink | None, message_id: str | None
-    ) -> RunOutput:
+        self, tenant: str, cid: str, text: str, sink: EventSink | None, message_id: str | None,
+        role: str | None,
+    ) -> RunOutput:  # fmt: skip
         """The turn in its ``retinue.message`` span (the trace's root: see
         :mod:`retinue.temporal.tracing`)."""
         attributes = {"gen_ai.conversation.id": cid, "retinue.tenant": tenant,
                       "retinue.streamed": sink is not None}  # fmt: skip
-        with _tel.span(MESSAGE_SPAN, **attributes):
-            return await self._turn_traced(tenant, cid, text, sink, message_id)
-
-    async def _turn_traced(
-        self, tenant: str, cid: str, text: str, sink: EventSink | None, message_id: str | None
-    ) -> RunOutput:
         convs = self.conversations(tenant)
         try:
+            with _tel.span(MESSAGE_SPAN, **attributes):
+                return await self._turn_traced(convs, cid, text, sink, message_id, role)
+        finally:
+            if role is not None:  # (a role's run ends with its turn, however that ended)
+                await self._close_run(convs, cid)
+
+    async def _turn_traced(
+        self, convs: TemporalConversations, cid: str, text: str, sink: EventSink | None,
+        message_id: str | None, role: str | None,
+    ) -> RunOutput:  # fmt: skip
+        try:
             async with _reaching():
-                handle = await convs.start(cid)
+                watched = await _started(convs, cid, role)
+                handle = watched.turn
                 seen = (await _when_served(handle)).total if sink is not None else 0
                 update = await handle.start_update(
                     ConversationWorkflow.send,
@@ -416,35 +437,44 @@ class TemporalFront:
                     id=message_id,
                     wait_for_stage=WorkflowUpdateStage.ACCEPTED,
                 )
-            reply = await self._follow(handle, update.result(), seen, cid, sink)
+            reply = await self._follow(watched, update.result(), seen, sink)
         except WorkflowUpdateFailedError as exc:  # refused, or the turn ended with a reason
-            raise _refused(exc) from None
+            raise _refused(exc, role) from None
         tools: list[str] = []
         with contextlib.suppress(TemporalUnavailable):  # (the reply is what matters)
             async with _reaching():
                 tools = _tools_of(await handle.query(ConversationWorkflow.last_turn))
         return RunOutput(reply.content, [], _stop_reason(reply.stop_reason), tools)
 
+    async def _close_run(self, convs: TemporalConversations, cid: str) -> None:
+        """Close a role run's conversation (it closes the run: consolidated once), in a task
+        of this front end's own, so that a turn cancelled (its client went away) still
+        closes it. A front end that dies first leaves it open: DELETE closes it."""
+        closing = asyncio.create_task(_quietly_closed(convs, cid))
+        self._closing.add(closing)
+        closing.add_done_callback(self._closing.discard)
+        await asyncio.shield(closing)
+
     async def _follow(
         self,
-        handle: WorkflowHandle[Any, Any],
+        watched: _Watched,
         outcome: Awaitable[TurnReply],
         seen: int,
-        cid: str,
         sink: EventSink | None,
     ) -> TurnReply:
         """Await the turn's ``outcome``; meanwhile send ``sink`` its steps past ``seen`` and
-        the approval requests that come up."""
+        the approval requests that come up (anywhere in the conversation's tree)."""
         result = asyncio.ensure_future(outcome)
         asked: set[str] = set()
+        handle, cid = watched.turn, watched.cid
         try:
             while sink is not None:
                 done, _ = await asyncio.wait({result}, timeout=self.poll_s)
                 with contextlib.suppress(RPCError, WorkflowQueryFailedError):  # (next time)
                     page = await handle.query(ConversationWorkflow.history_since, seen)
-                    seen = _publish(page, seen, agent_id_for(cid), sink)
+                    seen = _publish(page, seen, watched.agent, sink)
                     if not done:
-                        pending = await handle.query(ConversationWorkflow.approvals)
+                        pending = await watched.root.query(ConversationWorkflow.approvals)
                         _ask(pending, asked, cid, sink)
                 if done:
                     break
@@ -453,6 +483,36 @@ class TemporalFront:
         finally:
             if not result.done():  # (the caller went away: the turn goes on without it)
                 await cancel_and_wait(result)
+
+
+@dataclass(slots=True, frozen=True)
+class _Watched:
+    """A turn a front end follows: the workflow that runs it, the conversation's (whose
+    ``approvals`` query holds the tree's), and the agent its events name."""
+
+    turn: WorkflowHandle[Any, Any]
+    root: WorkflowHandle[Any, Any]
+    cid: str
+    agent: str
+
+
+async def _started(convs: TemporalConversations, cid: str, role: str | None) -> _Watched:
+    """The workflow that runs the next turn: the conversation's main agent's, or (``role``)
+    a one-shot run of that role in a new conversation; started if need be."""
+    if role is None:
+        handle = await convs.start(cid)
+        return _Watched(handle, handle, cid, agent_id_for(cid))
+    run = await convs.start_role_run(cid, role)
+    agent = role_run_agent(convs.tenant, cid, role).agent_id
+    return _Watched(run, convs.handle(cid), cid, outside(agent, cid))
+
+
+async def _quietly_closed(convs: TemporalConversations, cid: str) -> None:
+    """Close the conversation; a failure to is logged (the turn's own outcome stands)."""
+    try:
+        await convs.close(cid)
+    except (RPCError, RetinueError):
+        _log.warning("could not close conversation %s", cid, exc_info=True)
 
 
 def _stop_reason(reason: str) -> Any:
@@ -514,8 +574,10 @@ def _ask(pending: list[dict[str, Any]], asked: set[str], cid: str, sink: EventSi
             sink(make_event(APPROVAL_REQUESTED, shown["agent_id"], data))
 
 
-def _refused(exc: WorkflowUpdateFailedError) -> RetinueError:
+def _refused(exc: WorkflowUpdateFailedError, role: str | None = None) -> RetinueError:
     why = str(getattr(exc.cause, "message", None) or exc.cause)
+    if role is not None and why.startswith(f"Stopped: unknown role {role!r}"):  # (a worker's)
+        return UnknownRole(f"model {MODEL}/{role} not found: {why.removeprefix('Stopped: ')}")
     if "closed" in why:
         return ConversationClosed(f"the conversation is closed: {why}")
     if why.startswith("Stopped:"):
@@ -813,8 +875,7 @@ def _openai_routes(app: FastAPI, front: TemporalFront) -> None:
     ) -> dict[str, Any] | StreamingResponse | JSONResponse:
         if (refused := refusal(body)) is not None:
             return JSONResponse(openai_error(400, refused[1], refused[0]), status_code=400)
-        if body.model != MODEL:
-            raise HTTPException(404, f"model {body.model!r} not found (models: {MODEL})")
+        role = _role_of(body.model)
         *earlier, last = body.messages
         if last.role != "user" or not last.text.strip() or last.media():
             raise HTTPException(
@@ -823,30 +884,67 @@ def _openai_routes(app: FastAPI, front: TemporalFront) -> None:
                 "the new turn (images and files do not reach Temporal yet)",
             )
         tenant = tenant_of(request, front)
-        header = x_retinue_conversation
-        if header is not None and not valid_conversation_id(header):
-            raise HTTPException(400, f"bad {HEADER} header {header!r}")
-        cid = header or f"oai-{secrets.token_hex(16)}"
-        text = last.text
-        if earlier and (header is None or await front.history(tenant, cid) is None):
-            text = transcript(earlier, text)
-
-        def start(sink: EventSink | None) -> asyncio.Task[RunOutput]:
-            return front.start(tenant, cid, text, on_event=sink)
-
-        agent = agent_id_for(cid)
-        turn = _Turn(cid, lambda a: a == agent, start)
-        chat = _Completion(body.model, cid, _same)
+        if role is not None:  # (a conversation of its own, not kept, as in-process)
+            turn = _role_turn(front, tenant, role, transcript(earlier, last.text)
+                              if earlier else last.text)  # fmt: skip
+        else:
+            turn = await _main_turn(front, tenant, body, x_retinue_conversation)
+        chat = _Completion(body.model, turn.conversation, _same)
+        headers = {HEADER: turn.conversation} if turn.conversation else {}
         if body.stream:
             usage = body.stream_options is not None and body.stream_options.include_usage
             return StreamingResponse(
                 chat.stream(turn, front_status, usage),
                 media_type="text/event-stream",
-                headers={"Cache-Control": "no-cache", HEADER: cid},
+                headers={"Cache-Control": "no-cache", **headers},
             )
         out = await turn.start(None)
-        response.headers[HEADER] = cid
+        response.headers.update(headers)
         return chat.completion(out)
+
+
+def _role_of(model: str) -> str | None:
+    """The role a ``retinue/<role>`` model names (None: ``retinue``, the main agent); 404
+    for any other. Which roles exist, the workers know: one they do not is 404 when its run
+    begins (:class:`UnknownRole`)."""
+    if model == MODEL:
+        return None
+    role = model.removeprefix(f"{MODEL}/")
+    if model.startswith(f"{MODEL}/") and valid_name(role):
+        return role
+    raise HTTPException(404, f"model {model[:200]!r} not found (models: {MODEL}, "
+                        f"{MODEL}/<role> for a role the workers know)")  # fmt: skip
+
+
+async def _main_turn(
+    front: TemporalFront, tenant: str, body: ChatRequest, header: str | None
+) -> _Turn:
+    """A turn of the main agent: of the conversation the header names, or of a new one."""
+    if header is not None and not valid_conversation_id(header):
+        raise HTTPException(400, f"bad {HEADER} header {header!r}")
+    cid = header or f"oai-{secrets.token_hex(16)}"
+    *earlier, last = body.messages
+    text = last.text
+    if earlier and (header is None or await front.history(tenant, cid) is None):
+        text = transcript(earlier, text)
+
+    def start(sink: EventSink | None) -> asyncio.Task[RunOutput]:
+        return front.start(tenant, cid, text, on_event=sink)
+
+    agent = agent_id_for(cid)
+    return _Turn(cid, lambda a: a == agent, start)
+
+
+def _role_turn(front: TemporalFront, tenant: str, role: str, task: str) -> _Turn:
+    """A one-shot run of ``role`` on ``task``, in a conversation of its own that ends with
+    it (no conversation is kept, and none is named: the client's list carries the chat)."""
+    cid = f"oai-{secrets.token_hex(16)}"
+    agent = outside(role_run_agent(tenant, cid, role).agent_id, cid)
+
+    def start(sink: EventSink | None) -> asyncio.Task[RunOutput]:
+        return front.start(tenant, cid, task, on_event=sink, role=role)
+
+    return _Turn(None, lambda a: a == agent, start)
 
 
 def _same(data: Any) -> Any:

@@ -7,6 +7,12 @@ sends each message as the ``send`` Update, whose result is the turn's reply (a r
 What a front end shows comes from queries (:meth:`~TemporalConversations.state`,
 :meth:`~TemporalConversations.approvals`); a pending approval anywhere in the session tree
 is answered with :meth:`~TemporalConversations.approve`, from any client.
+
+A one-shot run of a role (the OpenAI-compatible ``retinue/<role>`` models) is
+:meth:`~TemporalConversations.start_role_run`: a conversation whose main agent takes no turn
+holds it as its one session, so the run is a sub-agent session like any other (its checks,
+approvals, sessions and consolidation the workflow's own), and closing the conversation
+closes it, consolidated once.
 """
 
 from __future__ import annotations
@@ -20,17 +26,21 @@ from retinue.errors import ConfigError
 from retinue.messages import Message, from_dict
 from retinue.policy.approvals import ApprovalRequest
 from retinue.saved import valid_conversation_id
+from retinue.subagents.roles import valid_name
 from retinue.temporal._types import (
+    Agent,
     ApprovalAnswer,
+    ChildRef,
     ConversationStart,
     ConversationState,
+    FanOutCounts,
     Limits,
     TurnReply,
 )
 from retinue.temporal.worker import DEFAULT_TASK_QUEUE
 from retinue.temporal.workflow import ConversationWorkflow
 
-__all__ = ["TemporalConversations", "workflow_id"]
+__all__ = ["TemporalConversations", "role_run_agent", "workflow_id"]
 
 
 def workflow_id(tenant: str, conversation_id: str) -> str:
@@ -44,6 +54,16 @@ def workflow_id(tenant: str, conversation_id: str) -> str:
     return f"retinue/{tenant}/{conversation_id}"
 
 
+def role_run_agent(tenant: str, conversation_id: str, role: str) -> Agent:
+    """The one-shot run of ``role`` that conversation ``conversation_id`` holds (its main
+    agent's first session, as a ``SubAgent`` call would have opened it: ``CID/role#1``)."""
+    if not valid_name(role):
+        raise ConfigError(f"role {role[:80]!r}: use letters, digits, '_', '.', '-' (at most 64)")
+    root = workflow_id(tenant, conversation_id)
+    agent_id = f"{conversation_id}/{role}#1"
+    return Agent(agent_id, role, [[agent_id, role]], parent=root, root=root, one_shot=True)
+
+
 @dataclass(slots=True)
 class TemporalConversations:
     client: Client
@@ -53,14 +73,33 @@ class TemporalConversations:
 
     async def start(self, conversation_id: str) -> WorkflowHandle[ConversationWorkflow, object]:
         """The conversation's workflow, started if it is not running."""
-        await self.client.start_workflow(
-            ConversationWorkflow.run,
-            ConversationStart(self.tenant, conversation_id, limits=self.limits),
-            id=workflow_id(self.tenant, conversation_id),
-            task_queue=self.task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        )
+        start = ConversationStart(self.tenant, conversation_id, limits=self.limits)
+        await self._start_workflow(workflow_id(self.tenant, conversation_id), start)
         return self.handle(conversation_id)
+
+    async def start_role_run(
+        self, conversation_id: str, role: str
+    ) -> WorkflowHandle[ConversationWorkflow, object]:
+        """A one-shot run of ``role`` (:func:`role_run_agent`), to send one message to: the
+        conversation's workflow (started here, its main agent takes no turn) holds it as
+        its session, counted against the sub-agent caps; :meth:`close` ends both, the run
+        consolidated. Whether the role exists, the workers say at its first model call
+        (they know the roles; a client does not), and its ``initialPrompt`` is not sent."""
+        agent = role_run_agent(self.tenant, conversation_id, role)
+        held = ChildRef(agent.agent_id, role, "", f"{agent.root}/{role}#1", one_shot=True)
+        first = ConversationStart(self.tenant, conversation_id, limits=self.limits,
+                                  children=[held], opened=1,
+                                  fanout=FanOutCounts(0, 1, [agent.agent_id]))  # fmt: skip
+        await self._start_workflow(agent.root, first)
+        await self._start_workflow(held.workflow_id, ConversationStart(
+            self.tenant, conversation_id, limits=self.limits, agent=agent))  # fmt: skip
+        return self.client.get_workflow_handle_for(ConversationWorkflow.run, held.workflow_id)
+
+    async def _start_workflow(self, workflow_id: str, start: ConversationStart) -> None:
+        await self.client.start_workflow(
+            ConversationWorkflow.run, start, id=workflow_id, task_queue=self.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        )  # fmt: skip
 
     def handle(self, conversation_id: str) -> WorkflowHandle[ConversationWorkflow, object]:
         """The conversation's current run (it follows continue-as-new)."""
