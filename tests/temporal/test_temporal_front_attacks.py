@@ -8,7 +8,7 @@ the id (crafted ids, workflow ids, ``..``, %-encoding, look-alikes, very long on
 ones); bodies over the limits are refused before they are read; odd models are refused in
 OpenAI's shape; errors are one JSON line with no trace, no workflow id of another tenant and
 no internal address; model text reaches the SSE stream, ``retinue sessions`` and the web page
-inert. The probes that do not hold yet are the skipped tests at the end (see their reasons)."""
+inert."""
 
 from __future__ import annotations
 
@@ -420,10 +420,6 @@ async def test_model_text_reaches_the_stream_terminal_and_page_inert(stack: Stac
     assert ".innerHTML =" not in script and "insertAdjacentHTML" not in script
 
 
-@pytest.mark.skip(reason="bug (tattack report): a message of 400,000 'é' is under the "
-                  "1,000,000-character cap but over Temporal's 2 MB payload once JSON-escaped; "
-                  "the workflow task fails for good and the conversation answers 503 until "
-                  "DELETE")  # fmt: skip
 async def test_a_message_too_large_for_one_payload_leaves_the_conversation_usable(
     stack: Stack,
 ) -> None:
@@ -433,18 +429,17 @@ async def test_a_message_too_large_for_one_payload_leaves_the_conversation_usabl
         big = await a.post(
             f"/v1/conversations/{cid}/messages", json={"content": "\u00e9" * 400_000}
         )
-        assert big.status_code in (400, 413), big.text  # the client's to fix: not 503 (retry)
+        assert big.status_code == 413, big.text  # the client's to fix: not 503 (retry)
+        assert "bytes as JSON" in refused(big, 413)
         assert ok(await a.get(f"/v1/conversations/{cid}"))["messages"][0]["content"] == "first"
         assert ok(await a.post(f"/v1/conversations/{cid}/messages", json={"content": "next"}))
+        emoji = await a.post("/v1/chat/completions", json=chat("retinue", "\U0001f600" * 99_000))
+        assert emoji.status_code == 413, emoji.text  # (over 1 MB as JSON: refused at once)
+        assert emoji.json()["error"]["type"] == "invalid_request_error"
     finally:  # (a wedged workflow closes on DELETE)
         await a.delete(f"/v1/conversations/{cid}")
 
 
-@pytest.mark.skip(
-    reason="bug (tattack report): the Temporal front end has no "
-    "RequestValidationError handler: 422 is FastAPI's {'detail': [...]} that "
-    "echoes the input, not the service's {'error': ...} (OpenAI's on /v1/chat)"
-)
 async def test_a_bad_body_is_one_line_as_on_the_service(stack: Stack) -> None:
     a = stack.a
     too_long = await a.post(f"/v1/conversations/v-{RUN}/messages",

@@ -91,7 +91,7 @@ from retinue.messages import (
     from_dict,
     shown_dict,
 )
-from retinue.server.app import ApprovalIn, MessageIn, error_status
+from retinue.server.app import ApprovalIn, MessageIn, error_handlers, error_status
 from retinue.server.conversations import ServerBusy, agent_id_for, valid_conversation_id
 from retinue.server.openai_api import (
     HEADER,
@@ -103,7 +103,7 @@ from retinue.server.openai_api import (
     refusal,
     transcript,
 )
-from retinue.server.openai_errors import is_openai_path, openai_error
+from retinue.server.openai_errors import openai_error
 from retinue.server.page import add_page_routes
 from retinue.server.security import Guard, Security
 from retinue.server.sse import TurnFeed, frame, output_json
@@ -119,7 +119,12 @@ from retinue.temporal._types import (
     SessionNode,
     TurnReply,
 )
-from retinue.temporal.client import TemporalConversations, role_run_agent, workflow_id
+from retinue.temporal.client import (
+    MessageTooLarge,
+    TemporalConversations,
+    role_run_agent,
+    workflow_id,
+)
 from retinue.temporal.workflow import ConversationWorkflow
 from retinue.tools.base import preview
 
@@ -163,6 +168,8 @@ def front_status(exc: BaseException) -> tuple[int, str]:
         return 404, str(exc)
     if isinstance(exc, ConversationClosed):
         return 409, str(exc)
+    if isinstance(exc, MessageTooLarge):
+        return 413, str(exc)
     return error_status(exc)
 
 
@@ -419,6 +426,7 @@ class TemporalFront:
         attributes = {"gen_ai.conversation.id": cid, "retinue.tenant": tenant,
                       "retinue.streamed": sink is not None}  # fmt: skip
         convs = self.conversations(tenant)
+        convs.check_message(text)  # (too large: 413, and nothing started)
         try:
             with _tel.span(MESSAGE_SPAN, **attributes):
                 return await self._turn_traced(convs, cid, text, sink, message_id, role)
@@ -687,18 +695,7 @@ def create_temporal_app(front: TemporalFront, security: Security) -> FastAPI:
     app.add_middleware(RemoteParent)  # (a request's traceparent: its turns join that trace)
     app.state.front = front
 
-    def error(status: int, message: str, request: Request) -> JSONResponse:
-        if is_openai_path(request.url.path):
-            return JSONResponse(openai_error(status, message), status_code=status)
-        return JSONResponse({"error": message}, status_code=status)
-
-    @app.exception_handler(HTTPException)
-    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
-        return error(exc.status_code, str(exc.detail), request)
-
-    @app.exception_handler(RetinueError)
-    async def turn_error(request: Request, exc: Exception) -> JSONResponse:
-        return error(*front_status(exc), request)
+    error_handlers(app, front_status)  # (the service's: one JSON line, never a trace)
 
     _front_routes(app, front)
     _openai_routes(app, front)

@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 
-from retinue.errors import ConfigError
+from retinue.errors import ConfigError, RetinueError
 from retinue.messages import Message, from_dict
 from retinue.policy.approvals import ApprovalRequest
 from retinue.saved import valid_conversation_id
 from retinue.subagents.roles import valid_name
+from retinue.temporal._calls import over_payload
 from retinue.temporal._types import (
     Agent,
     ApprovalAnswer,
@@ -40,7 +41,12 @@ from retinue.temporal._types import (
 from retinue.temporal.worker import DEFAULT_TASK_QUEUE
 from retinue.temporal.workflow import ConversationWorkflow
 
-__all__ = ["TemporalConversations", "role_run_agent", "workflow_id"]
+__all__ = ["MessageTooLarge", "TemporalConversations", "role_run_agent", "workflow_id"]
+
+
+class MessageTooLarge(RetinueError):
+    """A message too large for one Temporal payload as the JSON it travels in; refused
+    before anything is started or sent."""
 
 
 def workflow_id(tenant: str, conversation_id: str) -> str:
@@ -112,8 +118,16 @@ class TemporalConversations:
     ) -> TurnReply:
         """Run one turn of the conversation (started if need be); its reply. A message sent
         again with the same ``message_id`` (a client's retry) runs its turn once."""
+        self.check_message(text)
         handle = await self.start(conversation_id)
         return await handle.execute_update(ConversationWorkflow.send, text, id=message_id)
+
+    def check_message(self, text: str) -> None:
+        """Refuse a message the workflow's validator would refuse for its size, before it is
+        sent (past 4 MB, Temporal's server would refuse the request itself, with an error
+        that reads like an outage): :class:`MessageTooLarge`."""
+        if too_large := over_payload(text, self.limits.max_message_bytes, "the message"):
+            raise MessageTooLarge(too_large)
 
     async def history(self, conversation_id: str) -> list[Message]:
         raw = await self.handle(conversation_id).query(ConversationWorkflow.history)
