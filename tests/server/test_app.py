@@ -232,6 +232,8 @@ def test_bad_requests_are_one_line_json_errors(serve: Serve) -> None:
         assert broken.status_code == 422 and "error" in broken.json()
         bad_id = client.post("/v1/conversations/no%20spaces/messages", json={"content": "x"})
         assert bad_id.status_code == 400 and "bad conversation id" in bad_id.json()["error"]
+        long_id = client.get("/v1/conversations/" + "x" * 20_000)  # (quoted in short)
+        assert long_id.status_code == 400 and len(long_id.json()["error"]) < 200
         failed = client.post("/v1/conversations/a/messages", json={"content": "hi"})
         assert failed.status_code == 502
         assert set(failed.json()) == {"error"} and "\n" not in failed.json()["error"]

@@ -112,7 +112,13 @@ from retinue.subagents.registry import SessionInfo
 from retinue.subagents.tasklist import task_lists
 from retinue.telemetry.trace import RemoteParent
 
-__all__ = ["MessageIn", "create_app", "error_handlers", "error_status"]
+__all__ = [
+    "MessageIn",
+    "check_conversation_id",
+    "create_app",
+    "error_handlers",
+    "error_status",
+]
 
 
 log = logging.getLogger("retinue.server")
@@ -255,12 +261,17 @@ class AnswerIn(BaseModel):
     content: str = Field(min_length=1)
 
 
+def check_conversation_id(cid: str) -> None:
+    """400 for a conversation id that is not 1-64 letters, digits, ``_ . -`` (the answer
+    quotes its start only: a request may send kilobytes of it)."""
+    if not valid_conversation_id(cid):
+        raise HTTPException(
+            400, f"bad conversation id {cid[:80]!r}: use 1-64 letters, digits, '_', '.', '-'"
+        )
+
+
 def _conversation_routes(app: FastAPI) -> None:
-    def check(cid: str) -> None:
-        if not valid_conversation_id(cid):
-            raise HTTPException(
-                400, f"bad conversation id {cid!r}: use 1-64 letters, digits, '_', '.', '-'"
-            )
+    check = check_conversation_id
 
     @app.get("/v1/conversations")
     async def list_conversations(space: Space) -> dict[str, Any]:

@@ -91,7 +91,13 @@ from retinue.messages import (
     from_dict,
     shown_dict,
 )
-from retinue.server.app import ApprovalIn, MessageIn, error_handlers, error_status
+from retinue.server.app import (
+    ApprovalIn,
+    MessageIn,
+    check_conversation_id,
+    error_handlers,
+    error_status,
+)
 from retinue.server.conversations import ServerBusy, agent_id_for, valid_conversation_id
 from retinue.server.openai_api import (
     HEADER,
@@ -710,11 +716,7 @@ def tenant_of(request: Request, front: TemporalFront) -> str:
     return principal.tenant or front.tenant
 
 
-def _check(cid: str) -> None:
-    if not valid_conversation_id(cid):
-        raise HTTPException(
-            400, f"bad conversation id {cid!r}: use 1-64 letters, digits, '_', '.', '-'"
-        )
+_check = check_conversation_id  # (the service's)
 
 
 def _text_only(body: MessageIn) -> str:
