@@ -28,7 +28,7 @@ from retinue.store.plumbing import PgConnects, SQLiteRead, SQLiteTx
 __all__ = ["MAX_BLOB_BYTES", "BlobMissing", "BlobStore", "HoldsBlobs", "PgBlobs", "SQLiteBlobs"]
 
 MAX_BLOB_BYTES = 64 * 2**20
-"""The most bytes one blob holds (64 MiB): larger content is cut before it is stored."""
+"""The most bytes one blob holds (64 MiB): larger content is refused, not stored."""
 
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 
