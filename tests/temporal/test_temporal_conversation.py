@@ -30,8 +30,9 @@ from retinue.messages import (
 )
 from retinue.runtime import Runtime
 from retinue.temporal._types import Limits
-from retinue.temporal.client import TemporalConversations
+from retinue.temporal.client import MessageTooLarge, TemporalConversations
 from retinue.temporal.worker import make_worker
+from retinue.temporal.workflow import ConversationWorkflow
 from retinue.testing import ScriptedModel, call_tool, call_tools
 from retinue.tools.base import Tool, tool
 
@@ -240,8 +241,11 @@ async def test_a_message_too_large_as_json_is_refused_and_the_conversation_goes_
     model = ScriptedModel(["first.", "next."])
     async with make_worker(client, runtime_for(tmp_path, model, []), convs.task_queue):
         assert (await convs.send("c5b", "hello")).content == "first."
-        with pytest.raises(WorkflowUpdateFailedError) as refused:
-            await convs.send("c5b", "\u00e9" * 6_000)  # 6,000 chars, 36,002 bytes as JSON
+        big = "\u00e9" * 6_000  # 6,000 chars, 36,002 bytes as JSON
+        with pytest.raises(MessageTooLarge, match="36,002 bytes as JSON, over the 30,000"):
+            await convs.send("c5b", big)  # (the client's own check: nothing is sent)
+        with pytest.raises(WorkflowUpdateFailedError) as refused:  # (the workflow's)
+            await convs.handle("c5b").execute_update(ConversationWorkflow.send, big)
         assert "36,002 bytes as JSON, over the 30,000" in str(refused.value.cause)
         assert (await convs.send("c5b", "again")).content == "next."
         history = await convs.history("c5b")
