@@ -43,14 +43,8 @@ def lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def tools_for(log: Path) -> list[Tool]:
-    """``quick`` answers at once; ``stuck`` writes ``started``, then waits until cancelled
-    (and writes ``cancelled``)."""
-
-    @tool
-    async def quick() -> str:
-        """Answer at once."""
-        return "quick done"
+def stuck_tool(log: Path) -> Tool:
+    """``stuck`` writes ``started``, then waits until cancelled (and writes ``cancelled``)."""
 
     @tool
     async def stuck() -> str:
@@ -65,7 +59,18 @@ def tools_for(log: Path) -> list[Tool]:
             raise
         return "never"
 
-    return [quick, stuck]
+    return stuck
+
+
+def tools_for(log: Path) -> list[Tool]:
+    """``quick`` answers at once; ``stuck``: :func:`stuck_tool`."""
+
+    @tool
+    async def quick() -> str:
+        """Answer at once."""
+        return "quick done"
+
+    return [quick, stuck_tool(log)]
 
 
 def runtime_for(tmp_path: Path, model: ScriptedModel, log: Path, **more: object) -> Runtime:

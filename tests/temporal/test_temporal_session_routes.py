@@ -27,6 +27,7 @@ pytest.importorskip("temporalio", reason="the temporal extra (temporalio) is not
 import uvicorn
 from fastapi import FastAPI
 from temporalio.client import Client
+from test_temporal_cancel_turn import lines, stuck_tool
 
 from retinue.config import Settings
 from retinue.engine.loop import CANCELLED_RESULT
@@ -40,35 +41,11 @@ from retinue.subagents.roles import Role
 from retinue.temporal.worker import make_worker
 from retinue.temporal.workflow import INTERRUPTED_NOTE
 from retinue.testing import ScriptedModel, call_tool
-from retinue.tools.base import Tool, tool
 
 pytestmark = pytest.mark.timeout(180)  # a hang bound, the dev server's start included
 
 TOKEN = "session-routes-token"
 ON = {"interactive": True}
-
-
-def lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
-
-
-def stuck_tool(log: Path) -> Tool:
-    """``stuck`` writes ``started``, then waits until cancelled (and writes ``cancelled``)."""
-
-    @tool
-    async def stuck() -> str:
-        """Start, then wait."""
-        with log.open("a") as f:
-            f.write("started\n")
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            with log.open("a") as f:
-                f.write("cancelled\n")
-            raise
-        return "never"
-
-    return stuck
 
 
 def role(name: str, *caps: str) -> Role:
