@@ -1,66 +1,18 @@
-"""``retinue serve --temporal ADDRESS``: a stateless HTTP front end over conversations that
-run as Temporal workflows (:mod:`retinue.temporal`).
-
-It holds no conversation: each request starts, updates or queries the conversation's
-workflow through :class:`~retinue.temporal.client.TemporalConversations`, and the workers
-(``retinue worker --temporal``) run the turns, so any number of front ends behind a load
-balancer serve the same conversations. The routes are the service's (same token, tenants,
-Host and Origin checks, bodies and errors: :mod:`retinue.server.app`): the conversation
-routes (a reply with ``stop_reason`` ``"asking"`` is the main agent's question, which the
-next message answers), a conversation's approvals (pending anywhere in its session tree,
-answered from any front end), the sessions routes, the web page and the OpenAI-compatible
-``/v1/chat/completions`` (the main agent, ``model: "retinue"``; ``retinue/<role>``: one
-one-shot run of a role, as in-process, in a conversation of its own that this front end closes
-when its turn ends, which consolidates the run). ``keep_sessions`` is moot: sessions are child
-workflows that live across turns until unloaded. Not here yet: images and PDFs, answering or
-steering a session from outside (409), the kept transcripts (``/v1/transcripts``: the workers
-keep none), a role's ``initialPrompt`` in a ``retinue/<role>`` run, the roles in
-``/v1/models`` (the workers know them: an unknown one is 404 when its run begins). A
-tenant's conversations are its workflows on its own task queue: the configured queue for the
-service's own tenant, ``<queue>-<tenant>`` for a named token's.
-
-**Sessions.** ``GET /v1/sessions`` lists the sessions of the tenant's conversations (of one
-with ``team`` or ``parent``), ``GET /v1/sessions/{id}`` shows one with its history, and
-``POST /v1/sessions/{id}/interrupt`` cancels its running turn: ``conv-CID``'s (the
-conversation's, with the turns its sessions run for it) or a sub-agent session's alone (its
-child workflow's ``cancel_turn``: its own sessions' turns for it end too, and its parent's
-turn goes on, reading that it was interrupted). A session id names a node of the tree that
-the conversation's own workflow reports (``state`` query), never a workflow id: a request
-reaches only the child workflows of its tenant's conversation. Each session's facts come
-from its workflow's ``session_view`` query; tokens and cost are not counted on Temporal
-(null).
-
-**Streaming.** Temporal does not stream. The workflow's state is the source of the events:
-while a turn runs, the front end that started it asks the workflow every ``poll_s`` (0.2 s)
-for the messages past those it has seen (the ``history_since`` query: what is new, not the
-whole history) and turns what the workers added into events (``tool_started``,
-``tool_finished``, a ``text_delta`` with each model step's whole text, and an
-``approval_requested`` for each request that comes up), so a turn is
-streamed step by step, not token by token, by whichever front end a client reached. A client
-that goes away does not stop its turn (the workers finish it; its history keeps it).
-
-**Retries.** A message sent with an ``Idempotency-Key`` header is the workflow's Update of
-that id: a client that retries it through another front end (the first one died mid-turn)
-gets the same turn's reply, and the turn runs once.
-
-**Tracing.** While tracing is on, each message is a ``retinue.message`` span here (a child of
-the request's ``traceparent``, if it came with one), the parent of its turn's spans in the
-workflows and activities (:mod:`retinue.temporal.tracing`): one trace per message.
-"""
+"""The front end's state and its ways to the workflows: :class:`TemporalFront` (what each
+route asks of Temporal), its errors and their HTTP statuses, and how a turn's steps become
+events (see the package's docstring)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-import secrets
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from fastapi import FastAPI, Header, Request, Response
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi import Request
 from starlette.exceptions import HTTPException
 from temporalio.client import (
     Client,
@@ -92,30 +44,13 @@ from retinue.messages import (
     shown_dict,
 )
 from retinue.server.app import (
-    ApprovalIn,
-    MessageIn,
-    check_conversation_id,
-    error_handlers,
     error_status,
 )
 from retinue.server.conversations import ServerBusy, agent_id_for, valid_conversation_id
 from retinue.server.openai_api import (
-    HEADER,
     MODEL,
-    ChatRequest,
-    _Completion,
-    _model,
-    _Turn,
-    refusal,
-    transcript,
 )
-from retinue.server.openai_errors import openai_error
-from retinue.server.page import add_page_routes
-from retinue.server.security import Guard, Security
-from retinue.server.sse import TurnFeed, frame, output_json
-from retinue.subagents.roles import valid_name
 from retinue.telemetry import trace as _tel
-from retinue.telemetry.trace import RemoteParent
 from retinue.temporal._types import (
     WORKFLOW_NAME,
     ConversationState,
@@ -134,7 +69,7 @@ from retinue.temporal.client import (
 from retinue.temporal.workflow import ConversationWorkflow
 from retinue.tools.base import preview
 
-__all__ = ["TemporalFront", "TemporalUnavailable", "create_temporal_app"]
+__all__ = ["TemporalFront", "TemporalUnavailable", "front_status", "tenant_of"]
 
 _log = logging.getLogger(__name__)
 
@@ -694,261 +629,8 @@ def _tools_of(turn: list[dict[str, Any]]) -> list[str]:
     return names
 
 
-def create_temporal_app(front: TemporalFront, security: Security) -> FastAPI:
-    """The front end's service: ``front``'s conversations behind ``security``."""
-    app = FastAPI(title="Retinue (Temporal front end)", docs_url=None, redoc_url=None)
-    app.add_middleware(Guard, security=security)
-    app.add_middleware(RemoteParent)  # (a request's traceparent: its turns join that trace)
-    app.state.front = front
-
-    error_handlers(app, front_status)  # (the service's: one JSON line, never a trace)
-
-    _front_routes(app, front)
-    _openai_routes(app, front)
-    add_page_routes(app)
-    return app
-
-
 def tenant_of(request: Request, front: TemporalFront) -> str:
     principal = getattr(request.state, "principal", None)
     if principal is None:
         raise HTTPException(401, "missing or wrong bearer token")
     return principal.tenant or front.tenant
-
-
-_check = check_conversation_id  # (the service's)
-
-
-def _text_only(body: MessageIn) -> str:
-    """The message's text (``keep_sessions`` is moot: a session is a child workflow that
-    lives across turns until it is unloaded or the conversation ends)."""
-    if body.parts:
-        raise HTTPException(400, "images and PDFs do not reach Temporal workflows yet: send text")
-    return body.content
-
-
-def _front_routes(app: FastAPI, front: TemporalFront) -> None:
-    @app.get("/healthz")
-    async def healthz() -> dict[str, Any]:
-        return {"status": "ok", "model": "temporal", "sessions": 0}
-
-    @app.get("/v1/conversations")
-    async def list_conversations(request: Request) -> dict[str, Any]:
-        return {"conversations": await front.views(tenant_of(request, front))}
-
-    @app.get("/v1/conversations/{cid}")
-    async def get_conversation(cid: str, request: Request) -> dict[str, Any]:
-        _check(cid)
-        tenant = tenant_of(request, front)
-        history = await front.history(tenant, cid)
-        state = await front.state(tenant, cid) if history is not None else None
-        if history is None or state is None:
-            raise HTTPException(404, f"no conversation {cid!r}")
-        messages = [shown_dict(m) for m in history]
-        return {"id": cid, "messages": messages, "running": state["running"],
-                "question": state["question"], "approvals": state["approvals"]}  # fmt: skip
-
-    @app.get("/v1/conversations/{cid}/approvals")
-    async def list_approvals(cid: str, request: Request) -> dict[str, Any]:
-        _check(cid)
-        state = await front.state(tenant_of(request, front), cid)
-        return {"approvals": state["approvals"] if state is not None else []}
-
-    @app.post("/v1/conversations/{cid}/approvals/{aid:path}")  # (ids hold "/")
-    async def answer_approval(
-        cid: str, aid: str, body: ApprovalIn, request: Request
-    ) -> dict[str, Any]:
-        _check(cid)
-        tenant = tenant_of(request, front)
-        if not await front.approve(tenant, cid, aid, allow=body.allow, message=body.message,
-                                   always=body.always):  # fmt: skip
-            raise HTTPException(404, f"no pending approval {aid!r} in conversation {cid!r}")
-        return {"answered": aid, "allow": body.allow}
-
-    @app.post("/v1/conversations/{cid}/messages", response_model=None)
-    async def post_message(
-        cid: str,
-        body: MessageIn,
-        request: Request,
-        stream: bool = False,
-        idempotency_key: str | None = Header(default=None, max_length=200),
-    ) -> dict[str, Any] | StreamingResponse:
-        _check(cid)
-        tenant, text = tenant_of(request, front), _text_only(body)
-        key = f"msg-{idempotency_key}" if idempotency_key else None
-        if stream or "text/event-stream" in request.headers.get("accept", ""):
-
-            def start(sink: EventSink) -> asyncio.Task[RunOutput]:
-                return front.start(tenant, cid, text, on_event=sink, message_id=key)
-
-            return StreamingResponse(
-                _stream(TurnFeed(start)),
-                media_type="text/event-stream",
-                headers={"Cache-Control": "no-cache"},
-            )
-        return output_json(await front.start(tenant, cid, text, message_id=key))
-
-    @app.delete("/v1/conversations/{cid}")
-    async def delete_conversation(cid: str, request: Request) -> dict[str, Any]:
-        _check(cid)
-        if not await front.delete(tenant_of(request, front), cid):
-            raise HTTPException(404, f"no conversation {cid!r}")
-        return {"deleted": cid, "ended_sessions": []}
-
-    _session_routes(app, front)
-
-
-def _no_session(sid: str) -> HTTPException:
-    return HTTPException(404, f"no live session {sid[:200]!r}")
-
-
-def _session_routes(app: FastAPI, front: TemporalFront) -> None:
-    @app.get("/v1/sessions")
-    async def list_sessions(
-        request: Request, parent: str | None = None, team: str | None = None
-    ) -> dict[str, Any]:
-        """The open sessions of the tenant's conversations, or of the one whose agent
-        ``parent`` (or ``team``) names; each conversation's tree is its workflow's query."""
-        tenant, named = tenant_of(request, front), parent or team
-        if named is None:
-            sessions = await front.sessions(tenant)
-        else:
-            cid = conversation_of(named)
-            sessions = await front.sessions(tenant, cid) if cid is not None else []
-        if parent is not None:
-            sessions = [s for s in sessions if s["parent_id"] == parent]
-        return {"sessions": sessions, "tasks": {}}
-
-    @app.get("/v1/sessions/{sid:path}")
-    async def get_session(sid: str, request: Request) -> dict[str, Any]:
-        shown = await front.session(tenant_of(request, front), sid)
-        if shown is None:
-            raise _no_session(sid)
-        return shown
-
-    @app.post("/v1/sessions/{sid:path}/interrupt")
-    async def interrupt(sid: str, request: Request) -> dict[str, Any]:
-        """Cancel the running turn of ``conv-CID`` (the conversation's) or of one of its
-        sub-agent sessions alone."""
-        done = await front.interrupt_session(tenant_of(request, front), sid)
-        if done is None:
-            raise _no_session(sid)
-        return {"id": sid, "interrupted": done}
-
-    async def not_here(sid: str, request: Request, what: str) -> HTTPException:
-        if await front.node(tenant_of(request, front), sid) is None:
-            return _no_session(sid)
-        return HTTPException(409, f"session {sid[:200]!r}: {what} on Temporal")
-
-    @app.post("/v1/sessions/{sid:path}/answer")
-    async def answer(sid: str, request: Request) -> dict[str, Any]:
-        """A session's question goes to its parent agent, whose next message answers it."""
-        raise await not_here(sid, request, "its question is its parent agent's to answer")
-
-    @app.post("/v1/sessions/{sid:path}/steer")
-    async def steer(sid: str, request: Request) -> dict[str, Any]:
-        raise await not_here(sid, request, "steering a session's turn is not served")
-
-
-async def _stream(feed: TurnFeed) -> AsyncIterator[str]:
-    """A turn's events as SSE frames, then its result (or its error)."""
-    try:
-        async for event in feed.events():
-            yield frame(event.kind, event.to_dict())
-        outcome = feed.outcome(front_status)
-        if isinstance(outcome, RunOutput):
-            yield frame("result", output_json(outcome))
-        else:
-            yield frame("error", {"error": outcome[1], "status": outcome[0]})
-    finally:
-        feed.close()
-
-
-def _openai_routes(app: FastAPI, front: TemporalFront) -> None:
-    @app.get("/v1/models")
-    async def list_models() -> dict[str, Any]:
-        return {"object": "list", "data": [_model(MODEL)]}
-
-    @app.post("/v1/chat/completions", response_model=None)
-    async def chat_completions(
-        body: ChatRequest,
-        request: Request,
-        response: Response,
-        x_retinue_conversation: str | None = Header(default=None, max_length=200),
-    ) -> dict[str, Any] | StreamingResponse | JSONResponse:
-        if (refused := refusal(body)) is not None:
-            return JSONResponse(openai_error(400, refused[1], refused[0]), status_code=400)
-        role = _role_of(body.model)
-        *earlier, last = body.messages
-        if last.role != "user" or not last.text.strip() or last.media():
-            raise HTTPException(
-                400,
-                "the last message must be the user's, as text: it is "
-                "the new turn (images and files do not reach Temporal yet)",
-            )
-        tenant = tenant_of(request, front)
-        if role is not None:  # (a conversation of its own, not kept, as in-process)
-            turn = _role_turn(front, tenant, role, transcript(earlier, last.text)
-                              if earlier else last.text)  # fmt: skip
-        else:
-            turn = await _main_turn(front, tenant, body, x_retinue_conversation)
-        chat = _Completion(body.model, turn.conversation, _same)
-        headers = {HEADER: turn.conversation} if turn.conversation else {}
-        if body.stream:
-            usage = body.stream_options is not None and body.stream_options.include_usage
-            return StreamingResponse(
-                chat.stream(turn, front_status, usage),
-                media_type="text/event-stream",
-                headers={"Cache-Control": "no-cache", **headers},
-            )
-        out = await turn.start(None)
-        response.headers.update(headers)
-        return chat.completion(out)
-
-
-def _role_of(model: str) -> str | None:
-    """The role a ``retinue/<role>`` model names (None: ``retinue``, the main agent); 404
-    for any other. Which roles exist, the workers know: one they do not is 404 when its run
-    begins (:class:`UnknownRole`)."""
-    if model == MODEL:
-        return None
-    role = model.removeprefix(f"{MODEL}/")
-    if model.startswith(f"{MODEL}/") and valid_name(role):
-        return role
-    raise HTTPException(404, f"model {model[:200]!r} not found (models: {MODEL}, "
-                        f"{MODEL}/<role> for a role the workers know)")  # fmt: skip
-
-
-async def _main_turn(
-    front: TemporalFront, tenant: str, body: ChatRequest, header: str | None
-) -> _Turn:
-    """A turn of the main agent: of the conversation the header names, or of a new one."""
-    if header is not None and not valid_conversation_id(header):
-        raise HTTPException(400, f"bad {HEADER} header {header!r}")
-    cid = header or f"oai-{secrets.token_hex(16)}"
-    *earlier, last = body.messages
-    text = last.text
-    if earlier and (header is None or await front.history(tenant, cid) is None):
-        text = transcript(earlier, text)
-
-    def start(sink: EventSink | None) -> asyncio.Task[RunOutput]:
-        return front.start(tenant, cid, text, on_event=sink)
-
-    agent = agent_id_for(cid)
-    return _Turn(cid, lambda a: a == agent, start)
-
-
-def _role_turn(front: TemporalFront, tenant: str, role: str, task: str) -> _Turn:
-    """A one-shot run of ``role`` on ``task``, in a conversation of its own that ends with
-    it (no conversation is kept, and none is named: the client's list carries the chat)."""
-    cid = f"oai-{secrets.token_hex(16)}"
-    agent = outside(role_run_agent(tenant, cid, role).agent_id, cid)
-
-    def start(sink: EventSink | None) -> asyncio.Task[RunOutput]:
-        return front.start(tenant, cid, task, on_event=sink, role=role)
-
-    return _Turn(None, lambda a: a == agent, start)
-
-
-def _same(data: Any) -> Any:
-    return data
