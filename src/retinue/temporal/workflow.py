@@ -81,6 +81,7 @@ with workflow.unsafe.imports_passed_through():
         tool_result,
     )
     from retinue.temporal._fanout import FanOutCounting
+    from retinue.temporal._role_run import RoleRuns
     from retinue.temporal._sessions import Sessions
     from retinue.temporal._types import (
         CONSOLIDATE_ACTIVITY,
@@ -139,7 +140,7 @@ def stopped_note(limit: int) -> str:
 
 
 @workflow.defn(name=WORKFLOW_NAME)
-class ConversationWorkflow(FanOutCounting, Sessions):
+class ConversationWorkflow(FanOutCounting, Sessions, RoleRuns):
     @workflow.init
     def __init__(self, start: ConversationStart) -> None:
         self._start = start
