@@ -180,6 +180,7 @@ class ConversationStart:
     # the rules "always" answers added in the session tree (ToolOutcome.allowed's form)
     allowed: list[Json] = field(default_factory=list)
     opening: str = ""  # the start of the first user message, if ``messages`` lacks it
+    steering: list[str] = field(default_factory=list)  # for the next turn's first model call
 
 
 @dataclass(slots=True)

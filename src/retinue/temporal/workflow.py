@@ -22,8 +22,10 @@ and once if not: one that did not finish (its worker died, or was stopped) is an
 tool's own ``timeout_s``) "stopped, may have run in part".
 The ``cancel_turn`` Update cancels the running turn: its activities, and the turns its
 sessions run for it (``interrupt`` signal); the calls without a result are answered
-"cancelled", and the conversation takes the next message. The sub-agent caps of the whole
-tree are counted by the conversation's workflow (``admit`` signal).
+"cancelled", and the conversation takes the next message. The ``steer`` Update gives the
+running turn a message before its next model call (:mod:`retinue.temporal._steering`). The
+sub-agent caps of the whole tree are counted by the conversation's workflow (``admit``
+signal).
 
 The history travels by reference (:mod:`retinue.temporal.refs`): a tool result over
 ``Limits.inline_bytes`` comes back from its activity as a stub (its head, its reference),
@@ -83,6 +85,7 @@ with workflow.unsafe.imports_passed_through():
     from retinue.temporal._fanout import FanOutCounting
     from retinue.temporal._role_run import RoleRuns
     from retinue.temporal._sessions import Sessions
+    from retinue.temporal._steering import Steering
     from retinue.temporal._types import (
         CONSOLIDATE_ACTIVITY,
         MODEL_ACTIVITY,
@@ -140,7 +143,7 @@ def stopped_note(limit: int) -> str:
 
 
 @workflow.defn(name=WORKFLOW_NAME)
-class ConversationWorkflow(FanOutCounting, Sessions, RoleRuns):
+class ConversationWorkflow(FanOutCounting, Sessions, Steering, RoleRuns):
     @workflow.init
     def __init__(self, start: ConversationStart) -> None:
         self._start = start
@@ -178,6 +181,8 @@ class ConversationWorkflow(FanOutCounting, Sessions, RoleRuns):
         self._based = 0
         self._inline = start.limits.inline_bytes  # a tool result past it goes by reference
         self._opening_text = start.opening  # (the outline's, when the history lacks it)
+        self._steering = list(start.steering)  # for the next model call (._steering)
+        self._steered = 0  # shown in the running turn
 
     # -- life ----------------------------------------------------------------------------
 
@@ -201,7 +206,7 @@ class ConversationWorkflow(FanOutCounting, Sessions, RoleRuns):
             start.tenant, start.conversation_id, self._compact(), self._step, start.limits,
             start.agent, self._question, list(self._children.values()), self._opened,
             self._turns, list(self._sessions.values()), self._fanout, list(self._allowed),
-            self._opening(),
+            self._opening(), list(self._steering),
         )  # fmt: skip
 
     def _compact(self) -> list[Json]:
@@ -370,6 +375,7 @@ class ConversationWorkflow(FanOutCounting, Sessions, RoleRuns):
     async def _turn_body(self, text: str) -> TurnReply:
         if self._is_root:
             self._fanout.run = 0  # (the caps' count of sessions started in this turn)
+        self._steered = 0
         await self._report("busy")
         asked = self._question
         if asked is not None:  # the message answers the question the agent asked
@@ -391,7 +397,7 @@ class ConversationWorkflow(FanOutCounting, Sessions, RoleRuns):
             self._close_turn(why)
             raise ApplicationError(why, non_retryable=True) from exc
         self._turns += 1
-        return reply
+        return self._steered_reply(reply)
 
     def _close_turn(self, note: str) -> None:
         """End a failed turn as an interrupted one ends: every call answered, then ``note``."""
@@ -407,9 +413,12 @@ class ConversationWorkflow(FanOutCounting, Sessions, RoleRuns):
     async def _run_turn(self) -> TurnReply:
         limits = self._start.limits
         self._start_counting()  # (the loop detectors: retinue.temporal._repeats)
-        for _ in range(limits.max_iterations):
+        for iteration in range(1, limits.max_iterations + 1):
+            self._show_steering()  # (what came since the last step, the turn's start included)
             message = await self._ask_model()
             if not message.tool_calls:  # ("refused": a guard's note closes the turn)
+                if self._answers_again(iteration):  # steering came during the call
+                    continue
                 return TurnReply(message.content, self._ended_as, self._step)
             if (note := self._refused_step(message.tool_calls)) is not None:
                 return TurnReply(note, "repeated_call", self._step)  # (told, and again)
@@ -425,6 +434,12 @@ class ConversationWorkflow(FanOutCounting, Sessions, RoleRuns):
         note = stopped_note(limits.max_iterations)
         self._messages.append(to_dict(AssistantMessage(note)))
         return TurnReply(note, "max_iterations", self._step)
+
+    def _answers_again(self, iteration: int) -> bool:
+        """After an answer: steering that came while it was asked for is shown, and the
+        model answers again (not past the turn's last model call, nor after a guard's note)."""
+        more = iteration < self._start.limits.max_iterations
+        return more and self._ended_as != "refused" and self._show_steering()
 
     async def _run_calls(self, calls: Sequence[ToolCall]) -> None:
         """Run one step's calls at once; their results go to the history in the calls'

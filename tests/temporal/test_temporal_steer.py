@@ -1,0 +1,144 @@
+"""Steering on Temporal: the ``steer`` Update gives the running turn a message before its next
+model call, in the in-process loop's words (``STEERING_NOTE``), and the turn's reply says so
+(``STEERED_NOTE``); False when no turn runs; its size bounded as a message's. Steering a turn
+that is then cancelled waits for the next turn's first model call, joined to its message.
+Against a real dev server and in-process workers."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("temporalio", reason="the temporal extra (temporalio) is not installed")
+
+from temporalio.client import Client, WorkflowUpdateFailedError
+from test_temporal_cancel_turn import lines, stuck_tool, until
+
+from retinue.config import Settings
+from retinue.engine.loop import STEERING_NOTE
+from retinue.engine.session import STEERED_NOTE
+from retinue.llm.base import ToolSpec
+from retinue.messages import Message, UserMessage
+from retinue.runtime import Runtime
+from retinue.temporal._types import Limits
+from retinue.temporal.client import TemporalConversations
+from retinue.temporal.worker import make_worker
+from retinue.temporal.workflow import ConversationWorkflow
+from retinue.testing import ScriptedModel, call_tool
+from retinue.tools.base import Tool, tool
+
+pytestmark = pytest.mark.timeout(180)  # a hang bound, the dev server's start included
+
+# small bounds, so that the refusals are cheap to reach
+SMALL = Limits(heartbeat_s=1.5, max_message_chars=3_000, max_payload_bytes=8_000)
+
+
+def wait_for_tool(log: Path) -> Tool:
+    """``wait_for(path)`` writes ``waiting``, then waits until ``path`` exists."""
+
+    @tool
+    async def wait_for(path: str) -> str:
+        """Wait for a file."""
+        with log.open("a") as f:
+            f.write("waiting\n")
+        await until(Path(path).exists)
+        return "went"
+
+    return wait_for
+
+
+def runtime_for(tmp_path: Path, model: ScriptedModel, **more: object) -> Runtime:
+    """A runtime of ``model`` with ``stuck`` and ``wait_for`` (their log: ``log.txt``)."""
+    log = tmp_path / "log.txt"
+    settings = Settings(home=tmp_path / "home", workspace=tmp_path)
+    return Runtime.create(
+        settings, model=model, extra_tools=[stuck_tool(log), wait_for_tool(log)],
+        with_memory=False, builtins=False, **more,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def saw(messages: Sequence[Message], _tools: Sequence[ToolSpec]) -> str:
+    """The answer: the last user message the model was sent."""
+    last = [m for m in messages if isinstance(m, UserMessage)][-1]
+    return f"saw: {last.content}"
+
+
+def note(*texts: str) -> str:
+    return STEERING_NOTE.format(text="\n\n".join(texts))
+
+
+def steered(n: int) -> str:
+    return "\n\n" + STEERED_NOTE.format(n=n)
+
+
+async def refusal(update: object) -> str:
+    """Why the workflow's validator refused an Update (it must)."""
+    with pytest.raises(WorkflowUpdateFailedError) as refused:
+        await update  # type: ignore[misc]
+    return str(getattr(refused.value.cause, "message", refused.value.cause))
+
+
+async def test_steering_reaches_the_running_turn_before_its_next_model_call(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "log.txt"
+    model = ScriptedModel([call_tool("stuck", {}), saw])
+    client = await Client.connect(temporal_address)
+    convs = TemporalConversations(client, task_queue=f"test-{uuid.uuid4().hex}", limits=SMALL)
+    long = "z" * 2_900
+    async with make_worker(client, runtime_for(tmp_path, model), convs.task_queue):
+        handle = await convs.start("steer")
+        idle = await handle.execute_update(ConversationWorkflow.steer, "too early")
+        turn = asyncio.create_task(convs.send("steer", "start"))
+        await until(lambda: "started" in lines(log))  # the turn's tool call runs
+        taken = [await handle.execute_update(ConversationWorkflow.steer, t)
+                 for t in ("turn left", long)]  # fmt: skip
+        refused = [
+            await refusal(handle.execute_update(ConversationWorkflow.steer, text))
+            for text in ("  ", "x" * 3_001, "w" * 1_200)  # empty, too long, too much waits
+        ]
+        assert await convs.cancel_turn("steer") is True  # (stuck: it ends the turn)
+        interrupted = await turn
+        after = await handle.execute_update(ConversationWorkflow.steer, "too late")
+        reply = await convs.send("steer", "go on")
+        history = await convs.history("steer")
+    assert idle is False and after is False  # no turn ran: nothing kept
+    assert taken == [True, True]
+    assert refused[0] == "the steering message is empty"
+    assert refused[1] == "the steering message is over 3000 chars"
+    assert refused[2].startswith("the steering waiting for the turn's next step would be 4,115")
+    assert interrupted.stop_reason == "interrupted"
+    # the cancelled turn made no model call after it: the next turn's first one shows it,
+    # joined to its message (one user message, as in-process)
+    assert reply.content == f"saw: go on\n\n{note('turn left', long)}{steered(2)}"
+    users = [m.content for m in history if isinstance(m, UserMessage)]
+    assert users == ["start", f"go on\n\n{note('turn left', long)}"]
+    model.assert_done()
+
+
+async def test_a_turn_shows_steering_after_its_tool_call_and_answers_once_more(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "log.txt"
+    go = tmp_path / "go"
+    model = ScriptedModel([call_tool("wait_for", {"path": str(go)}), saw])
+    client = await Client.connect(temporal_address)
+    convs = TemporalConversations(client, task_queue=f"test-{uuid.uuid4().hex}", limits=SMALL)
+    async with make_worker(client, runtime_for(tmp_path, model), convs.task_queue):
+        handle = await convs.start("after-call")
+        turn = asyncio.create_task(convs.send("after-call", "start"))
+        await until(lambda: "waiting" in lines(log))
+        taken = await handle.execute_update(ConversationWorkflow.steer, "mind the gap")
+        go.touch()
+        reply = await turn
+        history = await convs.history("after-call")
+    assert taken is True
+    assert reply.content == f"saw: {note('mind the gap')}{steered(1)}"
+    said = [(m.role, m.content) for m in history]
+    assert said[2:] == [("tool", "went"), ("user", note("mind the gap")),
+                        ("assistant", f"saw: {note('mind the gap')}")]  # fmt: skip
+    model.assert_done()
