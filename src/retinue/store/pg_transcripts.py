@@ -46,7 +46,7 @@ class PgTranscripts:
             await conn.execute(
                 f"INSERT INTO transcripts (tenant, {SUMMARY_COLUMNS}, body, text, tsv) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
-                "%s, %s, %s, to_tsvector('simple', %s))",
+                "%s, %s, %s, to_tsvector('simple', %s)) ON CONFLICT (id) DO NOTHING",
                 (tenant, s.id, s.session_id, s.parent_id, s.role, s.kind, s.depth, s.turns,
                  s.tool_calls, s.input_tokens, s.output_tokens, s.cache_read_tokens,
                  s.requests, s.cost_usd, s.outcome, s.started_at, s.ended_at, s.messages,

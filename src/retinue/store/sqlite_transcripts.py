@@ -56,15 +56,18 @@ class SQLiteTranscripts:
     def _keep(self, tenant: str, s: TranscriptSummary, entries: list[dict[str, Any]]) -> None:
         body, text = entries_json(entries), storable(searchable_text(entries))
         with self._tx() as conn:
-            rowid = conn.execute(
+            added = conn.execute(
                 f"INSERT INTO transcripts (tenant, {SUMMARY_COLUMNS}, body) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (id) DO NOTHING",
                 (tenant, s.id, s.session_id, s.parent_id, s.role, s.kind, s.depth, s.turns,
                  s.tool_calls, s.input_tokens, s.output_tokens, s.cache_read_tokens,
                  s.requests, s.cost_usd, s.outcome, s.started_at, s.ended_at, s.messages,
                  body),
-            ).lastrowid  # fmt: skip
-            conn.execute("INSERT INTO transcripts_fts (rowid, text) VALUES (?, ?)", (rowid, text))
+            )  # fmt: skip
+            if added.rowcount == 1:  # (kept before under this id: the first stands)
+                conn.execute("INSERT INTO transcripts_fts (rowid, text) VALUES (?, ?)",
+                             (added.lastrowid, text))  # fmt: skip
 
     async def ended(
         self,

@@ -198,7 +198,8 @@ class TranscriptStore(Protocol):
     async def keep(
         self, tenant: str, summary: TranscriptSummary, entries: list[dict[str, Any]]
     ) -> None:
-        """Store one transcript (its ``summary.id`` is new)."""
+        """Store one transcript; one whose ``summary.id`` is kept already stays as it is
+        (a keep tried again, as a Temporal activity may be, keeps one)."""
         ...
 
     async def ended(

@@ -28,7 +28,9 @@ after ``Limits.heartbeat_s``, and a cancelled turn's cancel reaches the call (it
 cancelled) at its next beat. Content too large for a Temporal payload goes to the worker's
 memory store (:mod:`retinue.temporal.refs`): a tool call's large result comes back as a
 stub, and the model call stores the history it was sent and returns its stub; the model
-call and a consolidation read every stub back, under the step's tenant only.
+call and a consolidation read every stub back, under the step's tenant only. A
+consolidation keeps the session's transcript first, once however often it is tried
+(:mod:`retinue.temporal.transcripts`).
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ from retinue.temporal._types import (
 )
 from retinue.temporal.refs import BlobCache, Expanded, Refs, is_stub
 from retinue.temporal.tracing import chat, tool_call
+from retinue.temporal.transcripts import keep_transcript
 from retinue.tools.base import CallGate, Tool, ToolContext
 
 __all__ = ["TurnActivities", "idempotency_key"]
@@ -264,12 +267,16 @@ class TurnActivities:
 
     @activity.defn(name=CONSOLIDATE_ACTIVITY)
     async def consolidate(self, step: ConsolidateStep) -> str:
-        """Write what the session learned to its role's memory, once per ``run_id``."""
+        """Keep the session's transcript (where transcripts are kept), then write what it
+        learned to its role's memory; each once per ``run_id``."""
         run = self._run(step.tenant, step.conversation_id, step.agent)
         assert run.role is not None  # (a sub-agent session's)
         _, full = await _opened(self._refs(step.tenant), step.messages)
         messages = [from_dict(m) for m in full]
-        factory = self.runtime.manager.factory
+        manager = self.runtime.manager
+        if manager.transcripts is not None:
+            await keep_transcript(manager.transcripts, step, run.config.context, messages)
+        factory = manager.factory
         token = consolidation_run.set(step.run_id)  # (the store writes a run id once)
         try:
             return await _beating(factory.consolidate(run.role, run.config, messages))
