@@ -2,7 +2,9 @@
 model call, in the in-process loop's words (``STEERING_NOTE``), and the turn's reply says so
 (``STEERED_NOTE``); False when no turn runs; its size bounded as a message's. Steering a turn
 that is then cancelled waits for the next turn's first model call, joined to its message.
-Against a real dev server and in-process workers."""
+``POST /v1/sessions/{id}/steer`` steers the conversation's turn or a sub-agent session's (409
+when none runs; another tenant, or no node of the tree: 404). Against a real dev server and
+in-process workers (the front end over real HTTP)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ pytest.importorskip("temporalio", reason="the temporal extra (temporalio) is not
 
 from temporalio.client import Client, WorkflowUpdateFailedError
 from test_temporal_cancel_turn import lines, stuck_tool, until
+from test_temporal_session_routes import ON, ok, read_result, role, stack
 
 from retinue.config import Settings
 from retinue.engine.loop import STEERING_NOTE
@@ -142,3 +145,50 @@ async def test_a_turn_shows_steering_after_its_tool_call_and_answers_once_more(
     assert said[2:] == [("tool", "went"), ("user", note("mind the gap")),
                         ("assistant", f"saw: {note('mind the gap')}")]  # fmt: skip
     model.assert_done()
+
+
+async def test_the_front_end_steers_a_conversation_s_turn_and_a_session_s(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "log.txt"
+    cid = f"steer-{uuid.uuid4().hex[:8]}"
+    sid = f"conv-{cid}/helper"
+    main = ScriptedModel([call_tool("SubAgent", {"role": "helper", "task": "wait", **ON}), saw,
+                          call_tool("SubAgent", {"role": "helper", "task": "again", **ON}),
+                          read_result])  # fmt: skip
+    helper = ScriptedModel([call_tool("stuck", {}), saw])
+    async with stack(temporal_address, tmp_path, main, {"scripted:helper": helper},
+                     [role("helper")]) as (http, other, _front):  # fmt: skip
+        turn = asyncio.create_task(
+            http.post(f"/v1/conversations/{cid}/messages", json={"content": "ask the helper"})
+        )
+        await until(lambda: "started" in lines(log))  # the session's long call runs
+        to_session = ok(await http.post(f"/v1/sessions/{sid}/steer", json={"content": "hurry"}))
+        to_main = ok(await http.post(f"/v1/sessions/conv-{cid}/steer", json={"content": "sum up"}))
+        refused = [
+            await other.post(f"/v1/sessions/{sid}/steer", json={"content": "x"}),
+            await other.post(f"/v1/sessions/conv-{cid}/steer", json={"content": "x"}),
+            await http.post(f"/v1/sessions/conv-{cid}/nobody/steer", json={"content": "x"}),
+            await http.post("/v1/sessions/conv-nothing-here/steer", json={"content": "x"}),
+            await http.post(f"/v1/sessions/{sid}/steer", json={"content": "   "}),
+            await http.post(f"/v1/sessions/{sid}/steer", json={"content": ""}),
+            await http.post(f"/v1/sessions/{sid}/steer", json={"content": "x" * 1_000_001}),
+        ]
+        ok(await http.post(f"/v1/sessions/{sid}/interrupt"))  # (stuck: it ends that turn)
+        reply = ok(await turn)
+        idle = [await http.post(f"/v1/sessions/{s}/steer", json={"content": "late"})
+                for s in (sid, f"conv-{cid}")]  # fmt: skip
+        second = ok(await http.post(f"/v1/conversations/{cid}/messages",
+                                    json={"content": "ask again"}))  # fmt: skip
+    assert to_session == {"id": sid, "steered": True}
+    assert to_main == {"id": f"conv-{cid}", "steered": True}
+    assert [r.status_code for r in refused] == [404, 404, 404, 404, 400, 422, 413]
+    assert "the steering message is empty" in refused[4].json()["error"]
+    # the main turn read the session's interrupted reply, then its steering, and answered
+    assert reply["content"] == f"saw: {note('sum up')}{steered(1)}"
+    assert [r.status_code for r in idle] == [409, 409]
+    assert idle[0].json()["error"] == f"session {sid!r} has no running turn to steer"
+    # the session's turn was cancelled before its next model call: its next turn shows it
+    assert second["content"].startswith(f"read: saw: again\n\n{note('hurry')}{steered(1)}")
+    main.assert_done()
+    helper.assert_done()

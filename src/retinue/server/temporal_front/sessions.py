@@ -7,8 +7,20 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from starlette.exceptions import HTTPException
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.service import RPCError, RPCStatusCode
 
-from retinue.server.temporal_front.front import TemporalFront, conversation_of, tenant_of
+from retinue.errors import RetinueError
+from retinue.server.app import AnswerIn
+from retinue.server.conversations import agent_id_for
+from retinue.server.temporal_front.front import (
+    ConversationClosed,
+    TemporalFront,
+    TemporalUnavailable,
+    conversation_of,
+    tenant_of,
+)
+from retinue.temporal.workflow import ConversationWorkflow
 
 
 def _no_session(sid: str) -> HTTPException:
@@ -59,5 +71,46 @@ def add_session_routes(app: FastAPI, front: TemporalFront) -> None:
         raise await not_here(sid, request, "its question is its parent agent's to answer")
 
     @app.post("/v1/sessions/{sid:path}/steer")
-    async def steer(sid: str, request: Request) -> dict[str, Any]:
-        raise await not_here(sid, request, "steering a session's turn is not served")
+    async def steer(sid: str, body: AnswerIn, request: Request) -> dict[str, Any]:
+        """Give the running turn of ``conv-CID`` (the conversation's) or of one of its
+        sub-agent sessions ``content`` before its next model call (its workflow's ``steer``
+        Update); 409 when no turn of it runs."""
+        tenant = tenant_of(request, front)
+        front.conversations(tenant).check_message(body.content)  # (too large: 413)
+        handle = await _session_workflow(front, tenant, sid)
+        done = await _steered(handle, body.content) if handle is not None else None
+        if done is None:
+            raise _no_session(sid)
+        if not done:
+            raise HTTPException(409, f"session {sid[:200]!r} has no running turn to steer")
+        return {"id": sid, "steered": True}
+
+
+async def _session_workflow(
+    front: TemporalFront, tenant: str, sid: str
+) -> WorkflowHandle[ConversationWorkflow, Any] | None:
+    """The workflow of the tenant's session ``sid``: ``conv-CID``'s is the conversation's,
+    a sub-agent session's is the node its conversation's workflow reports (a request never
+    names a workflow id); None when there is none."""
+    cid = conversation_of(sid)
+    if cid is not None and sid == agent_id_for(cid):
+        return front.conversations(tenant).handle(cid)
+    found = await front.node(tenant, sid)
+    if found is None:
+        return None
+    return front.client.get_workflow_handle_for(ConversationWorkflow.run, found[1].workflow_id)
+
+
+async def _steered(handle: WorkflowHandle[ConversationWorkflow, Any], text: str) -> bool | None:
+    """The ``steer`` Update's answer; None when the workflow is not running."""
+    try:
+        return await handle.execute_update(ConversationWorkflow.steer, text)
+    except WorkflowUpdateFailedError as exc:  # its validator refused it
+        why = str(getattr(exc.cause, "message", None) or exc.cause)
+        if "closed" in why:
+            raise ConversationClosed(f"the conversation is closed: {why}") from None
+        raise RetinueError(f"the steering was refused: {why}") from None
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:  # (none, or it has closed)
+            return None
+        raise TemporalUnavailable(f"Temporal: {exc.message}") from exc
