@@ -1,19 +1,24 @@
 """The ``retinue/<role>`` models of ``retinue serve --temporal``'s OpenAI-compatible endpoint,
 over real HTTP (uvicorn on 127.0.0.1) against a real dev server and an in-process worker: a
-request talks to the role as one one-shot run (as in-process), whole or streamed, in a
-conversation of its own that ends with the run, its memory consolidated once; a role the
-workers do not know is 404, as in-process. While it runs, the run is a session of the tenant
-(``GET /v1/sessions``, ``retinue sessions``: tokens "unknown", not counted on Temporal), and
-interrupting it ends it."""
+request talks to the role as one one-shot run (as in-process), whole or streamed, its
+``initialPrompt`` first, in a conversation of its own that ends with the run, its memory
+consolidated once; a role the workers do not know is 404 before any run starts, as
+in-process. While it runs, the run is a session of the tenant (``GET /v1/sessions``,
+``retinue sessions``: tokens "unknown", not counted on Temporal), and interrupting it ends
+it. A front end killed mid-run leaves nothing open: the conversation's workflow closes
+itself with the run."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import re
+import signal
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -43,12 +48,13 @@ from retinue.server.temporal_front import TemporalFront, create_temporal_app
 from retinue.temporal.worker import make_worker
 from retinue.temporal.workflow import INTERRUPTED_NOTE
 from retinue.testing import ScriptedModel, call_tool
-from retinue.tools.base import tool
+from retinue.tools.base import Tool, tool
 
 pytestmark = pytest.mark.timeout(180)  # a hang bound, the dev server's start included
 
 CHAT = "/v1/chat/completions"
 RUN = re.compile(r"oai-[0-9a-f]{32}/helper#1")  # a role run's agent id: its conversation's
+PLAN = "Plan first."  # the helper role's initialPrompt
 
 
 @tool
@@ -59,15 +65,17 @@ async def jot(text: str) -> str:
 
 @asynccontextmanager
 async def stack(
-    address: str, tmp_path: Path, helper: ScriptedModel
+    address: str, tmp_path: Path, helper: ScriptedModel, *tools: Tool
 ) -> AsyncIterator[tuple[httpx.AsyncClient, TemporalFront, Remembered]]:
-    """A worker whose runtime knows the ``helper`` role (and ``jot``, ``stuck``), and the
-    front end over HTTP; its client, the front end and the memory consolidations reach."""
+    """A worker whose runtime knows the ``helper`` role (its ``initialPrompt``: ``PLAN``;
+    and ``jot``, ``stuck``, ``tools``), and the front end over HTTP; its client, the front
+    end and the memory consolidations reach."""
     settings = Settings(home=tmp_path / "home", workspace=tmp_path)
     main = ScriptedModel([])  # (the main agent of a role run's conversation takes no turn)
     runtime = Runtime.create(
         settings, model=main, model_for={"scripted:helper": helper}.__getitem__,
-        roles=[role("helper")], extra_tools=[jot, stuck_tool(tmp_path / "log.txt")],
+        roles=[replace(role("helper"), initial_prompt=PLAN)],
+        extra_tools=[jot, stuck_tool(tmp_path / "log.txt"), *tools],
         with_memory=False, builtins=False,
     )  # fmt: skip
     memory = Remembered()
@@ -111,6 +119,17 @@ async def nothing_runs(front: TemporalFront) -> bool:
     return not [w async for w in front.client.list_workflows(query)]
 
 
+async def started(front: TemporalFront) -> list[str]:
+    """The ids of the workflows started on the front end's task queue (as visibility says,
+    late)."""
+    query = f"TaskQueue = '{front.task_queue}'"
+    return [w.id async for w in front.client.list_workflows(query)]
+
+
+async def counted(front: TemporalFront, count: int) -> bool:
+    return len(await started(front)) >= count
+
+
 async def test_a_role_model_is_a_one_shot_run_that_ends_consolidated(
     temporal_address: str, tmp_path: Path
 ) -> None:
@@ -129,7 +148,9 @@ async def test_a_role_model_is_a_one_shot_run_that_ends_consolidated(
             for name in ("retinue/../helper", "gpt-4o", f"retinue/{'x' * 100}")
         ]
         listed = ok(await http.get("/v1/models"))
-        await until(lambda: nothing_runs(front))  # the unknown role's run ended too
+        await until(lambda: nothing_runs(front))  # the unknown role's conversation ended too
+        await until(lambda: counted(front, 5))  # two runs, three conversations
+        ids = await started(front)
 
     answer = ok(whole)
     assert answer["choices"][0]["message"]["content"] == "all is well"
@@ -138,7 +159,8 @@ async def test_a_role_model_is_a_one_shot_run_that_ends_consolidated(
     assert extra == {"conversation": None, "stop_reason": "final", "tools_used": ["jot"]}
     assert "x-retinue-conversation" not in whole.headers  # no conversation is kept
     task = helper.calls[0].messages[-1].content  # the transcript and the last message
-    assert isinstance(task, str) and "Be brief." in task and task.endswith("What is up?")
+    assert isinstance(task, str) and task.startswith(f"{PLAN}\n\n")  # its initialPrompt first
+    assert "Be brief." in task and task.endswith("What is up?")
     assert helper.calls[1].messages[-1].content == "noted up"  # its tool ran
 
     assert streamed.status_code == 200, streamed.text
@@ -146,7 +168,7 @@ async def test_a_role_model_is_a_one_shot_run_that_ends_consolidated(
     said = "".join(c["choices"][0]["delta"].get("content", "") for c in parts if c["choices"])
     assert said == "streamed: all is well"
     assert parts[-1]["choices"][0]["finish_reason"] == "stop"
-    assert helper.calls[2].messages[-1].content == "And now?"  # (one message: no transcript)
+    assert helper.calls[2].messages[-1].content == f"{PLAN}\n\nAnd now?"  # (no transcript)
 
     # each run consolidated once, as a one-shot session of its own conversation
     assert [role for role, _ in memory.consolidated] == ["helper", "helper"]
@@ -154,6 +176,7 @@ async def test_a_role_model_is_a_one_shot_run_that_ends_consolidated(
 
     assert unknown.status_code == 404  # the workers know no such role: as in-process
     assert "unknown role 'nobody'" in unknown.json()["error"]["message"]
+    assert not [i for i in ids if "nobody" in i]  # its run never started: no model was asked
     assert [r.status_code for r in misnamed] == [404, 404, 404]
     assert all(r.json()["error"]["message"].startswith("model ") for r in misnamed)
     assert [m["id"] for m in listed["data"]] == ["retinue"]  # (the roles are the workers')
@@ -191,4 +214,60 @@ async def test_a_role_run_is_a_session_listed_and_interrupted(
     assert lines(log) == ["started", "cancelled"]
     assert after == []  # the run ended with its turn
     assert memory.consolidated == [("helper", run)]
+    helper.assert_done()
+
+
+def gated_tool(log: Path, gate: asyncio.Event) -> Tool:
+    """``gated`` writes ``started``, then answers once ``gate`` is set."""
+
+    @tool
+    async def gated() -> str:
+        """Start, then wait for the gate."""
+        with log.open("a") as f:
+            f.write("started\n")
+        await gate.wait()
+        return "through"
+
+    return gated
+
+
+FRONT_END = """
+import asyncio, sys
+from temporalio.client import Client
+from retinue.server.temporal_front import TemporalFront
+
+async def main() -> None:
+    front = TemporalFront(await Client.connect(sys.argv[1]), task_queue=sys.argv[2])
+    await front.start("default", sys.argv[3], "Wait for it.", role="helper")
+
+asyncio.run(main())
+"""
+
+
+async def test_a_front_end_killed_mid_run_leaves_no_conversation_open(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    log, gate = tmp_path / "gate.txt", asyncio.Event()
+    helper = ScriptedModel([call_tool("gated", {}), "through it"])
+    cid = f"oai-{uuid.uuid4().hex}"
+    gated = gated_tool(log, gate)
+    async with stack(temporal_address, tmp_path, helper, gated) as (_, front, memory):
+        front_end = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", FRONT_END, temporal_address, front.task_queue, cid
+        )
+        try:
+            await until(lambda: "started" in lines(log) or front_end.returncode is not None)
+            assert front_end.returncode is None, "the front end ended before the run ran"
+        finally:
+            front_end.send_signal(signal.SIGKILL)  # (mid-run: nothing of it may close anything)
+            await front_end.wait()
+        gate.set()
+        await until(lambda: len(memory.consolidated) == 1)
+        run = f"{cid}/helper#1"
+        await until(lambda: closed(front, run))
+        await until(lambda: nothing_runs(front))
+
+    assert memory.consolidated == [("helper", run)]  # once, by the workflow's own close
+    assert helper.calls[0].messages[-1].content == f"{PLAN}\n\nWait for it."
+    assert helper.calls[1].messages[-1].content == "through"  # the run went on, and ended
     helper.assert_done()

@@ -1,15 +1,108 @@
-"""A one-shot run of a role as the conversation workflow's own Update (to come).
+"""A one-shot run of a role, held by the conversation workflow itself: the ``run_role``
+Update, for the OpenAI-compatible endpoint's ``retinue/<role>`` models.
 
-The OpenAI-compatible endpoint's ``retinue/<role>`` models run one role once, in a
-conversation of their own that ends with the run. This mixin is where the conversation
-workflow holds that run itself, so that it is closed, and consolidated once, however the
-front end that asked for it fares.
+A front end starts a conversation's workflow with this Update (Temporal's update-with-start:
+one request, so nothing is started that is not run). The workflow opens the role's session
+as its main agent's ``SubAgent`` call would (:meth:`Sessions._open`: the open activity checks
+the role before any model call, and the caps count it), sends it the task after the role's
+``initialPrompt`` (as in-process: ``SessionFactory.first_turn``), and the run's reply is the
+Update's. Then the conversation closes itself, whatever the reply: the run closes after its
+reply (consolidated once), and one that asked a question is ended by the close, as the
+in-process endpoint's ``cleanup`` ends it. The close is the workflow's own, not its caller's,
+so a front end that dies mid-run leaves nothing open. Deterministic, as workflow code must be.
 """
 
 from __future__ import annotations
 
-__all__ = ["RoleRuns"]
+from dataclasses import dataclass
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from retinue.subagents.roles import valid_name
+    from retinue.temporal._calls import Delegation
+    from retinue.temporal._types import ChildRef, Json, Reply, SessionNode, TurnReply
+
+__all__ = ["RoleRuns", "RoleTask"]
+
+
+@dataclass(frozen=True, slots=True)
+class RoleTask:
+    """The ``run_role`` Update's argument: the role to run once, and its task."""
+
+    role: str
+    task: str
 
 
 class RoleRuns:
     """The ``retinue/<role>`` run of a conversation workflow (a mixin of it)."""
+
+    _closed: bool
+    _opened: int
+    _messages: list[Json]
+    _children: dict[str, ChildRef]
+    _closing: set[str]
+    _sessions: dict[str, SessionNode]  # the tree's open sessions (the main agent's)
+
+    @property
+    def _is_root(self) -> bool:
+        raise NotImplementedError
+
+    def _check_send(self, text: str) -> None:
+        raise NotImplementedError
+
+    async def _open(self, key: str, ask: Delegation) -> tuple[ChildRef, str] | str:
+        raise NotImplementedError
+
+    async def _message(self, child: ChildRef, text: str, token: str) -> Reply:
+        raise NotImplementedError
+
+    @workflow.update
+    async def run_role(self, ask: RoleTask) -> TurnReply:
+        """Run ``ask.role`` once on ``ask.task`` (this conversation's one session), then
+        close the conversation. A task or role that is refused, or a role that may not
+        start here (unknown, or past the caps), fails the Update before any model call; a
+        run whose turn failed fails it with its ``Stopped: ...`` reason."""
+        try:
+            reply = await self._run_once(ask)
+        finally:
+            self._closed = True  # (the conversation ends with its run, however it ended)
+        if reply.stop_reason == "failed":
+            raise ApplicationError(reply.content.removeprefix("Error: "), non_retryable=True)
+        return TurnReply(reply.content, reply.stop_reason, 0)  # (the main agent took no step)
+
+    @run_role.validator
+    def _check_run_role(self, ask: RoleTask) -> None:
+        """Only a new conversation takes a run (the rest is checked in the Update, whose
+        end closes the conversation: a new one started with a refused Update would stay
+        open)."""
+        if not self._is_root or self._opened or self._messages or self._closed:
+            raise ValueError("a role runs once, in a new conversation of its own")
+
+    async def _run_once(self, ask: RoleTask) -> Reply:
+        """Open the run and send it the task; its reply. A run that answered closes itself
+        (the conversation's close waits for it); one that asked is held, for the close to
+        end; one whose workflow is gone is forgotten."""
+        try:
+            self._check_send(ask.task)  # (empty, too large: as a message is refused)
+        except ValueError as exc:
+            raise ApplicationError(str(exc), non_retryable=True) from None
+        if not valid_name(ask.role):
+            raise ApplicationError(f"role {ask.role[:80]!r}: use letters, digits, '_', '.', '-'",
+                                   non_retryable=True)  # fmt: skip
+        key = f"{workflow.info().workflow_id}/run_role"
+        opened = await self._open(key, Delegation(ask.task, ask.role, False, None))
+        if isinstance(opened, str):  # (unknown role, or the caps: no model call was made)
+            raise ApplicationError(opened, non_retryable=True)
+        child, prompt = opened
+        reply = await self._message(child, f"{prompt}\n\n{ask.task}" if prompt else ask.task, key)
+        if reply.stop_reason != "asking" and self._children.pop(child.agent_id, None):
+            self._await_close(child.agent_id)
+        return reply
+
+    def _await_close(self, agent_id: str) -> None:
+        """Have the conversation's close wait for the run's own, unless it has closed
+        already: its ``closed`` state reaches this workflow before its ``child_closed``."""
+        if agent_id in self._sessions:
+            self._closing.add(agent_id)

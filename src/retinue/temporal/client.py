@@ -9,17 +9,23 @@ What a front end shows comes from queries (:meth:`~TemporalConversations.state`,
 is answered with :meth:`~TemporalConversations.approve`, from any client.
 
 A one-shot run of a role (the OpenAI-compatible ``retinue/<role>`` models) is
-:meth:`~TemporalConversations.start_role_run`: a conversation whose main agent takes no turn
-holds it as its one session, so the run is a sub-agent session like any other (its checks,
-approvals, sessions and consolidation the workflow's own), and closing the conversation
-closes it, consolidated once.
+:meth:`~TemporalConversations.start_role_run`: a new conversation's workflow, started with
+its ``run_role`` Update, holds it as its main agent's one session (a sub-agent session like
+any other: its checks, approvals, sessions and consolidation the workflow's own) and closes
+itself with the run's reply, so the run is consolidated once however its caller fares.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WithStartWorkflowOperation,
+    WorkflowHandle,
+    WorkflowUpdateHandle,
+    WorkflowUpdateStage,
+)
 from temporalio.common import WorkflowIDConflictPolicy
 
 from retinue.errors import ConfigError, RetinueError
@@ -28,13 +34,12 @@ from retinue.policy.approvals import ApprovalRequest
 from retinue.saved import valid_conversation_id
 from retinue.subagents.roles import valid_name
 from retinue.temporal._calls import over_payload
+from retinue.temporal._role_run import RoleTask
 from retinue.temporal._types import (
     Agent,
     ApprovalAnswer,
-    ChildRef,
     ConversationStart,
     ConversationState,
-    FanOutCounts,
     Limits,
     TurnReply,
 )
@@ -84,22 +89,34 @@ class TemporalConversations:
         return self.handle(conversation_id)
 
     async def start_role_run(
+        self, conversation_id: str, role: str, task: str
+    ) -> WorkflowUpdateHandle[TurnReply]:
+        """Start a one-shot run of ``role`` on ``task`` in the new conversation
+        ``conversation_id``: its workflow, started with its ``run_role`` Update in one
+        request (:mod:`retinue.temporal._role_run`: the run's role is checked before any
+        model call, its ``initialPrompt`` comes first, and the conversation closes with
+        the run's reply). Returns once a worker has accepted the Update; its result is the
+        run's reply. :meth:`role_run` is the run's own workflow, to watch."""
+        self.check_message(task)
+        agent = role_run_agent(self.tenant, conversation_id, role)  # (checks the names)
+        start = WithStartWorkflowOperation(
+            ConversationWorkflow.run, ConversationStart(self.tenant, conversation_id,
+            limits=self.limits), id=agent.root, task_queue=self.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        )  # fmt: skip
+        return await self.client.start_update_with_start_workflow(
+            ConversationWorkflow.run_role, RoleTask(role, task), start_workflow_operation=start,
+            wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+        )  # fmt: skip
+
+    def role_run(
         self, conversation_id: str, role: str
     ) -> WorkflowHandle[ConversationWorkflow, object]:
-        """A one-shot run of ``role`` (:func:`role_run_agent`), to send one message to: the
-        conversation's workflow (started here, its main agent takes no turn) holds it as
-        its session, counted against the sub-agent caps; :meth:`close` ends both, the run
-        consolidated. Whether the role exists, the workers say at its first model call
-        (they know the roles; a client does not), and its ``initialPrompt`` is not sent."""
+        """The workflow of the run :meth:`start_role_run` opens (its conversation's first
+        session: ``{conversation's workflow id}/{role}#1``), once it is open."""
         agent = role_run_agent(self.tenant, conversation_id, role)
-        held = ChildRef(agent.agent_id, role, "", f"{agent.root}/{role}#1", one_shot=True)
-        first = ConversationStart(self.tenant, conversation_id, limits=self.limits,
-                                  children=[held], opened=1,
-                                  fanout=FanOutCounts(0, 1, [agent.agent_id]))  # fmt: skip
-        await self._start_workflow(agent.root, first)
-        await self._start_workflow(held.workflow_id, ConversationStart(
-            self.tenant, conversation_id, limits=self.limits, agent=agent))  # fmt: skip
-        return self.client.get_workflow_handle_for(ConversationWorkflow.run, held.workflow_id)
+        run = f"{agent.root}/{agent.agent_id.rpartition('/')[2]}"
+        return self.client.get_workflow_handle_for(ConversationWorkflow.run, run)
 
     async def _start_workflow(self, workflow_id: str, start: ConversationStart) -> None:
         await self.client.start_workflow(

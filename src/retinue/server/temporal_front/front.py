@@ -20,6 +20,7 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
+    WorkflowUpdateHandle,
     WorkflowUpdateStage,
 )
 from temporalio.service import RPCError, RPCStatusCode
@@ -126,7 +127,6 @@ class TemporalFront:
     max_tenant_turns: int = 16  # of those, one tenant's (so that none takes them all)
     _turns: dict[str, int] = field(default_factory=dict, init=False)  # in flight, by tenant
     _total: int = field(default=0, init=False)
-    _closing: set[asyncio.Task[None]] = field(default_factory=set, init=False)  # role runs'
 
     def queue(self, tenant: str) -> str:
         """The task queue of ``tenant``'s workers."""
@@ -328,8 +328,9 @@ class TemporalFront:
     ) -> asyncio.Task[RunOutput]:
         """Run one turn of ``cid`` (its workflow started if need be) as a task; with
         ``on_event``, the turn's steps are sent to it as the workers take them. With
-        ``role``, ``cid`` is new and the turn is a one-shot run of that role, which ends
-        (consolidated) with it: :meth:`TemporalConversations.start_role_run`."""
+        ``role``, ``cid`` is new and the turn is a one-shot run of that role, whose
+        conversation's workflow closes itself with it (consolidated), whether or not this
+        front end lives that long: :meth:`TemporalConversations.start_role_run`."""
         self._admit(tenant)
         task = asyncio.create_task(self._turn(tenant, cid, text, on_event, message_id, role))
         task.add_done_callback(lambda _t: self._done(tenant))
@@ -368,12 +369,8 @@ class TemporalFront:
                       "retinue.streamed": sink is not None}  # fmt: skip
         convs = self.conversations(tenant)
         convs.check_message(text)  # (too large: 413, and nothing started)
-        try:
-            with _tel.span(MESSAGE_SPAN, **attributes):
-                return await self._turn_traced(convs, cid, text, sink, message_id, role)
-        finally:
-            if role is not None:  # (a role's run ends with its turn, however that ended)
-                await self._close_run(convs, cid)
+        with _tel.span(MESSAGE_SPAN, **attributes):
+            return await self._turn_traced(convs, cid, text, sink, message_id, role)
 
     async def _turn_traced(
         self, convs: TemporalConversations, cid: str, text: str, sink: EventSink | None,
@@ -381,15 +378,9 @@ class TemporalFront:
     ) -> RunOutput:  # fmt: skip
         try:
             async with _reaching():
-                watched = await _started(convs, cid, role)
+                watched, seen, update = await _started(convs, cid, text, message_id, role,
+                                                       sink is not None)  # fmt: skip
                 handle = watched.turn
-                seen = (await _when_served(handle)).total if sink is not None else 0
-                update = await handle.start_update(
-                    ConversationWorkflow.send,
-                    text,
-                    id=message_id,
-                    wait_for_stage=WorkflowUpdateStage.ACCEPTED,
-                )
             reply = await self._follow(watched, update.result(), seen, sink)
         except WorkflowUpdateFailedError as exc:  # refused, or the turn ended with a reason
             raise _refused(exc, role) from None
@@ -398,15 +389,6 @@ class TemporalFront:
             async with _reaching():
                 tools = _tools_of(await handle.query(ConversationWorkflow.last_turn))
         return RunOutput(reply.content, [], _stop_reason(reply.stop_reason), tools)
-
-    async def _close_run(self, convs: TemporalConversations, cid: str) -> None:
-        """Close a role run's conversation (it closes the run: consolidated once), in a task
-        of this front end's own, so that a turn cancelled (its client went away) still
-        closes it. A front end that dies first leaves it open: DELETE closes it."""
-        closing = asyncio.create_task(_quietly_closed(convs, cid))
-        self._closing.add(closing)
-        closing.add_done_callback(self._closing.discard)
-        await asyncio.shield(closing)
 
     async def _follow(
         self,
@@ -449,23 +431,24 @@ class _Watched:
     agent: str
 
 
-async def _started(convs: TemporalConversations, cid: str, role: str | None) -> _Watched:
-    """The workflow that runs the next turn: the conversation's main agent's, or (``role``)
-    a one-shot run of that role in a new conversation; started if need be."""
-    if role is None:
-        handle = await convs.start(cid)
-        return _Watched(handle, handle, cid, agent_id_for(cid))
-    run = await convs.start_role_run(cid, role)
-    agent = role_run_agent(convs.tenant, cid, role).agent_id
-    return _Watched(run, convs.handle(cid), cid, outside(agent, cid))
-
-
-async def _quietly_closed(convs: TemporalConversations, cid: str) -> None:
-    """Close the conversation; a failure to is logged (the turn's own outcome stands)."""
-    try:
-        await convs.close(cid)
-    except (RPCError, RetinueError):
-        _log.warning("could not close conversation %s", cid, exc_info=True)
+async def _started(
+    convs: TemporalConversations, cid: str, text: str, message_id: str | None,
+    role: str | None, streamed: bool,
+) -> tuple[_Watched, int, WorkflowUpdateHandle[TurnReply]]:  # fmt: skip
+    """The turn's Update, accepted; what to watch of it and the history's length before it
+    (``streamed``; else 0): the main agent's ``send`` (its workflow started if need be), or
+    (``role``) the ``run_role`` Update that starts the new conversation ``cid``, whose run
+    begins with an empty history."""
+    if role is not None:
+        update = await convs.start_role_run(cid, role, text)
+        agent = role_run_agent(convs.tenant, cid, role).agent_id
+        return _Watched(convs.role_run(cid, role), convs.handle(cid), cid,
+                        outside(agent, cid)), 0, update  # fmt: skip
+    handle = await convs.start(cid)
+    seen = (await _when_served(handle)).total if streamed else 0
+    update = await handle.start_update(ConversationWorkflow.send, text, id=message_id,
+                                       wait_for_stage=WorkflowUpdateStage.ACCEPTED)  # fmt: skip
+    return _Watched(handle, handle, cid, agent_id_for(cid)), seen, update
 
 
 def _stop_reason(reason: str) -> Any:
@@ -529,8 +512,8 @@ def _ask(pending: list[dict[str, Any]], asked: set[str], cid: str, sink: EventSi
 
 def _refused(exc: WorkflowUpdateFailedError, role: str | None = None) -> RetinueError:
     why = str(getattr(exc.cause, "message", None) or exc.cause)
-    if role is not None and why.startswith(f"Stopped: unknown role {role!r}"):  # (a worker's)
-        return UnknownRole(f"model {MODEL}/{role} not found: {why.removeprefix('Stopped: ')}")
+    if role is not None and why.startswith(f"unknown role {role!r}"):  # (a worker's)
+        return UnknownRole(f"model {MODEL}/{role} not found: {why}")
     if "closed" in why:
         return ConversationClosed(f"the conversation is closed: {why}")
     if why.startswith("Stopped:"):
