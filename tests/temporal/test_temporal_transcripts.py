@@ -10,9 +10,13 @@ each tenant its own."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 pytest.importorskip("temporalio", reason="the temporal extra (temporalio) is not installed")
@@ -20,10 +24,16 @@ pytest.importorskip("temporalio", reason="the temporal extra (temporalio) is not
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 from test_temporal_by_reference import dump_tool
+from test_temporal_session_routes import ok, serving
 from test_temporal_tree import Remembered, closed, delegate, last_result, role
 
 from retinue.config import Settings
+from retinue.engine.compress import AutoCompressor
+from retinue.memory import open_store
 from retinue.runtime import Runtime
+from retinue.server.security import Security
+from retinue.server.temporal_front import TemporalFront, create_temporal_app
+from retinue.server.tokens import TokenBook
 from retinue.store.transcripts import MAX_ENTRY_CHARS, TranscriptStore, transcript_store
 from retinue.temporal._types import Agent, ConsolidateStep, Limits
 from retinue.temporal.activities import TurnActivities
@@ -44,12 +54,14 @@ def runtime_for(
     tmp_path: Path, main: ScriptedModel, helper: ScriptedModel, tenant: str = "default"
 ) -> tuple[Runtime, Remembered]:
     """A worker's runtime whose memory store (SQLite in ``tmp_path/home``, shared by every
-    tenant's workers) keeps transcripts and blobs; its consolidations are recorded."""
+    tenant's workers) keeps transcripts and blobs; its consolidations are recorded, and its
+    AutoCompress shortens nothing (the scripts answer every model call)."""
     settings = Settings(home=tmp_path / "home", workspace=tmp_path, tenant=tenant)
     runtime = Runtime.create(
         settings, model=main, model_for=lambda _n: helper, roles=[role("helper")],
         extra_tools=[dump_tool(BIG, numbered=False)], with_memory=True, builtins=False,
     )  # fmt: skip
+    runtime.compressor = AutoCompressor(edit=None, context_window=10**9)  # (shortens none)
     memory = Remembered()
     runtime.manager.factory.memory = memory  # (consolidation asks no model)
     return runtime, memory
@@ -140,3 +152,104 @@ async def test_an_unanswered_question_reads_as_asking(tmp_path: Path) -> None:
     await ActivityEnvironment().run(TurnActivities(runtime).consolidate, step)
     [summary] = await transcripts_of(runtime).ended("default")
     assert summary.outcome == "asking" and summary.tool_calls == 1
+
+
+@asynccontextmanager
+async def front_with_store(
+    address: str, tmp_path: Path, own: tuple[ScriptedModel, ScriptedModel],
+    bo: tuple[ScriptedModel, ScriptedModel],
+) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:  # fmt: skip
+    """Workers of the service's tenant and of tenant ``bo`` on one database, and a front end
+    over HTTP given that database (opened as ``retinue serve --temporal`` opens it); a
+    client of each tenant."""
+    client = await Client.connect(address)
+    queue = f"test-{uuid.uuid4().hex}"
+    own_runtime, _ = runtime_for(tmp_path, *own)
+    bo_runtime, _ = runtime_for(tmp_path, *bo, tenant="bo")
+    memory = open_store(tmp_path / "home")
+    front = TemporalFront(client, task_queue=queue, blobs=memory.blobs,
+                          transcripts=memory.transcripts)  # fmt: skip
+    book = TokenBook(tmp_path / "home")
+    bo_token = book.issue("bo")
+    app = create_temporal_app(front, Security.build(TOKEN, tokens=book))
+
+    def http(url: str, token: str) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=url, timeout=60,
+                                 headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+
+    async with (
+        make_worker(client, own_runtime, queue),
+        make_worker(client, bo_runtime, front.queue("bo")),
+        serving(app) as url,
+        http(url, TOKEN) as own_http,
+        http(url, bo_token) as bo_http,
+    ):
+        yield own_http, bo_http
+    memory.close()
+
+
+def tool_contents(messages: list[dict[str, Any]]) -> list[str]:
+    """The results of the ``dump`` calls of a history or a transcript."""
+    return [m["content"] for m in messages if m["role"] == "tool" and m.get("name") == "dump"]
+
+
+async def test_a_front_end_with_the_store_shows_content_and_transcripts_per_tenant(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    cid, theirs = f"front-{uuid.uuid4().hex[:8]}", f"bo-{uuid.uuid4().hex[:8]}"
+    unload = call_tool("UnloadSubAgent", {"role": "helper"})
+    main = ScriptedModel([call_tool("dump"), delegate("helper", "read the dump", **ON),
+                          last_result, unload, last_result])  # fmt: skip
+    helper = ScriptedModel([call_tool("dump"), "read it: a heron"])
+    bo_main = ScriptedModel([call_tool("dump"), "dumped"])
+    sid = f"conv-{cid}/helper"
+    async with front_with_store(temporal_address, tmp_path, (main, helper),
+                                (bo_main, ScriptedModel([]))) as (own, bo):  # fmt: skip
+        ok(await own.post(f"/v1/conversations/{cid}/messages", json={"content": "open it"}))
+        shown = ok(await own.get(f"/v1/conversations/{cid}"))
+        session = ok(await own.get(f"/v1/sessions/{sid}"))
+        assert (await own.get(f"/v1/sessions/{sid}/transcript")).status_code == 404  # open
+        ok(await own.post(f"/v1/conversations/{cid}/messages", json={"content": "end it"}))
+        listed = ok(await own.get("/v1/transcripts"))["transcripts"]
+        by_parent = ok(await own.get("/v1/transcripts", params={"parent": f"conv-{cid}"}))
+        kept = ok(await own.get(f"/v1/sessions/{sid}/transcript"))
+        by_id = ok(await own.get(f"/v1/transcripts/{kept['id']}"))
+        hits = ok(await own.get("/v1/transcripts/search", params={"q": "heron"}))["hits"]
+        # tenant bo: its own conversation whole, and nothing of the service's tenant
+        ok(await bo.post(f"/v1/conversations/{theirs}/messages", json={"content": "dump"}))
+        bo_shown = ok(await bo.get(f"/v1/conversations/{theirs}"))
+        bo_sees = [
+            ok(await bo.get("/v1/transcripts"))["transcripts"],
+            ok(await bo.get("/v1/transcripts", params={"parent": f"conv-{cid}"}))["transcripts"],
+            ok(await bo.get("/v1/transcripts/search", params={"q": "heron"}))["hits"],
+        ]
+        bo_gets = [(await bo.get(path)).status_code for path in (
+            f"/v1/transcripts/{kept['id']}", f"/v1/sessions/{sid}/transcript",
+            f"/v1/sessions/{kept['id']}/transcript", f"/v1/conversations/{cid}")]  # fmt: skip
+        own_gets_theirs = (await own.get(f"/v1/conversations/{theirs}")).status_code
+    # stubbed content shown whole: the conversation's and an open session's
+    assert [len(c) for c in tool_contents(shown["messages"])] == [BIG]
+    assert [len(c) for c in tool_contents(session["history"])] == [BIG]
+    assert [len(c) for c in tool_contents(bo_shown["messages"])] == [BIG]
+    # the closed session's transcript, with the ids as the service names them
+    assert [t["id"] for t in listed] == [kept["id"]] == [by_id["id"]]
+    assert by_parent["transcripts"] == listed and [h["id"] for h in hits] == [kept["id"]]
+    assert (kept["session_id"], kept["parent_id"]) == (sid, f"conv-{cid}")
+    assert (kept["role"], kept["kind"], kept["outcome"]) == ("helper", "interactive", "done")
+    assert "«heron»" in hits[0]["snippet"] and by_id["children"] == []
+    [result] = tool_contents(kept["entries"])
+    assert result.endswith(f"[… {BIG - MAX_ENTRY_CHARS} more characters]")  # whole, then cut
+    assert bo_sees == [[], [], []] and bo_gets == [404, 404, 404, 404]
+    assert own_gets_theirs == 404
+    for model in (main, helper, bo_main):
+        model.assert_done()
+
+
+async def test_a_front_end_without_a_store_serves_no_transcripts(tmp_path: Path) -> None:
+    """Today's front end: no transcript route (the page says none is kept)."""
+    front = TemporalFront(await Client.connect("127.0.0.1:1", lazy=True))
+    app = create_temporal_app(front, Security.build(TOKEN))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://127.0.0.1",
+                                 headers={"Authorization": f"Bearer {TOKEN}"}) as http:  # fmt: skip
+        assert (await http.get("/v1/transcripts")).status_code == 404
+        assert (await http.get("/v1/transcripts/search", params={"q": "x"})).status_code == 404

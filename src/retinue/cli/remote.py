@@ -177,18 +177,22 @@ def _serve_front(
     cors_origin: list[str] | None,
     max_body: int | None,
 ) -> None:
-    """``serve --temporal``: the service's front door before a Temporal front end."""
+    """``serve --temporal``: the service's front door before a Temporal front end, with the
+    memory store the settings name (the workers': their transcripts, their blobs)."""
     from importlib.util import find_spec
 
     if find_spec("temporalio") is None:
         fail("--temporal needs the temporal extra: pip install 'retinue[temporal]'")
     from retinue.cli.serve_temporal import serve_temporal
     from retinue.config import Settings
+    from retinue.memory import open_store
     from retinue.server.security import DEFAULT_MAX_BODY, Security
     from retinue.server.tokens import TokenBook
 
     with one_line_errors():
         settings = Settings.load(workspace=workspace, tenant=tenant)
+        memory = open_store(settings.home, settings.database_url,
+                            media_max_bytes=settings.media_max_bytes)  # fmt: skip
     token = _serve_token(settings.home, host)
     security = Security.build(
         token, listen_host=host, allow_hosts=allow_host or (), cors_origins=cors_origin or (),
@@ -200,7 +204,7 @@ def _serve_front(
          f"{target.task_queue}) on {url}", err=True)  # fmt: skip
     _say_how_to_use(settings.home, url)
     serve_temporal(target, max_turns=max_turns, tenant=settings.tenant, sock=sock,
-                   security=security,
+                   security=security, memory=memory,
                    tracing=(settings.otel_endpoint, settings.otel_capture_content))  # fmt: skip
 
 

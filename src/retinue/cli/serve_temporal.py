@@ -1,9 +1,11 @@
 """``retinue serve --temporal ADDRESS``: the HTTP service as a stateless front end over
 conversations that run as Temporal workflows (:mod:`retinue.server.temporal_front`).
 
-It builds no runtime (no model, no tools, no memory: the workers have those); it reads the
-settings for the data directory (its token) and the tenant, connects to the Temporal server
-and serves until stopped. Needs the ``temporal`` extra.
+It builds no runtime (no model, no tools: the workers have those); it reads the settings
+for the data directory (its token) and the tenant, connects to the Temporal server and serves
+until stopped. Given the memory store the workers use (the settings' ``database_url``, else
+the data directory's SQLite, as ``retinue serve`` opens it), it serves the transcripts the
+workers keep and shows content kept by reference whole. Needs the ``temporal`` extra.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from retinue.cli.common import EXIT_INTERRUPTED, one_line_errors
 
 if TYPE_CHECKING:
     from retinue.cli.worker import TemporalTarget
+    from retinue.memory import MemoryBackend
     from retinue.server.security import Security
 
 __all__ = ["serve_temporal"]
@@ -35,12 +38,14 @@ def serve_temporal(
     sock: socket.socket,
     security: Security,
     tracing: tuple[str | None, bool] = (None, False),
+    memory: MemoryBackend | None = None,
 ) -> None:
     """Serve on ``sock`` until stopped (the process then exits without the interpreter's
     teardown: see :func:`retinue.cli.worker._leave`). ``max_turns`` bounds each tenant's
     turns in flight; the front end's bound is ``TENANTS_AT_FULL`` times that. ``tracing``:
     the settings' ``otel_endpoint`` and ``otel_capture_content`` (an endpoint, here or in
-    ``OTEL_EXPORTER_OTLP_ENDPOINT``, turns tracing on, as in a worker)."""
+    ``OTEL_EXPORTER_OTLP_ENDPOINT``, turns tracing on, as in a worker). ``memory``: the
+    workers' store (None: no transcripts, stubs shown as their notes)."""
     import uvicorn
 
     from retinue.cli.worker import _leave
@@ -56,6 +61,8 @@ def serve_temporal(
         front = TemporalFront(
             client, tenant=tenant, task_queue=target.task_queue,
             max_tenant_turns=max_turns, max_turns=TENANTS_AT_FULL * max_turns,
+            blobs=memory.blobs if memory is not None else None,
+            transcripts=memory.transcripts if memory is not None else None,
         )  # fmt: skip
         app = create_temporal_app(front, security)
         config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5)

@@ -13,11 +13,19 @@ answered from any front end), the sessions routes, the web page and the OpenAI-c
 one-shot run of a role, as in-process, in a conversation of its own that this front end closes
 when its turn ends, which consolidates the run). ``keep_sessions`` is moot: sessions are child
 workflows that live across turns until unloaded. Not here yet: images and PDFs, answering or
-steering a session from outside (409), the kept transcripts (``/v1/transcripts``: the workers
-keep none), a role's ``initialPrompt`` in a ``retinue/<role>`` run, the roles in
+steering a session from outside (409), a role's ``initialPrompt`` in a ``retinue/<role>`` run,
+the roles in
 ``/v1/models`` (the workers know them: an unknown one is 404 when its run begins). A
 tenant's conversations are its workflows on its own task queue: the configured queue for the
 service's own tenant, ``<queue>-<tenant>`` for a named token's.
+
+**The workers' store.** Given the memory store the workers use (``blobs`` and
+``transcripts`` of :class:`TemporalFront`), the front end shows content kept by reference
+whole (a conversation's history, a session's: :func:`~retinue.temporal.refs.resolve_history`,
+the caller's tenant's only), and serves the transcripts the workers keep when a session
+closes (``/v1/transcripts``, its search, ``/v1/sessions/{id}/transcript``: the in-process
+routes of :mod:`retinue.server.transcripts`, each tenant its own, the ids as the service
+names them). Without it, a stub shows its note and the transcript routes are not served.
 
 **Sessions.** ``GET /v1/sessions`` lists the sessions of the tenant's conversations (of one
 with ``team`` or ``parent``), ``GET /v1/sessions/{id}`` shows one with its history, and

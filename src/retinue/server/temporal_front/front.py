@@ -1,6 +1,6 @@
 """The front end's state and its ways to the workflows: :class:`TemporalFront` (what each
-route asks of Temporal), its errors and their HTTP statuses, and how a turn's steps become
-events (see the package's docstring)."""
+route asks of Temporal, and of the workers' store when it is given one), its errors and their
+HTTP statuses, and how a turn's steps become events (see the package's docstring)."""
 
 from __future__ import annotations
 
@@ -51,6 +51,9 @@ from retinue.server.conversations import ServerBusy, agent_id_for, valid_convers
 from retinue.server.openai_api import (
     MODEL,
 )
+from retinue.server.transcripts import TranscriptReader
+from retinue.store.blobs import BlobStore
+from retinue.store.transcripts import TranscriptStore
 from retinue.telemetry import trace as _tel
 from retinue.temporal._types import (
     WORKFLOW_NAME,
@@ -67,10 +70,11 @@ from retinue.temporal.client import (
     role_run_agent,
     workflow_id,
 )
+from retinue.temporal.refs import resolve_history
 from retinue.temporal.workflow import ConversationWorkflow
 from retinue.tools.base import preview
 
-__all__ = ["TemporalFront", "TemporalUnavailable", "front_status", "tenant_of"]
+__all__ = ["TemporalFront", "TemporalUnavailable", "front_status", "tenant_of", "transcript_reader"]
 
 _log = logging.getLogger(__name__)
 
@@ -117,7 +121,9 @@ def front_status(exc: BaseException) -> tuple[int, str]:
 
 @dataclass(slots=True)
 class TemporalFront:
-    """The conversations of every tenant, as workflows on ``client``."""
+    """The conversations of every tenant, as workflows on ``client``; with the workers'
+    store, its ``blobs`` (content kept by reference, shown whole) and its ``transcripts``
+    (of the sessions that closed)."""
 
     client: Client
     tenant: str = "default"  # the service's own tenant (its token's)
@@ -125,6 +131,8 @@ class TemporalFront:
     poll_s: float = 0.2  # how often a streamed turn reads the workflow's history
     max_turns: int = 64  # turns this front end waits on at once, every tenant's together
     max_tenant_turns: int = 16  # of those, one tenant's (so that none takes them all)
+    blobs: BlobStore | None = None  # None: a stub shows its note
+    transcripts: TranscriptStore | None = None  # None: the transcript routes are not served
     _turns: dict[str, int] = field(default_factory=dict, init=False)  # in flight, by tenant
     _total: int = field(default=0, init=False)
 
@@ -136,11 +144,20 @@ class TemporalFront:
         return TemporalConversations(self.client, tenant=tenant, task_queue=self.queue(tenant))
 
     async def history(self, tenant: str, cid: str) -> list[Message] | None:
-        """The history of the conversation's running workflow; None when there is none."""
+        """The history of the conversation's running workflow, in full; None when there is
+        none."""
         handle = self.conversations(tenant).handle(cid)
         if not await _running(handle):
             return None
-        return await _history(handle)
+        async with _reaching():
+            raw = await _raw_history(handle)
+        return [from_dict(m) for m in await self.resolved(tenant, raw)]
+
+    async def resolved(self, tenant: str, raw: list[Json]) -> list[Json]:
+        """A workflow's history with its content kept by reference read back from the
+        workers' store, the tenant's only (:func:`~retinue.temporal.refs.resolve_history`;
+        without the store, or where it cannot be read, a stub shows its note)."""
+        return await resolve_history(raw, self.blobs, tenant)
 
     async def state(self, tenant: str, cid: str) -> dict[str, Any] | None:
         """What the conversation's workflow shows (``running``, ``question``, ``approvals``),
@@ -199,7 +216,7 @@ class TemporalFront:
             if _missing(exc):  # (it closed since the tree was read)
                 return None
             raise
-        history = [shown_dict(from_dict(m)) for m in raw]
+        history = [shown_dict(from_dict(m)) for m in await self.resolved(tenant, raw)]
         return {**session_json(node, cid, view), "history": history}
 
     async def node(self, tenant: str, sid: str) -> tuple[str, SessionNode] | None:
@@ -463,6 +480,34 @@ def outside(agent_id: str, cid: str) -> str:
     return agent_id
 
 
+def worker_id(sid: str) -> str | None:
+    """A session id as the service names it (``conv-CID/...``) as the workers' agents name
+    it (``CID/...``, in their transcripts); None when it names no conversation's session."""
+    return sid.removeprefix("conv-") if conversation_of(sid) is not None else None
+
+
+def service_ids(data: Any) -> Any:
+    """Transcript summaries (a list of them, or one with its ``children``) with their
+    ``session_id`` and ``parent_id`` as the service names them (:func:`outside`)."""
+    if isinstance(data, list):
+        return [service_ids(d) for d in data]  # pyright: ignore[reportUnknownVariableType]
+    if not isinstance(data, dict):
+        return data
+    shown: dict[str, Any] = dict(data)  # pyright: ignore[reportUnknownArgumentType]
+    for key in ("session_id", "parent_id"):
+        if isinstance(known := shown.get(key), str):
+            shown[key] = outside(known, known.partition("/")[0])
+    if "children" in shown:
+        shown["children"] = service_ids(shown["children"])
+    return shown
+
+
+def transcript_reader(request: Request, front: TemporalFront) -> TranscriptReader:
+    """What a request reads of the transcripts the workers kept: its tenant's, with the ids
+    as the service names them."""
+    return TranscriptReader(tenant_of(request, front), front.transcripts, worker_id, service_ids)
+
+
 def conversation_of(sid: str) -> str | None:
     """The conversation whose tree a session id names (``conv-CID`` or ``conv-CID/...``);
     None when it names none (not so, too long, or a bad conversation id)."""
@@ -555,11 +600,6 @@ async def _when_served(handle: WorkflowHandle[Any, Any]) -> HistoryPage:
             if asyncio.get_running_loop().time() > deadline:
                 raise
         await asyncio.sleep(0.2)
-
-
-async def _history(handle: WorkflowHandle[Any, Any]) -> list[Message]:
-    async with _reaching():
-        return [from_dict(m) for m in await _raw_history(handle)]
 
 
 @asynccontextmanager

@@ -1,6 +1,7 @@
 """The front end's service: the conversation routes, and the app that gathers them with
-the sessions' (:mod:`.sessions`), the OpenAI-compatible ones (:mod:`.openai_routes`) and
-the web page."""
+the sessions' (:mod:`.sessions`), the kept transcripts' (:mod:`retinue.server.transcripts`,
+with the workers' store), the OpenAI-compatible ones (:mod:`.openai_routes`) and the web
+page."""
 
 from __future__ import annotations
 
@@ -28,9 +29,15 @@ from retinue.server.app import (
 from retinue.server.page import add_page_routes
 from retinue.server.security import Guard, Security
 from retinue.server.sse import TurnFeed, frame, output_json
-from retinue.server.temporal_front.front import TemporalFront, front_status, tenant_of
+from retinue.server.temporal_front.front import (
+    TemporalFront,
+    front_status,
+    tenant_of,
+    transcript_reader,
+)
 from retinue.server.temporal_front.openai_routes import add_openai_routes
 from retinue.server.temporal_front.sessions import add_session_routes
+from retinue.server.transcripts import transcript_routes
 from retinue.telemetry.trace import RemoteParent
 
 
@@ -128,6 +135,8 @@ def _front_routes(app: FastAPI, front: TemporalFront) -> None:
             raise HTTPException(404, f"no conversation {cid!r}")
         return {"deleted": cid, "ended_sessions": []}
 
+    if front.transcripts is not None:  # (before the sessions' /v1/sessions/{id:path})
+        transcript_routes(app, lambda request: transcript_reader(request, front))
     add_session_routes(app, front)
 
 
