@@ -4,7 +4,9 @@ model call, in the in-process loop's words (``STEERING_NOTE``), and the turn's r
 that is then cancelled waits for the next turn's first model call, joined to its message.
 ``POST /v1/sessions/{id}/steer`` steers the conversation's turn or a sub-agent session's (409
 when none runs; another tenant, or no node of the tree: 404). Against a real dev server and
-in-process workers (the front end over real HTTP)."""
+in-process workers (the front end over real HTTP). A parent's ``SubAgent(steer=true)`` steers
+its session's turn that another call of its step waits on (acknowledged at once), and gives
+a session that is not working the task as a usual message."""
 
 from __future__ import annotations
 
@@ -25,13 +27,14 @@ from retinue.config import Settings
 from retinue.engine.loop import STEERING_NOTE
 from retinue.engine.session import STEERED_NOTE
 from retinue.llm.base import ToolSpec
-from retinue.messages import Message, UserMessage
+from retinue.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from retinue.runtime import Runtime
+from retinue.subagents.tools import steering_ack, waiting_note
 from retinue.temporal._types import Limits
 from retinue.temporal.client import TemporalConversations
 from retinue.temporal.worker import make_worker
 from retinue.temporal.workflow import ConversationWorkflow
-from retinue.testing import ScriptedModel, call_tool
+from retinue.testing import ScriptedModel, call_tool, call_tools
 from retinue.tools.base import Tool, tool
 
 pytestmark = pytest.mark.timeout(180)  # a hang bound, the dev server's start included
@@ -173,6 +176,7 @@ async def test_the_front_end_steers_a_conversation_s_turn_and_a_session_s(
             await http.post(f"/v1/sessions/{sid}/steer", json={"content": "   "}),
             await http.post(f"/v1/sessions/{sid}/steer", json={"content": ""}),
             await http.post(f"/v1/sessions/{sid}/steer", json={"content": "x" * 1_000_001}),
+            await http.post(f"/v1/sessions/{sid}/steer"),  # (no body)
         ]
         ok(await http.post(f"/v1/sessions/{sid}/interrupt"))  # (stuck: it ends that turn)
         reply = ok(await turn)
@@ -182,7 +186,7 @@ async def test_the_front_end_steers_a_conversation_s_turn_and_a_session_s(
                                     json={"content": "ask again"}))  # fmt: skip
     assert to_session == {"id": sid, "steered": True}
     assert to_main == {"id": f"conv-{cid}", "steered": True}
-    assert [r.status_code for r in refused] == [404, 404, 404, 404, 400, 422, 413]
+    assert [r.status_code for r in refused] == [404, 404, 404, 404, 400, 422, 413, 422]
     assert "the steering message is empty" in refused[4].json()["error"]
     # the main turn read the session's interrupted reply, then its steering, and answered
     assert reply["content"] == f"saw: {note('sum up')}{steered(1)}"
@@ -190,5 +194,65 @@ async def test_the_front_end_steers_a_conversation_s_turn_and_a_session_s(
     assert idle[0].json()["error"] == f"session {sid!r} has no running turn to steer"
     # the session's turn was cancelled before its next model call: its next turn shows it
     assert second["content"].startswith(f"read: saw: again\n\n{note('hurry')}{steered(1)}")
+    main.assert_done()
+    helper.assert_done()
+
+
+def saw_turn(messages: Sequence[Message], _tools: Sequence[ToolSpec]) -> str:
+    """The answer: the user messages of this turn (since the last answer), as one text:
+    the same whether steering was joined to the turn's message or came after a step."""
+    answers = [i for i, m in enumerate(messages) if isinstance(m, AssistantMessage)
+               and not m.tool_calls]  # fmt: skip
+    since = messages[answers[-1] + 1 :] if answers else messages
+    return "saw: " + "\n\n".join(m.content for m in since if isinstance(m, UserMessage))
+
+
+def results(messages: Sequence[Message], _tools: Sequence[ToolSpec]) -> str:
+    """The answer: the results of the last step's calls, in their order."""
+    ended = [i for i, m in enumerate(messages) if not isinstance(m, ToolResultMessage)][-1]
+    return "\n---\n".join(m.content for m in messages[ended + 1 :])
+
+
+async def test_a_parent_steers_its_session_s_running_turn(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "log.txt"
+    go = tmp_path / "go"
+    helper_id = "steer-sub/helper"
+    main = ScriptedModel([
+        call_tool("SubAgent", {"role": "helper", "task": "hello", **ON}), "opened",
+        call_tools(("SubAgent", {"role": "helper", "task": "work", **ON}),
+                   ("SubAgent", {"role": "helper", "task": "focus on X", "steer": True})),
+        results,
+        call_tool("SubAgent", {"role": "helper", "task": "are you there", "steer": True}),
+        read_result,
+    ])  # fmt: skip
+    helper = ScriptedModel(["hi", call_tool("wait_for", {"path": str(go)}), saw_turn, saw_turn])
+    runtime = runtime_for(tmp_path, main, roles=[role("helper")], model_for=lambda _s: helper)
+    client = await Client.connect(temporal_address)
+    convs = TemporalConversations(client, task_queue=f"test-{uuid.uuid4().hex}", limits=SMALL)
+
+    async def steered_by_parent() -> bool:  # (the signal is in its workflow's history)
+        sessions = (await convs.state("steer-sub")).sessions
+        history = await client.get_workflow_handle(sessions[0].workflow_id).fetch_history()
+        return any(e.workflow_execution_signaled_event_attributes.signal_name == "parent_steers"
+                   for e in history.events)  # fmt: skip
+
+    async with make_worker(client, runtime, convs.task_queue):
+        await convs.send("steer-sub", "open a helper")
+        turn = asyncio.create_task(convs.send("steer-sub", "work, and steer"))
+        await until(lambda: "waiting" in lines(log))  # the session's turn runs its call
+        await until(steered_by_parent)
+        go.touch()
+        both = await turn
+        usual = await convs.send("steer-sub", "steer an idle one")
+    # (the steering came before its first model call, or while its call ran: either way)
+    worked = f"saw: work\n\n{note('focus on X')}{steered(1)}"
+    assert both.content.split("\n---\n") == [
+        waiting_note(worked, helper_id, "helper", None),
+        steering_ack(helper_id, "helper", None, answered=False),
+    ]
+    # not working: the task went as a usual message, and its reply came back
+    assert usual.content == "read: " + waiting_note("saw: are you there", helper_id, "helper", None)
     main.assert_done()
     helper.assert_done()

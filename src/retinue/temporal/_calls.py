@@ -27,7 +27,7 @@ __all__ = [
     "tool_result",
 ]
 
-NOT_YET = ("background", "steer", "fork", "files")  # SubAgent options the workflow lacks
+NOT_YET = ("background", "fork", "files")  # SubAgent options the workflow lacks
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +36,7 @@ class Delegation:
     role: str
     interactive: bool
     instance: str | None
+    steer: bool = False  # for the session's running turn, if it works (an interactive one)
 
     @property
     def address(self) -> str:
@@ -103,6 +104,7 @@ def read_delegation(call: ToolCall, max_chars: int, max_bytes: int) -> Delegatio
         return args
     task, role = args.get("task"), args.get("role")
     interactive, instance = args.get("interactive", False), args.get("instance")
+    steer = args.get("steer", False)
     if not isinstance(task, str) or not task.strip():
         return "the task is empty: say what the sub-agent should do"
     if len(task) > max_chars:
@@ -112,14 +114,15 @@ def read_delegation(call: ToolCall, max_chars: int, max_bytes: int) -> Delegatio
     problem = _name(role, "role") or (instance is not None and _name(instance, "instance"))
     if problem:
         return problem
-    if not isinstance(interactive, bool):
-        return "interactive must be true or false"
+    if not isinstance(interactive, bool) or not isinstance(steer, bool):
+        return "interactive and steer must be true or false"
+    interactive = interactive or steer  # (steering reaches an interactive session)
     if instance is not None and not interactive:
         return "'instance' needs interactive=true"
     if unsupported := [name for name in NOT_YET if args.get(name)]:
         return f"SubAgent {', '.join(unsupported)} is not available on Temporal yet"
     assert isinstance(role, str)  # (_name checked it)
-    return Delegation(task, role, interactive, instance)
+    return Delegation(task, role, interactive, instance, steer)
 
 
 def read_unload(call: ToolCall) -> str | tuple[str, str]:

@@ -1,7 +1,9 @@
 """A parent's side of its sub-agent sessions, for the conversation workflow: ``SubAgent``
 opens a session's child workflow (once an activity has checked its role, and the
 conversation's workflow has counted it against the sub-agent caps) or continues one, sends
-it the message as a ``deliver`` signal and waits for its ``reply`` signal;
+it the message as a ``deliver`` signal and waits for its ``reply`` signal (with
+``steer=true``, to a session whose turn runs for another call of the step: the
+``parent_steers`` signal, acknowledged at once; to one that is not working: a usual message);
 ``UnloadSubAgent`` closes one and waits until it has closed (its own sessions first, then
 its consolidation); ``SubAgentStatus`` says what the parent knows of one (busy, idle or
 asking, turns answered). Interactive sessions are held under ``role[:instance]``; a
@@ -29,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from retinue.subagents.tools import (
         question_note,
         status_text,
+        steering_ack,
         unknown_session,
         unload_confirmation,
         waiting_note,
@@ -62,6 +65,7 @@ if TYPE_CHECKING:
 
 __all__ = ["VIEW_CHARS", "Sessions", "interrupted_note"]
 
+STEER_PATCH = "retinue-subagent-steer"  # runs recorded before it refused SubAgent(steer=true)
 VIEW_CHARS = 2_000  # of a session's last reply and question, in the ``session_view`` query
 
 
@@ -109,6 +113,10 @@ class Sessions(Repeating):
         ask = read_delegation(call, limits.max_message_chars, limits.max_message_bytes)
         if isinstance(ask, str):
             return error_result(call, ask)
+        if ask.steer and not workflow.patched(STEER_PATCH):  # (a run from before: refused)
+            return error_result(call, "SubAgent steer is not available on Temporal yet")
+        if ask.steer and (ack := await self._steer_child(ask)) is not None:
+            return tool_result(call, ack)
         if (repeated := self._repeated_delegation(ask)) is not None:  # (not run: a note)
             return tool_result(call, repeated)
         child = self._children.get(ask.address) if ask.interactive else None
@@ -145,6 +153,20 @@ class Sessions(Repeating):
             return tool_result(call, reply.content)
         note = waiting_note(reply.content, child.agent_id, child.role, _instance(child.address))
         return tool_result(call, note)
+
+    async def _steer_child(self, ask: Delegation) -> str | None:
+        """``SubAgent(steer=true)`` to a session whose turn runs for this agent (another
+        call of its step waits on it): the session gets the task before its next model call
+        (``parent_steers`` signal), and the call is acknowledged at once. None: the session
+        is not working, and the call gives it the task as a usual message (as in-process)."""
+        child = self._children.get(ask.address)
+        if child is None or not child.busy:
+            return None
+        try:
+            await self._signal(child.workflow_id, "parent_steers", ask.task)
+        except FailureError:  # its workflow is gone (the usual message says so)
+            return None
+        return steering_ack(child.agent_id, child.role, ask.instance, answered=False)
 
     async def _interrupt_child(self, child: ChildRef) -> None:
         """Cancel the turn ``child`` runs for this agent (its reply, when it comes, is not

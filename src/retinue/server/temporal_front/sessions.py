@@ -71,14 +71,19 @@ def add_session_routes(app: FastAPI, front: TemporalFront) -> None:
         raise await not_here(sid, request, "its question is its parent agent's to answer")
 
     @app.post("/v1/sessions/{sid:path}/steer")
-    async def steer(sid: str, body: AnswerIn, request: Request) -> dict[str, Any]:
+    async def steer(sid: str, request: Request, body: AnswerIn | None = None) -> dict[str, Any]:
         """Give the running turn of ``conv-CID`` (the conversation's) or of one of its
         sub-agent sessions ``content`` before its next model call (its workflow's ``steer``
-        Update); 409 when no turn of it runs."""
+        Update); 409 when no turn of it runs. (A body that is missing is told after the
+        session is found: an id that names nothing is 404 either way.)"""
         tenant = tenant_of(request, front)
-        front.conversations(tenant).check_message(body.content)  # (too large: 413)
         handle = await _session_workflow(front, tenant, sid)
-        done = await _steered(handle, body.content) if handle is not None else None
+        if handle is None:
+            raise _no_session(sid)
+        if body is None:
+            raise HTTPException(422, 'the body must be {"content": "..."}')
+        front.conversations(tenant).check_message(body.content)  # (too large: 413)
+        done = await _steered(handle, body.content)
         if done is None:
             raise _no_session(sid)
         if not done:
@@ -94,7 +99,8 @@ async def _session_workflow(
     names a workflow id); None when there is none."""
     cid = conversation_of(sid)
     if cid is not None and sid == agent_id_for(cid):
-        return front.conversations(tenant).handle(cid)
+        running = await front.state(tenant, cid) is not None
+        return front.conversations(tenant).handle(cid) if running else None
     found = await front.node(tenant, sid)
     if found is None:
         return None
