@@ -6,11 +6,13 @@ that is then cancelled waits for the next turn's first model call, joined to its
 when none runs; another tenant, or no node of the tree: 404). Against a real dev server and
 in-process workers (the front end over real HTTP). A parent's ``SubAgent(steer=true)`` steers
 its session's turn that another call of its step waits on (acknowledged at once), and gives
-a session that is not working the task as a usual message."""
+a session that is not working the task as a usual message. A session's reply to its parent
+is cut to a message's size."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,6 +32,7 @@ from retinue.llm.base import ToolSpec
 from retinue.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from retinue.runtime import Runtime
 from retinue.subagents.tools import steering_ack, waiting_note
+from retinue.temporal._calls import cut_to_payload
 from retinue.temporal._types import Limits
 from retinue.temporal.client import TemporalConversations
 from retinue.temporal.worker import make_worker
@@ -254,5 +257,35 @@ async def test_a_parent_steers_its_session_s_running_turn(
     ]
     # not working: the task went as a usual message, and its reply came back
     assert usual.content == "read: " + waiting_note("saw: are you there", helper_id, "helper", None)
+    main.assert_done()
+    helper.assert_done()
+
+
+@pytest.mark.parametrize("text", ["short", "a" * 5_000, "é" * 2_000, "😀" * 900 + "end"])
+def test_a_reply_is_cut_to_fit_a_message(text: str) -> None:
+    cut = cut_to_payload(text, 3_000, 4_000, "the session's reply")
+    if text == "short":
+        assert cut == text
+        return
+    head, _, note = cut.rpartition("\n\n")
+    assert text.startswith(head) and len(head) > 100  # (as much as fits, about)
+    assert note.startswith("[the session's reply was cut: ")
+    assert len(cut) <= 3_000 and len(json.dumps(cut)) <= 4_000
+
+
+async def test_a_session_s_reply_reaches_its_parent_cut_to_a_message(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    main = ScriptedModel([call_tool("SubAgent", {"role": "helper", "task": "talk", **ON}),
+                          read_result])  # fmt: skip
+    helper = ScriptedModel(["é" * 2_000])  # 12,002 bytes as JSON: over SMALL's 4,000
+    runtime = runtime_for(tmp_path, main, roles=[role("helper")], model_for=lambda _s: helper)
+    client = await Client.connect(temporal_address)
+    convs = TemporalConversations(client, task_queue=f"test-{uuid.uuid4().hex}", limits=SMALL)
+    async with make_worker(client, runtime, convs.task_queue):
+        reply = await convs.send("long-reply", "ask the helper")
+    assert reply.content.startswith("read: éé")
+    assert "[the session's reply was cut: 2,000 chars, 12,002 bytes as JSON]" in reply.content
+    assert reply.content.count("é") < 700  # (what fits 4,000 bytes: 6 each)
     main.assert_done()
     helper.assert_done()

@@ -19,12 +19,14 @@ from retinue.temporal._types import Json
 __all__ = [
     "Delegation",
     "cut_short",
+    "cut_to_payload",
     "error_result",
     "read_delegation",
     "read_question",
     "read_unload",
     "timed_out",
     "tool_result",
+    "unfit_text",
 ]
 
 NOT_YET = ("background", "fork", "files")  # SubAgent options the workflow lacks
@@ -95,6 +97,32 @@ def over_payload(text: str, max_bytes: int, what: str) -> str:
         f"{what} is {size:,} bytes as JSON, over the {max_bytes:,} one Temporal message may"
         " carry here: shorten it"
     )
+
+
+def unfit_text(text: str, what: str, max_chars: int, max_bytes: int) -> str:
+    """``""`` if ``text`` (a person's message, or steering) may enter a history, else what
+    is wrong: empty, over ``max_chars``, or over ``max_bytes`` as JSON (it would jam the
+    model calls that carry it)."""
+    if not text.strip():
+        return f"{what} is empty"
+    if len(text) > max_chars:
+        return f"{what} is over {max_chars} chars"
+    return over_payload(text, max_bytes, what)
+
+
+def cut_to_payload(text: str, max_chars: int, max_bytes: int, what: str) -> str:
+    """``text``, or as much of its head as fits ``max_chars`` and, as JSON, ``max_bytes``,
+    with a note that says it was cut (a session's reply: unbounded, it would fail the
+    signal that carries it, and the parent would wait for it for ever)."""
+    size = len(json.dumps(text))
+    if len(text) <= max_chars and size <= max_bytes:
+        return text
+    note = f"\n\n[{what} was cut: {len(text):,} chars, {size:,} bytes as JSON]"
+    room = max(0, min(max_chars, max_bytes) - len(json.dumps(note)))
+    head = text[:room]
+    while head and (used := len(json.dumps(head))) > room:  # (each pass keeps what fits, about)
+        head = head[: len(head) * room // used]
+    return head + note
 
 
 def read_delegation(call: ToolCall, max_chars: int, max_bytes: int) -> Delegation | str:

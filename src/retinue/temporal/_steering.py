@@ -27,7 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from retinue.engine.loop import STEERING_NOTE
     from retinue.engine.session import STEERED_NOTE
     from retinue.messages import UserMessage, from_dict, to_dict
-    from retinue.temporal._calls import over_payload
+    from retinue.temporal._calls import unfit_text
     from retinue.temporal._types import ConversationStart, Json, TurnReply
     from retinue.temporal.refs import is_stub
 
@@ -81,12 +81,9 @@ class Steering:
         """``""`` if ``text`` may wait for the turn, else why not (empty, too long, or what
         waits would be too large for the model call that shows it)."""
         limits = self._start.limits
-        if not text.strip():
-            return "the steering message is empty"
-        if len(text) > limits.max_message_chars:
-            return f"the steering message is over {limits.max_message_chars} chars"
-        if too_large := over_payload(text, limits.max_message_bytes, "the steering message"):
-            return too_large
+        what = "the steering message"
+        if unfit := unfit_text(text, what, limits.max_message_chars, limits.max_message_bytes):
+            return unfit
         if len(self._steering) >= MAX_STEERING:
             return f"{MAX_STEERING} steering messages already wait for the turn's next step"
         waiting = sum(len(json.dumps(t)) for t in (*self._steering, text))

@@ -76,11 +76,12 @@ with workflow.unsafe.imports_passed_through():
     )
     from retinue.temporal._calls import (
         cut_short,
+        cut_to_payload,
         error_result,
-        over_payload,
         read_question,
         timed_out,
         tool_result,
+        unfit_text,
     )
     from retinue.temporal._fanout import FanOutCounting
     from retinue.temporal._role_run import RoleRuns
@@ -313,13 +314,10 @@ class ConversationWorkflow(FanOutCounting, Sessions, Steering, RoleRuns):
     def _check_send(self, text: str) -> None:
         if self._closed:
             raise ValueError("the conversation is closed")
-        if not text.strip():
-            raise ValueError("the message is empty")
         limits = self._start.limits
-        if len(text) > limits.max_message_chars:
-            raise ValueError(f"the message is over {limits.max_message_chars} chars")
-        if too_large := over_payload(text, limits.max_message_bytes, "the message"):
-            raise ValueError(too_large)  # (else it would enter the history, and jam it)
+        if unfit := unfit_text(text, "the message", limits.max_message_chars,
+                               limits.max_message_bytes):  # fmt: skip
+            raise ValueError(unfit)  # (else it would enter the history, and jam it)
 
     @workflow.signal
     async def deliver(self, delivery: Delivery) -> None:
@@ -327,7 +325,7 @@ class ConversationWorkflow(FanOutCounting, Sessions, Steering, RoleRuns):
         closes, unless it asked a question)."""
         try:
             turn = await self._turn_on(delivery.text)
-            reply = Reply(delivery.token, turn.content, turn.stop_reason)
+            reply = Reply(delivery.token, self._bounded(turn.content), turn.stop_reason)
         except ApplicationError as exc:
             reply = Reply(delivery.token, f"Error: {exc.message}", "failed")
         except asyncio.CancelledError:
@@ -341,7 +339,14 @@ class ConversationWorkflow(FanOutCounting, Sessions, Steering, RoleRuns):
 
     @workflow.signal
     def reply(self, reply: Reply) -> None:
-        self._replies[reply.token] = reply
+        self._replies[reply.token] = replace(reply, content=self._bounded(reply.content))
+
+    def _bounded(self, content: str) -> str:
+        """A session's reply, cut to a message's size (the signal that carries it, and the
+        parent's history that holds it, are bounded)."""
+        limits = self._start.limits
+        return cut_to_payload(content, limits.max_message_chars, limits.max_message_bytes,
+                              "the session's reply")  # fmt: skip
 
     @workflow.signal
     def child_closed(self, closed: Closed) -> None:
