@@ -289,3 +289,29 @@ async def test_a_session_s_reply_reaches_its_parent_cut_to_a_message(
     assert reply.content.count("é") < 700  # (what fits 4,000 bytes: 6 each)
     main.assert_done()
     helper.assert_done()
+
+
+async def test_steering_that_comes_during_the_answer_s_model_call_is_answered_too(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    # the first try of the model call hangs until its timeout (its step is taken then); the
+    # steering comes meanwhile; the second try answers, and the model answers once more
+    model = ScriptedModel(["never read: its try timed out", "first answer", saw], delay=3600.0)
+    client = await Client.connect(temporal_address)
+    limits = Limits(heartbeat_s=1.5, model_timeout_s=3.0)
+    convs = TemporalConversations(client, task_queue=f"test-{uuid.uuid4().hex}", limits=limits)
+    async with make_worker(client, runtime_for(tmp_path, model), convs.task_queue):
+        handle = await convs.start("during")
+        turn = asyncio.create_task(convs.send("during", "start"))
+        await until(lambda: model.call_count == 1)  # (its activity runs: after the step)
+        taken = await handle.execute_update(ConversationWorkflow.steer, "one more thing")
+        model.delay = 0.0
+        reply = await turn
+        history = await convs.history("during")
+    assert taken is True
+    assert reply.content == f"saw: {note('one more thing')}{steered(1)}"
+    said = [(m.role, m.content) for m in history]
+    assert said == [("user", "start"), ("assistant", "first answer"),
+                    ("user", note("one more thing")),
+                    ("assistant", f"saw: {note('one more thing')}")]  # fmt: skip
+    model.assert_done()
