@@ -15,6 +15,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -97,10 +98,12 @@ async def test_steering_reaches_the_running_turn_before_its_next_model_call(
     log = tmp_path / "log.txt"
     model = ScriptedModel([call_tool("stuck", {}), saw])
     client = await Client.connect(temporal_address)
-    convs = TemporalConversations(client, task_queue=f"test-{uuid.uuid4().hex}", limits=SMALL)
+    limits = replace(SMALL, max_events=20)  # (the first turn's run continues as new after it)
+    convs = TemporalConversations(client, task_queue=f"test-{uuid.uuid4().hex}", limits=limits)
     long = "z" * 2_900
     async with make_worker(client, runtime_for(tmp_path, model), convs.task_queue):
         handle = await convs.start("steer")
+        first_run = (await handle.describe()).run_id
         idle = await handle.execute_update(ConversationWorkflow.steer, "too early")
         turn = asyncio.create_task(convs.send("steer", "start"))
         await until(lambda: "started" in lines(log))  # the turn's tool call runs
@@ -112,24 +115,29 @@ async def test_steering_reaches_the_running_turn_before_its_next_model_call(
         ]
         assert await convs.cancel_turn("steer") is True  # (stuck: it ends the turn)
         interrupted = await turn
-        after = await handle.execute_update(ConversationWorkflow.steer, "too late")
+
+        async def continued() -> bool:
+            return (await handle.describe()).run_id != first_run
+
+        await until(continued)  # (what waits is carried to the new run)
         reply = await convs.send("steer", "go on")
         history = await convs.history("steer")
-    assert idle is False and after is False  # no turn ran: nothing kept
+    assert idle is False  # no turn ran: nothing kept
     assert taken == [True, True]
     assert refused[0] == "the steering message is empty"
     assert refused[1] == "the steering message is over 3000 chars"
     assert refused[2].startswith("the steering waiting for the turn's next step would be 4,115")
     assert interrupted.stop_reason == "interrupted"
-    # the cancelled turn made no model call after it: the next turn's first one shows it,
-    # joined to its message (one user message, as in-process)
+    # the cancelled turn made no model call after it: the next turn's first one (in the run
+    # that continued as new) shows it, joined to its message (one user message, as
+    # in-process)
     assert reply.content == f"saw: go on\n\n{note('turn left', long)}{steered(2)}"
     users = [m.content for m in history if isinstance(m, UserMessage)]
     assert users == ["start", f"go on\n\n{note('turn left', long)}"]
     model.assert_done()
 
 
-async def test_a_turn_shows_steering_after_its_tool_call_and_answers_once_more(
+async def test_a_turn_shows_steering_after_its_tool_call(
     temporal_address: str, tmp_path: Path
 ) -> None:
     log = tmp_path / "log.txt"
