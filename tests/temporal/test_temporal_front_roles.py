@@ -28,7 +28,7 @@ import pytest
 
 pytest.importorskip("temporalio", reason="the temporal extra (temporalio) is not installed")
 
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 from test_temporal_session_routes import (
     TOKEN,  # (the one its ``retinue`` sends)
     lines,
@@ -45,6 +45,8 @@ from retinue.config import Settings
 from retinue.runtime import Runtime
 from retinue.server.security import Security
 from retinue.server.temporal_front import TemporalFront, create_temporal_app
+from retinue.temporal._types import Limits
+from retinue.temporal.client import TemporalConversations
 from retinue.temporal.worker import make_worker
 from retinue.temporal.workflow import INTERRUPTED_NOTE
 from retinue.testing import ScriptedModel, call_tool
@@ -67,14 +69,14 @@ async def jot(text: str) -> str:
 async def stack(
     address: str, tmp_path: Path, helper: ScriptedModel, *tools: Tool
 ) -> AsyncIterator[tuple[httpx.AsyncClient, TemporalFront, Remembered]]:
-    """A worker whose runtime knows the ``helper`` role (its ``initialPrompt``: ``PLAN``;
+    """A worker whose runtime knows the ``helper`` role (``initialPrompt``: ``PLAN``; it may ask;
     and ``jot``, ``stuck``, ``tools``), and the front end over HTTP; its client, the front
     end and the memory consolidations reach."""
     settings = Settings(home=tmp_path / "home", workspace=tmp_path)
     main = ScriptedModel([])  # (the main agent of a role run's conversation takes no turn)
     runtime = Runtime.create(
         settings, model=main, model_for={"scripted:helper": helper}.__getitem__,
-        roles=[replace(role("helper"), initial_prompt=PLAN)],
+        roles=[replace(role("helper", "ask_parent"), initial_prompt=PLAN)],
         extra_tools=[jot, stuck_tool(tmp_path / "log.txt"), *tools],
         with_memory=False, builtins=False,
     )  # fmt: skip
@@ -271,3 +273,48 @@ async def test_a_front_end_killed_mid_run_leaves_no_conversation_open(
     assert helper.calls[0].messages[-1].content == f"{PLAN}\n\nWait for it."
     assert helper.calls[1].messages[-1].content == "through"  # the run went on, and ended
     helper.assert_done()
+
+
+async def refusal(update: Any) -> str:
+    """Why a ``run_role`` Update failed (its handle's result)."""
+    with pytest.raises(WorkflowUpdateFailedError) as failed:
+        await update.result()
+    return str(getattr(failed.value.cause, "message", failed.value.cause))
+
+
+async def test_a_run_that_asks_or_is_refused_still_ends_its_conversation(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    log, gate = tmp_path / "gate.txt", asyncio.Event()
+    helper = ScriptedModel([call_tool("AskParent", {"question": "Which one?"}),
+                            call_tool("gated", {}), "through it"])  # fmt: skip
+    cids = [f"oai-{uuid.uuid4().hex}" for _ in range(3)]
+    gated = gated_tool(log, gate)
+    async with stack(temporal_address, tmp_path, helper, gated) as (_, front, memory):
+        convs = TemporalConversations(front.client, task_queue=front.task_queue,
+                                      limits=Limits(max_message_chars=100))  # fmt: skip
+        asked = await (await convs.start_role_run(cids[0], "helper", "Pick one.")).result()
+        too_long = await refusal(await convs.start_role_run(cids[1], "helper", "x" * 101))
+        running = await convs.start_role_run(cids[2], "helper", "Wait for it.")
+        await until(lambda: "started" in lines(log))
+        again = await refusal(await convs.start_role_run(cids[2], "helper", "Again."))
+        gate.set()
+        through = await running.result()
+        await until(lambda: len(memory.consolidated) == 2)
+        for cid in cids:
+            await until(lambda cid=cid: closed_conversation(front, cid))
+        await until(lambda: nothing_runs(front))
+
+    # a run that asked is ended with its conversation, consolidated once (as in-process)
+    assert (asked.content, asked.stop_reason) == ("Which one?", "asking")
+    assert "the message is over 100 chars" in too_long  # (refused in the run: then closed)
+    assert "a role runs once, in a new conversation of its own" in again  # (refused: not run)
+    assert (through.content, through.stop_reason) == ("through it", "final")
+    assert memory.consolidated == [("helper", f"{cids[0]}/helper#1"),
+                                   ("helper", f"{cids[2]}/helper#1")]  # fmt: skip
+    helper.assert_done()
+
+
+async def closed_conversation(front: TemporalFront, cid: str) -> bool:
+    described = await front.client.get_workflow_handle(f"retinue/default/{cid}").describe()
+    return described.status == WorkflowExecutionStatus.COMPLETED
