@@ -10,12 +10,12 @@ routes (a reply with ``stop_reason`` ``"asking"`` is the main agent's question, 
 next message answers), a conversation's approvals (pending anywhere in its session tree,
 answered from any front end), the sessions routes, the web page and the OpenAI-compatible
 ``/v1/chat/completions`` (the main agent, ``model: "retinue"``; ``retinue/<role>``: one
-one-shot run of a role, as in-process, in a conversation of its own that this front end closes
-when its turn ends, which consolidates the run). ``keep_sessions`` is moot: sessions are child
-workflows that live across turns until unloaded. Not here yet: images and PDFs, answering or
-steering a session from outside (409), a role's ``initialPrompt`` in a ``retinue/<role>`` run,
-the roles in
-``/v1/models`` (the workers know them: an unknown one is 404 when its run begins). A
+one-shot run of a role, as in-process, in a new conversation whose workflow closes itself with
+the run, consolidated, whether or not this front end lives: its ``run_role`` Update).
+``keep_sessions`` is moot: sessions are child workflows that live across turns until
+unloaded. Not here yet: images and PDFs, answering or steering a session from outside (409),
+the roles in ``/v1/models`` (the workers know them: an unknown one is 404 before its run
+starts). A
 tenant's conversations are its workflows on its own task queue: the configured queue for the
 service's own tenant, ``<queue>-<tenant>`` for a named token's.
 

@@ -78,8 +78,8 @@ def add_openai_routes(app: FastAPI, front: TemporalFront) -> None:
 
 def _role_of(model: str) -> str | None:
     """The role a ``retinue/<role>`` model names (None: ``retinue``, the main agent); 404
-    for any other. Which roles exist, the workers know: one they do not is 404 when its run
-    begins (:class:`UnknownRole`)."""
+    for any other. Which roles exist, the workers know: one they do not is 404 before its
+    run starts (the ``run_role`` Update's open activity refuses it: ``UnknownRole``)."""
     if model == MODEL:
         return None
     role = model.removeprefix(f"{MODEL}/")
@@ -109,8 +109,9 @@ async def _main_turn(
 
 
 def _role_turn(front: TemporalFront, tenant: str, role: str, task: str) -> _Turn:
-    """A one-shot run of ``role`` on ``task``, in a conversation of its own that ends with
-    it (no conversation is kept, and none is named: the client's list carries the chat)."""
+    """A one-shot run of ``role`` on ``task``, in a conversation of its own whose workflow
+    ends with it (no conversation is kept, and none is named: the client's list carries the
+    chat)."""
     cid = f"oai-{secrets.token_hex(16)}"
     agent = outside(role_run_agent(tenant, cid, role).agent_id, cid)
 
