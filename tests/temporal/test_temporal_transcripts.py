@@ -253,3 +253,26 @@ async def test_a_front_end_without_a_store_serves_no_transcripts(tmp_path: Path)
                                  headers={"Authorization": f"Bearer {TOKEN}"}) as http:  # fmt: skip
         assert (await http.get("/v1/transcripts")).status_code == 404
         assert (await http.get("/v1/transcripts/search", params={"q": "x"})).status_code == 404
+
+
+async def test_with_no_worker_a_message_gives_up_the_same_streamed_or_not(
+    temporal_address: str,
+) -> None:
+    """No worker serves the tenant's queue: a message waits ``wait_for_worker_s`` for one,
+    then is 503, whether streamed or not (it used to hang past 130 s unstreamed)."""
+    client = await Client.connect(temporal_address)
+    front = TemporalFront(client, task_queue=f"test-{uuid.uuid4().hex}", wait_for_worker_s=1.0)
+    app = create_temporal_app(front, Security.build(TOKEN))
+    cid = f"idle-{uuid.uuid4().hex[:8]}"
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    try:
+        async with serving(app) as url, httpx.AsyncClient(base_url=url, headers=auth,
+                                                          timeout=60) as http:  # fmt: skip
+            path = f"/v1/conversations/{cid}/messages"
+            plain = await http.post(path, json={"content": "hi"})
+            streamed = await http.post(path, params={"stream": "true"}, json={"content": "hi"})
+    finally:
+        await client.get_workflow_handle(f"retinue/default/{cid}").terminate()
+    assert plain.status_code == 503 and "no worker answered within 1 s" in plain.text
+    assert "event: error" in streamed.text and '"status": 503' in streamed.text
+    assert "no worker answered within 1 s" in streamed.text

@@ -10,6 +10,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from fastapi import Request
@@ -84,7 +85,6 @@ _MAX_SESSIONS = 200  # sessions GET /v1/sessions shows (each is one query)
 _MAX_SESSION_ID = 1_000  # characters of a session id a request may send
 _SHOWN_STATES = {"busy": "running", "paused": "running"}  # the service's names (a paused
 # session's turn runs: it waits for an approval, which the conversation's approvals list)
-_WAIT_FOR_WORKER_S = 60.0  # a streamed turn waits this long for a worker to answer a query
 _PAST_ANY_END = 1 << 53  # a ``history_since`` start past any history: its length alone
 MESSAGE_SPAN = "retinue.message"  # a turn's span here: its trace's root (or the caller's child)
 
@@ -129,6 +129,7 @@ class TemporalFront:
     tenant: str = "default"  # the service's own tenant (its token's)
     task_queue: str = "retinue"
     poll_s: float = 0.2  # how often a streamed turn reads the workflow's history
+    wait_for_worker_s: float = 60.0  # a turn waits this long for a worker, then 503
     max_turns: int = 64  # turns this front end waits on at once, every tenant's together
     max_tenant_turns: int = 16  # of those, one tenant's (so that none takes them all)
     blobs: BlobStore | None = None  # None: a stub shows its note
@@ -396,7 +397,7 @@ class TemporalFront:
         try:
             async with _reaching():
                 watched, seen, update = await _started(convs, cid, text, message_id, role,
-                                                       sink is not None)  # fmt: skip
+                                                       self.wait_for_worker_s)  # fmt: skip
                 handle = watched.turn
             reply = await self._follow(watched, update.result(), seen, sink)
         except WorkflowUpdateFailedError as exc:  # refused, or the turn ended with a reason
@@ -450,19 +451,19 @@ class _Watched:
 
 async def _started(
     convs: TemporalConversations, cid: str, text: str, message_id: str | None,
-    role: str | None, streamed: bool,
+    role: str | None, wait_s: float,
 ) -> tuple[_Watched, int, WorkflowUpdateHandle[TurnReply]]:  # fmt: skip
-    """The turn's Update, accepted; what to watch of it and the history's length before it
-    (``streamed``; else 0): the main agent's ``send`` (its workflow started if need be), or
-    (``role``) the ``run_role`` Update that starts the new conversation ``cid``, whose run
-    begins with an empty history."""
+    """The turn's Update, accepted; what to watch of it and the history's length before it:
+    the main agent's ``send`` (its workflow started if need be, and a worker answering it
+    within ``wait_s``, streamed or not: else 503), or (``role``) the ``run_role`` Update that
+    starts the new conversation ``cid``, whose run begins with an empty history."""
     if role is not None:
         update = await convs.start_role_run(cid, role, text)
         agent = role_run_agent(convs.tenant, cid, role).agent_id
         return _Watched(convs.role_run(cid, role), convs.handle(cid), cid,
                         outside(agent, cid)), 0, update  # fmt: skip
     handle = await convs.start(cid)
-    seen = (await _when_served(handle)).total if streamed else 0
+    seen = (await _when_served(handle, wait_s)).total
     update = await handle.start_update(ConversationWorkflow.send, text, id=message_id,
                                        wait_for_stage=WorkflowUpdateStage.ACCEPTED)  # fmt: skip
     return _Watched(handle, handle, cid, agent_id_for(cid)), seen, update
@@ -587,18 +588,29 @@ async def _raw_history(handle: WorkflowHandle[Any, Any]) -> list[dict[str, Any]]
     return await handle.query(ConversationWorkflow.history)
 
 
-async def _when_served(handle: WorkflowHandle[Any, Any]) -> HistoryPage:
+_TIMED_OUT = (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED)  # ("Timeout expired")
+
+
+async def _when_served(handle: WorkflowHandle[Any, Any], wait_s: float) -> HistoryPage:
     """The history's length, once a worker answers the query: none may poll yet (starting),
-    and a turn's Update would wait for one too; ``RPCError`` after ``_WAIT_FOR_WORKER_S``."""
-    deadline = asyncio.get_running_loop().time() + _WAIT_FOR_WORKER_S
+    and a turn's Update would wait for one as long as none comes (asked first, the query
+    leaves nothing behind); :class:`TemporalUnavailable` when none answered in ``wait_s``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
     while True:
+        left = timedelta(seconds=max(deadline - loop.time(), 0.1))
         try:  # (from past its end: the length alone, no message)
-            return await handle.query(ConversationWorkflow.history_since, _PAST_ANY_END)
+            return await handle.query(ConversationWorkflow.history_since, _PAST_ANY_END,
+                                      rpc_timeout=left)  # fmt: skip
         except RPCError as exc:
-            if "poller" not in exc.message:  # ("no poller seen for task queue recently")
+            unserved = "poller" in exc.message  # ("no poller seen for task queue recently")
+            if not (unserved or exc.status in _TIMED_OUT):  # (the query's own rpc_timeout)
                 raise
-            if asyncio.get_running_loop().time() > deadline:
-                raise
+            if loop.time() >= deadline:
+                raise TemporalUnavailable(
+                    f"no worker answered within {wait_s:g} s (is a `retinue worker --temporal`"
+                    f" serving this tenant's task queue?): {exc.message}"
+                ) from exc
         await asyncio.sleep(0.2)
 
 
