@@ -13,11 +13,11 @@ answered from any front end), the sessions routes, the web page and the OpenAI-c
 one-shot run of a role, as in-process, in a new conversation whose workflow closes itself with
 the run, consolidated, whether or not this front end lives: its ``run_role`` Update).
 ``keep_sessions`` is moot: sessions are child workflows that live across turns until
-unloaded. Not here yet: images and PDFs, answering or steering a session from outside (409),
-the roles in ``/v1/models`` (the workers know them: an unknown one is 404 before its run
-starts). A
-tenant's conversations are its workflows on its own task queue: the configured queue for the
-service's own tenant, ``<queue>-<tenant>`` for a named token's.
+unloaded. Not here yet: images and PDFs, a person's answer to a sub-agent session's
+question (409: its parent agent holds the question), the roles in ``/v1/models`` (the
+workers know them: an unknown one is 404 before its run starts). A tenant's conversations
+are its workflows on its own task queue: the configured queue for the service's own tenant,
+``<queue>-<tenant>`` for a named token's.
 
 **The workers' store.** Given the memory store the workers use (``blobs`` and
 ``transcripts`` of :class:`TemporalFront`), the front end shows content kept by reference
@@ -32,7 +32,9 @@ with ``team`` or ``parent``), ``GET /v1/sessions/{id}`` shows one with its histo
 ``POST /v1/sessions/{id}/interrupt`` cancels its running turn: ``conv-CID``'s (the
 conversation's, with the turns its sessions run for it) or a sub-agent session's alone (its
 child workflow's ``cancel_turn``: its own sessions' turns for it end too, and its parent's
-turn goes on, reading that it was interrupted). A session id names a node of the tree that
+turn goes on, reading that it was interrupted); ``POST /v1/sessions/{id}/steer`` gives its
+running turn a message before its next model call (the workflow's ``steer`` Update; 409 when
+no turn runs). A session id names a node of the tree that
 the conversation's own workflow reports (``state`` query), never a workflow id: a request
 reaches only the child workflows of its tenant's conversation. Each session's facts come
 from its workflow's ``session_view`` query; tokens and cost are not counted on Temporal
