@@ -40,6 +40,7 @@ __all__ = [
     "Question",
     "Reply",
     "SessionNode",
+    "Spent",
     "ToolOutcome",
     "ToolStep",
     "TurnReply",
@@ -58,6 +59,33 @@ WORKFLOW_TOOLS = frozenset({"SubAgent", "UnloadSubAgent", "AskParent", "SubAgent
 NOT_ON_TEMPORAL = frozenset({"SendMessage", "TeamCreate", "TeamDelete"})
 
 Json = dict[str, Any]
+
+
+@dataclass(slots=True)
+class Spent:
+    """What model calls used: one call's (a model activity's), a turn's or a session's
+    (the workflow adds them up), as :class:`retinue.messages.Usage` counts it, with its cost
+    in US dollars (None: a call's model has no known price, so the sum is unknown)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    requests: int = 0
+    cost_usd: float | None = 0.0
+
+    def plus(self, other: Spent) -> Spent:
+        cost = (
+            None
+            if self.cost_usd is None or other.cost_usd is None
+            else self.cost_usd + other.cost_usd
+        )
+        return Spent(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.requests + other.requests,
+            cost,
+        )
 
 
 @dataclass(slots=True)
@@ -93,6 +121,10 @@ class Limits:
     tool_attempts: int = 3
     max_children: int = 100  # sessions one agent holds at once (Temporal: 2,000 children)
     max_calls: int = 100  # tool calls one model reply may make run (the rest are refused)
+    # the loop detectors' limit (retinue.temporal._repeats): identical steps in a row, or one
+    # task delegated to one role, before the model is told, and then stopped; None: off.
+    # The run's RunConfig.repeat_limit in-process, and its default (engine.repeats' 3)
+    repeat_limit: int | None = 3
 
     @property
     def max_message_bytes(self) -> int:
@@ -181,6 +213,7 @@ class ConversationStart:
     allowed: list[Json] = field(default_factory=list)
     opening: str = ""  # the start of the first user message, if ``messages`` lacks it
     steering: list[str] = field(default_factory=list)  # for the next turn's first model call
+    spent: Spent = field(default_factory=Spent)  # by the session's model calls so far
 
 
 @dataclass(slots=True)
@@ -212,6 +245,8 @@ class ModelReply:
     # what the tools the message calls declare of themselves (Tool.timeout_s, .attempts)
     timeouts: dict[str, float] = field(default_factory=dict[str, float])
     attempts: dict[str, int] = field(default_factory=dict[str, int])
+    # the call's usage (None: a reply of a worker that did not say it, or no call was made)
+    spent: Spent | None = None
 
 
 @dataclass(slots=True)
@@ -280,6 +315,7 @@ class ConsolidateStep:
     agent: Agent
     messages: list[Json]
     run_id: str  # the session's first run id: one consolidation, however often it is tried
+    spent: Spent = field(default_factory=Spent)  # by the session's model calls
 
 
 @dataclass(slots=True)
@@ -355,3 +391,4 @@ class TurnReply:
     # turn was cancelled: cancel_turn)
     stop_reason: str
     step: int
+    spent: Spent = field(default_factory=Spent)  # by the turn's model calls

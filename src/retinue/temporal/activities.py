@@ -17,7 +17,8 @@ answer and runs the call again with it (given only to a request for the same cal
 rule made from the call (:func:`~retinue.policy.rules.rule_for`) to the policy: the activity
 returns it, the workflows keep the tree's rules and give them to each later tool call's
 activity, whose policy allows what they match. AutoCompress runs before each model call,
-and the history it shortened goes back to the workflow. The program's guards run in the
+and the history it shortened goes back to the workflow, with the call's usage and cost
+(priced as in process). The program's guards run in the
 model activity as in a run's loop: ``before_model`` on what the call sends (rewritten, or
 the call refused), ``on_answer`` on a reply without tool calls (rewritten, or withheld); a
 refusal comes back as the note that closes the turn (``ModelReply.refused``). A guard that
@@ -53,6 +54,7 @@ from retinue.messages import (
     Message,
     SystemMessage,
     ToolCall,
+    Usage,
     from_dict,
     to_dict,
 )
@@ -62,6 +64,7 @@ from retinue.policy.rules import Rule
 from retinue.runtime import Runtime
 from retinue.store.blobs import BlobMissing, BlobStore, HoldsBlobs
 from retinue.subagents.roles import Role
+from retinue.telemetry.prices import cost_usd
 from retinue.temporal._calls import cut_short
 from retinue.temporal._types import (
     CONSOLIDATE_ACTIVITY,
@@ -78,6 +81,7 @@ from retinue.temporal._types import (
     ModelStep,
     OpenReply,
     OpenStep,
+    Spent,
     ToolOutcome,
     ToolStep,
 )
@@ -202,7 +206,7 @@ class TurnActivities:
             if refused:
                 note = AssistantMessage(f"Stopped: the model call was refused: {refused}")
                 return ModelReply(to_dict(note), history=back.history, local=local,
-                                  refused=True, stored=back.stored)  # fmt: skip
+                                  refused=True, stored=back.stored, spent=Spent())  # fmt: skip
         calling = _beating(config.model.complete(offered, tools.specs()))
         response = await chat(config.model.name, offered, calling)
         usage = response.usage
@@ -215,7 +219,7 @@ class TurnActivities:
         timeouts, attempts = _declared(called)
         return ModelReply(
             to_dict(message), usage.input_tokens, usage.output_tokens, back.history, local,
-            reads, stopped, back.stored, timeouts, attempts,
+            reads, stopped, back.stored, timeouts, attempts, _spent(config.model.name, usage),
         )  # fmt: skip
 
     @activity.defn(name=TOOL_ACTIVITY)
@@ -293,6 +297,12 @@ async def _screened_answer(
     if withheld:
         return AssistantMessage(f"Stopped: the answer was withheld: {withheld}"), True
     return (message if said is message.content else replace(message, content=said)), False
+
+
+def _spent(model: str, usage: Usage) -> Spent:
+    """One call's usage, priced as in process (:func:`~retinue.telemetry.prices.cost_usd`)."""
+    return Spent(usage.input_tokens, usage.output_tokens, usage.cache_read_tokens,
+                 usage.requests, cost_usd(model, usage))  # fmt: skip
 
 
 def _declared(tools: list[Tool]) -> tuple[dict[str, float], dict[str, int]]:

@@ -12,8 +12,9 @@ finds its children's. A front end shows them as the service names them (``conv-C
 
 It is kept under an id made from the session's first run id (:func:`run_transcript_id`),
 and a store keeps an id once: an activity tried again keeps one transcript. Keeping never
-fails the close (a store that is down is logged, as in process). What the step does not
-carry is not known: tokens, requests and cost (0, 0 and None); ``turns`` counts the
+fails the close (a store that is down is logged, as in process). Its tokens, requests and
+cost are what the workflow added up of its model calls (``ConsolidateStep.spent``, every
+run's; a cost is None when a model's price is unknown); ``turns`` counts the
 messages that began one (a user's message, a question's answer) in the history as it
 ended, which AutoCompress may have shortened; ``started_at`` is the workflow's start, as
 Temporal says it (the close's time where it cannot); a turn that failed reads as ``done``
@@ -104,11 +105,12 @@ async def keep_transcript(
     ``messages``: its history in full); never raises an ``Exception``."""
     try:
         ended = time.time()
-        agent = step.agent
+        agent, spent = step.agent, step.spent
         summary = TranscriptSummary(
             run_transcript_id(step.tenant, step.run_id), ctx.agent_id, ctx.parent_id,
             agent.role, "one-shot" if agent.one_shot else "interactive", ctx.depth,
-            _turns(messages), tool_call_count(messages), 0, 0, 0, 0, None,
+            _turns(messages), tool_call_count(messages), spent.input_tokens,
+            spent.output_tokens, spent.cache_read_tokens, spent.requests, spent.cost_usd,
             session_outcome(messages), await _started_at(step.run_id, ended), ended,
             len(messages),
         )  # fmt: skip

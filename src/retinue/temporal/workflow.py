@@ -25,7 +25,9 @@ sessions run for it (``interrupt`` signal); the calls without a result are answe
 "cancelled", and the conversation takes the next message. The ``steer`` Update gives the
 running turn a message before its next model call (:mod:`retinue.temporal._steering`). The
 sub-agent caps of the whole tree are counted by the conversation's workflow (``admit``
-signal).
+signal). Each model call's usage (its activity's ``ModelReply.spent``) is added up per
+turn (``TurnReply.spent``) and per session (the ``usage`` query, ``session_view``, the
+transcript kept at close), and carried across continue-as-new.
 
 The history travels by reference (:mod:`retinue.temporal.refs`): a tool result over
 ``Limits.inline_bytes`` comes back from its activity as a stub (its head, its reference),
@@ -109,6 +111,7 @@ with workflow.unsafe.imports_passed_through():
         Question,
         Reply,
         SessionNode,
+        Spent,
         ToolOutcome,
         ToolStep,
         TurnReply,
@@ -184,6 +187,8 @@ class ConversationWorkflow(FanOutCounting, Sessions, Steering, RoleRuns):
         self._opening_text = start.opening  # (the outline's, when the history lacks it)
         self._steering = list(start.steering)  # for the next model call (._steering)
         self._steered = 0  # shown in the running turn
+        self._spent = start.spent  # by the session's model calls, every run's
+        self._turn_spent = Spent()  # by the running (or the last) turn's
 
     # -- life ----------------------------------------------------------------------------
 
@@ -207,7 +212,7 @@ class ConversationWorkflow(FanOutCounting, Sessions, Steering, RoleRuns):
             start.tenant, start.conversation_id, self._compact(), self._step, start.limits,
             start.agent, self._question, list(self._children.values()), self._opened,
             self._turns, list(self._sessions.values()), self._fanout, list(self._allowed),
-            self._opening(), list(self._steering),
+            self._opening(), list(self._steering), self._spent,
         )  # fmt: skip
 
     def _compact(self) -> list[Json]:
@@ -260,7 +265,8 @@ class ConversationWorkflow(FanOutCounting, Sessions, Steering, RoleRuns):
     async def _consolidate(self) -> str:
         limits = self._start.limits
         step = ConsolidateStep(self._start.tenant, self._start.conversation_id, self._agent,
-                               self._compact(), workflow.info().first_execution_run_id)  # fmt: skip
+                               self._compact(), workflow.info().first_execution_run_id,
+                               self._spent)  # fmt: skip
         try:
             return await workflow.execute_activity(
                 CONSOLIDATE_ACTIVITY, step, result_type=str,
@@ -361,10 +367,11 @@ class ConversationWorkflow(FanOutCounting, Sessions, Steering, RoleRuns):
             raise ApplicationError("the message is too long", non_retryable=True)
         async with self._turn:
             self._interrupting = False
+            self._turn_spent = Spent()
             self._running = asyncio.create_task(self._turn_body(text))
             evicted = False
             try:
-                return await self._running
+                return replace(await self._running, spent=self._turn_spent)
             except asyncio.CancelledError:
                 if not self._interrupting or self._closed:
                     raise
@@ -538,12 +545,34 @@ class ConversationWorkflow(FanOutCounting, Sessions, Steering, RoleRuns):
         if reply.stored is not None:  # the history sent (or shortened) is in the store
             self._base, self._based = reply.stored, len(self._messages)
         self._last_input = reply.input_tokens
+        self._count(reply)
         self._local = set(reply.local)
         self._idempotent = set(reply.idempotent)
         self._timeouts, self._tries = reply.timeouts, reply.attempts
         self._ended_as = "refused" if reply.refused else "final"
         self._messages.append(reply.message)
         return message
+
+    def _count(self, reply: ModelReply) -> None:
+        """Add the call's usage to the turn's and the session's (a reply of a worker that
+        did not say it: its tokens, one request, its cost unknown)."""
+        spent = reply.spent
+        if spent is None:
+            spent = Spent(reply.input_tokens, reply.output_tokens, 0, 1, None)
+        self._turn_spent = self._turn_spent.plus(spent)
+        self._spent = self._spent.plus(spent)
+
+    @workflow.query
+    def session_view(self) -> Json:
+        """:meth:`Sessions.session_view`, with what the session's model calls used."""
+        spent = self._spent
+        return {**super().session_view(), "input_tokens": spent.input_tokens,
+                "output_tokens": spent.output_tokens, "cost_usd": spent.cost_usd}  # fmt: skip
+
+    @workflow.query
+    def usage(self) -> Spent:
+        """What the session's model calls used (every run's)."""
+        return self._spent
 
     async def _run_tool(self, key: str, call: ToolCall) -> Json:
         """A tool call's activity; one that waits for approval runs again once answered."""

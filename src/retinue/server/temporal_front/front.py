@@ -42,6 +42,7 @@ from retinue.messages import (
     AssistantMessage,
     Message,
     ToolResultMessage,
+    Usage,
     from_dict,
     shown_dict,
 )
@@ -63,6 +64,7 @@ from retinue.temporal._types import (
     Json,
     Outline,
     SessionNode,
+    Spent,
     TurnReply,
 )
 from retinue.temporal.client import (
@@ -406,7 +408,8 @@ class TemporalFront:
         with contextlib.suppress(TemporalUnavailable):  # (the reply is what matters)
             async with _reaching():
                 tools = _tools_of(await handle.query(ConversationWorkflow.last_turn))
-        return RunOutput(reply.content, [], _stop_reason(reply.stop_reason), tools)
+        return RunOutput(reply.content, [], _stop_reason(reply.stop_reason), tools,
+                         _usage(reply.spent))  # fmt: skip
 
     async def _follow(
         self,
@@ -469,6 +472,12 @@ async def _started(
     return _Watched(handle, handle, cid, agent_id_for(cid)), seen, update
 
 
+def _usage(spent: Spent) -> Usage:
+    """A turn's usage as a turn's output carries it (its cost is not part of it)."""
+    return Usage(spent.input_tokens, spent.output_tokens, spent.cache_read_tokens,
+                 spent.requests)  # fmt: skip
+
+
 def _stop_reason(reason: str) -> Any:
     return reason  # "final", "max_iterations" or "asking" (a question: the next message)
 
@@ -520,8 +529,8 @@ def conversation_of(sid: str) -> str | None:
 
 def session_json(node: SessionNode, cid: str, view: Json | None = None) -> dict[str, Any]:
     """A session as the service's ``/v1/sessions`` routes show one: its node in the tree
-    and (``view``) what its ``session_view`` query said (else null). Tokens and cost are
-    not counted on Temporal: null."""
+    and (``view``) what its ``session_view`` query said (else null): its tokens and cost
+    too (null from a worker that does not count them, and a cost null when unknown)."""
     name = node.agent_id.rpartition("/")[2]  # ``role[:instance]``, or ``role#n``: one-shot
     seen = view or {}
     return {
@@ -535,11 +544,17 @@ def session_json(node: SessionNode, cid: str, view: Json | None = None) -> dict[
         "messages": seen.get("messages"),
         "last_reply": seen.get("last_reply", ""),
         "question": seen.get("question"),
-        "tokens": None,
-        "input_tokens": None,
-        "output_tokens": None,
-        "cost_usd": None,
+        **_tokens(seen),
     }
+
+
+def _tokens(view: Json) -> dict[str, Any]:
+    """The tokens a ``session_view`` says (null where it says none)."""
+    given, taken = view.get("input_tokens"), view.get("output_tokens")
+    if not (isinstance(given, int) and isinstance(taken, int)):
+        return {"tokens": None, "input_tokens": None, "output_tokens": None, "cost_usd": None}
+    return {"tokens": given + taken, "input_tokens": given, "output_tokens": taken,
+            "cost_usd": view.get("cost_usd")}  # fmt: skip
 
 
 def _approval(raw: dict[str, Any], cid: str) -> dict[str, Any]:
