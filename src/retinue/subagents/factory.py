@@ -35,7 +35,7 @@ from retinue.policy.hooks import Hooks
 from retinue.policy.modes import PermissionMode
 from retinue.policy.rules import RuleSet
 from retinue.store.transcripts import transcript_store
-from retinue.subagents.roles import Role, RoleCatalog
+from retinue.subagents.roles import Role, RoleCatalog, with_initial_prompt
 from retinue.subagents.tasklist import TASK_TOOL_NAMES, task_store, task_tools
 from retinue.subagents.team import TEAM_TOOL_NAMES, team_tools
 from retinue.subagents.tools import (
@@ -206,9 +206,9 @@ class AgentFactory:
     def first_turn(role: Role, session: Session, task: str) -> str:
         """The message a session of ``role`` is sent: its ``initialPrompt`` first when this is
         the session's first turn (nothing sent or queued yet)."""
-        if not role.initial_prompt or session.messages or session.turns or session.tasks():
+        if session.messages or session.turns or session.tasks():
             return task
-        return f"{role.initial_prompt}\n\n{task}"
+        return with_initial_prompt(role.initial_prompt, task)
 
     async def system_prompt(self, role: Role, ctx: ToolContext, *, fork: bool = False) -> str:
         """Rendered once per conversation, so every later request shares its prefix. A fork

@@ -110,6 +110,7 @@ __all__ = [
     "role_dirs",
     "split_tools",
     "valid_name",
+    "with_initial_prompt",
 ]
 
 # ask_parent: one-shot too; transcripts: ReadTranscript, its finished sub-agents' transcripts
@@ -196,6 +197,13 @@ class Role:
 
     def may_delegate_to(self, role: str) -> bool:
         return self.delegates is None or role in self.delegates
+
+
+def with_initial_prompt(initial_prompt: str | None, task: str) -> str:
+    """A session's first message: its role's ``initialPrompt`` (if it has one), a blank
+    line, then the task. One rule for every runner (in-process, a Temporal session, a
+    ``retinue/<role>`` run), so a role's sessions start alike wherever they run."""
+    return f"{initial_prompt}\n\n{task}" if initial_prompt else task
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,9 +2,11 @@
 
 A turn's steps are watched by :class:`~retinue.engine.repeats.Repeats`, as
 :func:`~retinue.engine.loop.run_turn` watches them: the same calls with the same results
-``REPEAT_LIMIT`` times in a row (or, not in a row, twice as often in the turn) get a note on
-their last result, and that step once more ends the turn with ``stop_reason``
-``"repeated_call"`` instead of running it (each call answered "not run"). ``SubAgent`` calls
+``Limits.repeat_limit`` times in a row (the client's setting, as in-process the run's
+``RunConfig.repeat_limit``: 3 by default, None for no detector), or not in a row twice as
+often in the turn, get a note on their last result, and that step once more ends the turn
+with ``stop_reason`` ``"repeated_call"`` instead of running it (each call answered "not
+run"). ``SubAgent`` calls
 that hand the same task to the same role again and again are counted by the sub-agent
 manager's own rule (:func:`~retinue.subagents.caps.repeated_delegation`): the parent reads a
 note instead of a new run, and its turn ends if it delegates that task once more. Both count
@@ -20,11 +22,11 @@ from collections.abc import Sequence
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from retinue.engine.repeats import REPEAT_LIMIT, Repeats, refusal
+    from retinue.engine.repeats import Repeats, refusal
     from retinue.messages import AssistantMessage, ToolCall, ToolResultMessage, from_dict, to_dict
     from retinue.subagents.caps import delegations_detector, repeated_delegation
     from retinue.temporal._calls import Delegation
-    from retinue.temporal._types import Json
+    from retinue.temporal._types import ConversationStart, Json
 
 __all__ = ["PATCH", "Repeating"]
 
@@ -35,6 +37,7 @@ STOPS = "Not run: the same task was delegated again; your turn stops."
 class Repeating:
     """The conversation workflow's loop detectors (a mixin: see the module docstring)."""
 
+    _start: ConversationStart
     _messages: list[Json]
     _steps_seen: Repeats | None = None
     _delegations_seen: Repeats | None = None
@@ -43,8 +46,9 @@ class Repeating:
 
     def _start_counting(self) -> None:
         """A new turn: nothing seen yet."""
-        self._steps_seen = Repeats(REPEAT_LIMIT)
-        self._delegations_seen = delegations_detector(REPEAT_LIMIT)
+        limit = self._start.limits.repeat_limit
+        self._steps_seen = Repeats(limit)
+        self._delegations_seen = None if limit is None else delegations_detector(limit)
         self._stop_note = None
 
     def _detects(self) -> bool:
@@ -83,12 +87,10 @@ class Repeating:
 
     def _repeated_delegation(self, ask: Delegation) -> str | None:
         """What the parent reads instead of delegating ``ask`` once more (None: it runs)."""
-        seen = self._delegations_seen
-        if seen is None or not self._detects():
+        seen, limit = self._delegations_seen, self._start.limits.repeat_limit
+        if seen is None or limit is None or not self._detects():
             return None
-        found = repeated_delegation(
-            seen, REPEAT_LIMIT, ask.role, ask.instance, ask.task, ask.interactive
-        )
+        found = repeated_delegation(seen, limit, ask.role, ask.instance, ask.task, ask.interactive)
         if found is None:
             return None
         note, stops = found

@@ -20,9 +20,9 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from retinue.subagents.roles import valid_name
+    from retinue.subagents.roles import valid_name, with_initial_prompt
     from retinue.temporal._calls import Delegation
-    from retinue.temporal._types import ChildRef, Json, Reply, SessionNode, TurnReply
+    from retinue.temporal._types import ChildRef, Json, Reply, TurnReply
 
 __all__ = ["RoleRuns", "RoleTask"]
 
@@ -42,8 +42,6 @@ class RoleRuns:
     _opened: int
     _messages: list[Json]
     _children: dict[str, ChildRef]
-    _closing: set[str]
-    _sessions: dict[str, SessionNode]  # the tree's open sessions (the main agent's)
 
     @property
     def _is_root(self) -> bool:
@@ -82,8 +80,9 @@ class RoleRuns:
 
     async def _run_once(self, ask: RoleTask) -> Reply:
         """Open the run and send it the task; its reply. A run that answered closes itself
-        (the conversation's close waits for it); one that asked is held, for the close to
-        end; one whose workflow is gone is forgotten."""
+        (the conversation's close waits for it: :meth:`Sessions._message` counts it
+        closing); one that asked is held, for the close to end; one whose workflow is gone
+        is forgotten."""
         try:
             self._check_send(ask.task)  # (empty, too large: as a message is refused)
         except ValueError as exc:
@@ -96,13 +95,7 @@ class RoleRuns:
         if isinstance(opened, str):  # (unknown role, or the caps: no model call was made)
             raise ApplicationError(opened, non_retryable=True)
         child, prompt = opened
-        reply = await self._message(child, f"{prompt}\n\n{ask.task}" if prompt else ask.task, key)
-        if reply.stop_reason != "asking" and self._children.pop(child.agent_id, None):
-            self._await_close(child.agent_id)
+        reply = await self._message(child, with_initial_prompt(prompt, ask.task), key)
+        if reply.stop_reason != "asking":
+            self._children.pop(child.agent_id, None)
         return reply
-
-    def _await_close(self, agent_id: str) -> None:
-        """Have the conversation's close wait for the run's own, unless it has closed
-        already: its ``closed`` state reaches this workflow before its ``child_closed``."""
-        if agent_id in self._sessions:
-            self._closing.add(agent_id)

@@ -28,6 +28,7 @@ from temporalio.exceptions import FailureError
 with workflow.unsafe.imports_passed_through():
     from retinue.engine.session import ASKS_NOTE
     from retinue.messages import ToolCall
+    from retinue.subagents.roles import with_initial_prompt
     from retinue.subagents.tools import (
         question_note,
         status_text,
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
 __all__ = ["VIEW_CHARS", "Sessions", "interrupted_note"]
 
 STEER_PATCH = "retinue-subagent-steer"  # runs recorded before it refused SubAgent(steer=true)
+OPEN_PATCH = "retinue-open-shielded"  # runs recorded before it let a cancel reach the start
 VIEW_CHARS = 2_000  # of a session's last reply and question, in the ``session_view`` query
 
 
@@ -126,7 +128,7 @@ class Sessions(Repeating):
             if isinstance(opened, str):
                 return error_result(call, opened)
             child, prompt = opened
-            task = f"{prompt}\n\n{task}" if prompt else task
+            task = with_initial_prompt(prompt, task)
         child.busy = True
         try:
             reply = await self._message(child, task, key)
@@ -138,6 +140,8 @@ class Sessions(Repeating):
         child.question = reply.content if reply.stop_reason == "asking" else ""
         if reply.stop_reason not in ("failed", "interrupted"):  # (as its own count: asked counts)
             child.turns += 1
+        if child.one_shot and reply.stop_reason != "asking":  # (it closes itself: _message)
+            self._children.pop(child.address or child.agent_id, None)
         if reply.stop_reason == "failed":
             return tool_result(call, reply.content, error=True)
         if reply.stop_reason == "interrupted":  # (its own turn alone: this one goes on)
@@ -148,8 +152,6 @@ class Sessions(Repeating):
                                  _instance(child.address))  # fmt: skip
             return tool_result(call, note)
         if child.one_shot:
-            self._children.pop(child.address or child.agent_id, None)
-            self._closing.add(child.agent_id)  # (it closes itself: wait for it at the end)
             return tool_result(call, reply.content)
         note = waiting_note(reply.content, child.agent_id, child.role, _instance(child.address))
         return tool_result(call, note)
@@ -170,15 +172,15 @@ class Sessions(Repeating):
 
     async def _interrupt_child(self, child: ChildRef) -> None:
         """Cancel the turn ``child`` runs for this agent (its reply, when it comes, is not
-        waited for); a one-shot run then closes itself."""
+        waited for); a one-shot run then closes itself (counted closing by :meth:`_message`)."""
         try:
             await self._signal(child.workflow_id, "interrupt")
         except FailureError:  # its workflow is gone
             self._children.pop(child.address or child.agent_id, None)
+            self._closing.discard(child.agent_id)
             return
         if child.one_shot:
             self._children.pop(child.address or child.agent_id, None)
-            self._closing.add(child.agent_id)
 
     def _hold_asking(self, child: ChildRef) -> None:
         """A one-shot run that asked is held under its role (or ``role:asked-n``), so the
@@ -214,27 +216,73 @@ class Sessions(Repeating):
             return refused
         first = ConversationStart(start.tenant, start.conversation_id, limits=start.limits,
                                   agent=agent, allowed=list(self._allowed))  # fmt: skip
-        await workflow.start_child_workflow(
+        child = ChildRef(agent_id, ask.role, ask.address if ask.interactive else "", workflow_id,
+                         not ask.interactive)  # fmt: skip
+        await self._start_child(child, first)
+        return child, opened.initial_prompt
+
+    async def _start_child(self, child: ChildRef, first: ConversationStart) -> None:
+        """Start ``child``'s workflow and hold it. A turn cancelled meanwhile does not reach
+        the start: the SDK would ask the child to cancel, and a session cancelled so ends
+        without its close (nothing tells the caps, the tree or this agent); one not yet
+        started would be dropped, still counted by the caps. So the start is shielded and
+        ends, the session is held (this agent's close ends it), and a one-shot run, which
+        nobody will message now, is closed at once; then the cancel goes on."""
+        start = workflow.start_child_workflow(
             WORKFLOW_NAME,
             first,
-            id=workflow_id,
+            id=child.workflow_id,
             task_queue=workflow.info().task_queue,
             parent_close_policy=workflow.ParentClosePolicy.ABANDON,
         )
-        child = ChildRef(agent_id, ask.role, ask.address if ask.interactive else "", workflow_id,
-                         not ask.interactive)  # fmt: skip
-        self._children[child.address or agent_id] = child
-        return child, opened.initial_prompt
+        if not workflow.patched(OPEN_PATCH):  # (a run from before: its start, as it was)
+            await start
+            self._hold_started(child)
+            return
+        started = asyncio.ensure_future(start)
+        try:
+            await asyncio.shield(started)
+        except asyncio.CancelledError:
+            await started  # (it has a session to hold, or it failed: that failure is raised)
+            self._hold_started(child)
+            if child.one_shot:
+                await self._end_unsent(child)
+            raise
+        self._hold_started(child)
+
+    def _hold_started(self, child: ChildRef) -> None:
+        self._children[child.address or child.agent_id] = child
+
+    async def _end_unsent(self, child: ChildRef) -> None:
+        """Close a session no message was sent to (it closes without consolidating), and
+        have this agent's close wait for it."""
+        self._children.pop(child.address or child.agent_id, None)
+        self._closing.add(child.agent_id)  # (before: its child_closed may come in the same task)
+        try:
+            await self._signal(child.workflow_id, "close")
+        except FailureError:  # (its workflow is gone)
+            self._closing.discard(child.agent_id)
 
     async def _message(self, child: ChildRef, text: str, token: str) -> Reply:
+        """Send ``child`` a message and wait for its reply. A one-shot run closes itself
+        after its reply (unless it asks), so it counts as closing from before the message:
+        its ``child_closed`` signal may reach this workflow in the same workflow task as
+        its reply, and is handled first (signals before the wake-up); counted after it,
+        it would never be discounted, and this agent's close would wait for it forever."""
+        if child.one_shot:
+            self._closing.add(child.agent_id)
         try:
             await self._signal(child.workflow_id, "deliver",
                                Delivery(text, workflow.info().workflow_id, token))  # fmt: skip
         except FailureError:  # its workflow is gone (ended from outside)
             self._children.pop(child.address or child.agent_id, None)
+            self._closing.discard(child.agent_id)
             return Reply(token, f"Error: session {child.agent_id} has ended", "failed")
         await workflow.wait_condition(lambda: token in self._replies)
-        return self._replies.pop(token)
+        reply = self._replies.pop(token)
+        if reply.stop_reason == "asking":  # (held, not closing, until answered)
+            self._closing.discard(child.agent_id)
+        return reply
 
     def _status(self, call: ToolCall) -> Json:
         """A ``SubAgentStatus`` call: the session's state as this agent knows it. A message
