@@ -15,6 +15,10 @@ restart and move between workers; default false;
 and ``[mcp_servers.<name>]`` tables (MCP servers, see :mod:`retinue.mcp.config`).
 ``transcript_retention_days``: how long an ended session's transcript is kept (0 = none are
 kept; default 30; see :mod:`retinue.store.transcripts`).
+``blob_retention_days``: how long content kept by reference for Temporal's workflows (large
+tool results, stored histories) stays in the store unused; Temporal workers sweep the rest
+every hour, and a conversation idle longer reads a note where it was (default 90; 0 = never
+swept; at least 1 otherwise; see :mod:`retinue.store.blobs`).
 Fan-out caps (:mod:`retinue.subagents.caps`; 0 = no cap): ``max_subagents_per_run`` (sub-agent
 sessions one turn of the main agent may start, nested ones included; default 50),
 ``max_subagents_per_conversation`` (the same over a whole conversation; default 500) and
@@ -222,6 +226,7 @@ class FileSettings(pydantic.BaseModel):
     conversation_retention_days: Annotated[float, Field(ge=0)] | None = None
     media_max_bytes: Annotated[int, Field(ge=0)] | None = None
     transcript_retention_days: Annotated[float, Field(ge=0)] | None = None
+    blob_retention_days: Annotated[float, Field(ge=0)] | None = None  # 0, or 1 and more
     context_edit_trigger: Annotated[float, Field(ge=0, le=1)] | None = None
     context_edit_keep: Annotated[int, Field(ge=0, le=10_000)] | None = None
     durable_sessions: bool | None = None
@@ -241,6 +246,15 @@ class FileSettings(pydantic.BaseModel):
     model_settings: dict[str, dict[str, Any]] | None = None  # checked by retinue.llm.settings
     sandbox: SandboxSettings | None = None  # [sandbox] trusted_outside = ["hooks", "mcp:gh"]
     temporal: TemporalSettings | None = None  # [temporal] address = "127.0.0.1:7233"
+
+    @pydantic.field_validator("blob_retention_days")
+    @classmethod
+    def _a_day_at_least(cls, days: float | None) -> float | None:
+        """Less than a day is refused: a blob in use may look up to two hours unused
+        (:mod:`retinue.store.blobs`), so a shorter retention could sweep one in use."""
+        if days is not None and 0 < days < 1:
+            raise ValueError("must be 0 (never swept) or at least 1 day")
+        return days
 
 
 _KINDS = {"int": "an integer", "string": "a string", "dict": "a table"}
@@ -282,6 +296,7 @@ class Settings:
     conversation_retention_days: float = 30.0  # forget a chat not used for this long; 0 = never
     media_max_bytes: int = 2 * 2**30  # images and PDFs stored conversations keep in <home>/media
     transcript_retention_days: float = 30.0  # keep ended sessions' transcripts; 0 = keep none
+    blob_retention_days: float = 90.0  # keep Temporal's unused blobs; 0 = never swept
     context_edit_trigger: float = 0.6  # clear old tool results past this share of the window; 0=off
     context_edit_keep: int = 3  # the newest tool results context editing keeps whole
     durable_sessions: bool = False  # record sessions at each step (retinue.durable)

@@ -12,6 +12,30 @@ another's (the row is not there). Writing is idempotent: the same bytes written 
 activity tried again) are one row. Bytes read back are checked against their digest. The
 tables live in the memory database beside conversations and transcripts (``blobs`` in
 SQLite and PostgreSQL); every worker that shares the database reads what any wrote.
+
+**The sweep** (:meth:`BlobStore.prune`, run by the workers every hour:
+:mod:`retinue.temporal.sweep`) removes the blobs nobody used for ``blob_retention_days``
+(default 90). Each row says when it was last used (``used_at``): a put writes it, the same
+bytes put again rewrite it, and a read rewrites it when it is older than :data:`TOUCH_EVERY`
+(an hour; so most reads stay reads). Why no blob in use is removed:
+
+- Every use is a put or a read: the activities hand the workflow a reference only to what
+  they have just put, and every model call reads every blob its history names (the stored
+  history's chunks and each large message), so does a consolidation; a reader's cache
+  (:class:`~retinue.temporal.refs.BlobCache`) keeps bytes an hour at most, then reads them
+  again. So a blob used at time *t* has ``used_at`` of *t* minus two hours or later.
+- The sweep removes rows whose ``used_at`` is older than the retention, which is a day at
+  least (the setting refuses less): never one used within the retention less two hours.
+- A put or a read that races the sweep cannot lose: the delete re-checks ``used_at`` on the
+  row as it is when it deletes (SQLite: one writer at a time; PostgreSQL: a ``DELETE`` whose
+  row was updated meanwhile evaluates its condition again), a put after the delete writes
+  the row anew, and a read whose touch finds the row gone reports it missing, not bytes the
+  store no longer keeps.
+
+What the retention does not cover, by design: a conversation (or a sub-agent session) that
+waits longer than the retention between two model calls. Its next call finds the content
+gone, and the model reads a note that says so ("content no longer kept",
+:mod:`retinue.temporal.refs`) where the content was; the workflow goes on.
 """
 
 from __future__ import annotations
@@ -20,15 +44,30 @@ import asyncio
 import hashlib
 import re
 import time
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 from retinue.errors import MemoryStoreError
 from retinue.store.plumbing import PgConnects, SQLiteRead, SQLiteTx
 
-__all__ = ["MAX_BLOB_BYTES", "BlobMissing", "BlobStore", "HoldsBlobs", "PgBlobs", "SQLiteBlobs"]
+__all__ = [
+    "MAX_BLOB_BYTES",
+    "TOUCH_EVERY",
+    "BlobMissing",
+    "BlobStore",
+    "HoldsBlobs",
+    "PgBlobs",
+    "SQLiteBlobs",
+]
 
 MAX_BLOB_BYTES = 64 * 2**20
 """The most bytes one blob holds (64 MiB): larger content is refused, not stored."""
+
+TOUCH_EVERY = 3600.0
+"""Seconds a blob's ``used_at`` may lag behind its last read (a read older rewrites it)."""
+
+PRUNE_BATCH = 500
+"""Blobs one transaction of the sweep removes at most (the rest in the next ones)."""
 
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 
@@ -47,7 +86,13 @@ class BlobStore(Protocol):
         ...
 
     async def get(self, tenant: str, digest: str) -> bytes:
-        """The bytes ``tenant`` stored as ``digest``; :class:`BlobMissing` if it has none."""
+        """The bytes ``tenant`` stored as ``digest`` (now in use: see the module's sweep);
+        :class:`BlobMissing` if it has none."""
+        ...
+
+    async def prune(self, older_than: float) -> int:
+        """Remove every blob (all tenants) whose ``used_at`` is before ``older_than`` (Unix
+        seconds); how many were removed."""
         ...
 
 
@@ -85,30 +130,68 @@ def _sized(data: bytes) -> bytes:
     return data
 
 
+def _stale(used_at: float, now: float) -> bool:
+    """Whether a blob read ``now`` should have its ``used_at`` rewritten."""
+    return used_at < now - TOUCH_EVERY
+
+
 class SQLiteBlobs:
     """Blobs in the SQLite memory database (the store's connection and lock)."""
 
     def __init__(self, tx: SQLiteTx, read: SQLiteRead) -> None:
         self._tx = tx
         self._read = read
+        self.clock: Callable[[], float] = time.time
+        """The time it is (Unix seconds): what ``used_at`` is set to."""
 
     async def put(self, tenant: str, data: bytes) -> str:
         return await asyncio.to_thread(self._put, tenant, _sized(data))
 
     def _put(self, tenant: str, data: bytes) -> str:
-        digest = digest_of(data)
+        digest, now = digest_of(data), self.clock()
         with self._tx() as conn:
             conn.execute(
-                "INSERT OR IGNORE INTO blobs (tenant, sha256, size, data, created_at)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (tenant, digest, len(data), data, time.time()),
+                "INSERT INTO blobs (tenant, sha256, size, data, created_at, used_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (tenant, sha256) DO UPDATE SET used_at = excluded.used_at",
+                (tenant, digest, len(data), data, now, now),
             )
         return digest
 
     async def get(self, tenant: str, digest: str) -> bytes:
-        sql = "SELECT data FROM blobs WHERE tenant = ? AND sha256 = ?"
-        rows = await asyncio.to_thread(self._read, sql, (tenant, _valid(digest)))
-        return _checked(tenant, digest, bytes(rows[0][0]) if rows else None)
+        return await asyncio.to_thread(self._get, tenant, _valid(digest))
+
+    def _get(self, tenant: str, digest: str) -> bytes:
+        sql = "SELECT data, used_at FROM blobs WHERE tenant = ? AND sha256 = ?"
+        rows = self._read(sql, (tenant, digest))
+        data, now = (bytes(rows[0][0]) if rows else None), self.clock()
+        if rows and _stale(rows[0][1], now) and not self._touch(tenant, digest, now):
+            data = None  # (swept since it was read)
+        return _checked(tenant, digest, data)
+
+    def _touch(self, tenant: str, digest: str, now: float) -> bool:
+        with self._tx() as conn:
+            cur = conn.execute(
+                "UPDATE blobs SET used_at = ? WHERE tenant = ? AND sha256 = ?",
+                (now, tenant, digest),
+            )
+            return cur.rowcount > 0
+
+    async def prune(self, older_than: float) -> int:
+        return await asyncio.to_thread(self._prune, older_than)
+
+    def _prune(self, older_than: float) -> int:
+        removed = 0
+        while True:  # (in batches: the store's lock is not held for one long delete)
+            with self._tx() as conn:
+                count = conn.execute(
+                    "DELETE FROM blobs WHERE rowid IN"
+                    " (SELECT rowid FROM blobs WHERE used_at < ? LIMIT ?)",
+                    (older_than, PRUNE_BATCH),
+                ).rowcount
+            removed += count
+            if count < PRUNE_BATCH:
+                return removed
 
 
 class PgBlobs:
@@ -116,22 +199,44 @@ class PgBlobs:
 
     def __init__(self, db: PgConnects) -> None:
         self._db = db
+        self.clock: Callable[[], float] = time.time
+        """The time it is (Unix seconds): what ``used_at`` is set to."""
 
     async def put(self, tenant: str, data: bytes) -> str:
-        digest = digest_of(_sized(data))
+        digest, now = digest_of(_sized(data)), self.clock()
         async with self._db.connection() as conn:
             await conn.execute(
-                "INSERT INTO blobs (tenant, sha256, size, data, created_at)"
-                " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                (tenant, digest, len(data), data, time.time()),
+                "INSERT INTO blobs (tenant, sha256, size, data, created_at, used_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT (tenant, sha256) DO UPDATE SET used_at = excluded.used_at",
+                (tenant, digest, len(data), data, now, now),
             )
         return digest
 
     async def get(self, tenant: str, digest: str) -> bytes:
         async with self._db.connection() as conn:
             cur = await conn.execute(
-                "SELECT data FROM blobs WHERE tenant = %s AND sha256 = %s",
+                "SELECT data, used_at FROM blobs WHERE tenant = %s AND sha256 = %s",
                 (tenant, _valid(digest)),
             )
-            row = await cur.fetchone()
+            row, now = await cur.fetchone(), self.clock()
+            if row is not None and _stale(row[1], now):
+                cur = await conn.execute(
+                    "UPDATE blobs SET used_at = %s WHERE tenant = %s AND sha256 = %s",
+                    (now, tenant, digest),
+                )
+                row = row if cur.rowcount > 0 else None  # (swept since it was read)
         return _checked(tenant, digest, bytes(row[0]) if row is not None else None)
+
+    async def prune(self, older_than: float) -> int:
+        removed = 0
+        while True:  # (in batches: no one long transaction)
+            async with self._db.connection() as conn:
+                cur = await conn.execute(
+                    "DELETE FROM blobs WHERE (tenant, sha256) IN (SELECT tenant, sha256"
+                    " FROM blobs WHERE used_at < %s LIMIT %s) AND used_at < %s",
+                    (older_than, PRUNE_BATCH, older_than),
+                )
+            removed += cur.rowcount
+            if cur.rowcount < PRUNE_BATCH:
+                return removed

@@ -215,7 +215,15 @@ _V8: tuple[LiteralString, ...] = (
     )""",
 )
 
-MIGRATIONS: tuple[tuple[LiteralString, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
+# v9: when each blob was last used (put or read), for the sweep of those long unused
+# (retinue.store.blobs); the blobs kept before it count as used now.
+_V9: tuple[LiteralString, ...] = (
+    "ALTER TABLE blobs ADD COLUMN IF NOT EXISTS used_at DOUBLE PRECISION NOT NULL"
+    " DEFAULT extract(epoch FROM now())",
+    "CREATE INDEX IF NOT EXISTS blobs_by_use ON blobs (used_at)",
+)
+
+MIGRATIONS: tuple[tuple[LiteralString, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -194,7 +194,15 @@ CREATE TABLE blobs (
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9)
+# v10: when each blob was last used (put or read), for the sweep of those long unused
+# (retinue.store.blobs); the blobs kept before it count as used now.
+_V10 = """
+ALTER TABLE blobs ADD COLUMN used_at REAL NOT NULL DEFAULT 0;
+UPDATE blobs SET used_at = (julianday('now') - 2440587.5) * 86400.0;
+CREATE INDEX blobs_by_use ON blobs (used_at);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -20,21 +20,31 @@ The activities that need the content (the model call, a consolidation) resolve t
 (:meth:`Refs.whole`); so does a front end that shows history (:func:`resolve_history`). A
 blob is read only under the tenant that wrote it: a stub of another tenant's resolves to
 nothing (:class:`~retinue.store.blobs.BlobMissing`). Bytes read are kept in a small cache
-(:class:`BlobCache`): a blob never changes under its digest.
+(:class:`BlobCache`), an hour at most: a blob never changes under its digest, and reading it
+from the store again tells the store it is still in use (the sweep removes blobs unused past
+``blob_retention_days``: :mod:`retinue.store.blobs`).
+
+Content the store no longer keeps (swept, or never this tenant's) does not fail the model
+call: a message's stub is read as its head and a note that says the rest is no longer kept,
+and a stored history as one user message that says how many earlier messages are gone
+(:data:`GONE`); the next stored history holds that note, so it is said once, not looked
+for again. A stub that is not well formed (no digest, too many chunks) is still refused.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from retinue.errors import MemoryStoreError
-from retinue.store.blobs import MAX_BLOB_BYTES, BlobMissing, BlobStore
+from retinue.store.blobs import MAX_BLOB_BYTES, TOUCH_EVERY, BlobMissing, BlobStore
 
 __all__ = [
+    "GONE",
     "HEAD_CHARS",
     "MAX_CHUNKS",
     "BlobCache",
@@ -49,6 +59,7 @@ Json = dict[str, Any]
 HEAD_CHARS = 2_000  # of a message kept by reference, in the workflow's history
 MAX_CHUNKS = 16  # a stored history's chunks, before they are merged into one
 MAX_CACHE_BYTES = 64 * 2**20
+GONE = "content no longer kept"  # (the note's words where the store has swept content)
 
 
 def is_stub(message: Json) -> bool:
@@ -62,26 +73,36 @@ def _is_run(message: Json) -> bool:
 
 @dataclass(slots=True)
 class BlobCache:
-    """Blobs read lately, by ``(tenant, digest)``, at most ``max_bytes`` in all."""
+    """Blobs read lately, by ``(tenant, digest)``, at most ``max_bytes`` in all, each for
+    ``max_age`` seconds (then read from the store again: a read keeps a blob from the
+    sweep, so a blob a worker keeps using is read from the store now and then)."""
 
     max_bytes: int = MAX_CACHE_BYTES
-    _held: OrderedDict[tuple[str, str], bytes] = field(default_factory=OrderedDict)
+    max_age: float = TOUCH_EVERY
+    _held: OrderedDict[tuple[str, str], tuple[bytes, float]] = field(default_factory=OrderedDict)
     _size: int = 0
 
     def get(self, key: tuple[str, str]) -> bytes | None:
-        data = self._held.get(key)
-        if data is not None:
-            self._held.move_to_end(key)
-        return data
+        found = self._held.get(key)
+        if found is None:
+            return None
+        if time.monotonic() - found[1] > self.max_age:
+            self._drop(key)
+            return None
+        self._held.move_to_end(key)
+        return found[0]
 
     def put(self, key: tuple[str, str], data: bytes) -> None:
         if len(data) > self.max_bytes // 4 or key in self._held:
             return
-        self._held[key] = data
+        self._held[key] = (data, time.monotonic())
         self._size += len(data)
         while self._size > self.max_bytes:
-            _, dropped = self._held.popitem(last=False)
-            self._size -= len(dropped)
+            self._drop(next(iter(self._held)))
+
+    def _drop(self, key: tuple[str, str]) -> None:
+        data, _ = self._held.pop(key)
+        self._size -= len(data)
 
 
 @dataclass(slots=True)
@@ -96,12 +117,17 @@ class Expanded:
 
 
 class Refs:
-    """One tenant's messages by reference, in an activity: write, open, resolve."""
+    """One tenant's messages by reference, in an activity: write, open, resolve. Content
+    the store does not keep is read as a note that says so (:data:`GONE`); ``strict``: as
+    :class:`~retinue.store.blobs.BlobMissing` (a front end keeps the stub then)."""
 
-    def __init__(self, blobs: BlobStore, tenant: str, cache: BlobCache | None = None) -> None:
+    def __init__(
+        self, blobs: BlobStore, tenant: str, cache: BlobCache | None = None, *, strict: bool = False
+    ) -> None:
         self.blobs = blobs
         self.tenant = tenant
         self.cache = cache if cache is not None else BlobCache()
+        self.strict = strict
 
     async def keep(self, message: Json, inline_bytes: int) -> Json:
         """``message`` as it goes into the workflow: itself if its JSON is at most
@@ -137,11 +163,21 @@ class Refs:
                 forms.append(message)
                 continue
             names = _chunk_names(message)
-            for digest in names:
-                forms.extend(_messages_of(await self._read(digest)))
-            if index == 0:
+            opened = await self._run_of(names)
+            forms.extend(opened if opened is not None else [_gone_run(message)])
+            if index == 0 and opened is not None:
                 chunks, covered = names, len(forms)
         return Expanded(forms, chunks, covered)
+
+    async def _run_of(self, names: list[str]) -> list[Json] | None:
+        """The messages of a stored run's chunks, in order (None: one is no longer kept)."""
+        out: list[Json] = []
+        for digest in names:
+            data = await self._read(digest)
+            if data is None:
+                return None
+            out.extend(_messages_of(data))
+        return out
 
     async def whole(self, message: Json) -> Json:
         """A message in full: a single message's stub read back, any other as it is."""
@@ -151,7 +187,10 @@ class Refs:
         digest = ref.get("sha256")
         if not isinstance(digest, str):
             raise BlobMissing("a content reference without its digest")
-        [stored] = _messages_of(await self._read(digest), one=True)
+        data = await self._read(digest)
+        if data is None:
+            return _gone_message(message)
+        [stored] = _messages_of(data, one=True)
         return stored
 
     async def resolve(self, messages: Sequence[Json]) -> list[Json]:
@@ -159,11 +198,17 @@ class Refs:
         expanded = await self.expand(messages)
         return [await self.whole(m) for m in expanded.forms]
 
-    async def _read(self, digest: str) -> bytes:
+    async def _read(self, digest: str) -> bytes | None:
+        """The blob's bytes (None: the store does not keep it, or not for this tenant)."""
         key = (self.tenant, digest)
         data = self.cache.get(key)
         if data is None:
-            data = await self.blobs.get(self.tenant, digest)
+            try:
+                data = await self.blobs.get(self.tenant, digest)
+            except BlobMissing:
+                if self.strict:
+                    raise
+                return None
             self.cache.put(key, data)
         return data
 
@@ -177,7 +222,7 @@ async def resolve_history(
     is the message's head and a note that says the rest is kept by reference."""
     if blobs is None or not any(is_stub(m) for m in messages):
         return list(messages)
-    refs = Refs(blobs, tenant)
+    refs = Refs(blobs, tenant, strict=True)
     try:
         expanded = await refs.expand(messages)
     except MemoryStoreError:
@@ -211,6 +256,28 @@ def _stub(message: Json, digest: str, size: int) -> Json:
     kept = {k: v for k, v in message.items() if k not in ("content", "parts", "ref")}
     return {**kept, "content": content[:HEAD_CHARS] + note,
             "ref": {"sha256": digest, "size": size}}  # fmt: skip
+
+
+def _gone_message(stub: Json) -> Json:
+    """A message's stub whose content the store no longer keeps: its head and a note."""
+    content = str(stub.get("content") or "")
+    head, said, _ = content.rpartition("\n\n[")  # (the stub's own note goes)
+    ref = stub["ref"]
+    size, digest = ref.get("size"), str(ref.get("sha256"))
+    size_said = f"{size:,} bytes, " if isinstance(size, int) else ""
+    note = (f"\n\n[{GONE}: the rest of this message ({size_said}sha256 {digest[:12]}) was"
+            " removed from the store after it went unused]")  # fmt: skip
+    kept = {k: v for k, v in stub.items() if k not in ("content", "ref")}
+    return {**kept, "content": (head if said else content) + note}
+
+
+def _gone_run(stub: Json) -> Json:
+    """A stored history the store no longer keeps whole: one user message that says so."""
+    count = stub["ref"].get("messages")
+    many = f"{count:,}" if isinstance(count, int) and count >= 0 else "the"
+    note = (f"[{GONE}: {many} earlier messages of this conversation were removed from the"
+            " store after they went unused]")  # fmt: skip
+    return {"role": "user", "content": note}
 
 
 def _cut(message: Json, size: int) -> Json:
