@@ -27,8 +27,9 @@ from the store again tells the store it is still in use (the sweep removes blobs
 Content the store no longer keeps (swept, or never this tenant's) does not fail the model
 call: a message's stub is read as its head and a note that says the rest is no longer kept,
 and a stored history as one user message that says how many earlier messages are gone
-(:data:`GONE`); the next stored history holds that note, so it is said once, not looked
-for again. A stub that is not well formed (no digest, too many chunks) is still refused.
+(:data:`GONE`); the next stored history holds that note in its place, so the run is not
+looked for again (a message's stub stays, read as its note each time). A stub that is not
+well formed (no digest, too many chunks) is still refused.
 """
 
 from __future__ import annotations

@@ -4,12 +4,17 @@
 runtime's :class:`~retinue.temporal.activities.TurnActivities` on a task queue; Retinue's own
 modules pass through the workflow sandbox (they are imported once, outside it: the workflow
 code that uses them, :mod:`retinue.messages`, is pure). :func:`run_worker` connects and runs
-one until it is cancelled. The client :func:`connect` makes, and any worker :func:`make_worker`
-builds, carry the trace context (:class:`~retinue.temporal.tracing.TracingInterceptor`): while
+one until it is cancelled, sweeping the store the workers share every hour beside it (old
+blobs and transcripts: :mod:`retinue.temporal.sweep`; a program that runs
+:func:`make_worker` itself runs ``Sweep.of(runtime).forever()`` beside it). The client
+:func:`connect` makes, and any worker :func:`make_worker` builds, carry the trace context
+(:class:`~retinue.temporal.tracing.TracingInterceptor`): while
 tracing is on, one user message is one trace across front end, workflows and activities.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -18,6 +23,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from retinue.errors import ConfigError
 from retinue.runtime import Runtime
 from retinue.temporal.activities import TurnActivities
+from retinue.temporal.sweep import SWEEP_EVERY, Sweep
 from retinue.temporal.tracing import TracingInterceptor
 from retinue.temporal.workflow import ConversationWorkflow
 
@@ -74,7 +80,15 @@ async def run_worker(
     *,
     namespace: str = DEFAULT_NAMESPACE,
     task_queue: str = DEFAULT_TASK_QUEUE,
+    sweep_every: float = SWEEP_EVERY,
 ) -> None:
-    """Connect to the Temporal server at ``address`` and work until cancelled."""
+    """Connect to the Temporal server at ``address`` and work until cancelled, sweeping
+    the store every ``sweep_every`` seconds (the sweep ends with the worker)."""
     client = await connect(address, namespace)
-    await make_worker(client, runtime, task_queue).run()
+    worker = make_worker(client, runtime, task_queue)
+    async with asyncio.TaskGroup() as tasks:
+        sweeping = tasks.create_task(Sweep.of(runtime).forever(sweep_every))
+        try:
+            await worker.run()
+        finally:
+            sweeping.cancel()
