@@ -2,7 +2,8 @@
 
 The store's part (which blobs go, which stay) is in ``tests/memory/test_blobs.py``; here:
 content swept from under a conversation reads as a note, not a failure (Refs, and a model
-call's activity as a worker runs it); the sweep's two parts on both stores (SQLite, and
+call's activity as a worker runs it); a worker's cache does not hide a blob's use; the
+sweep's two parts on both stores (SQLite, and
 PostgreSQL on a server of this module), each done when the other fails; and a worker that
 runs sweeps (a real dev server)."""
 
@@ -37,7 +38,7 @@ from retinue.store.sqlite import SQLiteStore
 from retinue.store.transcripts import TranscriptSummary, entries_of
 from retinue.temporal._types import ModelStep
 from retinue.temporal.activities import TurnActivities
-from retinue.temporal.refs import GONE, Refs, is_stub, resolve_history
+from retinue.temporal.refs import GONE, BlobCache, Refs, is_stub, resolve_history
 from retinue.temporal.sweep import Sweep, Swept
 from retinue.temporal.worker import run_worker
 from retinue.testing import ScriptedModel
@@ -89,6 +90,25 @@ async def test_a_swept_history_reads_as_one_note_and_is_stored_again(tmp_path: P
     assert rest == since and (expanded.chunks, expanded.covered) == ([], 0)
     again = await refs.store_run(expanded)
     assert await Refs(store.blobs, "t", strict=True).resolve([again]) == [note, *since]
+    store.close()
+
+
+@pytest.mark.parametrize("max_age", [-1.0, math.inf])
+async def test_a_blob_read_from_a_workers_cache_is_read_again_to_stay_kept(
+    tmp_path: Path, max_age: float
+) -> None:
+    """A worker that keeps reading a blob from its cache reads it from the store once its
+    cache entry is old (an hour), which marks it used; a cache that never aged (``inf``)
+    would let a blob in use look unused."""
+    store = SQLiteStore(tmp_path / "m.db")
+    store.blobs.clock = lambda: LONG_AGO
+    refs = Refs(store.blobs, "t", BlobCache(max_age=max_age))
+    stub = await refs.keep(tool_result(big("used often")), inline_bytes=1_000)
+    await refs.whole(stub)
+    store.blobs.clock = lambda: LONG_AGO + 10 * DAY
+    assert GONE not in (await refs.whole(stub))["content"]  # (ten days on: read again)
+    removed = await store.blobs.prune(LONG_AGO + 5 * DAY)
+    assert removed == (0 if max_age < 0 else 1)
     store.close()
 
 
