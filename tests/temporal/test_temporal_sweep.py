@@ -3,9 +3,8 @@
 The store's part (which blobs go, which stay) is in ``tests/memory/test_blobs.py``; here:
 content swept from under a conversation reads as a note, not a failure (Refs, and a model
 call's activity as a worker runs it); a worker's cache does not hide a blob's use; the
-sweep's two parts on both stores (SQLite, and
-PostgreSQL on a server of this module), each done when the other fails; and a worker that
-runs sweeps (a real dev server)."""
+sweep's two parts on both stores (SQLite, and PostgreSQL on a server of this module), each
+done when the other fails; and a worker that runs sweeps (a real dev server)."""
 
 from __future__ import annotations
 
