@@ -6,6 +6,7 @@ server and in-process workers, with scripted models."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from test_temporal_tree import (
 
 from retinue.config import Settings
 from retinue.runtime import Runtime
+from retinue.server.temporal_front.front import TemporalFront, TemporalUnavailable
 from retinue.temporal._types import Closed, Delivery, Reply
 from retinue.temporal.client import TemporalConversations
 from retinue.temporal.worker import make_worker
@@ -206,3 +208,19 @@ async def test_no_repeat_limit_turns_the_loop_detectors_off(
         reply = await convs.send("unwatched", "look at a.txt")
     assert (reply.stop_reason, reply.content) == ("final", "done")
     assert runs == ["a.txt"] * 4
+
+
+async def test_a_role_run_no_worker_takes_gives_up_and_leaves_nothing_to_run(
+    temporal_address: str,
+) -> None:
+    """As a message does, a ``retinue/<role>`` run waits ``wait_for_worker_s`` for a worker,
+    then is 503; its new conversation, which no worker touched, is ended (a worker that
+    comes later finds nothing to run)."""
+    client = await Client.connect(temporal_address)
+    front = TemporalFront(client, task_queue=f"test-{uuid.uuid4().hex}", wait_for_worker_s=1.0)
+    cid = f"idle-{uuid.uuid4().hex[:8]}"
+    with pytest.raises(TemporalUnavailable, match="no worker answered within 1 s"):
+        async with asyncio.timeout(60):  # a hang bound: it waited as long as none came
+            await front.start("default", cid, "go", role="helper")
+    ended = await client.get_workflow_handle(f"retinue/default/{cid}").describe()
+    assert ended.status == WorkflowExecutionStatus.TERMINATED

@@ -17,8 +17,12 @@ itself with the run's reply, so the run is consolidated once however its caller 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from dataclasses import dataclass, field
+from typing import Any
 
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
@@ -28,6 +32,7 @@ from temporalio.client import (
 )
 from temporalio.common import WorkflowIDConflictPolicy
 
+from retinue._tasks import cancel_and_wait
 from retinue.errors import ConfigError, RetinueError
 from retinue.messages import Message, from_dict
 from retinue.policy.approvals import ApprovalRequest
@@ -46,12 +51,23 @@ from retinue.temporal._types import (
 from retinue.temporal.worker import DEFAULT_TASK_QUEUE
 from retinue.temporal.workflow import ConversationWorkflow
 
-__all__ = ["MessageTooLarge", "TemporalConversations", "role_run_agent", "workflow_id"]
+__all__ = [
+    "MessageTooLarge",
+    "NoWorker",
+    "TemporalConversations",
+    "role_run_agent",
+    "workflow_id",
+]
 
 
 class MessageTooLarge(RetinueError):
     """A message too large for one Temporal payload as the JSON it travels in; refused
     before anything is started or sent."""
+
+
+class NoWorker(RetinueError):
+    """No worker took a role run in the time it was given: the run's new conversation,
+    which no worker had touched, was ended, and nothing ran."""
 
 
 def workflow_id(tenant: str, conversation_id: str) -> str:
@@ -89,14 +105,17 @@ class TemporalConversations:
         return self.handle(conversation_id)
 
     async def start_role_run(
-        self, conversation_id: str, role: str, task: str
+        self, conversation_id: str, role: str, task: str, *, wait_s: float | None = None
     ) -> WorkflowUpdateHandle[TurnReply]:
         """Start a one-shot run of ``role`` on ``task`` in the new conversation
         ``conversation_id``: its workflow, started with its ``run_role`` Update in one
         request (:mod:`retinue.temporal._role_run`: the run's role is checked before any
         model call, its ``initialPrompt`` comes first, and the conversation closes with
         the run's reply). Returns once a worker has accepted the Update; its result is the
-        run's reply. :meth:`role_run` is the run's own workflow, to watch."""
+        run's reply. :meth:`role_run` is the run's own workflow, to watch. With
+        ``wait_s``, a run that no worker has begun within it is ended (its conversation's
+        workflow, new and untouched, is terminated) and :class:`NoWorker` raised; one that
+        a worker has begun is waited for."""
         self.check_message(task)
         agent = role_run_agent(self.tenant, conversation_id, role)  # (checks the names)
         start = WithStartWorkflowOperation(
@@ -104,10 +123,24 @@ class TemporalConversations:
             limits=self.limits), id=agent.root, task_queue=self.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         )  # fmt: skip
-        return await self.client.start_update_with_start_workflow(
+        started = asyncio.ensure_future(self.client.start_update_with_start_workflow(
             ConversationWorkflow.run_role, RoleTask(role, task), start_workflow_operation=start,
             wait_for_stage=WorkflowUpdateStage.ACCEPTED,
-        )  # fmt: skip
+        ))  # fmt: skip
+        try:
+            async with asyncio.timeout(wait_s):
+                return await asyncio.shield(started)
+        except TimeoutError:
+            if not await _end_untouched(self.client.get_workflow_handle(agent.root)):
+                return await started  # (a worker has begun it: it accepts the Update)
+            await _let_go(started, start)
+            raise NoWorker(
+                f"no worker answered within {wait_s:g} s (is a `retinue worker --temporal`"
+                " serving this tenant's task queue?)"
+            ) from None
+        except asyncio.CancelledError:  # (the caller went away: the run is left to a worker)
+            await _let_go(started, start)
+            raise
 
     def role_run(
         self, conversation_id: str, role: str
@@ -195,3 +228,28 @@ class TemporalConversations:
         """End the conversation: its running turn, then every session in it (each
         consolidated once)."""
         await self.handle(conversation_id).signal(ConversationWorkflow.close)
+
+
+async def _end_untouched(handle: WorkflowHandle[object, object]) -> bool:
+    """Terminate a workflow no worker has taken a task of (True: nothing of it ran), or
+    leave it (False). A worker that takes its first task meanwhile finds it terminated:
+    that task's commands (the run's first activity) are not recorded."""
+    async for event in handle.fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+            return False
+    await handle.terminate("no worker took the role run")
+    return True
+
+
+async def _let_go(
+    started: asyncio.Future[Any], start: WithStartWorkflowOperation[Any, Any]
+) -> None:
+    """End an update-with-start request nobody waits for now, and read its outcomes (that
+    of the request, and the one the SDK keeps for its workflow): an error left unread is
+    logged when the garbage collector takes it."""
+    if not started.done():
+        await cancel_and_wait(started)
+    elif not started.cancelled():
+        started.exception()
+    with contextlib.suppress(asyncio.CancelledError, Exception):  # (set: nothing waits)
+        await start.workflow_handle()

@@ -69,6 +69,7 @@ from retinue.temporal._types import (
 )
 from retinue.temporal.client import (
     MessageTooLarge,
+    NoWorker,
     TemporalConversations,
     role_run_agent,
     workflow_id,
@@ -459,9 +460,13 @@ async def _started(
     """The turn's Update, accepted; what to watch of it and the history's length before it:
     the main agent's ``send`` (its workflow started if need be, and a worker answering it
     within ``wait_s``, streamed or not: else 503), or (``role``) the ``run_role`` Update that
-    starts the new conversation ``cid``, whose run begins with an empty history."""
+    starts the new conversation ``cid``, whose run begins with an empty history (a worker
+    begins it within ``wait_s``: else it is ended, and 503)."""
     if role is not None:
-        update = await convs.start_role_run(cid, role, text)
+        try:
+            update = await convs.start_role_run(cid, role, text, wait_s=wait_s)
+        except NoWorker as exc:
+            raise TemporalUnavailable(str(exc)) from None
         agent = role_run_agent(convs.tenant, cid, role).agent_id
         return _Watched(convs.role_run(cid, role), convs.handle(cid), cid,
                         outside(agent, cid)), 0, update  # fmt: skip
