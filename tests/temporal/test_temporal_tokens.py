@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("temporalio", reason="the temporal extra (temporalio) is not installed")
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowUpdateFailedError
 from test_temporal_session_routes import ok, serving, until
 from test_temporal_transcripts import runtime_for, transcripts_of
 from test_temporal_tree import FAST, closed, conversations, delegate, runs_of
@@ -147,7 +147,44 @@ async def test_the_front_end_and_a_kept_transcript_show_the_tokens(
     assert {k: shown[k] for k in counted} == counted
     assert result_of(streamed.text)["usage"] == usage_of(30, 3, 0, 1)
     assert openai["usage"] == {"prompt_tokens": 40, "completion_tokens": 4, "total_tokens": 44}
-    [summary] = await transcripts_of(runtime).ended("default")
+    kept = {s.session_id: s for s in await transcripts_of(runtime).ended("default")}
+    assert (
+        kept[cid].input_tokens,
+        kept[cid].output_tokens,
+        kept[cid].cache_read_tokens,
+        kept[cid].requests,
+    ) == (3081, 309, 400, 6)  # (the main agent's: each turn's)
+    summary = kept[f"{cid}/helper"]
     assert (summary.session_id, summary.input_tokens, summary.output_tokens,
             summary.cache_read_tokens, summary.requests, summary.cost_usd) == (
         f"{cid}/helper", 50, 5, 10, 1, None)  # fmt: skip
+
+
+async def test_the_main_agent_keeps_its_transcript_failed_or_empty(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    convs = await conversations(temporal_address)
+    convs.limits = replace(FAST, model_attempts=1)  # (a failed model call fails the turn)
+    cid, idle = f"main-{uuid.uuid4().hex[:8]}", f"idle-{uuid.uuid4().hex[:8]}"
+    main = ScriptedModel([used(delegate("helper", "look", **ON), 10, 1), used(got, 20, 2),
+                          RuntimeError("the model is down")])  # fmt: skip
+    helper = ScriptedModel([used("seen", 50, 5)])
+    runtime, _ = runtime_for(tmp_path, main, helper)
+    async with make_worker(convs.client, runtime, convs.task_queue):
+        await convs.send(cid, "look")
+        with pytest.raises(WorkflowUpdateFailedError):
+            await convs.send(cid, "again")
+        await closed(convs, cid)
+        await convs.start(idle)  # closed before its first message
+        await closed(convs, idle)
+    main.assert_done()
+    helper.assert_done()
+    kept = {s.session_id: s for s in await transcripts_of(runtime).ended("default")}
+    assert set(kept) == {cid, f"{cid}/helper", idle}
+    ran, session, empty = kept[cid], kept[f"{cid}/helper"], kept[idle]
+    assert (ran.kind, ran.parent_id, ran.depth, ran.outcome) == ("main", None, 0, "failed")
+    assert (ran.input_tokens, ran.output_tokens, ran.requests, ran.turns) == (30, 3, 2, 2)
+    assert (session.kind, session.outcome, session.input_tokens) == ("interactive", "done", 50)
+    assert (empty.kind, empty.outcome, empty.messages, empty.requests) == ("main", "empty", 0, 0)
+    found = await transcripts_of(runtime).get("default", ran.id)
+    assert found is not None and found.entries[-1]["content"].startswith("Stopped: ")

@@ -100,7 +100,7 @@ async def test_a_closed_session_keeps_its_transcript_whole_and_once(
     main.assert_done()
     helper.assert_done()
     store = transcripts_of(runtime)
-    [summary] = await store.ended("default")
+    [summary] = await store.ended("default", parent_id=cid)  # (the main agent keeps its own)
     assert memory.consolidated == [("helper", f"{cid}/helper")]
     assert summary.id == run_transcript_id("default", first_run)
     assert (summary.session_id, summary.parent_id, summary.role) == (

@@ -12,6 +12,7 @@ from typing import Any
 
 __all__ = [
     "CONSOLIDATE_ACTIVITY",
+    "KEEP_ACTIVITY",
     "MODEL_ACTIVITY",
     "NOT_ON_TEMPORAL",
     "OPEN_ACTIVITY",
@@ -51,6 +52,7 @@ MODEL_ACTIVITY = "retinue.model_call"
 TOOL_ACTIVITY = "retinue.tool_call"
 OPEN_ACTIVITY = "retinue.open_session"
 CONSOLIDATE_ACTIVITY = "retinue.consolidate"
+KEEP_ACTIVITY = "retinue.keep_transcript"  # a close without consolidation: the main agent's
 
 # the calls a workflow answers itself (child workflows, a question to the parent, a
 # session's state)
@@ -214,6 +216,7 @@ class ConversationStart:
     opening: str = ""  # the start of the first user message, if ``messages`` lacks it
     steering: list[str] = field(default_factory=list)  # for the next turn's first model call
     spent: Spent = field(default_factory=Spent)  # by the session's model calls so far
+    failed: bool = False  # its last turn failed (its note: "Stopped: " and the failure)
 
 
 @dataclass(slots=True)
@@ -310,12 +313,17 @@ class Admitted:
 
 @dataclass(slots=True)
 class ConsolidateStep:
+    """A closing session's history and what it used: its consolidation keeps its transcript
+    and its memory; ``KEEP_ACTIVITY`` keeps the transcript alone (the main agent's, or a
+    session's that closed before its first turn)."""
+
     tenant: str
     conversation_id: str
     agent: Agent
     messages: list[Json]
     run_id: str  # the session's first run id: one consolidation, however often it is tried
     spent: Spent = field(default_factory=Spent)  # by the session's model calls
+    failed: bool = False  # its last turn failed
 
 
 @dataclass(slots=True)

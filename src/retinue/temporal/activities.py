@@ -31,7 +31,8 @@ memory store (:mod:`retinue.temporal.refs`): a tool call's large result comes ba
 stub, and the model call stores the history it was sent and returns its stub; the model
 call and a consolidation read every stub back, under the step's tenant only. A
 consolidation keeps the session's transcript first, once however often it is tried
-(:mod:`retinue.temporal.transcripts`).
+(:mod:`retinue.temporal.transcripts`); a close that consolidates nothing (the main agent's,
+a session's before its first turn) keeps it alone (``KEEP_ACTIVITY``).
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ from retinue.telemetry.prices import cost_usd
 from retinue.temporal._calls import cut_short
 from retinue.temporal._types import (
     CONSOLIDATE_ACTIVITY,
+    KEEP_ACTIVITY,
     MODEL_ACTIVITY,
     NOT_ON_TEMPORAL,
     OPEN_ACTIVITY,
@@ -147,7 +149,7 @@ class TurnActivities:
         self._cache = BlobCache()
 
     def activities(self) -> list[Callable[..., Any]]:
-        return [self.model_call, self.tool_call, self.open_session, self.consolidate]
+        return [self.model_call, self.tool_call, self.open_session, self.consolidate, self.keep]
 
     def _check_tenant(self, tenant: str) -> None:
         if tenant != self.runtime.settings.tenant:  # (one worker, one tenant's memory)
@@ -275,17 +277,28 @@ class TurnActivities:
         learned to its role's memory; each once per ``run_id``."""
         run = self._run(step.tenant, step.conversation_id, step.agent)
         assert run.role is not None  # (a sub-agent session's)
-        _, full = await _opened(self._refs(step.tenant), step.messages)
-        messages = [from_dict(m) for m in full]
-        manager = self.runtime.manager
-        if manager.transcripts is not None:
-            await keep_transcript(manager.transcripts, step, run.config.context, messages)
-        factory = manager.factory
+        messages = await self._kept(step, run)
         token = consolidation_run.set(step.run_id)  # (the store writes a run id once)
         try:
+            factory = self.runtime.manager.factory
             return await _beating(factory.consolidate(run.role, run.config, messages))
         finally:
             consolidation_run.reset(token)
+
+    @activity.defn(name=KEEP_ACTIVITY)
+    async def keep(self, step: ConsolidateStep) -> None:
+        """Keep the transcript of a session whose close consolidates nothing: the main
+        agent's, or a session's that closed before its first turn; once per ``run_id``."""
+        await self._kept(step, self._run(step.tenant, step.conversation_id, step.agent))
+
+    async def _kept(self, step: ConsolidateStep, run: _Run) -> list[Message]:
+        """The closing session's history in full, its transcript kept first (where
+        transcripts are kept)."""
+        _, full = await _opened(self._refs(step.tenant), step.messages)
+        messages = [from_dict(m) for m in full]
+        if (keeper := self.runtime.manager.transcripts) is not None:
+            await keep_transcript(keeper, step, run.config.context, messages)
+        return messages
 
 
 async def _screened_answer(

@@ -1,9 +1,12 @@
-"""The transcript of a sub-agent session that ran as a workflow, kept when it closes.
+"""The transcript of a session that ran as a workflow (the main agent's, or a sub-agent
+session's), kept when it closes.
 
 In process, a session's close keeps its transcript (:mod:`retinue.engine.transcripts`). On
-Temporal a session's workflow closes with one activity, its consolidation
+Temporal a sub-agent session's workflow closes with one activity, its consolidation
 (:meth:`~retinue.temporal.activities.TurnActivities.consolidate`), and that activity keeps the
-transcript first, from what its step carries: the history (its stubs read back from the
+transcript first; the main agent's close, and a session's closed before its first turn,
+run one that keeps it alone (:meth:`~retinue.temporal.activities.TurnActivities.keep`).
+Each keeps it from what its step carries: the history (its stubs read back from the
 store first, so the transcript holds the content, not the notes) and the agent (id, role,
 parent, depth, kind), in the same :class:`~retinue.store.transcripts.TranscriptStore` and
 the same summary as in process, with the session ids the worker's agents use
@@ -17,8 +20,8 @@ cost are what the workflow added up of its model calls (``ConsolidateStep.spent`
 run's; a cost is None when a model's price is unknown); ``turns`` counts the
 messages that began one (a user's message, a question's answer) in the history as it
 ended, which AutoCompress may have shortened; ``started_at`` is the workflow's start, as
-Temporal says it (the close's time where it cannot); a turn that failed reads as ``done``
-(the workflow's note for it is not told apart from the other "Stopped: ..." notes).
+Temporal says it (the close's time where it cannot); a session whose last turn failed
+(``ConsolidateStep.failed``: the workflow says so) reads as ``failed``.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from retinue.store.transcripts import (
     entries_of,
     tool_call_count,
 )
-from retinue.temporal._types import ConsolidateStep
+from retinue.temporal._types import Agent, ConsolidateStep
 from retinue.temporal.workflow import INTERRUPTED_NOTE
 from retinue.tools.base import ToolContext
 
@@ -56,9 +59,10 @@ def run_transcript_id(tenant: str, run_id: str) -> str:
     return "t-" + hashlib.sha256(f"{tenant}\n{run_id}".encode()).hexdigest()[:12]
 
 
-def session_outcome(messages: Sequence[Message]) -> str:
+def session_outcome(messages: Sequence[Message], failed: bool = False) -> str:
     """How a session's workflow ended, read from its history: ``asking`` (an ``AskParent``
-    call without its answer), ``empty``, ``interrupted`` or ``done``."""
+    call without its answer), ``empty``, ``interrupted``, ``failed`` (its workflow says its
+    last turn failed) or ``done``."""
     answered = {m.tool_call_id for m in messages if isinstance(m, ToolResultMessage)}
     for m in messages:
         if isinstance(m, AssistantMessage) and any(
@@ -70,7 +74,7 @@ def session_outcome(messages: Sequence[Message]) -> str:
     last = messages[-1]
     if isinstance(last, AssistantMessage) and last.content in (INTERRUPTED_NOTE, CLOSED_NOTE):
         return "interrupted"
-    return "done"
+    return "failed" if failed else "done"
 
 
 def _turns(messages: Sequence[Message]) -> int:
@@ -80,6 +84,12 @@ def _turns(messages: Sequence[Message]) -> int:
         or (isinstance(m, ToolResultMessage) and m.name == ASK_TOOL_NAME and not m.is_error)
         for m in messages
     )
+
+
+def _kind(agent: Agent) -> str:
+    if not agent.chain:
+        return "main"
+    return "one-shot" if agent.one_shot else "interactive"
 
 
 async def _started_at(run_id: str, otherwise: float) -> float:
@@ -108,10 +118,10 @@ async def keep_transcript(
         agent, spent = step.agent, step.spent
         summary = TranscriptSummary(
             run_transcript_id(step.tenant, step.run_id), ctx.agent_id, ctx.parent_id,
-            agent.role, "one-shot" if agent.one_shot else "interactive", ctx.depth,
+            agent.role, _kind(agent), ctx.depth,
             _turns(messages), tool_call_count(messages), spent.input_tokens,
             spent.output_tokens, spent.cache_read_tokens, spent.requests, spent.cost_usd,
-            session_outcome(messages), await _started_at(step.run_id, ended), ended,
+            session_outcome(messages, step.failed), await _started_at(step.run_id, ended), ended,
             len(messages),
         )  # fmt: skip
         await keeper.store.keep(step.tenant, summary, entries_of(messages))

@@ -91,6 +91,7 @@ with workflow.unsafe.imports_passed_through():
     from retinue.temporal._steering import Steering
     from retinue.temporal._types import (
         CONSOLIDATE_ACTIVITY,
+        KEEP_ACTIVITY,
         MODEL_ACTIVITY,
         NOT_ON_TEMPORAL,
         TOOL_ACTIVITY,
@@ -125,6 +126,9 @@ MAX_ALLOWED = 1_000  # "always" rules a conversation keeps (the first ones)
 STATUS_TOOL = "SubAgentStatus"
 OPENING_CHARS = 200  # of the first user message, in the ``outline`` query
 INTERRUPTED_NOTE = "Stopped: the turn was cancelled."
+# a close keeps the transcript of the main agent, and of a session closed before its first
+# turn (KEEP_ACTIVITY); a run recorded before it did not
+KEEP_PATCH = "retinue-keep-transcripts"
 
 
 def _retry(attempts: int) -> RetryPolicy:
@@ -189,6 +193,7 @@ class ConversationWorkflow(FanOutCounting, Sessions, Steering, RoleRuns):
         self._steered = 0  # shown in the running turn
         self._spent = start.spent  # by the session's model calls, every run's
         self._turn_spent = Spent()  # by the running (or the last) turn's
+        self._failed = start.failed  # its last turn failed
 
     # -- life ----------------------------------------------------------------------------
 
@@ -212,7 +217,7 @@ class ConversationWorkflow(FanOutCounting, Sessions, Steering, RoleRuns):
             start.tenant, start.conversation_id, self._compact(), self._step, start.limits,
             start.agent, self._question, list(self._children.values()), self._opened,
             self._turns, list(self._sessions.values()), self._fanout, list(self._allowed),
-            self._opening(), list(self._steering), self._spent,
+            self._opening(), list(self._steering), self._spent, self._failed,
         )  # fmt: skip
 
     def _compact(self) -> list[Json]:
@@ -254,29 +259,50 @@ class ConversationWorkflow(FanOutCounting, Sessions, Steering, RoleRuns):
             await self._end(child)
         await workflow.wait_condition(lambda: not self._closing)
         if self._is_root:
+            if self._keeps_main() and workflow.patched(KEEP_PATCH):
+                await self._keep()
             self._state = "closed"
             return
         began = self._turns > 0 or any(m.get("role") == "user" for m in self._messages)
         outcome = await self._consolidate() if began else "none"
+        if not began and workflow.patched(KEEP_PATCH):
+            await self._keep()  # (its transcript: "empty", as in process)
         await self._report("closed")
         closed = Closed(self._agent.agent_id, outcome, self._turns, began)
         await self._signal(self._agent.parent, "child_closed", closed)
 
+    def _keeps_main(self) -> bool:
+        """Whether the main agent's close keeps its transcript: not a role run's holder
+        (its conversation is the run's alone, and keeps none, as in process)."""
+        return bool(self._messages) or self._turns > 0 or not self._opened
+
     async def _consolidate(self) -> str:
-        limits = self._start.limits
-        step = ConsolidateStep(self._start.tenant, self._start.conversation_id, self._agent,
-                               self._compact(), workflow.info().first_execution_run_id,
-                               self._spent)  # fmt: skip
         try:
-            return await workflow.execute_activity(
-                CONSOLIDATE_ACTIVITY, step, result_type=str,
-                activity_id=f"{workflow.info().workflow_id}/consolidate",
-                start_to_close_timeout=timedelta(seconds=limits.model_timeout_s),
-                heartbeat_timeout=timedelta(seconds=limits.heartbeat_s),
-                retry_policy=_retry(limits.model_attempts),
-            )  # fmt: skip
+            return await self._closing_activity(CONSOLIDATE_ACTIVITY, "consolidate", str)
         except ActivityError:
             return "failed"
+
+    async def _keep(self) -> None:
+        """Keep the transcript (alone: nothing is consolidated); one that cannot be kept
+        does not stop the close."""
+        try:
+            await self._closing_activity(KEEP_ACTIVITY, "keep")
+        except ActivityError:
+            workflow.logger.warning("the transcript of %s was not kept", self._agent.agent_id)
+
+    async def _closing_activity(self, name: str, key: str, kind: type | None = None) -> Any:
+        """An activity of the close, on the session's history and what it used (keyed by
+        its first run id: one, however often it is tried)."""
+        limits, info = self._start.limits, workflow.info()
+        step = ConsolidateStep(self._start.tenant, self._start.conversation_id, self._agent,
+                               self._compact(), info.first_execution_run_id, self._spent,
+                               self._failed)  # fmt: skip
+        return await workflow.execute_activity(
+            name, step, result_type=kind, activity_id=f"{info.workflow_id}/{key}",
+            start_to_close_timeout=timedelta(seconds=limits.model_timeout_s),
+            heartbeat_timeout=timedelta(seconds=limits.heartbeat_s),
+            retry_policy=_retry(limits.model_attempts),
+        )  # fmt: skip
 
     @workflow.signal
     def close(self) -> None:
@@ -388,6 +414,7 @@ class ConversationWorkflow(FanOutCounting, Sessions, Steering, RoleRuns):
         if self._is_root:
             self._fanout.run = 0  # (the caps' count of sessions started in this turn)
         self._steered = 0
+        self._failed = False
         await self._report("busy")
         asked = self._question
         if asked is not None:  # the message answers the question the agent asked
@@ -406,6 +433,7 @@ class ConversationWorkflow(FanOutCounting, Sessions, Steering, RoleRuns):
                 raise
             cause = exc.cause if isinstance(exc, ActivityError | ChildWorkflowError) else None
             why = f"Stopped: {cause or exc}"
+            self._failed = True
             self._close_turn(why)
             raise ApplicationError(why, non_retryable=True) from exc
         self._turns += 1
@@ -792,8 +820,9 @@ class ConversationWorkflow(FanOutCounting, Sessions, Steering, RoleRuns):
     @workflow.query
     def state(self) -> ConversationState:
         """What a front end shows: busy, idle, paused (an approval or a question waits on
-        a person) or closed; what waits; the session tree."""
-        state = self._state
+        a person) or closed (closing too: its sessions end, its transcript is kept); what
+        waits; the session tree."""
+        state = "closed" if self._closed else self._state
         if state != "closed" and (self._pending or self._question is not None):
             state = "paused"
         elif state != "closed" and self._turn.locked():
