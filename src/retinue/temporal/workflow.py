@@ -820,9 +820,8 @@ class ConversationWorkflow(FanOutCounting, Sessions, Steering, RoleRuns):
     @workflow.query
     def state(self) -> ConversationState:
         """What a front end shows: busy, idle, paused (an approval or a question waits on
-        a person) or closed (closing too: its sessions end, its transcript is kept); what
-        waits; the session tree."""
-        state = "closed" if self._closed else self._state
+        a person) or closed; what waits; the session tree."""
+        state = self._state
         if state != "closed" and (self._pending or self._question is not None):
             state = "paused"
         elif state != "closed" and self._turn.locked():

@@ -82,7 +82,7 @@ def _front_routes(app: FastAPI, front: TemporalFront) -> None:
         tenant = tenant_of(request, front)
         history = await front.history(tenant, cid)
         state = await front.state(tenant, cid) if history is not None else None
-        if history is None or state is None or state["state"] == "closed":  # (or closing)
+        if history is None or state is None:
             raise HTTPException(404, f"no conversation {cid!r}")
         messages = [shown_dict(m) for m in history]
         return {"id": cid, "messages": messages, "running": state["running"],
