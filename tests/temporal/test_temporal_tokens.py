@@ -26,7 +26,7 @@ from retinue.llm.base import ModelResponse, ToolSpec
 from retinue.messages import AssistantMessage, Message, ToolResultMessage, Usage
 from retinue.server.security import Security
 from retinue.server.temporal_front import TemporalFront, create_temporal_app
-from retinue.temporal._types import Spent
+from retinue.temporal._types import Agent, ConversationStart, Spent
 from retinue.temporal.client import TemporalConversations, workflow_id
 from retinue.temporal.worker import make_worker
 from retinue.temporal.workflow import ConversationWorkflow
@@ -188,3 +188,26 @@ async def test_the_main_agent_keeps_its_transcript_failed_or_empty(
     assert (empty.kind, empty.outcome, empty.messages, empty.requests) == ("main", "empty", 0, 0)
     found = await transcripts_of(runtime).get("default", ran.id)
     assert found is not None and found.entries[-1]["content"].startswith("Stopped: ")
+
+
+async def test_a_session_closed_before_its_first_turn_keeps_an_empty_transcript(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    convs = await conversations(temporal_address)
+    cid = f"unused-{uuid.uuid4().hex[:8]}"
+    runtime, memory = runtime_for(tmp_path, ScriptedModel(), ScriptedModel())
+    async with make_worker(convs.client, runtime, convs.task_queue):
+        root = (await convs.start(cid)).id
+        agent = Agent(f"{cid}/helper", "helper", [[f"{cid}/helper", "helper"]], root, root)
+        start = ConversationStart("default", cid, limits=convs.limits, agent=agent)
+        session = await convs.client.start_workflow(
+            ConversationWorkflow.run, start, id=f"{root}/helper", task_queue=convs.task_queue
+        )
+        await session.signal(ConversationWorkflow.close)  # before any message
+        assert await session.result() == []
+        await closed(convs, cid)
+    kept = {s.session_id: s for s in await transcripts_of(runtime).ended("default")}
+    empty = kept[f"{cid}/helper"]
+    assert (empty.kind, empty.parent_id, empty.outcome, empty.messages) == (
+        "interactive", cid, "empty", 0)  # fmt: skip
+    assert memory.consolidated == []  # (nothing to consolidate: its transcript alone)
