@@ -14,6 +14,24 @@ from pathlib import Path
 
 import pytest
 
+_HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A Temporal test past its timeout ends the run (pytest-timeout's ``thread`` method),
+    with every thread's stack printed. Twice, on a loaded machine, a run of these tests hung
+    idle past every timeout with nothing reported: the default ``signal`` method acts only
+    when the main thread runs Python, and the ``thread`` method does not wait for it."""
+    default = config.getini("timeout")
+    for item in items:
+        if _HERE not in Path(str(item.path)).parents:
+            continue
+        marker = item.get_closest_marker("timeout")
+        seconds = default
+        if marker is not None:
+            seconds = marker.args[0] if marker.args else marker.kwargs.get("timeout", default)
+        item.add_marker(pytest.mark.timeout(float(seconds), method="thread"))
+
 
 def temporal_binary() -> str | None:
     beside = Path(sys.executable).parent / "temporal"  # the wheel's script in this venv
