@@ -337,8 +337,9 @@ class _Back:
 
 
 async def _opened(refs: Refs | None, messages: list[Json]) -> tuple[Expanded, list[Json]]:
-    """A step's messages opened (their workflow forms) and in full; a reference that cannot
-    be read fails the activity (for good: the content is not there, or another tenant's)."""
+    """A step's messages opened (their workflow forms) and in full. Content the store no
+    longer keeps (swept, or another tenant's) reads as a note (:class:`Refs`); a stub that
+    does not parse fails the activity for good."""
     if refs is None:
         if any(is_stub(m) for m in messages):
             raise ApplicationError(
@@ -379,8 +380,8 @@ async def _history_back(
 
 
 async def _stored(work: Awaitable[T]) -> T:
-    """``work`` on the blob store: a blob that is not there fails the activity for good;
-    another store failure is tried again."""
+    """``work`` on the blob store: a blob the store reports missing where no note can stand
+    in for it fails the activity for good; another store failure is tried again."""
     try:
         return await work
     except BlobMissing as exc:

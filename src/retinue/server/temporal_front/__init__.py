@@ -37,8 +37,8 @@ running turn a message before its next model call (the workflow's ``steer`` Upda
 no turn runs). A session id names a node of the tree that
 the conversation's own workflow reports (``state`` query), never a workflow id: a request
 reaches only the child workflows of its tenant's conversation. Each session's facts come
-from its workflow's ``session_view`` query; tokens and cost are not counted on Temporal
-(null).
+from its workflow's ``session_view`` query, its tokens and cost among them (the workflow
+adds up each model call's usage; a cost is null when the model's price is unknown).
 
 **Streaming.** Temporal does not stream. The workflow's state is the source of the events:
 while a turn runs, the front end that started it asks the workflow every ``poll_s`` (0.2 s)
