@@ -157,6 +157,7 @@ async def test_a_role_model_is_a_one_shot_run_that_ends_consolidated(
     answer = ok(whole)
     assert answer["choices"][0]["message"]["content"] == "all is well"
     assert answer["choices"][0]["finish_reason"] == "stop"
+    assert answer["usage"]["completion_tokens"] > 0  # (the run's two model calls)
     extra = answer["retinue"]
     assert extra == {"conversation": None, "stop_reason": "final", "tools_used": ["jot"]}
     assert "x-retinue-conversation" not in whole.headers  # no conversation is kept

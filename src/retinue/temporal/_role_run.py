@@ -22,7 +22,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from retinue.subagents.roles import valid_name, with_initial_prompt
     from retinue.temporal._calls import Delegation
-    from retinue.temporal._types import ChildRef, Json, Reply, TurnReply
+    from retinue.temporal._types import ChildRef, Json, Reply, Spent, TurnReply
 
 __all__ = ["RoleRuns", "RoleTask"]
 
@@ -68,7 +68,8 @@ class RoleRuns:
             self._closed = True  # (the conversation ends with its run, however it ended)
         if reply.stop_reason == "failed":
             raise ApplicationError(reply.content.removeprefix("Error: "), non_retryable=True)
-        return TurnReply(reply.content, reply.stop_reason, 0)  # (the main agent took no step)
+        spent = reply.spent or Spent()  # (the run's: the main agent took no step)
+        return TurnReply(reply.content, reply.stop_reason, 0, spent)
 
     @run_role.validator
     def _check_run_role(self, ask: RoleTask) -> None:

@@ -340,6 +340,7 @@ class Reply:
     token: str
     content: str
     stop_reason: str  # a TurnReply's, or "failed"
+    spent: Spent | None = None  # by the turn's model calls (None: a reply of before)
 
 
 @dataclass(slots=True)
