@@ -325,9 +325,10 @@ class Sessions(Repeating):
             await workflow.wait_condition(lambda: aid in self._ended)
         except FailureError:  # (its workflow is gone: nothing more to close)
             self._closing.discard(aid)
-            return Closed(aid, "none", 0, began=False)
+            return self._ended.pop(aid, None) or Closed(aid, "none", 0, began=False)
         finally:
             self._unloading.discard(aid)
+        self._closing.discard(aid)  # (its child_closed may have come before the close)
         return self._ended.pop(aid)
 
 

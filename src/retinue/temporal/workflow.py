@@ -357,7 +357,8 @@ class ConversationWorkflow(FanOutCounting, Sessions, Steering, RoleRuns):
         closes, unless it asked a question)."""
         try:
             turn = await self._turn_on(delivery.text)
-            reply = Reply(delivery.token, self._bounded(turn.content), turn.stop_reason)
+            reply = Reply(delivery.token, self._bounded(turn.content), turn.stop_reason,
+                          turn.spent)  # fmt: skip
         except ApplicationError as exc:
             reply = Reply(delivery.token, f"Error: {exc.message}", "failed")
         except asyncio.CancelledError:
@@ -382,9 +383,12 @@ class ConversationWorkflow(FanOutCounting, Sessions, Steering, RoleRuns):
 
     @workflow.signal
     def child_closed(self, closed: Closed) -> None:
-        if closed.agent_id in self._unloading:  # (kept for the unload's confirmation)
-            self._ended[closed.agent_id] = closed
-        self._closing.discard(closed.agent_id)
+        """A session closed. Kept for the close that waits for it (an unload's, or this
+        agent's own close, for a session still held: its close comes before the wait)."""
+        aid = closed.agent_id
+        if aid in self._unloading or any(c.agent_id == aid for c in self._children.values()):
+            self._ended[aid] = closed
+        self._closing.discard(aid)
 
     async def _turn_on(self, text: str) -> TurnReply:
         if self._closed:
