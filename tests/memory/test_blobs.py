@@ -95,6 +95,38 @@ async def test_the_sweep_removes_what_went_unused_and_keeps_what_was_used(
     assert await blobs.prune(clock.now - DAY) == 0
 
 
+async def test_a_workers_sweep_takes_its_own_tenants_blobs(store: MemoryBackend) -> None:
+    """Tenants' workers share one database, each with its own retention: one sweeps only
+    its tenant's."""
+    blobs, clock = await clocked(store)
+    mine, theirs = (f"{k} {uuid.uuid4()}".encode() for k in ("mine", "theirs"))
+    await blobs.put("acme", mine)
+    await blobs.put("other", theirs)
+    clock.now += 10 * DAY
+    assert await blobs.prune(clock.now - DAY, "acme") == 1
+    assert await blobs.get("other", digest_of(theirs)) == theirs
+    with pytest.raises(BlobMissing):
+        await blobs.get("acme", digest_of(mine))
+
+
+async def test_a_row_an_older_worker_wrote_is_kept_while_it_is_new(
+    store: MemoryBackend, backend: str
+) -> None:
+    """A worker of before ``used_at`` inserts rows SQLite gives ``used_at`` 0: the sweep
+    judges them by ``created_at`` as well, so one in use is not removed the next hour."""
+    if backend != "sqlite":
+        pytest.skip("SQLite only (PostgreSQL's default for the column is the insert's time)")
+    blobs, clock = await clocked(store)
+    assert isinstance(blobs, SQLiteBlobs)
+    data = f"an old worker's {uuid.uuid4()}".encode()
+    await blobs.put("acme", data)
+    with blobs._tx() as conn:  # pyright: ignore[reportPrivateUsage]
+        conn.execute("UPDATE blobs SET used_at = 0")  # (as that worker's insert leaves it)
+    assert await blobs.prune(clock.now - DAY) == 0
+    clock.now += 2 * DAY
+    assert await blobs.prune(clock.now - DAY) == 1
+
+
 async def test_a_read_within_the_hour_writes_nothing(store: MemoryBackend) -> None:
     """A read rewrites when the blob was used only if that was over an hour before: the
     sweep may see a blob an hour older than its last use, and reads stay reads."""

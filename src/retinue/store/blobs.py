@@ -31,6 +31,11 @@ bytes put again rewrite it, and a read rewrites it when it is older than :data:`
   row was updated meanwhile evaluates its condition again), a put after the delete writes
   the row anew, and a read whose touch finds the row gone reports it missing, not bytes the
   store no longer keeps.
+- A row an older worker wrote (before ``used_at``: SQLite gives it 0) is judged by its
+  ``created_at`` as well: the sweep removes only rows both used and created before the
+  cutoff.
+- Each worker sweeps its own tenant's blobs (``prune``'s ``tenant``), by its own setting:
+  tenants' workers may keep theirs for different times in one database.
 
 What the retention does not cover, by design: a conversation (or a sub-agent session) that
 waits longer than the retention between two model calls. Its next call finds the content
@@ -90,9 +95,9 @@ class BlobStore(Protocol):
         :class:`BlobMissing` if it has none."""
         ...
 
-    async def prune(self, older_than: float) -> int:
-        """Remove every blob (all tenants) whose ``used_at`` is before ``older_than`` (Unix
-        seconds); how many were removed."""
+    async def prune(self, older_than: float, tenant: str | None = None) -> int:
+        """Remove ``tenant``'s blobs (None: every tenant's) used and created before
+        ``older_than`` (Unix seconds); how many were removed."""
         ...
 
 
@@ -177,17 +182,18 @@ class SQLiteBlobs:
             )
             return cur.rowcount > 0
 
-    async def prune(self, older_than: float) -> int:
-        return await asyncio.to_thread(self._prune, older_than)
+    async def prune(self, older_than: float, tenant: str | None = None) -> int:
+        return await asyncio.to_thread(self._prune, older_than, tenant)
 
-    def _prune(self, older_than: float) -> int:
+    def _prune(self, older_than: float, tenant: str | None) -> int:
         removed = 0
+        whose, args = ("", ()) if tenant is None else (" AND tenant = ?", (tenant,))
         while True:  # (in batches: the store's lock is not held for one long delete)
             with self._tx() as conn:
                 count = conn.execute(
-                    "DELETE FROM blobs WHERE rowid IN"
-                    " (SELECT rowid FROM blobs WHERE used_at < ? LIMIT ?)",
-                    (older_than, PRUNE_BATCH),
+                    "DELETE FROM blobs WHERE rowid IN (SELECT rowid FROM blobs"
+                    f" WHERE used_at < ? AND created_at < ?{whose} LIMIT ?)",
+                    (older_than, older_than, *args, PRUNE_BATCH),
                 ).rowcount
             removed += count
             if count < PRUNE_BATCH:
@@ -228,14 +234,16 @@ class PgBlobs:
                 row = row if cur.rowcount > 0 else None  # (swept since it was read)
         return _checked(tenant, digest, bytes(row[0]) if row is not None else None)
 
-    async def prune(self, older_than: float) -> int:
+    async def prune(self, older_than: float, tenant: str | None = None) -> int:
         removed = 0
+        whose, args = ("", ()) if tenant is None else (" AND tenant = %s", (tenant,))
         while True:  # (in batches: no one long transaction)
             async with self._db.connection() as conn:
                 cur = await conn.execute(
                     "DELETE FROM blobs WHERE (tenant, sha256) IN (SELECT tenant, sha256"
-                    " FROM blobs WHERE used_at < %s LIMIT %s) AND used_at < %s",
-                    (older_than, PRUNE_BATCH, older_than),
+                    f" FROM blobs WHERE used_at < %s AND created_at < %s{whose} LIMIT %s)"
+                    " AND used_at < %s",
+                    (older_than, older_than, *args, PRUNE_BATCH, older_than),
                 )
             removed += cur.rowcount
             if cur.rowcount < PRUNE_BATCH:

@@ -6,8 +6,8 @@ keep both: the transcripts of sessions their workflows closed, and the content t
 activities keep by reference (:mod:`retinue.store.blobs`). :meth:`Sweep.forever`, run by
 :func:`~retinue.temporal.worker.run_worker` beside its worker, removes every hour:
 
-- the blobs not used for ``blob_retention_days`` (why none in use goes: the module
-  :mod:`retinue.store.blobs`; 0: none is removed);
+- its tenant's blobs not used for ``blob_retention_days`` (why none in use goes: the
+  module :mod:`retinue.store.blobs`; 0: none is removed);
 - the transcripts that ended more than ``transcript_retention_days`` ago, as the keeper
   prunes them (where none are kept, 0, those kept before stay, as in process).
 
@@ -55,6 +55,7 @@ class Sweep:
     blobs: BlobStore | None
     blob_retention_days: float
     transcripts: TranscriptKeeper | None
+    tenant: str | None = None  # whose blobs (None: every tenant's)
 
     @classmethod
     def of(cls, runtime: Runtime) -> Sweep:
@@ -62,7 +63,7 @@ class Sweep:
         memory = runtime.memory
         blobs = memory.blobs if isinstance(memory, HoldsBlobs) else None
         days = runtime.settings.blob_retention_days
-        return cls(blobs, days, runtime.manager.transcripts)
+        return cls(blobs, days, runtime.manager.transcripts, runtime.settings.tenant)
 
     async def once(self, now: float) -> Swept:
         """Remove what is past its retention at ``now`` (Unix seconds); never raises an
@@ -70,7 +71,7 @@ class Sweep:
         blobs = transcripts = None
         if self.blobs is not None and self.blob_retention_days > 0:
             cutoff = now - self.blob_retention_days * DAY
-            blobs = await _logged("blobs", self.blobs.prune(cutoff))
+            blobs = await _logged("blobs", self.blobs.prune(cutoff, self.tenant))
         if (keeper := self.transcripts) is not None:
             cutoff = now - keeper.retention_days * DAY
             transcripts = await _logged("transcripts", keeper.store.prune(cutoff))
