@@ -277,7 +277,7 @@ class TurnActivities:
         learned to its role's memory; each once per ``run_id``."""
         run = self._run(step.tenant, step.conversation_id, step.agent)
         assert run.role is not None  # (a sub-agent session's)
-        messages = await self._kept(step, run)
+        messages = await _beating(self._kept(step, run))  # (a large history, a slow store)
         token = consolidation_run.set(step.run_id)  # (the store writes a run id once)
         try:
             factory = self.runtime.manager.factory
@@ -289,7 +289,7 @@ class TurnActivities:
     async def keep(self, step: ConsolidateStep) -> None:
         """Keep the transcript of a session whose close consolidates nothing: the main
         agent's, or a session's that closed before its first turn; once per ``run_id``."""
-        await self._kept(step, self._run(step.tenant, step.conversation_id, step.agent))
+        await _beating(self._kept(step, self._run(step.tenant, step.conversation_id, step.agent)))
 
     async def _kept(self, step: ConsolidateStep, run: _Run) -> list[Message]:
         """The closing session's history in full, its transcript kept first (where
