@@ -3,6 +3,7 @@ workflow reports it (see the package's docstring)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -83,7 +84,7 @@ def add_session_routes(app: FastAPI, front: TemporalFront) -> None:
         if body is None:
             raise HTTPException(422, 'the body must be {"content": "..."}')
         front.conversations(tenant).check_message(body.content)  # (too large: 413)
-        done = await _steered(handle, body.content)
+        done = await _steered(handle, body.content, front.wait_for_worker_s)
         if done is None:
             raise _no_session(sid)
         if not done:
@@ -107,10 +108,19 @@ async def _session_workflow(
     return front.client.get_workflow_handle_for(ConversationWorkflow.run, found[1].workflow_id)
 
 
-async def _steered(handle: WorkflowHandle[ConversationWorkflow, Any], text: str) -> bool | None:
-    """The ``steer`` Update's answer; None when the workflow is not running."""
+async def _steered(
+    handle: WorkflowHandle[ConversationWorkflow, Any], text: str, wait_s: float
+) -> bool | None:
+    """The ``steer`` Update's answer; None when the workflow is not running;
+    :class:`TemporalUnavailable` (503) when no worker answers within ``wait_s``."""
     try:
-        return await handle.execute_update(ConversationWorkflow.steer, text)
+        async with asyncio.timeout(wait_s):
+            return await handle.execute_update(ConversationWorkflow.steer, text)
+    except TimeoutError:
+        raise TemporalUnavailable(
+            f"no worker answered within {wait_s:g} s (is a `retinue worker --temporal`"
+            " serving this tenant's task queue?)"
+        ) from None
     except WorkflowUpdateFailedError as exc:  # its validator refused it
         why = str(getattr(exc.cause, "message", None) or exc.cause)
         if "closed" in why:
