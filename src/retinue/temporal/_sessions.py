@@ -19,6 +19,7 @@ workflow code must be.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, cast
 
@@ -68,6 +69,8 @@ __all__ = ["VIEW_CHARS", "Sessions", "interrupted_note"]
 
 STEER_PATCH = "retinue-subagent-steer"  # runs recorded before it refused SubAgent(steer=true)
 OPEN_PATCH = "retinue-open-shielded"  # runs recorded before it let a cancel reach the start
+FAILED_PATCH = "retinue-failed-run-dropped"  # runs recorded before it held a failed run
+CLOSE_PATCH = "retinue-cut-run-closed"  # runs recorded before it only interrupted a cut run
 VIEW_CHARS = 2_000  # of a session's last reply and question, in the ``session_view`` query
 
 
@@ -140,7 +143,13 @@ class Sessions(Repeating):
         child.question = reply.content if reply.stop_reason == "asking" else ""
         if reply.stop_reason not in ("failed", "interrupted"):  # (as its own count: asked counts)
             child.turns += 1
-        if child.one_shot and reply.stop_reason != "asking":  # (it closes itself: _message)
+        if (
+            child.one_shot
+            and reply.stop_reason != "asking"
+            and (  # (it closes itself)
+                reply.stop_reason != "failed" or workflow.patched(FAILED_PATCH)
+            )
+        ):
             self._children.pop(child.address or child.agent_id, None)
         if reply.stop_reason == "failed":
             return tool_result(call, reply.content, error=True)
@@ -172,7 +181,8 @@ class Sessions(Repeating):
 
     async def _interrupt_child(self, child: ChildRef) -> None:
         """Cancel the turn ``child`` runs for this agent (its reply, when it comes, is not
-        waited for); a one-shot run then closes itself (counted closing by :meth:`_message`)."""
+        waited for); a one-shot run is closed too (counted closing by :meth:`_message`): one
+        that asked just as the cancel came has no turn to interrupt, and would stay open."""
         try:
             await self._signal(child.workflow_id, "interrupt")
         except FailureError:  # its workflow is gone
@@ -181,6 +191,9 @@ class Sessions(Repeating):
             return
         if child.one_shot:
             self._children.pop(child.address or child.agent_id, None)
+            if workflow.patched(CLOSE_PATCH):  # (one that asked as the cancel came ends too)
+                with contextlib.suppress(FailureError):
+                    await self._signal(child.workflow_id, "close")
 
     def _hold_asking(self, child: ChildRef) -> None:
         """A one-shot run that asked is held under its role (or ``role:asked-n``), so the
